@@ -1,0 +1,63 @@
+// swift-tools-version:6.0
+import PackageDescription
+
+let package = Package(
+    name: "OfflineSync",
+    platforms: [.macOS(.v14)],
+    products: [
+        .library(name: "OfflineSync", targets: ["OfflineSync"]),
+        .library(name: "OfflineSyncService", targets: ["OfflineSyncService"]),
+        .library(name: "OfflineSyncConformance", targets: ["OfflineSyncConformance"]),
+        .library(name: "OfflineSyncSQLite", targets: ["OfflineSyncSQLite"]),
+        .executable(name: "offline-sync", targets: ["offline-sync"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
+    ],
+    targets: [
+        // Core: records, queries, stores, queue, sync context. No C library, no networking.
+        .target(name: "OfflineSync", path: "Sources/OfflineSync"),
+        .target(name: "OfflineSyncService", dependencies: ["OfflineSync"], path: "Sources/OfflineSyncService"),
+        .target(name: "OfflineSyncConformance", dependencies: ["OfflineSync"], path: "Sources/OfflineSyncConformance"),
+
+        // SQLite adapter.
+        .systemLibrary(
+            name: "COfflineSyncSQLite3",
+            path: "Adapters/SQLite/COfflineSyncSQLite3",
+            pkgConfig: "sqlite3",
+            providers: [.apt(["libsqlite3-dev"]), .brew(["sqlite"])]
+        ),
+        .target(
+            name: "OfflineSyncSQLite",
+            dependencies: ["OfflineSync", "COfflineSyncSQLite3"],
+            path: "Adapters/SQLite/OfflineSyncSQLite"
+        ),
+
+        .executableTarget(
+            name: "offline-sync",
+            dependencies: [
+                "OfflineSync", "OfflineSyncService", "OfflineSyncSQLite", "OfflineSyncConformance",
+                "COfflineSyncSQLite3",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ],
+            path: "Sources/offline-sync"
+        ),
+
+        .testTarget(
+            name: "OfflineSyncTests",
+            dependencies: ["OfflineSync", "OfflineSyncService", "OfflineSyncConformance"],
+            path: "Tests/OfflineSyncTests"
+        ),
+        .testTarget(
+            name: "OfflineSyncServiceTests",
+            dependencies: ["OfflineSync", "OfflineSyncService", "OfflineSyncConformance", "OfflineSyncSQLite"],
+            path: "Tests/OfflineSyncServiceTests"
+        ),
+        .testTarget(
+            name: "OfflineSyncSQLiteTests",
+            dependencies: ["OfflineSync", "OfflineSyncSQLite", "OfflineSyncConformance", "OfflineSyncService"],
+            path: "Tests/OfflineSyncSQLiteTests"
+        ),
+    ],
+    swiftLanguageModes: [.v6]
+)

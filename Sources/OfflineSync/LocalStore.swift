@@ -1,0 +1,64 @@
+/// Reads a store inside a transaction. Lent to a closure, never stored or returned:
+/// using it after the closure returned throws ``SyncError/Code/storeClosed``.
+public protocol LocalReadTransaction: AnyObject {
+    /// The schema of a defined table. Throws ``SyncError/Code/tableNotDefined``.
+    func schema(of table: String) throws -> TableSchema
+    /// Every defined table's schema, system tables included, ordered by name.
+    func tables() throws -> [TableSchema]
+    /// The record with this id, or `nil`.
+    func record(in table: String, id: String) throws -> Record?
+    /// The records matching the query, in the query's order (see ``QueryEvaluator``).
+    /// Throws ``SyncError/Code/invalidQuery`` for a query that does not fit the schema.
+    func records(in table: String, matching query: Query) throws -> [Record]
+    /// The number of records matching the predicate.
+    func count(in table: String, matching predicate: Predicate) throws -> Int
+}
+
+/// Reads and writes a store inside one atomic transaction.
+public protocol LocalWriteTransaction: LocalReadTransaction {
+    /// Inserts or replaces the record with this id, after validating it against the
+    /// table's schema (``TableSchema/validate(_:)``).
+    func upsert(_ record: Record, in table: String) throws
+    /// Deletes the record with this id; returns whether it existed.
+    @discardableResult
+    func delete(id: String, in table: String) throws -> Bool
+}
+
+/// What a storage adapter implements: tables of records, queries, and atomic transactions.
+///
+/// The contract, which ``OfflineSyncConformance`` checks for every adapter:
+/// - **atomic**: a transaction whose closure throws, or whose process dies, leaves nothing;
+/// - **durable**: once `write` returns, the change survives a crash of the process;
+/// - **serializable**: concurrent write transactions behave as if run one after another,
+///   so read-modify-write loses no update;
+/// - **exact**: every ``Value`` round-trips unchanged, strings byte for byte;
+/// - **safe names**: odd table and field names are stored or refused with
+///   ``SyncError/Code/invalidName``, never spliced into SQL;
+/// - **no damage**: a corrupt, truncated or foreign file opens with a typed error
+///   (``SyncError/Code/corrupted``, ``SyncError/Code/notADatabase`` or
+///   ``SyncError/Code/foreignDatabase``) and is left byte for byte as it was.
+///
+/// Closures run on the adapter's own threads (never Swift's cooperative pool), so they are
+/// synchronous and must not block on other async work.
+public protocol LocalStore: AnyObject, Sendable {
+    /// Creates the table, or migrates it to a changed schema without losing data
+    /// (see ``TableSchema``). Throws ``SyncError/Code/invalidName`` or
+    /// ``SyncError/Code/schemaMismatch``; a failed definition changes nothing.
+    func defineTable(_ schema: TableSchema) async throws
+
+    /// Runs `body` in a read transaction that sees one consistent snapshot.
+    func read<T: Sendable>(_ body: @escaping @Sendable (any LocalReadTransaction) throws -> T) async throws -> T
+
+    /// Runs `body` in a write transaction: committed when it returns, rolled back when it throws.
+    func write<T: Sendable>(_ body: @escaping @Sendable (any LocalWriteTransaction) throws -> T) async throws -> T
+
+    /// Closes the store. Later calls throw ``SyncError/Code/storeClosed``.
+    func close() async throws
+}
+
+extension LocalReadTransaction {
+    /// The first record matching the query, or `nil`.
+    public func first(in table: String, matching query: Query) throws -> Record? {
+        try records(in: table, matching: query.limit(1)).first
+    }
+}

@@ -1,0 +1,113 @@
+/// The kind of a queued operation.
+public enum OperationKind: String, Sendable, Hashable, Codable, CaseIterable {
+    /// Creates the item.
+    case insert
+    /// Replaces the item's fields.
+    case update
+    /// Deletes the item.
+    case delete
+}
+
+/// One operation of a push: what to do to which item, based on which version.
+public struct PushOperation: Sendable, Hashable {
+    /// A unique id. The remote remembers the outcome per id, so a replay gets the first outcome.
+    public var id: String
+    /// The table.
+    public var table: String
+    /// The item's id.
+    public var itemId: String
+    /// Insert, update or delete.
+    public var kind: OperationKind
+    /// The item's fields for an insert or update (system properties are ignored); `nil` for a delete.
+    public var item: Record?
+    /// The version the client last saw, or `nil` for an unconditional write.
+    public var baseVersion: String?
+
+    /// Creates an operation.
+    public init(id: String, table: String, itemId: String, kind: OperationKind, item: Record?, baseVersion: String?) {
+        self.id = id
+        self.table = table
+        self.itemId = itemId
+        self.kind = kind
+        self.item = item
+        self.baseVersion = baseVersion
+    }
+}
+
+/// What the remote did with one pushed operation.
+public enum PushOutcome: Sendable, Hashable {
+    /// Applied; the record as the remote now stores it (a tombstone for a delete).
+    case applied(Record)
+    /// Not applied: the base version is stale or the item already exists. Carries the
+    /// remote's current record (possibly a tombstone).
+    case conflict(serverRecord: Record)
+    /// Not applied and never will be as sent (invalid data, unknown table, forbidden…).
+    /// `status` is an HTTP-like code when the remote has one.
+    case rejected(reason: String, status: Int?)
+}
+
+/// The result of one pushed operation, by operation id.
+public struct PushResult: Sendable, Hashable {
+    /// The operation's id.
+    public var operationId: String
+    /// What happened to it.
+    public var outcome: PushOutcome
+    /// Creates a result.
+    public init(operationId: String, outcome: PushOutcome) {
+        self.operationId = operationId
+        self.outcome = outcome
+    }
+}
+
+/// A request for one page of changes to a table after a cursor.
+public struct PullRequest: Sendable, Hashable {
+    /// The table.
+    public var table: String
+    /// Only changes to records matching this predicate (tombstones always come through).
+    public var predicate: Predicate
+    /// Where the previous page ended, or `nil` to start from the beginning.
+    public var cursor: String?
+    /// The largest page wanted; the remote may return fewer.
+    public var limit: Int
+
+    /// Creates a request.
+    public init(table: String, predicate: Predicate = .all, cursor: String? = nil, limit: Int = 500) {
+        self.table = table
+        self.predicate = predicate
+        self.cursor = cursor
+        self.limit = limit
+    }
+}
+
+/// One page of changes, in the remote's commit order.
+public struct PullPage: Sendable, Hashable {
+    /// Changed records, tombstones (``Record/deleted``) included, each at most once per page.
+    public var records: [Record]
+    /// The cursor after this page's last change; pass it to get the next page.
+    public var nextCursor: String
+    /// How many matching changes remain after this page, exactly, at the time of the read.
+    public var remaining: Int
+    /// `true` when the cursor sent belonged to an earlier incarnation of the table (it was
+    /// reset or restored), so this page restarts from the beginning: a full resync.
+    public var cursorReset: Bool
+
+    /// Creates a page.
+    public init(records: [Record], nextCursor: String, remaining: Int, cursorReset: Bool = false) {
+        self.records = records
+        self.nextCursor = nextCursor
+        self.remaining = remaining
+        self.cursorReset = cursorReset
+    }
+}
+
+/// The remote side of sync, as a client sees it: already scoped to one identity.
+///
+/// A thrown error means the call may not have happened (or its answer was lost): the client
+/// keeps its queue and retries later, relying on operation ids for idempotency. Throw
+/// ``SyncError`` with ``SyncError/Code/transient`` for failures worth retrying.
+public protocol RemoteStore: Sendable {
+    /// Applies a batch of operations in order and returns one result per operation.
+    func push(_ operations: [PushOperation]) async throws -> [PushResult]
+    /// Returns the next page of changes after the request's cursor.
+    func pull(_ request: PullRequest) async throws -> PullPage
+}

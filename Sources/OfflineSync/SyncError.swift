@@ -1,0 +1,81 @@
+/// The one error type of OfflineSync: a stable ``Code`` plus a human-readable message.
+///
+/// Messages name tables, fields, ids and files, but never record contents, keys or
+/// passphrases. Codes are a struct over a private enum (as in swift-nio), so new codes can
+/// be added without breaking a caller's `switch`.
+public struct SyncError: Error, Sendable, Hashable, CustomStringConvertible {
+    /// What kind of failure this is.
+    public struct Code: Hashable, Sendable, CustomStringConvertible {
+        private enum Base: String, Hashable, Sendable {
+            case invalidName, invalidValue, typeMismatch, schemaMismatch, invalidQuery
+            case notFound, duplicateId, tableNotDefined, invalidOperationSequence
+            case pendingOperations, corrupted, notADatabase, foreignDatabase, storeClosed
+            case storageFailure, busy, transient, rejected, limitExceeded, invalidCursor
+            case unsupported, cancelled
+        }
+        private let base: Base
+        private init(_ base: Base) { self.base = base }
+
+        /// A table or field name the store cannot hold (empty, too long, reserved, or colliding).
+        public static let invalidName = Code(.invalidName)
+        /// A value no store can keep exactly (for example `Double.nan`).
+        public static let invalidValue = Code(.invalidValue)
+        /// A value of another kind than its declared field type.
+        public static let typeMismatch = Code(.typeMismatch)
+        /// A schema that cannot be applied to the data already stored.
+        public static let schemaMismatch = Code(.schemaMismatch)
+        /// A query that is malformed or does not fit the table's schema.
+        public static let invalidQuery = Code(.invalidQuery)
+        /// The record does not exist.
+        public static let notFound = Code(.notFound)
+        /// A record with this id already exists.
+        public static let duplicateId = Code(.duplicateId)
+        /// The table was not defined in this store.
+        public static let tableNotDefined = Code(.tableNotDefined)
+        /// Two queued operations on one item cannot be combined (for example update after delete).
+        public static let invalidOperationSequence = Code(.invalidOperationSequence)
+        /// The operation is refused while operations are pending (for example a purge without `force`).
+        public static let pendingOperations = Code(.pendingOperations)
+        /// The store's file is damaged or truncated. It has not been modified.
+        public static let corrupted = Code(.corrupted)
+        /// The file is not a database of this adapter's format. It has not been modified.
+        public static let notADatabase = Code(.notADatabase)
+        /// The file is a valid database of another application. It has not been modified.
+        public static let foreignDatabase = Code(.foreignDatabase)
+        /// The store has been closed.
+        public static let storeClosed = Code(.storeClosed)
+        /// The underlying storage engine failed (I/O error, disk full…).
+        public static let storageFailure = Code(.storageFailure)
+        /// The storage engine stayed locked by another process longer than the busy timeout.
+        public static let busy = Code(.busy)
+        /// A remote call failed in a way worth retrying (network down, server unavailable).
+        public static let transient = Code(.transient)
+        /// The remote permanently rejected the request.
+        public static let rejected = Code(.rejected)
+        /// A size or count limit was exceeded.
+        public static let limitExceeded = Code(.limitExceeded)
+        /// A pull cursor that the remote does not recognise.
+        public static let invalidCursor = Code(.invalidCursor)
+        /// The store or remote does not support the requested feature.
+        public static let unsupported = Code(.unsupported)
+        /// The work was cancelled.
+        public static let cancelled = Code(.cancelled)
+
+        /// The code's name, for example `corrupted`.
+        public var description: String { base.rawValue }
+    }
+
+    /// What kind of failure this is.
+    public let code: Code
+    /// What happened, without record contents or secrets.
+    public let message: String
+
+    /// Creates an error.
+    public init(_ code: Code, _ message: String) {
+        self.code = code
+        self.message = message
+    }
+
+    /// `code: message`.
+    public var description: String { "\(code): \(message)" }
+}

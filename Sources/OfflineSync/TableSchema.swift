@@ -1,0 +1,140 @@
+/// The type a declared field accepts (besides `null`, which every field accepts).
+public enum FieldType: String, Sendable, Hashable, Codable, CaseIterable {
+    /// ``Value/bool(_:)``
+    case bool
+    /// ``Value/int(_:)``
+    case int
+    /// ``Value/double(_:)``
+    case double
+    /// ``Value/string(_:)``
+    case string
+    /// ``Value/bytes(_:)``
+    case bytes
+    /// ``Value/date(_:)``
+    case date
+    /// ``Value/array(_:)``
+    case array
+    /// ``Value/object(_:)``
+    case object
+    /// Any value kind (stored as an encoded value; not orderable in SQL).
+    case any
+
+    /// Whether `value` is acceptable for a field of this type.
+    public func accepts(_ value: Value) -> Bool {
+        switch (self, value) {
+        case (_, .null), (.any, _): return true
+        case (.bool, .bool), (.int, .int), (.double, .double), (.string, .string), (.bytes, .bytes),
+             (.date, .date), (.array, .array), (.object, .object): return true
+        default: return false
+        }
+    }
+
+    /// Whether SQL can compare and order values of this type directly.
+    public var isScalar: Bool {
+        switch self {
+        case .bool, .int, .double, .string, .bytes, .date: return true
+        case .array, .object, .any: return false
+        }
+    }
+}
+
+/// A field the schema declares: SQL stores give it a real, typed column.
+public struct FieldDefinition: Sendable, Hashable, Codable {
+    /// The field name.
+    public var name: String
+    /// The accepted value type.
+    public var type: FieldType
+    /// Whether the store should index the field for queries.
+    public var indexed: Bool
+
+    /// Declares a field.
+    public init(_ name: String, _ type: FieldType, indexed: Bool = false) {
+        self.name = name
+        self.type = type
+        self.indexed = indexed
+    }
+}
+
+/// A composite index over several declared fields, in order.
+public struct IndexDefinition: Sendable, Hashable, Codable {
+    /// The declared fields the index covers, most significant first.
+    public var fields: [String]
+    /// Creates an index definition.
+    public init(_ fields: [String]) { self.fields = fields }
+}
+
+/// What a store does with a field the schema does not declare.
+public enum UndeclaredFieldPolicy: String, Sendable, Hashable, Codable {
+    /// Keep it (SQL stores put undeclared fields in an encoded column). The default.
+    case store
+    /// Refuse the write with ``SyncError/Code/typeMismatch``.
+    case reject
+}
+
+/// The shape of a table: its declared fields, indexes and what to do with other fields.
+///
+/// Redefining a table with a different schema migrates the rows already stored: a newly
+/// declared field picks up the values that rows kept as undeclared fields (each must fit the
+/// declared type, or the redefinition fails and changes nothing); a field no longer
+/// declared keeps its values as an undeclared field. Data is never dropped.
+public struct TableSchema: Sendable, Hashable, Codable {
+    /// The table name (see ``Names``).
+    public var name: String
+    /// The declared fields.
+    public var fields: [FieldDefinition]
+    /// Extra composite indexes.
+    public var indexes: [IndexDefinition]
+    /// What happens to undeclared fields.
+    public var undeclaredFields: UndeclaredFieldPolicy
+
+    /// Creates a schema.
+    public init(_ name: String, fields: [FieldDefinition] = [], indexes: [IndexDefinition] = [],
+                undeclaredFields: UndeclaredFieldPolicy = .store) {
+        self.name = name
+        self.fields = fields
+        self.indexes = indexes
+        self.undeclaredFields = undeclaredFields
+    }
+
+    /// The declared field with this exact name, if any.
+    public func field(named name: String) -> FieldDefinition? {
+        fields.first { $0.name.utf8.elementsEqual(name.utf8) }
+    }
+
+    /// Checks names and internal consistency. Throws ``SyncError/Code/invalidName`` or
+    /// ``SyncError/Code/schemaMismatch``.
+    public func validate() throws {
+        try Names.validateTable(name)
+        var seen = Set<String>()
+        for field in fields {
+            try Names.validateField(field.name)
+            // Case-insensitive: SQL engines fold identifier case.
+            guard seen.insert(field.name.lowercased()).inserted else {
+                throw SyncError(.invalidName, "table '\(name)' declares field '\(field.name)' twice (names are compared ignoring case)")
+            }
+        }
+        for index in indexes {
+            if index.fields.isEmpty { throw SyncError(.schemaMismatch, "table '\(name)' has an index with no fields") }
+            for fieldName in index.fields where field(named: fieldName) == nil && !SystemField.all.contains(fieldName) {
+                throw SyncError(.schemaMismatch, "index of table '\(name)' names undeclared field '\(fieldName)'")
+            }
+        }
+    }
+
+    /// Checks a record against the schema before it is stored: id, field names, declared
+    /// types, NaN, and the undeclared-field policy. Throws a ``SyncError``.
+    public func validate(_ record: Record) throws {
+        try Names.validateId(record.id)
+        for (key, value) in record.fields {
+            try Names.validateField(key)
+            try value.validate(path: key)
+            if let declared = field(named: key) {
+                guard declared.type.accepts(value) else {
+                    throw SyncError(.typeMismatch, "field '\(key)' of table '\(name)' is declared \(declared.type.rawValue) but the value is \(value.kind.rawValue)")
+                }
+            } else if undeclaredFields == .reject {
+                throw SyncError(.typeMismatch, "field '\(key)' is not declared by table '\(name)', which rejects undeclared fields")
+            }
+        }
+    }
+}
