@@ -116,7 +116,7 @@ public final class InMemoryStore: LocalStore, @unchecked Sendable {
             return QueryEvaluator.apply(query, to: table.rows.values)
         }
 
-        func count(in table: String, matching predicate: Predicate) throws -> Int {
+        func count(in table: String, matching predicate: QueryPredicate) throws -> Int {
             let table = try self.table(table)
             try Query(predicate).validate(against: table.schema)
             return QueryEvaluator.count(predicate, in: table.rows.values)

@@ -11,7 +11,7 @@ public protocol LocalReadTransaction: AnyObject {
     /// Throws ``SyncError/Code/invalidQuery`` for a query that does not fit the schema.
     func records(in table: String, matching query: Query) throws -> [Record]
     /// The number of records matching the predicate.
-    func count(in table: String, matching predicate: Predicate) throws -> Int
+    func count(in table: String, matching predicate: QueryPredicate) throws -> Int
 }
 
 /// Reads and writes a store inside one atomic transaction.

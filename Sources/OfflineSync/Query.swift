@@ -1,4 +1,4 @@
-/// A comparison operator of a ``Predicate``.
+/// A comparison operator of a ``QueryPredicate``.
 public enum ComparisonOperator: String, Sendable, Hashable, Codable, CaseIterable {
     /// `==`
     case equal = "=="
@@ -17,7 +17,7 @@ public enum ComparisonOperator: String, Sendable, Hashable, Codable, CaseIterabl
 /// A condition on a record, evaluated with SQL's three-valued logic: a comparison with a
 /// null (missing) field is *unknown*, `not(unknown)` is unknown, and a record matches only
 /// when the whole predicate is true. Strings compare by UTF-8 bytes, case-sensitively.
-public indirect enum Predicate: Sendable, Hashable {
+public indirect enum QueryPredicate: Sendable, Hashable {
     /// Matches every record.
     case all
     /// `field <op> value`. Integers and doubles compare numerically with each other.
@@ -31,11 +31,11 @@ public indirect enum Predicate: Sendable, Hashable {
     /// The string field starts with the prefix (case-sensitive).
     case hasPrefix(String, String)
     /// All sub-predicates hold (true when empty).
-    case and([Predicate])
+    case and([QueryPredicate])
     /// At least one sub-predicate holds (false when empty).
-    case or([Predicate])
+    case or([QueryPredicate])
     /// The sub-predicate does not hold.
-    case not(Predicate)
+    case not(QueryPredicate)
 
     /// Every field name the predicate mentions.
     public var fieldNames: Set<String> {
@@ -67,7 +67,7 @@ public struct SortKey: Sendable, Hashable {
 /// same rows in the same order for the same data and query.
 public struct Query: Sendable, Hashable {
     /// The condition rows must meet.
-    public var predicate: Predicate
+    public var predicate: QueryPredicate
     /// The ordering keys, most significant first.
     public var order: [SortKey]
     /// The maximum number of rows, or `nil` for all.
@@ -76,7 +76,7 @@ public struct Query: Sendable, Hashable {
     public var offset: Int
 
     /// Creates a query.
-    public init(_ predicate: Predicate = .all, order: [SortKey] = [], limit: Int? = nil, offset: Int = 0) {
+    public init(_ predicate: QueryPredicate = .all, order: [SortKey] = [], limit: Int? = nil, offset: Int = 0) {
         self.predicate = predicate
         self.order = order
         self.limit = limit
@@ -142,7 +142,7 @@ public struct Query: Sendable, Hashable {
         }
     }
 
-    private static func validate(_ predicate: Predicate, _ schema: TableSchema) throws {
+    private static func validate(_ predicate: QueryPredicate, _ schema: TableSchema) throws {
         switch predicate {
         case .all: return
         case let .compare(field, _, value):
@@ -172,32 +172,32 @@ public struct Field: Sendable, Hashable {
     public init(_ name: String) { self.name = name }
 
     /// `field == value`
-    public static func == (lhs: Field, rhs: Value) -> Predicate { .compare(lhs.name, .equal, rhs) }
+    public static func == (lhs: Field, rhs: Value) -> QueryPredicate { .compare(lhs.name, .equal, rhs) }
     /// `field != value`
-    public static func != (lhs: Field, rhs: Value) -> Predicate { .compare(lhs.name, .notEqual, rhs) }
+    public static func != (lhs: Field, rhs: Value) -> QueryPredicate { .compare(lhs.name, .notEqual, rhs) }
     /// `field < value`
-    public static func < (lhs: Field, rhs: Value) -> Predicate { .compare(lhs.name, .less, rhs) }
+    public static func < (lhs: Field, rhs: Value) -> QueryPredicate { .compare(lhs.name, .less, rhs) }
     /// `field <= value`
-    public static func <= (lhs: Field, rhs: Value) -> Predicate { .compare(lhs.name, .lessOrEqual, rhs) }
+    public static func <= (lhs: Field, rhs: Value) -> QueryPredicate { .compare(lhs.name, .lessOrEqual, rhs) }
     /// `field > value`
-    public static func > (lhs: Field, rhs: Value) -> Predicate { .compare(lhs.name, .greater, rhs) }
+    public static func > (lhs: Field, rhs: Value) -> QueryPredicate { .compare(lhs.name, .greater, rhs) }
     /// `field >= value`
-    public static func >= (lhs: Field, rhs: Value) -> Predicate { .compare(lhs.name, .greaterOrEqual, rhs) }
+    public static func >= (lhs: Field, rhs: Value) -> QueryPredicate { .compare(lhs.name, .greaterOrEqual, rhs) }
     /// The field equals one of `values`.
-    public func isIn(_ values: [Value]) -> Predicate { .isIn(name, values) }
+    public func isIn(_ values: [Value]) -> QueryPredicate { .isIn(name, values) }
     /// The field is null or missing.
-    public var isNull: Predicate { .isNull(name) }
+    public var isNull: QueryPredicate { .isNull(name) }
     /// The string field contains `substring`.
-    public func contains(_ substring: String) -> Predicate { .contains(name, substring) }
+    public func contains(_ substring: String) -> QueryPredicate { .contains(name, substring) }
     /// The string field starts with `prefix`.
-    public func hasPrefix(_ prefix: String) -> Predicate { .hasPrefix(name, prefix) }
+    public func hasPrefix(_ prefix: String) -> QueryPredicate { .hasPrefix(name, prefix) }
 }
 
-extension Predicate {
+extension QueryPredicate {
     /// Both hold.
-    public static func && (lhs: Predicate, rhs: Predicate) -> Predicate { .and([lhs, rhs]) }
+    public static func && (lhs: QueryPredicate, rhs: QueryPredicate) -> QueryPredicate { .and([lhs, rhs]) }
     /// Either holds.
-    public static func || (lhs: Predicate, rhs: Predicate) -> Predicate { .or([lhs, rhs]) }
+    public static func || (lhs: QueryPredicate, rhs: QueryPredicate) -> QueryPredicate { .or([lhs, rhs]) }
     /// Does not hold.
-    public static prefix func ! (operand: Predicate) -> Predicate { .not(operand) }
+    public static prefix func ! (operand: QueryPredicate) -> QueryPredicate { .not(operand) }
 }

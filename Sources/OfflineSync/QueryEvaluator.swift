@@ -12,12 +12,12 @@ public enum QueryEvaluator {
     }
 
     /// Whether the record matches the predicate (only `true` matches).
-    public static func matches(_ record: Record, _ predicate: Predicate) -> Bool {
+    public static func matches(_ record: Record, _ predicate: QueryPredicate) -> Bool {
         evaluate(record, predicate) == .true
     }
 
     /// Evaluates the predicate with three-valued logic.
-    public static func evaluate(_ record: Record, _ predicate: Predicate) -> Truth {
+    public static func evaluate(_ record: Record, _ predicate: QueryPredicate) -> Truth {
         switch predicate {
         case .all: return .true
         case let .compare(field, op, literal):
@@ -84,7 +84,7 @@ public enum QueryEvaluator {
     }
 
     /// The number of records matching the predicate.
-    public static func count<S: Sequence>(_ predicate: Predicate, in records: S) -> Int where S.Element == Record {
+    public static func count<S: Sequence>(_ predicate: QueryPredicate, in records: S) -> Int where S.Element == Record {
         records.reduce(0) { $0 + (matches($1, predicate) ? 1 : 0) }
     }
 

@@ -64,14 +64,14 @@ public struct PullRequest: Sendable, Hashable {
     /// The table.
     public var table: String
     /// Only changes to records matching this predicate (tombstones always come through).
-    public var predicate: Predicate
+    public var predicate: QueryPredicate
     /// Where the previous page ended, or `nil` to start from the beginning.
     public var cursor: String?
     /// The largest page wanted; the remote may return fewer.
     public var limit: Int
 
     /// Creates a request.
-    public init(table: String, predicate: Predicate = .all, cursor: String? = nil, limit: Int = 500) {
+    public init(table: String, predicate: QueryPredicate = .all, cursor: String? = nil, limit: Int = 500) {
         self.table = table
         self.predicate = predicate
         self.cursor = cursor

@@ -1,0 +1,91 @@
+import Foundation
+
+/// What ``SyncEvent/modelSynced(_:)`` reports about one table's pull.
+public struct ModelSyncedEvent: Sendable, Hashable {
+    /// The table.
+    public var table: String
+    /// The pull started from the beginning (no cursor, or the remote reset it).
+    public var isFullSync: Bool
+    /// The pull continued from a stored cursor.
+    public var isDeltaSync: Bool
+    /// Records that were new locally.
+    public var added: Int
+    /// Records that replaced a local copy.
+    public var updated: Int
+    /// Local records removed because the remote deleted them.
+    public var deleted: Int
+    /// Remote changes not applied because the record has a pending local operation.
+    public var skippedPending: Int
+}
+
+/// One event of a ``SyncContext``, named after Amplify DataStore's hub events.
+public enum SyncEvent: Sendable, Hashable {
+    /// The remote became reachable (`true`) or a call to it failed (`false`).
+    case networkStatus(active: Bool)
+    /// A sync run began pulling these tables.
+    case syncQueriesStarted(tables: [String])
+    /// A table's pull finished and its changes are applied.
+    case modelSynced(ModelSyncedEvent)
+    /// Every table of the sync run is pulled.
+    case syncQueriesReady
+    /// The sync run is complete: tables pulled and the outbox drained as far as it can be.
+    case ready
+    /// A local write was queued (or folded into a queued operation).
+    case outboxMutationEnqueued(table: String, record: Record, kind: OperationKind)
+    /// The remote accepted a queued operation; `record` carries the remote's version,
+    /// `updatedAt` and `deleted`.
+    case outboxMutationProcessed(table: String, record: Record, kind: OperationKind)
+    /// The remote rejected a queued operation, or a conflict was left for the app. The
+    /// operation waits in ``SyncContext/operationErrors()``.
+    case outboxMutationFailed(table: String, record: Record?, kind: OperationKind, error: OperationError)
+    /// Whether the outbox is empty (sent after every enqueue and every processed batch).
+    case outboxStatus(isEmpty: Bool)
+    /// Push progress: operations settled so far out of the total known now.
+    case pushProgress(done: Int, total: Int)
+    /// Pull progress of one table: changes applied so far out of the total known now.
+    case pullProgress(table: String, done: Int, total: Int)
+    /// A conflict was resolved by the resolver (not left for the app).
+    case conflictResolved(table: String, itemId: String, resolution: String)
+}
+
+/// Fans events out to every subscriber. Each subscriber has its own unbounded buffer.
+final class EventBroadcaster: @unchecked Sendable {
+    // @unchecked Sendable: `continuations` is only touched while holding `lock`.
+    private let lock = NSLock()
+    private var continuations: [UUID: AsyncStream<SyncEvent>.Continuation] = [:]
+    private var finished = false
+
+    func subscribe() -> AsyncStream<SyncEvent> {
+        let (stream, continuation) = AsyncStream<SyncEvent>.makeStream(bufferingPolicy: .unbounded)
+        let id = UUID()
+        let alreadyFinished: Bool = locked {
+            if !finished { continuations[id] = continuation }
+            return finished
+        }
+        if alreadyFinished { continuation.finish(); return stream }
+        continuation.onTermination = { [weak self] _ in
+            self?.locked { _ = self?.continuations.removeValue(forKey: id) }
+        }
+        return stream
+    }
+
+    func emit(_ event: SyncEvent) {
+        let targets = locked { Array(continuations.values) }
+        for continuation in targets { continuation.yield(event) }
+    }
+
+    func finish() {
+        let targets: [AsyncStream<SyncEvent>.Continuation] = locked {
+            finished = true
+            defer { continuations.removeAll() }
+            return Array(continuations.values)
+        }
+        for continuation in targets { continuation.finish() }
+    }
+
+    private func locked<T>(_ body: () throws -> T) rethrows -> T {
+        lock.lock()
+        defer { lock.unlock() }
+        return try body()
+    }
+}

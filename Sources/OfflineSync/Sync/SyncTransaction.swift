@@ -1,0 +1,100 @@
+import Foundation
+
+/// A local write transaction of a ``SyncContext``: every change is written to the local
+/// store and queued for push in the same atomic transaction.
+///
+/// Lent to the closure of ``SyncContext/transaction(_:)``; never store it. Operations queued
+/// in one transaction are pushed in the same batch.
+public final class SyncTransaction {
+    let txn: any LocalWriteTransaction
+    let id = UUID().uuidString
+    let now = Timestamp.now()
+    private var nextSequence: Int64?
+    var events: [SyncEvent] = []
+    var isOpen = true
+
+    init(_ txn: any LocalWriteTransaction) { self.txn = txn }
+
+    private func check(_ table: String) throws {
+        guard isOpen else { throw SyncError(.storeClosed, "the sync transaction has ended") }
+        try Names.validateAppTable(table)
+    }
+
+    /// The local record with this id, or `nil`.
+    public func record(in table: String, id: String) throws -> Record? {
+        try check(table)
+        return try txn.record(in: table, id: id)
+    }
+
+    /// The local records matching the query.
+    public func records(in table: String, matching query: Query = .all) throws -> [Record] {
+        try check(table)
+        return try txn.records(in: table, matching: query)
+    }
+
+    /// Inserts a new record and queues an insert. System properties of `record` are ignored.
+    /// Throws ``SyncError/Code/duplicateId`` if the id exists locally.
+    @discardableResult
+    public func insert(_ record: Record, into table: String) throws -> Record {
+        try check(table)
+        if try txn.record(in: table, id: record.id) != nil {
+            throw SyncError(.duplicateId, "record '\(record.id)' already exists in table '\(table)'")
+        }
+        let stored = record.withoutSystemProperties
+        try txn.upsert(stored, in: table)
+        try queue(table: table, itemId: stored.id, kind: .insert, item: stored, baseVersion: nil,
+                  changedFields: Array(stored.fields.keys))
+        return stored
+    }
+
+    /// Replaces an existing record's fields and queues an update based on its version.
+    /// Throws ``SyncError/Code/notFound`` if the record does not exist locally.
+    @discardableResult
+    public func update(_ record: Record, in table: String) throws -> Record {
+        try check(table)
+        guard let existing = try txn.record(in: table, id: record.id) else {
+            throw SyncError(.notFound, "record '\(record.id)' does not exist in table '\(table)'")
+        }
+        let stored = Record(id: record.id, fields: record.fields, version: existing.version, updatedAt: existing.updatedAt)
+        try txn.upsert(stored, in: table)
+        let keys = Set(existing.fields.keys).union(stored.fields.keys)
+        let changed = keys.filter { existing[$0] != stored[$0] }
+        try queue(table: table, itemId: stored.id, kind: .update, item: stored, baseVersion: existing.version,
+                  changedFields: Array(changed))
+        return stored
+    }
+
+    /// Inserts the record if it does not exist locally, updates it otherwise.
+    @discardableResult
+    public func save(_ record: Record, in table: String) throws -> Record {
+        try check(table)
+        if try txn.record(in: table, id: record.id) == nil { return try insert(record, into: table) }
+        return try update(record, in: table)
+    }
+
+    /// Deletes a record and queues a delete based on its version.
+    /// Throws ``SyncError/Code/notFound`` if the record does not exist locally.
+    public func delete(id: String, from table: String) throws {
+        try check(table)
+        guard let existing = try txn.record(in: table, id: id) else {
+            throw SyncError(.notFound, "record '\(id)' does not exist in table '\(table)'")
+        }
+        try txn.delete(id: id, in: table)
+        try queue(table: table, itemId: id, kind: .delete, item: existing, baseVersion: existing.version,
+                  changedFields: [])
+    }
+
+    private func queue(table: String, itemId: String, kind: OperationKind, item: Record, baseVersion: String?,
+                       changedFields: [String]) throws {
+        let effect = try OperationQueue.enqueue(
+            txn, table: table, itemId: itemId, kind: kind, item: item, baseVersion: baseVersion,
+            changedFields: changedFields.sorted(by: Value.utf8Less), transaction: id,
+            sequence: {
+                let next = try nextSequence ?? OperationQueue.nextSequence(txn)
+                nextSequence = next + 1
+                return next
+            }, now: now)
+        _ = effect
+        events.append(.outboxMutationEnqueued(table: table, record: item, kind: kind))
+    }
+}

@@ -1,0 +1,348 @@
+import Foundation
+import OfflineSync
+
+/// The authoritative side of sync, over any ``LocalStore``: the single source of truth that
+/// clients push to and pull from. Usable in process (``remote(for:)``) and behind a server.
+///
+/// - **Versions and change sequence.** Every accepted change gets a new opaque version and
+///   the next number of its table's change sequence, assigned inside the store's serializable
+///   write transaction, so sequence order is commit order. Pull cursors are sequence numbers:
+///   a client pulling while others write never skips a change (timestamp cursors do).
+/// - **Tombstones.** A delete keeps the row, marked deleted, so every client learns of it.
+/// - **Conflicts.** An update or delete whose base version is not the current one, or an
+///   insert of an existing id, is not applied; the outcome carries the current record.
+/// - **Idempotency.** The outcome of every operation id is stored in the same transaction
+///   that applied it; a replayed operation gets that first outcome back, never a second
+///   application and never a false conflict.
+/// - **Identity isolation.** Every row belongs to the identity that created it; an
+///   identity can neither read nor change another's rows, even with the same ids.
+public final class OfflineSyncService: Sendable {
+    /// The store holding the service's data.
+    public let store: any LocalStore
+    private let schemas: [String: TableSchema]
+    private let allowUndeclaredTables: Bool
+    private let defined = DefinedTables()
+
+    /// The service's own bookkeeping tables.
+    enum Meta {
+        static let tables = "__srv_tables"
+        static let operations = "__srv_operations"
+        static let owner = "__owner"
+        static let item = "__item"
+        static let sequence = "__seq"
+    }
+
+    /// The largest pull page the service returns.
+    public static let maxPageSize = 1000
+
+    /// Opens a service over `store`, declaring the given app tables (their declared fields
+    /// become typed columns in SQL stores). With `allowUndeclaredTables`, pushes to other
+    /// tables create them with no declared fields; without it they are rejected.
+    public init(store: any LocalStore, schemas: [TableSchema] = [], allowUndeclaredTables: Bool = true) async throws {
+        self.store = store
+        self.allowUndeclaredTables = allowUndeclaredTables
+        var byName: [String: TableSchema] = [:]
+        for schema in schemas {
+            try Names.validateAppTable(schema.name)
+            try schema.validate()
+            byName[schema.name] = schema
+        }
+        self.schemas = byName
+        try await store.defineTable(TableSchema(Meta.tables, fields: [
+            FieldDefinition("epoch", .string), FieldDefinition("sequence", .int),
+        ], undeclaredFields: .reject))
+        try await store.defineTable(TableSchema(Meta.operations, fields: [
+            FieldDefinition("outcome", .bytes), FieldDefinition("createdAt", .date, indexed: true),
+        ], undeclaredFields: .reject))
+        for schema in schemas { try await ensureTable(schema.name) }
+    }
+
+    /// A ``RemoteStore`` for one identity, for in-process use.
+    public func remote(for identity: String) -> any RemoteStore {
+        IdentityRemote(service: self, identity: identity)
+    }
+
+    // MARK: Tables
+
+    private func storageSchema(for table: String) -> TableSchema {
+        let app = schemas[table] ?? TableSchema(table)
+        var fields = app.fields
+        fields.append(FieldDefinition(Meta.owner, .string))
+        fields.append(FieldDefinition(Meta.item, .string))
+        fields.append(FieldDefinition(Meta.sequence, .int))
+        var indexes = app.indexes
+        indexes.append(IndexDefinition([Meta.owner, Meta.sequence]))
+        return TableSchema(table, fields: fields, indexes: indexes, undeclaredFields: app.undeclaredFields)
+    }
+
+    /// Defines the table's storage and its sequence row on first use. Throws `rejected` for
+    /// tables the service does not serve.
+    private func ensureTable(_ table: String) async throws {
+        if defined.contains(table) { return }
+        try Names.validateAppTable(table)
+        guard schemas[table] != nil || allowUndeclaredTables else {
+            throw SyncError(.rejected, "table '\(table)' is not served")
+        }
+        try await store.defineTable(storageSchema(for: table))
+        try await store.write { txn in
+            if try txn.record(in: Meta.tables, id: table) == nil {
+                try txn.upsert(Record(id: table, fields: [
+                    "epoch": .string(UUID().uuidString.lowercased()), "sequence": .int(0),
+                ]), in: Meta.tables)
+            }
+        }
+        defined.insert(table)
+    }
+
+    static func rowId(owner: String, item: String) -> String { "\(owner.utf8.count):\(owner)/\(item)" }
+
+    static func publicRecord(_ row: Record) -> Record {
+        var fields = row.fields
+        fields.removeValue(forKey: Meta.owner)
+        fields.removeValue(forKey: Meta.item)
+        fields.removeValue(forKey: Meta.sequence)
+        return Record(id: row[Meta.item].stringValue ?? row.id, fields: fields, version: row.version,
+                      updatedAt: row.updatedAt, deleted: row.deleted)
+    }
+
+    private static func validateIdentity(_ identity: String) throws {
+        if identity.isEmpty || identity.utf8.count > 256 || identity.utf8.contains(0) {
+            throw SyncError(.rejected, "invalid identity")
+        }
+    }
+
+    // MARK: Push
+
+    /// Applies a batch for `identity`, in order, in one transaction, and returns one result
+    /// per operation. Operation ids seen before return their stored outcome.
+    public func push(identity: String, _ operations: [PushOperation]) async throws -> [PushResult] {
+        try Self.validateIdentity(identity)
+        var unserved: [String: String] = [:]
+        for table in Set(operations.map(\.table)) {
+            do { try await ensureTable(table) } catch let error as SyncError {
+                unserved[table] = error.message
+            }
+        }
+        let schemas = Dictionary(uniqueKeysWithValues: Set(operations.map(\.table)).map { ($0, storageSchema(for: $0)) })
+        let refused = unserved
+        return try await store.write { txn in
+            var sequences: [String: (epoch: String, next: Int64)] = [:]
+            var results: [PushResult] = []
+            results.reserveCapacity(operations.count)
+            let now = Timestamp.now()
+            for operation in operations {
+                let key = Self.rowId(owner: identity, item: operation.id)
+                if let stored = try txn.record(in: Meta.operations, id: key),
+                   let bytes = stored["outcome"].bytesValue {
+                    results.append(PushResult(operationId: operation.id, outcome: try Self.decodeOutcome(bytes)))
+                    continue
+                }
+                let outcome: PushOutcome
+                if let reason = refused[operation.table] {
+                    outcome = .rejected(reason: reason, status: 404)
+                } else {
+                    outcome = try Self.apply(operation, identity: identity, schema: schemas[operation.table]!,
+                                             now: now, txn: txn, sequences: &sequences)
+                }
+                try txn.upsert(Record(id: key, fields: [
+                    "outcome": .bytes(Self.encodeOutcome(outcome)), "createdAt": .date(now),
+                ]), in: Meta.operations)
+                results.append(PushResult(operationId: operation.id, outcome: outcome))
+            }
+            for (table, state) in sequences {
+                try txn.upsert(Record(id: table, fields: ["epoch": .string(state.epoch), "sequence": .int(state.next - 1)]),
+                               in: Meta.tables)
+            }
+            return results
+        }
+    }
+
+    private static func apply(_ operation: PushOperation, identity: String, schema: TableSchema, now: Timestamp,
+                              txn: any LocalWriteTransaction,
+                              sequences: inout [String: (epoch: String, next: Int64)]) throws -> PushOutcome {
+        do { try Names.validateId(operation.itemId) } catch let error as SyncError {
+            return .rejected(reason: error.message, status: 400)
+        }
+        let table = operation.table
+        let id = rowId(owner: identity, item: operation.itemId)
+        let current = try txn.record(in: table, id: id)
+        var fields: [String: Value] = [:]
+        switch operation.kind {
+        case .insert:
+            if let current, !current.deleted { return .conflict(serverRecord: publicRecord(current)) }
+            guard let item = operation.item else { return .rejected(reason: "an insert needs an item", status: 400) }
+            fields = item.fields
+        case .update:
+            guard let current else { return .rejected(reason: "item '\(operation.itemId)' does not exist", status: 404) }
+            if current.deleted { return .conflict(serverRecord: publicRecord(current)) }
+            if let base = operation.baseVersion, base != current.version {
+                return .conflict(serverRecord: publicRecord(current))
+            }
+            guard let item = operation.item else { return .rejected(reason: "an update needs an item", status: 400) }
+            fields = item.fields
+        case .delete:
+            guard let current else { return .rejected(reason: "item '\(operation.itemId)' does not exist", status: 404) }
+            if current.deleted { return .applied(publicRecord(current)) }
+            if let base = operation.baseVersion, base != current.version {
+                return .conflict(serverRecord: publicRecord(current))
+            }
+            fields = publicRecord(current).fields
+        }
+        if let reserved = fields.keys.first(where: { $0.hasPrefix(Names.reservedPrefix) }) {
+            return .rejected(reason: "field name '\(reserved)' uses the reserved prefix '\(Names.reservedPrefix)'", status: 400)
+        }
+        var state = try sequences[table] ?? {
+            guard let row = try txn.record(in: Meta.tables, id: table), let epoch = row["epoch"].stringValue else {
+                throw SyncError(.corrupted, "the sequence row of table '\(table)' is missing")
+            }
+            return (epoch, (row["sequence"].intValue ?? 0) + 1)
+        }()
+        let sequence = state.next
+        fields[Meta.owner] = .string(identity)
+        fields[Meta.item] = .string(operation.itemId)
+        fields[Meta.sequence] = .int(sequence)
+        let row = Record(id: id, fields: fields, version: version(epoch: state.epoch, sequence: sequence),
+                         updatedAt: now, deleted: operation.kind == .delete)
+        do { try schema.validate(row) } catch let error as SyncError {
+            return .rejected(reason: error.message, status: 400)
+        }
+        try txn.upsert(row, in: table)
+        state.next += 1
+        sequences[table] = state
+        return .applied(publicRecord(row))
+    }
+
+    private static func version(epoch: String, sequence: Int64) -> String {
+        "\(epoch.prefix(8))-\(String(sequence, radix: 36))"
+    }
+
+    // MARK: Pull
+
+    /// Returns the next page of `identity`'s changes to a table after the request's cursor,
+    /// in commit order, with the exact count of matching changes after it.
+    public func pull(identity: String, _ request: PullRequest) async throws -> PullPage {
+        try Self.validateIdentity(identity)
+        try await ensureTable(request.table)
+        let predicate = try Self.mapPredicate(request.predicate)
+        let limit = min(max(request.limit, 1), Self.maxPageSize)
+        let table = request.table
+        return try await store.read { txn in
+            guard let meta = try txn.record(in: Meta.tables, id: table), let epoch = meta["epoch"].stringValue else {
+                throw SyncError(.corrupted, "the sequence row of table '\(table)' is missing")
+            }
+            var after: Int64 = 0
+            var reset = false
+            if let cursor = request.cursor {
+                let parts = cursor.split(separator: ":", maxSplits: 1)
+                guard parts.count == 2, let sequence = Int64(parts[1]), sequence >= 0 else {
+                    throw SyncError(.invalidCursor, "the cursor is not one this service issued")
+                }
+                if parts[0] == epoch { after = sequence } else { reset = true }
+            }
+            let mine: QueryPredicate = Field(Meta.owner) == .string(identity)
+            let wanted: QueryPredicate = predicate == .all ? .all : (predicate || Field(SystemField.deleted) == true)
+            let rows = try txn.records(in: table, matching: Query(
+                mine && Field(Meta.sequence) > .int(after) && wanted,
+                order: [SortKey(Meta.sequence)], limit: limit))
+            let last = rows.last?[Meta.sequence].intValue ?? after
+            let remaining = rows.count < limit ? 0 : try txn.count(
+                in: table, matching: mine && Field(Meta.sequence) > .int(last) && wanted)
+            return PullPage(records: rows.map(Self.publicRecord), nextCursor: "\(epoch):\(last)",
+                            remaining: remaining, cursorReset: reset)
+        }
+    }
+
+    /// Maps a client predicate onto the service's rows: `id` is the item id; reserved names are refused.
+    static func mapPredicate(_ predicate: QueryPredicate) throws -> QueryPredicate {
+        func field(_ name: String) throws -> String {
+            if name.hasPrefix(Names.reservedPrefix) {
+                throw SyncError(.invalidQuery, "field name '\(name)' uses the reserved prefix")
+            }
+            return name == SystemField.id ? Meta.item : name
+        }
+        switch predicate {
+        case .all: return .all
+        case let .compare(f, op, v): return .compare(try field(f), op, v)
+        case let .isIn(f, vs): return .isIn(try field(f), vs)
+        case let .isNull(f): return .isNull(try field(f))
+        case let .contains(f, s): return .contains(try field(f), s)
+        case let .hasPrefix(f, s): return .hasPrefix(try field(f), s)
+        case let .and(ps): return .and(try ps.map(mapPredicate))
+        case let .or(ps): return .or(try ps.map(mapPredicate))
+        case let .not(p): return .not(try mapPredicate(p))
+        }
+    }
+
+    // MARK: Maintenance
+
+    /// Forgets stored push outcomes older than `date` (clients replay within minutes; keep
+    /// them for as long as a client may stay offline with a batch in flight). Returns how many.
+    @discardableResult
+    public func pruneOperationOutcomes(olderThan date: Timestamp) async throws -> Int {
+        try await store.write { txn in
+            var removed = 0
+            while true {
+                let rows = try txn.records(in: Meta.operations, matching: Query(Field("createdAt") < .date(date), limit: 1000))
+                if rows.isEmpty { return removed }
+                for row in rows { try txn.delete(id: row.id, in: Meta.operations) }
+                removed += rows.count
+            }
+        }
+    }
+
+    // MARK: Outcome encoding
+
+    static func encodeOutcome(_ outcome: PushOutcome) -> [UInt8] {
+        let value: Value
+        switch outcome {
+        case .applied(let record):
+            value = ["kind": "applied", "record": .bytes(ValueCodec.encode(record))]
+        case .conflict(let record):
+            value = ["kind": "conflict", "record": .bytes(ValueCodec.encode(record))]
+        case let .rejected(reason, status):
+            value = ["kind": "rejected", "reason": .string(reason), "status": status.map { .int(Int64($0)) } ?? .null]
+        }
+        return ValueCodec.encode(value)
+    }
+
+    static func decodeOutcome(_ bytes: [UInt8]) throws -> PushOutcome {
+        guard case .object(let object) = try ValueCodec.decode(bytes), let kind = object["kind"]?.stringValue else {
+            throw SyncError(.corrupted, "a stored push outcome is unreadable")
+        }
+        switch kind {
+        case "applied", "conflict":
+            guard let recordBytes = object["record"]?.bytesValue else {
+                throw SyncError(.corrupted, "a stored push outcome has no record")
+            }
+            let record = try ValueCodec.decodeRecord(recordBytes)
+            return kind == "applied" ? .applied(record) : .conflict(serverRecord: record)
+        case "rejected":
+            return .rejected(reason: object["reason"]?.stringValue ?? "", status: object["status"]?.intValue.map { Int($0) })
+        default:
+            throw SyncError(.corrupted, "a stored push outcome has an unknown kind")
+        }
+    }
+}
+
+/// The service seen by one identity.
+struct IdentityRemote: RemoteStore {
+    let service: OfflineSyncService
+    let identity: String
+
+    func push(_ operations: [PushOperation]) async throws -> [PushResult] {
+        try await service.push(identity: identity, operations)
+    }
+
+    func pull(_ request: PullRequest) async throws -> PullPage {
+        try await service.pull(identity: identity, request)
+    }
+}
+
+/// Tables already defined in the store, to skip redefinition on the hot path.
+final class DefinedTables: @unchecked Sendable {
+    // @unchecked Sendable: `names` is only touched while holding `lock`.
+    private let lock = NSLock()
+    private var names = Set<String>()
+    func contains(_ name: String) -> Bool { lock.lock(); defer { lock.unlock() }; return names.contains(name) }
+    func insert(_ name: String) { lock.lock(); defer { lock.unlock() }; names.insert(name) }
+}
