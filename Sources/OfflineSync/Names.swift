@@ -30,11 +30,14 @@ public enum Names {
     /// Throws ``SyncError/Code/invalidName`` unless `name` is a valid field name.
     public static func validateField(_ name: String) throws {
         try validateCommon(name, what: "field")
-        let lower = name.lowercased()
-        if SystemField.all.contains(where: { $0.lowercased() == lower }) {
+        // System names are ASCII of 2, 7 or 9 bytes: only then compare ignoring case.
+        let length = name.utf8.count
+        if (length == 2 || length == 7 || length == 9), reservedFieldNames.contains(name.lowercased()) {
             throw SyncError(.invalidName, "field name '\(name)' is a system property name")
         }
     }
+
+    private static let reservedFieldNames: Set<String> = Set(SystemField.all.map { $0.lowercased() })
 
     /// Throws ``SyncError/Code/invalidName`` unless `id` is a valid record id.
     public static func validateId(_ id: String) throws {

@@ -79,7 +79,7 @@ public enum QueryEvaluator {
         var matched = records.filter { matches($0, query.predicate) }
         matched.sort { areInIncreasingOrder($0, $1, query.order) }
         let start = min(query.offset, matched.count)
-        let end = query.limit.map { min(matched.count, start + $0) } ?? matched.count
+        let end = query.limit.map { start + min(matched.count - start, $0) } ?? matched.count
         return Array(matched[start..<end])
     }
 

@@ -13,9 +13,26 @@ public struct Timestamp: Sendable, Hashable, Comparable, Codable, CustomStringCo
         self.millisecondsSince1970 = millisecondsSince1970
     }
 
-    /// Creates a timestamp from a `Date`, rounding down to the millisecond.
+    /// Creates a timestamp from a `Date`, dropping anything finer than a millisecond.
+    ///
+    /// A date that is a whole millisecond (up to the error of `Double` arithmetic) maps to
+    /// exactly that millisecond; `Date(timeIntervalSince1970: 0.999)` is 999 ms, not 998.
+    /// Dates beyond the range of `Int64` milliseconds are clamped to it.
     public init(_ date: Date) {
-        self.millisecondsSince1970 = Int64((date.timeIntervalSince1970 * 1000).rounded(.down))
+        let scaled = date.timeIntervalSince1970 * 1000
+        guard scaled.isFinite else {
+            self.millisecondsSince1970 = scaled < 0 ? .min : .max
+            return
+        }
+        let nearest = scaled.rounded()
+        let chosen = abs(scaled - nearest) < 1e-3 ? nearest : scaled.rounded(.down)
+        if chosen >= 9_223_372_036_854_775_808.0 {
+            self.millisecondsSince1970 = .max
+        } else if chosen < -9_223_372_036_854_775_808.0 {
+            self.millisecondsSince1970 = .min
+        } else {
+            self.millisecondsSince1970 = Int64(chosen)
+        }
     }
 
     /// The current time, to the millisecond.

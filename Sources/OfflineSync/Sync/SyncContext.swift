@@ -42,9 +42,11 @@ public struct PullSummary: Sendable, Hashable {
     public var table: String
     /// Pages received.
     public var pages = 0
+    /// Records received (tombstones included), whether or not they changed anything.
+    public var received = 0
     /// New local records.
     public var added = 0
-    /// Replaced local records.
+    /// Local records that changed (a record received unchanged is not counted).
     public var updated = 0
     /// Removed local records.
     public var deleted = 0
@@ -86,6 +88,10 @@ public final class SyncContext: Sendable {
     /// A new subscription to this context's events. Each call is an independent subscriber
     /// that sees every event emitted after the call.
     public func events() -> AsyncStream<SyncEvent> { broadcaster.subscribe() }
+
+    /// Ends every event subscription (their loops finish after the buffered events). Later
+    /// subscriptions end at once. Call it when the context is no longer used.
+    public func finishEvents() { broadcaster.finish() }
 
     /// Defines (or migrates) an app table. Names starting with `__` are reserved.
     public func defineTable(_ schema: TableSchema) async throws {
@@ -460,6 +466,7 @@ public final class SyncContext: Sendable {
                 try SyncContext.applyPage(page, table: table, queryId: queryId, txn: txn)
             }
             summary.pages += 1
+            summary.received += page.records.count
             summary.added += counts.added
             summary.updated += counts.updated
             summary.deleted += counts.deleted
@@ -488,13 +495,15 @@ public final class SyncContext: Sendable {
         }
         for record in page.records {
             if withOperations.contains(record.id) { counts.skippedPending += 1; continue }
-            let exists = try txn.record(in: table, id: record.id) != nil
+            let existing = try txn.record(in: table, id: record.id)
             if record.deleted {
-                if exists { try txn.delete(id: record.id, in: table); counts.deleted += 1 }
+                if existing != nil { try txn.delete(id: record.id, in: table); counts.deleted += 1 }
             } else {
-                try txn.upsert(Record(id: record.id, fields: record.fields, version: record.version,
-                                      updatedAt: record.updatedAt), in: table)
-                if exists { counts.updated += 1 } else { counts.added += 1 }
+                let incoming = Record(id: record.id, fields: record.fields, version: record.version,
+                                      updatedAt: record.updatedAt)
+                if existing == incoming { continue } // already up to date: no write, not an update
+                try txn.upsert(incoming, in: table)
+                if existing != nil { counts.updated += 1 } else { counts.added += 1 }
             }
         }
         if let queryId {

@@ -1,0 +1,210 @@
+import COfflineSyncSQLite3
+import Dispatch
+import OfflineSync
+
+/// Owns one SQLite connection handle and its cache of prepared statements.
+///
+/// Not `Sendable`: a connection lives inside a ``ConnectionWorker`` and is only ever used on
+/// that worker's serial queue, lent to closures the way GRDB lends its `Database`.
+final class Connection {
+    /// The open handle, or `nil` once closed.
+    private(set) var db: OpaquePointer?
+    /// The file (or `:memory:`) the connection opened, for error messages.
+    let path: String
+    /// Identifies the queue the connection is confined to (set by its worker).
+    var queueKey: DispatchSpecificKey<Bool>?
+    /// Decoded catalog entries, reused while their stored schema bytes are unchanged.
+    var tableInfoCache: [ExactKey: TableInfo] = [:]
+    /// Keyed by the SQL's exact bytes: `String` equality is canonical equivalence, which would
+    /// hand the statement of table "é" to table "e\u{301}".
+    private var statements: [ExactKey: Statement] = [:]
+
+    /// The most prepared statements kept between transactions (keyed by SQL text).
+    static let statementCacheLimit = 256
+
+    private init(db: OpaquePointer, path: String) {
+        self.db = db
+        self.path = path
+    }
+
+    deinit { close(checkpoint: false) }
+
+    /// Opens a connection with `sqlite3_open_v2` flags (plus no-mutex and extended result codes)
+    /// and sets the busy timeout.
+    static func open(path: String, flags: Int32, busyTimeoutMilliseconds: Int32) throws -> Connection {
+        var handle: OpaquePointer?
+        let rc = sqlite3_open_v2(path, &handle, flags | SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_EXRESCODE, nil)
+        guard rc == SQLITE_OK, let handle else {
+            let error = SQLiteFailure.error(rc, handle, "opening '\(path)'")
+            sqlite3_close_v2(handle)
+            throw error
+        }
+        let connection = Connection(db: handle, path: path)
+        sqlite3_busy_timeout(handle, busyTimeoutMilliseconds)
+        return connection
+    }
+
+    /// The open handle; throws ``SyncError/Code/storeClosed`` after ``close(checkpoint:)``.
+    func handle() throws -> OpaquePointer {
+        guard let db else { throw SyncError(.storeClosed, "the SQLite store '\(path)' is closed") }
+        return db
+    }
+
+    /// Runs `body` with the prepared statement for `sql`, bound to `bindings`, then resets it.
+    /// Statements are cached by SQL text; a statement already being stepped is not lent twice.
+    func withStatement<T>(_ sql: String, _ bindings: [SQLValue] = [], _ body: (Statement) throws -> T) throws -> T {
+        let db = try handle()
+        let key = ExactKey(sql)
+        let statement: Statement
+        var owned = false
+        if let cached = statements[key], !cached.inUse {
+            statement = cached
+        } else if statements[key] == nil {
+            statement = try Statement(db: db, sql: sql, persistent: true)
+            statements[key] = statement
+        } else {
+            statement = try Statement(db: db, sql: sql, persistent: false)
+            owned = true
+        }
+        statement.inUse = true
+        defer {
+            statement.reset()
+            statement.inUse = false
+            if owned { statement.finalize() }
+        }
+        try statement.bind(bindings)
+        return try body(statement)
+    }
+
+    /// Runs `sql` to completion, ignoring any rows.
+    func execute(_ sql: String, _ bindings: [SQLValue] = []) throws {
+        try withStatement(sql, bindings) { statement in
+            while try statement.step() {}
+        }
+    }
+
+    /// Runs a one-off statement (DDL) without caching it.
+    func executeUncached(_ sql: String) throws {
+        let statement = try Statement(db: try handle(), sql: sql, persistent: false)
+        defer { statement.finalize() }
+        while try statement.step() {}
+    }
+
+    /// The first column of the first row `sql` returns, or `nil` when it returns no row.
+    func scalar(_ sql: String, _ bindings: [SQLValue] = []) throws -> SQLValue? {
+        try withStatement(sql, bindings) { statement in
+            try statement.step() ? try statement.value(0) : nil
+        }
+    }
+
+    /// Rows changed by the last INSERT, UPDATE or DELETE.
+    var changes: Int { db.map { Int(sqlite3_changes64($0)) } ?? 0 }
+
+    /// The rowid of the last inserted row.
+    var lastInsertRowID: Int64 { db.map { sqlite3_last_insert_rowid($0) } ?? 0 }
+
+    /// Runs `body` in a transaction: `BEGIN IMMEDIATE` (takes the write lock at once, waiting up
+    /// to the busy timeout) or `BEGIN DEFERRED`; `COMMIT` when it returns, `ROLLBACK` when it
+    /// or the commit throws.
+    func transaction<T>(immediate: Bool, _ body: () throws -> T) throws -> T {
+        let db = try handle()
+        try execute(immediate ? "BEGIN IMMEDIATE" : "BEGIN DEFERRED")
+        defer { trimStatementCache() }
+        do {
+            let result = try body()
+            try execute("COMMIT")
+            return result
+        } catch {
+            if sqlite3_get_autocommit(db) == 0 { try? execute("ROLLBACK") }
+            throw error
+        }
+    }
+
+    /// Finalizes every cached statement when the cache outgrew its limit (between transactions,
+    /// so no statement is being stepped).
+    private func trimStatementCache() {
+        guard statements.count > Self.statementCacheLimit else { return }
+        for statement in statements.values where !statement.inUse { statement.finalize() }
+        statements = statements.filter { $0.value.inUse }
+    }
+
+    /// Finalizes every statement and closes the handle; with `checkpoint`, first copies the WAL
+    /// into the database file and truncates it. Safe to call twice.
+    func close(checkpoint: Bool) {
+        guard let db else { return }
+        if checkpoint { try? execute("PRAGMA wal_checkpoint(TRUNCATE)") }
+        for statement in statements.values { statement.finalize() }
+        statements = [:]
+        tableInfoCache = [:]
+        sqlite3_close_v2(db)
+        self.db = nil
+    }
+}
+
+/// Owns one ``Connection`` and the serial dispatch queue it is confined to. `async` callers hop
+/// onto the queue with a checked continuation, so blocking SQLite calls never run on Swift's
+/// cooperative pool.
+final class ConnectionWorker: @unchecked Sendable {
+    // @unchecked Sendable: `connection` is read and written only inside blocks running on
+    // `queue`, which is serial, so one thread at a time touches it and its C handle. `queue`
+    // and `queueKey` are immutable and thread-safe.
+    private let queue: DispatchQueue
+    private let queueKey = DispatchSpecificKey<Bool>()
+    private var connection: Connection?
+
+    /// Creates a worker with no connection yet.
+    init(label: String) {
+        queue = DispatchQueue(label: label)
+        queue.setSpecific(key: queueKey, value: true)
+    }
+
+    /// Runs blocking `work` on the worker's queue.
+    func perform<T: Sendable>(_ work: @escaping @Sendable () throws -> T) async throws -> T {
+        try await withCheckedThrowingContinuation { continuation in
+            queue.async {
+                continuation.resume(with: Result { try work() })
+            }
+        }
+    }
+
+    /// Opens the connection on the worker's queue.
+    func open(_ make: @escaping @Sendable () throws -> Connection) async throws {
+        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
+            queue.async {
+                do {
+                    let connection = try make()
+                    connection.queueKey = self.queueKey
+                    self.connection = connection
+                    continuation.resume()
+                } catch {
+                    continuation.resume(throwing: error)
+                }
+            }
+        }
+    }
+
+    /// Runs `work` with the connection on the worker's queue. Throws
+    /// ``SyncError/Code/storeClosed`` once the worker is closed.
+    func run<T: Sendable>(_ work: @escaping @Sendable (Connection) throws -> T) async throws -> T {
+        try await withCheckedThrowingContinuation { continuation in
+            queue.async {
+                guard let connection = self.connection else {
+                    continuation.resume(throwing: SyncError(.storeClosed, "the SQLite store is closed"))
+                    return
+                }
+                continuation.resume(with: Result { try work(connection) })
+            }
+        }
+    }
+
+    /// Closes the connection after the work already queued. Safe to call twice.
+    func close(checkpoint: Bool) async {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            queue.async {
+                self.connection?.close(checkpoint: checkpoint)
+                self.connection = nil
+                continuation.resume()
+            }
+        }
+    }
+}

@@ -1,0 +1,175 @@
+import Dispatch
+import OfflineSync
+
+/// A read transaction lent to a ``SQLiteStore/read(_:)`` closure. It runs on its connection's
+/// queue; once the closure returns (or from any other thread) every call throws
+/// ``SyncError/Code/storeClosed``.
+class SQLiteReadTransaction: LocalReadTransaction {
+    private var connection: Connection?
+    private let queueKey: DispatchSpecificKey<Bool>?
+    private var tableMemo: [ExactKey: TableInfo] = [:]
+
+    init(connection: Connection) {
+        self.connection = connection
+        self.queueKey = connection.queueKey
+    }
+
+    /// Ends the transaction: later calls throw ``SyncError/Code/storeClosed``.
+    func end() {
+        connection = nil
+        tableMemo = [:]
+    }
+
+    /// The connection, while the transaction is open and the caller is on its queue.
+    func live() throws -> Connection {
+        // Checked first, from any thread, without touching mutable state: only the
+        // connection's own queue may go on to read `connection`.
+        guard let queueKey, DispatchQueue.getSpecific(key: queueKey) == true, let connection else {
+            throw SyncError(.storeClosed, "the transaction has ended (it was used outside its closure)")
+        }
+        return connection
+    }
+
+    /// The table's mapping, read from the catalog once per transaction.
+    func table(_ name: String) throws -> TableInfo {
+        let connection = try live()
+        let key = ExactKey(name)
+        if let info = tableMemo[key] { return info }
+        let row = try connection.withStatement(
+            "SELECT \"num\", \"schema\" FROM \(SQLName.catalog) WHERE \"name\" = ?1", [.text(name)]
+        ) { statement -> (Int64, [UInt8])? in
+            guard try statement.step() else { return nil }
+            return (statement.int64(0), statement.blob(1))
+        }
+        guard let (number, bytes) = row else {
+            throw SyncError(.tableNotDefined, "table '\(name)' is not defined")
+        }
+        let info: TableInfo
+        if let cached = connection.tableInfoCache[key], cached.number == number, cached.schemaBytes == bytes {
+            info = cached
+        } else {
+            info = TableInfo(number: number, schema: try SchemaCodec.decode(bytes), schemaBytes: bytes)
+            connection.tableInfoCache[key] = info
+        }
+        tableMemo[key] = info
+        return info
+    }
+
+    func schema(of table: String) throws -> TableSchema {
+        try self.table(table).schema
+    }
+
+    func tables() throws -> [TableSchema] {
+        let connection = try live()
+        let schemas = try connection.withStatement("SELECT \"schema\" FROM \(SQLName.catalog)") { statement in
+            var result: [TableSchema] = []
+            while try statement.step() { result.append(try SchemaCodec.decode(statement.blob(0))) }
+            return result
+        }
+        return schemas.sorted { Value.utf8Less($0.name, $1.name) }
+    }
+
+    func record(in table: String, id: String) throws -> Record? {
+        let info = try self.table(table)
+        return try live().withStatement(info.selectByID, [.text(id)]) { statement in
+            try statement.step() ? try info.decodeRow(statement) : nil
+        }
+    }
+
+    func records(in table: String, matching query: Query) throws -> [Record] {
+        let info = try self.table(table)
+        try query.validate(against: info.schema)
+        let connection = try live()
+        let translator = QueryTranslator(table: info)
+        let (filter, rest) = translator.split(query.predicate)
+        let order = translator.orderBy(query.order)
+        var sql = "SELECT \(info.selectList) FROM \(info.sqlName)"
+        var bindings: [SQLValue] = []
+        if let filter {
+            sql += " WHERE " + filter.sql
+            bindings = filter.bindings
+        }
+        let residual: QueryPredicate = .and(rest)
+
+        if rest.isEmpty, let order {
+            // Everything in SQL.
+            sql += " \(order) LIMIT ? OFFSET ?"
+            bindings += [.int(query.limit.map(Int64.init) ?? -1), .int(Int64(query.offset))]
+            return try connection.withStatement(sql, bindings) { statement in
+                var result: [Record] = []
+                while try statement.step() { result.append(try info.decodeRow(statement)) }
+                return result
+            }
+        }
+        if let order {
+            // SQL orders and pre-filters; the evaluator finishes the filter while streaming,
+            // so offset and limit apply as rows arrive and stepping stops at the limit.
+            sql += " \(order)"
+            return try connection.withStatement(sql, bindings) { statement in
+                var result: [Record] = []
+                var skipped = 0
+                if query.limit == 0 { return result }
+                while try statement.step() {
+                    let record = try info.decodeRow(statement)
+                    guard QueryEvaluator.matches(record, residual) else { continue }
+                    if skipped < query.offset { skipped += 1; continue }
+                    result.append(record)
+                    if let limit = query.limit, result.count >= limit { break }
+                }
+                return result
+            }
+        }
+        // SQL pre-filters; the evaluator filters the rest and the matches are sorted in Swift.
+        let matched = try connection.withStatement(sql, bindings) { statement in
+            var result: [Record] = []
+            while try statement.step() {
+                let record = try info.decodeRow(statement)
+                if QueryEvaluator.matches(record, residual) { result.append(record) }
+            }
+            return result
+        }
+        let sorted = matched.sorted { QueryEvaluator.areInIncreasingOrder($0, $1, query.order) }
+        let start = min(query.offset, sorted.count)
+        let end = query.limit.map { start + min(sorted.count - start, $0) } ?? sorted.count
+        return Array(sorted[start..<end])
+    }
+
+    func count(in table: String, matching predicate: QueryPredicate) throws -> Int {
+        let info = try self.table(table)
+        try Query(predicate).validate(against: info.schema)
+        let connection = try live()
+        let (filter, rest) = QueryTranslator(table: info).split(predicate)
+        let whereClause = filter.map { " WHERE " + $0.sql } ?? ""
+        let bindings = filter?.bindings ?? []
+        if rest.isEmpty {
+            let total = try connection.scalar("SELECT count(*) FROM \(info.sqlName)\(whereClause)", bindings)
+            guard case .int(let n)? = total else { throw SyncError(.storageFailure, "count returned no number") }
+            return Int(n)
+        }
+        let residual: QueryPredicate = .and(rest)
+        return try connection.withStatement("SELECT \(info.selectList) FROM \(info.sqlName)\(whereClause)", bindings) { statement in
+            var n = 0
+            while try statement.step() {
+                if QueryEvaluator.matches(try info.decodeRow(statement), residual) { n += 1 }
+            }
+            return n
+        }
+    }
+}
+
+/// A write transaction lent to a ``SQLiteStore/write(_:)`` closure, inside `BEGIN IMMEDIATE`.
+final class SQLiteWriteTransaction: SQLiteReadTransaction, LocalWriteTransaction {
+    func upsert(_ record: Record, in table: String) throws {
+        let info = try self.table(table)
+        try info.schema.validate(record)
+        try live().execute(info.upsert, info.bindings(for: record))
+    }
+
+    @discardableResult
+    func delete(id: String, in table: String) throws -> Bool {
+        let info = try self.table(table)
+        let connection = try live()
+        try connection.execute(info.deleteByID, [.text(id)])
+        return connection.changes > 0
+    }
+}

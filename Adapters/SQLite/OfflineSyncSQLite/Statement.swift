@@ -1,0 +1,146 @@
+import COfflineSyncSQLite3
+import OfflineSync
+
+/// Owns one prepared statement. Used only by its ``Connection``, on that connection's queue.
+///
+/// The owner finalizes it explicitly (``finalize()``); `deinit` finalizes a statement that
+/// was never finalized so nothing leaks.
+final class Statement {
+    private(set) var handle: OpaquePointer?
+    private let db: OpaquePointer
+    /// Whether a caller is stepping it right now (a cached statement is never lent twice).
+    var inUse = false
+
+    /// Prepares `sql`, which must hold exactly one statement.
+    init(db: OpaquePointer, sql: String, persistent: Bool) throws {
+        self.db = db
+        var statement: OpaquePointer?
+        let flags = persistent ? UInt32(SQLITE_PREPARE_PERSISTENT) : 0
+        // The tail pointer points into the C string, so it is checked while the string lives.
+        let (rc, hasTail) = sql.withCString { text -> (Int32, Bool) in
+            var tail: UnsafePointer<CChar>?
+            let rc = sqlite3_prepare_v3(db, text, -1, flags, &statement, &tail)
+            return (rc, tail.map { $0.pointee != 0 } ?? false)
+        }
+        guard rc == SQLITE_OK, let statement else {
+            sqlite3_finalize(statement)
+            throw SQLiteFailure.error(rc, db, "preparing a statement")
+        }
+        if hasTail {
+            sqlite3_finalize(statement)
+            throw SyncError(.storageFailure, "internal error: a statement held more than one SQL command")
+        }
+        handle = statement
+    }
+
+    deinit { finalize() }
+
+    /// Releases the statement. Safe to call twice.
+    func finalize() {
+        if let handle { sqlite3_finalize(handle) }
+        handle = nil
+    }
+
+    /// Ends any stepping and clears the bindings, ready for reuse.
+    func reset() {
+        guard let handle else { return }
+        sqlite3_reset(handle)
+        sqlite3_clear_bindings(handle)
+    }
+
+    /// Binds values to the parameters `?1…?n`.
+    func bind(_ values: [SQLValue]) throws {
+        guard let handle else { throw SyncError(.storeClosed, "the statement was finalized") }
+        for (offset, value) in values.enumerated() {
+            let index = Int32(offset + 1)
+            let rc: Int32
+            switch value {
+            case .null:
+                rc = sqlite3_bind_null(handle, index)
+            case .int(let v):
+                rc = sqlite3_bind_int64(handle, index, v)
+            case .double(let v):
+                rc = sqlite3_bind_double(handle, index, v)
+            case .text(let s):
+                var copy = s
+                rc = copy.withUTF8 { buffer -> Int32 in
+                    guard let base = buffer.baseAddress, buffer.count > 0 else {
+                        // A NULL pointer would bind SQL NULL: bind an empty, non-null string.
+                        return sqlite3_bind_text64(handle, index, "", 0, sqliteTransient, UInt8(SQLITE_UTF8))
+                    }
+                    return base.withMemoryRebound(to: CChar.self, capacity: buffer.count) {
+                        sqlite3_bind_text64(handle, index, $0, UInt64(buffer.count), sqliteTransient, UInt8(SQLITE_UTF8))
+                    }
+                }
+            case .blob(let bytes):
+                if bytes.isEmpty {
+                    // A NULL pointer would bind SQL NULL: bind a zero-length blob.
+                    rc = sqlite3_bind_zeroblob(handle, index, 0)
+                } else {
+                    rc = bytes.withUnsafeBytes {
+                        sqlite3_bind_blob64(handle, index, $0.baseAddress, UInt64($0.count), sqliteTransient)
+                    }
+                }
+            }
+            guard rc == SQLITE_OK else { throw SQLiteFailure.error(rc, db, "binding a parameter") }
+        }
+    }
+
+    /// Steps once: `true` when a row is available, `false` when the statement is done.
+    func step() throws -> Bool {
+        guard let handle else { throw SyncError(.storeClosed, "the statement was finalized") }
+        let rc = sqlite3_step(handle)
+        switch rc {
+        case SQLITE_ROW: return true
+        case SQLITE_DONE: return false
+        default: throw SQLiteFailure.error(rc, db, "executing a statement")
+        }
+    }
+
+    /// The storage class of a column of the current row (`SQLITE_NULL`, `SQLITE_INTEGER`…).
+    func columnType(_ column: Int32) -> Int32 { sqlite3_column_type(handle, column) }
+
+    /// The integer in a column of the current row.
+    func int64(_ column: Int32) -> Int64 { sqlite3_column_int64(handle, column) }
+
+    /// The double in a column of the current row.
+    func double(_ column: Int32) -> Double { sqlite3_column_double(handle, column) }
+
+    /// The text in a column of the current row, byte for byte. Throws ``SyncError/Code/corrupted``
+    /// when the bytes are not UTF-8.
+    func text(_ column: Int32) throws -> String {
+        guard let pointer = sqlite3_column_text(handle, column) else {
+            if sqlite3_errcode(db) == SQLITE_NOMEM { throw SyncError(.storageFailure, "out of memory reading a text column") }
+            return ""
+        }
+        let count = Int(sqlite3_column_bytes(handle, column))
+        let buffer = UnsafeBufferPointer(start: pointer, count: count)
+        guard let string = String(validating: buffer, as: UTF8.self) else {
+            throw SyncError(.corrupted, "a text column holds bytes that are not UTF-8")
+        }
+        return string
+    }
+
+    /// Calls `body` with the bytes of a blob column of the current row (valid only inside).
+    func withBlob<T>(_ column: Int32, _ body: (UnsafeRawBufferPointer) throws -> T) rethrows -> T {
+        let pointer = sqlite3_column_blob(handle, column)
+        let count = Int(sqlite3_column_bytes(handle, column))
+        return try body(UnsafeRawBufferPointer(start: count > 0 ? pointer : nil, count: count))
+    }
+
+    /// The bytes of a blob column of the current row.
+    func blob(_ column: Int32) -> [UInt8] {
+        withBlob(column) { Array($0) }
+    }
+
+    /// The value of a column of the current row as one of SQLite's storage classes.
+    func value(_ column: Int32) throws -> SQLValue {
+        switch columnType(column) {
+        case SQLITE_INTEGER: return .int(int64(column))
+        case SQLITE_FLOAT: return .double(double(column))
+        case SQLITE_TEXT: return .text(try text(column))
+        case SQLITE_BLOB: return .blob(blob(column))
+        default: return .null
+        }
+    }
+}

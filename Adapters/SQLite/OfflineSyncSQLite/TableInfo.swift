@@ -1,0 +1,281 @@
+import COfflineSyncSQLite3
+import OfflineSync
+
+/// Where a field a query names lives in SQL.
+struct ColumnRef {
+    /// The quoted column.
+    let sql: String
+    /// The type the column holds.
+    let type: FieldType
+}
+
+/// A defined table as SQL sees it: its schema, its quoted names and the statements that read
+/// and write its rows. Built from a catalog row; immutable.
+///
+/// Layout: `id` (TEXT, BINARY collation, primary key), `version` (TEXT), `updatedAt` (INTEGER
+/// ms), `deleted` (INTEGER 0/1), `extra` (BLOB: the undeclared fields as a ``ValueCodec``
+/// object, NULL when none), then one column `"f_<name>"` per declared field, declared without
+/// a type so SQLite never converts what it stores.
+struct TableInfo {
+    /// The catalog row number (stable across migrations; names the table's indexes).
+    let number: Int64
+    let schema: TableSchema
+    /// The schema as stored in the catalog.
+    let schemaBytes: [UInt8]
+    /// The quoted table name.
+    let sqlName: String
+    /// The quoted column of each declared field, in schema order.
+    let fieldColumns: [String]
+    private let fieldIndex: [ExactKey: Int]
+
+    let selectList: String
+    let selectByID: String
+    let upsert: String
+    let deleteByID: String
+
+    /// The system columns, in the order rows are selected and written.
+    static let systemColumns = ["\"id\"", "\"version\"", "\"updatedAt\"", "\"deleted\"", "\"extra\""]
+    /// Column position of the first declared field in ``selectList``.
+    static let firstFieldColumn: Int32 = 5
+
+    init(number: Int64, schema: TableSchema, schemaBytes: [UInt8]) {
+        self.number = number
+        self.schema = schema
+        self.schemaBytes = schemaBytes
+        sqlName = SQLName.quote(schema.name)
+        fieldColumns = schema.fields.map { SQLName.fieldColumn($0.name) }
+        var index: [ExactKey: Int] = [:]
+        for (position, field) in schema.fields.enumerated() { index[ExactKey(field.name)] = position }
+        fieldIndex = index
+        let columns = Self.systemColumns + fieldColumns
+        selectList = columns.joined(separator: ", ")
+        selectByID = "SELECT \(selectList) FROM \(sqlName) WHERE \"id\" = ?1"
+        let placeholders = (1...columns.count).map { "?\($0)" }.joined(separator: ", ")
+        let updates = columns.dropFirst().map { "\($0) = excluded.\($0)" }.joined(separator: ", ")
+        upsert = "INSERT INTO \(sqlName) (\(selectList)) VALUES (\(placeholders)) ON CONFLICT(\"id\") DO UPDATE SET \(updates)"
+        deleteByID = "DELETE FROM \(sqlName) WHERE \"id\" = ?1"
+    }
+
+    /// `CREATE TABLE` for this layout under the quoted name `sqlName`.
+    func createTableSQL(named sqlName: String) -> String {
+        let system = "\"id\" TEXT NOT NULL PRIMARY KEY, \"version\" TEXT, \"updatedAt\" INTEGER, \"deleted\" INTEGER NOT NULL, \"extra\" BLOB"
+        let fields = fieldColumns.map { ", \($0)" }.joined()
+        return "CREATE TABLE \(sqlName) (\(system)\(fields))"
+    }
+
+    /// A plain `INSERT` of a full row into the quoted table `sqlName` (used by migrations).
+    func insertSQL(into sqlName: String) -> String {
+        let count = Self.systemColumns.count + fieldColumns.count
+        let placeholders = (1...count).map { "?\($0)" }.joined(separator: ", ")
+        return "INSERT INTO \(sqlName) (\(selectList)) VALUES (\(placeholders))"
+    }
+
+    /// The column lists of the indexes the schema asks for: one per `indexed` field, then
+    /// the composite ``TableSchema/indexes``.
+    var indexColumns: [[String]] {
+        var result = schema.fields.filter(\.indexed).map { [SQLName.fieldColumn($0.name)] }
+        for index in schema.indexes {
+            result.append(index.fields.map { column($0)?.sql ?? SQLName.fieldColumn($0) })
+        }
+        return result
+    }
+
+    /// Whether both describe the same columns (names byte for byte, types, order).
+    func hasSameColumns(as other: TableInfo) -> Bool {
+        schema.fields.count == other.schema.fields.count
+            && zip(schema.fields, other.schema.fields).allSatisfy {
+                $0.type == $1.type && $0.name.utf8.elementsEqual($1.name.utf8)
+            }
+    }
+
+    /// The declared field with this exact name, if any.
+    func declaredField(_ name: String) -> FieldDefinition? {
+        fieldIndex[ExactKey(name)].map { schema.fields[$0] }
+    }
+
+    /// The column behind a system property or declared field; `nil` for an undeclared field
+    /// (kept in `extra`, so SQL cannot see it).
+    func column(_ field: String) -> ColumnRef? {
+        switch field {
+        case SystemField.id: return ColumnRef(sql: "\"id\"", type: .string)
+        case SystemField.version: return ColumnRef(sql: "\"version\"", type: .string)
+        case SystemField.updatedAt: return ColumnRef(sql: "\"updatedAt\"", type: .date)
+        case SystemField.deleted: return ColumnRef(sql: "\"deleted\"", type: .bool)
+        default:
+            guard let position = fieldIndex[ExactKey(field)] else { return nil }
+            return ColumnRef(sql: fieldColumns[position], type: schema.fields[position].type)
+        }
+    }
+
+    // MARK: Rows
+
+    /// The parameters of ``upsert`` (and ``insertSQL(into:)``) for a record: system columns,
+    /// the undeclared fields as one encoded object, then each declared field's column value.
+    func bindings(for record: Record) -> [SQLValue] {
+        var values: [SQLValue] = [
+            .text(record.id),
+            record.version.map(SQLValue.text) ?? .null,
+            record.updatedAt.map { .int($0.millisecondsSince1970) } ?? .null,
+            .int(record.deleted ? 1 : 0),
+        ]
+        var extra: [String: Value] = [:]
+        var declared = [Value](repeating: .null, count: schema.fields.count)
+        for (name, value) in record.fields {
+            if let position = fieldIndex[ExactKey(name)] {
+                declared[position] = value
+            } else {
+                extra[name] = value
+            }
+        }
+        values.append(extra.isEmpty ? .null : .blob(ValueCodec.encode(.object(extra))))
+        for (position, field) in schema.fields.enumerated() {
+            values.append(Self.columnValue(declared[position], field.type))
+        }
+        return values
+    }
+
+    /// How a declared field's value is stored: bool as 0/1, int, double as REAL, string as
+    /// TEXT, bytes as BLOB, date as INTEGER ms, arrays, objects and `any` as a ``ValueCodec`` BLOB.
+    static func columnValue(_ value: Value, _ type: FieldType) -> SQLValue {
+        switch (type, value) {
+        case (_, .null): return .null
+        case (.array, _), (.object, _), (.any, _): return .blob(ValueCodec.encode(value))
+        case (_, .bool(let b)): return .int(b ? 1 : 0)
+        case (_, .int(let i)): return .int(i)
+        case (_, .double(let d)): return .double(d)
+        case (_, .string(let s)): return .text(s)
+        case (_, .bytes(let b)): return .blob(b)
+        case (_, .date(let t)): return .int(t.millisecondsSince1970)
+        case (_, .array), (_, .object): return .blob(ValueCodec.encode(value))
+        }
+    }
+
+    /// Decodes the current row of a statement that selected ``selectList``.
+    func decodeRow(_ statement: Statement) throws -> Record {
+        guard statement.columnType(0) == SQLITE_TEXT else { throw corrupted("id") }
+        let id = try statement.text(0)
+        let version: String?
+        switch statement.columnType(1) {
+        case SQLITE_NULL: version = nil
+        case SQLITE_TEXT: version = try statement.text(1)
+        default: throw corrupted("version")
+        }
+        let updatedAt: Timestamp?
+        switch statement.columnType(2) {
+        case SQLITE_NULL: updatedAt = nil
+        case SQLITE_INTEGER: updatedAt = Timestamp(millisecondsSince1970: statement.int64(2))
+        default: throw corrupted("updatedAt")
+        }
+        guard statement.columnType(3) == SQLITE_INTEGER else { throw corrupted("deleted") }
+        let deleted: Bool
+        switch statement.int64(3) {
+        case 0: deleted = false
+        case 1: deleted = true
+        default: throw corrupted("deleted")
+        }
+        var fields: [String: Value] = [:]
+        switch statement.columnType(4) {
+        case SQLITE_NULL: break
+        case SQLITE_BLOB:
+            let decoded = try statement.withBlob(4) { try ValueCodec.decode($0) }
+            guard case .object(let object) = decoded else { throw corrupted("extra") }
+            fields = object
+        default: throw corrupted("extra")
+        }
+        let checkClashes = !fields.isEmpty
+        for (position, field) in schema.fields.enumerated() {
+            let value = try decodeField(statement, Self.firstFieldColumn + Int32(position), field)
+            if value.isNull { continue }
+            if checkClashes, fields.index(forKey: field.name) != nil {
+                throw SyncError(.corrupted, "table '\(schema.name)': a row keeps field '\(field.name)' both in its column and among its undeclared fields")
+            }
+            fields[field.name] = value
+        }
+        return Record(id: id, fields: fields, version: version, updatedAt: updatedAt, deleted: deleted)
+    }
+
+    private func decodeField(_ statement: Statement, _ column: Int32, _ field: FieldDefinition) throws -> Value {
+        let storage = statement.columnType(column)
+        if storage == SQLITE_NULL { return .null }
+        switch (field.type, storage) {
+        case (.bool, SQLITE_INTEGER):
+            switch statement.int64(column) {
+            case 0: return .bool(false)
+            case 1: return .bool(true)
+            default: throw corrupted(field: field.name)
+            }
+        case (.int, SQLITE_INTEGER): return .int(statement.int64(column))
+        case (.double, SQLITE_FLOAT): return .double(statement.double(column))
+        case (.string, SQLITE_TEXT): return .string(try statement.text(column))
+        case (.bytes, SQLITE_BLOB): return .bytes(statement.blob(column))
+        case (.date, SQLITE_INTEGER): return .date(Timestamp(millisecondsSince1970: statement.int64(column)))
+        case (.array, SQLITE_BLOB), (.object, SQLITE_BLOB), (.any, SQLITE_BLOB):
+            let value = try statement.withBlob(column) { try ValueCodec.decode($0) }
+            guard field.type.accepts(value), !value.isNull else { throw corrupted(field: field.name) }
+            return value
+        default:
+            throw corrupted(field: field.name)
+        }
+    }
+
+    private func corrupted(_ column: String) -> SyncError {
+        SyncError(.corrupted, "table '\(schema.name)': column '\(column)' holds a value of an unexpected kind")
+    }
+
+    private func corrupted(field: String) -> SyncError {
+        SyncError(.corrupted, "table '\(schema.name)': the column of field '\(field)' holds a value of an unexpected kind")
+    }
+}
+
+/// Encodes a ``TableSchema`` for the catalog as a ``ValueCodec`` object (object keys are
+/// sorted by the codec, so equal schemas encode to equal bytes).
+enum SchemaCodec {
+    private static let format: Int64 = 1
+
+    static func encode(_ schema: TableSchema) -> [UInt8] {
+        let fields: [Value] = schema.fields.map {
+            .object(["name": .string($0.name), "type": .string($0.type.rawValue), "indexed": .bool($0.indexed)])
+        }
+        let indexes: [Value] = schema.indexes.map { .array($0.fields.map(Value.string)) }
+        return ValueCodec.encode(.object([
+            "format": .int(format),
+            "name": .string(schema.name),
+            "fields": .array(fields),
+            "indexes": .array(indexes),
+            "undeclaredFields": .string(schema.undeclaredFields.rawValue),
+        ]))
+    }
+
+    static func decode(_ bytes: [UInt8]) throws -> TableSchema {
+        let bad = SyncError(.corrupted, "the SQLite store's catalog holds a malformed table schema")
+        guard case .object(let object) = try ValueCodec.decode(bytes),
+              object["format"] == .int(format),
+              case .string(let name)? = object["name"],
+              case .array(let fieldValues)? = object["fields"],
+              case .array(let indexValues)? = object["indexes"],
+              case .string(let policyName)? = object["undeclaredFields"],
+              let policy = UndeclaredFieldPolicy(rawValue: policyName)
+        else { throw bad }
+        var fields: [FieldDefinition] = []
+        for value in fieldValues {
+            guard case .object(let field) = value,
+                  case .string(let fieldName)? = field["name"],
+                  case .string(let typeName)? = field["type"],
+                  let type = FieldType(rawValue: typeName),
+                  case .bool(let indexed)? = field["indexed"]
+            else { throw bad }
+            fields.append(FieldDefinition(fieldName, type, indexed: indexed))
+        }
+        var indexes: [IndexDefinition] = []
+        for value in indexValues {
+            guard case .array(let names) = value else { throw bad }
+            var indexFields: [String] = []
+            for name in names {
+                guard case .string(let fieldName) = name else { throw bad }
+                indexFields.append(fieldName)
+            }
+            indexes.append(IndexDefinition(indexFields))
+        }
+        return TableSchema(name, fields: fields, indexes: indexes, undeclaredFields: policy)
+    }
+}

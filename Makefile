@@ -1,0 +1,77 @@
+# OfflineSync — build, test, demo and benchmark.
+#
+#   make deps    check the toolchain and install the system libraries the package links
+#   make build   debug build of every target
+#   make test    build the tests, then run them all (ends with Swift Testing's summary)
+#   make demo    run the offline-sync demo
+#   make bench   run the benchmarks in release mode (writes bench-results.json)
+#   make clean   remove build products
+#
+# Every target that builds runs `deps` first, so a fresh machine needs only `make test`.
+
+SHELL := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
+.DEFAULT_GOAL := build
+
+# Swift lives in /opt/swift/usr/bin on the project's machines; use it when it is not on PATH.
+ifneq ($(wildcard /opt/swift/usr/bin/swift),)
+export PATH := $(PATH):/opt/swift/usr/bin
+endif
+
+SWIFT ?= swift
+
+# System libraries found through pkg-config, and the Debian packages that provide them.
+PKG_CONFIG_MODULES := sqlite3
+APT_PACKAGES := pkg-config libsqlite3-dev
+
+.PHONY: deps build test demo bench clean
+
+deps:
+	@if ! command -v $(SWIFT) >/dev/null 2>&1; then \
+		echo "error: '$(SWIFT)' is not on PATH." >&2; \
+		echo "Install Swift 6 (https://www.swift.org/install/linux/) and add its usr/bin directory to PATH," >&2; \
+		echo "for example: export PATH=\"/opt/swift/usr/bin:\$$PATH\"" >&2; \
+		exit 1; \
+	fi
+	@missing=0; \
+	if ! command -v pkg-config >/dev/null 2>&1; then \
+		missing=1; \
+	else \
+		for module in $(PKG_CONFIG_MODULES); do \
+			pkg-config --exists "$$module" || missing=1; \
+		done; \
+	fi; \
+	if [ "$$missing" = 0 ]; then exit 0; fi; \
+	if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+		echo "Installing $(APT_PACKAGES)..."; \
+		apt-get update; \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y $(APT_PACKAGES); \
+		for module in $(PKG_CONFIG_MODULES); do \
+			if ! pkg-config --exists "$$module"; then \
+				echo "error: pkg-config still cannot find '$$module' after installing $(APT_PACKAGES)." >&2; \
+				exit 1; \
+			fi; \
+		done; \
+	else \
+		echo "error: missing system libraries (pkg-config modules: $(PKG_CONFIG_MODULES))." >&2; \
+		echo "Install them with:" >&2; \
+		echo "    sudo apt-get update && sudo apt-get install -y $(APT_PACKAGES)" >&2; \
+		echo "then run make again." >&2; \
+		exit 1; \
+	fi
+
+build: deps
+	$(SWIFT) build
+
+test: deps
+	$(SWIFT) build --build-tests
+	$(SWIFT) test
+
+demo: deps
+	$(SWIFT) run offline-sync demo
+
+bench: deps
+	$(SWIFT) run -c release offline-sync bench
+
+clean:
+	@if command -v $(SWIFT) >/dev/null 2>&1; then $(SWIFT) package clean; else rm -rf .build; fi

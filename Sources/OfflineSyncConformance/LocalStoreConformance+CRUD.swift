@@ -1,0 +1,260 @@
+import OfflineSync
+
+extension LocalStoreConformance {
+    static let crudCases: [ConformanceCase] = [
+        ConformanceCase("defineAndListTables") { ctx in
+            let store = try await ctx.open()
+            let initial = try await must(await store.read { tx in try tx.tables() }, "listing tables of a fresh store")
+            try expectEqual(initial.map(\.name), [], "tables of a fresh store")
+            let schemas = CRUDFixtures.schemas
+            for schema in schemas {
+                try await must(await store.defineTable(schema), "defining \(schema.name)")
+            }
+            let expected = schemas.sorted { Value.utf8Less($0.name, $1.name) }
+            let (listed, each) = try await must(await store.read { tx in
+                (try tx.tables(), try schemas.map { try tx.schema(of: $0.name) })
+            }, "listing tables")
+            try expectEqual(listed.map(\.name), expected.map(\.name), "tables() names, ordered by UTF-8 bytes")
+            try expectEqual(listed, expected, "tables() returns the schemas exactly as defined")
+            try expectEqual(each, schemas, "schema(of:) returns each schema exactly as defined")
+            // Defining the same schema again changes nothing.
+            try await must(await store.defineTable(schemas[0]), "redefining an identical schema")
+            let again = try await must(await store.read { tx in try tx.tables() }, "listing tables again")
+            try expectEqual(again, expected, "tables() after an identical redefinition")
+        },
+        ConformanceCase("upsertAndGet") { ctx in
+            let store = try await ctx.open()
+            try await must(await store.defineTable(CRUDFixtures.people), "defining people")
+            let alice = Record(id: "alice", fields: ["name": "Alice", "age": 30, "note": "undeclared"])
+            let bob = Record(id: "bob", fields: ["name": "Bob"], version: "1", updatedAt: Timestamp(millisecondsSince1970: 5))
+            try await must(await store.write { tx in
+                try tx.upsert(alice, in: "people")
+                try tx.upsert(bob, in: "people")
+            }, "upserting two records")
+            let (a, b, all, count) = try await must(await store.read { tx in
+                (try tx.record(in: "people", id: "alice"), try tx.record(in: "people", id: "bob"),
+                 try tx.records(in: "people", matching: .all), try tx.count(in: "people", matching: .all))
+            }, "reading them")
+            try expectRecord(a, alice, "alice")
+            try expectRecord(b, bob, "bob")
+            try expectRecords(all, [alice, bob], "all records ordered by id")
+            try expectEqual(count, 2, "count")
+        },
+        ConformanceCase("upsertReplaces") { ctx in
+            let store = try await ctx.open()
+            try await must(await store.defineTable(CRUDFixtures.people), "defining people")
+            let first = Record(id: "p", fields: ["name": "Old", "age": 1, "extra": "gone later", "other": [1, 2]], version: "v1",
+                               updatedAt: Timestamp(millisecondsSince1970: 10), deleted: true)
+            let second = Record(id: "p", fields: ["name": "New", "other": "now a string"])
+            try await must(await store.write { tx in try tx.upsert(first, in: "people") }, "first upsert")
+            try await must(await store.write { tx in try tx.upsert(second, in: "people") }, "second upsert")
+            let (back, count, byOldName) = try await must(await store.read { tx in
+                (try tx.record(in: "people", id: "p"), try tx.count(in: "people", matching: .all),
+                 try tx.count(in: "people", matching: Field("name") == "Old"))
+            }, "reading")
+            try expectRecord(back, second, "upsert replaces the whole record (fields and system properties)")
+            try expectEqual(count, 1, "one record after replacing")
+            try expectEqual(byOldName, 0, "the old value no longer matches")
+            // Several upserts of one id in one transaction: the last wins.
+            try await must(await store.write { tx in
+                for i in 0..<5 { try tx.upsert(Record(id: "q", fields: ["age": .int(Int64(i))]), in: "people") }
+            }, "five upserts of one id")
+            let q = try await must(await store.read { tx in try tx.record(in: "people", id: "q") }, "reading q")
+            try expectRecord(q, Record(id: "q", fields: ["age": 4]), "the last upsert in a transaction wins")
+        },
+        ConformanceCase("delete") { ctx in
+            let store = try await ctx.open()
+            try await must(await store.defineTable(CRUDFixtures.people), "defining people")
+            try await must(await store.write { tx in
+                for id in ["a", "b", "c"] { try tx.upsert(Record(id: id, fields: ["name": .string(id)]), in: "people") }
+            }, "writing three records")
+            let (first, second, missing) = try await must(await store.write { tx in
+                (try tx.delete(id: "b", in: "people"), try tx.delete(id: "b", in: "people"), try tx.delete(id: "zzz", in: "people"))
+            }, "deleting")
+            try expectEqual(first, true, "delete of an existing record returns true")
+            try expectEqual(second, false, "a second delete of the same id returns false")
+            try expectEqual(missing, false, "delete of a missing id returns false")
+            let (b, ids, count, again) = try await must(await store.write { tx in
+                (try tx.record(in: "people", id: "b"), try tx.records(in: "people", matching: .all).map(\.id),
+                 try tx.count(in: "people", matching: .all), try tx.delete(id: "b", in: "people"))
+            }, "reading after the delete")
+            try expect(b == nil, "a deleted record is gone")
+            try expectEqual(ids, ["a", "c"], "remaining ids")
+            try expectEqual(count, 2, "count after delete")
+            try expectEqual(again, false, "delete in a later transaction of a deleted id returns false")
+            // Deleted, then inserted again.
+            try await must(await store.write { tx in try tx.upsert(Record(id: "b", fields: ["age": 9]), in: "people") }, "re-inserting b")
+            let b2 = try await must(await store.read { tx in try tx.record(in: "people", id: "b") }, "reading b")
+            try expectRecord(b2, Record(id: "b", fields: ["age": 9]), "a deleted id can be inserted again")
+        },
+        ConformanceCase("missingRecordIsNil") { ctx in
+            let store = try await ctx.open()
+            try await must(await store.defineTable(CRUDFixtures.people), "defining people")
+            try await must(await store.write { tx in try tx.upsert(Record(id: "present"), in: "people") }, "writing")
+            let (missing, caseVariant, prefix, first) = try await must(await store.read { tx in
+                (try tx.record(in: "people", id: "absent"), try tx.record(in: "people", id: "PRESENT"),
+                 try tx.record(in: "people", id: "pres"), try tx.first(in: "people", matching: Query(Field("name") == "nobody")))
+            }, "reading missing ids")
+            try expect(missing == nil, "record(in:id:) of a missing id is nil")
+            try expect(caseVariant == nil, "ids are case-sensitive: 'PRESENT' is not 'present'")
+            try expect(prefix == nil, "a prefix of an id does not find the record")
+            try expect(first == nil, "first(matching:) with no match is nil")
+        },
+        ConformanceCase("tableNotDefined") { ctx in
+            let store = try await ctx.open()
+            try await must(await store.defineTable(CRUDFixtures.people), "defining people")
+            let t = "undefined"
+            try await expectThrows(.tableNotDefined, "schema(of:)") { try await store.read { tx in try tx.schema(of: t) } }
+            try await expectThrows(.tableNotDefined, "record(in:id:)") { try await store.read { tx in try tx.record(in: t, id: "x") } }
+            try await expectThrows(.tableNotDefined, "records(in:matching:)") { try await store.read { tx in try tx.records(in: t, matching: .all) } }
+            try await expectThrows(.tableNotDefined, "count(in:matching:)") { try await store.read { tx in try tx.count(in: t, matching: .all) } }
+            try await expectThrows(.tableNotDefined, "upsert") { try await store.write { tx in try tx.upsert(Record(id: "x"), in: t) } }
+            try await expectThrows(.tableNotDefined, "delete") { try await store.write { tx in try tx.delete(id: "x", in: t) } }
+            try await expectThrows(.tableNotDefined, "a table differing only in case") {
+                try await store.read { tx in try tx.record(in: "PEOPLE", id: "x") }
+            }
+            try await expectThrows(.tableNotDefined, "record(in:id:) in a write transaction") {
+                try await store.write { tx in try tx.record(in: t, id: "x") }
+            }
+            let tables = try await must(await store.read { tx in try tx.tables().map(\.name) }, "listing tables")
+            try expectEqual(tables, ["people"], "using an undefined table must not define it")
+        },
+        ConformanceCase("typeMismatch") { ctx in
+            let store = try await ctx.open()
+            try await must(await store.defineTable(ValueFixtures.declaredSchema("typed")), "defining typed")
+            let original = Record(id: "existing", fields: ["int": 1, "string": "s"])
+            try await must(await store.write { tx in try tx.upsert(original, in: "typed") }, "writing a valid record")
+            let wrong: [(String, Value)] = [
+                ("int", "3"), ("int", 3.0), ("double", 3), ("string", 3), ("string", .bytes([65])), ("bytes", "AQ=="),
+                ("bool", 1), ("date", 1_700_000_000_000), ("date", "2024-01-01T00:00:00Z"), ("array", [:]), ("object", [1]),
+                ("bool", "true"),
+            ]
+            for (field, value) in wrong {
+                for id in ["new", "existing"] {
+                    try await expectThrows(.typeMismatch, "a \(value.kind.rawValue) in the declared \(field) field (record '\(id)')") {
+                        try await store.write { tx in try tx.upsert(Record(id: id, fields: [field: value, "any": 2]), in: "typed") }
+                    }
+                }
+            }
+            let (existing, new, count) = try await must(await store.read { tx in
+                (try tx.record(in: "typed", id: "existing"), try tx.record(in: "typed", id: "new"), try tx.count(in: "typed", matching: .all))
+            }, "reading after the refused writes")
+            try expectRecord(existing, original, "a refused replace leaves the stored record unchanged")
+            try expect(new == nil, "a refused insert writes nothing")
+            try expectEqual(count, 1, "count after refused writes")
+        },
+        ConformanceCase("rejectUndeclaredFields") { ctx in
+            let store = try await ctx.open()
+            let schema = TableSchema("strict", fields: [FieldDefinition("name", .string)], undeclaredFields: .reject)
+            try await must(await store.defineTable(schema), "defining a strict table")
+            let ok = Record(id: "ok", fields: ["name": "n"])
+            try await must(await store.write { tx in try tx.upsert(ok, in: "strict"); try tx.upsert(Record(id: "empty"), in: "strict") }, "writing declared-only records")
+            try await expectThrows(.typeMismatch, "an undeclared field in a rejecting table") {
+                try await store.write { tx in try tx.upsert(Record(id: "bad", fields: ["name": "n", "extra": 1]), in: "strict") }
+            }
+            try await expectThrows(.typeMismatch, "a field differing from the declared one only in case") {
+                try await store.write { tx in try tx.upsert(Record(id: "ok", fields: ["Name": "n"]), in: "strict") }
+            }
+            let (bad, stillOk, count) = try await must(await store.read { tx in
+                (try tx.record(in: "strict", id: "bad"), try tx.record(in: "strict", id: "ok"), try tx.count(in: "strict", matching: .all))
+            }, "reading")
+            try expect(bad == nil, "the refused record is absent")
+            try expectRecord(stillOk, ok, "the existing record is unchanged")
+            try expectEqual(count, 2, "count")
+        },
+        ConformanceCase("invalidRecords") { ctx in
+            let store = try await ctx.open()
+            try await must(await store.defineTable(CRUDFixtures.people), "defining people")
+            let invalid: [(String, Record)] = [
+                ("an empty id", Record(id: "")),
+                ("an id of 1,025 UTF-8 bytes", Record(id: String(repeating: "é", count: 512) + "x")),
+                ("an id containing NUL", Record(id: "a\u{0}b")),
+                ("a field named id", Record(id: "x", fields: ["id": 1])),
+                ("a field named ID", Record(id: "x", fields: ["ID": 1])),
+                ("a field named version", Record(id: "x", fields: ["version": "1"])),
+                ("a field named UpdatedAt", Record(id: "x", fields: ["UpdatedAt": 1])),
+                ("a field named deleted", Record(id: "x", fields: ["deleted": true])),
+                ("an empty field name", Record(id: "x", fields: ["": 1])),
+                ("a field name with a control character", Record(id: "x", fields: ["a\nb": 1])),
+                ("a field name of 129 bytes", Record(id: "x", fields: [String(repeating: "f", count: 129): 1])),
+            ]
+            for (what, record) in invalid {
+                try await expectThrows(.invalidName, "upserting a record with \(what)") {
+                    try await store.write { tx in try tx.upsert(record, in: "people") }
+                }
+            }
+            let count = try await must(await store.read { tx in try tx.count(in: "people", matching: .all) }, "counting")
+            try expectEqual(count, 0, "refused records write nothing")
+            // The longest valid id: 1,024 UTF-8 bytes of multi-byte characters.
+            let longest = Record(id: String(repeating: "日", count: 341) + "x", fields: ["age": 1])
+            try await must(await store.write { tx in try tx.upsert(longest, in: "people") }, "upserting a 1,024-byte id")
+            let back = try await must(await store.read { tx in try tx.record(in: "people", id: longest.id) }, "reading it")
+            try expectRecord(back, longest, "a record with a 1,024-byte id")
+        },
+        ConformanceCase("idsAreExact") { ctx in
+            let store = try await ctx.open()
+            try await must(await store.defineTable(CRUDFixtures.people), "defining people")
+            let ids = ["abc", "ABC", "Abc", "abc ", " abc", "a bc", "abc\u{0}".replacingNUL(), "1", "01", "1.0", "%", "_", "'", "\""]
+            try await must(await store.write { tx in
+                for (i, id) in ids.enumerated() { try tx.upsert(Record(id: id, fields: ["age": .int(Int64(i))]), in: "people") }
+            }, "writing ids that differ in case and spacing")
+            let back = try await must(await store.read { tx in try ids.map { try tx.record(in: "people", id: $0)?["age"].intValue } }, "reading")
+            try expectEqual(back, ids.indices.map { Int64($0) }, "each id finds its own record")
+            let count = try await must(await store.read { tx in try tx.count(in: "people", matching: .all) }, "counting")
+            try expectEqual(count, ids.count, "count")
+            let like = try await must(await store.read { tx in
+                try tx.records(in: "people", matching: Query(.compare(SystemField.id, .equal, "_"))).map(\.id)
+            }, "querying id == \"_\"")
+            try expectEqual(like, ["_"], "id equality is not a LIKE pattern")
+        },
+        ConformanceCase("sameIdInTwoTables") { ctx in
+            let store = try await ctx.open()
+            try await must(await store.defineTable(CRUDFixtures.people), "defining people")
+            try await must(await store.defineTable(TableSchema("pets")), "defining pets")
+            try await must(await store.write { tx in
+                try tx.upsert(Record(id: "x", fields: ["name": "person"]), in: "people")
+                try tx.upsert(Record(id: "x", fields: ["name": "pet"]), in: "pets")
+            }, "writing the same id in two tables")
+            _ = try await must(await store.write { tx in try tx.delete(id: "x", in: "people") }, "deleting from one table")
+            let (person, pet) = try await must(await store.read { tx in
+                (try tx.record(in: "people", id: "x"), try tx.record(in: "pets", id: "x"))
+            }, "reading both")
+            try expect(person == nil, "deleted from people")
+            try expectRecord(pet, Record(id: "x", fields: ["name": "pet"]), "the same id in another table is untouched")
+        },
+        ConformanceCase("invalidSchemaChangesNothing") { ctx in
+            let store = try await ctx.open()
+            try await must(await store.defineTable(CRUDFixtures.people), "defining people")
+            let bad: [(String, SyncError.Code, TableSchema)] = [
+                ("a declared field named id", .invalidName, TableSchema("t1", fields: [FieldDefinition("id", .string)])),
+                ("a declared field named Version", .invalidName, TableSchema("t2", fields: [FieldDefinition("Version", .string)])),
+                ("two fields differing only in case", .invalidName, TableSchema("t3", fields: [FieldDefinition("a", .int), FieldDefinition("A", .int)])),
+                ("an empty field name", .invalidName, TableSchema("t4", fields: [FieldDefinition("", .int)])),
+                ("an index naming an undeclared field", .schemaMismatch, TableSchema("t5", fields: [FieldDefinition("a", .int)], indexes: [IndexDefinition(["b"])])),
+                ("an index with no fields", .schemaMismatch, TableSchema("t6", indexes: [IndexDefinition([])])),
+                ("an empty table name", .invalidName, TableSchema("")),
+                ("people redeclaring name twice", .invalidName, TableSchema("people", fields: [FieldDefinition("name", .string), FieldDefinition("NAME", .string)])),
+            ]
+            for (what, code, schema) in bad {
+                try await expectThrows(code, "defining a schema with \(what)") { try await store.defineTable(schema) }
+            }
+            let tables = try await must(await store.read { tx in try tx.tables() }, "listing tables")
+            try expectEqual(tables, [CRUDFixtures.people], "failed definitions define nothing and change nothing")
+        },
+    ]
+}
+
+enum CRUDFixtures {
+    static let people = TableSchema("people", fields: [FieldDefinition("name", .string, indexed: true), FieldDefinition("age", .int)])
+
+    static let schemas: [TableSchema] = [
+        TableSchema("beta", fields: [FieldDefinition("title", .string, indexed: true), FieldDefinition("rank", .int),
+                                     FieldDefinition("tags", .array), FieldDefinition("meta", .any)],
+                    indexes: [IndexDefinition(["rank", "title"])], undeclaredFields: .reject),
+        people,
+        TableSchema("Alpha"),
+        TableSchema("gamma", fields: [FieldDefinition("when", .date), FieldDefinition("blob", .bytes)],
+                    indexes: [IndexDefinition(["updatedAt"]), IndexDefinition(["when", "blob"])]),
+        TableSchema("delta"),
+    ]
+}

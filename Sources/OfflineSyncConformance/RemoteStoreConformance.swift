@@ -1,0 +1,85 @@
+import Foundation
+import OfflineSync
+
+/// The shared suite for a remote: what any ``RemoteStore`` (the in-process service, an
+/// HTTP client against a server) must do, checked through the protocol alone.
+///
+/// ```swift
+/// let suite = RemoteStoreConformance { directory in
+///     let service = try await OfflineSyncService(store: InMemoryStore())
+///     return ConformanceBackend(remote: { service.remote(for: $0) }, shutdown: {})
+/// }
+/// @Test func conflicts() async throws { try await suite.conflicts() }
+/// ```
+public struct RemoteStoreConformance: Sendable {
+    /// The groups of cases.
+    public enum Group: String, CaseIterable, Sendable {
+        /// Applied and rejected outcomes, one per operation, in order.
+        case pushOutcomes
+        /// Stale base versions and duplicate inserts are conflicts carrying the current record.
+        case conflicts
+        /// A replayed operation id gets its first outcome: no second application, no false conflict.
+        case idempotentReplay
+        /// Cursor pages in commit order with exact remaining counts.
+        case cursorPulls
+        /// A puller beside concurrent writers never skips a committed change.
+        case concurrentWriters
+        /// Deletes leave tombstones every puller receives.
+        case tombstones
+        /// No identity reads or changes another's rows.
+        case identityIsolation
+    }
+
+    let makeBackend: @Sendable (URL) async throws -> ConformanceBackend
+
+    /// Creates the suite. `makeBackend` builds a fresh, empty backend in the given directory
+    /// for each case.
+    public init(makeBackend: @escaping @Sendable (_ directory: URL) async throws -> ConformanceBackend) {
+        self.makeBackend = makeBackend
+    }
+
+    /// Runs every case of a group.
+    public func run(_ group: Group) async -> [ConformanceCaseResult] {
+        var results: [ConformanceCaseResult] = []
+        for (name, body) in Self.cases(of: group) {
+            let makeBackend = makeBackend
+            results.append(await runIsolated(group: group.rawValue, name: name) { directory in
+                let backend = try await must(await makeBackend(directory), "making the backend")
+                do {
+                    try await body(backend)
+                } catch {
+                    try? await backend.shutdown()
+                    throw error
+                }
+                try await must(await backend.shutdown(), "shutting the backend down")
+            })
+        }
+        return results
+    }
+
+    /// Runs every group.
+    public func runAll() async -> [ConformanceCaseResult] {
+        var results: [ConformanceCaseResult] = []
+        for group in Group.allCases { results += await run(group) }
+        return results
+    }
+
+    /// Runs a group and throws ``ConformanceFailures`` naming every failed case.
+    public func check(_ group: Group) async throws { try throwFailures(await run(group)) }
+    /// ``Group/pushOutcomes``
+    public func pushOutcomes() async throws { try await check(.pushOutcomes) }
+    /// ``Group/conflicts``
+    public func conflicts() async throws { try await check(.conflicts) }
+    /// ``Group/idempotentReplay``
+    public func idempotentReplay() async throws { try await check(.idempotentReplay) }
+    /// ``Group/cursorPulls``
+    public func cursorPulls() async throws { try await check(.cursorPulls) }
+    /// ``Group/concurrentWriters``
+    public func concurrentWriters() async throws { try await check(.concurrentWriters) }
+    /// ``Group/tombstones``
+    public func tombstones() async throws { try await check(.tombstones) }
+    /// ``Group/identityIsolation``
+    public func identityIsolation() async throws { try await check(.identityIsolation) }
+    /// Runs every group and throws ``ConformanceFailures`` naming every failed case.
+    public func all() async throws { try throwFailures(await runAll()) }
+}

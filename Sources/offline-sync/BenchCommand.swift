@@ -1,0 +1,239 @@
+import ArgumentParser
+import COfflineSyncSQLite3
+import Foundation
+import OfflineSync
+import OfflineSyncSQLite
+
+/// `offline-sync bench`: runs each workload side by side with its baseline, each in its own
+/// process (so peak memory is its own), prints a table and writes `bench-results.json`.
+struct BenchCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "bench",
+        abstract: "Measure local writes through SyncTable against raw sqlite3 (writes bench-results.json).")
+
+    @Option(help: "Records to write.") var records = 100_000
+    @Option(help: "Records per transaction.") var batch = 1_000
+    @Option(help: "Where to write the results.") var output = "bench-results.json"
+    @Option(help: "Runs per side; the fastest counts.") var runs = 3
+
+    func run() async throws {
+        guard records > 0, batch > 0, runs > 0 else { throw ValidationError("records, batch and runs must be positive") }
+        let executable = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath().path
+        var best: [String: WorkerResult] = [:]
+        for run in 1...runs {
+            for mode in ["raw", "ours"] {
+                let result = try runWorker(executable: executable, mode: mode)
+                print("run \(run): \(mode == "ours" ? "SyncTable" : "raw sqlite3") \(String(format: "%.3f", result.seconds)) s, peak RSS \(result.peakRSSBytes / 1_048_576) MiB")
+                if best[mode].map({ result.seconds < $0.seconds }) ?? true { best[mode] = result }
+            }
+        }
+        let ours = best["ours"]!, raw = best["raw"]!
+        let ratio = ours.seconds / raw.seconds
+        let machine = BenchCommand.machineDescription()
+        print("")
+        print("workload              records  per txn  seconds  baseline (raw-sqlite3)  ratio  peak RSS")
+        print(String(format: "local-writes-sqlite  %8d  %7d  %7.3f  %22.3f  %5.2f  %4d MiB",
+                     records, batch, ours.seconds, raw.seconds, ratio, ours.peakRSSBytes / 1_048_576))
+        print("machine: \(machine)")
+        let json: [String: Any] = [
+            "machine": machine,
+            "workloads": [[
+                "name": "local-writes-sqlite", "records": records, "transactionSize": batch,
+                "seconds": ours.seconds, "baseline": "raw-sqlite3", "baselineSeconds": raw.seconds,
+                "ratio": ratio, "peakRSSBytes": ours.peakRSSBytes, "baselinePeakRSSBytes": raw.peakRSSBytes,
+            ]],
+        ]
+        let data = try JSONSerialization.data(withJSONObject: json, options: [.prettyPrinted, .sortedKeys])
+        try data.write(to: URL(fileURLWithPath: output))
+        print("wrote \(output)")
+    }
+
+    struct WorkerResult: Decodable {
+        var seconds: Double
+        var peakRSSBytes: Int
+    }
+
+    func runWorker(executable: String, mode: String) throws -> WorkerResult {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("offline-sync-bench-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: executable)
+        process.arguments = ["bench-worker", "--mode", mode, "--records", String(records), "--batch", String(batch),
+                             "--directory", directory.path]
+        let pipe = Pipe()
+        process.standardOutput = pipe
+        try process.run()
+        let data = pipe.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        guard process.terminationStatus == 0 else {
+            throw ValidationError("the \(mode) bench worker failed with status \(process.terminationStatus)")
+        }
+        return try JSONDecoder().decode(WorkerResult.self, from: data)
+    }
+
+    static func machineDescription() -> String {
+        var cpu = "unknown CPU"
+        if let info = try? String(contentsOfFile: "/proc/cpuinfo", encoding: .utf8),
+           let line = info.split(separator: "\n").first(where: { $0.hasPrefix("model name") }),
+           let name = line.split(separator: ":", maxSplits: 1).last {
+            cpu = name.trimmingCharacters(in: .whitespaces)
+        }
+        let memory = ProcessInfo.processInfo.physicalMemory / 1_073_741_824
+        return "\(cpu), \(ProcessInfo.processInfo.activeProcessorCount) cores, \(memory) GiB, Linux, SQLite \(String(cString: sqlite3_libversion()))"
+    }
+}
+
+/// One side of the benchmark, in a process of its own. Prints `{"seconds":…,"peakRSSBytes":…}`.
+struct BenchWorkerCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "bench-worker", abstract: "Internal: one side of `bench`.",
+                                                    shouldDisplay: false)
+
+    @Option var mode: String
+    @Option var records: Int
+    @Option var batch: Int
+    @Option var directory: String
+
+    static let schema = TableSchema("items", fields: [
+        FieldDefinition("title", .string), FieldDefinition("n", .int), FieldDefinition("done", .bool),
+        FieldDefinition("note", .string),
+    ])
+
+    static func record(_ i: Int) -> Record {
+        Record(id: "item-\(i)", fields: [
+            "title": .string("Item number \(i)"), "n": .int(Int64(i)), "done": .bool(i % 3 == 0),
+            "note": .string("a note of moderate length for record \(i)"),
+        ])
+    }
+
+    func run() async throws {
+        let path = URL(fileURLWithPath: directory).appendingPathComponent("bench.sqlite").path
+        // Both sides start from the same empty store: our tables, indexes and pragmas.
+        let store = try await SQLiteStore(path: path)
+        let context = try await SyncContext(store: store, remote: UnusedRemote())
+        try await context.defineTable(Self.schema)
+        let seconds: Double
+        switch mode {
+        case "ours":
+            seconds = try await measure {
+                for start in stride(from: 0, to: records, by: batch) {
+                    let end = min(start + batch, records)
+                    try await context.transaction { tx in
+                        for i in start..<end { try tx.insert(Self.record(i), into: "items") }
+                    }
+                }
+            }
+            let queued = try await context.pendingOperationCount()
+            guard queued == records else { throw ValidationError("expected \(records) queued operations, found \(queued)") }
+            try await store.close()
+        case "raw":
+            try await store.close()
+            seconds = try RawSQLiteBaseline(path: path).run(records: records, batch: batch)
+        default:
+            throw ValidationError("unknown mode \(mode)")
+        }
+        print("{\"seconds\": \(seconds), \"peakRSSBytes\": \(Self.peakRSS())}")
+    }
+
+    func measure(_ body: () async throws -> Void) async throws -> Double {
+        let start = DispatchTime.now().uptimeNanoseconds
+        try await body()
+        return Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9
+    }
+
+    /// VmHWM from /proc/self/status, in bytes.
+    static func peakRSS() -> Int {
+        guard let status = try? String(contentsOfFile: "/proc/self/status", encoding: .utf8),
+              let line = status.split(separator: "\n").first(where: { $0.hasPrefix("VmHWM:") }) else { return 0 }
+        let kilobytes = line.split(separator: " ").compactMap { Int($0) }.first ?? 0
+        return kilobytes * 1024
+    }
+}
+
+/// The bench never pushes; a call would be a bug in the bench.
+struct UnusedRemote: RemoteStore {
+    func push(_ operations: [PushOperation]) async throws -> [PushResult] {
+        throw SyncError(.unsupported, "the benchmark does not push")
+    }
+    func pull(_ request: PullRequest) async throws -> PullPage {
+        throw SyncError(.unsupported, "the benchmark does not pull")
+    }
+}
+
+/// The baseline: the same record rows and queue rows, in the same transactions, into the same
+/// tables and indexes, written with the sqlite3 C API and nothing else.
+struct RawSQLiteBaseline {
+    let path: String
+
+    func run(records: Int, batch: Int) throws -> Double {
+        var db: OpaquePointer?
+        guard sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE, nil) == SQLITE_OK, let db else {
+            throw ValidationError("cannot open \(path)")
+        }
+        defer { sqlite3_close_v2(db) }
+        try exec(db, "PRAGMA journal_mode = WAL")
+        try exec(db, "PRAGMA synchronous = FULL")
+        let item = try prepare(db, """
+            INSERT INTO "items" ("id", "version", "updatedAt", "deleted", "extra", "f_title", "f_n", "f_done", "f_note")
+            VALUES (?1, NULL, NULL, 0, NULL, ?2, ?3, ?4, ?5)
+            """)
+        let operation = try prepare(db, """
+            INSERT INTO "__operations" ("id", "version", "updatedAt", "deleted", "extra", "f_sequence", "f_table",
+              "f_itemId", "f_kind", "f_item", "f_baseVersion", "f_state", "f_attempts", "f_createdAt", "f_changedAt",
+              "f_transaction", "f_sendId", "f_changedFields")
+            VALUES (?1, NULL, NULL, 0, NULL, ?2, 'items', ?3, 'insert', ?4, NULL, 'pending', 0, ?5, ?5, ?6, ?1, ?7)
+            """)
+        defer { sqlite3_finalize(item); sqlite3_finalize(operation) }
+        let transient = unsafeBitCast(-1, to: sqlite3_destructor_type.self)
+        let changed = ValueCodec.encode(Value.array(["done", "n", "note", "title"]))
+        let start = DispatchTime.now().uptimeNanoseconds
+        var sequence: Int64 = 0
+        for first in stride(from: 0, to: records, by: batch) {
+            try exec(db, "BEGIN IMMEDIATE")
+            let transaction = UUID().uuidString
+            let now = Timestamp.now().millisecondsSince1970
+            for i in first..<min(first + batch, records) {
+                let record = BenchWorkerCommand.record(i)
+                sqlite3_bind_text(item, 1, record.id, -1, transient)
+                sqlite3_bind_text(item, 2, record["title"].stringValue!, -1, transient)
+                sqlite3_bind_int64(item, 3, record["n"].intValue!)
+                sqlite3_bind_int64(item, 4, record["done"].boolValue! ? 1 : 0)
+                sqlite3_bind_text(item, 5, record["note"].stringValue!, -1, transient)
+                try step(db, item)
+                sequence += 1
+                let encoded = ValueCodec.encode(Value.object(record.fields))
+                sqlite3_bind_text(operation, 1, UUID().uuidString, -1, transient)
+                sqlite3_bind_int64(operation, 2, sequence)
+                sqlite3_bind_text(operation, 3, record.id, -1, transient)
+                _ = encoded.withUnsafeBytes { sqlite3_bind_blob(operation, 4, $0.baseAddress, Int32($0.count), transient) }
+                sqlite3_bind_int64(operation, 5, now)
+                sqlite3_bind_text(operation, 6, transaction, -1, transient)
+                _ = changed.withUnsafeBytes { sqlite3_bind_blob(operation, 7, $0.baseAddress, Int32($0.count), transient) }
+                try step(db, operation)
+            }
+            try exec(db, "COMMIT")
+        }
+        return Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9
+    }
+
+    private func exec(_ db: OpaquePointer, _ sql: String) throws {
+        guard sqlite3_exec(db, sql, nil, nil, nil) == SQLITE_OK else {
+            throw ValidationError("\(sql): \(String(cString: sqlite3_errmsg(db)))")
+        }
+    }
+
+    private func prepare(_ db: OpaquePointer, _ sql: String) throws -> OpaquePointer {
+        var statement: OpaquePointer?
+        guard sqlite3_prepare_v2(db, sql, -1, &statement, nil) == SQLITE_OK, let statement else {
+            throw ValidationError("prepare: \(String(cString: sqlite3_errmsg(db)))")
+        }
+        return statement
+    }
+
+    private func step(_ db: OpaquePointer, _ statement: OpaquePointer) throws {
+        guard sqlite3_step(statement) == SQLITE_DONE else {
+            throw ValidationError("step: \(String(cString: sqlite3_errmsg(db)))")
+        }
+        sqlite3_reset(statement)
+    }
+}

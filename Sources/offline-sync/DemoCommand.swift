@@ -1,0 +1,193 @@
+import ArgumentParser
+import Foundation
+import OfflineSync
+import OfflineSyncService
+import OfflineSyncSQLite
+
+/// `offline-sync demo`: two clients with their own SQLite files sync through a service over
+/// a third SQLite file; one works offline, both edit the same record, a policy resolves it.
+struct DemoCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "demo",
+        abstract: "Two offline clients, one SQLite-backed sync service, a conflict resolved by policy.")
+
+    @Option(help: "Where to keep the three SQLite files (default: a fresh temporary directory, removed afterwards).")
+    var directory: String?
+
+    @Option(help: "Conflict policy: serverWins, clientWins, lastWriterWins or fieldLevelMerge.")
+    var policy: String = "fieldLevelMerge"
+
+    func run() async throws {
+        guard let policy = ConflictPolicy(rawValue: policy) else {
+            throw ValidationError("unknown policy '\(self.policy)'; use one of \(ConflictPolicy.allCases.map(\.rawValue).joined(separator: ", "))")
+        }
+        let keep = directory != nil
+        let root = URL(fileURLWithPath: directory ?? FileManager.default.temporaryDirectory
+            .appendingPathComponent("offline-sync-demo-\(UUID().uuidString)").path)
+        try FileManager.default.createDirectory(at: root, withIntermediateDirectories: true)
+        defer { if !keep { try? FileManager.default.removeItem(at: root) } }
+        let ok = try await Demo(root: root, policy: policy).run()
+        if !ok { throw ExitCode.failure }
+    }
+}
+
+/// A switchable network between a client and the service: the demo pulls the plug on it.
+final class DemoNetwork: RemoteStore, @unchecked Sendable {
+    // @unchecked Sendable: `online` is only touched while holding `lock`.
+    private let lock = NSLock()
+    private var online = true
+    let base: any RemoteStore
+    init(_ base: any RemoteStore) { self.base = base }
+    func setOnline(_ value: Bool) { lock.withLock { online = value } }
+    private func check() throws {
+        if !lock.withLock({ online }) { throw SyncError(.transient, "no network (the demo unplugged it)") }
+    }
+    func push(_ operations: [PushOperation]) async throws -> [PushResult] {
+        try check()
+        return try await base.push(operations)
+    }
+    func pull(_ request: PullRequest) async throws -> PullPage {
+        try check()
+        return try await base.pull(request)
+    }
+}
+
+struct Demo {
+    let root: URL
+    let policy: ConflictPolicy
+    static let todos = TableSchema("todos", fields: [
+        FieldDefinition("title", .string), FieldDefinition("done", .bool),
+        FieldDefinition("note", .string), FieldDefinition("due", .date),
+    ])
+
+    func say(_ text: String) { print(text) }
+    func step(_ text: String) { print("\n== \(text)") }
+
+    func show(_ who: String, _ context: SyncContext) async throws {
+        for todo in try await context.table("todos").query() {
+            let done = todo["done"].boolValue == true ? "x" : " "
+            let note = todo["note"].stringValue.map { " — \($0)" } ?? ""
+            say("   \(who) [\(done)] \(todo.id): \(todo["title"].stringValue ?? "")\(note)  (version \(todo.version ?? "none"))")
+        }
+        let pending = try await context.pendingOperationCount()
+        say("   \(who) queue: \(pending) pending operation\(pending == 1 ? "" : "s")")
+    }
+
+    /// Prints a context's events as they come, each prefixed with the client's name.
+    func watch(_ name: String, _ context: SyncContext) -> Task<Void, Never> {
+        let stream = context.events()
+        return Task {
+            for await event in stream { print("   \(name) event: \(Demo.describe(event))") }
+        }
+    }
+
+    static func describe(_ event: SyncEvent) -> String {
+        switch event {
+        case .networkStatus(let active): return "networkStatus(active: \(active))"
+        case .syncQueriesStarted(let tables): return "syncQueriesStarted(\(tables.joined(separator: ", ")))"
+        case .modelSynced(let m):
+            return "modelSynced(\(m.table), \(m.isFullSync ? "full" : "delta"), added \(m.added), updated \(m.updated), deleted \(m.deleted))"
+        case .syncQueriesReady: return "syncQueriesReady"
+        case .ready: return "ready"
+        case let .outboxMutationEnqueued(table, record, kind): return "outboxMutationEnqueued(\(table), \(kind.rawValue) \(record.id))"
+        case let .outboxMutationProcessed(table, record, kind):
+            return "outboxMutationProcessed(\(table), \(kind.rawValue) \(record.id), version \(record.version ?? "-"), deleted \(record.deleted))"
+        case let .outboxMutationFailed(table, _, kind, error):
+            return "outboxMutationFailed(\(table), \(kind.rawValue) \(error.itemId): \(error.message))"
+        case .outboxStatus(let isEmpty): return "outboxStatus(isEmpty: \(isEmpty))"
+        case let .pushProgress(done, total): return "pushProgress(\(done)/\(total))"
+        case let .pullProgress(table, done, total): return "pullProgress(\(table) \(done)/\(total))"
+        case let .conflictResolved(table, itemId, resolution): return "conflictResolved(\(table), \(itemId), \(resolution))"
+        }
+    }
+
+    /// Lets the event printers catch up before the next step's header.
+    func settle() async { try? await Task.sleep(nanoseconds: 50_000_000) }
+
+    func run() async throws -> Bool {
+        say("OfflineSync demo: a sync service over \(root.appendingPathComponent("server.sqlite").path)")
+        say("and two clients, A and B, each with its own SQLite file. Conflict policy: \(policy.rawValue).")
+        let serverStore = try await SQLiteStore(path: root.appendingPathComponent("server.sqlite").path)
+        let service = try await OfflineSyncService(store: serverStore, schemas: [Demo.todos])
+        let networkA = DemoNetwork(service.remote(for: "demo-user"))
+        let storeA = try await SQLiteStore(path: root.appendingPathComponent("client-a.sqlite").path)
+        let storeB = try await SQLiteStore(path: root.appendingPathComponent("client-b.sqlite").path)
+        let options = SyncOptions(conflictResolver: policy)
+        let a = try await SyncContext(store: storeA, remote: networkA, options: options)
+        let b = try await SyncContext(store: storeB, remote: service.remote(for: "demo-user"), options: options)
+        try await a.defineTable(Demo.todos)
+        try await b.defineTable(Demo.todos)
+        let watchers = [watch("A", a), watch("B", b)]
+
+        step("1. A creates three todos in one local transaction and syncs")
+        let due = Timestamp(millisecondsSince1970: 1_790_000_000_000)
+        try await a.transaction { tx in
+            try tx.insert(Record(id: "todo-1", fields: ["title": "Buy milk", "done": false, "due": .date(due)]), into: "todos")
+            try tx.insert(Record(id: "todo-2", fields: ["title": "Call the plumber", "done": false]), into: "todos")
+            try tx.insert(Record(id: "todo-3", fields: ["title": "Book flights", "done": false]), into: "todos")
+        }
+        try await a.sync(["todos"])
+        await settle()
+
+        step("2. B syncs and receives them")
+        try await b.sync(["todos"])
+        await settle()
+        try await show("B", b)
+
+        step("3. A goes offline and keeps working")
+        networkA.setOnline(false)
+        try await a.table("todos").update(Record(id: "todo-1", fields: ["title": "Buy oat milk", "done": false, "due": .date(due)]))
+        try await a.table("todos").update(Record(id: "todo-2", fields: ["title": "Call the plumber", "done": true]))
+        try await a.table("todos").delete("todo-3")
+        do {
+            try await a.push()
+            say("   unexpected: the push succeeded while offline")
+            return false
+        } catch let error as SyncError {
+            await settle()
+            say("   A's push failed as expected (\(error.code)); its queue is kept")
+        }
+        try await show("A", a)
+
+        step("4. Meanwhile B edits the same todo (todo-1) and pushes")
+        try await b.table("todos").update(Record(id: "todo-1", fields: ["title": "Buy milk", "done": false, "due": .date(due),
+                                                                    "note": "the blue carton"]))
+        try await b.push()
+        await settle()
+
+        step("5. A comes back online and syncs: the conflict on todo-1 is resolved by \(policy.rawValue)")
+        networkA.setOnline(true)
+        let summary = try await a.push()
+        await settle()
+        say("   A pushed \(summary.sent) operations in \(summary.batches) batches: \(summary.applied) applied, \(summary.conflictsResolved) conflicts resolved, \(summary.failed) failed")
+        try await a.sync(["todos"])
+        await settle()
+
+        step("6. B syncs again; both clients and the server now agree")
+        try await b.sync(["todos"])
+        await settle()
+        try await show("A", a)
+        try await show("B", b)
+
+        let recordsA = try await a.table("todos").query()
+        let recordsB = try await b.table("todos").query()
+        let server = try await service.pull(identity: "demo-user", PullRequest(table: "todos", limit: 100))
+            .records.filter { !$0.deleted }.sorted { $0.id < $1.id }
+        let converged = recordsA == recordsB && recordsA == server
+        let errors = try await a.operationErrors().count + b.operationErrors().count
+        for watcher in watchers { watcher.cancel() }
+        a.finishEvents()
+        b.finishEvents()
+
+        step("Summary")
+        say("   conflict policy:      \(policy.rawValue)")
+        say("   todo-1 at the end:    \(recordsA.first { $0.id == "todo-1" }.map { "\($0["title"].stringValue ?? ""), note: \($0["note"].stringValue ?? "none")" } ?? "missing")")
+        say("   records on A / B / server: \(recordsA.count) / \(recordsB.count) / \(server.count)")
+        say("   pending operations:   \(try await a.pendingOperationCount() + b.pendingOperationCount()); operation errors: \(errors)")
+        say("   converged:            \(converged ? "yes" : "NO")")
+        try await storeA.close()
+        try await storeB.close()
+        try await serverStore.close()
+        return converged && errors == 0
+    }
+}

@@ -1,0 +1,11 @@
+import ArgumentParser
+
+/// The `offline-sync` command-line tool.
+@main
+struct OfflineSyncCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "offline-sync",
+        abstract: "OfflineSync: offline-first sync for Swift apps.",
+        subcommands: [DemoCommand.self, BenchCommand.self, BenchWorkerCommand.self]
+    )
+}
