@@ -3,7 +3,7 @@ import PackageDescription
 
 let package = Package(
     name: "OfflineSync",
-    platforms: [.macOS(.v14)],
+    platforms: [.macOS(.v15)],
     products: [
         .library(name: "OfflineSync", targets: ["OfflineSync"]),
         .library(name: "OfflineSyncService", targets: ["OfflineSyncService"]),

@@ -53,7 +53,8 @@ public enum Names {
         if name.utf8.count > maxLength {
             throw SyncError(.invalidName, "\(what) name is longer than \(maxLength) UTF-8 bytes")
         }
-        if name.unicodeScalars.contains(where: { $0.value < 0x20 || $0.value == 0x7F }) {
+        // C0 controls and DEL are single bytes in UTF-8 and never part of a longer sequence.
+        if name.utf8.contains(where: { $0 < 0x20 || $0 == 0x7F }) {
             throw SyncError(.invalidName, "\(what) name contains a control character")
         }
     }

@@ -98,7 +98,8 @@ public struct TableSchema: Sendable, Hashable, Codable {
 
     /// The declared field with this exact name, if any.
     public func field(named name: String) -> FieldDefinition? {
-        fields.first { $0.name.utf8.elementsEqual(name.utf8) }
+        let length = name.utf8.count
+        return fields.first { $0.name.utf8.count == length && ExactString($0.name) == ExactString(name) }
     }
 
     /// Checks names and internal consistency. Throws ``SyncError/Code/invalidName`` or

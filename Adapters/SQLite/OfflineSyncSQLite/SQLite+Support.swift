@@ -101,14 +101,6 @@ enum SQLName {
     }
 }
 
-/// A string compared and hashed by its exact UTF-8 bytes (Swift's `String` equality is
-/// canonical equivalence, which would merge names and ids that SQLite keeps apart).
-struct ExactKey: Hashable {
-    let value: String
-    init(_ value: String) { self.value = value }
-    static func == (lhs: ExactKey, rhs: ExactKey) -> Bool { lhs.value.utf8.elementsEqual(rhs.value.utf8) }
-    func hash(into hasher: inout Hasher) {
-        for byte in value.utf8 { hasher.combine(byte) }
-        hasher.combine(0xFF as UInt8)
-    }
-}
+
+/// The adapter keys caches and name maps by exact bytes, with the core's key type.
+typealias ExactKey = ExactString

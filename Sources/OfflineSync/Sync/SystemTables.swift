@@ -25,7 +25,7 @@ public enum SystemTables {
         FieldDefinition("transaction", .string),
         FieldDefinition("sendId", .string),
         FieldDefinition("changedFields", .array),
-    ], indexes: [IndexDefinition(["itemId", "table"]), IndexDefinition(["table", "sequence"])],
+    ], indexes: [IndexDefinition(["table", "itemId", "sequence"])],
        undeclaredFields: .reject)
 
     /// The schema of `__operation_errors`.
