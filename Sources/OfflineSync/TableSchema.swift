@@ -81,7 +81,11 @@ public struct TableSchema: Sendable, Hashable, Codable {
     /// The table name (see ``Names``).
     public var name: String
     /// The declared fields.
-    public var fields: [FieldDefinition]
+    public var fields: [FieldDefinition] {
+        didSet { fieldIndex = TableSchema.index(fields) }
+    }
+    /// Position of each declared field by exact name: derived from `fields`.
+    private var fieldIndex: [ExactString: Int]
     /// Extra composite indexes.
     public var indexes: [IndexDefinition]
     /// What happens to undeclared fields.
@@ -92,14 +96,35 @@ public struct TableSchema: Sendable, Hashable, Codable {
                 undeclaredFields: UndeclaredFieldPolicy = .store) {
         self.name = name
         self.fields = fields
+        self.fieldIndex = TableSchema.index(fields)
         self.indexes = indexes
         self.undeclaredFields = undeclaredFields
     }
 
+    private enum CodingKeys: String, CodingKey {
+        case name, fields, indexes, undeclaredFields
+    }
+
+    /// Decodes a schema (the field index is rebuilt, not stored).
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        self.init(try container.decode(String.self, forKey: .name),
+                  fields: try container.decode([FieldDefinition].self, forKey: .fields),
+                  indexes: try container.decode([IndexDefinition].self, forKey: .indexes),
+                  undeclaredFields: try container.decode(UndeclaredFieldPolicy.self, forKey: .undeclaredFields))
+    }
+
+    private static func index(_ fields: [FieldDefinition]) -> [ExactString: Int] {
+        var index: [ExactString: Int] = [:]
+        for (position, field) in fields.enumerated() where index[ExactString(field.name)] == nil {
+            index[ExactString(field.name)] = position
+        }
+        return index
+    }
+
     /// The declared field with this exact name, if any.
     public func field(named name: String) -> FieldDefinition? {
-        let length = name.utf8.count
-        return fields.first { $0.name.utf8.count == length && ExactString($0.name) == ExactString(name) }
+        fieldIndex[ExactString(name)].map { fields[$0] }
     }
 
     /// Checks names and internal consistency. Throws ``SyncError/Code/invalidName`` or
@@ -127,14 +152,17 @@ public struct TableSchema: Sendable, Hashable, Codable {
     public func validate(_ record: Record) throws {
         try Names.validateId(record.id)
         for (key, value) in record.fields {
-            try Names.validateField(key)
             try value.validate(path: key)
             if let declared = field(named: key) {
+                // Declared names were checked by `validate()` when the table was defined.
                 guard declared.type.accepts(value) else {
                     throw SyncError(.typeMismatch, "field '\(key)' of table '\(name)' is declared \(declared.type.rawValue) but the value is \(value.kind.rawValue)")
                 }
-            } else if undeclaredFields == .reject {
-                throw SyncError(.typeMismatch, "field '\(key)' is not declared by table '\(name)', which rejects undeclared fields")
+            } else {
+                try Names.validateField(key)
+                if undeclaredFields == .reject {
+                    throw SyncError(.typeMismatch, "field '\(key)' is not declared by table '\(name)', which rejects undeclared fields")
+                }
             }
         }
     }
