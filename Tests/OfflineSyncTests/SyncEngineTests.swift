@@ -304,3 +304,43 @@ struct SyncEngineTests {
         #expect(summary.received == 1)
     }
 }
+
+struct Todo: SyncModel, Equatable {
+    var id: String
+    var title: String
+    var done: Bool
+    var due: Date?
+    var version: String?
+}
+
+@Suite("Typed tables")
+struct TypedTableTests {
+    @Test("models round-trip through a typed table and sync with their server version")
+    func typedRoundTrip() async throws {
+        let h = try await Harness()
+        try await h.client.defineTable(TableSchema("todos", fields: [FieldDefinition("title", .string),
+                                                                     FieldDefinition("done", .bool)]))
+        let todos = h.client.table("todos", as: Todo.self)
+        let due = Date(timeIntervalSince1970: 1_790_000_000.123)
+        try await todos.insert(Todo(id: "t1", title: "Buy milk", done: false, due: due))
+        try await todos.insert(Todo(id: "t2", title: "Call", done: true))
+        #expect(try await todos.get("t1") == Todo(id: "t1", title: "Buy milk", done: false, due: due))
+        #expect(try await todos.query(Query(Field("done") == true)).map(\.id) == ["t2"])
+        try await h.client.push()
+        let synced = try #require(try await todos.get("t1"))
+        #expect(synced.version != nil)
+        var changed = synced
+        changed.done = true
+        try await todos.update(changed)
+        try await todos.delete("t2")
+        try await h.client.push()
+        let other = try await h.otherDevice()
+        try await other.defineTable(TableSchema("todos"))
+        try await other.pull("todos")
+        let remote = other.table("todos", as: Todo.self)
+        #expect(try await remote.query().map(\.id) == ["t1"])
+        #expect(try await remote.get("t1")?.done == true)
+        #expect(try await remote.get("t1")?.due == due)
+        await #expect(throws: SyncError.self) { try await todos.insert(Todo(id: "t1", title: "dup", done: false)) }
+    }
+}
