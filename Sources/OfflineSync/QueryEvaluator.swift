@@ -137,8 +137,9 @@ public enum QueryEvaluator {
         }
     }
 
-    /// Exact comparison of an integer with a double (no rounding of large integers).
-    static func compareIntDouble(_ i: Int64, _ d: Double) -> Int {
+    /// Exact comparison of an integer with a double (no rounding of large integers):
+    /// -1, 0 or 1. SQL adapters use it to plan int-vs-double comparisons the same way.
+    public static func compareIntDouble(_ i: Int64, _ d: Double) -> Int {
         if d >= 9_223_372_036_854_775_808.0 { return -1 }
         if d < -9_223_372_036_854_775_808.0 { return 1 }
         let whole = d.rounded(.down)

@@ -16,7 +16,7 @@ import OfflineSync
 ///
 /// Groups whose cases need a capability the store lacks (``Capabilities/persistent``,
 /// ``Capabilities/storeFile``) report those cases as skipped.
-public struct LocalStoreConformance: Sendable {
+public struct LocalStoreConformance: ConformanceSuite {
     /// What the store under test can do beyond the ``LocalStore`` contract.
     public struct Capabilities: Sendable {
         /// Data survives `close()` and a later `makeStore` on the same directory.
@@ -97,19 +97,6 @@ public struct LocalStoreConformance: Sendable {
         return await run(testCase, group: group)
     }
 
-    /// Runs every group, in declaration order. Never throws.
-    public func runAll() async -> [ConformanceCaseResult] {
-        var results: [ConformanceCaseResult] = []
-        for group in Group.allCases { results += await run(group) }
-        return results
-    }
-
-    /// Runs a group and throws ``ConformanceFailures`` listing every failed case.
-    public func check(_ group: Group) async throws {
-        let failures = await run(group).compactMap(\.failure)
-        if !failures.isEmpty { throw ConformanceFailures(failures) }
-    }
-
     /// Runs ``Group/valueRoundTrip``. Throws ``ConformanceFailures`` listing every failed case.
     public func valueRoundTrip() async throws { try await check(.valueRoundTrip) }
     /// Runs ``Group/crud``. Throws ``ConformanceFailures`` listing every failed case.
@@ -130,12 +117,6 @@ public struct LocalStoreConformance: Sendable {
     public func systemTables() async throws { try await check(.systemTables) }
     /// Runs ``Group/schemaEvolution``. Throws ``ConformanceFailures`` listing every failed case.
     public func schemaEvolution() async throws { try await check(.schemaEvolution) }
-
-    /// Runs every group and throws ``ConformanceFailures`` listing every failed case.
-    public func all() async throws {
-        let failures = await runAll().compactMap(\.failure)
-        if !failures.isEmpty { throw ConformanceFailures(failures) }
-    }
 
     static func cases(of group: Group) -> [ConformanceCase] {
         switch group {

@@ -11,7 +11,7 @@ import OfflineSync
 /// }
 /// @Test func conflicts() async throws { try await suite.conflicts() }
 /// ```
-public struct RemoteStoreConformance: Sendable {
+public struct RemoteStoreConformance: ConformanceSuite {
     /// The groups of cases.
     public enum Group: String, CaseIterable, Sendable {
         /// Applied and rejected outcomes, one per operation, in order.
@@ -40,32 +40,12 @@ public struct RemoteStoreConformance: Sendable {
 
     /// Runs every case of a group.
     public func run(_ group: Group) async -> [ConformanceCaseResult] {
-        var results: [ConformanceCaseResult] = []
-        for (name, body) in Self.cases(of: group) {
-            let makeBackend = makeBackend
-            results.append(await runIsolated(group: group.rawValue, name: name) { directory in
-                let backend = try await must(await makeBackend(directory), "making the backend")
-                do {
-                    try await body(backend)
-                } catch {
-                    try? await backend.shutdown()
-                    throw error
-                }
-                try await must(await backend.shutdown(), "shutting the backend down")
-            })
-        }
-        return results
+        let makeBackend = makeBackend
+        return await runWithFixture(group: group.rawValue, Self.cases(of: group),
+                                    setUp: { try await must(await makeBackend($0), "making the backend") },
+                                    tearDown: { try await $0.shutdown() })
     }
 
-    /// Runs every group.
-    public func runAll() async -> [ConformanceCaseResult] {
-        var results: [ConformanceCaseResult] = []
-        for group in Group.allCases { results += await run(group) }
-        return results
-    }
-
-    /// Runs a group and throws ``ConformanceFailures`` naming every failed case.
-    public func check(_ group: Group) async throws { try throwFailures(await run(group)) }
     /// ``Group/pushOutcomes``
     public func pushOutcomes() async throws { try await check(.pushOutcomes) }
     /// ``Group/conflicts``
@@ -80,6 +60,4 @@ public struct RemoteStoreConformance: Sendable {
     public func tombstones() async throws { try await check(.tombstones) }
     /// ``Group/identityIsolation``
     public func identityIsolation() async throws { try await check(.identityIsolation) }
-    /// Runs every group and throws ``ConformanceFailures`` naming every failed case.
-    public func all() async throws { try throwFailures(await runAll()) }
 }

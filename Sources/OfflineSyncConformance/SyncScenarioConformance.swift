@@ -9,7 +9,7 @@ import OfflineSync
 ///                                     makeBackend: { _ in … })
 /// @Test func conflicts() async throws { try await suite.conflictPolicies() }
 /// ```
-public struct SyncScenarioConformance: Sendable {
+public struct SyncScenarioConformance: ConformanceSuite {
     /// The groups of scenarios.
     public enum Group: String, CaseIterable, Sendable {
         /// Edits made offline reach the other client after push and pull, deletes included.
@@ -39,32 +39,12 @@ public struct SyncScenarioConformance: Sendable {
 
     /// Runs every case of a group.
     public func run(_ group: Group) async -> [ConformanceCaseResult] {
-        var results: [ConformanceCaseResult] = []
-        for (name, body) in Self.cases(of: group) {
-            let makeLocal = makeLocal, makeBackend = makeBackend
-            results.append(await runIsolated(group: group.rawValue, name: name) { directory in
-                let world = try await ScenarioWorld(directory: directory, makeLocal: makeLocal, makeBackend: makeBackend)
-                do {
-                    try await body(world)
-                } catch {
-                    await world.shutdown()
-                    throw error
-                }
-                await world.shutdown()
-            })
-        }
-        return results
+        let makeLocal = makeLocal, makeBackend = makeBackend
+        return await runWithFixture(group: group.rawValue, Self.cases(of: group),
+                                    setUp: { try await ScenarioWorld(directory: $0, makeLocal: makeLocal, makeBackend: makeBackend) },
+                                    tearDown: { await $0.shutdown() })
     }
 
-    /// Runs every group.
-    public func runAll() async -> [ConformanceCaseResult] {
-        var results: [ConformanceCaseResult] = []
-        for group in Group.allCases { results += await run(group) }
-        return results
-    }
-
-    /// Runs a group and throws ``ConformanceFailures`` naming every failed case.
-    public func check(_ group: Group) async throws { try throwFailures(await run(group)) }
     /// ``Group/offlineEdits``
     public func offlineEdits() async throws { try await check(.offlineEdits) }
     /// ``Group/collapse``
@@ -77,8 +57,6 @@ public struct SyncScenarioConformance: Sendable {
     public func incrementalPull() async throws { try await check(.incrementalPull) }
     /// ``Group/implicitPush``
     public func implicitPush() async throws { try await check(.implicitPush) }
-    /// Runs every group and throws ``ConformanceFailures`` naming every failed case.
-    public func all() async throws { try throwFailures(await runAll()) }
 }
 
 /// A remote that runs a hook before forwarding each push: lets a scenario write locally

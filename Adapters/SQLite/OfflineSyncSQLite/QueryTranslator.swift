@@ -193,7 +193,7 @@ struct QueryTranslator {
     /// otherwise with the two doubles that bracket `i`.
     private static func compareDoubleColumn(_ column: ColumnRef, _ op: ComparisonOperator, _ i: Int64) -> SQLFragment {
         let d = Double(i)
-        let c = exactCompare(i, d)
+        let c = QueryEvaluator.compareIntDouble(i, d)
         if c == 0 {
             return SQLFragment(sql: "(\(column.sql) \(sqlOperator(op)) ?)", bindings: [.double(d)])
         }
@@ -206,17 +206,6 @@ struct QueryTranslator {
         case .less, .lessOrEqual: return SQLFragment(sql: "(\(column.sql) <= ?)", bindings: [.double(lo)])
         case .greater, .greaterOrEqual: return SQLFragment(sql: "(\(column.sql) >= ?)", bindings: [.double(hi)])
         }
-    }
-
-    /// Compares an integer with a double exactly (-1, 0, 1), as the evaluator does.
-    static func exactCompare(_ i: Int64, _ d: Double) -> Int {
-        if d >= 9_223_372_036_854_775_808.0 { return -1 }
-        if d < -9_223_372_036_854_775_808.0 { return 1 }
-        let whole = d.rounded(.down)
-        let t = Int64(whole)
-        if i < t { return -1 }
-        if i > t { return 1 }
-        return d > whole ? -1 : 0
     }
 
     /// `column IN (…)`: null literals kept as NULL (making a miss unknown), literals that can
@@ -235,7 +224,7 @@ struct QueryTranslator {
                 }
             case (.double, .int(let i)):
                 let d = Double(i)
-                if Self.exactCompare(i, d) == 0 {
+                if QueryEvaluator.compareIntDouble(i, d) == 0 {
                     items.append("?")
                     bindings.append(.double(d))
                 }
