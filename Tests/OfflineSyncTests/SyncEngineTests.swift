@@ -239,6 +239,34 @@ struct SyncEngineTests {
         #expect(page.records.count == 1 && page.records[0].deleted)
     }
 
+    @Test("after take-server, a newer local edit of the item meets the server's record as its own conflict")
+    func takeServerDoesNotRebaseLaterEdit() async throws {
+        let seen = ConflictLog()
+        let resolver = ClosureConflictResolver { conflict in
+            await seen.add(conflict.clientRecord?["title"].stringValue ?? "")
+            return .takeServer
+        }
+        let h = try await Harness(options: SyncOptions(conflictResolver: resolver))
+        let other = try await h.otherDevice()
+        try await h.client.table("notes").insert(Record(id: "a", fields: ["title": "v0"]))
+        try await h.client.push()
+        try await other.pull("notes")
+        try await other.table("notes").update(Record(id: "a", fields: ["title": "server"]))
+        try await other.push()
+        // Two local edits: the first is sent (and lost), the second queues behind it.
+        try await h.client.table("notes").update(Record(id: "a", fields: ["title": "local 1"]))
+        h.network.set(.down)
+        await #expect(throws: SyncError.self) { try await h.client.push() }
+        try await h.client.table("notes").update(Record(id: "a", fields: ["title": "local 2"]))
+        h.network.set(.up)
+        try await h.client.push()
+        #expect(await seen.titles == ["local 1", "local 2"])
+        #expect(try await h.client.table("notes").get("a")?["title"] == "server")
+        try await other.pull("notes")
+        #expect(try await other.table("notes").get("a")?["title"] == "server")
+        #expect(try await h.client.pendingOperationCount() == 0)
+    }
+
     @Test("pairs the queue cannot combine are a typed error and change nothing")
     func invalidSequences() async throws {
         let store = InMemoryStore()
@@ -343,4 +371,9 @@ struct TypedTableTests {
         #expect(try await remote.get("t1")?.due == due)
         await #expect(throws: SyncError.self) { try await todos.insert(Todo(id: "t1", title: "dup", done: false)) }
     }
+}
+
+actor ConflictLog {
+    var titles: [String] = []
+    func add(_ title: String) { titles.append(title) }
 }

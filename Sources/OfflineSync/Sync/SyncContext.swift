@@ -292,7 +292,11 @@ public final class SyncContext: Sendable {
                     continue
                 case .takeServer:
                     try txn.delete(id: operation.id, in: SystemTables.operations)
-                    try adoptServerVersion(server, for: operation, txn: txn, replaceLocal: true)
+                    // A newer local edit keeps its old base: it meets the server's record as a
+                    // conflict of its own instead of silently overwriting the change that won.
+                    if try OperationQueue.latest(txn, table: operation.table, itemId: operation.itemId) == nil {
+                        try adoptServerVersion(server, for: operation, txn: txn, replaceLocal: true)
+                    }
                 case .discardClient:
                     try txn.delete(id: operation.id, in: SystemTables.operations)
                     if try OperationQueue.latest(txn, table: operation.table, itemId: operation.itemId) == nil {
@@ -416,9 +420,10 @@ public final class SyncContext: Sendable {
                     }
                 case .takeServer, .discard:
                     try txn.delete(id: operation.id, in: SystemTables.operations)
+                    let hasLater = try OperationQueue.latest(txn, table: operation.table, itemId: operation.itemId) != nil
                     if case .takeServer = resolution, let server = error.serverRecord {
-                        try SyncContext.adoptServerVersion(server, for: operation, txn: txn, replaceLocal: true)
-                    } else if try OperationQueue.latest(txn, table: operation.table, itemId: operation.itemId) == nil {
+                        if !hasLater { try SyncContext.adoptServerVersion(server, for: operation, txn: txn, replaceLocal: true) }
+                    } else if !hasLater {
                         try txn.delete(id: operation.itemId, in: operation.table)
                     }
                 }
