@@ -39,6 +39,7 @@ enum OperationQueue {
     /// update+update → update with the new item; update+delete → delete;
     /// delete+insert → update with the new item; any other pair → `invalidOperationSequence`.
     /// An operation that was sent (attempted) or failed is never rewritten: the change queues behind it.
+    @discardableResult
     static func enqueue(_ txn: any LocalWriteTransaction, table: String, itemId: String, kind: OperationKind,
                         item: Record?, baseVersion: String?, changedFields: [String], transaction: String,
                         sequence: () throws -> Int64, now: Timestamp) throws -> Effect {

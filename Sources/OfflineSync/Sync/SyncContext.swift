@@ -279,7 +279,7 @@ public final class SyncContext: Sendable {
             switch outcome {
             case .applied(let server):
                 try txn.delete(id: operation.id, in: SystemTables.operations)
-                try adoptServerVersion(server, for: operation, txn: txn, replaceLocal: true)
+                try adoptServerVersion(server, for: operation, txn: txn)
                 result.applied += 1
                 result.events.append(.outboxMutationProcessed(table: operation.table, record: server, kind: operation.kind))
             case .conflict(let server):
@@ -295,7 +295,7 @@ public final class SyncContext: Sendable {
                     // A newer local edit keeps its old base: it meets the server's record as a
                     // conflict of its own instead of silently overwriting the change that won.
                     if try OperationQueue.latest(txn, table: operation.table, itemId: operation.itemId) == nil {
-                        try adoptServerVersion(server, for: operation, txn: txn, replaceLocal: true)
+                        try adoptServerVersion(server, for: operation, txn: txn)
                     }
                 case .discardClient:
                     try txn.delete(id: operation.id, in: SystemTables.operations)
@@ -331,8 +331,8 @@ public final class SyncContext: Sendable {
     /// After the remote settled an item: the next queued operation on it (if any) is rebased
     /// on the remote's version and the local copy keeps its pending fields; otherwise the
     /// local copy becomes the remote's record (or goes, for a tombstone).
-    static func adoptServerVersion(_ server: Record, for operation: QueuedOperation, txn: any LocalWriteTransaction,
-                                   replaceLocal: Bool) throws {
+    static func adoptServerVersion(_ server: Record, for operation: QueuedOperation,
+                                   txn: any LocalWriteTransaction) throws {
         if var next = try OperationQueue.all(txn, table: operation.table, itemId: operation.itemId).first {
             if next.kind != .insert && next.state == .pending {
                 next.baseVersion = server.deleted ? nil : server.version
@@ -344,7 +344,7 @@ public final class SyncContext: Sendable {
                 local.updatedAt = server.updatedAt
                 try txn.upsert(local, in: operation.table)
             }
-        } else if replaceLocal {
+        } else {
             if server.deleted {
                 try txn.delete(id: operation.itemId, in: operation.table)
             } else {
@@ -422,7 +422,7 @@ public final class SyncContext: Sendable {
                     try txn.delete(id: operation.id, in: SystemTables.operations)
                     let hasLater = try OperationQueue.latest(txn, table: operation.table, itemId: operation.itemId) != nil
                     if case .takeServer = resolution, let server = error.serverRecord {
-                        if !hasLater { try SyncContext.adoptServerVersion(server, for: operation, txn: txn, replaceLocal: true) }
+                        if !hasLater { try SyncContext.adoptServerVersion(server, for: operation, txn: txn) }
                     } else if !hasLater {
                         try txn.delete(id: operation.itemId, in: operation.table)
                     }

@@ -86,7 +86,7 @@ public final class SyncTransaction {
 
     private func queue(table: String, itemId: String, kind: OperationKind, item: Record, baseVersion: String?,
                        changedFields: [String]) throws {
-        let effect = try OperationQueue.enqueue(
+        try OperationQueue.enqueue(
             txn, table: table, itemId: itemId, kind: kind, item: item, baseVersion: baseVersion,
             changedFields: changedFields.sorted(by: Value.utf8Less), transaction: id,
             sequence: {
@@ -94,7 +94,6 @@ public final class SyncTransaction {
                 nextSequence = next + 1
                 return next
             }, now: now)
-        _ = effect
         events.append(.outboxMutationEnqueued(table: table, record: item, kind: kind))
     }
 }
