@@ -21,8 +21,8 @@ endif
 SWIFT ?= swift
 
 # System libraries found through pkg-config, and the Debian packages that provide them.
-PKG_CONFIG_MODULES := sqlite3
-APT_PACKAGES := pkg-config libsqlite3-dev
+PKG_CONFIG_MODULES := sqlite3 lmdb
+APT_PACKAGES := pkg-config libsqlite3-dev liblmdb-dev
 
 .PHONY: deps build test demo bench clean
 

@@ -9,10 +9,13 @@ let package = Package(
         .library(name: "OfflineSyncService", targets: ["OfflineSyncService"]),
         .library(name: "OfflineSyncConformance", targets: ["OfflineSyncConformance"]),
         .library(name: "OfflineSyncSQLite", targets: ["OfflineSyncSQLite"]),
+        .library(name: "OfflineSyncLMDB", targets: ["OfflineSyncLMDB"]),
+        .library(name: "OfflineSyncEncryptedFile", targets: ["OfflineSyncEncryptedFile"]),
         .executable(name: "offline-sync", targets: ["offline-sync"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
+        .package(url: "https://github.com/apple/swift-crypto", from: "3.12.3"),
     ],
     targets: [
         // Core: records, queries, stores, queue, sync context. No C library, no networking.
@@ -33,11 +36,36 @@ let package = Package(
             path: "Adapters/SQLite/OfflineSyncSQLite"
         ),
 
+        // LMDB adapter.
+        .systemLibrary(
+            name: "COfflineSyncLMDB",
+            path: "Adapters/LMDB/COfflineSyncLMDB",
+            pkgConfig: "lmdb",
+            providers: [.apt(["liblmdb-dev"]), .brew(["lmdb"])]
+        ),
+        .target(
+            name: "OfflineSyncLMDB",
+            dependencies: ["OfflineSync", "COfflineSyncLMDB"],
+            path: "Adapters/LMDB/OfflineSyncLMDB"
+        ),
+
+        // Encrypted single-file adapter.
+        .target(
+            name: "OfflineSyncEncryptedFile",
+            dependencies: [
+                "OfflineSync",
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "_CryptoExtras", package: "swift-crypto"),
+            ],
+            path: "Adapters/EncryptedFile/OfflineSyncEncryptedFile"
+        ),
+
         .executableTarget(
             name: "offline-sync",
             dependencies: [
                 "OfflineSync", "OfflineSyncService", "OfflineSyncSQLite", "OfflineSyncConformance",
-                "COfflineSyncSQLite3",
+                "OfflineSyncLMDB", "OfflineSyncEncryptedFile", "COfflineSyncSQLite3", "COfflineSyncLMDB",
+                .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             path: "Sources/offline-sync"
@@ -57,6 +85,17 @@ let package = Package(
             name: "OfflineSyncSQLiteTests",
             dependencies: ["OfflineSync", "OfflineSyncSQLite", "OfflineSyncConformance", "OfflineSyncService"],
             path: "Tests/OfflineSyncSQLiteTests"
+        ),
+        .testTarget(
+            name: "OfflineSyncLMDBTests",
+            dependencies: ["OfflineSync", "OfflineSyncLMDB", "OfflineSyncConformance", "COfflineSyncLMDB"],
+            path: "Tests/OfflineSyncLMDBTests"
+        ),
+        .testTarget(
+            name: "OfflineSyncEncryptedFileTests",
+            dependencies: ["OfflineSync", "OfflineSyncEncryptedFile", "OfflineSyncConformance",
+                           .product(name: "Crypto", package: "swift-crypto")],
+            path: "Tests/OfflineSyncEncryptedFileTests"
         ),
     ],
     swiftLanguageModes: [.v6]
