@@ -11,7 +11,7 @@ public struct SyncError: Error, Sendable, Hashable, CustomStringConvertible {
             case notFound, duplicateId, tableNotDefined, invalidOperationSequence
             case pendingOperations, corrupted, notADatabase, foreignDatabase, storeClosed
             case storageFailure, busy, transient, rejected, limitExceeded, invalidCursor
-            case unsupported, cancelled
+            case unsupported, cancelled, unknownScheme, invalidStoreURL, missingKey
         }
         private let base: Base
         private init(_ base: Base) { self.base = base }
@@ -60,6 +60,14 @@ public struct SyncError: Error, Sendable, Hashable, CustomStringConvertible {
         public static let unsupported = Code(.unsupported)
         /// The work was cancelled.
         public static let cancelled = Code(.cancelled)
+        /// A store URL names a scheme no adapter is registered for (the message lists those that are).
+        public static let unknownScheme = Code(.unknownScheme)
+        /// A store URL is malformed, or carries a parameter its adapter does not accept (a
+        /// secret written in the URL among them).
+        public static let invalidStoreURL = Code(.invalidStoreURL)
+        /// The store needs a key or passphrase that was not given, or the environment variable
+        /// that should hold it is unset or malformed. The message names the variable, never a value.
+        public static let missingKey = Code(.missingKey)
 
         /// The code's name, for example `corrupted`.
         public var description: String { base.rawValue }
