@@ -2,7 +2,7 @@
 #
 #   make deps    check the toolchain and install the system libraries the package links
 #   make build   debug build of every target
-#   make test    build the tests, then run them all (ends with Swift Testing's summary)
+#   make test    build the tests, run them all, then the third-party example's tests
 #   make demo    run the offline-sync demo
 #   make bench   run the benchmarks in release mode (writes bench-results.json)
 #   make clean   remove build products
@@ -63,9 +63,14 @@ deps:
 build: deps
 	$(SWIFT) build
 
+# The third-party adapter example: a separate package that depends on this one by path.
+EXAMPLE := Docs/Examples/SnapshotStore
+
 test: deps
 	$(SWIFT) build --build-tests
 	$(SWIFT) test
+	$(SWIFT) build --package-path $(EXAMPLE) --build-tests
+	$(SWIFT) test --package-path $(EXAMPLE)
 
 demo: deps
 	$(SWIFT) run offline-sync demo
@@ -75,3 +80,4 @@ bench: deps
 
 clean:
 	@if command -v $(SWIFT) >/dev/null 2>&1; then $(SWIFT) package clean; else rm -rf .build; fi
+	rm -rf $(EXAMPLE)/.build

@@ -56,20 +56,9 @@ struct ConformanceCommand: AsyncParsableCommand {
 
     func run() async throws {
         let registry = StoreRegistry.builtIn
-        let (location, adapter) = try registry.resolve(storeArguments.store)
-        guard let isolate = adapter.isolate else {
-            throw ValidationError("the \(adapter.scheme) adapter cannot place test stores in a directory, so it cannot run the suite from here")
-        }
-        let options = try storeArguments.options(for: location)
-        let probe = try isolate(location, FileManager.default.temporaryDirectory)
-        var storeFile: (@Sendable (URL) -> URL)?
-        if probe.storeFile != nil {
-            storeFile = { directory in (try? isolate(location, directory))?.storeFile ?? directory }
-        }
-        let capabilities = LocalStoreConformance.Capabilities(persistent: probe.persistent, storeFile: storeFile)
-        let suite = LocalStoreConformance(capabilities: capabilities) { directory in
-            try await adapter.open(try isolate(location, directory).location, options)
-        }
+        let (location, _) = try registry.resolve(storeArguments.store)
+        let suite = try LocalStoreConformance(store: storeArguments.store, in: registry,
+                                              options: try storeArguments.options(for: location))
         var selected = LocalStoreConformance.Group.allCases
         if !groups.isEmpty {
             selected = try groups.map { name in
@@ -79,7 +68,7 @@ struct ConformanceCommand: AsyncParsableCommand {
                 return group
             }
         }
-        print("conformance of \(location) (persistent: \(probe.persistent), store file: \(probe.storeFile == nil ? "no" : "yes"))")
+        print("conformance of \(location) (persistent: \(suite.capabilities.persistent), store file: \(suite.capabilities.storeFile == nil ? "no" : "yes"))")
         var totals = (passed: 0, failed: 0, skipped: 0)
         for group in selected {
             let started = DispatchTime.now().uptimeNanoseconds
