@@ -1,7 +1,254 @@
 import COfflineSyncLMDB
+import Dispatch
+import Foundation
 import OfflineSync
 
-// Placeholder: the LMDB adapter is being written.
-enum LMDBPlaceholder {
-    static let version = String(cString: mdb_version(nil, nil, nil))
+/// A ``LocalStore`` kept in an LMDB environment directory (`data.mdb` and `lock.mdb`).
+///
+/// Each table is a named sub-database of records keyed by id and encoded with
+/// ``ValueCodec``; a meta sub-database holds the OfflineSync marker, the format version and
+/// the table schemas; declared indexes get sub-databases of their own. Reads by id are one
+/// `mdb_get`; queries walk a cursor (or an index) and are decided by ``QueryEvaluator``.
+///
+/// Read transactions run concurrently on a few reader queues (`MDB_RDONLY` with
+/// `MDB_NOTLS`, aborted when done so their reader slots are freed); write transactions run
+/// one at a time on a writer queue, which makes them serializable. No LMDB call runs on
+/// Swift's cooperative pool. Commits are synced to disk (no `MDB_NOSYNC`).
+///
+/// The map grows by itself: when a write runs out of room (`MDB_MAP_FULL`), the transaction
+/// is aborted, the map grown by ``Options/mapGrowthStep`` once no transaction is active, and
+/// the transaction's logged writes replayed, up to ``Options/maximumMapSize``.
+///
+/// An existing directory is checked before LMDB may write to it: a `data.mdb` that is not
+/// LMDB's, damaged or truncated, or an environment of another application, is refused with
+/// ``SyncError/Code/notADatabase``, ``SyncError/Code/corrupted`` or
+/// ``SyncError/Code/foreignDatabase`` and left unchanged.
+///
+/// ```swift
+/// let store = try await LMDBStore(directory: "/path/app-env")
+/// try await store.defineTable(TableSchema("todo", fields: [FieldDefinition("title", .string)]))
+/// try await store.write { try $0.upsert(Record(id: "1", fields: ["title": "Milk"]), in: "todo") }
+/// try await store.close()
+/// ```
+public final class LMDBStore: LocalStore {
+    /// How a store sizes and opens its environment.
+    public struct Options: Sendable, Hashable {
+        /// The map size a new or reopened environment starts with, in bytes (LMDB keeps a
+        /// larger size an existing environment already has). Default 64 MiB.
+        public var initialMapSize: Int
+        /// How much the map grows each time a write finds it full, in bytes (at least 1 MiB).
+        /// Default 64 MiB.
+        public var mapGrowthStep: Int
+        /// The largest the map may grow to, in bytes; a write that needs more fails with
+        /// ``SyncError/Code/limitExceeded``. Default 64 GiB.
+        public var maximumMapSize: Int
+        /// LMDB's reader table size (`mdb_env_set_maxreaders`), shared by every process using
+        /// the environment. Default 126.
+        public var maxReaders: Int
+        /// How many read transactions this store runs at once (each on its own queue);
+        /// capped below ``maxReaders``. Default 4.
+        public var readerConcurrency: Int
+        /// The most sub-databases (tables, indexes and the meta database). Default 1024.
+        public var maxDatabases: Int
+
+        /// Creates options; every parameter has the documented default.
+        public init(initialMapSize: Int = 64 << 20, mapGrowthStep: Int = 64 << 20, maximumMapSize: Int = 64 << 30,
+                    maxReaders: Int = 126, readerConcurrency: Int = 4, maxDatabases: Int = 1024) {
+            self.initialMapSize = initialMapSize
+            self.mapGrowthStep = mapGrowthStep
+            self.maximumMapSize = maximumMapSize
+            self.maxReaders = maxReaders
+            self.readerConcurrency = readerConcurrency
+            self.maxDatabases = maxDatabases
+        }
+    }
+
+    /// What ``statistics()`` reports about the environment.
+    public struct Statistics: Sendable, Hashable {
+        /// The current map size in bytes.
+        public var mapSize: Int
+        /// How many times the map grew since the store was opened.
+        public var mapGrowths: Int
+        /// The page size in bytes.
+        public var pageSize: Int
+        /// The bytes of the map in use (pages up to the last one used).
+        public var usedBytes: Int
+        /// The reader table size.
+        public var maxReaders: Int
+        /// The reader slots ever used in the reader table (LMDB's high-water mark).
+        public var readerSlotsUsed: Int
+    }
+
+    /// The environment directory.
+    public let directory: String
+    /// The options the store was opened with.
+    public let options: Options
+
+    private let environment: Environment
+    private let meta: MDB_dbi
+    private let writer: DispatchQueue
+    private let closer = DispatchQueue(label: "OfflineSyncLMDB.close")
+    private let readers: ReaderQueues
+    private let activity = Activity()
+
+    /// Opens the store in the environment directory `directory`, creating the directory and
+    /// the environment if they are missing.
+    ///
+    /// An existing directory is checked without writing to it: a directory holding other
+    /// files but no `data.mdb`, or a `data.mdb` without LMDB's meta pages, throws
+    /// ``SyncError/Code/notADatabase``; damaged or truncated meta pages throw
+    /// ``SyncError/Code/corrupted``; an LMDB environment of another application (data but no
+    /// OfflineSync marker) throws ``SyncError/Code/foreignDatabase``; a newer OfflineSync
+    /// format throws ``SyncError/Code/unsupported``. LMDB failures throw
+    /// ``SyncError/Code/storageFailure`` (or ``SyncError/Code/busy``).
+    public init(directory: String, options: Options = .init()) async throws {
+        let writer = DispatchQueue(label: "OfflineSyncLMDB.writer")
+        let (environment, meta) = try await perform(on: writer) { () throws -> (Environment, MDB_dbi) in
+            if try EnvironmentFile.prepare(directory) == .existing {
+                try EnvironmentFile.probe(directory, options: options)
+            }
+            let environment = try Environment(directory: directory, options: options)
+            do {
+                return (environment, try Self.bootstrap(environment))
+            } catch {
+                environment.close()
+                throw error
+            }
+        }
+        self.directory = directory
+        self.options = options
+        self.environment = environment
+        self.meta = meta
+        self.writer = writer
+        self.readers = ReaderQueues(count: min(options.readerConcurrency, max(1, options.maxReaders - 2)))
+    }
+
+    /// Opens the store in the environment directory at `directory` (a file URL). See
+    /// ``init(directory:options:)-(String,_)`` for what it checks and throws.
+    public convenience init(directory: URL, options: Options = .init()) async throws {
+        try await self.init(directory: directory.path, options: options)
+    }
+
+    /// Marks a new environment, checks an existing one's marker under the write lock, and
+    /// opens every sub-database so transactions can use their handles.
+    private static func bootstrap(_ environment: Environment) throws -> MDB_dbi {
+        let txn = try environment.begin(readOnly: false)
+        var committed = false
+        defer { if !committed { mdb_txn_abort(txn) } }
+        guard let meta = try EnvironmentFile.checkMarker(txn, directory: environment.directory, create: true) else {
+            throw SyncError(.storageFailure, "LMDB: the meta database could not be created")
+        }
+        var opened: [String: MDB_dbi] = [Layout.metaDatabase: meta]
+        var names: [(String, UInt32)] = []
+        let reader = ReadTransaction(environment: environment, meta: meta, txn: txn)
+        defer { reader.end() }
+        try reader.scan(meta, from: Layout.tablePrefix) { key, value in
+            guard key.buffer.starts(with: Layout.tablePrefix) else { return false }
+            let entry = try TableEntry(decoding: value.bytes)
+            names.append((entry.database, 0))
+            for position in entry.indexes.indices { names.append((entry.indexDatabase(position), UInt32(MDB_DUPSORT))) }
+            return true
+        }
+        for (name, flags) in names {
+            var dbi = MDB_dbi()
+            let rc = mdb_dbi_open(txn, name, flags, &dbi)
+            if rc == MDB_NOTFOUND {
+                throw SyncError(.corrupted, "'\(environment.directory)' lacks the sub-database '\(name)' its meta database lists")
+            }
+            try LMDBFailure.check(rc, "opening the sub-database '\(name)'")
+            opened[name] = dbi
+        }
+        committed = true
+        try LMDBFailure.check(mdb_txn_commit(txn), "committing the store's meta database")
+        environment.adopt(opened)
+        return meta
+    }
+
+    /// Creates the table, or migrates it to the changed schema in one write transaction:
+    /// records are kept whole, so a newly declared field takes the values records kept as
+    /// undeclared fields and a field no longer declared keeps its values; indexes are rebuilt
+    /// when they change. Throws ``SyncError/Code/invalidName``,
+    /// ``SyncError/Code/schemaMismatch`` (a stored value does not fit a newly declared type)
+    /// or ``SyncError/Code/storeClosed``. A failure changes nothing.
+    public func defineTable(_ schema: TableSchema) async throws {
+        try schema.validate()
+        try await write(internal: { transaction in try transaction.define(schema) })
+    }
+
+    /// Runs `body` in a read transaction on one of the reader queues; it sees one consistent
+    /// snapshot, even while a write commits. Rethrows what `body` throws; throws
+    /// ``SyncError/Code/storeClosed`` after ``close()``.
+    public func read<T: Sendable>(_ body: @escaping @Sendable (any LocalReadTransaction) throws -> T) async throws -> T {
+        try activity.enter()
+        defer { activity.leave() }
+        let queue = try await readers.acquire()
+        defer { readers.release(queue) }
+        let environment = self.environment, meta = self.meta
+        return try await perform(on: queue) {
+            environment.enterRead()
+            defer { environment.leaveRead() }
+            let txn = try environment.begin(readOnly: true)
+            // Aborting a read transaction frees its reader slot (MDB_NOTLS).
+            defer { mdb_txn_abort(txn) }
+            let transaction = ReadTransaction(environment: environment, meta: meta, txn: txn)
+            defer { transaction.end() }
+            return try body(transaction)
+        }
+    }
+
+    /// Runs `body` in a write transaction on the writer queue: committed (and synced) when it
+    /// returns, rolled back when it throws. A full map is grown transparently. Rethrows what
+    /// `body` throws; throws ``SyncError/Code/limitExceeded`` when the map would outgrow
+    /// ``Options/maximumMapSize``, ``SyncError/Code/storeClosed`` after ``close()``.
+    public func write<T: Sendable>(_ body: @escaping @Sendable (any LocalWriteTransaction) throws -> T) async throws -> T {
+        try await write(internal: body)
+    }
+
+    private func write<T: Sendable>(internal body: @escaping @Sendable (WriteTransaction) throws -> T) async throws -> T {
+        try activity.enter()
+        defer { activity.leave() }
+        let environment = self.environment, meta = self.meta
+        return try await perform(on: writer) {
+            let txn = try environment.begin(readOnly: false)
+            let transaction = WriteTransaction(environment: environment, meta: meta, txn: txn)
+            do {
+                let result = try body(transaction)
+                try transaction.commit()
+                return result
+            } catch {
+                transaction.abort()
+                throw error
+            }
+        }
+    }
+
+    /// The environment's map size, growth count, page size, bytes in use and reader table.
+    /// Throws ``SyncError/Code/storeClosed`` after ``close()``.
+    public func statistics() async throws -> Statistics {
+        try activity.enter()
+        defer { activity.leave() }
+        let environment = self.environment
+        return try await perform(on: writer) {
+            guard let env = environment.env else { throw SyncError(.storeClosed, "the LMDB store is closed") }
+            var info = MDB_envinfo()
+            var stat = MDB_stat()
+            mdb_env_info(env, &info)
+            mdb_env_stat(env, &stat)
+            return Statistics(mapSize: info.me_mapsize, mapGrowths: environment.growths, pageSize: Int(stat.ms_psize),
+                              usedBytes: (info.me_last_pgno + 1) * Int(stat.ms_psize),
+                              maxReaders: Int(info.me_maxreaders), readerSlotsUsed: Int(info.me_numreaders))
+        }
+    }
+
+    /// Waits for the transactions already started, then closes the environment. Later calls
+    /// throw ``SyncError/Code/storeClosed``; closing twice is harmless.
+    public func close() async throws {
+        guard activity.beginClosing() else { return }
+        readers.close()
+        let activity = self.activity, environment = self.environment
+        try await perform(on: closer) {
+            activity.waitUntilIdle()
+            environment.close()
+        }
+    }
 }

@@ -1,0 +1,157 @@
+import COfflineSyncLMDB
+import Foundation
+import OfflineSync
+
+/// Owns the `MDB_env` of an open store, the handles of its sub-databases, and the gate that
+/// lets the map grow while no transaction is active.
+///
+/// LMDB's `mdb_env_set_mapsize` may only be called when the process has no transaction
+/// open. Read transactions pass through ``enterRead()`` / ``leaveRead()``; ``grow(to:)``
+/// closes the gate to new readers, waits for the active ones to finish, resizes, and opens it
+/// again. Write transactions run one at a time on the writer queue, which is what calls
+/// ``grow(to:)``, after aborting its own transaction.
+final class Environment: @unchecked Sendable {
+    // @unchecked Sendable: `env` is set once in `init` and only freed by `close()`, which runs
+    // once every transaction has ended (the store's activity count is zero); LMDB's env is
+    // thread-safe for that use. `databases`, `entries`, `activeReaders`, `growing` and
+    // `mapSize` are only touched while holding `condition`.
+    private(set) var env: OpaquePointer?
+    let directory: String
+    let options: LMDBStore.Options
+    private let condition = NSCondition()
+    /// Held around a write commit and the publication of the handles it opened.
+    private let commitLock = NSLock()
+    private var activeReaders = 0
+    private var growing = false
+    private var databases: [String: MDB_dbi] = [:]
+    private var entries: [ExactString: TableEntry] = [:]
+    private var mapSizeValue: Int
+    private var growthCount = 0
+
+    init(directory: String, options: LMDBStore.Options) throws {
+        self.directory = directory
+        self.options = options
+        var handle: OpaquePointer?
+        try LMDBFailure.check(mdb_env_create(&handle), "creating an environment")
+        guard let handle else { throw SyncError(.storageFailure, "LMDB returned no environment") }
+        do {
+            try LMDBFailure.check(mdb_env_set_maxreaders(handle, UInt32(clamping: options.maxReaders)), "setting maxReaders")
+            try LMDBFailure.check(mdb_env_set_maxdbs(handle, MDB_dbi(clamping: options.maxDatabases)), "setting maxDatabases")
+            try LMDBFailure.check(mdb_env_set_mapsize(handle, options.initialMapSize), "setting the map size")
+            try LMDBFailure.check(mdb_env_open(handle, directory, UInt32(MDB_NOTLS), 0o644), "opening '\(directory)'")
+        } catch {
+            mdb_env_close(handle)
+            throw error
+        }
+        env = handle
+        var info = MDB_envinfo()
+        mdb_env_info(handle, &info)
+        mapSizeValue = info.me_mapsize
+    }
+
+    /// The current map size in bytes.
+    var mapSize: Int { condition.withLock { mapSizeValue } }
+    /// How many times the map grew since the store opened.
+    var growths: Int { condition.withLock { growthCount } }
+
+    /// Waits while the map is growing, then counts a reader in.
+    func enterRead() {
+        condition.lock()
+        while growing { condition.wait() }
+        activeReaders += 1
+        condition.unlock()
+    }
+
+    /// Counts a reader out.
+    func leaveRead() {
+        condition.lock()
+        activeReaders -= 1
+        if activeReaders == 0 { condition.broadcast() }
+        condition.unlock()
+    }
+
+    /// Grows the map by ``LMDBStore/Options/mapGrowthStep`` (at least to `minimum`), up to
+    /// ``LMDBStore/Options/maximumMapSize``. Called by the writer with no write transaction
+    /// open. `size == 0` adopts a size another process set. Throws
+    /// ``SyncError/Code/limitExceeded`` when the map is already at its maximum.
+    func grow(adoptOnly: Bool = false) throws {
+        condition.lock()
+        growing = true
+        while activeReaders > 0 { condition.wait() }
+        defer {
+            growing = false
+            condition.broadcast()
+            condition.unlock()
+        }
+        guard let env else { throw SyncError(.storeClosed, "the LMDB store is closed") }
+        if adoptOnly {
+            try LMDBFailure.check(mdb_env_set_mapsize(env, 0), "adopting the map size")
+        } else {
+            let current = mapSizeValue
+            guard current < options.maximumMapSize else {
+                throw SyncError(.limitExceeded, "the LMDB map is full at its maximum size of \(options.maximumMapSize) bytes (Options.maximumMapSize)")
+            }
+            let step = max(options.mapGrowthStep, 1 << 20)
+            let target = min(options.maximumMapSize, current + step)
+            try LMDBFailure.check(mdb_env_set_mapsize(env, target), "growing the map")
+            growthCount += 1
+        }
+        var info = MDB_envinfo()
+        mdb_env_info(env, &info)
+        mapSizeValue = info.me_mapsize
+    }
+
+    /// Runs `body` holding the commit lock.
+    func withCommitLock<T>(_ body: () throws -> T) rethrows -> T {
+        try commitLock.withLock(body)
+    }
+
+    /// The handle of a sub-database opened and committed earlier, or `nil`.
+    func committedDatabase(_ name: String) -> MDB_dbi? {
+        condition.withLock { databases[name] }
+    }
+
+    /// Records handles opened by a transaction that committed.
+    func adopt(_ opened: [String: MDB_dbi]) {
+        guard !opened.isEmpty else { return }
+        condition.withLock { databases.merge(opened) { _, new in new } }
+    }
+
+    /// A decoded table entry equal to `bytes`, or decodes and remembers it.
+    func entry(named name: String, bytes: UnsafeRawBufferPointer) throws -> TableEntry {
+        let key = ExactString(name)
+        if let cached = condition.withLock({ entries[key] }), cached.bytes.elementsEqual(bytes) { return cached }
+        let entry = try TableEntry(decoding: Array(bytes))
+        condition.withLock { entries[key] = entry }
+        return entry
+    }
+
+    /// Closes the environment. The caller guarantees no transaction is active.
+    func close() {
+        condition.withLock {
+            if let env { mdb_env_close(env) }
+            env = nil
+            databases = [:]
+            entries = [:]
+        }
+    }
+
+    /// Begins a transaction. `MDB_MAP_RESIZED` (another process grew the map) is handled by
+    /// adopting the new size and retrying; the caller must not hold the read gate then.
+    func begin(readOnly: Bool) throws -> OpaquePointer {
+        guard let env else { throw SyncError(.storeClosed, "the LMDB store is closed") }
+        for _ in 0..<3 {
+            var txn: OpaquePointer?
+            let rc = mdb_txn_begin(env, nil, readOnly ? UInt32(MDB_RDONLY) : 0, &txn)
+            if rc == MDB_SUCCESS, let txn { return txn }
+            if rc == MDB_MAP_RESIZED {
+                if readOnly { leaveRead() }
+                defer { if readOnly { enterRead() } }
+                try grow(adoptOnly: true)
+                continue
+            }
+            throw LMDBFailure.error(rc, readOnly ? "beginning a read transaction" : "beginning a write transaction")
+        }
+        throw SyncError(.busy, "LMDB: the map kept being resized by another process")
+    }
+}

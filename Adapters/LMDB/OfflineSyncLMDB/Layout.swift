@@ -1,0 +1,208 @@
+import OfflineSync
+
+/// How the store lays out its data in LMDB (see Docs/LMDBAdapter.md).
+///
+/// - `offlinesync.meta`: the marker (`format` → ``marker``), the format version
+///   (`version` → 8-byte big-endian), the next table number (`next-table`), and one entry per
+///   table: `table:` + the table name's UTF-8 bytes → ``TableEntry``.
+/// - `t.<n>`: the records of table number `n`, key ``recordKey(_:)``, value the record as
+///   ``ValueCodec`` encodes it.
+/// - `i.<n>.<g>.<k>`: index `k` of generation `g` of table `n` (`MDB_DUPSORT`): key
+///   ``IndexKey`` of the indexed values, data the record key.
+enum Layout {
+    /// The name of the meta sub-database.
+    static let metaDatabase = "offlinesync.meta"
+    /// The marker kept under `format` in the meta sub-database.
+    static let marker: [UInt8] = Array("OfflineSync LMDB store".utf8)
+    /// The storage format version the adapter writes and reads.
+    static let formatVersion: UInt64 = 1
+
+    static let formatKey: [UInt8] = Array("format".utf8)
+    static let versionKey: [UInt8] = Array("version".utf8)
+    static let nextTableKey: [UInt8] = Array("next-table".utf8)
+    static let tablePrefix: [UInt8] = Array("table:".utf8)
+
+    /// The meta key of a table.
+    static func tableKey(_ name: String) -> [UInt8] { tablePrefix + Array(name.utf8) }
+
+    /// The sub-database of table number `n`.
+    static func tableDatabase(_ number: UInt64) -> String { "t.\(number)" }
+
+    /// The sub-database of index `position` of generation `generation` of table `number`.
+    static func indexDatabase(_ number: UInt64, generation: UInt64, position: Int) -> String {
+        "i.\(number).\(generation).\(position)"
+    }
+
+    /// Ids up to this many UTF-8 bytes are their own key. LMDB keys are at most 511 bytes.
+    static let directIdLength = 480
+
+    /// The key of a record: its id's UTF-8 bytes when they fit (ids never contain NUL), or
+    /// for a longer id the first ``directIdLength`` bytes, a NUL, a 64-bit hash of the whole id
+    /// and a probe byte, so colliding long ids each get their own key. Keys sort like ids,
+    /// except long ids sharing their first ``directIdLength`` bytes.
+    static func recordKey(_ id: String, probe: UInt8 = 0) -> [UInt8] {
+        let utf8 = Array(id.utf8)
+        if utf8.count <= directIdLength { return utf8 }
+        return longKeyBase(utf8) + [probe]
+    }
+
+    /// Whether an id needs a hashed key.
+    static func isLong(_ id: String) -> Bool { id.utf8.count > directIdLength }
+
+    /// The part shared by every probe of a long id's key.
+    static func longKeyBase(_ utf8: [UInt8]) -> [UInt8] {
+        var hash: UInt64 = 0xcbf2_9ce4_8422_2325 // FNV-1a
+        for byte in utf8 { hash = (hash ^ UInt64(byte)) &* 0x0000_0100_0000_01B3 }
+        return Array(utf8.prefix(directIdLength)) + [0] + BigEndian.bytes(hash)
+    }
+}
+
+/// A table as stored in the meta sub-database: its number, index generation and schema.
+struct TableEntry {
+    let number: UInt64
+    let generation: UInt64
+    let schema: TableSchema
+    /// The encoded entry (compared to reuse decoded entries).
+    let bytes: [UInt8]
+
+    init(number: UInt64, generation: UInt64, schema: TableSchema) {
+        self.number = number
+        self.generation = generation
+        self.schema = schema
+        bytes = BigEndian.bytes(number) + BigEndian.bytes(generation) + SchemaCodec.encode(schema)
+    }
+
+    init(decoding bytes: [UInt8]) throws {
+        guard bytes.count > 16, let number = BigEndian.uint64(bytes[0..<8]),
+              let generation = BigEndian.uint64(bytes[8..<16]) else {
+            throw SyncError(.corrupted, "the LMDB store's meta database holds a malformed table entry")
+        }
+        self.number = number
+        self.generation = generation
+        self.schema = try SchemaCodec.decode(Array(bytes[16...]))
+        self.bytes = bytes
+    }
+
+    /// The indexes the schema asks for: one per `indexed` field, then the composite ones.
+    var indexes: [[String]] { Self.indexes(of: schema) }
+
+    static func indexes(of schema: TableSchema) -> [[String]] {
+        schema.fields.filter(\.indexed).map { [$0.name] } + schema.indexes.map(\.fields)
+    }
+
+    var database: String { Layout.tableDatabase(number) }
+
+    func indexDatabase(_ position: Int) -> String {
+        Layout.indexDatabase(number, generation: generation, position: position)
+    }
+}
+
+/// Encodes a ``TableSchema`` as a ``ValueCodec`` object (object keys are sorted by the codec,
+/// so equal schemas encode to equal bytes).
+enum SchemaCodec {
+    private static let format: Int64 = 1
+
+    static func encode(_ schema: TableSchema) -> [UInt8] {
+        let fields: [Value] = schema.fields.map {
+            .object(["name": .string($0.name), "type": .string($0.type.rawValue), "indexed": .bool($0.indexed)])
+        }
+        let indexes: [Value] = schema.indexes.map { .array($0.fields.map(Value.string)) }
+        return ValueCodec.encode(.object([
+            "format": .int(format),
+            "name": .string(schema.name),
+            "fields": .array(fields),
+            "indexes": .array(indexes),
+            "undeclaredFields": .string(schema.undeclaredFields.rawValue),
+        ]))
+    }
+
+    static func decode(_ bytes: [UInt8]) throws -> TableSchema {
+        let bad = SyncError(.corrupted, "the LMDB store's meta database holds a malformed table schema")
+        guard case .object(let object) = try ValueCodec.decode(bytes),
+              object["format"] == .int(format),
+              case .string(let name)? = object["name"],
+              case .array(let fieldValues)? = object["fields"],
+              case .array(let indexValues)? = object["indexes"],
+              case .string(let policyName)? = object["undeclaredFields"],
+              let policy = UndeclaredFieldPolicy(rawValue: policyName)
+        else { throw bad }
+        var fields: [FieldDefinition] = []
+        for value in fieldValues {
+            guard case .object(let field) = value,
+                  case .string(let fieldName)? = field["name"],
+                  case .string(let typeName)? = field["type"],
+                  let type = FieldType(rawValue: typeName),
+                  case .bool(let indexed)? = field["indexed"]
+            else { throw bad }
+            fields.append(FieldDefinition(fieldName, type, indexed: indexed))
+        }
+        var indexes: [IndexDefinition] = []
+        for value in indexValues {
+            guard case .array(let names) = value else { throw bad }
+            var indexFields: [String] = []
+            for name in names {
+                guard case .string(let fieldName) = name else { throw bad }
+                indexFields.append(fieldName)
+            }
+            indexes.append(IndexDefinition(indexFields))
+        }
+        return TableSchema(name, fields: fields, indexes: indexes, undeclaredFields: policy)
+    }
+}
+
+/// The key of an index entry: each indexed value in an order-preserving form, concatenated,
+/// cut at ``maxLength`` bytes. Cut keys only make index scans return extra candidates, which
+/// the query evaluator filters out; plans that rely on index order use fixed-width fields only.
+enum IndexKey {
+    /// The longest index key (LMDB keys are at most 511 bytes).
+    static let maxLength = 480
+
+    static func key(_ record: Record, _ fields: [String]) -> [UInt8] {
+        var out: [UInt8] = []
+        for field in fields {
+            append(record[field], to: &out)
+            if out.count >= maxLength { return Array(out.prefix(maxLength)) }
+        }
+        return out
+    }
+
+    /// Appends one value. Fixed-width kinds (null, bool, int, date) sort like
+    /// ``QueryEvaluator/orderCompare(_:_:)`` within a field declared of that kind.
+    static func append(_ value: Value, to out: inout [UInt8]) {
+        switch value {
+        case .null: out.append(0)
+        case .bool(let b): out.append(1); out.append(b ? 1 : 0)
+        case .int(let i): out.append(2); out += BigEndian.bytes(UInt64(bitPattern: i) ^ (1 << 63))
+        case .string(let s): out.append(3); escaped(Array(s.utf8), into: &out)
+        case .date(let d): out.append(4); out += BigEndian.bytes(UInt64(bitPattern: d.millisecondsSince1970) ^ (1 << 63))
+        default: out.append(5); escaped(ValueCodec.encode(value), into: &out)
+        }
+    }
+
+    /// Bytes with NUL escaped as `00 01` and terminated by `00 00`, so values are self-delimiting.
+    private static func escaped(_ bytes: [UInt8], into out: inout [UInt8]) {
+        for byte in bytes {
+            out.append(byte)
+            if byte == 0 { out.append(1) }
+        }
+        out += [0, 0]
+    }
+
+    /// Whether values of this declared type have a fixed-width encoding (so index order is
+    /// the evaluator's order).
+    static func isFixedWidth(_ type: FieldType) -> Bool {
+        switch type {
+        case .bool, .int, .date: return true
+        default: return false
+        }
+    }
+
+    /// Whether an equality literal of this kind on a field of this declared type selects
+    /// exactly the entries with the literal's encoding.
+    static func isExactEquality(_ literal: Value, _ type: FieldType) -> Bool {
+        switch (literal, type) {
+        case (.bool, .bool), (.int, .int), (.string, .string), (.date, .date): return true
+        default: return false
+        }
+    }
+}

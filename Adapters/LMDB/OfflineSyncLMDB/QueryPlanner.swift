@@ -1,0 +1,150 @@
+import COfflineSyncLMDB
+import OfflineSync
+
+/// Answers a query on one table. Every plan only narrows or orders the records it hands to
+/// ``QueryEvaluator``, which decides the result, so results always equal the evaluator's:
+///
+/// 1. **equality on an index prefix**: the predicate is (a conjunction containing) `field ==
+///    literal` for the leading fields of an index, each literal of the field's declared type;
+///    only the index range with that prefix is read;
+/// 2. **ordered by an index**: the first ordering key is the first field of an index and is
+///    declared bool, int or date (fixed-width keys, so index order is the evaluator's order),
+///    and the query has a limit: the index is walked in order and stops once enough records
+///    matched and the ordering value changes;
+/// 3. **first records by id**: no ordering key and a limit: the records are walked in key
+///    (= id) order and the walk stops once enough matched;
+/// 4. otherwise every record of the table is decoded and tested, one at a time.
+///
+/// `count(.all)` reads the entry count of the records database without decoding anything.
+struct QueryPlanner {
+    let transaction: ReadTransaction
+    let entry: TableEntry
+
+    func records(_ query: Query) throws -> [Record] {
+        let dbi = try transaction.recordsDatabase(entry)
+        if let keys = try equalityCandidates(query.predicate) {
+            let records = try keys.compactMap { try transaction.fetch(dbi, key: $0) }
+            return QueryEvaluator.apply(query, to: records)
+        }
+        if let limit = query.limit {
+            let wanted = query.offset.addingReportingOverflow(limit)
+            let needed = wanted.overflow ? Int.max : wanted.partialValue
+            if let first = query.order.first {
+                if let ordered = try orderedScan(first, query.predicate, needed: needed, dbi: dbi) {
+                    return QueryEvaluator.apply(query, to: ordered)
+                }
+            } else {
+                return QueryEvaluator.apply(query, to: try firstByID(query.predicate, needed: needed, dbi: dbi))
+            }
+        }
+        var matched: [Record] = []
+        try transaction.scan(dbi) { _, value in
+            let record = try ReadTransaction.decode(value)
+            if QueryEvaluator.matches(record, query.predicate) { matched.append(record) }
+            return true
+        }
+        return QueryEvaluator.apply(Query(.all, order: query.order, limit: query.limit, offset: query.offset), to: matched)
+    }
+
+    func count(_ predicate: QueryPredicate) throws -> Int {
+        let dbi = try transaction.recordsDatabase(entry)
+        if predicate == .all { return try transaction.entryCount(dbi) }
+        if let keys = try equalityCandidates(predicate) {
+            return try keys.reduce(0) { count, key in
+                guard let record = try transaction.fetch(dbi, key: key) else { return count }
+                return count + (QueryEvaluator.matches(record, predicate) ? 1 : 0)
+            }
+        }
+        var count = 0
+        try transaction.scan(dbi) { _, value in
+            if QueryEvaluator.matches(try ReadTransaction.decode(value), predicate) { count += 1 }
+            return true
+        }
+        return count
+    }
+
+    /// Plan 1: the record keys of the longest index prefix the predicate fixes, or `nil`.
+    private func equalityCandidates(_ predicate: QueryPredicate) throws -> [[UInt8]]? {
+        var equalities: [ExactString: Value] = [:]
+        for conjunct in Self.conjuncts(predicate) {
+            guard case let .compare(field, .equal, literal) = conjunct,
+                  let declared = entry.schema.field(named: field),
+                  IndexKey.isExactEquality(literal, declared.type) else { continue }
+            equalities[ExactString(field)] = literal
+        }
+        guard !equalities.isEmpty else { return nil }
+        var best: (position: Int, prefix: [UInt8], length: Int)?
+        for (position, fields) in entry.indexes.enumerated() {
+            var prefix: [UInt8] = []
+            var length = 0
+            for field in fields {
+                guard let literal = equalities[ExactString(field)] else { break }
+                IndexKey.append(literal, to: &prefix)
+                length += 1
+            }
+            if length > 0, (prefix.count < IndexKey.maxLength), length > (best?.length ?? 0) {
+                best = (position, prefix, length)
+            }
+        }
+        guard let best else { return nil }
+        let index = try transaction.indexDatabase(entry, best.position)
+        var keys: [[UInt8]] = []
+        try transaction.scan(index, from: best.prefix) { key, data in
+            guard key.buffer.starts(with: best.prefix) else { return false }
+            keys.append(data.bytes)
+            return true
+        }
+        return keys
+    }
+
+    private static func conjuncts(_ predicate: QueryPredicate) -> [QueryPredicate] {
+        if case .and(let parts) = predicate { return parts.flatMap(conjuncts) }
+        return [predicate]
+    }
+
+    /// Plan 2: the matching records in index order up to `needed`, plus every record that ties
+    /// with the last on the ordering field, or `nil` when no index fits.
+    private func orderedScan(_ key: SortKey, _ predicate: QueryPredicate, needed: Int, dbi: MDB_dbi) throws -> [Record]? {
+        guard let declared = entry.schema.field(named: key.field), IndexKey.isFixedWidth(declared.type),
+              let position = entry.indexes.firstIndex(where: { $0.first.map { $0.utf8.elementsEqual(key.field.utf8) } ?? false })
+        else { return nil }
+        let index = try transaction.indexDatabase(entry, position)
+        var matched: [Record] = []
+        var cutoff: [UInt8]?
+        try transaction.scan(index, reverse: !key.ascending) { indexKey, data in
+            let buffer = indexKey.buffer
+            guard let first = buffer.first else { return true }
+            let width = first == 0 ? 1 : (first == 1 ? 2 : 9)
+            let leading = Array(buffer.prefix(width))
+            if let cutoff, cutoff != leading { return false }
+            guard let record = try transaction.fetch(dbi, key: data.bytes) else { return true }
+            if QueryEvaluator.matches(record, predicate) {
+                matched.append(record)
+                if matched.count >= needed, cutoff == nil { cutoff = leading }
+            }
+            return true
+        }
+        return matched
+    }
+
+    /// Plan 3: the first `needed` matching records in key order (plus long ids that share the
+    /// last one's key prefix, whose keys do not sort by id).
+    private func firstByID(_ predicate: QueryPredicate, needed: Int, dbi: MDB_dbi) throws -> [Record] {
+        var matched: [Record] = []
+        var sharedPrefix: [UInt8]?
+        var done = false
+        try transaction.scan(dbi) { key, value in
+            if done {
+                guard let shared = sharedPrefix, key.buffer.starts(with: shared) else { return false }
+            }
+            let record = try ReadTransaction.decode(value)
+            if QueryEvaluator.matches(record, predicate) { matched.append(record) }
+            if !done, matched.count >= needed {
+                done = true
+                if key.mv_size > Layout.directIdLength { sharedPrefix = Array(key.buffer.prefix(Layout.directIdLength + 1)) }
+            }
+            return true
+        }
+        return matched
+    }
+}

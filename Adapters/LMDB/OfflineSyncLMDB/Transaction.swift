@@ -1,0 +1,379 @@
+import COfflineSyncLMDB
+import Foundation
+import OfflineSync
+
+/// A read transaction: one `MDB_RDONLY` snapshot, lent to a closure on a reader queue and
+/// ended (``end()``) when the closure returns; afterwards every call throws
+/// ``SyncError/Code/storeClosed``. Not `Sendable`: used on one queue only.
+class ReadTransaction: LocalReadTransaction {
+    let environment: Environment
+    let meta: MDB_dbi
+    /// The LMDB transaction; `nil` once ended.
+    var txn: OpaquePointer?
+    /// Table entries already looked up in this transaction.
+    var entries: [ExactString: TableEntry] = [:]
+
+    init(environment: Environment, meta: MDB_dbi, txn: OpaquePointer) {
+        self.environment = environment
+        self.meta = meta
+        self.txn = txn
+    }
+
+    /// Stops the transaction from being used (the owner aborts or commits the LMDB txn).
+    func end() { txn = nil }
+
+    func handle() throws -> OpaquePointer {
+        guard let txn else { throw SyncError(.storeClosed, "the transaction has ended") }
+        return txn
+    }
+
+    // MARK: Low-level access
+
+    /// The handle of a sub-database, or `nil` when it does not exist.
+    func database(_ name: String) throws -> MDB_dbi? {
+        if let dbi = environment.committedDatabase(name) { return dbi }
+        // A table committed by the writer just before this snapshot began: its handle is
+        // published under the commit lock.
+        return environment.withCommitLock { environment.committedDatabase(name) }
+    }
+
+    /// The value of `key`, valid until the transaction changes or ends.
+    func get(_ dbi: MDB_dbi, _ key: [UInt8]) throws -> MDB_val? {
+        let txn = try handle()
+        var data = MDB_val()
+        let rc = withVal(key) { mdb_get(txn, dbi, &$0, &data) }
+        if rc == MDB_NOTFOUND { return nil }
+        try LMDBFailure.check(rc, "reading a key")
+        return data
+    }
+
+    /// Walks `dbi` from the first key ≥ `start` (or the first / last key), forwards or
+    /// backwards, while `body` returns `true`.
+    func scan(_ dbi: MDB_dbi, from start: [UInt8]? = nil, reverse: Bool = false,
+              _ body: (MDB_val, MDB_val) throws -> Bool) throws {
+        let txn = try handle()
+        var cursor: OpaquePointer?
+        try LMDBFailure.check(mdb_cursor_open(txn, dbi, &cursor), "opening a cursor")
+        defer { mdb_cursor_close(cursor) }
+        var key = MDB_val(), data = MDB_val()
+        var rc: Int32
+        if let start {
+            rc = withVal(start) { startVal in
+                key = startVal
+                return mdb_cursor_get(cursor, &key, &data, MDB_SET_RANGE)
+            }
+        } else {
+            rc = mdb_cursor_get(cursor, &key, &data, reverse ? MDB_LAST : MDB_FIRST)
+        }
+        let step = reverse ? MDB_PREV : MDB_NEXT
+        while rc == MDB_SUCCESS {
+            guard try body(key, data) else { return }
+            rc = mdb_cursor_get(cursor, &key, &data, step)
+        }
+        if rc != MDB_NOTFOUND { try LMDBFailure.check(rc, "walking a cursor") }
+    }
+
+    /// The number of entries of a sub-database.
+    func entryCount(_ dbi: MDB_dbi) throws -> Int {
+        var stat = MDB_stat()
+        try LMDBFailure.check(mdb_stat(try handle(), dbi, &stat), "reading statistics")
+        return stat.ms_entries
+    }
+
+    // MARK: Tables
+
+    /// The entry of a defined table. Throws ``SyncError/Code/tableNotDefined``.
+    func entry(_ table: String) throws -> TableEntry {
+        let key = ExactString(table)
+        if let cached = entries[key] { return cached }
+        guard let value = try get(meta, Layout.tableKey(table)) else {
+            _ = try handle()
+            throw SyncError(.tableNotDefined, "table '\(table)' is not defined")
+        }
+        let entry = try environment.entry(named: table, bytes: value.buffer)
+        entries[key] = entry
+        return entry
+    }
+
+    /// The records sub-database of a table.
+    func recordsDatabase(_ entry: TableEntry) throws -> MDB_dbi {
+        guard let dbi = try database(entry.database) else {
+            throw SyncError(.corrupted, "the LMDB store lacks the records database of table '\(entry.schema.name)'")
+        }
+        return dbi
+    }
+
+    func indexDatabase(_ entry: TableEntry, _ position: Int) throws -> MDB_dbi {
+        guard let dbi = try database(entry.indexDatabase(position)) else {
+            throw SyncError(.corrupted, "the LMDB store lacks an index database of table '\(entry.schema.name)'")
+        }
+        return dbi
+    }
+
+    static func decode(_ value: MDB_val) throws -> Record {
+        try ValueCodec.decodeRecord(value.buffer)
+    }
+
+    /// The key and record of an id, or `nil`.
+    func find(_ dbi: MDB_dbi, id: String) throws -> (key: [UInt8], record: Record)? {
+        if !Layout.isLong(id) {
+            let key = Layout.recordKey(id)
+            guard let value = try get(dbi, key) else { return nil }
+            return (key, try Self.decode(value))
+        }
+        let base = Layout.longKeyBase(Array(id.utf8))
+        var found: (key: [UInt8], record: Record)?
+        try scan(dbi, from: base) { key, value in
+            guard key.buffer.starts(with: base) else { return false }
+            let record = try Self.decode(value)
+            if record.id.utf8.elementsEqual(id.utf8) { found = (key.bytes, record); return false }
+            return true
+        }
+        return found
+    }
+
+    /// Fetches a record by its key (from an index).
+    func fetch(_ dbi: MDB_dbi, key: [UInt8]) throws -> Record? {
+        try get(dbi, key).map(Self.decode)
+    }
+
+    // MARK: LocalReadTransaction
+
+    func schema(of table: String) throws -> TableSchema { try entry(table).schema }
+
+    func tables() throws -> [TableSchema] {
+        var result: [TableSchema] = []
+        try scan(meta, from: Layout.tablePrefix) { key, value in
+            guard key.buffer.starts(with: Layout.tablePrefix) else { return false }
+            guard let name = String(validating: key.buffer[Layout.tablePrefix.count...], as: UTF8.self) else {
+                throw SyncError(.corrupted, "the LMDB store's meta database holds a table name that is not UTF-8")
+            }
+            result.append(try environment.entry(named: name, bytes: value.buffer).schema)
+            return true
+        }
+        return result.sorted { Value.utf8Less($0.name, $1.name) }
+    }
+
+    func record(in table: String, id: String) throws -> Record? {
+        let entry = try entry(table)
+        return try find(try recordsDatabase(entry), id: id)?.record
+    }
+
+    func records(in table: String, matching query: Query) throws -> [Record] {
+        let entry = try entry(table)
+        try query.validate(against: entry.schema)
+        return try QueryPlanner(transaction: self, entry: entry).records(query)
+    }
+
+    func count(in table: String, matching predicate: QueryPredicate) throws -> Int {
+        let entry = try entry(table)
+        try Query(predicate).validate(against: entry.schema)
+        return try QueryPlanner(transaction: self, entry: entry).count(predicate)
+    }
+}
+
+/// A write transaction on the writer queue. Every change is also appended to a log, so when
+/// LMDB reports `MDB_MAP_FULL` the transaction can be aborted, the map grown, and the log
+/// replayed into a new transaction without the body noticing.
+final class WriteTransaction: ReadTransaction, LocalWriteTransaction {
+    enum LogEntry {
+        case open(String, UInt32)
+        case put(String, [UInt8], [UInt8])
+        case delete(String, [UInt8], [UInt8]?)
+        case empty(String)
+    }
+
+    private var log: [LogEntry] = []
+    /// Handles opened (created) in this transaction; valid only once it commits.
+    private var opened: [String: MDB_dbi] = [:]
+
+    override func database(_ name: String) throws -> MDB_dbi? {
+        if let dbi = opened[name] { return dbi }
+        return environment.committedDatabase(name)
+    }
+
+    /// Creates (or opens) a sub-database in this transaction.
+    func create(_ name: String, flags: UInt32) throws -> MDB_dbi {
+        if let dbi = try database(name) { return dbi }
+        try perform(.open(name, flags))
+        guard let dbi = opened[name] else { throw SyncError(.storageFailure, "LMDB: opening a sub-database failed") }
+        return dbi
+    }
+
+    func put(_ database: String, _ key: [UInt8], _ value: [UInt8]) throws {
+        try perform(.put(database, key, value))
+    }
+
+    @discardableResult
+    func remove(_ database: String, _ key: [UInt8], _ value: [UInt8]? = nil) throws -> Bool {
+        let dbi = try resolve(database)
+        let txn = try handle()
+        let rc = withVal(key) { keyVal in
+            if let value { return withVal(value) { mdb_del(txn, dbi, &keyVal, &$0) } }
+            return mdb_del(txn, dbi, &keyVal, nil)
+        }
+        if rc == MDB_NOTFOUND { return false }
+        if rc == MDB_MAP_FULL {
+            log.append(.delete(database, key, value))
+            try recover()
+            return true
+        }
+        try LMDBFailure.check(rc, "deleting a key")
+        log.append(.delete(database, key, value))
+        return true
+    }
+
+    func empty(_ database: String) throws { try perform(.empty(database)) }
+
+    private func resolve(_ name: String) throws -> MDB_dbi {
+        guard let dbi = try database(name) else { throw SyncError(.corrupted, "the LMDB store lacks the sub-database '\(name)'") }
+        return dbi
+    }
+
+    /// Logs and applies an entry; on `MDB_MAP_FULL` grows the map and replays the log.
+    private func perform(_ entry: LogEntry) throws {
+        log.append(entry)
+        do {
+            try apply(entry)
+        } catch is MapFull {
+            try recover()
+        }
+    }
+
+    private func apply(_ entry: LogEntry) throws {
+        let txn = try handle()
+        let rc: Int32
+        switch entry {
+        case let .open(name, flags):
+            var dbi = MDB_dbi()
+            rc = mdb_dbi_open(txn, name, flags | UInt32(MDB_CREATE), &dbi)
+            if rc == MDB_SUCCESS { opened[name] = dbi }
+        case let .put(name, key, value):
+            let dbi = try resolve(name)
+            rc = withVal(key) { keyVal in withVal(value) { mdb_put(txn, dbi, &keyVal, &$0, 0) } }
+        case let .delete(name, key, value):
+            let dbi = try resolve(name)
+            rc = withVal(key) { keyVal in
+                if let value { return withVal(value) { mdb_del(txn, dbi, &keyVal, &$0) } }
+                return mdb_del(txn, dbi, &keyVal, nil)
+            }
+            if rc == MDB_NOTFOUND { return }
+        case let .empty(name):
+            rc = mdb_drop(txn, try resolve(name), 0)
+        }
+        if rc == MDB_MAP_FULL { throw MapFull() }
+        try LMDBFailure.check(rc, "writing")
+    }
+
+    /// Aborts the full transaction, grows the map and replays the log into a new one, as
+    /// often as it takes (up to ``LMDBStore/Options/maximumMapSize``).
+    private func recover() throws {
+        guard let old = txn else { throw SyncError(.storeClosed, "the transaction has ended") }
+        let id = mdb_txn_id(old)
+        mdb_txn_abort(old)
+        txn = nil
+        try regrow(expecting: id)
+    }
+
+    private func regrow(expecting id: Int) throws {
+        while true {
+            opened = [:]
+            try environment.grow()
+            let fresh = try environment.begin(readOnly: false)
+            guard mdb_txn_id(fresh) == id else {
+                mdb_txn_abort(fresh)
+                throw SyncError(.busy, "another process wrote to the LMDB store while its map grew; retry the transaction")
+            }
+            txn = fresh
+            do {
+                for entry in log { try apply(entry) }
+                return
+            } catch is MapFull {
+                mdb_txn_abort(fresh)
+                txn = nil
+            }
+        }
+    }
+
+    /// Commits, growing the map and replaying when the commit itself runs out of room, and
+    /// publishes the sub-database handles opened by the transaction.
+    func commit() throws {
+        while true {
+            let txn = try handle()
+            let id = mdb_txn_id(txn)
+            let rc = environment.withCommitLock { () -> Int32 in
+                let rc = mdb_txn_commit(txn)
+                if rc == MDB_SUCCESS { environment.adopt(opened) }
+                return rc
+            }
+            self.txn = nil
+            if rc == MDB_SUCCESS { return }
+            guard rc == MDB_MAP_FULL else { throw LMDBFailure.error(rc, "committing") }
+            try regrow(expecting: id)
+        }
+    }
+
+    /// Aborts the transaction if it is still open.
+    func abort() {
+        if let txn { mdb_txn_abort(txn) }
+        txn = nil
+    }
+
+    // MARK: LocalWriteTransaction
+
+    func upsert(_ record: Record, in table: String) throws {
+        let entry = try entry(table)
+        try entry.schema.validate(record)
+        let dbi = try recordsDatabase(entry)
+        let indexes = entry.indexes
+        let key: [UInt8]
+        var previous: Record?
+        if Layout.isLong(record.id) {
+            if let existing = try find(dbi, id: record.id) {
+                key = existing.key
+                previous = existing.record
+            } else {
+                key = try freeLongKey(dbi, id: record.id)
+            }
+        } else {
+            key = Layout.recordKey(record.id)
+            if !indexes.isEmpty { previous = try get(dbi, key).map(Self.decode) }
+        }
+        try put(entry.database, key, ValueCodec.encode(record))
+        for (position, fields) in indexes.enumerated() {
+            let newKey = IndexKey.key(record, fields)
+            if let previous {
+                let oldKey = IndexKey.key(previous, fields)
+                if oldKey == newKey { continue }
+                try remove(entry.indexDatabase(position), oldKey, key)
+            }
+            try put(entry.indexDatabase(position), newKey, key)
+        }
+    }
+
+    func delete(id: String, in table: String) throws -> Bool {
+        let entry = try entry(table)
+        let dbi = try recordsDatabase(entry)
+        guard let existing = try find(dbi, id: id) else { return false }
+        try remove(entry.database, existing.key)
+        for (position, fields) in entry.indexes.enumerated() {
+            try remove(entry.indexDatabase(position), IndexKey.key(existing.record, fields), existing.key)
+        }
+        return true
+    }
+
+    /// The first unused probe of a long id's key.
+    private func freeLongKey(_ dbi: MDB_dbi, id: String) throws -> [UInt8] {
+        let base = Layout.longKeyBase(Array(id.utf8))
+        var used = Set<UInt8>()
+        try scan(dbi, from: base) { key, _ in
+            guard key.buffer.starts(with: base), key.mv_size == base.count + 1 else { return false }
+            used.insert(key.buffer[base.count])
+            return true
+        }
+        guard let probe = (0...UInt8.max).first(where: { !used.contains($0) }) else {
+            throw SyncError(.limitExceeded, "too many long record ids share a hash in table")
+        }
+        return base + [probe]
+    }
+}
