@@ -6,9 +6,9 @@ import OfflineSyncEncryptedFile
 /// Keys and derivations shared by the tests.
 enum TestKeys {
     /// A fixed raw key.
-    static let raw: [UInt8] = (0..<32).map { UInt8($0 &* 7 &+ 3) }
+    static let raw: [UInt8] = (0..<32).map { UInt8(truncatingIfNeeded: $0 &* 7 &+ 3) }
     /// Another raw key.
-    static let otherRaw: [UInt8] = (0..<32).map { UInt8($0 &* 11 &+ 5) }
+    static let otherRaw: [UInt8] = (0..<32).map { UInt8(truncatingIfNeeded: $0 &* 11 &+ 5) }
     /// scrypt cheap enough for tests (never use it for real data).
     static let cheapScrypt = EncryptedFileStore.KeyDerivation.scrypt(logN: 4, r: 8, p: 1)
     /// PBKDF2 cheap enough for tests.
