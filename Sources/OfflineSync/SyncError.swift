@@ -11,7 +11,7 @@ public struct SyncError: Error, Sendable, Hashable, CustomStringConvertible {
             case notFound, duplicateId, tableNotDefined, invalidOperationSequence
             case pendingOperations, corrupted, notADatabase, foreignDatabase, storeClosed
             case storageFailure, busy, transient, rejected, limitExceeded, invalidCursor
-            case unsupported, cancelled, unknownScheme, invalidStoreURL, missingKey
+            case unsupported, cancelled, unknownScheme, invalidStoreURL, missingKey, wrongKey
         }
         private let base: Base
         private init(_ base: Base) { self.base = base }
@@ -68,6 +68,9 @@ public struct SyncError: Error, Sendable, Hashable, CustomStringConvertible {
         /// The store needs a key or passphrase that was not given, or the environment variable
         /// that should hold it is unset or malformed. The message names the variable, never a value.
         public static let missingKey = Code(.missingKey)
+        /// The key or passphrase does not open this store; the file is unchanged. The message
+        /// never contains the key or the passphrase.
+        public static let wrongKey = Code(.wrongKey)
 
         /// The code's name, for example `corrupted`.
         public var description: String { base.rawValue }

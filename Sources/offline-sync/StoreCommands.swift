@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import OfflineSync
 import OfflineSyncConformance
+import OfflineSyncEncryptedFile
 import OfflineSyncSQLite
 
 extension StoreRegistry {
@@ -9,6 +10,7 @@ extension StoreRegistry {
     static var builtIn: StoreRegistry {
         var registry = StoreRegistry()
         registry.register(.sqlite)
+        registry.register(.encryptedFile)
         return registry
     }
 }
