@@ -3,6 +3,7 @@ import Foundation
 import OfflineSync
 import OfflineSyncConformance
 import OfflineSyncEncryptedFile
+import OfflineSyncLMDB
 import OfflineSyncSQLite
 
 extension StoreRegistry {
@@ -10,6 +11,7 @@ extension StoreRegistry {
     static var builtIn: StoreRegistry {
         var registry = StoreRegistry()
         registry.register(.sqlite)
+        registry.register(.lmdb)
         registry.register(.encryptedFile)
         return registry
     }
