@@ -28,11 +28,22 @@ final class Environment: @unchecked Sendable {
     private var mapSizeValue: Int
     private var growthCount = 0
 
-    init(directory: String, options: LMDBStore.Options) throws {
+    /// The canonical directory this environment holds in ``OpenDirectories``.
+    private let claim: String
+
+    /// Opens the environment of a directory already claimed in ``OpenDirectories``; the claim
+    /// is released when opening fails or the environment closes.
+    init(directory: String, options: LMDBStore.Options, claim: String) throws {
         self.directory = directory
         self.options = options
+        self.claim = claim
         var handle: OpaquePointer?
-        try LMDBFailure.check(mdb_env_create(&handle), "creating an environment")
+        do {
+            try LMDBFailure.check(mdb_env_create(&handle), "creating an environment")
+        } catch {
+            OpenDirectories.shared.release(claim)
+            throw error
+        }
         guard let handle else { throw SyncError(.storageFailure, "LMDB returned no environment") }
         do {
             try LMDBFailure.check(mdb_env_set_maxreaders(handle, UInt32(clamping: options.maxReaders)), "setting maxReaders")
@@ -41,6 +52,7 @@ final class Environment: @unchecked Sendable {
             try LMDBFailure.check(mdb_env_open(handle, directory, UInt32(MDB_NOTLS), 0o644), "opening '\(directory)'")
         } catch {
             mdb_env_close(handle)
+            OpenDirectories.shared.release(claim)
             throw error
         }
         env = handle
@@ -129,7 +141,10 @@ final class Environment: @unchecked Sendable {
     /// Closes the environment. The caller guarantees no transaction is active.
     func close() {
         condition.withLock {
-            if let env { mdb_env_close(env) }
+            if let env {
+                mdb_env_close(env)
+                OpenDirectories.shared.release(claim)
+            }
             env = nil
             databases = [:]
             entries = [:]
@@ -153,5 +168,30 @@ final class Environment: @unchecked Sendable {
             throw LMDBFailure.error(rc, readOnly ? "beginning a read transaction" : "beginning a write transaction")
         }
         throw SyncError(.busy, "LMDB: the map kept being resized by another process")
+    }
+}
+
+/// The environment directories open in this process. LMDB forbids opening one environment
+/// twice in a process (closing the second handle would drop the first one's locks), so a
+/// second open is refused with ``SyncError/Code/busy``.
+final class OpenDirectories: @unchecked Sendable {
+    // @unchecked Sendable: `paths` is only touched while holding `lock`.
+    static let shared = OpenDirectories()
+    private let lock = NSLock()
+    private var paths = Set<String>()
+
+    /// Claims a directory; returns its canonical path.
+    func claim(_ directory: String) throws -> String {
+        let path = URL(fileURLWithPath: directory).resolvingSymlinksInPath().standardizedFileURL.path
+        try lock.withLock {
+            guard paths.insert(path).inserted else {
+                throw SyncError(.busy, "the LMDB environment '\(directory)' is already open in this process; share one LMDBStore")
+            }
+        }
+        return path
+    }
+
+    func release(_ path: String) {
+        _ = lock.withLock { paths.remove(path) }
     }
 }
