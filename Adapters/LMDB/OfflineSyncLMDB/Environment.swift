@@ -82,9 +82,9 @@ final class Environment: @unchecked Sendable {
         condition.unlock()
     }
 
-    /// Grows the map by ``LMDBStore/Options/mapGrowthStep`` (at least to `minimum`), up to
+    /// Grows the map by ``LMDBStore/Options/mapGrowthStep`` (at least 1 MiB), up to
     /// ``LMDBStore/Options/maximumMapSize``. Called by the writer with no write transaction
-    /// open. `size == 0` adopts a size another process set. Throws
+    /// open. With `adoptOnly`, takes the size another process set instead. Throws
     /// ``SyncError/Code/limitExceeded`` when the map is already at its maximum.
     func grow(adoptOnly: Bool = false) throws {
         condition.lock()

@@ -84,6 +84,7 @@ class ReadTransaction: LocalReadTransaction {
 
     /// The entry of a defined table. Throws ``SyncError/Code/tableNotDefined``.
     func entry(_ table: String) throws -> TableEntry {
+        _ = try handle()
         let key = ExactString(table)
         if let cached = entries[key] { return cached }
         guard let value = try get(meta, Layout.tableKey(table)) else {
