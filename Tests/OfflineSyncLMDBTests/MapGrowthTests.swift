@@ -62,6 +62,14 @@ struct MapGrowthTests {
                     try await store.write { tx in for i in 0..<10_000 { try tx.upsert(Self.record(i), in: "big") } }
                 }
                 #expect(error?.code == .limitExceeded)
+                // A body that swallows the error cannot commit a partial transaction.
+                let swallowed = await syncError {
+                    try await store.write { tx in
+                        for i in 0..<10_000 { try? tx.upsert(Self.record(i), in: "big") }
+                        try? tx.upsert(Record(id: "partial"), in: "big")
+                    }
+                }
+                #expect(swallowed?.code == .limitExceeded)
                 let ids = try await store.read { tx in try tx.records(in: "big", matching: .all).map(\.id) }
                 #expect(ids == ["kept"])
                 try await store.write { tx in try tx.upsert(Record(id: "after"), in: "big") }

@@ -143,12 +143,26 @@ enum EnvironmentFile {
     /// an OfflineSync store or an empty environment passes; anything else throws
     /// ``SyncError/Code/foreignDatabase``, ``SyncError/Code/corrupted`` or
     /// ``SyncError/Code/unsupported`` (a newer format).
+    ///
+    /// A lock-free read could see pages another process is rewriting at that moment, so a
+    /// `corrupted` verdict is checked again with LMDB's reader lock when `lock.mdb` exists
+    /// (another process may be using the environment).
     static func probe(_ directory: String, options: LMDBStore.Options) throws {
+        do {
+            try probe(directory, locking: false)
+        } catch let error as SyncError where error.code == .corrupted {
+            let lock = (directory as NSString).appendingPathComponent(lockFile)
+            guard FileManager.default.fileExists(atPath: lock) else { throw error }
+            try probe(directory, locking: true)
+        }
+    }
+
+    private static func probe(_ directory: String, locking: Bool) throws {
         var env: OpaquePointer?
         try LMDBFailure.check(mdb_env_create(&env), "creating an environment")
         defer { mdb_env_close(env) }
         try LMDBFailure.check(mdb_env_set_maxdbs(env, 4), "setting maxdbs")
-        let flags = UInt32(MDB_RDONLY | MDB_NOLOCK | MDB_NOTLS)
+        let flags = UInt32(MDB_RDONLY | MDB_NOTLS) | (locking ? 0 : UInt32(MDB_NOLOCK))
         try LMDBFailure.check(mdb_env_open(env, directory, flags, 0o644), "opening '\(directory)' read-only")
         var txn: OpaquePointer?
         try LMDBFailure.check(mdb_txn_begin(env, nil, UInt32(MDB_RDONLY), &txn), "reading '\(directory)'")

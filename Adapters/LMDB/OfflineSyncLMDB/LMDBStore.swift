@@ -218,6 +218,7 @@ public final class LMDBStore: LocalStore {
         return try await perform(on: writer) {
             let txn = try environment.begin(readOnly: false)
             let transaction = WriteTransaction(environment: environment, meta: meta, txn: txn)
+            defer { transaction.end() }
             do {
                 let result = try body(transaction)
                 try transaction.commit()
