@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import OfflineSync
 import OfflineSyncConformance
+import OfflineSyncLMDB
 import OfflineSyncSQLite
 
 extension StoreRegistry {
@@ -9,6 +10,7 @@ extension StoreRegistry {
     static var builtIn: StoreRegistry {
         var registry = StoreRegistry()
         registry.register(.sqlite)
+        registry.register(.lmdb)
         return registry
     }
 }
