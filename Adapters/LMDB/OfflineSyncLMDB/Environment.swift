@@ -50,6 +50,9 @@ final class Environment: @unchecked Sendable {
             try LMDBFailure.check(mdb_env_set_maxdbs(handle, MDB_dbi(clamping: options.maxDatabases)), "setting maxDatabases")
             try LMDBFailure.check(mdb_env_set_mapsize(handle, options.initialMapSize), "setting the map size")
             try LMDBFailure.check(mdb_env_open(handle, directory, UInt32(MDB_NOTLS), 0o644), "opening '\(directory)'")
+            // Frees the reader slots of processes that died with a read transaction open.
+            var dead: Int32 = 0
+            try LMDBFailure.check(mdb_reader_check(handle, &dead), "clearing stale reader slots")
         } catch {
             mdb_env_close(handle)
             OpenDirectories.shared.release(claim)

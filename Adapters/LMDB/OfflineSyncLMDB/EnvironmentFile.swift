@@ -18,7 +18,8 @@ enum EnvironmentFile {
     static let dataVersion: UInt32 = 1
     static let pageHeaderSize = 16
     static let metaFlag: UInt16 = 0x08
-    /// Offsets inside a meta page (64-bit LMDB: 16-byte page header, then `MDB_meta`).
+    /// Offsets inside a meta page (LMDB on a 64-bit platform: 16-byte page header, then
+    /// `MDB_meta`; fields in the platform's byte order, as LMDB writes them).
     static let magicOffset = 16, versionOffset = 20, pageSizeOffset = 40
     static let freeRootOffset = 16 + 24 + 40, mainRootOffset = 16 + 72 + 40
     static let lastPageOffset = 16 + 120, txnIDOffset = 16 + 128
@@ -84,8 +85,7 @@ enum EnvironmentFile {
                 throw SyncError(.corrupted, "'\(path)' is a damaged LMDB data file (its first meta page is invalid)")
             }
             // The first page is not LMDB's: a damaged file still has its second meta page.
-            for pageSize in [4096, 8192, 16_384, 32_768, 65_536] where meta(head, at: pageSize, pageNumber: 1) != nil {
-                _ = pageSize
+            if [4096, 8192, 16_384, 32_768, 65_536].contains(where: { meta(head, at: $0, pageNumber: 1) != nil }) {
                 throw SyncError(.corrupted, "'\(path)' is a damaged LMDB data file (its first meta page is overwritten)")
             }
             throw SyncError(.notADatabase, "'\(path)' is not an LMDB data file (\(fileSize) bytes, no LMDB meta page)")
@@ -147,7 +147,7 @@ enum EnvironmentFile {
     /// A lock-free read could see pages another process is rewriting at that moment, so a
     /// `corrupted` verdict is checked again with LMDB's reader lock when `lock.mdb` exists
     /// (another process may be using the environment).
-    static func probe(_ directory: String, options: LMDBStore.Options) throws {
+    static func probe(_ directory: String) throws {
         do {
             try probe(directory, locking: false)
         } catch let error as SyncError where error.code == .corrupted {

@@ -108,7 +108,7 @@ public final class LMDBStore: LocalStore {
             let claim = try OpenDirectories.shared.claim(directory)
             do {
                 if try EnvironmentFile.prepare(directory) == .existing {
-                    try EnvironmentFile.probe(directory, options: options)
+                    try EnvironmentFile.probe(directory)
                 }
             } catch {
                 OpenDirectories.shared.release(claim)
