@@ -18,11 +18,15 @@ final class Environment: @unchecked Sendable {
     private(set) var env: OpaquePointer?
     let directory: String
     let options: LMDBStore.Options
+    /// The writer queue: resizing must also wait for the write transaction, so readers
+    /// resize there.
+    let writer: DispatchQueue
     private let condition = NSCondition()
     /// Held around a write commit and the publication of the handles it opened.
     private let commitLock = NSLock()
     private var activeReaders = 0
-    private var growing = false
+    /// How many callers of ``grow(adoptOnly:)`` are waiting or resizing.
+    private var growing = 0
     private var databases: [String: MDB_dbi] = [:]
     private var entries: [ExactString: TableEntry] = [:]
     private var mapSizeValue: Int
@@ -33,7 +37,8 @@ final class Environment: @unchecked Sendable {
 
     /// Opens the environment of a directory already claimed in ``OpenDirectories``; the claim
     /// is released when opening fails or the environment closes.
-    init(directory: String, options: LMDBStore.Options, claim: String) throws {
+    init(directory: String, options: LMDBStore.Options, claim: String, writer: DispatchQueue) throws {
+        self.writer = writer
         self.directory = directory
         self.options = options
         self.claim = claim
@@ -72,7 +77,7 @@ final class Environment: @unchecked Sendable {
     /// Waits while the map is growing, then counts a reader in.
     func enterRead() {
         condition.lock()
-        while growing { condition.wait() }
+        while growing > 0 { condition.wait() }
         activeReaders += 1
         condition.unlock()
     }
@@ -91,10 +96,10 @@ final class Environment: @unchecked Sendable {
     /// ``SyncError/Code/limitExceeded`` when the map is already at its maximum.
     func grow(adoptOnly: Bool = false) throws {
         condition.lock()
-        growing = true
+        growing += 1
         while activeReaders > 0 { condition.wait() }
         defer {
-            growing = false
+            growing -= 1
             condition.broadcast()
             condition.unlock()
         }
@@ -155,7 +160,9 @@ final class Environment: @unchecked Sendable {
     }
 
     /// Begins a transaction. `MDB_MAP_RESIZED` (another process grew the map) is handled by
-    /// adopting the new size and retrying; the caller must not hold the read gate then.
+    /// adopting the new size and retrying: on the writer queue for a read transaction (whose
+    /// caller holds the read gate and runs on a reader queue), at once for a write
+    /// transaction (whose caller is the writer queue).
     func begin(readOnly: Bool) throws -> OpaquePointer {
         guard let env else { throw SyncError(.storeClosed, "the LMDB store is closed") }
         for _ in 0..<3 {
@@ -163,9 +170,14 @@ final class Environment: @unchecked Sendable {
             let rc = mdb_txn_begin(env, nil, readOnly ? UInt32(MDB_RDONLY) : 0, &txn)
             if rc == MDB_SUCCESS, let txn { return txn }
             if rc == MDB_MAP_RESIZED {
-                if readOnly { leaveRead() }
-                defer { if readOnly { enterRead() } }
-                try grow(adoptOnly: true)
+                if readOnly {
+                    // No transaction may be open while resizing: not even the writer's.
+                    leaveRead()
+                    defer { enterRead() }
+                    try writer.sync { try grow(adoptOnly: true) }
+                } else {
+                    try grow(adoptOnly: true)
+                }
                 continue
             }
             throw LMDBFailure.error(rc, readOnly ? "beginning a read transaction" : "beginning a write transaction")

@@ -114,7 +114,7 @@ public final class LMDBStore: LocalStore {
                 OpenDirectories.shared.release(claim)
                 throw error
             }
-            let environment = try Environment(directory: directory, options: options, claim: claim)
+            let environment = try Environment(directory: directory, options: options, claim: claim, writer: writer)
             do {
                 return (environment, try Self.bootstrap(environment))
             } catch {
