@@ -80,11 +80,11 @@ struct IndexPlanTests {
         }
     }
 
-    @Test("random changes, then queries, before and after redefining the indexes")
+    @Test("random changes, then queries, before and after redefining the indexes and reopening")
     func differential() async throws {
         try await withTemporaryDirectory { directory in
+            let reference = InMemoryStore()
             try await withStore(in: directory) { lmdb in
-                let reference = InMemoryStore()
                 try await lmdb.defineTable(Self.schema)
                 try await reference.defineTable(Self.schema)
                 var rng = Generator(state: 7)
@@ -108,6 +108,16 @@ struct IndexPlanTests {
                     }
                     try await compare(lmdb, reference, "round \(round)")
                 }
+            }
+            // The indexes are found again after reopening, and still maintained.
+            try await withStore(in: directory) { lmdb in
+                try await compare(lmdb, reference, "after reopening")
+                var rng = Generator(state: 99)
+                let batch = (0..<30).map { _ in Self.randomRecord(&rng) }
+                for store in [lmdb as any LocalStore, reference] {
+                    try await store.write { tx in for record in batch { try tx.upsert(record, in: "items") } }
+                }
+                try await compare(lmdb, reference, "after writing to the reopened store")
             }
         }
     }
