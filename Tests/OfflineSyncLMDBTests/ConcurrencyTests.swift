@@ -58,21 +58,35 @@ struct ConcurrencyTests {
         }
     }
 
-    @Test("close waits for running work; later calls throw storeClosed")
+    @Test("close waits for running work; later calls throw storeClosed; every acknowledged write is kept")
     func closeWaits() async throws {
         try await withTemporaryDirectory { directory in
             let store = try await LMDBStore(directory: directory)
             try await store.defineTable(TableSchema("t"))
-            async let writes: Void = {
-                for i in 0..<50 { try await store.write { tx in try tx.upsert(Record(id: "r\(i)"), in: "t") } }
-            }()
-            try? await writes
+            let writes = Task { () -> Int in
+                var acknowledged = 0
+                for i in 0..<200 {
+                    do {
+                        try await store.write { tx in try tx.upsert(Record(id: "r\(i)"), in: "t") }
+                        acknowledged += 1
+                    } catch let error as SyncError where error.code == .storeClosed {
+                        break
+                    }
+                }
+                return acknowledged
+            }
+            try await Task.sleep(for: .milliseconds(20))
             try await store.close()
+            let acknowledged = try await writes.value
             let error = await syncError { _ = try await store.read { tx in try tx.tables() } }
             #expect(error?.code == .storeClosed)
             let statistics = await syncError { _ = try await store.statistics() }
             #expect(statistics?.code == .storeClosed)
             try await store.close()
+            let kept = try await withStore(in: directory) { store in
+                try await store.read { tx in try tx.count(in: "t", matching: .all) }
+            }
+            #expect(kept == acknowledged)
         }
     }
 
