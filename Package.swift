@@ -88,7 +88,7 @@ let package = Package(
         ),
         .testTarget(
             name: "OfflineSyncLMDBTests",
-            dependencies: ["OfflineSync", "OfflineSyncLMDB", "OfflineSyncConformance", "COfflineSyncLMDB"],
+            dependencies: ["OfflineSync", "OfflineSyncLMDB", "OfflineSyncConformance", "OfflineSyncService", "COfflineSyncLMDB"],
             path: "Tests/OfflineSyncLMDBTests"
         ),
         .testTarget(

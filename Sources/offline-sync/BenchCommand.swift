@@ -19,7 +19,7 @@ protocol BenchWorkload: Sendable {
 }
 
 /// Every workload `bench` knows, in the order it runs them.
-let benchWorkloads: [any BenchWorkload.Type] = [LocalWritesSQLite.self, LocalWritesEncryptedFile.self]
+let benchWorkloads: [any BenchWorkload.Type] = [LocalWritesSQLite.self, LocalWritesLMDB.self, LocalWritesEncryptedFile.self]
 
 /// `offline-sync bench`: runs each workload side by side with its baseline, each in its own
 /// process (so peak memory is its own), prints a table and writes `bench-results.json`.

@@ -18,29 +18,49 @@ final class Environment: @unchecked Sendable {
     private(set) var env: OpaquePointer?
     let directory: String
     let options: LMDBStore.Options
+    /// The writer queue: resizing must also wait for the write transaction, so readers
+    /// resize there.
+    let writer: DispatchQueue
     private let condition = NSCondition()
     /// Held around a write commit and the publication of the handles it opened.
     private let commitLock = NSLock()
     private var activeReaders = 0
-    private var growing = false
+    /// How many callers of ``grow(adoptOnly:)`` are waiting or resizing.
+    private var growing = 0
     private var databases: [String: MDB_dbi] = [:]
     private var entries: [ExactString: TableEntry] = [:]
     private var mapSizeValue: Int
     private var growthCount = 0
 
-    init(directory: String, options: LMDBStore.Options) throws {
+    /// The canonical directory this environment holds in ``OpenDirectories``.
+    private let claim: String
+
+    /// Opens the environment of a directory already claimed in ``OpenDirectories``; the claim
+    /// is released when opening fails or the environment closes.
+    init(directory: String, options: LMDBStore.Options, claim: String, writer: DispatchQueue) throws {
+        self.writer = writer
         self.directory = directory
         self.options = options
+        self.claim = claim
         var handle: OpaquePointer?
-        try LMDBFailure.check(mdb_env_create(&handle), "creating an environment")
+        do {
+            try LMDBFailure.check(mdb_env_create(&handle), "creating an environment")
+        } catch {
+            OpenDirectories.shared.release(claim)
+            throw error
+        }
         guard let handle else { throw SyncError(.storageFailure, "LMDB returned no environment") }
         do {
             try LMDBFailure.check(mdb_env_set_maxreaders(handle, UInt32(clamping: options.maxReaders)), "setting maxReaders")
             try LMDBFailure.check(mdb_env_set_maxdbs(handle, MDB_dbi(clamping: options.maxDatabases)), "setting maxDatabases")
             try LMDBFailure.check(mdb_env_set_mapsize(handle, options.initialMapSize), "setting the map size")
             try LMDBFailure.check(mdb_env_open(handle, directory, UInt32(MDB_NOTLS), 0o644), "opening '\(directory)'")
+            // Frees the reader slots of processes that died with a read transaction open.
+            var dead: Int32 = 0
+            try LMDBFailure.check(mdb_reader_check(handle, &dead), "clearing stale reader slots")
         } catch {
             mdb_env_close(handle)
+            OpenDirectories.shared.release(claim)
             throw error
         }
         env = handle
@@ -57,7 +77,7 @@ final class Environment: @unchecked Sendable {
     /// Waits while the map is growing, then counts a reader in.
     func enterRead() {
         condition.lock()
-        while growing { condition.wait() }
+        while growing > 0 { condition.wait() }
         activeReaders += 1
         condition.unlock()
     }
@@ -70,16 +90,16 @@ final class Environment: @unchecked Sendable {
         condition.unlock()
     }
 
-    /// Grows the map by ``LMDBStore/Options/mapGrowthStep`` (at least to `minimum`), up to
+    /// Grows the map by ``LMDBStore/Options/mapGrowthStep`` (at least 1 MiB), up to
     /// ``LMDBStore/Options/maximumMapSize``. Called by the writer with no write transaction
-    /// open. `size == 0` adopts a size another process set. Throws
+    /// open. With `adoptOnly`, takes the size another process set instead. Throws
     /// ``SyncError/Code/limitExceeded`` when the map is already at its maximum.
     func grow(adoptOnly: Bool = false) throws {
         condition.lock()
-        growing = true
+        growing += 1
         while activeReaders > 0 { condition.wait() }
         defer {
-            growing = false
+            growing -= 1
             condition.broadcast()
             condition.unlock()
         }
@@ -129,7 +149,10 @@ final class Environment: @unchecked Sendable {
     /// Closes the environment. The caller guarantees no transaction is active.
     func close() {
         condition.withLock {
-            if let env { mdb_env_close(env) }
+            if let env {
+                mdb_env_close(env)
+                OpenDirectories.shared.release(claim)
+            }
             env = nil
             databases = [:]
             entries = [:]
@@ -137,7 +160,9 @@ final class Environment: @unchecked Sendable {
     }
 
     /// Begins a transaction. `MDB_MAP_RESIZED` (another process grew the map) is handled by
-    /// adopting the new size and retrying; the caller must not hold the read gate then.
+    /// adopting the new size and retrying: on the writer queue for a read transaction (whose
+    /// caller holds the read gate and runs on a reader queue), at once for a write
+    /// transaction (whose caller is the writer queue).
     func begin(readOnly: Bool) throws -> OpaquePointer {
         guard let env else { throw SyncError(.storeClosed, "the LMDB store is closed") }
         for _ in 0..<3 {
@@ -145,13 +170,43 @@ final class Environment: @unchecked Sendable {
             let rc = mdb_txn_begin(env, nil, readOnly ? UInt32(MDB_RDONLY) : 0, &txn)
             if rc == MDB_SUCCESS, let txn { return txn }
             if rc == MDB_MAP_RESIZED {
-                if readOnly { leaveRead() }
-                defer { if readOnly { enterRead() } }
-                try grow(adoptOnly: true)
+                if readOnly {
+                    // No transaction may be open while resizing: not even the writer's.
+                    leaveRead()
+                    defer { enterRead() }
+                    try writer.sync { try grow(adoptOnly: true) }
+                } else {
+                    try grow(adoptOnly: true)
+                }
                 continue
             }
             throw LMDBFailure.error(rc, readOnly ? "beginning a read transaction" : "beginning a write transaction")
         }
         throw SyncError(.busy, "LMDB: the map kept being resized by another process")
+    }
+}
+
+/// The environment directories open in this process. LMDB forbids opening one environment
+/// twice in a process (closing the second handle would drop the first one's locks), so a
+/// second open is refused with ``SyncError/Code/busy``.
+final class OpenDirectories: @unchecked Sendable {
+    // @unchecked Sendable: `paths` is only touched while holding `lock`.
+    static let shared = OpenDirectories()
+    private let lock = NSLock()
+    private var paths = Set<String>()
+
+    /// Claims a directory; returns its canonical path.
+    func claim(_ directory: String) throws -> String {
+        let path = URL(fileURLWithPath: directory).resolvingSymlinksInPath().standardizedFileURL.path
+        try lock.withLock {
+            guard paths.insert(path).inserted else {
+                throw SyncError(.busy, "the LMDB environment '\(directory)' is already open in this process; share one LMDBStore")
+            }
+        }
+        return path
+    }
+
+    func release(_ path: String) {
+        _ = lock.withLock { paths.remove(path) }
     }
 }

@@ -18,7 +18,8 @@ enum EnvironmentFile {
     static let dataVersion: UInt32 = 1
     static let pageHeaderSize = 16
     static let metaFlag: UInt16 = 0x08
-    /// Offsets inside a meta page (64-bit LMDB: 16-byte page header, then `MDB_meta`).
+    /// Offsets inside a meta page (LMDB on a 64-bit platform: 16-byte page header, then
+    /// `MDB_meta`; fields in the platform's byte order, as LMDB writes them).
     static let magicOffset = 16, versionOffset = 20, pageSizeOffset = 40
     static let freeRootOffset = 16 + 24 + 40, mainRootOffset = 16 + 72 + 40
     static let lastPageOffset = 16 + 120, txnIDOffset = 16 + 128
@@ -84,8 +85,7 @@ enum EnvironmentFile {
                 throw SyncError(.corrupted, "'\(path)' is a damaged LMDB data file (its first meta page is invalid)")
             }
             // The first page is not LMDB's: a damaged file still has its second meta page.
-            for pageSize in [4096, 8192, 16_384, 32_768, 65_536] where meta(head, at: pageSize, pageNumber: 1) != nil {
-                _ = pageSize
+            if [4096, 8192, 16_384, 32_768, 65_536].contains(where: { meta(head, at: $0, pageNumber: 1) != nil }) {
                 throw SyncError(.corrupted, "'\(path)' is a damaged LMDB data file (its first meta page is overwritten)")
             }
             throw SyncError(.notADatabase, "'\(path)' is not an LMDB data file (\(fileSize) bytes, no LMDB meta page)")
@@ -143,12 +143,26 @@ enum EnvironmentFile {
     /// an OfflineSync store or an empty environment passes; anything else throws
     /// ``SyncError/Code/foreignDatabase``, ``SyncError/Code/corrupted`` or
     /// ``SyncError/Code/unsupported`` (a newer format).
-    static func probe(_ directory: String, options: LMDBStore.Options) throws {
+    ///
+    /// A lock-free read could see pages another process is rewriting at that moment, so a
+    /// `corrupted` verdict is checked again with LMDB's reader lock when `lock.mdb` exists
+    /// (another process may be using the environment).
+    static func probe(_ directory: String) throws {
+        do {
+            try probe(directory, locking: false)
+        } catch let error as SyncError where error.code == .corrupted {
+            let lock = (directory as NSString).appendingPathComponent(lockFile)
+            guard FileManager.default.fileExists(atPath: lock) else { throw error }
+            try probe(directory, locking: true)
+        }
+    }
+
+    private static func probe(_ directory: String, locking: Bool) throws {
         var env: OpaquePointer?
         try LMDBFailure.check(mdb_env_create(&env), "creating an environment")
         defer { mdb_env_close(env) }
         try LMDBFailure.check(mdb_env_set_maxdbs(env, 4), "setting maxdbs")
-        let flags = UInt32(MDB_RDONLY | MDB_NOLOCK | MDB_NOTLS)
+        let flags = UInt32(MDB_RDONLY | MDB_NOTLS) | (locking ? 0 : UInt32(MDB_NOLOCK))
         try LMDBFailure.check(mdb_env_open(env, directory, flags, 0o644), "opening '\(directory)' read-only")
         var txn: OpaquePointer?
         try LMDBFailure.check(mdb_txn_begin(env, nil, UInt32(MDB_RDONLY), &txn), "reading '\(directory)'")

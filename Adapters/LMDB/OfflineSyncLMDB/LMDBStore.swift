@@ -99,15 +99,22 @@ public final class LMDBStore: LocalStore {
     /// ``SyncError/Code/notADatabase``; damaged or truncated meta pages throw
     /// ``SyncError/Code/corrupted``; an LMDB environment of another application (data but no
     /// OfflineSync marker) throws ``SyncError/Code/foreignDatabase``; a newer OfflineSync
-    /// format throws ``SyncError/Code/unsupported``. LMDB failures throw
+    /// format throws ``SyncError/Code/unsupported``. An environment this process already has
+    /// open throws ``SyncError/Code/busy`` (LMDB forbids opening it twice). LMDB failures throw
     /// ``SyncError/Code/storageFailure`` (or ``SyncError/Code/busy``).
     public init(directory: String, options: Options = .init()) async throws {
         let writer = DispatchQueue(label: "OfflineSyncLMDB.writer")
         let (environment, meta) = try await perform(on: writer) { () throws -> (Environment, MDB_dbi) in
-            if try EnvironmentFile.prepare(directory) == .existing {
-                try EnvironmentFile.probe(directory, options: options)
+            let claim = try OpenDirectories.shared.claim(directory)
+            do {
+                if try EnvironmentFile.prepare(directory) == .existing {
+                    try EnvironmentFile.probe(directory)
+                }
+            } catch {
+                OpenDirectories.shared.release(claim)
+                throw error
             }
-            let environment = try Environment(directory: directory, options: options)
+            let environment = try Environment(directory: directory, options: options, claim: claim, writer: writer)
             do {
                 return (environment, try Self.bootstrap(environment))
             } catch {
@@ -211,6 +218,7 @@ public final class LMDBStore: LocalStore {
         return try await perform(on: writer) {
             let txn = try environment.begin(readOnly: false)
             let transaction = WriteTransaction(environment: environment, meta: meta, txn: txn)
+            defer { transaction.end() }
             do {
                 let result = try body(transaction)
                 try transaction.commit()

@@ -12,6 +12,8 @@ class ReadTransaction: LocalReadTransaction {
     var txn: OpaquePointer?
     /// Table entries already looked up in this transaction.
     var entries: [ExactString: TableEntry] = [:]
+    /// Why the transaction can no longer be used, when it failed rather than ended.
+    var failure: SyncError?
 
     init(environment: Environment, meta: MDB_dbi, txn: OpaquePointer) {
         self.environment = environment
@@ -23,7 +25,7 @@ class ReadTransaction: LocalReadTransaction {
     func end() { txn = nil }
 
     func handle() throws -> OpaquePointer {
-        guard let txn else { throw SyncError(.storeClosed, "the transaction has ended") }
+        guard let txn else { throw failure ?? SyncError(.storeClosed, "the transaction has ended") }
         return txn
     }
 
@@ -84,6 +86,7 @@ class ReadTransaction: LocalReadTransaction {
 
     /// The entry of a defined table. Throws ``SyncError/Code/tableNotDefined``.
     func entry(_ table: String) throws -> TableEntry {
+        _ = try handle()
         let key = ExactString(table)
         if let cached = entries[key] { return cached }
         guard let value = try get(meta, Layout.tableKey(table)) else {
@@ -268,7 +271,7 @@ final class WriteTransaction: ReadTransaction, LocalWriteTransaction {
     /// Aborts the full transaction, grows the map and replays the log into a new one, as
     /// often as it takes (up to ``LMDBStore/Options/maximumMapSize``).
     private func recover() throws {
-        guard let old = txn else { throw SyncError(.storeClosed, "the transaction has ended") }
+        let old = try handle()
         let id = mdb_txn_id(old)
         mdb_txn_abort(old)
         txn = nil
@@ -276,6 +279,16 @@ final class WriteTransaction: ReadTransaction, LocalWriteTransaction {
     }
 
     private func regrow(expecting id: Int) throws {
+        do {
+            try regrowOnce(expecting: id)
+        } catch let error as SyncError {
+            // Later calls of a body that swallowed the error see it again, and so does the commit.
+            failure = error
+            throw error
+        }
+    }
+
+    private func regrowOnce(expecting id: Int) throws {
         while true {
             opened = [:]
             try environment.grow()
@@ -317,6 +330,11 @@ final class WriteTransaction: ReadTransaction, LocalWriteTransaction {
     func abort() {
         if let txn { mdb_txn_abort(txn) }
         txn = nil
+    }
+
+    override func end() {
+        super.end()
+        failure = nil
     }
 
     // MARK: LocalWriteTransaction
