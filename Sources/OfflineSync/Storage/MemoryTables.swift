@@ -63,6 +63,13 @@ public final class MemoryTables: @unchecked Sendable {
         if tables[key] == nil { tables[key] = Table(schema: schema) } else { tables[key]!.schema = schema }
     }
 
+    /// The number of records in all tables.
+    public var recordCount: Int {
+        lock.lock()
+        defer { lock.unlock() }
+        return tables.values.reduce(0) { $0 + $1.rows.count }
+    }
+
     /// Every defined table's schema, ordered by name (UTF-8 byte order).
     public var schemas: [TableSchema] {
         lock.lock()
@@ -301,7 +308,12 @@ extension MemoryTables {
             let first = query.order.first ?? SortKey(SystemField.id)
             if first.field == SystemField.id {
                 // Ids are unique, so a sorted index would be all maintenance and no grouping:
-                // keep the best `needed` records of one pass instead.
+                // keep the best `needed` of one pass instead (over the keys alone when every
+                // record matches).
+                if case .all = query.predicate {
+                    return Table.topIDs(needed, ascending: first.ascending, of: rows.keys)
+                        .dropFirst(query.offset).map { rows[$0]! }
+                }
                 return Table.top(needed, offset: query.offset, of: rows.values, query)
             }
             let field = ExactString(first.field)
@@ -327,6 +339,27 @@ extension MemoryTables {
             }
             let start = min(query.offset, result.count)
             return Array(result[start..<min(needed, result.count)])
+        }
+
+        /// The `needed` smallest (or largest) ids, in that order.
+        static func topIDs(_ needed: Int, ascending: Bool, of ids: Dictionary<ExactString, Record>.Keys) -> [ExactString] {
+            func before(_ a: ExactString, _ b: ExactString) -> Bool {
+                ascending ? Value.utf8Less(a.value, b.value) : Value.utf8Less(b.value, a.value)
+            }
+            var best: [ExactString] = []
+            for id in ids {
+                if best.count == needed {
+                    guard before(id, best[needed - 1]) else { continue }
+                    best.removeLast()
+                }
+                var low = 0, high = best.count
+                while low < high {
+                    let mid = (low + high) / 2
+                    if before(best[mid], id) { low = mid + 1 } else { high = mid }
+                }
+                best.insert(id, at: low)
+            }
+            return best
         }
 
         /// The first `needed` records matching `query` in its order, from one pass that keeps
