@@ -28,8 +28,8 @@ import Foundation
 /// write) and works outside the lock. Closures run on the caller's thread and must not call
 /// back into the same engine.
 public final class MemoryTables: @unchecked Sendable {
-    // @unchecked Sendable: every access to `tables` holds `lock`, except the copy that
-    // `snapshot` iterates, which is a value no one else can reach.
+    // @unchecked Sendable: every access to `tables` (and the Table objects in it) holds
+    // `lock`; `snapshot` iterates copies of the row dictionaries, values no one else can reach.
     private let lock = NSLock()
     private var tables: [ExactString: Table] = [:]
 
@@ -140,9 +140,9 @@ public final class MemoryTables: @unchecked Sendable {
     /// the start, outside the lock. Rethrows what `emit` throws.
     public func snapshot(maxChunkBytes: Int = 1 << 20, _ emit: (ChangeSet) throws -> Void) throws {
         lock.lock()
-        let copy = tables
+        let ordered = tables.sorted { Value.utf8Less($0.key.value, $1.key.value) }
+            .map { (key: $0.key, value: (schema: $0.value.schema, rows: $0.value.rows)) }
         lock.unlock()
-        let ordered = copy.sorted { Value.utf8Less($0.key.value, $1.key.value) }
         try emit(ChangeSet(definitions: ordered.map(\.value.schema)))
         var chunk = ChangeSet()
         var chunkBytes = 0
@@ -178,16 +178,16 @@ public final class MemoryTables: @unchecked Sendable {
             self.writable = writable
         }
 
-        private func tableKey(_ name: String) throws -> ExactString {
+        private func table(_ name: String) throws -> (key: ExactString, table: Table) {
             guard isOpen else { throw SyncError(.storeClosed, "the transaction has ended") }
             let key = ExactString(name)
-            guard engine.tables[key] != nil else {
+            guard let table = engine.tables[key] else {
                 throw SyncError(.tableNotDefined, "table '\(name)' is not defined")
             }
-            return key
+            return (key, table)
         }
 
-        func schema(of table: String) throws -> TableSchema { engine.tables[try tableKey(table)]!.schema }
+        func schema(of table: String) throws -> TableSchema { try self.table(table).table.schema }
 
         func tables() throws -> [TableSchema] {
             guard isOpen else { throw SyncError(.storeClosed, "the transaction has ended") }
@@ -195,37 +195,35 @@ public final class MemoryTables: @unchecked Sendable {
         }
 
         func record(in table: String, id: String) throws -> Record? {
-            engine.tables[try tableKey(table)]!.rows[ExactString(id)]
+            try self.table(table).table.rows[ExactString(id)]
         }
 
         func records(in table: String, matching query: Query) throws -> [Record] {
-            let key = try tableKey(table)
-            try query.validate(against: engine.tables[key]!.schema)
-            return engine.tables[key]!.select(query)
+            let stored = try self.table(table).table
+            try query.validate(against: stored.schema)
+            return stored.select(query)
         }
 
         func count(in table: String, matching predicate: QueryPredicate) throws -> Int {
-            let key = try tableKey(table)
-            try Query(predicate).validate(against: engine.tables[key]!.schema)
-            return engine.tables[key]!.count(predicate)
+            let stored = try self.table(table).table
+            try Query(predicate).validate(against: stored.schema)
+            return stored.count(predicate)
         }
 
         func upsert(_ record: Record, in table: String) throws {
-            let key = try tableKey(table)
+            let (key, stored) = try self.table(table)
             guard writable else { throw SyncError(.unsupported, "a read transaction cannot write") }
-            try engine.tables[key]!.schema.validate(record)
+            try stored.schema.validate(record)
             let id = ExactString(record.id)
-            let previous = engine.tables[key]!.set(id, record)
-            remember(previous, id, key)
+            remember(stored.set(id, record), id, key)
         }
 
         func delete(id: String, in table: String) throws -> Bool {
-            let key = try tableKey(table)
+            let (key, stored) = try self.table(table)
             guard writable else { throw SyncError(.unsupported, "a read transaction cannot write") }
             let id = ExactString(id)
-            guard engine.tables[key]!.rows[id] != nil else { return false }
-            let previous = engine.tables[key]!.set(id, nil)
-            remember(previous, id, key)
+            guard stored.rows[id] != nil else { return false }
+            remember(stored.set(id, nil), id, key)
             return true
         }
 
@@ -266,7 +264,8 @@ public final class MemoryTables: @unchecked Sendable {
 // MARK: - Tables and their indexes
 
 extension MemoryTables {
-    struct Table {
+    /// One table: used only while the engine's lock is held.
+    final class Table {
         var schema: TableSchema
         var rows: [ExactString: Record] = [:]
         /// Hash indexes by field: value key → ids.
@@ -276,13 +275,25 @@ extension MemoryTables {
         /// The fields of `equality` and `ordered`, iterated without touching the dictionaries.
         var equalityFields: [ExactString] = []
         var orderedFields: [ExactString] = []
+        /// The smallest id, once computed (`.some(nil)`: the table is empty); kept up to date on
+        /// inserts and forgotten when it is deleted. `first(in:matching: .all)` asks for it in
+        /// every sync transaction.
+        var smallestID: ExactString??
+
 
         init(schema: TableSchema) { self.schema = schema }
 
         /// Stores or removes a record, keeping the indexes up to date; returns the previous one.
-        mutating func set(_ id: ExactString, _ record: Record?) -> Record? {
+        func set(_ id: ExactString, _ record: Record?) -> Record? {
             let previous: Record?
             if let record { previous = rows.updateValue(record, forKey: id) } else { previous = rows.removeValue(forKey: id) }
+            if case .some(let smallest) = smallestID {
+                if previous == nil, record != nil, smallest.map({ id.utf8Less(than: $0) }) ?? true {
+                    smallestID = .some(id)
+                } else if previous != nil, record == nil, smallest == id {
+                    smallestID = nil
+                }
+            }
             for field in equalityFields {
                 let old = previous.flatMap { IndexKey($0[field.value]) }, new = record.flatMap { IndexKey($0[field.value]) }
                 if previous != nil && record != nil && old == new { continue }
@@ -297,7 +308,7 @@ extension MemoryTables {
         }
 
         /// The records matching `query`, exactly as ``QueryEvaluator/apply(_:to:)`` orders them.
-        mutating func select(_ query: Query) -> [Record] {
+        func select(_ query: Query) -> [Record] {
             if let ids = candidates(query.predicate) {
                 let rows = self.rows
                 return QueryEvaluator.apply(query, to: ids.lazy.compactMap { rows[$0] })
@@ -311,6 +322,10 @@ extension MemoryTables {
                 // keep the best `needed` of one pass instead (over the keys alone when every
                 // record matches).
                 if case .all = query.predicate {
+                    if needed == 1 && first.ascending && query.offset == 0 {
+                        if smallestID == nil { smallestID = .some(Table.topIDs(1, ascending: true, of: rows.keys).first) }
+                        return smallestID!.map { [rows[$0]!] } ?? []
+                    }
                     return Table.topIDs(needed, ascending: first.ascending, of: rows.keys)
                         .dropFirst(query.offset).map { rows[$0]! }
                 }
@@ -344,7 +359,7 @@ extension MemoryTables {
         /// The `needed` smallest (or largest) ids, in that order.
         static func topIDs(_ needed: Int, ascending: Bool, of ids: Dictionary<ExactString, Record>.Keys) -> [ExactString] {
             func before(_ a: ExactString, _ b: ExactString) -> Bool {
-                ascending ? Value.utf8Less(a.value, b.value) : Value.utf8Less(b.value, a.value)
+                ascending ? a.utf8Less(than: b) : b.utf8Less(than: a)
             }
             var best: [ExactString] = []
             for id in ids {
@@ -383,7 +398,7 @@ extension MemoryTables {
         }
 
         /// The number of records matching `predicate`.
-        mutating func count(_ predicate: QueryPredicate) -> Int {
+        func count(_ predicate: QueryPredicate) -> Int {
             if case .all = predicate { return rows.count }
             if let ids = candidates(predicate) {
                 let rows = self.rows
@@ -394,7 +409,7 @@ extension MemoryTables {
 
         /// A superset of the ids matching `predicate` from the equality indexes, or `nil` when
         /// no index narrows it (then every record is a candidate).
-        mutating func candidates(_ predicate: QueryPredicate) -> Set<ExactString>? {
+        func candidates(_ predicate: QueryPredicate) -> Set<ExactString>? {
             switch predicate {
             case .compare(let field, .equal, let literal):
                 guard let key = IndexKey(literal) else { return nil }
@@ -420,7 +435,7 @@ extension MemoryTables {
             }
         }
 
-        private mutating func ids(_ name: String, _ keys: [IndexKey]) -> Set<ExactString> {
+        private func ids(_ name: String, _ keys: [IndexKey]) -> Set<ExactString> {
             let field = ExactString(name)
             if equality[field] == nil {
                 var index: [IndexKey: Set<ExactString>] = [:]
@@ -522,4 +537,9 @@ extension Value {
         case .object(let object): return object.reduce(2) { $0 + $1.key.utf8.count + 1 + $1.value.estimatedEncodedSize }
         }
     }
+}
+
+extension ExactString {
+    /// Whether the UTF-8 bytes order before `other`'s (``Value/utf8Less(_:_:)``).
+    func utf8Less(than other: ExactString) -> Bool { Value.utf8Less(value, other.value) }
 }
