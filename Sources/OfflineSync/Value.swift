@@ -127,7 +127,16 @@ extension Value: Hashable {
 
     /// Byte-wise (UTF-8, i.e. Unicode scalar) order of strings: the order SQL stores use.
     public static func utf8Less(_ a: String, _ b: String) -> Bool {
-        a.utf8.lexicographicallyPrecedes(b.utf8)
+        // Native strings are contiguous UTF-8: compare in bulk.
+        let fast: Bool?? = a.utf8.withContiguousStorageIfAvailable { x in
+            b.utf8.withContiguousStorageIfAvailable { y in
+                let common = Swift.min(x.count, y.count)
+                let c = common == 0 ? 0 : memcmp(x.baseAddress!, y.baseAddress!, common)
+                return c != 0 ? c < 0 : x.count < y.count
+            }
+        }
+        if let fast = fast ?? nil { return fast }
+        return a.utf8.lexicographicallyPrecedes(b.utf8)
     }
 }
 

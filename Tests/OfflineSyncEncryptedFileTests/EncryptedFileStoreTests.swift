@@ -92,6 +92,21 @@ struct EncryptedFileStoreTests {
         }
     }
 
+    /// The default derivation is scrypt N = 2^17, r = 8, p = 1, recorded in the header.
+    @Test func defaultDerivationIsScryptRecordedInTheHeader() async throws {
+        #expect(EncryptedFileStore.KeyDerivation.default == .scrypt(logN: 17, r: 8, p: 1))
+        try await withTempDirectory { dir in
+            let path = dir.file()
+            try await Self.makeStore(at: path, key: .passphrase("default cost"), count: 1)
+            let header = try fileBytes(path)
+            #expect(header[11] == 1, "KDF id scrypt")
+            #expect(Array(header[12..<24]) == [17, 0, 0, 0, 8, 0, 0, 0, 1, 0, 0, 0])
+            let store = try await EncryptedFileStore(path: path, key: .passphrase("default cost"))
+            #expect(try await Self.ids(store) == ["n0"])
+            try await store.close()
+        }
+    }
+
     @Test func rawKeysMustBe256Bits() throws {
         #expect(throws: SyncError.self) { try EncryptedFileStore.Key.raw([UInt8](repeating: 1, count: 16)) }
         do {

@@ -39,8 +39,10 @@ public final class EncryptedFileStore: LocalStore, @unchecked Sendable {
     public struct Options: Sendable {
         /// The cipher of a new file (an existing file keeps the one in its header).
         public var cipher: Cipher
-        /// Compact when the frames appended since the last compaction exceed this many times
-        /// the size of the compacted data (and ``minimumCompactionBytes``).
+        /// Compact when the file holds more than this many record versions (live records plus
+        /// replaced and deleted ones still in the log) per live record, and at least
+        /// ``minimumCompactionBytes`` were appended since the last compaction. A store that only
+        /// inserts never compacts while writing.
         public var compactionRatio: Double
         /// Never compact during writes while the appended frames are smaller than this.
         public var minimumCompactionBytes: Int
@@ -50,10 +52,10 @@ public final class EncryptedFileStore: LocalStore, @unchecked Sendable {
         /// Creates options.
         /// - Parameters:
         ///   - cipher: the cipher of a new file.
-        ///   - compactionRatio: appended bytes, as a multiple of the compacted size, that trigger compaction.
+        ///   - compactionRatio: record versions in the file per live record that trigger compaction.
         ///   - minimumCompactionBytes: appended bytes below which writes never compact.
         ///   - compactOnClose: whether `close()` compacts.
-        public init(cipher: Cipher = .aesGCM, compactionRatio: Double = 4, minimumCompactionBytes: Int = 8 << 20,
+        public init(cipher: Cipher = .aesGCM, compactionRatio: Double = 2, minimumCompactionBytes: Int = 1 << 20,
                     compactOnClose: Bool = true) {
             self.cipher = cipher
             self.compactionRatio = compactionRatio
@@ -163,11 +165,13 @@ public final class EncryptedFileStore: LocalStore, @unchecked Sendable {
         return log
     }
 
-    /// Compacts when the appended frames outgrow the snapshot. A failure is not the
-    /// transaction's: it is durable already, and the old file is intact.
+    /// Compacts when the file holds too many superseded record versions (see
+    /// ``Options/compactionRatio``). A failure is not the transaction's: it is durable
+    /// already, and the old file is intact.
     private func compactIfDue(_ log: OpenLog) {
-        let threshold = max(Double(options.minimumCompactionBytes), Double(log.snapshotBytes) * options.compactionRatio)
-        if Double(log.appendedBytes) > threshold { try? log.compact(tables) }
+        guard log.appendedBytes >= UInt64(max(options.minimumCompactionBytes, 0)) else { return }
+        let versions = Double(log.snapshotRecords + log.appendedRecords)
+        if versions > options.compactionRatio * Double(max(tables.recordCount, 1)) { try? log.compact(tables) }
     }
 
     /// Runs blocking work on a dispatch queue and awaits it.
@@ -188,15 +192,17 @@ final class OpenLog: @unchecked Sendable {
     private var fileKey: SymmetricKey
     private var nextSequence: UInt64
     private var end: UInt64
-    /// Bytes of the snapshot written by the last compaction.
-    private(set) var snapshotBytes: UInt64
-    /// Bytes of frames appended since.
+    /// Bytes of frames appended since the last compaction.
     private(set) var appendedBytes: UInt64
+    /// Records in the snapshot written by the last compaction.
+    private(set) var snapshotRecords: Int
+    /// Record upserts and deletes appended since.
+    private(set) var appendedRecords: Int
     /// Set when the file may no longer match memory (a failed sync); every later write throws it.
     private(set) var failure: SyncError?
 
     private init(path: String, file: LogFile, header: FileHeader, master: SecretBytes, fileKey: SymmetricKey,
-                 nextSequence: UInt64, end: UInt64) {
+                 nextSequence: UInt64, end: UInt64, snapshotRecords: Int, appendedRecords: Int) {
         self.path = path
         self.file = file
         self.header = header
@@ -204,8 +210,9 @@ final class OpenLog: @unchecked Sendable {
         self.fileKey = fileKey
         self.nextSequence = nextSequence
         self.end = end
-        snapshotBytes = header.baseEnd - UInt64(FileFormat.headerSize)
         appendedBytes = end - header.baseEnd
+        self.snapshotRecords = snapshotRecords
+        self.appendedRecords = appendedRecords
     }
 
     // MARK: Appending
@@ -230,6 +237,7 @@ final class OpenLog: @unchecked Sendable {
         }
         end += UInt64(frame.count)
         appendedBytes += UInt64(frame.count)
+        appendedRecords += changes.recordCount
         nextSequence += 1
     }
 
@@ -248,8 +256,9 @@ final class OpenLog: @unchecked Sendable {
         fileKey = written.fileKey
         nextSequence = written.header.baseFrames
         end = written.header.baseEnd
-        snapshotBytes = end - UInt64(FileFormat.headerSize)
         appendedBytes = 0
+        snapshotRecords = written.records
+        appendedRecords = 0
     }
 
     /// Writes a complete file at `<path>.compacting` — snapshot frames, then the header that
@@ -257,7 +266,7 @@ final class OpenLog: @unchecked Sendable {
     private static func writeFile(path: String, cipher: EncryptedFileStore.Cipher,
                                   derivation: EncryptedFileStore.KeyDerivation?, kdfSalt: [UInt8], master: SecretBytes,
                                   content: ((ChangeSet) throws -> Void) throws -> Void) throws
-        -> (file: LogFile, header: FileHeader, fileKey: SymmetricKey) {
+        -> (file: LogFile, header: FileHeader, fileKey: SymmetricKey, records: Int) {
         let temporary = path + ".compacting"
         LogFile.remove(temporary)
         let file = try LogFile.create(temporary)
@@ -267,7 +276,9 @@ final class OpenLog: @unchecked Sendable {
             let fileKey = header.fileKey(master: master)
             var offset = UInt64(FileFormat.headerSize)
             var sequence: UInt64 = 0
+            var records = 0
             try content { changes in
+                records += changes.recordCount
                 let frame = try makeFrame(changes.encode(), sequence: sequence, cipher: cipher, key: fileKey)
                 try file.write(frame, at: offset)
                 offset += UInt64(frame.count)
@@ -278,7 +289,7 @@ final class OpenLog: @unchecked Sendable {
             try file.write(try header.encode(fileKey: fileKey), at: 0)
             try file.sync()
             try LogFile.replace(path, with: temporary)
-            return (file, header, fileKey)
+            return (file, header, fileKey, records)
         } catch {
             file.close()
             LogFile.remove(temporary)
@@ -316,7 +327,8 @@ final class OpenLog: @unchecked Sendable {
         let written = try writeFile(path: path, cipher: options.cipher, derivation: derivation, kdfSalt: kdfSalt,
                                     master: master) { _ in }
         return OpenLog(path: path, file: written.file, header: written.header, master: master,
-                       fileKey: written.fileKey, nextSequence: 0, end: written.header.baseEnd)
+                       fileKey: written.fileKey, nextSequence: 0, end: written.header.baseEnd,
+                       snapshotRecords: 0, appendedRecords: 0)
     }
 
     private static func openExisting(_ file: LogFile, key: EncryptedFileStore.Key, tables: MemoryTables) throws -> OpenLog {
@@ -356,6 +368,7 @@ final class OpenLog: @unchecked Sendable {
         var offset = UInt64(FileFormat.headerSize)
         var sequence: UInt64 = 0
         var tornAt: UInt64?
+        var snapshotRecords = 0, appendedRecords = 0
         func damaged(_ what: String) -> SyncError {
             SyncError(.corrupted, "\(path): frame \(sequence) at offset \(offset) \(what)")
         }
@@ -392,7 +405,9 @@ final class OpenLog: @unchecked Sendable {
                 throw damaged("fails authentication (damaged, reordered or from another file)")
             }
             do {
-                try tables.apply(try ChangeSet(decoding: plaintext))
+                let changes = try ChangeSet(decoding: plaintext)
+                try tables.apply(changes)
+                if inSnapshot { snapshotRecords += changes.recordCount } else { appendedRecords += changes.recordCount }
             } catch {
                 throw damaged("holds an invalid change set")
             }
@@ -412,7 +427,7 @@ final class OpenLog: @unchecked Sendable {
             offset = tornAt
         }
         return OpenLog(path: path, file: file, header: header, master: master, fileKey: fileKey,
-                       nextSequence: sequence, end: offset)
+                       nextSequence: sequence, end: offset, snapshotRecords: snapshotRecords, appendedRecords: appendedRecords)
     }
 
     /// Whether every byte from `start` to `end` is zero (what some file systems leave after a

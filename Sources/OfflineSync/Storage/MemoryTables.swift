@@ -4,8 +4,8 @@ import Foundation
 /// by exact id, schema definition and migration with the checks every store makes, read and
 /// write transactions, and queries through ``QueryEvaluator``.
 ///
-/// Every change is described by a ``ChangeSet`` that is handed to a *commit hook* before it
-/// becomes visible, so an adapter can persist it first (append it to a log, put it in a
+/// Every change is described by a ``ChangeSet`` that is handed to a *commit hook* before the
+/// transaction ends, so an adapter can persist it first (append it to a log, put it in a
 /// key/value database) and replay it later with ``apply(_:)``:
 ///
 /// ```swift
@@ -15,26 +15,23 @@ import Foundation
 ///                          commit: { changes in try log.append(changes.encode()) })
 /// ```
 ///
-/// If the hook throws, memory is left exactly as it was and the error is rethrown.
+/// If the hook throws, memory is put back exactly as it was and the error is rethrown.
 ///
-/// Concurrency: writers (``write(_:commit:)``, ``define(_:commit:)``, ``apply(_:)``,
-/// ``snapshot(maxChunkBytes:_:)``) run one at a time; readers run while a writer builds its
-/// transaction and runs its commit hook, and only wait for the short moment a committed change
-/// is applied. Closures run on the caller's thread and must not call back into the same
-/// engine.
+/// Queries are answered from indexes the engine builds on demand and then keeps up to date:
+/// a hash index per field compared with `==` or `in` (a conjunction uses its most selective
+/// field), and a sorted index per field a limited query orders by (the id when it orders by
+/// nothing). Results are always exactly what ``QueryEvaluator`` returns on all the records.
+///
+/// Concurrency: transactions, definitions and replays run one at a time (serializable), each
+/// holding the engine's lock for its duration, commit hook included, so no reader ever sees a
+/// change that is not committed. ``snapshot(maxChunkBytes:_:)`` copies the state (copy on
+/// write) and works outside the lock. Closures run on the caller's thread and must not call
+/// back into the same engine.
 public final class MemoryTables: @unchecked Sendable {
-    // @unchecked Sendable: `tables` is mutated only while holding both `writeLock` and
-    // `stateLock`. Readers hold `stateLock`; the single writer (holding `writeLock`) reads
-    // without `stateLock`, which is safe because nobody else can mutate while it holds
-    // `writeLock`, and concurrent reads of a Swift collection are safe.
-    private let writeLock = NSLock()
-    private let stateLock = NSLock()
+    // @unchecked Sendable: every access to `tables` (and the Table objects in it) holds
+    // `lock`; `snapshot` iterates copies of the row dictionaries, values no one else can reach.
+    private let lock = NSLock()
     private var tables: [ExactString: Table] = [:]
-
-    struct Table {
-        var schema: TableSchema
-        var rows: [ExactString: Record] = [:]
-    }
 
     /// Creates an engine with no tables.
     public init() {}
@@ -43,16 +40,16 @@ public final class MemoryTables: @unchecked Sendable {
 
     /// Defines a table, or migrates it to a changed schema: checks names
     /// (``TableSchema/validate()``) and that every stored record fits the new declared field
-    /// types, then calls `commit` with a change set holding the definition, then makes it
-    /// visible. Defining a table exactly as it is already defined changes nothing and does not
-    /// call `commit`.
+    /// types, then calls `commit` with a change set holding the definition, then applies it.
+    /// Defining a table exactly as it is already defined changes nothing and does not call
+    /// `commit`.
     ///
     /// Throws ``SyncError/Code/invalidName``, ``SyncError/Code/schemaMismatch``, or what
     /// `commit` throws; on any error nothing changes.
     public func define(_ schema: TableSchema, commit: (ChangeSet) throws -> Void) throws {
         try schema.validate()
-        writeLock.lock()
-        defer { writeLock.unlock() }
+        lock.lock()
+        defer { lock.unlock() }
         let key = ExactString(schema.name)
         if let table = tables[key] {
             if table.schema == schema { return }
@@ -63,15 +60,20 @@ public final class MemoryTables: @unchecked Sendable {
             }
         }
         try commit(ChangeSet(definitions: [schema]))
-        stateLock.lock()
-        defer { stateLock.unlock() }
-        tables[key, default: Table(schema: schema)].schema = schema
+        if tables[key] == nil { tables[key] = Table(schema: schema) } else { tables[key]!.schema = schema }
+    }
+
+    /// The number of records in all tables.
+    public var recordCount: Int {
+        lock.lock()
+        defer { lock.unlock() }
+        return tables.values.reduce(0) { $0 + $1.rows.count }
     }
 
     /// Every defined table's schema, ordered by name (UTF-8 byte order).
     public var schemas: [TableSchema] {
-        stateLock.lock()
-        defer { stateLock.unlock() }
+        lock.lock()
+        defer { lock.unlock() }
         return tables.values.map(\.schema).sorted { Value.utf8Less($0.name, $1.name) }
     }
 
@@ -80,37 +82,33 @@ public final class MemoryTables: @unchecked Sendable {
     /// Runs `body` in a read transaction that sees one consistent state. The transaction is
     /// lent to `body` and throws ``SyncError/Code/storeClosed`` if used after it returned.
     public func read<T>(_ body: (any LocalReadTransaction) throws -> T) rethrows -> T {
-        stateLock.lock()
-        defer { stateLock.unlock() }
+        lock.lock()
+        defer { lock.unlock() }
         let transaction = Transaction(engine: self, writable: false)
         defer { transaction.isOpen = false }
         return try body(transaction)
     }
 
-    /// Runs `body` in a write transaction. Its changes are kept aside while it runs (it reads
-    /// its own writes); when it returns, `commit` receives them as one ``ChangeSet`` and, once
-    /// `commit` returns, they become visible at once. If `body` or `commit` throws, nothing
-    /// changes and the error is rethrown. `commit` is not called when the transaction changed
-    /// nothing.
+    /// Runs `body` in a write transaction (it reads its own writes). When it returns, `commit`
+    /// receives the net changes as one ``ChangeSet``; once `commit` returns, the transaction is
+    /// committed. If `body` or `commit` throws, every change is undone and the error is
+    /// rethrown. `commit` is not called when the transaction changed nothing.
     public func write<T>(_ body: (any LocalWriteTransaction) throws -> T,
                          commit: (ChangeSet) throws -> Void) throws -> T {
-        writeLock.lock()
-        defer { writeLock.unlock() }
+        lock.lock()
+        defer { lock.unlock() }
         let transaction = Transaction(engine: self, writable: true)
         defer { transaction.isOpen = false }
-        let result = try body(transaction)
-        transaction.isOpen = false
-        let changes = transaction.changeSet()
-        if changes.isEmpty { return result }
-        try commit(changes)
-        stateLock.lock()
-        defer { stateLock.unlock() }
-        for (table, rows) in transaction.pending {
-            for (id, record) in rows {
-                if let record { tables[table]!.rows[id] = record } else { tables[table]!.rows.removeValue(forKey: id) }
-            }
+        do {
+            let result = try body(transaction)
+            transaction.isOpen = false
+            let changes = transaction.changeSet()
+            if !changes.isEmpty { try commit(changes) }
+            return result
+        } catch {
+            transaction.rollback()
+            throw error
         }
-        return result
     }
 
     /// Applies a change set produced by ``write(_:commit:)`` or ``define(_:commit:)`` (when an
@@ -118,33 +116,33 @@ public final class MemoryTables: @unchecked Sendable {
     /// the checks again. Throws ``SyncError/Code/tableNotDefined`` (changing nothing) if it
     /// changes records of a table that is neither defined nor defined by the change set.
     public func apply(_ changes: ChangeSet) throws {
-        writeLock.lock()
-        defer { writeLock.unlock() }
+        lock.lock()
+        defer { lock.unlock() }
         let defined = Set(changes.definitions.map { ExactString($0.name) })
         for table in changes.tables where tables[ExactString(table.table)] == nil && !defined.contains(ExactString(table.table)) {
             throw SyncError(.tableNotDefined, "a change set changes records of table '\(table.table)', which is not defined")
         }
-        stateLock.lock()
-        defer { stateLock.unlock() }
         for schema in changes.definitions {
-            tables[ExactString(schema.name), default: Table(schema: schema)].schema = schema
+            let key = ExactString(schema.name)
+            if tables[key] == nil { tables[key] = Table(schema: schema) } else { tables[key]!.schema = schema }
         }
         for table in changes.tables {
             let key = ExactString(table.table)
-            for record in table.upserts { tables[key]!.rows[ExactString(record.id)] = record }
-            for id in table.deletes { tables[key]!.rows.removeValue(forKey: ExactString(id)) }
+            for record in table.upserts { _ = tables[key]!.set(ExactString(record.id), record) }
+            for id in table.deletes { _ = tables[key]!.set(ExactString(id), nil) }
         }
     }
 
-    /// Describes the whole current state as a sequence of change sets which, applied in order
-    /// to an empty engine, rebuild it: first one with every table definition, then the records
-    /// in chunks of roughly `maxChunkBytes` of encoded records each (so a compacting adapter
-    /// never holds a second copy of everything). Runs as a writer: writes wait, readers don't.
-    /// Rethrows what `emit` throws.
+    /// Describes the current state as a sequence of change sets which, applied in order to an
+    /// empty engine, rebuild it: first one with every table definition, then the records in
+    /// chunks of roughly `maxChunkBytes` of encoded records each (so a compacting adapter never
+    /// holds a second encoded copy of everything). It works on a copy-on-write copy taken at
+    /// the start, outside the lock. Rethrows what `emit` throws.
     public func snapshot(maxChunkBytes: Int = 1 << 20, _ emit: (ChangeSet) throws -> Void) throws {
-        writeLock.lock()
-        defer { writeLock.unlock() }
+        lock.lock()
         let ordered = tables.sorted { Value.utf8Less($0.key.value, $1.key.value) }
+            .map { (key: $0.key, value: (schema: $0.value.schema, rows: $0.value.rows)) }
+        lock.unlock()
         try emit(ChangeSet(definitions: ordered.map(\.value.schema)))
         var chunk = ChangeSet()
         var chunkBytes = 0
@@ -166,39 +164,30 @@ public final class MemoryTables: @unchecked Sendable {
         if !chunk.isEmpty { try emit(chunk) }
     }
 
-    /// A transaction over the engine. Read-only ones are used while `stateLock` is held; the
-    /// writable one while `writeLock` is held, its changes kept in `pending` until commit.
+    /// A transaction over the engine; only used while `lock` is held. A writable one changes
+    /// the tables in place and remembers each touched record's original for commit and undo.
     private final class Transaction: LocalWriteTransaction {
         unowned let engine: MemoryTables
         let writable: Bool
         var isOpen = true
-        /// Per table, per id: the new record, or `nil` for a delete.
-        var pending: [ExactString: [ExactString: Record?]] = [:]
+        /// Per table, per touched id: the record before this transaction (`nil`: absent).
+        var originals: [ExactString: [ExactString: Record?]] = [:]
 
         init(engine: MemoryTables, writable: Bool) {
             self.engine = engine
             self.writable = writable
         }
 
-        private func table(_ name: String) throws -> Table {
+        private func table(_ name: String) throws -> (key: ExactString, table: Table) {
             guard isOpen else { throw SyncError(.storeClosed, "the transaction has ended") }
-            guard let table = engine.tables[ExactString(name)] else {
+            let key = ExactString(name)
+            guard let table = engine.tables[key] else {
                 throw SyncError(.tableNotDefined, "table '\(name)' is not defined")
             }
-            return table
+            return (key, table)
         }
 
-        /// The table's current records, this transaction's changes included.
-        private func rows(of name: String, _ table: Table) -> [Record] {
-            guard let changes = pending[ExactString(name)], !changes.isEmpty else { return Array(table.rows.values) }
-            var rows: [Record] = []
-            rows.reserveCapacity(table.rows.count + changes.count)
-            for (id, record) in table.rows where changes[id] == nil { rows.append(record) }
-            for case let record? in changes.values { rows.append(record) }
-            return rows
-        }
-
-        func schema(of table: String) throws -> TableSchema { try self.table(table).schema }
+        func schema(of table: String) throws -> TableSchema { try self.table(table).table.schema }
 
         func tables() throws -> [TableSchema] {
             guard isOpen else { throw SyncError(.storeClosed, "the transaction has ended") }
@@ -206,59 +195,324 @@ public final class MemoryTables: @unchecked Sendable {
         }
 
         func record(in table: String, id: String) throws -> Record? {
-            let stored = try self.table(table)
-            let key = ExactString(id)
-            if let change = pending[ExactString(table)]?[key] { return change }
-            return stored.rows[key]
+            try self.table(table).table.rows[ExactString(id)]
         }
 
         func records(in table: String, matching query: Query) throws -> [Record] {
-            let stored = try self.table(table)
+            let stored = try self.table(table).table
             try query.validate(against: stored.schema)
-            if pending[ExactString(table)] == nil { return QueryEvaluator.apply(query, to: stored.rows.values) }
-            return QueryEvaluator.apply(query, to: rows(of: table, stored))
+            return stored.select(query)
         }
 
         func count(in table: String, matching predicate: QueryPredicate) throws -> Int {
-            let stored = try self.table(table)
+            let stored = try self.table(table).table
             try Query(predicate).validate(against: stored.schema)
-            if pending[ExactString(table)] == nil { return QueryEvaluator.count(predicate, in: stored.rows.values) }
-            return QueryEvaluator.count(predicate, in: rows(of: table, stored))
+            return stored.count(predicate)
         }
 
         func upsert(_ record: Record, in table: String) throws {
-            let stored = try self.table(table)
+            let (key, stored) = try self.table(table)
             guard writable else { throw SyncError(.unsupported, "a read transaction cannot write") }
             try stored.schema.validate(record)
-            pending[ExactString(table), default: [:]].updateValue(record, forKey: ExactString(record.id))
+            let id = ExactString(record.id)
+            remember(stored.set(id, record), id, key)
         }
 
         func delete(id: String, in table: String) throws -> Bool {
-            let stored = try self.table(table)
+            let (key, stored) = try self.table(table)
             guard writable else { throw SyncError(.unsupported, "a read transaction cannot write") }
-            let tableKey = ExactString(table), key = ExactString(id)
-            let inStore = stored.rows[key] != nil
-            let existed: Bool
-            if let change = pending[tableKey]?[key] { existed = change != nil } else { existed = inStore }
-            guard existed else { return false }
-            if inStore {
-                pending[tableKey, default: [:]].updateValue(nil, forKey: key)
-            } else {
-                pending[tableKey]!.removeValue(forKey: key)
-            }
+            let id = ExactString(id)
+            guard stored.rows[id] != nil else { return false }
+            remember(stored.set(id, nil), id, key)
             return true
         }
 
+        private func remember(_ previous: Record?, _ id: ExactString, _ table: ExactString) {
+            if originals[table]?.index(forKey: id) == nil {
+                originals[table, default: [:]][id] = .some(previous)
+            }
+        }
+
+        /// The net changes: each touched record as it is now, or its deletion.
         func changeSet() -> ChangeSet {
             var changes = ChangeSet()
-            for (table, rows) in pending.sorted(by: { Value.utf8Less($0.key.value, $1.key.value) }) where !rows.isEmpty {
+            for (table, touched) in originals.sorted(by: { Value.utf8Less($0.key.value, $1.key.value) }) {
                 var entry = ChangeSet.TableChanges(table: table.value)
-                for (id, record) in rows {
-                    if let record { entry.upserts.append(record) } else { entry.deletes.append(id.value) }
+                let rows = engine.tables[table]!.rows
+                for (id, original) in touched {
+                    if let current = rows[id] {
+                        entry.upserts.append(current)
+                    } else if original != nil {
+                        entry.deletes.append(id.value)
+                    }
                 }
-                changes.tables.append(entry)
+                if !entry.upserts.isEmpty || !entry.deletes.isEmpty { changes.tables.append(entry) }
             }
             return changes
+        }
+
+        /// Puts every touched record back as it was.
+        func rollback() {
+            for (table, touched) in originals {
+                for (id, original) in touched { _ = engine.tables[table]!.set(id, original) }
+            }
+            originals.removeAll()
+        }
+    }
+}
+
+// MARK: - Tables and their indexes
+
+extension MemoryTables {
+    /// One table: used only while the engine's lock is held.
+    final class Table {
+        var schema: TableSchema
+        var rows: [ExactString: Record] = [:]
+        /// Hash indexes by field: value key → ids.
+        var equality: [ExactString: [IndexKey: Set<ExactString>]] = [:]
+        /// Sorted indexes by field.
+        var ordered: [ExactString: OrderedIndex] = [:]
+        /// The fields of `equality` and `ordered`, iterated without touching the dictionaries.
+        var equalityFields: [ExactString] = []
+        var orderedFields: [ExactString] = []
+        /// The smallest id, once computed (`.some(nil)`: the table is empty); kept up to date on
+        /// inserts and forgotten when it is deleted. `first(in:matching: .all)` asks for it in
+        /// every sync transaction.
+        var smallestID: ExactString??
+
+
+        init(schema: TableSchema) { self.schema = schema }
+
+        /// Stores or removes a record, keeping the indexes up to date; returns the previous one.
+        func set(_ id: ExactString, _ record: Record?) -> Record? {
+            let previous: Record?
+            if let record { previous = rows.updateValue(record, forKey: id) } else { previous = rows.removeValue(forKey: id) }
+            if case .some(let smallest) = smallestID {
+                if previous == nil, record != nil, smallest.map({ id.utf8Less(than: $0) }) ?? true {
+                    smallestID = .some(id)
+                } else if previous != nil, record == nil, smallest == id {
+                    smallestID = nil
+                }
+            }
+            for field in equalityFields {
+                let old = previous.flatMap { IndexKey($0[field.value]) }, new = record.flatMap { IndexKey($0[field.value]) }
+                if previous != nil && record != nil && old == new { continue }
+                if let old { equality[field]![old]?.remove(id) }
+                if let new { equality[field]![new, default: []].insert(id) }
+            }
+            for field in orderedFields {
+                if let previous { ordered[field]!.remove(previous[field.value], id) }
+                if let record { ordered[field]!.insert(record[field.value], id) }
+            }
+            return previous
+        }
+
+        /// The records matching `query`, exactly as ``QueryEvaluator/apply(_:to:)`` orders them.
+        func select(_ query: Query) -> [Record] {
+            if let ids = candidates(query.predicate) {
+                let rows = self.rows
+                return QueryEvaluator.apply(query, to: ids.lazy.compactMap { rows[$0] })
+            }
+            guard let limit = query.limit else { return QueryEvaluator.apply(query, to: rows.values) }
+            let needed = limit > Int.max - query.offset ? Int.max : query.offset + limit
+            if limit <= 0 { return [] }
+            let first = query.order.first ?? SortKey(SystemField.id)
+            if first.field == SystemField.id {
+                // Ids are unique, so a sorted index would be all maintenance and no grouping:
+                // keep the best `needed` of one pass instead (over the keys alone when every
+                // record matches).
+                if case .all = query.predicate {
+                    if needed == 1 && first.ascending && query.offset == 0 {
+                        if smallestID == nil { smallestID = .some(Table.topIDs(1, ascending: true, of: rows.keys).first) }
+                        return smallestID!.map { [rows[$0]!] } ?? []
+                    }
+                    return Table.topIDs(needed, ascending: first.ascending, of: rows.keys)
+                        .dropFirst(query.offset).map { rows[$0]! }
+                }
+                return Table.top(needed, offset: query.offset, of: rows.values, query)
+            }
+            let field = ExactString(first.field)
+            if ordered[field] == nil {
+                var index = OrderedIndex()
+                index.build(rows.values.map { ($0[field.value], ExactString($0.id)) })
+                ordered[field] = index
+                orderedFields.append(field)
+            }
+            let entries = ordered[field]!.entries
+            var result: [Record] = []
+            var position = first.ascending ? 0 : entries.count - 1
+            while result.count < needed && entries.indices.contains(position) {
+                // One group of equal values of the first key, ordered by the full query order.
+                let groupValue = entries[position].value
+                var group: [Record] = []
+                while entries.indices.contains(position), QueryEvaluator.orderCompare(entries[position].value, groupValue) == 0 {
+                    if let record = rows[entries[position].id], QueryEvaluator.matches(record, query.predicate) { group.append(record) }
+                    position += first.ascending ? 1 : -1
+                }
+                group.sort { QueryEvaluator.areInIncreasingOrder($0, $1, query.order) }
+                result += group
+            }
+            let start = min(query.offset, result.count)
+            return Array(result[start..<min(needed, result.count)])
+        }
+
+        /// The `needed` smallest (or largest) ids, in that order.
+        static func topIDs(_ needed: Int, ascending: Bool, of ids: Dictionary<ExactString, Record>.Keys) -> [ExactString] {
+            func before(_ a: ExactString, _ b: ExactString) -> Bool {
+                ascending ? a.utf8Less(than: b) : b.utf8Less(than: a)
+            }
+            var best: [ExactString] = []
+            for id in ids {
+                if best.count == needed {
+                    guard before(id, best[needed - 1]) else { continue }
+                    best.removeLast()
+                }
+                var low = 0, high = best.count
+                while low < high {
+                    let mid = (low + high) / 2
+                    if before(best[mid], id) { low = mid + 1 } else { high = mid }
+                }
+                best.insert(id, at: low)
+            }
+            return best
+        }
+
+        /// The first `needed` records matching `query` in its order, from one pass that keeps
+        /// only the best so far, then `offset` of them dropped.
+        static func top(_ needed: Int, offset: Int, of records: Dictionary<ExactString, Record>.Values, _ query: Query) -> [Record] {
+            var best: [Record] = []
+            best.reserveCapacity(min(needed, 1024))
+            for record in records where QueryEvaluator.matches(record, query.predicate) {
+                if best.count == needed {
+                    guard QueryEvaluator.areInIncreasingOrder(record, best[needed - 1], query.order) else { continue }
+                    best.removeLast()
+                }
+                var low = 0, high = best.count
+                while low < high {
+                    let mid = (low + high) / 2
+                    if QueryEvaluator.areInIncreasingOrder(best[mid], record, query.order) { low = mid + 1 } else { high = mid }
+                }
+                best.insert(record, at: low)
+            }
+            return Array(best[min(offset, best.count)...])
+        }
+
+        /// The number of records matching `predicate`.
+        func count(_ predicate: QueryPredicate) -> Int {
+            if case .all = predicate { return rows.count }
+            if let ids = candidates(predicate) {
+                let rows = self.rows
+                return QueryEvaluator.count(predicate, in: ids.lazy.compactMap { rows[$0] })
+            }
+            return QueryEvaluator.count(predicate, in: rows.values)
+        }
+
+        /// A superset of the ids matching `predicate` from the equality indexes, or `nil` when
+        /// no index narrows it (then every record is a candidate).
+        func candidates(_ predicate: QueryPredicate) -> Set<ExactString>? {
+            switch predicate {
+            case .compare(let field, .equal, let literal):
+                guard let key = IndexKey(literal) else { return nil }
+                if field == SystemField.id {
+                    guard case .string(let id) = literal else { return nil }
+                    return rows[ExactString(id)] == nil ? [] : [ExactString(id)]
+                }
+                return ids(field, [key])
+            case .isIn(let field, let literals):
+                let present = literals.filter { !$0.isNull }
+                let keys = present.compactMap(IndexKey.init)
+                guard keys.count == present.count, field != SystemField.id else { return nil }
+                return ids(field, keys)
+            case .and(let parts):
+                var best: Set<ExactString>?
+                for part in parts {
+                    if let ids = candidates(part), ids.count < (best?.count ?? .max) { best = ids }
+                    if best?.isEmpty == true { break }
+                }
+                return best
+            default:
+                return nil
+            }
+        }
+
+        private func ids(_ name: String, _ keys: [IndexKey]) -> Set<ExactString> {
+            let field = ExactString(name)
+            if equality[field] == nil {
+                var index: [IndexKey: Set<ExactString>] = [:]
+                for (id, record) in rows {
+                    if let key = IndexKey(record[name]) { index[key, default: []].insert(id) }
+                }
+                equality[field] = index
+                equalityFields.append(field)
+            }
+            if keys.count == 1 { return equality[field]![keys[0]] ?? [] }
+            var union = Set<ExactString>()
+            for key in keys { union.formUnion(equality[field]![key] ?? []) }
+            return union
+        }
+    }
+
+    /// A value as a hash key, equal exactly when ``QueryEvaluator`` finds the values equal
+    /// (an integer and a double of the same number share a key). `nil` for null, arrays and
+    /// objects, which an equality index does not cover.
+    enum IndexKey: Hashable {
+        case bool(Bool), number(Int64), double(UInt64), string(ExactString), bytes([UInt8]), date(Int64)
+
+        init?(_ value: Value) {
+            switch value {
+            case .bool(let b): self = .bool(b)
+            case .int(let i): self = .number(i)
+            case .double(let d):
+                if d.isNaN { return nil }
+                if d == d.rounded(.towardZero), d >= -9_223_372_036_854_775_808.0, d < 9_223_372_036_854_775_808.0 {
+                    self = .number(Int64(d))
+                } else {
+                    self = .double(d.bitPattern)
+                }
+            case .string(let s): self = .string(ExactString(s))
+            case .bytes(let b): self = .bytes(b)
+            case .date(let t): self = .date(t.millisecondsSince1970)
+            case .null, .array, .object: return nil
+            }
+        }
+    }
+
+    /// Every record's value of one field with its id, sorted by ``QueryEvaluator/orderCompare(_:_:)``
+    /// then id.
+    struct OrderedIndex {
+        var entries: [(value: Value, id: ExactString)] = []
+
+        private static func less(_ a: Value, _ aID: ExactString, _ b: Value, _ bID: ExactString) -> Bool {
+            let c = QueryEvaluator.orderCompare(a, b)
+            if c != 0 { return c < 0 }
+            return Value.utf8Less(aID.value, bID.value)
+        }
+
+        mutating func build(_ items: [(Value, ExactString)]) {
+            entries = items.map { (value: $0.0, id: $0.1) }
+            entries.sort { OrderedIndex.less($0.value, $0.id, $1.value, $1.id) }
+        }
+
+        private func lowerBound(_ value: Value, _ id: ExactString) -> Int {
+            var low = 0, high = entries.count
+            while low < high {
+                let mid = (low + high) / 2
+                if OrderedIndex.less(entries[mid].value, entries[mid].id, value, id) { low = mid + 1 } else { high = mid }
+            }
+            return low
+        }
+
+        mutating func insert(_ value: Value, _ id: ExactString) {
+            if let last = entries.last, !OrderedIndex.less(last.value, last.id, value, id) {
+                entries.insert((value, id), at: lowerBound(value, id))
+            } else {
+                entries.append((value, id))
+            }
+        }
+
+        mutating func remove(_ value: Value, _ id: ExactString) {
+            let position = lowerBound(value, id)
+            if position < entries.count, entries[position].id == id { entries.remove(at: position) }
         }
     }
 }
@@ -283,4 +537,9 @@ extension Value {
         case .object(let object): return object.reduce(2) { $0 + $1.key.utf8.count + 1 + $1.value.estimatedEncodedSize }
         }
     }
+}
+
+extension ExactString {
+    /// Whether the UTF-8 bytes order before `other`'s (``Value/utf8Less(_:_:)``).
+    func utf8Less(than other: ExactString) -> Bool { Value.utf8Less(value, other.value) }
 }
