@@ -1,3 +1,4 @@
+import Crypto
 import Foundation
 import OfflineSync
 import OfflineSyncEncryptedFile
@@ -181,6 +182,21 @@ struct EncryptedFileStoreTests {
                 try writeBytes(bytes, to: damaged)
                 try await Self.expectOpenFails(damaged, key: key, ["corrupted"], "header byte \(position) flipped")
             }
+        }
+    }
+
+    /// A header rewritten with a valid checksum but absurd key-derivation costs is refused
+    /// before any derivation runs (no unbounded memory or time on open).
+    @Test func craftedHeaderWithHugeKDFCostIsCorrupted() async throws {
+        try await withTempDirectory { dir in
+            let path = dir.file()
+            let key = EncryptedFileStore.Key.passphrase("pass", derivation: TestKeys.cheapScrypt)
+            try await Self.makeStore(at: path, key: key, count: 1)
+            var bytes = try fileBytes(path)
+            bytes[12] = 30  // scrypt N = 2^30
+            bytes.replaceSubrange(148..<180, with: Array(SHA256.hash(data: bytes[0..<148])))
+            try writeBytes(bytes, to: path)
+            try await Self.expectOpenFails(path, key: key, ["corrupted"], "scrypt cost 2^30 in a re-checksummed header")
         }
     }
 

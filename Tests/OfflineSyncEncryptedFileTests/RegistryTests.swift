@@ -95,7 +95,8 @@ struct RegistryTests {
     }
 
     @Test("secrets and unknown parameters in the URL are refused", arguments: [
-        "key=00112233", "passphrase=hunter2", "kdf=argon2", "kdf-cost=0", "kdf-cost=40", "iterations=x",
+        "key=00112233", "passphrase=hunter2", "kdf=argon2", "kdf-cost=0", "kdf-cost=40", "kdf-cost=24", "iterations=x",
+        "kdf=pbkdf2&iterations=1000000000",
         "kdf=pbkdf2&kdf-cost=4", "kdf=scrypt&iterations=4", "cipher=rot13", "mode=fast",
     ])
     func refusedParameters(query: String) async throws {

@@ -191,7 +191,13 @@ struct FileHeader {
         fileSalt = Array(bytes[56..<88])
         baseEnd = FileFormat.readLE(UInt64.self, bytes, at: 88)
         baseFrames = FileFormat.readLE(UInt64.self, bytes, at: 96)
-        if let derivation { try derivation.validate() }
+        if let derivation {
+            do {
+                try derivation.validate()
+            } catch {
+                throw SyncError(.corrupted, "the header of \(path) records key-derivation parameters out of range")
+            }
+        }
         guard baseEnd >= UInt64(FileFormat.headerSize), (baseEnd == UInt64(FileFormat.headerSize)) == (baseFrames == 0) else {
             throw SyncError(.corrupted, "the header of \(path) describes an impossible snapshot")
         }

@@ -9,10 +9,10 @@ extension EncryptedFileStore {
     /// it is opened, so a store keeps opening whatever the current default is.
     public enum KeyDerivation: Sendable, Hashable, CustomStringConvertible {
         /// scrypt (RFC 7914) with cost `N = 2^logN`, block size `r` and parallelism `p`.
-        /// Memory use is `128 · N · r` bytes. `logN` is 1…30, `r` and `p` at least 1.
+        /// Memory use is `128 · N · r` bytes, at most 1 GiB. `logN` is 1…30, `r` and `p` 1…1024.
         case scrypt(logN: Int, r: Int, p: Int)
         /// PBKDF2-HMAC-SHA256 with this many iterations (at least 1). Use it where scrypt's
-        /// memory is too much; OWASP asks for 600,000 iterations or more.
+        /// memory is too much; OWASP asks for 600,000 iterations or more (at most 100,000,000).
         case pbkdf2SHA256(iterations: Int)
 
         /// The default for new files: scrypt with `N = 2^17`, `r = 8`, `p = 1` (128 MiB,
@@ -27,16 +27,19 @@ extension EncryptedFileStore {
             }
         }
 
-        /// Throws ``SyncError/Code/invalidValue`` for parameters outside the documented ranges.
+        /// Throws ``SyncError/Code/invalidValue`` for parameters outside the documented ranges
+        /// (also checked for the parameters read from a file's header, so a crafted header
+        /// cannot make opening take unbounded memory or time).
         func validate() throws {
             switch self {
             case .scrypt(let logN, let r, let p):
-                guard (1...30).contains(logN), (1...1024).contains(r), (1...1024).contains(p), r * p < 1 << 30 else {
-                    throw SyncError(.invalidValue, "scrypt parameters out of range: logN 1…30, r and p 1…1024")
+                guard (1...30).contains(logN), (1...1024).contains(r), (1...1024).contains(p),
+                      (128 << logN) * r <= 1 << 30 else {
+                    throw SyncError(.invalidValue, "scrypt parameters out of range: logN 1…30, r and p 1…1024, 128·N·r at most 1 GiB")
                 }
             case .pbkdf2SHA256(let iterations):
-                guard iterations >= 1, iterations <= UInt32.max else {
-                    throw SyncError(.invalidValue, "PBKDF2 iterations must be between 1 and \(UInt32.max)")
+                guard (1...100_000_000).contains(iterations) else {
+                    throw SyncError(.invalidValue, "PBKDF2 iterations must be between 1 and 100,000,000")
                 }
             }
         }
