@@ -106,7 +106,8 @@ public enum ValueCodec {
         out.append(contentsOf: utf8)
     }
 
-    private static func writeVarint(_ value: UInt64, into out: inout [UInt8]) {
+    /// Appends an unsigned LEB128 varint (shared with ``ChangeSet``).
+    static func writeVarint(_ value: UInt64, into out: inout [UInt8]) {
         var v = value
         while v >= 0x80 {
             out.append(UInt8(truncatingIfNeeded: v) | 0x80)

@@ -69,7 +69,7 @@ struct TableEntry {
         self.number = number
         self.generation = generation
         self.schema = schema
-        bytes = BigEndian.bytes(number) + BigEndian.bytes(generation) + SchemaCodec.encode(schema)
+        bytes = BigEndian.bytes(number) + BigEndian.bytes(generation) + ValueCodec.encode(schema)
     }
 
     init(decoding bytes: [UInt8]) throws {
@@ -79,7 +79,7 @@ struct TableEntry {
         }
         self.number = number
         self.generation = generation
-        self.schema = try SchemaCodec.decode(Array(bytes[16...]))
+        self.schema = try ValueCodec.decodeSchema(Array(bytes[16...]))
         self.bytes = bytes
     }
 
@@ -94,59 +94,6 @@ struct TableEntry {
 
     func indexDatabase(_ position: Int) -> String {
         Layout.indexDatabase(number, generation: generation, position: position)
-    }
-}
-
-/// Encodes a ``TableSchema`` as a ``ValueCodec`` object (object keys are sorted by the codec,
-/// so equal schemas encode to equal bytes).
-enum SchemaCodec {
-    private static let format: Int64 = 1
-
-    static func encode(_ schema: TableSchema) -> [UInt8] {
-        let fields: [Value] = schema.fields.map {
-            .object(["name": .string($0.name), "type": .string($0.type.rawValue), "indexed": .bool($0.indexed)])
-        }
-        let indexes: [Value] = schema.indexes.map { .array($0.fields.map(Value.string)) }
-        return ValueCodec.encode(.object([
-            "format": .int(format),
-            "name": .string(schema.name),
-            "fields": .array(fields),
-            "indexes": .array(indexes),
-            "undeclaredFields": .string(schema.undeclaredFields.rawValue),
-        ]))
-    }
-
-    static func decode(_ bytes: [UInt8]) throws -> TableSchema {
-        let bad = SyncError(.corrupted, "the LMDB store's meta database holds a malformed table schema")
-        guard case .object(let object) = try ValueCodec.decode(bytes),
-              object["format"] == .int(format),
-              case .string(let name)? = object["name"],
-              case .array(let fieldValues)? = object["fields"],
-              case .array(let indexValues)? = object["indexes"],
-              case .string(let policyName)? = object["undeclaredFields"],
-              let policy = UndeclaredFieldPolicy(rawValue: policyName)
-        else { throw bad }
-        var fields: [FieldDefinition] = []
-        for value in fieldValues {
-            guard case .object(let field) = value,
-                  case .string(let fieldName)? = field["name"],
-                  case .string(let typeName)? = field["type"],
-                  let type = FieldType(rawValue: typeName),
-                  case .bool(let indexed)? = field["indexed"]
-            else { throw bad }
-            fields.append(FieldDefinition(fieldName, type, indexed: indexed))
-        }
-        var indexes: [IndexDefinition] = []
-        for value in indexValues {
-            guard case .array(let names) = value else { throw bad }
-            var indexFields: [String] = []
-            for name in names {
-                guard case .string(let fieldName) = name else { throw bad }
-                indexFields.append(fieldName)
-            }
-            indexes.append(IndexDefinition(indexFields))
-        }
-        return TableSchema(name, fields: fields, indexes: indexes, undeclaredFields: policy)
     }
 }
 

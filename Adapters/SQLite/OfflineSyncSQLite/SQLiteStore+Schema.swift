@@ -6,12 +6,12 @@ enum SchemaDefinition {
     /// `BEGIN IMMEDIATE` transaction, so a failure (``SyncError/Code/schemaMismatch``,
     /// ``SyncError/Code/invalidName``…) changes nothing.
     static func define(_ schema: TableSchema, on connection: Connection) throws {
-        let bytes = SchemaCodec.encode(schema)
+        let bytes = ValueCodec.encode(schema)
         try connection.transaction(immediate: true) {
             let entries = try catalogEntries(connection)
             if let existing = entries.first(where: { $0.name.utf8.elementsEqual(schema.name.utf8) }) {
                 if existing.bytes == bytes { return }
-                let old = TableInfo(number: existing.number, schema: try SchemaCodec.decode(existing.bytes),
+                let old = TableInfo(number: existing.number, schema: try ValueCodec.decodeSchema(existing.bytes),
                                     schemaBytes: existing.bytes)
                 let new = TableInfo(number: existing.number, schema: schema, schemaBytes: bytes)
                 if new.hasSameColumns(as: old) {

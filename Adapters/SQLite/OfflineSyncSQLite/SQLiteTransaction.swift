@@ -48,7 +48,7 @@ class SQLiteReadTransaction: LocalReadTransaction {
         if let cached = connection.tableInfoCache[key], cached.number == number, cached.schemaBytes == bytes {
             info = cached
         } else {
-            info = TableInfo(number: number, schema: try SchemaCodec.decode(bytes), schemaBytes: bytes)
+            info = TableInfo(number: number, schema: try ValueCodec.decodeSchema(bytes), schemaBytes: bytes)
             connection.tableInfoCache[key] = info
         }
         tableMemo[key] = info
@@ -63,7 +63,7 @@ class SQLiteReadTransaction: LocalReadTransaction {
         let connection = try live()
         let schemas = try connection.withStatement("SELECT \"schema\" FROM \(SQLName.catalog)") { statement in
             var result: [TableSchema] = []
-            while try statement.step() { result.append(try SchemaCodec.decode(statement.blob(0))) }
+            while try statement.step() { result.append(try ValueCodec.decodeSchema(statement.blob(0))) }
             return result
         }
         return schemas.sorted { Value.utf8Less($0.name, $1.name) }

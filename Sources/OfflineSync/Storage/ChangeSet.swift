@@ -50,14 +50,14 @@ public struct ChangeSet: Sendable, Hashable {
     public func encode() -> [UInt8] {
         var out: [UInt8] = [ChangeSet.format]
         out.reserveCapacity(64 + recordCount * 96)
-        Self.writeVarint(UInt64(definitions.count), into: &out)
-        for schema in definitions { Self.writeBlock(ValueCodec.encode(schema.encodedValue), into: &out) }
-        Self.writeVarint(UInt64(tables.count), into: &out)
+        ValueCodec.writeVarint(UInt64(definitions.count), into: &out)
+        for schema in definitions { Self.writeBlock(ValueCodec.encode(schema), into: &out) }
+        ValueCodec.writeVarint(UInt64(tables.count), into: &out)
         for table in tables {
             Self.writeBlock(Array(table.table.utf8), into: &out)
-            Self.writeVarint(UInt64(table.upserts.count), into: &out)
+            ValueCodec.writeVarint(UInt64(table.upserts.count), into: &out)
             for record in table.upserts { Self.writeBlock(ValueCodec.encode(record), into: &out) }
-            Self.writeVarint(UInt64(table.deletes.count), into: &out)
+            ValueCodec.writeVarint(UInt64(table.deletes.count), into: &out)
             for id in table.deletes { Self.writeBlock(Array(id.utf8), into: &out) }
         }
         return out
@@ -75,7 +75,7 @@ public struct ChangeSet: Sendable, Hashable {
         guard try reader.byte() == ChangeSet.format else { throw SyncError(.corrupted, "unknown change set format") }
         var definitions: [TableSchema] = []
         for _ in 0..<(try reader.count()) {
-            definitions.append(try TableSchema(encodedValue: try ValueCodec.decode(try reader.block())))
+            definitions.append(try ValueCodec.decodeSchema(try reader.block()))
         }
         var tables: [TableChanges] = []
         for _ in 0..<(try reader.count()) {
@@ -91,18 +91,10 @@ public struct ChangeSet: Sendable, Hashable {
     }
 
     private static func writeBlock(_ bytes: [UInt8], into out: inout [UInt8]) {
-        writeVarint(UInt64(bytes.count), into: &out)
+        ValueCodec.writeVarint(UInt64(bytes.count), into: &out)
         out.append(contentsOf: bytes)
     }
 
-    private static func writeVarint(_ value: UInt64, into out: inout [UInt8]) {
-        var v = value
-        while v >= 0x80 {
-            out.append(UInt8(truncatingIfNeeded: v) | 0x80)
-            v >>= 7
-        }
-        out.append(UInt8(v))
-    }
 
     private struct Reader {
         let buffer: UnsafeRawBufferPointer
@@ -145,42 +137,5 @@ public struct ChangeSet: Sendable, Hashable {
             }
             return s
         }
-    }
-}
-
-extension TableSchema {
-    /// The schema as a ``Value`` object, for ``ValueCodec``.
-    var encodedValue: Value {
-        .object([
-            "name": .string(name),
-            "fields": .array(fields.map { .array([.string($0.name), .string($0.type.rawValue), .bool($0.indexed)]) }),
-            "indexes": .array(indexes.map { .array($0.fields.map(Value.string)) }),
-            "undeclaredFields": .string(undeclaredFields.rawValue),
-        ])
-    }
-
-    /// Reads ``encodedValue`` back. Throws ``SyncError/Code/corrupted``.
-    init(encodedValue value: Value) throws {
-        let bad = SyncError(.corrupted, "an encoded table schema is malformed")
-        guard case .object(let object) = value, case .string(let name)? = object["name"],
-              case .array(let fieldValues)? = object["fields"], case .array(let indexValues)? = object["indexes"],
-              case .string(let policyName)? = object["undeclaredFields"],
-              let policy = UndeclaredFieldPolicy(rawValue: policyName) else { throw bad }
-        var fields: [FieldDefinition] = []
-        for fieldValue in fieldValues {
-            guard case .array(let parts) = fieldValue, parts.count == 3, case .string(let fieldName) = parts[0],
-                  case .string(let typeName) = parts[1], let type = FieldType(rawValue: typeName),
-                  case .bool(let indexed) = parts[2] else { throw bad }
-            fields.append(FieldDefinition(fieldName, type, indexed: indexed))
-        }
-        var indexes: [IndexDefinition] = []
-        for indexValue in indexValues {
-            guard case .array(let parts) = indexValue else { throw bad }
-            indexes.append(IndexDefinition(try parts.map { part in
-                guard case .string(let field) = part else { throw bad }
-                return field
-            }))
-        }
-        self.init(name, fields: fields, indexes: indexes, undeclaredFields: policy)
     }
 }
