@@ -78,6 +78,34 @@ struct MapGrowthTests {
         }
     }
 
+    @Test("a map grown by another process is adopted by this one's reads and writes")
+    func adoptsGrowthByAnotherProcess() async throws {
+        try await withTemporaryDirectory { directory in
+            let path = directory.path
+            try await withStore(in: directory, options: Self.tiny) { store in
+                try await store.defineTable(TableSchema("big"))
+                try await store.write { tx in try tx.upsert(Record(id: "parent"), in: "big") }
+                await #expect(processExitsWith: .success) { [path = path as String] in
+                    let child = try await LMDBStore(directory: path, options: MapGrowthTests.tiny)
+                    for start in stride(from: 0, to: 6000, by: 1000) {
+                        try await child.write { tx in
+                            for i in start..<(start + 1000) { try tx.upsert(MapGrowthTests.record(i), in: "big") }
+                        }
+                    }
+                    try await child.close()
+                }
+                // The environment's data now lies beyond this process's 1 MiB map.
+                #expect(try await store.read { tx in try tx.count(in: "big", matching: .all) } == 6001)
+                #expect(try await store.read { tx in try tx.record(in: "big", id: "r5999") } == Self.record(5999))
+                try await store.write { tx in try tx.upsert(Record(id: "parent-after"), in: "big") }
+                // This process never grew the map itself: it adopted the child's size.
+                let statistics = try await store.statistics()
+                #expect(statistics.mapSize > 1 << 20)
+                #expect(statistics.mapGrowths == 0)
+            }
+        }
+    }
+
     @Test("the map grows while readers run; every read sees a consistent snapshot")
     func growsUnderConcurrentReads() async throws {
         try await withTemporaryDirectory { directory in
