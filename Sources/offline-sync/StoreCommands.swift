@@ -51,7 +51,10 @@ struct ConformanceCommand: AsyncParsableCommand {
         discussion: """
             Each case opens a fresh store of the URL's kind in a temporary directory of its own \
             (the URL's file or directory name is kept, its location is not used). Prints one line \
-            per case and per group; exits with status 1 if any case fails.
+            per case and per group; exits with status 1 if any case fails. The suite opens stores \
+            hundreds of times, and a passphrase-protected store derives its key on each open: for a \
+            quick run use a raw key (key-env=) or a cheaper derivation for the test stores \
+            (encrypted-file: kdf-cost=10, or kdf=pbkdf2&iterations=1000).
             """)
 
     @OptionGroup var storeArguments: StoreArguments
@@ -102,6 +105,13 @@ struct InspectCommand: AsyncParsableCommand {
     func run() async throws {
         let registry = StoreRegistry.builtIn
         let (location, adapter) = try registry.resolve(storeArguments.store)
+        // Inspecting never creates a store. Placing the URL in its own parent directory gives
+        // back the file the store keeps there (the adapters keep the last path component).
+        if !location.isOpaque, let isolate = adapter.isolate,
+           let file = try isolate(location, URL(fileURLWithPath: location.path).deletingLastPathComponent()).storeFile,
+           !FileManager.default.fileExists(atPath: file.path) {
+            throw SyncError(.notFound, "there is no store at \(location): \(file.path) does not exist")
+        }
         let store = try await adapter.open(location, try storeArguments.options(for: location))
         let summary: StoreSummary
         do {
