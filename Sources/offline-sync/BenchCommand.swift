@@ -179,6 +179,18 @@ enum LocalWrites {
         ])
     }
 
+    /// The `__operations` row our queue stores for the insert of `record` (what
+    /// `SyncTransaction.insert` writes beside it), for baselines that write the same bytes.
+    static func operationRow(inserting record: Record, id: String, sequence: Int64, transaction: String,
+                             now: Timestamp) -> Record {
+        Record(id: id, fields: [
+            "sequence": .int(sequence), "table": "items", "itemId": .string(record.id), "kind": "insert",
+            "item": .object(record.fields), "state": "pending", "attempts": 0,
+            "createdAt": .date(now), "changedAt": .date(now), "transaction": .string(transaction),
+            "sendId": .string(id), "changedFields": .array(record.fields.keys.sorted(by: Value.utf8Less).map(Value.string)),
+        ])
+    }
+
     /// Seconds `body` takes.
     static func measure(_ body: () async throws -> Void) async rethrows -> Double {
         let start = DispatchTime.now().uptimeNanoseconds
