@@ -43,15 +43,23 @@ public enum ValueCodec {
 
     /// Encodes a whole record, system properties included.
     public static func encode(_ record: Record) -> [UInt8] {
-        var out: [UInt8] = [recordFormat]
+        var out: [UInt8] = []
+        out.reserveCapacity(64)
+        write(record, into: &out)
+        return out
+    }
+
+    /// Appends the bytes of ``encode(_:)-(Record)`` to `out` (no intermediate array).
+    static func write(_ record: Record, into out: inout [UInt8]) {
+        out.append(recordFormat)
         writeString(record.id, into: &out)
         if let version = record.version { out.append(1); writeString(version, into: &out) } else { out.append(0) }
         if let updatedAt = record.updatedAt {
             out.append(1); writeVarint(zigzag(updatedAt.millisecondsSince1970), into: &out)
         } else { out.append(0) }
         out.append(record.deleted ? 1 : 0)
-        write(.object(record.fields), into: &out)
-        return out
+        out.append(Tag.object.rawValue)
+        writeEntries(record.fields, into: &out)
     }
 
     /// Decodes a record produced by ``encode(_:)-(Record)``. Throws ``SyncError/Code/corrupted``.
@@ -91,11 +99,27 @@ public enum ValueCodec {
             out.append(Tag.array.rawValue); writeVarint(UInt64(items.count), into: &out)
             for item in items { write(item, into: &out) }
         case .object(let object):
-            out.append(Tag.object.rawValue); writeVarint(UInt64(object.count), into: &out)
-            // Sorted keys: equal objects encode to equal bytes.
-            for key in object.keys.sorted(by: Value.utf8Less) {
+            out.append(Tag.object.rawValue)
+            writeEntries(object, into: &out)
+        }
+    }
+
+    /// An object's count and entries, keys sorted by UTF-8 bytes so equal objects encode to
+    /// equal bytes. The entries themselves are sorted, so no key is looked up again.
+    private static func writeEntries(_ object: [String: Value], into out: inout [UInt8]) {
+        writeVarint(UInt64(object.count), into: &out)
+        switch object.count {
+        case 0: return
+        case 1:
+            let (key, value) = object.first!
+            writeString(key, into: &out)
+            write(value, into: &out)
+        default:
+            var entries = Array(object)
+            entries.sort { Value.utf8Less($0.key, $1.key) }
+            for (key, value) in entries {
                 writeString(key, into: &out)
-                write(object[key]!, into: &out)
+                write(value, into: &out)
             }
         }
     }

@@ -36,7 +36,7 @@ enum LocalWritesEncryptedFile: BenchWorkload {
             for first in stride(from: 0, to: records, by: batch) {
                 // One transaction: every record's encoded bytes and its queue row's, each
                 // length-prefixed, sealed as one frame.
-                let transaction = UUID().uuidString
+                let transaction = UUID.random().uuidString
                 let now = Timestamp.now()
                 var plaintext: [UInt8] = []
                 func append(_ encoded: [UInt8]) {
@@ -46,7 +46,7 @@ enum LocalWritesEncryptedFile: BenchWorkload {
                 for i in first..<min(first + batch, records) {
                     let record = LocalWrites.record(i)
                     sequence += 1
-                    let operation = LocalWrites.operationRow(inserting: record, id: UUID().uuidString, sequence: sequence,
+                    let operation = LocalWrites.operationRow(inserting: record, id: UUID.random().uuidString, sequence: sequence,
                                                              transaction: transaction, now: now)
                     append(ValueCodec.encode(record))
                     append(ValueCodec.encode(operation))

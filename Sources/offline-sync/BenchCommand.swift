@@ -279,7 +279,7 @@ struct RawSQLiteBaseline {
         var sequence: Int64 = 0
         for first in stride(from: 0, to: records, by: batch) {
             try exec(db, "BEGIN IMMEDIATE")
-            let transaction = UUID().uuidString
+            let transaction = UUID.random().uuidString
             let now = Timestamp.now().millisecondsSince1970
             for i in first..<min(first + batch, records) {
                 let record = LocalWrites.record(i)
@@ -291,7 +291,7 @@ struct RawSQLiteBaseline {
                 try step(db, item)
                 sequence += 1
                 let encoded = ValueCodec.encode(Value.object(record.fields))
-                sqlite3_bind_text(operation, 1, UUID().uuidString, -1, transient)
+                sqlite3_bind_text(operation, 1, UUID.random().uuidString, -1, transient)
                 sqlite3_bind_int64(operation, 2, sequence)
                 sqlite3_bind_text(operation, 3, record.id, -1, transient)
                 _ = encoded.withUnsafeBytes { sqlite3_bind_blob(operation, 4, $0.baseAddress, Int32($0.count), transient) }

@@ -219,7 +219,7 @@ public struct OperationError: Sendable, Hashable {
     }
 
     init(operation: QueuedOperation, status: Int?, message: String, serverRecord: Record?, now: Timestamp) {
-        id = UUID().uuidString
+        id = UUID.random().uuidString
         operationId = operation.id
         table = operation.table
         itemId = operation.itemId
