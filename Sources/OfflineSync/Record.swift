@@ -24,6 +24,17 @@ public struct Record: Sendable, Hashable, CustomStringConvertible {
         self.deleted = deleted
     }
 
+    /// A record of fields the caller guarantees hold no `.null` (the core's own rows), so
+    /// they are not checked again.
+    init(id: String, nonNullFields fields: [String: Value]) {
+        assert(!fields.values.contains(where: { $0.isNull }), "a field is null")
+        self.id = id
+        self.storage = fields
+        self.version = nil
+        self.updatedAt = nil
+        self.deleted = false
+    }
+
     /// The record's fields, without system properties. Setting a field to `.null` removes it.
     public var fields: [String: Value] {
         get { storage }
@@ -32,7 +43,7 @@ public struct Record: Sendable, Hashable, CustomStringConvertible {
 
     /// `fields` without its `.null` entries; the same dictionary (no copy) when it has none.
     private static func droppingNulls(_ fields: [String: Value]) -> [String: Value] {
-        fields.values.contains(where: \.isNull) ? fields.filter { !$0.value.isNull } : fields
+        fields.values.contains(where: { $0.isNull }) ? fields.filter { !$0.value.isNull } : fields
     }
 
     /// A field's value, or `.null` when absent. Also answers the system names
