@@ -105,7 +105,8 @@ public enum ValueCodec {
     }
 
     /// An object's count and entries, keys sorted by UTF-8 bytes so equal objects encode to
-    /// equal bytes. The entries themselves are sorted, so no key is looked up again.
+    /// equal bytes. The entries themselves are sorted, so no key is looked up again; small
+    /// objects (every record's fields) are sorted on the stack by their keys' first 8 bytes.
     private static func writeEntries(_ object: [String: Value], into out: inout [UInt8]) {
         writeVarint(UInt64(object.count), into: &out)
         switch object.count {
@@ -114,6 +115,27 @@ public enum ValueCodec {
             let (key, value) = object.first!
             writeString(key, into: &out)
             write(value, into: &out)
+        case 2...32:
+            withUnsafeTemporaryAllocation(of: (prefix: UInt64, key: String, value: Value).self,
+                                          capacity: object.count) { buffer in
+                // Insertion sort: each entry is placed at the end, then moved before the
+                // entries whose keys order after it.
+                var count = 0
+                for (key, value) in object {
+                    buffer.initializeElement(at: count, to: (utf8Prefix(key), key, value))
+                    var position = count
+                    while position > 0, keyLess(buffer, position, position - 1) {
+                        buffer.swapAt(position, position - 1)
+                        position -= 1
+                    }
+                    count += 1
+                }
+                for position in 0..<count {
+                    writeString(buffer[position].key, into: &out)
+                    write(buffer[position].value, into: &out)
+                }
+                buffer.baseAddress!.deinitialize(count: count)
+            }
         default:
             var entries = Array(object)
             entries.sort { Value.utf8Less($0.key, $1.key) }
@@ -122,6 +144,25 @@ public enum ValueCodec {
                 write(value, into: &out)
             }
         }
+    }
+
+    /// The first 8 UTF-8 bytes of `s`, big-endian, zero-padded: when two prefixes differ they
+    /// order as the strings' bytes do; when equal the strings must be compared in full.
+    private static func utf8Prefix(_ s: String) -> UInt64 {
+        var prefix: UInt64 = 0
+        var shift: UInt64 = 56
+        for byte in s.utf8 {
+            prefix |= UInt64(byte) << shift
+            if shift == 0 { break }
+            shift -= 8
+        }
+        return prefix
+    }
+
+    private static func keyLess(_ buffer: UnsafeMutableBufferPointer<(prefix: UInt64, key: String, value: Value)>,
+                                _ a: Int, _ b: Int) -> Bool {
+        let pa = buffer[a].prefix, pb = buffer[b].prefix
+        return pa != pb ? pa < pb : Value.utf8Less(buffer[a].key, buffer[b].key)
     }
 
     private static func writeString(_ s: String, into out: inout [UInt8]) {
