@@ -2,7 +2,7 @@ import Foundation
 
 extension UUID {
     /// A new random UUID (RFC 4122 version 4, variant 1: the format `UUID()` makes), its 122
-    /// random bits drawn from `SystemRandomNumberGenerator`.
+    /// random bits drawn from `SystemRandomNumberGenerator` (`getrandom(2)` on Linux).
     ///
     /// The core makes one per queued operation; on Linux `UUID()` opens, reads and closes
     /// `/dev/urandom` for every call, which costs several times more.

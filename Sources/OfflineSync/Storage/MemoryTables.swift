@@ -171,8 +171,8 @@ public final class MemoryTables: @unchecked Sendable {
         let writable: Bool
         var isOpen = true
         /// Per touched table (a handful at most, searched by identity): per touched id, the
-        /// record before this transaction (`nil`: absent).
-        var touched: [(key: ExactString, table: Table, originals: [ExactString: Record?])] = []
+        /// record before this transaction and the record now (`nil`: absent).
+        var touched: [(key: ExactString, table: Table, changes: [ExactString: (original: Record?, current: Record?)])] = []
         /// The table looked up last: consecutive calls on one table skip the dictionary. Tables
         /// cannot be defined while a transaction holds the lock, so it stays valid.
         private var last: (key: ExactString, table: Table)?
@@ -221,7 +221,7 @@ public final class MemoryTables: @unchecked Sendable {
             guard writable else { throw SyncError(.unsupported, "a read transaction cannot write") }
             try stored.schema.validate(record)
             let id = ExactString(record.id)
-            remember(stored.set(id, record), id, stored, key)
+            remember(stored.set(id, record), record, id, stored, key)
         }
 
         func delete(id: String, in table: String) throws -> Bool {
@@ -229,46 +229,49 @@ public final class MemoryTables: @unchecked Sendable {
             guard writable else { throw SyncError(.unsupported, "a read transaction cannot write") }
             let id = ExactString(id)
             guard stored.rows[id] != nil else { return false }
-            remember(stored.set(id, nil), id, stored, key)
+            remember(stored.set(id, nil), nil, id, stored, key)
             return true
         }
 
-        private func remember(_ previous: Record?, _ id: ExactString, _ table: Table, _ key: ExactString) {
+        private func remember(_ previous: Record?, _ current: Record?, _ id: ExactString, _ table: Table,
+                              _ key: ExactString) {
             let slot: Int
             if let found = touched.firstIndex(where: { $0.table === table }) {
                 slot = found
             } else {
-                touched.append((key, table, [:]))
+                var changes: [ExactString: (original: Record?, current: Record?)] = [:]
+                // Transactions tend to look alike: start at the size the last one reached.
+                changes.reserveCapacity(min(table.touchedHint, 1 << 16))
+                touched.append((key, table, changes))
                 slot = touched.count - 1
             }
-            // One lookup: the default (this record's original) is stored only if the id is new.
-            func keep(_: inout Record?) {}
-            keep(&touched[slot].originals[id, default: previous])
+            // One lookup: the original is stored only if the id is new to this transaction.
+            touched[slot].changes[id, default: (previous, nil)].current = current
         }
 
         /// The net changes: each touched record as it is now, or its deletion.
         func changeSet() -> ChangeSet {
-            var changes = ChangeSet()
-            for (key, table, originals) in touched.sorted(by: { $0.key.utf8Less(than: $1.key) }) {
+            var changeSet = ChangeSet()
+            for (key, table, changes) in touched.sorted(by: { $0.key.utf8Less(than: $1.key) }) {
+                table.touchedHint = changes.count
                 var entry = ChangeSet.TableChanges(table: key.value)
-                entry.upserts.reserveCapacity(originals.count)
-                let rows = table.rows
-                for (id, original) in originals {
-                    if let current = rows[id] {
+                entry.upserts.reserveCapacity(changes.count)
+                for (id, change) in changes {
+                    if let current = change.current {
                         entry.upserts.append(current)
-                    } else if original != nil {
+                    } else if change.original != nil {
                         entry.deletes.append(id.value)
                     }
                 }
-                if !entry.upserts.isEmpty || !entry.deletes.isEmpty { changes.tables.append(entry) }
+                if !entry.upserts.isEmpty || !entry.deletes.isEmpty { changeSet.tables.append(entry) }
             }
-            return changes
+            return changeSet
         }
 
         /// Puts every touched record back as it was.
         func rollback() {
-            for (_, table, originals) in touched {
-                for (id, original) in originals { _ = table.set(id, original) }
+            for (_, table, changes) in touched {
+                for (id, change) in changes { _ = table.set(id, change.original) }
             }
             touched.removeAll()
         }
@@ -293,6 +296,9 @@ extension MemoryTables {
         /// inserts and forgotten when it is deleted. `first(in:matching: .all)` asks for it in
         /// every sync transaction.
         var smallestID: ExactString??
+        /// How many records the last write transaction touched here: the next one reserves
+        /// that much room for its bookkeeping.
+        var touchedHint = 0
 
 
         init(schema: TableSchema) { self.schema = schema }
