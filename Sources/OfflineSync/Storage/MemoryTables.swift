@@ -241,7 +241,7 @@ public final class MemoryTables: @unchecked Sendable {
             } else {
                 var changes: [ExactString: (original: Record?, current: Record?)] = [:]
                 // Transactions tend to look alike: start at the size the last one reached.
-                changes.reserveCapacity(min(table.touchedHint, 1 << 16))
+                changes.reserveCapacity(min(table.touchedHint, 1 << 12))
                 touched.append((key, table, changes))
                 slot = touched.count - 1
             }
