@@ -18,16 +18,32 @@ public struct Record: Sendable, Hashable, CustomStringConvertible {
     public init(id: String, fields: [String: Value] = [:], version: String? = nil,
                 updatedAt: Timestamp? = nil, deleted: Bool = false) {
         self.id = id
-        self.storage = fields.filter { !$0.value.isNull }
+        self.storage = Record.droppingNulls(fields)
         self.version = version
         self.updatedAt = updatedAt
         self.deleted = deleted
     }
 
+    /// A record of fields the caller guarantees hold no `.null` (the core's own rows), so
+    /// they are not checked again.
+    init(id: String, nonNullFields fields: [String: Value]) {
+        assert(!fields.values.contains(where: { $0.isNull }), "a field is null")
+        self.id = id
+        self.storage = fields
+        self.version = nil
+        self.updatedAt = nil
+        self.deleted = false
+    }
+
     /// The record's fields, without system properties. Setting a field to `.null` removes it.
     public var fields: [String: Value] {
         get { storage }
-        set { storage = newValue.filter { !$0.value.isNull } }
+        set { storage = Record.droppingNulls(newValue) }
+    }
+
+    /// `fields` without its `.null` entries; the same dictionary (no copy) when it has none.
+    private static func droppingNulls(_ fields: [String: Value]) -> [String: Value] {
+        fields.values.contains(where: { $0.isNull }) ? fields.filter { !$0.value.isNull } : fields
     }
 
     /// A field's value, or `.null` when absent. Also answers the system names
@@ -72,7 +88,12 @@ public struct Record: Sendable, Hashable, CustomStringConvertible {
 
     /// The same record with its system properties cleared (what a client sends as an insert).
     public var withoutSystemProperties: Record {
-        Record(id: id, fields: storage)
+        if version == nil && updatedAt == nil && !deleted { return self }
+        var copy = self
+        copy.version = nil
+        copy.updatedAt = nil
+        copy.deleted = false
+        return copy
     }
 }
 

@@ -178,13 +178,20 @@ extension Value {
 
     /// Throws ``SyncError/Code/invalidValue`` if the value (or a nested one) is a NaN double.
     public func validate(path: String) throws {
+        // The common case, checked without building any path string.
+        guard containsNaN else { return }
+        try validateNaN(path: path)
+    }
+
+    /// Throws for the first NaN found, naming where it is.
+    private func validateNaN(path: String) throws {
         switch self {
         case .double(let d) where d.isNaN:
             throw SyncError(.invalidValue, "field '\(path)' holds NaN, which no store can keep exactly")
         case .array(let items):
-            for (index, item) in items.enumerated() { try item.validate(path: "\(path)[\(index)]") }
+            for (index, item) in items.enumerated() { try item.validateNaN(path: "\(path)[\(index)]") }
         case .object(let object):
-            for (key, item) in object { try item.validate(path: "\(path).\(key)") }
+            for (key, item) in object { try item.validateNaN(path: "\(path).\(key)") }
         default: break
         }
     }

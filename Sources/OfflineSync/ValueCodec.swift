@@ -43,15 +43,23 @@ public enum ValueCodec {
 
     /// Encodes a whole record, system properties included.
     public static func encode(_ record: Record) -> [UInt8] {
-        var out: [UInt8] = [recordFormat]
+        var out: [UInt8] = []
+        out.reserveCapacity(64)
+        write(record, into: &out)
+        return out
+    }
+
+    /// Appends the bytes of ``encode(_:)-(Record)`` to `out` (no intermediate array).
+    static func write(_ record: Record, into out: inout [UInt8]) {
+        out.append(recordFormat)
         writeString(record.id, into: &out)
         if let version = record.version { out.append(1); writeString(version, into: &out) } else { out.append(0) }
         if let updatedAt = record.updatedAt {
             out.append(1); writeVarint(zigzag(updatedAt.millisecondsSince1970), into: &out)
         } else { out.append(0) }
         out.append(record.deleted ? 1 : 0)
-        write(.object(record.fields), into: &out)
-        return out
+        out.append(Tag.object.rawValue)
+        writeEntries(record.fields, into: &out)
     }
 
     /// Decodes a record produced by ``encode(_:)-(Record)``. Throws ``SyncError/Code/corrupted``.
@@ -91,13 +99,70 @@ public enum ValueCodec {
             out.append(Tag.array.rawValue); writeVarint(UInt64(items.count), into: &out)
             for item in items { write(item, into: &out) }
         case .object(let object):
-            out.append(Tag.object.rawValue); writeVarint(UInt64(object.count), into: &out)
-            // Sorted keys: equal objects encode to equal bytes.
-            for key in object.keys.sorted(by: Value.utf8Less) {
+            out.append(Tag.object.rawValue)
+            writeEntries(object, into: &out)
+        }
+    }
+
+    /// An object's count and entries, keys sorted by UTF-8 bytes so equal objects encode to
+    /// equal bytes. The entries themselves are sorted, so no key is looked up again; small
+    /// objects (every record's fields) are sorted on the stack by their keys' first 8 bytes.
+    private static func writeEntries(_ object: [String: Value], into out: inout [UInt8]) {
+        writeVarint(UInt64(object.count), into: &out)
+        switch object.count {
+        case 0: return
+        case 1:
+            let (key, value) = object.first!
+            writeString(key, into: &out)
+            write(value, into: &out)
+        case 2...32:
+            withUnsafeTemporaryAllocation(of: (prefix: UInt64, key: String, value: Value).self,
+                                          capacity: object.count) { buffer in
+                // Insertion sort: each entry is placed at the end, then moved before the
+                // entries whose keys order after it.
+                var count = 0
+                for (key, value) in object {
+                    buffer.initializeElement(at: count, to: (utf8Prefix(key), key, value))
+                    var position = count
+                    while position > 0, keyLess(buffer, position, position - 1) {
+                        buffer.swapAt(position, position - 1)
+                        position -= 1
+                    }
+                    count += 1
+                }
+                for position in 0..<count {
+                    writeString(buffer[position].key, into: &out)
+                    write(buffer[position].value, into: &out)
+                }
+                buffer.baseAddress!.deinitialize(count: count)
+            }
+        default:
+            var entries = Array(object)
+            entries.sort { Value.utf8Less($0.key, $1.key) }
+            for (key, value) in entries {
                 writeString(key, into: &out)
-                write(object[key]!, into: &out)
+                write(value, into: &out)
             }
         }
+    }
+
+    /// The first 8 UTF-8 bytes of `s`, big-endian, zero-padded: when two prefixes differ they
+    /// order as the strings' bytes do; when equal the strings must be compared in full.
+    private static func utf8Prefix(_ s: String) -> UInt64 {
+        var prefix: UInt64 = 0
+        var shift: UInt64 = 56
+        for byte in s.utf8 {
+            prefix |= UInt64(byte) << shift
+            if shift == 0 { break }
+            shift -= 8
+        }
+        return prefix
+    }
+
+    private static func keyLess(_ buffer: UnsafeMutableBufferPointer<(prefix: UInt64, key: String, value: Value)>,
+                                _ a: Int, _ b: Int) -> Bool {
+        let pa = buffer[a].prefix, pb = buffer[b].prefix
+        return pa != pb ? pa < pb : Value.utf8Less(buffer[a].key, buffer[b].key)
     }
 
     private static func writeString(_ s: String, into out: inout [UInt8]) {

@@ -10,8 +10,9 @@ import Darwin
 #endif
 
 /// 100,000 records through `SyncTable` into an `EncryptedFileStore` (raw key, AES-256-GCM),
-/// against swift-crypto sealing the same records' `ValueCodec` bytes per transaction and
-/// appending them to a file with a sync per transaction.
+/// against swift-crypto sealing the same bytes our store persists per transaction — each
+/// record's `ValueCodec` bytes and its `__operations` row's, length-prefixed — and appending
+/// them to a file with a sync per transaction.
 enum LocalWritesEncryptedFile: BenchWorkload {
     static let name = "local-writes-encrypted-file"
     static let baseline = "raw-swift-crypto"
@@ -29,18 +30,29 @@ enum LocalWritesEncryptedFile: BenchWorkload {
         guard fd >= 0 else { throw SyncError(.storageFailure, "cannot create \(path.path)") }
         defer { _ = close(fd) }
         let symmetricKey = SymmetricKey(data: key)
-        var sequence: UInt64 = 0
+        var frameNumber: UInt64 = 0
+        var sequence: Int64 = 0
         return try await LocalWrites.measure {
             for first in stride(from: 0, to: records, by: batch) {
-                // One transaction: the records' encoded bytes, length-prefixed, sealed as one frame.
+                // One transaction: every record's encoded bytes and its queue row's, each
+                // length-prefixed, sealed as one frame.
+                let transaction = UUID.random().uuidString
+                let now = Timestamp.now()
                 var plaintext: [UInt8] = []
-                for i in first..<min(first + batch, records) {
-                    let encoded = ValueCodec.encode(LocalWrites.record(i))
+                func append(_ encoded: [UInt8]) {
                     withUnsafeBytes(of: UInt32(encoded.count).littleEndian) { plaintext.append(contentsOf: $0) }
                     plaintext.append(contentsOf: encoded)
                 }
+                for i in first..<min(first + batch, records) {
+                    let record = LocalWrites.record(i)
+                    sequence += 1
+                    let operation = LocalWrites.operationRow(inserting: record, id: UUID.random().uuidString, sequence: sequence,
+                                                             transaction: transaction, now: now)
+                    append(ValueCodec.encode(record))
+                    append(ValueCodec.encode(operation))
+                }
                 var aad: [UInt8] = []
-                withUnsafeBytes(of: sequence.littleEndian) { aad.append(contentsOf: $0) }
+                withUnsafeBytes(of: frameNumber.littleEndian) { aad.append(contentsOf: $0) }
                 let box = try AES.GCM.seal(plaintext, using: symmetricKey, nonce: AES.GCM.Nonce(), authenticating: aad)
                 var frame: [UInt8] = []
                 let body = box.combined!
@@ -49,7 +61,7 @@ enum LocalWritesEncryptedFile: BenchWorkload {
                 let written = frame.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
                 guard written == frame.count else { throw SyncError(.storageFailure, "short write") }
                 guard syncData(fd) == 0 else { throw SyncError(.storageFailure, "fdatasync failed") }
-                sequence += 1
+                frameNumber += 1
             }
         }
     }

@@ -62,18 +62,14 @@ struct RawLMDBBaseline {
         var sequence: Int64 = 0
         for first in stride(from: 0, to: records, by: batch) {
             try check(mdb_txn_begin(env, nil, 0, &txn))
-            let transaction = UUID().uuidString
+            let transaction = UUID.random().uuidString
             let now = Timestamp.now()
             for i in first..<min(first + batch, records) {
                 let record = LocalWrites.record(i)
                 sequence += 1
-                let operationID = UUID().uuidString
-                let operation = Record(id: operationID, fields: [
-                    "sequence": .int(sequence), "table": "items", "itemId": .string(record.id), "kind": "insert",
-                    "item": .object(record.fields), "state": "pending", "attempts": 0,
-                    "createdAt": .date(now), "changedAt": .date(now), "transaction": .string(transaction),
-                    "sendId": .string(operationID), "changedFields": ["done", "n", "note", "title"],
-                ])
+                let operationID = UUID.random().uuidString
+                let operation = LocalWrites.operationRow(inserting: record, id: operationID, sequence: sequence,
+                                                         transaction: transaction, now: now)
                 let itemKey = Array(record.id.utf8), operationKey = Array(operationID.utf8)
                 try put(txn, itemsDB, itemKey, ValueCodec.encode(record))
                 try put(txn, operationsDB, operationKey, ValueCodec.encode(operation))

@@ -179,6 +179,18 @@ enum LocalWrites {
         ])
     }
 
+    /// The `__operations` row our queue stores for the insert of `record` (what
+    /// `SyncTransaction.insert` writes beside it), for baselines that write the same bytes.
+    static func operationRow(inserting record: Record, id: String, sequence: Int64, transaction: String,
+                             now: Timestamp) -> Record {
+        Record(id: id, fields: [
+            "sequence": .int(sequence), "table": "items", "itemId": .string(record.id), "kind": "insert",
+            "item": .object(record.fields), "state": "pending", "attempts": 0,
+            "createdAt": .date(now), "changedAt": .date(now), "transaction": .string(transaction),
+            "sendId": .string(id), "changedFields": .array(record.fields.keys.sorted(by: Value.utf8Less).map(Value.string)),
+        ])
+    }
+
     /// Seconds `body` takes.
     static func measure(_ body: () async throws -> Void) async rethrows -> Double {
         let start = DispatchTime.now().uptimeNanoseconds
@@ -267,7 +279,7 @@ struct RawSQLiteBaseline {
         var sequence: Int64 = 0
         for first in stride(from: 0, to: records, by: batch) {
             try exec(db, "BEGIN IMMEDIATE")
-            let transaction = UUID().uuidString
+            let transaction = UUID.random().uuidString
             let now = Timestamp.now().millisecondsSince1970
             for i in first..<min(first + batch, records) {
                 let record = LocalWrites.record(i)
@@ -279,7 +291,7 @@ struct RawSQLiteBaseline {
                 try step(db, item)
                 sequence += 1
                 let encoded = ValueCodec.encode(Value.object(record.fields))
-                sqlite3_bind_text(operation, 1, UUID().uuidString, -1, transient)
+                sqlite3_bind_text(operation, 1, UUID.random().uuidString, -1, transient)
                 sqlite3_bind_int64(operation, 2, sequence)
                 sqlite3_bind_text(operation, 3, record.id, -1, transient)
                 _ = encoded.withUnsafeBytes { sqlite3_bind_blob(operation, 4, $0.baseAddress, Int32($0.count), transient) }

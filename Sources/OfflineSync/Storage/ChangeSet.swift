@@ -53,12 +53,22 @@ public struct ChangeSet: Sendable, Hashable {
         ValueCodec.writeVarint(UInt64(definitions.count), into: &out)
         for schema in definitions { Self.writeBlock(ValueCodec.encode(schema), into: &out) }
         ValueCodec.writeVarint(UInt64(tables.count), into: &out)
+        var scratch: [UInt8] = []
+        scratch.reserveCapacity(256)
         for table in tables {
             Self.writeBlock(Array(table.table.utf8), into: &out)
             ValueCodec.writeVarint(UInt64(table.upserts.count), into: &out)
-            for record in table.upserts { Self.writeBlock(ValueCodec.encode(record), into: &out) }
+            for record in table.upserts {
+                // Encoded into one reused buffer, then copied after its length.
+                scratch.removeAll(keepingCapacity: true)
+                ValueCodec.write(record, into: &scratch)
+                Self.writeBlock(scratch, into: &out)
+            }
             ValueCodec.writeVarint(UInt64(table.deletes.count), into: &out)
-            for id in table.deletes { Self.writeBlock(Array(id.utf8), into: &out) }
+            for id in table.deletes {
+                ValueCodec.writeVarint(UInt64(id.utf8.count), into: &out)
+                out.append(contentsOf: id.utf8)
+            }
         }
         return out
     }

@@ -170,8 +170,12 @@ public final class MemoryTables: @unchecked Sendable {
         unowned let engine: MemoryTables
         let writable: Bool
         var isOpen = true
-        /// Per table, per touched id: the record before this transaction (`nil`: absent).
-        var originals: [ExactString: [ExactString: Record?]] = [:]
+        /// Per touched table (a handful at most, searched by identity): per touched id, the
+        /// record before this transaction and the record now (`nil`: absent).
+        var touched: [(key: ExactString, table: Table, changes: [ExactString: (original: Record?, current: Record?)])] = []
+        /// The table looked up last: consecutive calls on one table skip the dictionary. Tables
+        /// cannot be defined while a transaction holds the lock, so it stays valid.
+        private var last: (key: ExactString, table: Table)?
 
         init(engine: MemoryTables, writable: Bool) {
             self.engine = engine
@@ -181,9 +185,11 @@ public final class MemoryTables: @unchecked Sendable {
         private func table(_ name: String) throws -> (key: ExactString, table: Table) {
             guard isOpen else { throw SyncError(.storeClosed, "the transaction has ended") }
             let key = ExactString(name)
+            if let last, last.key == key { return last }
             guard let table = engine.tables[key] else {
                 throw SyncError(.tableNotDefined, "table '\(name)' is not defined")
             }
+            last = (key, table)
             return (key, table)
         }
 
@@ -215,7 +221,7 @@ public final class MemoryTables: @unchecked Sendable {
             guard writable else { throw SyncError(.unsupported, "a read transaction cannot write") }
             try stored.schema.validate(record)
             let id = ExactString(record.id)
-            remember(stored.set(id, record), id, key)
+            remember(stored.set(id, record), record, id, stored, key)
         }
 
         func delete(id: String, in table: String) throws -> Bool {
@@ -223,40 +229,51 @@ public final class MemoryTables: @unchecked Sendable {
             guard writable else { throw SyncError(.unsupported, "a read transaction cannot write") }
             let id = ExactString(id)
             guard stored.rows[id] != nil else { return false }
-            remember(stored.set(id, nil), id, key)
+            remember(stored.set(id, nil), nil, id, stored, key)
             return true
         }
 
-        private func remember(_ previous: Record?, _ id: ExactString, _ table: ExactString) {
-            if originals[table]?.index(forKey: id) == nil {
-                originals[table, default: [:]][id] = .some(previous)
+        private func remember(_ previous: Record?, _ current: Record?, _ id: ExactString, _ table: Table,
+                              _ key: ExactString) {
+            let slot: Int
+            if let found = touched.firstIndex(where: { $0.table === table }) {
+                slot = found
+            } else {
+                var changes: [ExactString: (original: Record?, current: Record?)] = [:]
+                // Transactions tend to look alike: start at the size the last one reached.
+                changes.reserveCapacity(min(table.touchedHint, 1 << 12))
+                touched.append((key, table, changes))
+                slot = touched.count - 1
             }
+            // One lookup: the original is stored only if the id is new to this transaction.
+            touched[slot].changes[id, default: (previous, nil)].current = current
         }
 
         /// The net changes: each touched record as it is now, or its deletion.
         func changeSet() -> ChangeSet {
-            var changes = ChangeSet()
-            for (table, touched) in originals.sorted(by: { Value.utf8Less($0.key.value, $1.key.value) }) {
-                var entry = ChangeSet.TableChanges(table: table.value)
-                let rows = engine.tables[table]!.rows
-                for (id, original) in touched {
-                    if let current = rows[id] {
+            var changeSet = ChangeSet()
+            for (key, table, changes) in touched.sorted(by: { $0.key.utf8Less(than: $1.key) }) {
+                table.touchedHint = changes.count
+                var entry = ChangeSet.TableChanges(table: key.value)
+                entry.upserts.reserveCapacity(changes.count)
+                for (id, change) in changes {
+                    if let current = change.current {
                         entry.upserts.append(current)
-                    } else if original != nil {
+                    } else if change.original != nil {
                         entry.deletes.append(id.value)
                     }
                 }
-                if !entry.upserts.isEmpty || !entry.deletes.isEmpty { changes.tables.append(entry) }
+                if !entry.upserts.isEmpty || !entry.deletes.isEmpty { changeSet.tables.append(entry) }
             }
-            return changes
+            return changeSet
         }
 
         /// Puts every touched record back as it was.
         func rollback() {
-            for (table, touched) in originals {
-                for (id, original) in touched { _ = engine.tables[table]!.set(id, original) }
+            for (_, table, changes) in touched {
+                for (id, change) in changes { _ = table.set(id, change.original) }
             }
-            originals.removeAll()
+            touched.removeAll()
         }
     }
 }
@@ -279,6 +296,9 @@ extension MemoryTables {
         /// inserts and forgotten when it is deleted. `first(in:matching: .all)` asks for it in
         /// every sync transaction.
         var smallestID: ExactString??
+        /// How many records the last write transaction touched here: the next one reserves
+        /// that much room for its bookkeeping.
+        var touchedHint = 0
 
 
         init(schema: TableSchema) { self.schema = schema }

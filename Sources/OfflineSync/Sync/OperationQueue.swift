@@ -73,7 +73,7 @@ enum OperationQueue {
             try txn.upsert(previous.record, in: SystemTables.operations)
             return .collapsed(previous)
         }
-        let operation = QueuedOperation(id: UUID().uuidString, sequence: try sequence(), table: table, itemId: itemId,
+        let operation = QueuedOperation(id: UUID.random().uuidString, sequence: try sequence(), table: table, itemId: itemId,
                                         kind: kind, item: item, baseVersion: baseVersion, transaction: transaction,
                                         changedFields: changedFields, now: now)
         try txn.upsert(operation.record, in: SystemTables.operations)

@@ -357,7 +357,7 @@ public final class SyncContext: Sendable {
     /// Requeues an operation with a fresh send id on the remote's current version.
     static func resend(_ operation: QueuedOperation, item: Record?, server: Record, txn: any LocalWriteTransaction) throws {
         var again = operation
-        again.sendId = UUID().uuidString
+        again.sendId = UUID.random().uuidString
         again.state = .pending
         again.item = item.map { Record(id: operation.itemId, fields: $0.fields) } ?? operation.item
         if server.deleted {
@@ -414,7 +414,7 @@ public final class SyncContext: Sendable {
                     } else {
                         var again = operation
                         again.state = .pending
-                        again.sendId = UUID().uuidString
+                        again.sendId = UUID.random().uuidString
                         again.item = item.map { Record(id: operation.itemId, fields: $0.fields) }
                         try txn.upsert(again.record, in: SystemTables.operations)
                     }

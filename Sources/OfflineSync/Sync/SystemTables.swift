@@ -166,14 +166,23 @@ public struct QueuedOperation: Sendable, Hashable {
     }
 
     var record: Record {
-        Record(id: id, fields: [
-            "sequence": .int(sequence), "table": .string(table), "itemId": .string(itemId),
-            "kind": .string(kind.rawValue), "item": item.map { .object($0.fields) } ?? .null,
-            "baseVersion": baseVersion.map(Value.string) ?? .null, "state": .string(state.rawValue),
-            "attempts": .int(Int64(attempts)), "createdAt": .date(createdAt), "changedAt": .date(changedAt),
-            "transaction": .string(transaction), "sendId": .string(sendId),
-            "changedFields": .array(changedFields.map(Value.string)),
-        ])
+        // Sized exactly: a larger dictionary would cost memory in every queued row.
+        var fields = [String: Value](minimumCapacity: 11 + (item == nil ? 0 : 1) + (baseVersion == nil ? 0 : 1))
+        fields["sequence"] = .int(sequence)
+        fields["table"] = .string(table)
+        fields["itemId"] = .string(itemId)
+        fields["kind"] = .string(kind.rawValue)
+        fields["state"] = .string(state.rawValue)
+        fields["attempts"] = .int(Int64(attempts))
+        fields["createdAt"] = .date(createdAt)
+        fields["changedAt"] = .date(changedAt)
+        fields["transaction"] = .string(transaction)
+        fields["sendId"] = .string(sendId)
+        fields["changedFields"] = .array(changedFields.map(Value.string))
+        // The two optional fields are left out when absent, as a null field is.
+        if let item { fields["item"] = .object(item.fields) }
+        if let baseVersion { fields["baseVersion"] = .string(baseVersion) }
+        return Record(id: id, nonNullFields: fields)
     }
 
     var pushOperation: PushOperation {
@@ -219,7 +228,7 @@ public struct OperationError: Sendable, Hashable {
     }
 
     init(operation: QueuedOperation, status: Int?, message: String, serverRecord: Record?, now: Timestamp) {
-        id = UUID().uuidString
+        id = UUID.random().uuidString
         operationId = operation.id
         table = operation.table
         itemId = operation.itemId
