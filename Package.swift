@@ -11,6 +11,7 @@ let package = Package(
         .library(name: "OfflineSyncSQLite", targets: ["OfflineSyncSQLite"]),
         .library(name: "OfflineSyncLMDB", targets: ["OfflineSyncLMDB"]),
         .library(name: "OfflineSyncEncryptedFile", targets: ["OfflineSyncEncryptedFile"]),
+        .library(name: "OfflineSyncPostgreSQL", targets: ["OfflineSyncPostgreSQL"]),
         .executable(name: "offline-sync", targets: ["offline-sync"]),
     ],
     dependencies: [
@@ -60,11 +61,24 @@ let package = Package(
             path: "Adapters/EncryptedFile/OfflineSyncEncryptedFile"
         ),
 
+        // PostgreSQL adapter.
+        .systemLibrary(
+            name: "COfflineSyncPostgreSQL",
+            path: "Adapters/PostgreSQL/COfflineSyncPostgreSQL",
+            pkgConfig: "libpq",
+            providers: [.apt(["libpq-dev"]), .brew(["libpq"])]
+        ),
+        .target(
+            name: "OfflineSyncPostgreSQL",
+            dependencies: ["OfflineSync", "COfflineSyncPostgreSQL"],
+            path: "Adapters/PostgreSQL/OfflineSyncPostgreSQL"
+        ),
+
         .executableTarget(
             name: "offline-sync",
             dependencies: [
                 "OfflineSync", "OfflineSyncService", "OfflineSyncSQLite", "OfflineSyncConformance",
-                "OfflineSyncLMDB", "OfflineSyncEncryptedFile", "COfflineSyncSQLite3", "COfflineSyncLMDB",
+                "OfflineSyncLMDB", "OfflineSyncEncryptedFile", "OfflineSyncPostgreSQL", "COfflineSyncSQLite3", "COfflineSyncLMDB",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
@@ -96,6 +110,11 @@ let package = Package(
             dependencies: ["OfflineSync", "OfflineSyncEncryptedFile", "OfflineSyncConformance",
                            .product(name: "Crypto", package: "swift-crypto")],
             path: "Tests/OfflineSyncEncryptedFileTests"
+        ),
+        .testTarget(
+            name: "OfflineSyncPostgreSQLTests",
+            dependencies: ["OfflineSync", "OfflineSyncPostgreSQL", "OfflineSyncConformance", "OfflineSyncService"],
+            path: "Tests/OfflineSyncPostgreSQLTests"
         ),
     ],
     swiftLanguageModes: [.v6]

@@ -11,7 +11,7 @@ public struct SyncError: Error, Sendable, Hashable, CustomStringConvertible {
             case notFound, duplicateId, tableNotDefined, invalidOperationSequence
             case pendingOperations, corrupted, notADatabase, foreignDatabase, storeClosed
             case storageFailure, busy, transient, rejected, limitExceeded, invalidCursor
-            case unsupported, cancelled, unknownScheme, invalidStoreURL, missingKey, wrongKey
+            case unsupported, cancelled, unknownScheme, invalidStoreURL, missingKey, wrongKey, authenticationFailed
         }
         private let base: Base
         private init(_ base: Base) { self.base = base }
@@ -71,6 +71,9 @@ public struct SyncError: Error, Sendable, Hashable, CustomStringConvertible {
         /// The key or passphrase does not open this store; the file is unchanged. The message
         /// never contains the key or the passphrase.
         public static let wrongKey = Code(.wrongKey)
+        /// A database server refused the credentials (user name or password) a store was
+        /// opened with. The message names the server and user, never the password.
+        public static let authenticationFailed = Code(.authenticationFailed)
 
         /// The code's name, for example `corrupted`.
         public var description: String { base.rawValue }

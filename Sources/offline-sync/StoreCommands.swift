@@ -4,6 +4,7 @@ import OfflineSync
 import OfflineSyncConformance
 import OfflineSyncEncryptedFile
 import OfflineSyncLMDB
+import OfflineSyncPostgreSQL
 import OfflineSyncSQLite
 
 extension StoreRegistry {
@@ -13,6 +14,8 @@ extension StoreRegistry {
         registry.register(.sqlite)
         registry.register(.lmdb)
         registry.register(.encryptedFile)
+        registry.register(.postgres)
+        registry.register(.postgresql)
         return registry
     }
 }

@@ -1,0 +1,4 @@
+#ifndef COFFLINESYNC_POSTGRESQL_SHIM_H
+#define COFFLINESYNC_POSTGRESQL_SHIM_H
+#include <libpq-fe.h>
+#endif

@@ -1,0 +1,83 @@
+import Foundation
+import OfflineSync
+
+extension StoreRegistry.Adapter {
+    /// The `postgres` scheme: a libpq URL, `postgres://user:password@host:port/dbname`, plus
+    /// the store's own parameters `schema=NAME` (``PostgreSQLStore/Options/schema``),
+    /// `pool-size=N` and `statement-timeout-ms=N`; every other parameter goes to libpq
+    /// (`sslmode=…`, `connect_timeout=…`, …). Register it with `registry.register(.postgres)`;
+    /// ``postgresql`` answers the `postgresql` spelling. A conformance run gives each case
+    /// directory its own schema.
+    public static var postgres: StoreRegistry.Adapter { postgresAdapter(scheme: "postgres") }
+
+    /// The same adapter as ``postgres`` for the `postgresql://` spelling of libpq URLs.
+    public static var postgresql: StoreRegistry.Adapter { postgresAdapter(scheme: "postgresql") }
+
+    private static func postgresAdapter(scheme: String) -> StoreRegistry.Adapter {
+        StoreRegistry.Adapter(scheme: scheme, example: "\(scheme)://user@host:5432/dbname?schema=offlinesync",
+                              isolate: { location, directory in
+            let schema = PostgreSQLLocation.isolatedSchema(for: directory)
+            let isolated = try StoreLocation(parsing: PostgreSQLLocation.replacingParameter("schema", with: schema, in: location.url))
+            return StoreRegistry.Isolated(location: isolated, persistent: true, storeFile: nil)
+        }, open: { location, _ in
+            let parsed = try PostgreSQLLocation(location)
+            return try await PostgreSQLStore(connectionString: parsed.connectionString, options: parsed.options)
+        })
+    }
+}
+
+/// What a `postgres:` URL says: the libpq URL without the store's own parameters, and options.
+struct PostgreSQLLocation {
+    static let ownParameters: Set<String> = ["schema", "pool-size", "statement-timeout-ms"]
+
+    var connectionString: String
+    var options = PostgreSQLStore.Options()
+
+    init(_ location: StoreLocation) throws {
+        if location.isOpaque {
+            throw SyncError(.invalidStoreURL, "a \(location.scheme) URL has a host part: \(location.scheme)://user@host:5432/dbname")
+        }
+        if let schema = location.parameter("schema") { options.schema = schema }
+        if let text = location.parameter("pool-size") {
+            guard let size = Int(text), size >= 1 else {
+                throw SyncError(.invalidStoreURL, "\(location.scheme) URL parameter pool-size takes a positive integer")
+            }
+            options.poolSize = size
+        }
+        if let text = location.parameter("statement-timeout-ms") {
+            guard let milliseconds = Int64(text), milliseconds >= 0 else {
+                throw SyncError(.invalidStoreURL, "\(location.scheme) URL parameter statement-timeout-ms takes a non-negative integer")
+            }
+            options.statementTimeout = .milliseconds(milliseconds)
+        }
+        connectionString = PostgreSQLLocation.removingParameters(PostgreSQLLocation.ownParameters, from: location.url)
+    }
+
+    /// The URL without the named query parameters.
+    static func removingParameters(_ names: Set<String>, from url: String) -> String {
+        guard let mark = url.firstIndex(of: "?") else { return url }
+        let kept = url[url.index(after: mark)...].split(separator: "&").filter { pair in
+            let name = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false).first.map(String.init) ?? ""
+            return !names.contains(name.removingPercentEncoding ?? name)
+        }
+        return String(url[..<mark]) + (kept.isEmpty ? "" : "?" + kept.joined(separator: "&"))
+    }
+
+    /// The URL with parameter `name` set to `value` (replacing any earlier value).
+    static func replacingParameter(_ name: String, with value: String, in url: String) -> String {
+        let base = removingParameters([name], from: url)
+        return base + (base.contains("?") ? "&" : "?") + name + "=" + value
+    }
+
+    /// A schema name unique to a directory: `osync_` and 16 hex digits of an FNV-1a hash of
+    /// its path.
+    static func isolatedSchema(for directory: URL) -> String {
+        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
+        for byte in directory.standardizedFileURL.path.utf8 {
+            hash ^= UInt64(byte)
+            hash = hash &* 0x0000_0100_0000_01b3
+        }
+        let hex = String(hash, radix: 16)
+        return "osync_" + String(repeating: "0", count: 16 - hex.count) + hex
+    }
+}

@@ -1,0 +1,248 @@
+import COfflineSyncPostgreSQL
+import Foundation
+import OfflineSync
+
+/// A ``LocalStore`` kept in a PostgreSQL database, in one schema of its own.
+///
+/// The store's schema (``Options/schema``, `offlinesync` by default) holds a catalog table
+/// (`__osync_catalog`: table name → number and ``TableSchema`` encoded with ``ValueCodec``)
+/// and one SQL table per store table, named by its number (`t1`, `t2`, …), so no table or
+/// field name is ever part of a statement. Ids are `bytea` (exact UTF-8 bytes, so distinct
+/// byte strings are distinct ids) and each record is one ``ValueCodec``-encoded `bytea`, so
+/// every ``Value`` round-trips exactly (`-0.0`, `Int64.min`, strings containing NUL).
+/// Queries are evaluated by ``QueryEvaluator`` over the table's rows, so results always equal
+/// the reference semantics. Every value is a bound parameter; the schema name is quoted.
+///
+/// Concurrency: a bounded pool of connections (``Options/poolSize``), each on its own serial
+/// dispatch queue, so blocking libpq calls never run on Swift's cooperative pool. Reads run in
+/// `REPEATABLE READ READ ONLY` transactions (one consistent snapshot). Write transactions and
+/// table definitions take a transaction-scoped advisory lock on the store's schema, so writers
+/// of the same schema — in this process or any other — run one after another: serializable.
+/// When the connection is lost before `COMMIT` (server restart, `pg_terminate_backend`), the
+/// server has rolled the transaction back and the whole body is run again on a fresh
+/// connection (bodies are pure functions of the transaction, so re-running is safe); when it
+/// is lost during `COMMIT` the outcome is unknown and ``SyncError/Code/transient`` is thrown.
+///
+/// ```swift
+/// let store = try await PostgreSQLStore(connectionString: "postgres://app@db.example/app",
+///                                       options: .init(schema: "myapp"))
+/// ```
+public final class PostgreSQLStore: LocalStore {
+    /// How a store connects and runs.
+    public struct Options: Sendable, Hashable {
+        /// The most connections the store opens (each opened on first use). Default 4.
+        public var poolSize: Int
+        /// The PostgreSQL schema holding the store's tables; created when missing.
+        /// Default `offlinesync`. 1–63 bytes, no NUL.
+        public var schema: String
+        /// PostgreSQL's `statement_timeout` for every statement, or `nil` for the server's
+        /// setting. A statement cancelled by it throws ``SyncError/Code/busy``.
+        public var statementTimeout: Duration?
+        /// How many times a transaction whose connection was lost before commit is run again
+        /// on a fresh connection. Default 3.
+        public var reconnectAttempts: Int
+
+        /// Creates options; every parameter has the documented default.
+        public init(poolSize: Int = 4, schema: String = "offlinesync", statementTimeout: Duration? = nil,
+                    reconnectAttempts: Int = 3) {
+            self.poolSize = poolSize
+            self.schema = schema
+            self.statementTimeout = statementTimeout
+            self.reconnectAttempts = reconnectAttempts
+        }
+    }
+
+    /// The options the store was opened with.
+    public let options: Options
+    /// The server the store talks to, for messages (`PostgreSQL server HOST port PORT`).
+    public let endpoint: String
+
+    private let pool: PGPool
+    private let quotedSchema: String
+
+    /// Opens (creating its schema and catalog when missing) the store in the database a libpq
+    /// connection string (`host=… dbname=…`) or URL (`postgres://user:password@host:port/db`)
+    /// names.
+    ///
+    /// Throws ``SyncError/Code/invalidStoreURL`` for a malformed connection string or bad
+    /// options, ``SyncError/Code/authenticationFailed`` when the server refuses the
+    /// credentials, ``SyncError/Code/transient`` when the server cannot be reached and
+    /// ``SyncError/Code/storageFailure`` for other server errors. Messages name the host and
+    /// port, never the password.
+    public init(connectionString: String, options: Options = .init()) async throws {
+        guard options.poolSize >= 1 else { throw SyncError(.invalidStoreURL, "the PostgreSQL pool size is at least 1") }
+        let schemaBytes = options.schema.utf8.count
+        guard schemaBytes >= 1, schemaBytes <= 63, !options.schema.utf8.contains(0) else {
+            throw SyncError(.invalidName, "a PostgreSQL schema name has 1 to 63 bytes and no NUL")
+        }
+        let password = try PostgreSQLStore.password(in: connectionString)
+        var setup: [String] = []
+        if let timeout = options.statementTimeout {
+            let (seconds, attoseconds) = timeout.components
+            let milliseconds = max(0, seconds) * 1000 + max(0, attoseconds) / 1_000_000_000_000_000
+            setup.append("SET statement_timeout = \(milliseconds)")
+        }
+        let statements = setup
+        let connect: @Sendable () throws -> PGConnection = {
+            let connection = try PGConnection.connect(connectionString, password: password)
+            do {
+                try connection.execute("SET client_min_messages = warning")
+                for statement in statements { try connection.execute(statement) }
+            } catch {
+                connection.close()
+                throw error
+            }
+            return connection
+        }
+        let workers = (0..<options.poolSize).map { PGWorker(label: "OfflineSyncPostgreSQL.connection\($0)", connect: connect) }
+        self.pool = PGPool(workers: workers)
+        self.options = options
+        self.quotedSchema = PostgreSQLStore.quote(options.schema)
+        let quoted = quotedSchema, schemaName = options.schema
+        do {
+            endpoint = try await pool.run { connection, _ in
+                try connection.execute("BEGIN")
+                do {
+                    try connection.execute(PostgreSQLStore.lockStatement, [.text(schemaName)])
+                    try connection.execute("CREATE SCHEMA IF NOT EXISTS \(quoted)")
+                    try connection.execute("""
+                        CREATE TABLE IF NOT EXISTS \(quoted)."__osync_catalog" (
+                            "name" bytea PRIMARY KEY, "num" bigserial NOT NULL UNIQUE, "schema" bytea NOT NULL)
+                        """)
+                    try connection.execute("COMMIT")
+                } catch {
+                    if connection.isAlive { _ = try? connection.execute("ROLLBACK") }
+                    throw error
+                }
+                return connection.endpoint
+            }
+        } catch {
+            await pool.close()
+            throw error
+        }
+    }
+
+    /// Quotes an identifier: double quotes, inner double quotes doubled.
+    static func quote(_ identifier: String) -> String {
+        "\"" + identifier.replacingOccurrences(of: "\"", with: "\"\"") + "\""
+    }
+
+    /// Serializes writers of one schema across every connection and process.
+    static let lockStatement = "SELECT pg_advisory_xact_lock(1330862414, hashtext($1))"
+
+    /// The password a connection string carries, to keep it out of messages.
+    static func password(in connectionString: String) throws -> String? {
+        var errorMessage: UnsafeMutablePointer<CChar>?
+        guard let options = PQconninfoParse(connectionString, &errorMessage) else {
+            if let errorMessage { PQfreemem(errorMessage) }
+            throw SyncError(.invalidStoreURL, "malformed PostgreSQL connection string")
+        }
+        defer { PQconninfoFree(options) }
+        var option = options
+        while let keyword = option.pointee.keyword {
+            if String(cString: keyword) == "password", let value = option.pointee.val { return String(cString: value) }
+            option += 1
+        }
+        return nil
+    }
+
+    /// Creates the table, or migrates it to a changed schema in one transaction after checking
+    /// every stored record fits the newly declared field types. Throws
+    /// ``SyncError/Code/invalidName``, ``SyncError/Code/schemaMismatch`` (nothing changed) or
+    /// ``SyncError/Code/storeClosed``.
+    public func defineTable(_ schema: TableSchema) async throws {
+        try schema.validate()
+        let quoted = quotedSchema
+        _ = try await transaction(writable: true) { transaction in
+            let connection = try transaction.live()
+            let rows = try connection.execute("SELECT \"num\", \"schema\" FROM \(quoted).\"__osync_catalog\" WHERE \"name\" = $1",
+                                              [.bytes(Array(schema.name.utf8))]).rows
+            if let row = rows.first {
+                let number = PGRows.int64(row[0])
+                let existing = try ValueCodec.decodeSchema(row[1] ?? [])
+                if existing == schema { return 0 }
+                for record in try transaction.allRecords(number: number) {
+                    for field in schema.fields where !field.type.accepts(record[field.name]) {
+                        throw SyncError(.schemaMismatch, "table '\(schema.name)': record '\(record.id)' has a \(record[field.name].kind.rawValue) in field '\(field.name)', which the new schema declares \(field.type.rawValue)")
+                    }
+                }
+                try connection.execute("UPDATE \(quoted).\"__osync_catalog\" SET \"schema\" = $2 WHERE \"name\" = $1",
+                                       [.bytes(Array(schema.name.utf8)), .bytes(ValueCodec.encode(schema))])
+            } else {
+                let inserted = try connection.execute(
+                    "INSERT INTO \(quoted).\"__osync_catalog\" (\"name\", \"schema\") VALUES ($1, $2) RETURNING \"num\"",
+                    [.bytes(Array(schema.name.utf8)), .bytes(ValueCodec.encode(schema))]).rows
+                let number = PGRows.int64(inserted.first?[0] ?? nil)
+                try connection.execute("CREATE TABLE \(quoted).\"t\(number)\" (\"id\" bytea PRIMARY KEY, \"data\" bytea NOT NULL)")
+            }
+            return 0
+        }
+    }
+
+    /// Runs `body` in a `REPEATABLE READ READ ONLY` transaction: one consistent snapshot.
+    /// Rethrows what `body` throws; throws ``SyncError/Code/storeClosed`` after ``close()``
+    /// and ``SyncError/Code/transient`` when the server cannot be reached.
+    public func read<T: Sendable>(_ body: @escaping @Sendable (any LocalReadTransaction) throws -> T) async throws -> T {
+        try await transaction(writable: false) { try body($0) }
+    }
+
+    /// Runs `body` in a write transaction holding the schema's advisory lock: committed when
+    /// it returns, rolled back when it throws. When the connection is lost before commit the
+    /// body runs again on a fresh connection (up to ``Options/reconnectAttempts`` times).
+    /// Rethrows what `body` throws; throws ``SyncError/Code/transient`` when the server cannot
+    /// be reached or the connection is lost during commit, and ``SyncError/Code/storeClosed``
+    /// after ``close()``.
+    public func write<T: Sendable>(_ body: @escaping @Sendable (any LocalWriteTransaction) throws -> T) async throws -> T {
+        try await transaction(writable: true) { try body($0) }
+    }
+
+    /// Waits for running transactions and closes every connection. Later calls throw
+    /// ``SyncError/Code/storeClosed``; closing twice is harmless.
+    public func close() async throws {
+        await pool.close()
+    }
+
+    /// The connection was lost before `COMMIT`: the server rolled the transaction back.
+    private struct ConnectionLost: Error { var underlying: any Error }
+
+    private func transaction<T: Sendable>(writable: Bool,
+                                          _ body: @escaping @Sendable (PGTransaction) throws -> T) async throws -> T {
+        let quoted = quotedSchema, schemaName = options.schema
+        var attempt = 0
+        while true {
+            attempt += 1
+            do {
+                return try await pool.run { connection, worker in
+                    func lost(_ error: any Error) -> any Error { connection.isAlive ? error : ConnectionLost(underlying: error) }
+                    do {
+                        try connection.execute(writable ? "BEGIN ISOLATION LEVEL READ COMMITTED"
+                                                        : "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+                        if writable { try connection.execute(PostgreSQLStore.lockStatement, [.text(schemaName)]) }
+                    } catch {
+                        throw lost(error)
+                    }
+                    let transaction = PGTransaction(connection: connection, queueKey: worker.queueKey,
+                                                    schema: quoted, writable: writable)
+                    let value: T
+                    do {
+                        value = try body(transaction)
+                        transaction.end()
+                    } catch {
+                        transaction.end()
+                        if connection.isAlive { _ = try? connection.execute("ROLLBACK") }
+                        throw lost(error)
+                    }
+                    do {
+                        try connection.execute("COMMIT")
+                    } catch {
+                        if connection.isAlive { _ = try? connection.execute("ROLLBACK") }
+                        throw SyncError(.transient, "\(connection.endpoint): the connection failed during COMMIT; the transaction may or may not have been applied")
+                    }
+                    return value
+                }
+            } catch let error as ConnectionLost {
+                if attempt > max(0, options.reconnectAttempts) { throw error.underlying }
+            }
+        }
+    }
+}

@@ -1,0 +1,61 @@
+import Foundation
+import OfflineSync
+import OfflineSyncConformance
+import OfflineSyncPostgreSQL
+import OfflineSyncService
+import Testing
+
+/// A store on the test server in a schema of its own, derived from the directory.
+func makeStore(_ directory: URL, poolSize: Int = 2) async throws -> PostgreSQLStore {
+    guard let url = TestServer.require() else { throw SyncError(.unsupported, "no PostgreSQL test server") }
+    return try await PostgreSQLStore(connectionString: url,
+                                     options: .init(poolSize: poolSize, schema: TestServer.schema(for: directory.path)))
+}
+
+/// The shared LocalStore conformance suite over PostgreSQLStore.
+@Suite("PostgreSQLStore passes the LocalStore conformance suite", .enabled(if: TestServer.shouldRun, TestServer.skipMessage))
+struct ConformanceTests {
+    static let suite = LocalStoreConformance(capabilities: .init(persistent: true)) { directory in
+        try await makeStore(directory)
+    }
+
+    @Test("PostgreSQL store", arguments: LocalStoreConformance.Group.allCases)
+    func store(group: LocalStoreConformance.Group) async throws {
+        guard TestServer.require() != nil else { return }
+        try await Self.suite.check(group)
+    }
+}
+
+/// The service over a PostgreSQL store.
+let postgresBackend: @Sendable (URL) async throws -> ConformanceBackend = { directory in
+    let store = try await makeStore(directory.appendingPathComponent("service"))
+    let service = try await OfflineSyncService(store: store)
+    return ConformanceBackend(remote: { service.remote(for: $0) }, shutdown: { try await store.close() })
+}
+
+@Suite("Conformance: service over PostgreSQL", .enabled(if: TestServer.shouldRun, TestServer.skipMessage))
+struct PostgreSQLServiceConformanceTests {
+    let suite = RemoteStoreConformance(makeBackend: postgresBackend)
+
+    @Test func pushOutcomes() async throws { guard TestServer.require() != nil else { return }; try await suite.pushOutcomes() }
+    @Test func conflicts() async throws { guard TestServer.require() != nil else { return }; try await suite.conflicts() }
+    @Test func idempotentReplay() async throws { guard TestServer.require() != nil else { return }; try await suite.idempotentReplay() }
+    @Test func cursorPulls() async throws { guard TestServer.require() != nil else { return }; try await suite.cursorPulls() }
+    @Test func concurrentWriters() async throws { guard TestServer.require() != nil else { return }; try await suite.concurrentWriters() }
+    @Test func tombstones() async throws { guard TestServer.require() != nil else { return }; try await suite.tombstones() }
+    @Test func identityIsolation() async throws { guard TestServer.require() != nil else { return }; try await suite.identityIsolation() }
+}
+
+@Suite("Conformance: sync scenarios, PostgreSQL clients, service over PostgreSQL", .enabled(if: TestServer.shouldRun, TestServer.skipMessage))
+struct PostgreSQLScenarioTests {
+    let suite = SyncScenarioConformance(
+        makeLocal: { try await makeStore($0.appendingPathComponent("client")) },
+        makeBackend: postgresBackend)
+
+    @Test func offlineEdits() async throws { guard TestServer.require() != nil else { return }; try await suite.offlineEdits() }
+    @Test func collapse() async throws { guard TestServer.require() != nil else { return }; try await suite.collapse() }
+    @Test func conflictPolicies() async throws { guard TestServer.require() != nil else { return }; try await suite.conflictPolicies() }
+    @Test func purge() async throws { guard TestServer.require() != nil else { return }; try await suite.purge() }
+    @Test func incrementalPull() async throws { guard TestServer.require() != nil else { return }; try await suite.incrementalPull() }
+    @Test func implicitPush() async throws { guard TestServer.require() != nil else { return }; try await suite.implicitPush() }
+}
