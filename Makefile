@@ -21,10 +21,10 @@ endif
 SWIFT ?= swift
 
 # System libraries found through pkg-config, and the Debian packages that provide them.
-PKG_CONFIG_MODULES := sqlite3 lmdb
-APT_PACKAGES := pkg-config libsqlite3-dev liblmdb-dev
+PKG_CONFIG_MODULES := sqlite3 lmdb libpq
+APT_PACKAGES := pkg-config libsqlite3-dev liblmdb-dev libpq-dev postgresql
 
-.PHONY: deps build test conformance-cli demo bench clean
+.PHONY: deps build test test-steps conformance-cli demo bench clean
 
 deps:
 	@if ! command -v $(SWIFT) >/dev/null 2>&1; then \
@@ -41,6 +41,7 @@ deps:
 			pkg-config --exists "$$module" || missing=1; \
 		done; \
 	fi; \
+	if ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then missing=1; fi; \
 	if [ "$$missing" = 0 ]; then exit 0; fi; \
 	if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
 		echo "Installing $(APT_PACKAGES)..."; \
@@ -52,8 +53,12 @@ deps:
 				exit 1; \
 			fi; \
 		done; \
+		if ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then \
+			echo "error: the PostgreSQL server (initdb) is still missing after installing $(APT_PACKAGES)." >&2; \
+			exit 1; \
+		fi; \
 	else \
-		echo "error: missing system libraries (pkg-config modules: $(PKG_CONFIG_MODULES))." >&2; \
+		echo "error: missing system libraries (pkg-config modules: $(PKG_CONFIG_MODULES)) or the PostgreSQL server the tests use." >&2; \
 		echo "Install them with:" >&2; \
 		echo "    sudo apt-get update && sudo apt-get install -y $(APT_PACKAGES)" >&2; \
 		echo "then run make again." >&2; \
@@ -66,7 +71,12 @@ build: deps
 # The third-party adapter example: a separate package that depends on this one by path.
 EXAMPLE := Docs/Examples/SnapshotStore
 
+# The test steps run inside Scripts/with-postgres.sh: a throwaway PostgreSQL cluster (or the
+# server OFFLINE_SYNC_TEST_POSTGRES_URL already names) for the PostgreSQL adapter's tests.
 test: deps
+	Scripts/with-postgres.sh $(MAKE) --no-print-directory test-steps
+
+test-steps: deps
 	$(SWIFT) build --build-tests
 	$(SWIFT) test
 	$(MAKE) --no-print-directory conformance-cli
@@ -74,8 +84,9 @@ test: deps
 	$(SWIFT) test --package-path $(EXAMPLE)
 
 # The whole LocalStore suite through `offline-sync conformance`, as a user runs it: against
-# LMDB, and against an encrypted file opened with a passphrase and with a raw key (cheap KDF
-# settings, so the suite's hundreds of opens stay fast). Passing cases are not echoed; every
+# LMDB, against PostgreSQL when OFFLINE_SYNC_TEST_POSTGRES_URL names a server (in a schema
+# of its own, so it never meets the Swift tests' schemas; its password is not echoed), and
+# against an encrypted file opened with a passphrase and with a raw key (cheap KDF settings, so the suite's hundreds of opens stay fast). Passing cases are not echoed; every
 # group line, failure and the totals are, and any failure fails the target.
 conformance-cli: deps
 	$(SWIFT) build --product offline-sync
@@ -83,10 +94,16 @@ conformance-cli: deps
 	scratch="$$(mktemp -d)"; trap 'rm -rf "$$scratch"' EXIT; \
 	export OFFLINE_SYNC_CONFORMANCE_PASSPHRASE="correct horse battery staple"; \
 	export OFFLINE_SYNC_CONFORMANCE_KEY="$$(od -An -N32 -tx1 /dev/urandom | tr -d ' \n')"; \
-	for url in "lmdb://$$scratch/env" \
-	           "encrypted-file://$$scratch/pass.osync?passphrase-env=OFFLINE_SYNC_CONFORMANCE_PASSPHRASE&kdf=pbkdf2&iterations=1000" \
-	           "encrypted-file://$$scratch/key.osync?key-env=OFFLINE_SYNC_CONFORMANCE_KEY"; do \
-		echo "offline-sync conformance --store $$url"; \
+	urls=("lmdb://$$scratch/env" \
+	      "encrypted-file://$$scratch/pass.osync?passphrase-env=OFFLINE_SYNC_CONFORMANCE_PASSPHRASE&kdf=pbkdf2&iterations=1000" \
+	      "encrypted-file://$$scratch/key.osync?key-env=OFFLINE_SYNC_CONFORMANCE_KEY"); \
+	if [ -n "$${OFFLINE_SYNC_TEST_POSTGRES_URL:-}" ]; then \
+		pg="$$OFFLINE_SYNC_TEST_POSTGRES_URL"; \
+		case "$$pg" in *\?*) pg="$$pg&";; *) pg="$$pg?";; esac; \
+		urls+=("$${pg}schema=conformance_cli_$$(od -An -N6 -tx1 /dev/urandom | tr -d ' \n')"); \
+	fi; \
+	for url in "$${urls[@]}"; do \
+		echo "offline-sync conformance --store $$url" | sed -E 's#(://[^:/@]*):[^@/]*@#\1:***@#'; \
 		"$$tool" conformance --store "$$url" | grep -v '^  PASS '; \
 	done
 

@@ -1,0 +1,168 @@
+import Foundation
+import OfflineSync
+@testable import OfflineSyncPostgreSQL
+import Testing
+
+/// Counts attempts across re-runs of a write body.
+final class Counter: @unchecked Sendable {
+    // @unchecked Sendable: `value` is only touched while holding `lock`.
+    private let lock = NSLock()
+    private var value = 0
+    func next() -> Int { lock.withLock { value += 1; return value } }
+    var current: Int { lock.withLock { value } }
+}
+
+@Suite("PostgreSQLStore: errors, killed connections, concurrency, registry",
+       .enabled(if: TestServer.shouldRun, TestServer.skipMessage))
+struct PostgreSQLStoreTests {
+    static let table = TableSchema("items", fields: [FieldDefinition("n", .int)])
+
+    /// A free local TCP port nobody listens on.
+    static func closedPort() throws -> Int {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(fd) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        address.sin_port = 0
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        _ = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) } }
+        _ = withUnsafeMutablePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) } }
+        return Int(UInt16(bigEndian: address.sin_port))
+    }
+
+    @Test func unreachableServerIsTransientAndHidesThePassword() async throws {
+        guard let url = TestServer.require() else { return }
+        let port = try Self.closedPort()
+        let secret = "s3cret-unreachable-pw"
+        let target = TestServer.withPort(TestServer.withPassword(url, secret), port)
+        do {
+            _ = try await PostgreSQLStore(connectionString: target + "?connect_timeout=5")
+            Issue.record("opening a store on a closed port succeeded")
+        } catch let error as SyncError {
+            #expect(error.code == .transient)
+            #expect(error.message.contains("127.0.0.1"))
+            #expect(error.message.contains(String(port)))
+            #expect(!error.message.contains(secret))
+            #expect(!error.description.contains(secret))
+            #expect(!String(describing: error).contains(secret))
+        }
+    }
+
+    @Test func wrongPasswordIsAuthenticationFailed() async throws {
+        guard let url = TestServer.require() else { return }
+        let secret = "wrong-password-\(UUID().uuidString)"
+        do {
+            _ = try await PostgreSQLStore(connectionString: TestServer.withPassword(url, secret))
+            Issue.record("opening a store with a wrong password succeeded")
+        } catch let error as SyncError {
+            #expect(error.code == .authenticationFailed)
+            #expect(!error.description.contains(secret))
+            #expect(!error.description.contains(TestServer.password(url)))
+        }
+    }
+
+    /// Kills the store's backend from another connection while a write body runs.
+    static func killBackend(named name: String, url: String) throws {
+        let killer = try PGConnection.connect(url, password: nil)
+        defer { killer.close() }
+        try killer.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1",
+                           [.text(name)])
+        Thread.sleep(forTimeInterval: 0.3)
+    }
+
+    @Test func connectionKilledMidTransactionIsRetriedWhole() async throws {
+        guard let url = TestServer.require() else { return }
+        let name = "victim_" + String(UInt32.random(in: 0...UInt32.max))
+        let store = try await PostgreSQLStore(connectionString: url + "?application_name=" + name,
+                                              options: .init(poolSize: 1, schema: TestServer.schema(for: name)))
+        try await store.defineTable(Self.table)
+        let attempts = Counter()
+        try await store.write { transaction in
+            let attempt = attempts.next()
+            try transaction.upsert(Record(id: "a", fields: ["n": .int(Int64(attempt))]), in: "items")
+            if attempt == 1 { try Self.killBackend(named: name, url: url) }
+            try transaction.upsert(Record(id: "b", fields: ["n": .int(Int64(attempt))]), in: "items")
+        }
+        #expect(attempts.current == 2)
+        let records = try await store.read { try $0.records(in: "items", matching: Query()) }
+        #expect(records.map(\.id) == ["a", "b"])
+        #expect(records.map { $0["n"] } == [.int(2), .int(2)])
+        try await store.close()
+    }
+
+    @Test func connectionKilledWithoutRetryLeavesNoPartialWrite() async throws {
+        guard let url = TestServer.require() else { return }
+        let name = "victim_" + String(UInt32.random(in: 0...UInt32.max))
+        let store = try await PostgreSQLStore(connectionString: url + "?application_name=" + name,
+                                              options: .init(poolSize: 1, schema: TestServer.schema(for: name),
+                                                             reconnectAttempts: 0))
+        try await store.defineTable(Self.table)
+        do {
+            try await store.write { transaction in
+                try transaction.upsert(Record(id: "a", fields: ["n": 1]), in: "items")
+                try Self.killBackend(named: name, url: url)
+                try transaction.upsert(Record(id: "b", fields: ["n": 1]), in: "items")
+            }
+            Issue.record("a write whose connection was killed succeeded without a retry")
+        } catch let error as SyncError {
+            #expect(error.code == .transient)
+        }
+        let count = try await store.read { try $0.count(in: "items", matching: .all) }
+        #expect(count == 0)
+        try await store.close()
+    }
+
+    @Test func concurrentIncrementsLoseNoUpdate() async throws {
+        guard let url = TestServer.require() else { return }
+        let schema = TestServer.schema(for: "increments-" + UUID().uuidString)
+        let first = try await PostgreSQLStore(connectionString: url, options: .init(poolSize: 3, schema: schema))
+        let second = try await PostgreSQLStore(connectionString: url, options: .init(poolSize: 3, schema: schema))
+        try await first.defineTable(Self.table)
+        try await first.write { try $0.upsert(Record(id: "counter", fields: ["n": 0]), in: "items") }
+        let increments = 40
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for index in 0..<increments {
+                let store = index.isMultiple(of: 2) ? first : second
+                group.addTask {
+                    try await store.write { transaction in
+                        let current = try transaction.record(in: "items", id: "counter")?["n"]
+                        guard case .int(let value)? = current else { throw SyncError(.notFound, "no counter") }
+                        try transaction.upsert(Record(id: "counter", fields: ["n": .int(value + 1)]), in: "items")
+                    }
+                }
+            }
+            try await group.waitForAll()
+        }
+        let final = try await second.read { try $0.record(in: "items", id: "counter")?["n"] }
+        #expect(final == .int(Int64(increments)))
+        try await first.close()
+        try await second.close()
+    }
+
+    @Test func registryOpensBothSchemesAndRedactsThePassword() async throws {
+        guard let url = TestServer.require() else { return }
+        var registry = StoreRegistry()
+        registry.register(.postgres)
+        registry.register(.postgresql)
+        let password = TestServer.password(url)
+        for scheme in ["postgres", "postgresql"] {
+            let schemed = scheme + url[url.range(of: "://")!.lowerBound...]
+            let withSchema = schemed + "?schema=" + TestServer.schema(for: "registry-" + scheme + UUID().uuidString) + "&pool-size=1"
+            let (location, adapter) = try registry.resolve(withSchema)
+            #expect(adapter.scheme == scheme)
+            #expect(!password.isEmpty && !location.description.contains(password))
+            let store = try await registry.open(withSchema)
+            try await store.defineTable(Self.table)
+            try await store.write { try $0.upsert(Record(id: "x", fields: ["n": 1]), in: "items") }
+            #expect(try await store.read { try $0.count(in: "items", matching: .all) } == 1)
+            try await store.close()
+            let isolate = try #require(adapter.isolate)
+            let isolated = try isolate(location, URL(fileURLWithPath: "/tmp/case-directory"))
+            #expect(isolated.persistent)
+            #expect(isolated.storeFile == nil)
+            #expect(isolated.location.parameter("schema")?.hasPrefix("osync_") == true)
+            #expect(!isolated.location.description.contains(password))
+        }
+    }
+}
