@@ -59,3 +59,24 @@ struct PostgreSQLScenarioTests {
     @Test func incrementalPull() async throws { guard TestServer.require() != nil else { return }; try await suite.incrementalPull() }
     @Test func implicitPush() async throws { guard TestServer.require() != nil else { return }; try await suite.implicitPush() }
 }
+
+/// Two service instances over two store objects on one PostgreSQL schema — as several
+/// stateless server instances share one database: each remote alternates between them.
+let sharedPostgresBackend: @Sendable (URL) async throws -> ConformanceBackend = { directory in
+    let first = try await makeStore(directory.appendingPathComponent("shared"))
+    let second = try await makeStore(directory.appendingPathComponent("shared"))
+    let services = [try await OfflineSyncService(store: first), try await OfflineSyncService(store: second)]
+    let turn = Counter()
+    return ConformanceBackend(remote: { services[turn.next() % 2].remote(for: $0) },
+                              shutdown: { try await first.close(); try await second.close() })
+}
+
+@Suite("Conformance: two service instances sharing one PostgreSQL schema", .enabled(if: TestServer.shouldRun, TestServer.skipMessage))
+struct PostgreSQLSharedServiceTests {
+    let suite = RemoteStoreConformance(makeBackend: sharedPostgresBackend)
+
+    @Test func concurrentWriters() async throws { guard TestServer.require() != nil else { return }; try await suite.concurrentWriters() }
+    @Test func pushOutcomes() async throws { guard TestServer.require() != nil else { return }; try await suite.pushOutcomes() }
+    @Test func idempotentReplay() async throws { guard TestServer.require() != nil else { return }; try await suite.idempotentReplay() }
+    @Test func cursorPulls() async throws { guard TestServer.require() != nil else { return }; try await suite.cursorPulls() }
+}
