@@ -70,13 +70,47 @@ final class PGTransaction: LocalWriteTransaction {
     func records(in table: String, matching query: Query) throws -> [Record] {
         let info = try self.table(table)
         try query.validate(against: info.schema)
-        return QueryEvaluator.apply(query, to: try allRecords(number: info.number))
+        return QueryEvaluator.apply(query, to: try candidates(number: info.number, query.predicate))
     }
 
     func count(in table: String, matching predicate: QueryPredicate) throws -> Int {
         let info = try self.table(table)
         try Query(predicate).validate(against: info.schema)
-        return QueryEvaluator.count(predicate, in: try allRecords(number: info.number))
+        return QueryEvaluator.count(predicate, in: try candidates(number: info.number, predicate))
+    }
+
+    /// The rows that may match: those with the ids the predicate pins (looked up by primary
+    /// key), else every row. ``QueryEvaluator`` then decides, so the result is the same.
+    private func candidates(number: Int64, _ predicate: QueryPredicate) throws -> [Record] {
+        guard let ids = PGTransaction.pinnedIDs(predicate), ids.count <= 256 else { return try allRecords(number: number) }
+        var seen = Set<ExactString>()
+        var records: [Record] = []
+        for id in ids where seen.insert(ExactString(id)).inserted {
+            let rows = try live().execute("SELECT \"data\" FROM \(sqlTable(number)) WHERE \"id\" = $1",
+                                          [.bytes(Array(id.utf8))]).rows
+            if let row = rows.first { records.append(try ValueCodec.decodeRecord(row[0] ?? [])) }
+        }
+        return records
+    }
+
+    /// The ids outside which no record can match `predicate` (`id == s`, `id in [...]`, or a
+    /// conjunction holding one of them), or `nil` when the predicate pins none.
+    static func pinnedIDs(_ predicate: QueryPredicate) -> [String]? {
+        switch predicate {
+        case .compare(let field, .equal, let literal) where field == SystemField.id:
+            if case .string(let id) = literal { return [id] }
+            return []
+        case .isIn(let field, let literals) where field == SystemField.id:
+            return literals.compactMap { literal in
+                if case .string(let id) = literal { return id }
+                return nil
+            }
+        case .and(let parts):
+            for part in parts { if let ids = pinnedIDs(part) { return ids } }
+            return nil
+        default:
+            return nil
+        }
     }
 
     func upsert(_ record: Record, in table: String) throws {
