@@ -18,6 +18,10 @@ final class PGWorker: @unchecked Sendable {
         self.connect = connect
     }
 
+    /// A store dropped without ``PostgreSQLStore/close()`` still hangs up: once the worker is
+    /// gone no work can be queued on it, so touching `connection` here is safe.
+    deinit { connection?.close() }
+
     /// Runs `work` on the worker's queue with a live connection (opening one if needed).
     func run<T: Sendable>(_ work: @escaping @Sendable (PGConnection) throws -> T) async throws -> T {
         try await withCheckedThrowingContinuation { continuation in
