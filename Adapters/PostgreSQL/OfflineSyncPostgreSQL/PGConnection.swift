@@ -3,11 +3,51 @@ import Dispatch
 import Foundation
 import OfflineSync
 
-/// One value bound to a `$n` parameter: raw bytes (sent in binary format, for `bytea`) or
-/// text (sent in text format; the server parses it as the parameter's inferred type).
+/// One value bound to a `$n` parameter. Scalars travel in PostgreSQL's binary format with
+/// their type named; text travels in text format and takes the type the statement gives it
+/// (for example `jsonb`).
 enum PGParameter {
+    /// SQL NULL (its type is inferred from the statement).
+    case null
+    /// `bytea`, binary.
     case bytes([UInt8])
+    /// `bigint`, binary.
+    case int64(Int64)
+    /// `double precision`, binary (every bit kept, `-0.0` included).
+    case double(Double)
+    /// `boolean`, binary.
+    case bool(Bool)
+    /// Text format; the type is inferred from the statement.
     case text(String)
+
+    /// The type OID sent with the parameter, or 0 for "infer it".
+    var typeOID: UInt32 {
+        switch self {
+        case .null, .text: return 0
+        case .bytes: return 17
+        case .int64: return 20
+        case .double: return 701
+        case .bool: return 16
+        }
+    }
+
+    /// The parameter's bytes in its wire format (`nil` for NULL).
+    var wireBytes: [UInt8]? {
+        switch self {
+        case .null: return nil
+        case .bytes(let bytes): return bytes
+        case .int64(let value): return withUnsafeBytes(of: value.bigEndian) { Array($0) }
+        case .double(let value): return withUnsafeBytes(of: value.bitPattern.bigEndian) { Array($0) }
+        case .bool(let value): return [value ? 1 : 0]
+        case .text(let text): return Array(text.utf8)
+        }
+    }
+
+    /// 1 for binary, 0 for text.
+    var format: Int32 {
+        if case .text = self { return 0 }
+        return 1
+    }
 }
 
 /// One PostgreSQL connection (`PGconn`). Owned by one ``PGWorker`` and used only on its
@@ -76,31 +116,63 @@ final class PGConnection {
         handle = nil
     }
 
+    /// Statements prepared on this connection, by SQL text, and their names.
+    private var prepared: [String: String] = [:]
+    /// The most statements one connection keeps prepared; beyond it statements run unnamed.
+    static let preparedLimit = 512
+
     /// Runs one command with parameters (each as a parameter, never spliced) and returns its
-    /// rows with every column in binary format. Throws a ``SyncError`` mapped from SQLSTATE.
+    /// rows with every column in binary format. With `prepare`, the statement is prepared on
+    /// the connection the first time its text is seen and reused afterwards (up to
+    /// ``preparedLimit`` statements per connection). Throws a ``SyncError`` mapped from SQLSTATE.
     @discardableResult
-    func execute(_ sql: String, _ parameters: [PGParameter] = []) throws -> PGRows {
+    func execute(_ sql: String, _ parameters: [PGParameter] = [], prepare: Bool = false) throws -> PGResult {
         guard let handle else { throw SyncError(.storeClosed, "the PostgreSQL connection is closed") }
-        let count = parameters.count
-        let buffers: [[UInt8]] = parameters.map { parameter in
-            switch parameter {
-            case .bytes(let bytes): return bytes
-            case .text(let text): return Array(text.utf8) + [0]
+        let count = Int32(parameters.count)
+        let wire = parameters.map(\.wireBytes)
+        var types: [UInt32] = parameters.map(\.typeOID)
+        var lengths: [Int32] = wire.map { Int32($0?.count ?? 0) }
+        var formats: [Int32] = parameters.map(\.format)
+        // libpq reads the values during the call; the pointers need only live that long.
+        let storage = UnsafeMutableRawPointer.allocate(byteCount: max(1, wire.reduce(0) { $0 + ($1?.count ?? 0) + 1 }),
+                                                       alignment: 1)
+        defer { storage.deallocate() }
+        var values: [UnsafePointer<CChar>?] = []
+        values.reserveCapacity(wire.count)
+        var offset = 0
+        for bytes in wire {
+            guard let bytes else { values.append(nil); continue }
+            let start = storage + offset
+            bytes.withUnsafeBytes { raw in
+                if !raw.isEmpty { start.copyMemory(from: raw.baseAddress!, byteCount: raw.count) }
+            }
+            start.storeBytes(of: 0, toByteOffset: bytes.count, as: UInt8.self)
+            values.append(UnsafePointer(start.assumingMemoryBound(to: CChar.self)))
+            offset += bytes.count + 1
+        }
+        var name: String?
+        if prepare {
+            if let existing = prepared[sql] {
+                name = existing
+            } else if prepared.count < PGConnection.preparedLimit {
+                let candidate = "osync_\(prepared.count)"
+                let result = PQprepare(handle, candidate, sql, count, &types)
+                _ = try check(result, handle)
+                prepared[sql] = candidate
+                name = candidate
             }
         }
-        var lengths: [Int32] = buffers.map { Int32($0.count) }
-        var formats: [Int32] = parameters.map { if case .bytes = $0 { return 1 } else { return 0 } }
-        let copies: [UnsafeMutablePointer<CChar>] = buffers.map { buffer in
-            let pointer = UnsafeMutablePointer<CChar>.allocate(capacity: max(buffer.count, 1))
-            pointer.initialize(to: 0)
-            buffer.withUnsafeBytes { raw in
-                if !raw.isEmpty { UnsafeMutableRawPointer(pointer).copyMemory(from: raw.baseAddress!, byteCount: raw.count) }
-            }
-            return pointer
+        let result: OpaquePointer?
+        if let name {
+            result = PQexecPrepared(handle, name, count, &values, &lengths, &formats, 1)
+        } else {
+            result = PQexecParams(handle, sql, count, &types, &values, &lengths, &formats, 1)
         }
-        defer { for pointer in copies { pointer.deallocate() } }
-        var values: [UnsafePointer<CChar>?] = copies.map { UnsafePointer($0) }
-        let result: OpaquePointer? = PQexecParams(handle, sql, Int32(count), nil, &values, &lengths, &formats, 1)
+        return try check(result, handle)
+    }
+
+    /// The result when the command succeeded; otherwise clears it and throws the mapped error.
+    private func check(_ result: OpaquePointer?, _ handle: OpaquePointer) throws -> PGResult {
         guard let result else {
             isBroken = PQstatus(handle) != CONNECTION_OK
             throw SyncError(isBroken ? .transient : .storageFailure,
@@ -108,7 +180,7 @@ final class PGConnection {
         }
         let status = PQresultStatus(result)
         if status == PGRES_COMMAND_OK || status == PGRES_TUPLES_OK {
-            return PGRows(result)
+            return PGResult(result)
         }
         let state = PQresultErrorField(result, Int32(UInt8(ascii: "C"))).map { String(cString: $0) } ?? ""
         let message = PQresultErrorMessage(result).map { String(cString: $0) } ?? ""
@@ -137,32 +209,76 @@ final class PGConnection {
 
 }
 
-/// The rows of a result, copied out of libpq (binary format).
-struct PGRows {
-    /// Every row's columns: `nil` for SQL NULL, else the binary value.
-    var rows: [[[UInt8]?]] = []
+/// A command's result (every column in binary format), read in place and freed with the
+/// object. Used only on its connection's queue.
+final class PGResult {
+    private let result: OpaquePointer
+    /// The number of rows.
+    let count: Int
+    /// The number of columns.
+    let columnCount: Int
 
     init(_ result: OpaquePointer) {
-        defer { PQclear(result) }
-        let rowCount = PQntuples(result), columnCount = PQnfields(result)
-        rows.reserveCapacity(Int(rowCount))
-        for row in 0..<rowCount {
-            var columns: [[UInt8]?] = []
-            for column in 0..<columnCount {
-                if PQgetisnull(result, row, column) == 1 { columns.append(nil); continue }
-                let length = Int(PQgetlength(result, row, column))
-                let pointer = PQgetvalue(result, row, column)!
-                columns.append(pointer.withMemoryRebound(to: UInt8.self, capacity: length) {
-                    Array(UnsafeBufferPointer(start: $0, count: length))
-                })
+        self.result = result
+        count = Int(PQntuples(result))
+        columnCount = Int(PQnfields(result))
+    }
+
+    deinit { PQclear(result) }
+
+    /// Whether the value is SQL NULL.
+    func isNull(_ row: Int, _ column: Int) -> Bool {
+        PQgetisnull(result, Int32(row), Int32(column)) == 1
+    }
+
+    /// The value's bytes, valid while the result lives (empty for NULL).
+    func withBytes<T>(_ row: Int, _ column: Int, _ body: (UnsafeRawBufferPointer) throws -> T) rethrows -> T {
+        let length = Int(PQgetlength(result, Int32(row), Int32(column)))
+        guard let pointer = PQgetvalue(result, Int32(row), Int32(column)) else {
+            return try body(UnsafeRawBufferPointer(start: nil, count: 0))
+        }
+        return try body(UnsafeRawBufferPointer(start: UnsafeRawPointer(pointer), count: length))
+    }
+
+    /// The value's bytes, or `nil` for SQL NULL.
+    func bytes(_ row: Int, _ column: Int) -> [UInt8]? {
+        if isNull(row, column) { return nil }
+        return withBytes(row, column) { Array($0) }
+    }
+
+    /// A binary `bigint` (or `integer`, `smallint`), or `nil` for NULL or an unexpected size.
+    func int64(_ row: Int, _ column: Int) -> Int64? {
+        if isNull(row, column) { return nil }
+        return withBytes(row, column) { raw -> Int64? in
+            switch raw.count {
+            case 8: return Int64(bigEndian: raw.loadUnaligned(as: Int64.self))
+            case 4: return Int64(Int32(bigEndian: raw.loadUnaligned(as: Int32.self)))
+            case 2: return Int64(Int16(bigEndian: raw.loadUnaligned(as: Int16.self)))
+            default: return nil
             }
-            rows.append(columns)
         }
     }
 
-    /// A binary `bigint` column as an integer.
-    static func int64(_ bytes: [UInt8]?) -> Int64 {
-        guard let bytes, bytes.count == 8 else { return 0 }
-        return bytes.reduce(0) { ($0 << 8) | Int64($1) }
+    /// A binary `double precision`, or `nil` for NULL or an unexpected size.
+    func double(_ row: Int, _ column: Int) -> Double? {
+        if isNull(row, column) { return nil }
+        return withBytes(row, column) { raw -> Double? in
+            guard raw.count == 8 else { return nil }
+            return Double(bitPattern: UInt64(bigEndian: raw.loadUnaligned(as: UInt64.self)))
+        }
+    }
+
+    /// A binary `boolean`, or `nil` for NULL or an unexpected value.
+    func bool(_ row: Int, _ column: Int) -> Bool? {
+        if isNull(row, column) { return nil }
+        return withBytes(row, column) { raw -> Bool? in
+            guard raw.count == 1, raw[0] <= 1 else { return nil }
+            return raw[0] == 1
+        }
+    }
+
+    /// Every row's columns copied out: `nil` for SQL NULL, else the binary value.
+    var rows: [[[UInt8]?]] {
+        (0..<count).map { row in (0..<columnCount).map { bytes(row, $0) } }
     }
 }

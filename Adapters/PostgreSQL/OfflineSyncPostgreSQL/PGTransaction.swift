@@ -9,7 +9,7 @@ final class PGTransaction: LocalWriteTransaction {
     private let queueKey: DispatchSpecificKey<Bool>
     private let schema: String
     private let writable: Bool
-    private var tableMemo: [ExactString: (number: Int64, schema: TableSchema)] = [:]
+    private var tableMemo: [ExactString: PGTable] = [:]
 
     init(connection: PGConnection, queueKey: DispatchSpecificKey<Bool>, schema: String, writable: Bool) {
         self.connection = connection
@@ -32,103 +32,93 @@ final class PGTransaction: LocalWriteTransaction {
         return connection
     }
 
-    private func table(_ name: String) throws -> (number: Int64, schema: TableSchema) {
+    /// The table's layout, read from the catalog once per transaction.
+    func table(_ name: String) throws -> PGTable {
         let connection = try live()
         let key = ExactString(name)
-        if let info = tableMemo[key] { return info }
-        let rows = try connection.execute("SELECT \"num\", \"schema\" FROM \(schema).\"__osync_catalog\" WHERE \"name\" = $1",
-                                          [.bytes(Array(name.utf8))]).rows
-        guard let row = rows.first else { throw SyncError(.tableNotDefined, "table '\(name)' is not defined") }
-        let info = (number: PGRows.int64(row[0]), schema: try ValueCodec.decodeSchema(row[1] ?? []))
-        tableMemo[key] = info
-        return info
+        if let table = tableMemo[key] { return table }
+        let result = try connection.execute("SELECT \"num\", \"schema\" FROM \(schema).\"__osync_catalog\" WHERE \"name\" = $1",
+                                            [.bytes(Array(name.utf8))], prepare: true)
+        guard result.count == 1, let number = result.int64(0, 0) else {
+            throw SyncError(.tableNotDefined, "table '\(name)' is not defined")
+        }
+        let table = PGTable(number: number, schema: try result.withBytes(0, 1) { try ValueCodec.decodeSchema($0) },
+                            quotedSchema: schema)
+        tableMemo[key] = table
+        return table
     }
 
-    private func sqlTable(_ number: Int64) -> String { "\(schema).\"t\(number)\"" }
-
-    /// Every record of the table numbered `number`.
-    func allRecords(number: Int64) throws -> [Record] {
-        let rows = try live().execute("SELECT \"data\" FROM \(sqlTable(number))").rows
-        return try rows.map { try ValueCodec.decodeRecord($0[0] ?? []) }
+    /// Every record of the result (which selected the table's ``PGTable/selectList``).
+    private func decodeAll(_ result: PGResult, _ table: PGTable) throws -> [Record] {
+        var records: [Record] = []
+        records.reserveCapacity(result.count)
+        for row in 0..<result.count { records.append(try table.decode(result, row)) }
+        return records
     }
 
     func schema(of table: String) throws -> TableSchema { try self.table(table).schema }
 
     func tables() throws -> [TableSchema] {
-        let rows = try live().execute("SELECT \"schema\" FROM \(schema).\"__osync_catalog\"").rows
-        return try rows.map { try ValueCodec.decodeSchema($0[0] ?? []) }.sorted { Value.utf8Less($0.name, $1.name) }
+        let result = try live().execute("SELECT \"schema\" FROM \(schema).\"__osync_catalog\"", prepare: true)
+        return try (0..<result.count).map { row in try result.withBytes(row, 0) { try ValueCodec.decodeSchema($0) } }
+            .sorted { Value.utf8Less($0.name, $1.name) }
     }
 
     func record(in table: String, id: String) throws -> Record? {
         let info = try self.table(table)
-        let rows = try live().execute("SELECT \"data\" FROM \(sqlTable(info.number)) WHERE \"id\" = $1",
-                                      [.bytes(Array(id.utf8))]).rows
-        guard let row = rows.first else { return nil }
-        return try ValueCodec.decodeRecord(row[0] ?? [])
+        let result = try live().execute(info.selectByID, [.bytes(Array(id.utf8))], prepare: true)
+        guard result.count > 0 else { return nil }
+        return try info.decode(result, 0)
     }
 
+    /// Runs a query. When SQL can evaluate the whole predicate and order, filtering,
+    /// ordering, offset and limit all happen in PostgreSQL (using the table's indexes);
+    /// otherwise SQL narrows the rows by the conjuncts it can evaluate and ``QueryEvaluator``
+    /// decides the rest, so the result always equals the reference semantics.
     func records(in table: String, matching query: Query) throws -> [Record] {
         let info = try self.table(table)
         try query.validate(against: info.schema)
-        return QueryEvaluator.apply(query, to: try candidates(number: info.number, query.predicate))
+        var translator = PGQueryTranslator(table: info)
+        let (filter, rest) = translator.split(query.predicate)
+        var sql = "SELECT \(info.selectList) FROM \(info.sqlName)"
+        if let filter { sql += " WHERE " + filter }
+        if rest.isEmpty, let orderBy = translator.orderBy(query.order) {
+            sql += " " + orderBy
+            if let limit = query.limit { sql += " LIMIT " + translator.bind(.int64(Int64(limit))) }
+            if query.offset > 0 { sql += " OFFSET " + translator.bind(.int64(Int64(query.offset))) }
+            return try decodeAll(try live().execute(sql, translator.parameters, prepare: true), info)
+        }
+        let candidates = try decodeAll(try live().execute(sql, translator.parameters, prepare: true), info)
+        return QueryEvaluator.apply(query, to: candidates)
     }
 
     func count(in table: String, matching predicate: QueryPredicate) throws -> Int {
         let info = try self.table(table)
         try Query(predicate).validate(against: info.schema)
-        return QueryEvaluator.count(predicate, in: try candidates(number: info.number, predicate))
-    }
-
-    /// The rows that may match: those with the ids the predicate pins (looked up by primary
-    /// key), else every row. ``QueryEvaluator`` then decides, so the result is the same.
-    private func candidates(number: Int64, _ predicate: QueryPredicate) throws -> [Record] {
-        guard let ids = PGTransaction.pinnedIDs(predicate), ids.count <= 256 else { return try allRecords(number: number) }
-        var seen = Set<ExactString>()
-        var records: [Record] = []
-        for id in ids where seen.insert(ExactString(id)).inserted {
-            let rows = try live().execute("SELECT \"data\" FROM \(sqlTable(number)) WHERE \"id\" = $1",
-                                          [.bytes(Array(id.utf8))]).rows
-            if let row = rows.first { records.append(try ValueCodec.decodeRecord(row[0] ?? [])) }
+        var translator = PGQueryTranslator(table: info)
+        let (filter, rest) = translator.split(predicate)
+        let whereClause = filter.map { " WHERE " + $0 } ?? ""
+        if rest.isEmpty {
+            let result = try live().execute("SELECT count(*) FROM \(info.sqlName)\(whereClause)", translator.parameters, prepare: true)
+            return Int(result.int64(0, 0) ?? 0)
         }
-        return records
-    }
-
-    /// The ids outside which no record can match `predicate` (`id == s`, `id in [...]`, or a
-    /// conjunction holding one of them), or `nil` when the predicate pins none.
-    static func pinnedIDs(_ predicate: QueryPredicate) -> [String]? {
-        switch predicate {
-        case .compare(let field, .equal, let literal) where field == SystemField.id:
-            if case .string(let id) = literal { return [id] }
-            return []
-        case .isIn(let field, let literals) where field == SystemField.id:
-            return literals.compactMap { literal in
-                if case .string(let id) = literal { return id }
-                return nil
-            }
-        case .and(let parts):
-            for part in parts { if let ids = pinnedIDs(part) { return ids } }
-            return nil
-        default:
-            return nil
-        }
+        let result = try live().execute("SELECT \(info.selectList) FROM \(info.sqlName)\(whereClause)", translator.parameters,
+                                        prepare: true)
+        return QueryEvaluator.count(predicate, in: try decodeAll(result, info))
     }
 
     func upsert(_ record: Record, in table: String) throws {
         let info = try self.table(table)
         guard writable else { throw SyncError(.unsupported, "a read transaction cannot write") }
         try info.schema.validate(record)
-        try live().execute("""
-            INSERT INTO \(sqlTable(info.number)) ("id", "data") VALUES ($1, $2)
-            ON CONFLICT ("id") DO UPDATE SET "data" = EXCLUDED."data"
-            """, [.bytes(Array(record.id.utf8)), .bytes(ValueCodec.encode(record))])
+        try live().execute(info.upsert, info.parameters(for: record), prepare: true)
     }
 
     @discardableResult
     func delete(id: String, in table: String) throws -> Bool {
         let info = try self.table(table)
         guard writable else { throw SyncError(.unsupported, "a read transaction cannot write") }
-        let rows = try live().execute("DELETE FROM \(sqlTable(info.number)) WHERE \"id\" = $1 RETURNING 1",
-                                      [.bytes(Array(id.utf8))]).rows
-        return !rows.isEmpty
+        let result = try live().execute(info.deleteByID + " RETURNING 1", [.bytes(Array(id.utf8))], prepare: true)
+        return result.count > 0
     }
 }

@@ -7,11 +7,18 @@ import OfflineSync
 /// The store's schema (``Options/schema``, `offlinesync` by default) holds a catalog table
 /// (`__osync_catalog`: table name → number and ``TableSchema`` encoded with ``ValueCodec``)
 /// and one SQL table per store table, named by its number (`t1`, `t2`, …), so no table or
-/// field name is ever part of a statement. Ids are `bytea` (exact UTF-8 bytes, so distinct
-/// byte strings are distinct ids) and each record is one ``ValueCodec``-encoded `bytea`, so
-/// every ``Value`` round-trips exactly (`-0.0`, `Int64.min`, strings containing NUL).
-/// Queries are evaluated by ``QueryEvaluator`` over the table's rows, so results always equal
-/// the reference semantics. Every value is a bound parameter; the schema name is quoted.
+/// field name is ever part of a statement. System properties and declared fields are typed
+/// columns (`c0`, `c1`, … by field position): booleans, `bigint`, `double precision`, dates
+/// as `bigint` milliseconds, strings and ids as `bytea` holding their exact UTF-8 bytes (so
+/// ordering is by bytes, as the core defines it, and a NUL survives); nested values as an
+/// exact ``ValueCodec`` `bytea` plus a `jsonb` mirror for SQL tools; undeclared fields in one
+/// encoded `extra` column. Every ``Value`` round-trips exactly (`-0.0`, `Int64.min`, NUL).
+/// Declared indexes become B-tree indexes (GIN over the JSON mirror for an indexed nested
+/// field). Queries over system properties and declared fields are translated to SQL with
+/// the core's three-valued semantics, so filtering, ordering, offset and limit run in the
+/// server on its indexes; conjuncts naming undeclared fields are decided by
+/// ``QueryEvaluator`` over the rows SQL narrowed. Every value is a bound parameter of a
+/// statement prepared once per connection; names are quoted.
 ///
 /// Concurrency: a bounded pool of connections (``Options/poolSize``), each on its own serial
 /// dispatch queue, so blocking libpq calls never run on Swift's cooperative pool. Reads run in
@@ -146,36 +153,69 @@ public final class PostgreSQLStore: LocalStore {
         return nil
     }
 
-    /// Creates the table, or migrates it to a changed schema in one transaction after checking
-    /// every stored record fits the newly declared field types. Throws
-    /// ``SyncError/Code/invalidName``, ``SyncError/Code/schemaMismatch`` (nothing changed) or
-    /// ``SyncError/Code/storeClosed``.
+    /// Creates the table, or migrates it to a changed schema in one transaction: a schema
+    /// with the same columns only updates the catalog and the indexes; otherwise every row is
+    /// copied, page by page, into a table of the new layout after checking it fits the newly
+    /// declared field types. Throws ``SyncError/Code/invalidName``,
+    /// ``SyncError/Code/schemaMismatch`` (nothing changed) or ``SyncError/Code/storeClosed``.
     public func defineTable(_ schema: TableSchema) async throws {
         try schema.validate()
         let quoted = quotedSchema
         _ = try await transaction(writable: true) { transaction in
             let connection = try transaction.live()
-            let rows = try connection.execute("SELECT \"num\", \"schema\" FROM \(quoted).\"__osync_catalog\" WHERE \"name\" = $1",
-                                              [.bytes(Array(schema.name.utf8))]).rows
-            if let row = rows.first {
-                let number = PGRows.int64(row[0])
-                let existing = try ValueCodec.decodeSchema(row[1] ?? [])
-                if existing == schema { return 0 }
-                for record in try transaction.allRecords(number: number) {
-                    for field in schema.fields where !field.type.accepts(record[field.name]) {
-                        throw SyncError(.schemaMismatch, "table '\(schema.name)': record '\(record.id)' has a \(record[field.name].kind.rawValue) in field '\(field.name)', which the new schema declares \(field.type.rawValue)")
-                    }
-                }
-                try connection.execute("UPDATE \(quoted).\"__osync_catalog\" SET \"schema\" = $2 WHERE \"name\" = $1",
-                                       [.bytes(Array(schema.name.utf8)), .bytes(ValueCodec.encode(schema))])
-            } else {
+            let name = PGParameter.bytes(Array(schema.name.utf8))
+            let found = try connection.execute("SELECT \"num\", \"schema\" FROM \(quoted).\"__osync_catalog\" WHERE \"name\" = $1", [name])
+            guard found.count == 1, let number = found.int64(0, 0) else {
                 let inserted = try connection.execute(
                     "INSERT INTO \(quoted).\"__osync_catalog\" (\"name\", \"schema\") VALUES ($1, $2) RETURNING \"num\"",
-                    [.bytes(Array(schema.name.utf8)), .bytes(ValueCodec.encode(schema))]).rows
-                let number = PGRows.int64(inserted.first?[0] ?? nil)
-                try connection.execute("CREATE TABLE \(quoted).\"t\(number)\" (\"id\" bytea PRIMARY KEY, \"data\" bytea NOT NULL)")
+                    [name, .bytes(ValueCodec.encode(schema))])
+                let table = PGTable(number: inserted.int64(0, 0) ?? 0, schema: schema, quotedSchema: quoted)
+                try connection.execute(table.createTableSQL)
+                for statement in table.createIndexSQL(quotedSchema: quoted) { try connection.execute(statement) }
+                return 0
             }
+            let existing = try found.withBytes(0, 1) { try ValueCodec.decodeSchema($0) }
+            if existing == schema { return 0 }
+            let old = PGTable(number: number, schema: existing, quotedSchema: quoted)
+            let sameColumns = existing.fields.count == schema.fields.count
+                && zip(existing.fields, schema.fields).allSatisfy { $0.type == $1.type && $0.name.utf8.elementsEqual($1.name.utf8) }
+            var new = PGTable(number: number, schema: schema, quotedSchema: quoted)
+            if sameColumns {
+                for position in old.createIndexSQL(quotedSchema: quoted).indices {
+                    try connection.execute("DROP INDEX IF EXISTS \(quoted).\"t\(number)_i\(position)\"")
+                }
+            } else {
+                let next = try connection.execute("SELECT nextval(pg_get_serial_sequence($1, 'num'))",
+                                                  [.text("\(quoted).\"__osync_catalog\"")])
+                new = PGTable(number: next.int64(0, 0) ?? 0, schema: schema, quotedSchema: quoted)
+                try connection.execute(new.createTableSQL)
+                try PostgreSQLStore.copyRows(from: old, to: new, connection)
+                try connection.execute("DROP TABLE \(old.sqlName)")
+            }
+            for statement in new.createIndexSQL(quotedSchema: quoted) { try connection.execute(statement) }
+            try connection.execute("UPDATE \(quoted).\"__osync_catalog\" SET \"num\" = $2, \"schema\" = $3 WHERE \"name\" = $1",
+                                   [name, .int64(new.number), .bytes(ValueCodec.encode(schema))])
             return 0
+        }
+    }
+
+    /// Copies every row of `old` into `new`, a thousand at a time in id order (memory stays
+    /// bounded by the page), checking each fits the new schema's declared types.
+    private static func copyRows(from old: PGTable, to new: PGTable, _ connection: PGConnection) throws {
+        var after: [UInt8]?
+        while true {
+            let page = try after.map {
+                try connection.execute("SELECT \(old.selectList) FROM \(old.sqlName) WHERE \"id\" > $1 ORDER BY \"id\" LIMIT 1000", [.bytes($0)])
+            } ?? connection.execute("SELECT \(old.selectList) FROM \(old.sqlName) ORDER BY \"id\" LIMIT 1000")
+            if page.count == 0 { return }
+            for row in 0..<page.count {
+                let record = try old.decode(page, row)
+                for field in new.schema.fields where !field.type.accepts(record[field.name]) {
+                    throw SyncError(.schemaMismatch, "table '\(new.schema.name)': record '\(record.id)' has a \(record[field.name].kind.rawValue) in field '\(field.name)', which the new schema declares \(field.type.rawValue); nothing was changed")
+                }
+                try connection.execute(new.upsert, new.parameters(for: record), prepare: true)
+            }
+            after = page.bytes(page.count - 1, 0)
         }
     }
 

@@ -139,19 +139,6 @@ struct QueryTranslator {
         }
     }
 
-    /// The constant outcome of `value op literal` when every value compares as `order`
-    /// (-1: less than the literal, 1: greater, never equal) — true or false, unknown on NULL.
-    private static func constant(_ column: ColumnRef, _ op: ComparisonOperator, order: Int) -> SQLFragment {
-        let holds: Bool
-        switch op {
-        case .equal: holds = false
-        case .notEqual: holds = true
-        case .less, .lessOrEqual: holds = order < 0
-        case .greater, .greaterOrEqual: holds = order > 0
-        }
-        return holds ? trueUnlessNull(column) : falseUnlessNull(column)
-    }
-
     private func compare(_ column: ColumnRef, _ op: ComparisonOperator, _ literal: Value) -> SQLFragment? {
         if literal.isNull {
             // A comparison with null is unknown for every row, as in SQL.
@@ -159,9 +146,10 @@ struct QueryTranslator {
         }
         switch (column.type, literal) {
         case (.int, .double(let d)):
-            return Self.compareIntColumn(column, op, d)
+            // Exactly as the evaluator compares an integer with a double (no rounding).
+            return Self.render(column, QueryEvaluator.planIntColumn(op, d), SQLValue.int)
         case (.double, .int(let i)):
-            return Self.compareDoubleColumn(column, op, i)
+            return Self.render(column, QueryEvaluator.planDoubleColumn(op, i), SQLValue.double)
         default:
             guard column.type.isScalar, column.type.accepts(literal), let bound = Self.bindable(literal) else {
                 return nil
@@ -170,41 +158,13 @@ struct QueryTranslator {
         }
     }
 
-    /// `intColumn op d`, exactly as ``QueryEvaluator`` compares an integer with a double
-    /// (no rounding of large integers): rewritten as an integer comparison or a constant.
-    private static func compareIntColumn(_ column: ColumnRef, _ op: ComparisonOperator, _ d: Double) -> SQLFragment {
-        if d >= 9_223_372_036_854_775_808.0 { return constant(column, op, order: -1) }
-        if d < -9_223_372_036_854_775_808.0 { return constant(column, op, order: 1) }
-        let whole = d.rounded(.down)
-        let t = Int64(whole)
-        if whole == d {
-            return SQLFragment(sql: "(\(column.sql) \(sqlOperator(op)) ?)", bindings: [.int(t)])
-        }
-        // t < d < t + 1: i < d ⟺ i <= t, i > d ⟺ i > t, never equal.
-        switch op {
-        case .equal: return falseUnlessNull(column)
-        case .notEqual: return trueUnlessNull(column)
-        case .less, .lessOrEqual: return SQLFragment(sql: "(\(column.sql) <= ?)", bindings: [.int(t)])
-        case .greater, .greaterOrEqual: return SQLFragment(sql: "(\(column.sql) > ?)", bindings: [.int(t)])
-        }
-    }
-
-    /// `doubleColumn op i`: a comparison with the double equal to `i` when there is one,
-    /// otherwise with the two doubles that bracket `i`.
-    private static func compareDoubleColumn(_ column: ColumnRef, _ op: ComparisonOperator, _ i: Int64) -> SQLFragment {
-        let d = Double(i)
-        let c = QueryEvaluator.compareIntDouble(i, d)
-        if c == 0 {
-            return SQLFragment(sql: "(\(column.sql) \(sqlOperator(op)) ?)", bindings: [.double(d)])
-        }
-        // lo < i < hi with lo, hi adjacent doubles: x < i ⟺ x <= lo, x > i ⟺ x >= hi.
-        let lo = c < 0 ? d.nextDown : d
-        let hi = c < 0 ? d : d.nextUp
-        switch op {
-        case .equal: return falseUnlessNull(column)
-        case .notEqual: return trueUnlessNull(column)
-        case .less, .lessOrEqual: return SQLFragment(sql: "(\(column.sql) <= ?)", bindings: [.double(lo)])
-        case .greater, .greaterOrEqual: return SQLFragment(sql: "(\(column.sql) >= ?)", bindings: [.double(hi)])
+    /// Renders a ``NumericComparisonPlan`` for `column`.
+    private static func render<L>(_ column: ColumnRef, _ plan: NumericComparisonPlan<L>, _ bind: (L) -> SQLValue) -> SQLFragment {
+        switch plan {
+        case .constant(let holds):
+            return holds ? trueUnlessNull(column) : falseUnlessNull(column)
+        case .compare(let op, let literal):
+            return SQLFragment(sql: "(\(column.sql) \(sqlOperator(op)) ?)", bindings: [bind(literal)])
         }
     }
 
@@ -218,13 +178,12 @@ struct QueryTranslator {
             case (_, .null):
                 items.append("NULL")
             case (.int, .double(let d)):
-                if d >= -9_223_372_036_854_775_808.0, d < 9_223_372_036_854_775_808.0, d.rounded(.down) == d {
+                if let i = QueryEvaluator.exactInt(d) {
                     items.append("?")
-                    bindings.append(.int(Int64(d)))
+                    bindings.append(.int(i))
                 }
             case (.double, .int(let i)):
-                let d = Double(i)
-                if QueryEvaluator.compareIntDouble(i, d) == 0 {
+                if let d = QueryEvaluator.exactDouble(i) {
                     items.append("?")
                     bindings.append(.double(d))
                 }

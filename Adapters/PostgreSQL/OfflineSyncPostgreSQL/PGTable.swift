@@ -1,0 +1,294 @@
+import Foundation
+import OfflineSync
+
+/// Where a field a query names lives in SQL.
+struct PGColumn {
+    /// The quoted column.
+    let sql: String
+    /// The type the column holds.
+    let type: FieldType
+}
+
+/// A defined table as PostgreSQL sees it: its schema, its quoted names and the statements
+/// that read and write its rows. Built from a catalog row; immutable.
+///
+/// Layout of `"<schema>"."t<n>"` (`n` is the catalog number, renewed by every migration that
+/// changes the columns):
+/// - `id bytea PRIMARY KEY`, `version bytea`, `updatedAt bigint` (ms), `deleted boolean`,
+///   `extra bytea` (the undeclared fields as one ``ValueCodec`` object, NULL when none);
+/// - per declared field at position `i`, column `c<i>`: `boolean`, `bigint`,
+///   `double precision`, `bytea` (strings as their exact UTF-8 bytes, so ordering is by bytes
+///   and a NUL survives), `bytea`, `bigint` (dates in ms); arrays, objects and `any` as a
+///   ``ValueCodec`` `bytea` (exact) plus `j<i> jsonb`, a read-only JSON mirror for SQL tools
+///   and GIN indexes, never read back.
+struct PGTable {
+    let number: Int64
+    let schema: TableSchema
+    /// The quoted, schema-qualified table name.
+    let sqlName: String
+    let selectList: String
+    let selectByID: String
+    let upsert: String
+    let deleteByID: String
+    private let fieldIndex: [ExactString: Int]
+    /// Whether each declared field has a JSON mirror column.
+    private let mirrored: [Bool]
+
+    static let systemColumns = ["\"id\"", "\"version\"", "\"updatedAt\"", "\"deleted\"", "\"extra\""]
+    static let firstFieldColumn = 5
+
+    init(number: Int64, schema: TableSchema, quotedSchema: String) {
+        self.number = number
+        self.schema = schema
+        sqlName = "\(quotedSchema).\"t\(number)\""
+        var index: [ExactString: Int] = [:]
+        for (position, field) in schema.fields.enumerated() { index[ExactString(field.name)] = position }
+        fieldIndex = index
+        mirrored = schema.fields.map { !$0.type.isScalar }
+        let fieldColumns = schema.fields.indices.map(Self.fieldColumn)
+        selectList = (Self.systemColumns + fieldColumns).joined(separator: ", ")
+        var written = Self.systemColumns + fieldColumns
+        for (position, mirror) in mirrored.enumerated() where mirror { written.append(Self.jsonColumn(position)) }
+        let placeholders = written.indices.map { "$\($0 + 1)" }.joined(separator: ", ")
+        let updates = written.dropFirst().map { "\($0) = EXCLUDED.\($0)" }.joined(separator: ", ")
+        upsert = "INSERT INTO \(sqlName) (\(written.joined(separator: ", "))) VALUES (\(placeholders)) ON CONFLICT (\"id\") DO UPDATE SET \(updates)"
+        selectByID = "SELECT \(selectList) FROM \(sqlName) WHERE \"id\" = $1"
+        deleteByID = "DELETE FROM \(sqlName) WHERE \"id\" = $1"
+    }
+
+    static func fieldColumn(_ position: Int) -> String { "\"c\(position)\"" }
+    static func jsonColumn(_ position: Int) -> String { "\"j\(position)\"" }
+
+    static func sqlType(_ type: FieldType) -> String {
+        switch type {
+        case .bool: return "boolean"
+        case .int, .date: return "bigint"
+        case .double: return "double precision"
+        case .string, .bytes, .array, .object, .any: return "bytea"
+        }
+    }
+
+    /// `CREATE TABLE` for this layout.
+    var createTableSQL: String {
+        var columns = ["\"id\" bytea PRIMARY KEY", "\"version\" bytea", "\"updatedAt\" bigint",
+                       "\"deleted\" boolean NOT NULL", "\"extra\" bytea"]
+        for (position, field) in schema.fields.enumerated() {
+            columns.append("\(Self.fieldColumn(position)) \(Self.sqlType(field.type))")
+            if mirrored[position] { columns.append("\(Self.jsonColumn(position)) jsonb") }
+        }
+        return "CREATE TABLE \(sqlName) (\(columns.joined(separator: ", ")))"
+    }
+
+    /// `CREATE INDEX` statements: one per `indexed` field (GIN over the JSON mirror for
+    /// nested fields), then one per composite index. B-tree keys are ascending with nulls
+    /// first (the order queries ask for; scanned backwards for descending) and end with the
+    /// id, so an equality prefix plus an ordered key reads rows in query order.
+    func createIndexSQL(quotedSchema: String) -> [String] {
+        var statements: [String] = []
+        var position = 0
+        func name() -> String {
+            defer { position += 1 }
+            return "\"t\(number)_i\(position)\""
+        }
+        for (fieldPosition, field) in schema.fields.enumerated() where field.indexed {
+            if mirrored[fieldPosition] {
+                statements.append("CREATE INDEX \(name()) ON \(sqlName) USING gin (\(Self.jsonColumn(fieldPosition)) jsonb_path_ops)")
+            } else {
+                statements.append("CREATE INDEX \(name()) ON \(sqlName) (\(Self.fieldColumn(fieldPosition)) NULLS FIRST, \"id\")")
+            }
+        }
+        for index in schema.indexes {
+            let keys = index.fields.compactMap { column($0).map { "\($0.sql) NULLS FIRST" } } + ["\"id\""]
+            statements.append("CREATE INDEX \(name()) ON \(sqlName) (\(keys.joined(separator: ", ")))")
+        }
+        return statements
+    }
+
+    /// The column behind a system property or declared field; `nil` for an undeclared field
+    /// (kept in `extra`, so SQL cannot see it).
+    func column(_ field: String) -> PGColumn? {
+        switch field {
+        case SystemField.id: return PGColumn(sql: "\"id\"", type: .string)
+        case SystemField.version: return PGColumn(sql: "\"version\"", type: .string)
+        case SystemField.updatedAt: return PGColumn(sql: "\"updatedAt\"", type: .date)
+        case SystemField.deleted: return PGColumn(sql: "\"deleted\"", type: .bool)
+        default:
+            guard let position = fieldIndex[ExactString(field)] else { return nil }
+            return PGColumn(sql: Self.fieldColumn(position), type: schema.fields[position].type)
+        }
+    }
+
+    // MARK: Rows
+
+    /// The parameters of ``upsert`` for a record: system columns, the undeclared fields as
+    /// one encoded object, each declared field's column, then the JSON mirrors.
+    func parameters(for record: Record) -> [PGParameter] {
+        var values: [PGParameter] = [
+            .bytes(Array(record.id.utf8)),
+            record.version.map { .bytes(Array($0.utf8)) } ?? .null,
+            record.updatedAt.map { .int64($0.millisecondsSince1970) } ?? .null,
+            .bool(record.deleted),
+        ]
+        values.reserveCapacity(Self.firstFieldColumn + 2 * schema.fields.count)
+        var extra: [String: Value] = [:]
+        var declared = [Value](repeating: .null, count: schema.fields.count)
+        for (name, value) in record.fields {
+            if let position = fieldIndex[ExactString(name)] {
+                declared[position] = value
+            } else {
+                extra[name] = value
+            }
+        }
+        values.append(extra.isEmpty ? .null : .bytes(ValueCodec.encode(.object(extra))))
+        for (position, value) in declared.enumerated() {
+            values.append(mirrored[position] ? (value.isNull ? .null : .bytes(ValueCodec.encode(value))) : Self.parameter(value))
+        }
+        for (position, mirror) in mirrored.enumerated() where mirror {
+            values.append(declared[position].isNull ? .null : .text(PGJSON.render(declared[position])))
+        }
+        return values
+    }
+
+    /// How a scalar field's value is stored in its column (nested fields are ``ValueCodec`` bytes).
+    static func parameter(_ value: Value) -> PGParameter {
+        switch value {
+        case .null: return .null
+        case .bool(let b): return .bool(b)
+        case .int(let i): return .int64(i)
+        case .double(let d): return .double(d)
+        case .string(let s): return .bytes(Array(s.utf8))
+        case .bytes(let b): return .bytes(b)
+        case .date(let t): return .int64(t.millisecondsSince1970)
+        case .array, .object: return .bytes(ValueCodec.encode(value))
+        }
+    }
+
+    /// Decodes row `row` of a result that selected ``selectList``.
+    func decode(_ result: PGResult, _ row: Int) throws -> Record {
+        guard let idBytes = result.bytes(row, 0), let id = String(validating: idBytes, as: UTF8.self) else {
+            throw corrupted("id")
+        }
+        var version: String?
+        if let bytes = result.bytes(row, 1) {
+            guard let text = String(validating: bytes, as: UTF8.self) else { throw corrupted("version") }
+            version = text
+        }
+        let updatedAt = result.int64(row, 2).map(Timestamp.init(millisecondsSince1970:))
+        guard let deleted = result.bool(row, 3) else { throw corrupted("deleted") }
+        var fields: [String: Value] = [:]
+        if !result.isNull(row, 4) {
+            let decoded = try result.withBytes(row, 4) { try ValueCodec.decode($0) }
+            guard case .object(let object) = decoded else { throw corrupted("extra") }
+            fields = object
+        }
+        let checkClashes = !fields.isEmpty
+        for (position, field) in schema.fields.enumerated() {
+            let column = Self.firstFieldColumn + position
+            if result.isNull(row, column) { continue }
+            let value = try decodeField(result, row, column, field)
+            if checkClashes, fields.index(forKey: field.name) != nil {
+                throw SyncError(.corrupted, "table '\(schema.name)': a row keeps field '\(field.name)' both in its column and among its undeclared fields")
+            }
+            fields[field.name] = value
+        }
+        return Record(id: id, fields: fields, version: version, updatedAt: updatedAt, deleted: deleted)
+    }
+
+    private func decodeField(_ result: PGResult, _ row: Int, _ column: Int, _ field: FieldDefinition) throws -> Value {
+        switch field.type {
+        case .bool:
+            guard let b = result.bool(row, column) else { throw corrupted(field: field.name) }
+            return .bool(b)
+        case .int:
+            guard let i = result.int64(row, column) else { throw corrupted(field: field.name) }
+            return .int(i)
+        case .double:
+            guard let d = result.double(row, column) else { throw corrupted(field: field.name) }
+            return .double(d)
+        case .date:
+            guard let t = result.int64(row, column) else { throw corrupted(field: field.name) }
+            return .date(Timestamp(millisecondsSince1970: t))
+        case .string:
+            guard let bytes = result.bytes(row, column), let s = String(validating: bytes, as: UTF8.self) else {
+                throw corrupted(field: field.name)
+            }
+            return .string(s)
+        case .bytes:
+            return .bytes(result.bytes(row, column) ?? [])
+        case .array, .object, .any:
+            let value = try result.withBytes(row, column) { try ValueCodec.decode($0) }
+            guard field.type.accepts(value), !value.isNull else { throw corrupted(field: field.name) }
+            return value
+        }
+    }
+
+    private func corrupted(_ column: String) -> SyncError {
+        SyncError(.corrupted, "table '\(schema.name)': column '\(column)' holds a value of an unexpected kind")
+    }
+
+    private func corrupted(field: String) -> SyncError {
+        SyncError(.corrupted, "table '\(schema.name)': the column of field '\(field)' holds a value of an unexpected kind")
+    }
+}
+
+/// The JSON mirror of nested values: objects, arrays, booleans, numbers and strings as
+/// themselves, bytes as base64 strings, dates as milliseconds since 1970. `jsonb` cannot
+/// hold U+0000, so a NUL in a string becomes U+FFFD in the mirror (the `bytea` column keeps
+/// the exact value).
+enum PGJSON {
+    static func render(_ value: Value) -> String {
+        var out = ""
+        write(value, into: &out)
+        return out
+    }
+
+    private static func write(_ value: Value, into out: inout String) {
+        switch value {
+        case .null: out += "null"
+        case .bool(let b): out += b ? "true" : "false"
+        case .int(let i): out += String(i)
+        case .double(let d): out += d.isFinite ? "\(d)" : "null"
+        case .string(let s): writeString(s, into: &out)
+        case .bytes(let b): writeString(Data(b).base64EncodedString(), into: &out)
+        case .date(let t): out += String(t.millisecondsSince1970)
+        case .array(let items):
+            out += "["
+            for (position, item) in items.enumerated() {
+                if position > 0 { out += "," }
+                write(item, into: &out)
+            }
+            out += "]"
+        case .object(let object):
+            out += "{"
+            for (position, key) in object.keys.sorted(by: Value.utf8Less).enumerated() {
+                if position > 0 { out += "," }
+                writeString(key, into: &out)
+                out += ":"
+                write(object[key]!, into: &out)
+            }
+            out += "}"
+        }
+    }
+
+    private static func writeString(_ s: String, into out: inout String) {
+        out += "\""
+        for scalar in s.unicodeScalars {
+            switch scalar {
+            case "\"": out += "\\\""
+            case "\\": out += "\\\\"
+            case "\n": out += "\\n"
+            case "\r": out += "\\r"
+            case "\t": out += "\\t"
+            case "\u{0}": out += "\\ufffd"
+            default:
+                if scalar.value < 0x20 {
+                    let hex = String(scalar.value, radix: 16)
+                    out += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
+                } else {
+                    out.unicodeScalars.append(scalar)
+                }
+            }
+        }
+        out += "\""
+    }
+}
