@@ -110,8 +110,10 @@ conformance-cli: deps
 demo: deps
 	$(SWIFT) run offline-sync demo
 
+# The PostgreSQL workload runs against a throwaway cluster (or OFFLINE_SYNC_TEST_POSTGRES_URL's server).
 bench: deps
-	$(SWIFT) run -c release offline-sync bench
+	$(SWIFT) build -c release --product offline-sync
+	Scripts/with-postgres.sh $(SWIFT) run -c release --skip-build offline-sync bench
 
 clean:
 	@if command -v $(SWIFT) >/dev/null 2>&1; then $(SWIFT) package clean; else rm -rf .build; fi

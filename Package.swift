@@ -78,7 +78,7 @@ let package = Package(
             name: "offline-sync",
             dependencies: [
                 "OfflineSync", "OfflineSyncService", "OfflineSyncSQLite", "OfflineSyncConformance",
-                "OfflineSyncLMDB", "OfflineSyncEncryptedFile", "OfflineSyncPostgreSQL", "COfflineSyncSQLite3", "COfflineSyncLMDB",
+                "OfflineSyncLMDB", "OfflineSyncEncryptedFile", "OfflineSyncPostgreSQL", "COfflineSyncSQLite3", "COfflineSyncLMDB", "COfflineSyncPostgreSQL",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],

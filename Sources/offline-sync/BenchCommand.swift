@@ -1,5 +1,6 @@
 import ArgumentParser
 import COfflineSyncLMDB
+import COfflineSyncPostgreSQL
 import COfflineSyncSQLite3
 import Foundation
 import OfflineSync
@@ -19,7 +20,8 @@ protocol BenchWorkload: Sendable {
 }
 
 /// Every workload `bench` knows, in the order it runs them.
-let benchWorkloads: [any BenchWorkload.Type] = [LocalWritesSQLite.self, LocalWritesLMDB.self, LocalWritesEncryptedFile.self]
+let benchWorkloads: [any BenchWorkload.Type] = [LocalWritesSQLite.self, LocalWritesLMDB.self, LocalWritesEncryptedFile.self,
+                                                LocalWritesPostgreSQL.self]
 
 /// `offline-sync bench`: runs each workload side by side with its baseline, each in its own
 /// process (so peak memory is its own), prints a table and writes `bench-results.json`.
@@ -120,7 +122,7 @@ struct BenchCommand: AsyncParsableCommand {
             cpu = name.trimmingCharacters(in: .whitespaces)
         }
         let memory = ProcessInfo.processInfo.physicalMemory / 1_073_741_824
-        return "\(cpu), \(ProcessInfo.processInfo.activeProcessorCount) cores, \(memory) GiB, Linux, SQLite \(String(cString: sqlite3_libversion())), LMDB \(lmdbVersion())"
+        return "\(cpu), \(ProcessInfo.processInfo.activeProcessorCount) cores, \(memory) GiB, Linux, SQLite \(String(cString: sqlite3_libversion())), LMDB \(lmdbVersion()), libpq \(PQlibVersion() / 10000).\(PQlibVersion() % 10000)"
     }
 }
 
