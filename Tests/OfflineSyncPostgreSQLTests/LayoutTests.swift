@@ -162,4 +162,55 @@ struct LayoutTests {
             #expect(top.map(\.id) == ["n2498", "n2499"])
         }
     }
+
+    @Test func bufferedWritesAreReadBackAndWrittenInBulk() async throws {
+        try await Self.withStore { store, _, _ in
+            try await store.defineTable(Self.table)
+            try await store.write { try $0.upsert(Record(id: "old", fields: ["n": .int(-1)]), in: "things") }
+            let inside = try await store.write { txn -> [Int] in
+                for i in 0..<2_500 { try txn.upsert(Record(id: "r\(i)", fields: ["n": .int(Int64(i))]), in: "things") }
+                try txn.upsert(Record(id: "r2499", fields: ["n": .int(9_999)]), in: "things")
+                let buffered = try txn.record(in: "things", id: "r2499")?["n"].intValue
+                let deletedBuffered = try txn.delete(id: "r2498", in: "things")
+                let deletedStored = try txn.delete(id: "old", in: "things")
+                let deletedMissing = try txn.delete(id: "never", in: "things")
+                try txn.upsert(Record(id: "old", fields: ["n": .int(-2)]), in: "things")
+                let count = try txn.count(in: "things", matching: .all)
+                let top = try txn.records(in: "things", matching: Query(order: [SortKey("n", ascending: false)], limit: 1))
+                return [Int(buffered ?? 0), deletedBuffered ? 1 : 0, deletedStored ? 1 : 0, deletedMissing ? 1 : 0, count,
+                        Int(top.first?["n"].intValue ?? 0)]
+            }
+            #expect(inside == [9_999, 1, 1, 0, 2_500, 9_999])
+            let after = try await store.read { txn in
+                (try txn.count(in: "things", matching: .all), try txn.record(in: "things", id: "old")?["n"].intValue,
+                 try txn.record(in: "things", id: "r2498"))
+            }
+            #expect(after.0 == 2_500)
+            #expect(after.1 == -2)
+            #expect(after.2 == nil)
+        }
+    }
+
+    @Test func aBufferedWriteTheServerRefusesAtCommitRollsBackTheWholeTransaction() async throws {
+        try await Self.withStore { store, raw, schema in
+            try await store.defineTable(Self.table)
+            try await store.write { try $0.upsert(Record(id: "keep", fields: ["n": .int(1)]), in: "things") }
+            let number = try Self.tableNumber(raw, schema, "things")
+            // A constraint the adapter does not know about makes the server refuse one row.
+            try raw.execute("ALTER TABLE \"\(schema)\".\"t\(number)\" ADD CONSTRAINT small CHECK (\"c1\" < 100)")
+            do {
+                try await store.write { txn in
+                    try txn.upsert(Record(id: "fine", fields: ["n": .int(5)]), in: "things")
+                    _ = try txn.delete(id: "keep", in: "things")
+                    try txn.upsert(Record(id: "refused", fields: ["n": .int(500)]), in: "things")
+                }
+                Issue.record("a write violating the constraint committed")
+            } catch let error as SyncError {
+                #expect(error.code == .storageFailure)
+                #expect(error.message.contains("small"))
+            }
+            let ids = try await store.read { try $0.records(in: "things", matching: .all).map(\.id) }
+            #expect(ids == ["keep"])
+        }
+    }
 }

@@ -30,6 +30,10 @@ struct PGTable {
     let selectByID: String
     let upsert: String
     let deleteByID: String
+    /// The columns an upsert writes, in parameter order.
+    private let written: [String]
+    /// Rows per multi-row upsert: as many as fit PostgreSQL's 65,535 parameters, at most 500.
+    let rowsPerStatement: Int
     private let fieldIndex: [ExactString: Int]
     /// Whether each declared field has a JSON mirror column.
     private let mirrored: [Bool]
@@ -49,11 +53,43 @@ struct PGTable {
         selectList = (Self.systemColumns + fieldColumns).joined(separator: ", ")
         var written = Self.systemColumns + fieldColumns
         for (position, mirror) in mirrored.enumerated() where mirror { written.append(Self.jsonColumn(position)) }
-        let placeholders = written.indices.map { "$\($0 + 1)" }.joined(separator: ", ")
-        let updates = written.dropFirst().map { "\($0) = EXCLUDED.\($0)" }.joined(separator: ", ")
-        upsert = "INSERT INTO \(sqlName) (\(written.joined(separator: ", "))) VALUES (\(placeholders)) ON CONFLICT (\"id\") DO UPDATE SET \(updates)"
+        self.written = written
+        rowsPerStatement = max(1, min(500, 65_535 / written.count))
+        upsert = Self.upsertSQL(into: sqlName, columns: written, rows: 1)
         selectByID = "SELECT \(selectList) FROM \(sqlName) WHERE \"id\" = $1"
         deleteByID = "DELETE FROM \(sqlName) WHERE \"id\" = $1"
+    }
+
+    /// `INSERT … VALUES (…), (…) ON CONFLICT ("id") DO UPDATE` for `rows` rows.
+    private static func upsertSQL(into table: String, columns: [String], rows: Int) -> String {
+        var values: [String] = []
+        values.reserveCapacity(rows)
+        for row in 0..<rows {
+            let base = row * columns.count
+            values.append("(" + columns.indices.map { "$\(base + $0 + 1)" }.joined(separator: ", ") + ")")
+        }
+        let updates = columns.dropFirst().map { "\($0) = EXCLUDED.\($0)" }.joined(separator: ", ")
+        return "INSERT INTO \(table) (\(columns.joined(separator: ", "))) VALUES \(values.joined(separator: ", ")) ON CONFLICT (\"id\") DO UPDATE SET \(updates)"
+    }
+
+    /// Writes records (distinct ids) with multi-row upserts of ``rowsPerStatement`` rows; the
+    /// full-size statement is prepared once per connection.
+    func upsert<C: Collection>(_ records: C, on connection: PGConnection) throws where C.Element == Record {
+        var chunk: [PGParameter] = []
+        chunk.reserveCapacity(min(records.count, rowsPerStatement) * written.count)
+        var rows = 0
+        func send() throws {
+            let sql = rows == 1 ? upsert : Self.upsertSQL(into: sqlName, columns: written, rows: rows)
+            try connection.execute(sql, chunk, prepare: rows == 1 || rows == rowsPerStatement)
+            chunk.removeAll(keepingCapacity: true)
+            rows = 0
+        }
+        for record in records {
+            chunk += parameters(for: record)
+            rows += 1
+            if rows == rowsPerStatement { try send() }
+        }
+        if rows > 0 { try send() }
     }
 
     static func fieldColumn(_ position: Int) -> String { "\"c\(position)\"" }

@@ -4,12 +4,23 @@ import OfflineSync
 /// A transaction lent to a ``PostgreSQLStore`` closure. It runs on its connection's queue;
 /// once the closure returns (or from any other thread) every call throws
 /// ``SyncError/Code/storeClosed``.
+///
+/// Upserts are buffered per table and written with multi-row statements: when a table's
+/// buffer reaches ``flushThreshold`` rows, before any query or count on that table, and
+/// before `COMMIT`. Reads by id see the buffer first, so the transaction always reads its
+/// own writes; deletes run at once (dropping a buffered upsert of the same id). A write the
+/// server refuses at a flush fails the whole transaction, which is rolled back.
 final class PGTransaction: LocalWriteTransaction {
     private var connection: PGConnection?
     private let queueKey: DispatchSpecificKey<Bool>
     private let schema: String
     private let writable: Bool
     private var tableMemo: [ExactString: PGTable] = [:]
+    /// Buffered upserts per table number: the table, the ids in first-write order and the
+    /// latest record of each id.
+    private var pending: [Int64: (table: PGTable, order: [ExactString], rows: [ExactString: Record])] = [:]
+    /// Rows buffered per table before they are written.
+    static let flushThreshold = 1_000
 
     init(connection: PGConnection, queueKey: DispatchSpecificKey<Bool>, schema: String, writable: Bool) {
         self.connection = connection
@@ -22,6 +33,20 @@ final class PGTransaction: LocalWriteTransaction {
     func end() {
         connection = nil
         tableMemo = [:]
+        pending = [:]
+    }
+
+    /// Writes every buffered upsert.
+    func flush() throws {
+        for number in pending.keys.sorted() { try flush(number) }
+    }
+
+    /// Writes the buffered upserts of one table.
+    private func flush(_ number: Int64) throws {
+        guard let buffer = pending.removeValue(forKey: number) else { return }
+        var rows = buffer.rows
+        let records = buffer.order.compactMap { rows.removeValue(forKey: $0) }
+        try buffer.table.upsert(records, on: try live())
     }
 
     /// The connection, while the transaction is open and the caller is on its queue.
@@ -66,6 +91,7 @@ final class PGTransaction: LocalWriteTransaction {
 
     func record(in table: String, id: String) throws -> Record? {
         let info = try self.table(table)
+        if let buffered = pending[info.number]?.rows[ExactString(id)] { return buffered }
         let result = try live().execute(info.selectByID, [.bytes(Array(id.utf8))], prepare: true)
         guard result.count > 0 else { return nil }
         return try info.decode(result, 0)
@@ -78,6 +104,7 @@ final class PGTransaction: LocalWriteTransaction {
     func records(in table: String, matching query: Query) throws -> [Record] {
         let info = try self.table(table)
         try query.validate(against: info.schema)
+        try flush(info.number)
         var translator = PGQueryTranslator(table: info)
         let (filter, rest) = translator.split(query.predicate)
         var sql = "SELECT \(info.selectList) FROM \(info.sqlName)"
@@ -95,6 +122,7 @@ final class PGTransaction: LocalWriteTransaction {
     func count(in table: String, matching predicate: QueryPredicate) throws -> Int {
         let info = try self.table(table)
         try Query(predicate).validate(against: info.schema)
+        try flush(info.number)
         var translator = PGQueryTranslator(table: info)
         let (filter, rest) = translator.split(predicate)
         let whereClause = filter.map { " WHERE " + $0 } ?? ""
@@ -111,14 +139,27 @@ final class PGTransaction: LocalWriteTransaction {
         let info = try self.table(table)
         guard writable else { throw SyncError(.unsupported, "a read transaction cannot write") }
         try info.schema.validate(record)
-        try live().execute(info.upsert, info.parameters(for: record), prepare: true)
+        _ = try live()
+        let key = ExactString(record.id)
+        var buffer = pending.removeValue(forKey: info.number) ?? (info, [], [:])
+        if buffer.rows.updateValue(record, forKey: key) == nil { buffer.order.append(key) }
+        let full = buffer.rows.count >= PGTransaction.flushThreshold
+        pending[info.number] = buffer
+        if full { try flush(info.number) }
     }
 
     @discardableResult
     func delete(id: String, in table: String) throws -> Bool {
         let info = try self.table(table)
         guard writable else { throw SyncError(.unsupported, "a read transaction cannot write") }
+        let key = ExactString(id)
+        var wasBuffered = false
+        if var buffer = pending.removeValue(forKey: info.number) {
+            wasBuffered = buffer.rows.removeValue(forKey: key) != nil
+            if wasBuffered, let position = buffer.order.lastIndex(of: key) { buffer.order.remove(at: position) }
+            pending[info.number] = buffer
+        }
         let result = try live().execute(info.deleteByID + " RETURNING 1", [.bytes(Array(id.utf8))], prepare: true)
-        return result.count > 0
+        return wasBuffered || result.count > 0
     }
 }

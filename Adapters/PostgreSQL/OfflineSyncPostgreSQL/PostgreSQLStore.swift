@@ -208,13 +208,16 @@ public final class PostgreSQLStore: LocalStore {
                 try connection.execute("SELECT \(old.selectList) FROM \(old.sqlName) WHERE \"id\" > $1 ORDER BY \"id\" LIMIT 1000", [.bytes($0)])
             } ?? connection.execute("SELECT \(old.selectList) FROM \(old.sqlName) ORDER BY \"id\" LIMIT 1000")
             if page.count == 0 { return }
+            var records: [Record] = []
+            records.reserveCapacity(page.count)
             for row in 0..<page.count {
                 let record = try old.decode(page, row)
                 for field in new.schema.fields where !field.type.accepts(record[field.name]) {
                     throw SyncError(.schemaMismatch, "table '\(new.schema.name)': record '\(record.id)' has a \(record[field.name].kind.rawValue) in field '\(field.name)', which the new schema declares \(field.type.rawValue); nothing was changed")
                 }
-                try connection.execute(new.upsert, new.parameters(for: record), prepare: true)
+                records.append(record)
             }
+            try new.upsert(records, on: connection)
             after = page.bytes(page.count - 1, 0)
         }
     }
@@ -266,6 +269,7 @@ public final class PostgreSQLStore: LocalStore {
                     let value: T
                     do {
                         value = try body(transaction)
+                        try transaction.flush()
                         transaction.end()
                     } catch {
                         transaction.end()
