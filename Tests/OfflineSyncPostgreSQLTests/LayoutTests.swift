@@ -211,6 +211,20 @@ struct LayoutTests {
             }
             let ids = try await store.read { try $0.records(in: "things", matching: .all).map(\.id) }
             #expect(ids == ["keep"])
+
+            // Refused when a query sends the buffer ahead of itself: the query throws, the
+            // transaction rolls back, and the connection (pool size 4) keeps working.
+            for _ in 0..<8 {
+                await #expect(throws: SyncError.self) {
+                    try await store.write { txn in
+                        try txn.upsert(Record(id: "refused", fields: ["n": .int(500)]), in: "things")
+                        _ = try txn.count(in: "things", matching: .all)
+                    }
+                }
+            }
+            try await store.write { try $0.upsert(Record(id: "later", fields: ["n": .int(7)]), in: "things") }
+            let final = try await store.read { try $0.records(in: "things", matching: .all).map(\.id) }
+            #expect(final == ["keep", "later"])
         }
     }
 }

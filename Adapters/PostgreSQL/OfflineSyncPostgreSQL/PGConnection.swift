@@ -50,6 +50,19 @@ enum PGParameter {
     }
 }
 
+/// A statement to run: its text, its parameters and whether to prepare it.
+struct PGStatement {
+    var sql: String
+    var parameters: [PGParameter]
+    var prepare: Bool
+
+    init(_ sql: String, _ parameters: [PGParameter] = [], prepare: Bool = true) {
+        self.sql = sql
+        self.parameters = parameters
+        self.prepare = prepare
+    }
+}
+
 /// One PostgreSQL connection (`PGconn`). Owned by one ``PGWorker`` and used only on its
 /// serial queue; `close()` is explicit.
 final class PGConnection {
@@ -128,12 +141,107 @@ final class PGConnection {
     @discardableResult
     func execute(_ sql: String, _ parameters: [PGParameter] = [], prepare: Bool = false) throws -> PGResult {
         guard let handle else { throw SyncError(.storeClosed, "the PostgreSQL connection is closed") }
-        let count = Int32(parameters.count)
+        let name = try preparedName(sql, parameters, prepare: prepare, handle)
+        let result = PGConnection.withWire(parameters) { count, types, values, lengths, formats in
+            if let name { return PQexecPrepared(handle, name, count, values, lengths, formats, 1) }
+            return PQexecParams(handle, sql, count, types, values, lengths, formats, 1)
+        }
+        return try check(result, handle)
+    }
+
+    /// Runs statements in one round trip (libpq's pipeline mode) and returns the last one's
+    /// result. When one fails the server skips the rest, and its error is thrown once every
+    /// result has been read; inside a transaction the transaction is then aborted.
+    @discardableResult
+    func execute(_ statements: [PGStatement]) throws -> PGResult {
+        guard let handle else { throw SyncError(.storeClosed, "the PostgreSQL connection is closed") }
+        precondition(!statements.isEmpty, "no statement to run")
+        if statements.count == 1 {
+            return try execute(statements[0].sql, statements[0].parameters, prepare: statements[0].prepare)
+        }
+        let names = try statements.map { try preparedName($0.sql, $0.parameters, prepare: $0.prepare, handle) }
+        guard PQenterPipelineMode(handle) == 1 else { throw lostOrFailed(handle) }
+        var sent = 0
+        for (statement, name) in zip(statements, names) {
+            let ok = PGConnection.withWire(statement.parameters) { count, types, values, lengths, formats in
+                if let name { return PQsendQueryPrepared(handle, name, count, values, lengths, formats, 1) }
+                return PQsendQueryParams(handle, statement.sql, count, types, values, lengths, formats, 1)
+            }
+            if ok != 1 { break }
+            sent += 1
+        }
+        guard PQpipelineSync(handle) == 1 else {
+            let error = lostOrFailed(handle)
+            isBroken = true
+            throw error
+        }
+        var firstError: (any Error)?
+        var last: PGResult?
+        for index in 0..<sent {
+            // Each statement's results end with a NULL.
+            var outcome: OpaquePointer?
+            while let result = PQgetResult(handle) {
+                if outcome == nil { outcome = result } else { PQclear(result) }
+            }
+            guard let outcome else {
+                firstError = firstError ?? lostOrFailed(handle)
+                break
+            }
+            if PQresultStatus(outcome) == PGRES_PIPELINE_ABORTED {
+                PQclear(outcome)
+                continue
+            }
+            do {
+                let result = try check(outcome, handle)
+                if index == statements.count - 1 { last = result }
+            } catch {
+                firstError = firstError ?? error
+            }
+        }
+        // The sync point, then back to normal mode.
+        var synced = false
+        while let result = PQgetResult(handle) {
+            if PQresultStatus(result) == PGRES_PIPELINE_SYNC { synced = true }
+            PQclear(result)
+            if synced { break }
+        }
+        if !synced || PQexitPipelineMode(handle) != 1 {
+            isBroken = true
+            throw firstError ?? lostOrFailed(handle)
+        }
+        if let firstError { throw firstError }
+        if sent < statements.count { throw lostOrFailed(handle) }
+        guard let last else { throw lostOrFailed(handle) }
+        return last
+    }
+
+    /// The error for a libpq call that failed outside a result.
+    private func lostOrFailed(_ handle: OpaquePointer) -> SyncError {
+        if PQstatus(handle) != CONNECTION_OK { isBroken = true }
+        return SyncError(isBroken ? .transient : .storageFailure, "\(endpoint): \(String(cString: PQerrorMessage(handle)))")
+    }
+
+    /// The name the statement is prepared under (preparing it the first time), or `nil` to
+    /// run it unnamed.
+    private func preparedName(_ sql: String, _ parameters: [PGParameter], prepare: Bool, _ handle: OpaquePointer) throws -> String? {
+        guard prepare else { return nil }
+        if let existing = prepared[sql] { return existing }
+        guard prepared.count < PGConnection.preparedLimit else { return nil }
+        let name = "osync_\(prepared.count)"
+        var types = parameters.map(\.typeOID)
+        _ = try check(PQprepare(handle, name, sql, Int32(types.count), &types), handle)
+        prepared[sql] = name
+        return name
+    }
+
+    /// Lays the parameters out as libpq takes them, for the duration of `body`.
+    private static func withWire<R>(_ parameters: [PGParameter],
+                                    _ body: (Int32, UnsafePointer<UInt32>?, UnsafePointer<UnsafePointer<CChar>?>?,
+                                             UnsafePointer<Int32>?, UnsafePointer<Int32>?) -> R) -> R {
         let wire = parameters.map(\.wireBytes)
-        var types: [UInt32] = parameters.map(\.typeOID)
-        var lengths: [Int32] = wire.map { Int32($0?.count ?? 0) }
-        var formats: [Int32] = parameters.map(\.format)
-        // libpq reads the values during the call; the pointers need only live that long.
+        let types: [UInt32] = parameters.map(\.typeOID)
+        let lengths: [Int32] = wire.map { Int32($0?.count ?? 0) }
+        let formats: [Int32] = parameters.map(\.format)
         let storage = UnsafeMutableRawPointer.allocate(byteCount: max(1, wire.reduce(0) { $0 + ($1?.count ?? 0) + 1 }),
                                                        alignment: 1)
         defer { storage.deallocate() }
@@ -150,25 +258,7 @@ final class PGConnection {
             values.append(UnsafePointer(start.assumingMemoryBound(to: CChar.self)))
             offset += bytes.count + 1
         }
-        var name: String?
-        if prepare {
-            if let existing = prepared[sql] {
-                name = existing
-            } else if prepared.count < PGConnection.preparedLimit {
-                let candidate = "osync_\(prepared.count)"
-                let result = PQprepare(handle, candidate, sql, count, &types)
-                _ = try check(result, handle)
-                prepared[sql] = candidate
-                name = candidate
-            }
-        }
-        let result: OpaquePointer?
-        if let name {
-            result = PQexecPrepared(handle, name, count, &values, &lengths, &formats, 1)
-        } else {
-            result = PQexecParams(handle, sql, count, &types, &values, &lengths, &formats, 1)
-        }
-        return try check(result, handle)
+        return body(Int32(parameters.count), types, values, lengths, formats)
     }
 
     /// The result when the command succeeded; otherwise clears it and throws the mapped error.

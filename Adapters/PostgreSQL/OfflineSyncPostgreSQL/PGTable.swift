@@ -72,24 +72,32 @@ struct PGTable {
         return "INSERT INTO \(table) (\(columns.joined(separator: ", "))) VALUES \(values.joined(separator: ", ")) ON CONFLICT (\"id\") DO UPDATE SET \(updates)"
     }
 
-    /// Writes records (distinct ids) with multi-row upserts of ``rowsPerStatement`` rows; the
-    /// full-size statement is prepared once per connection.
-    func upsert<C: Collection>(_ records: C, on connection: PGConnection) throws where C.Element == Record {
+    /// The multi-row upserts of ``rowsPerStatement`` rows that write `records` (distinct
+    /// ids); the full-size statement and the single-row one are prepared once per connection.
+    func upsertStatements<C: Collection>(_ records: C) -> [PGStatement] where C.Element == Record {
+        var statements: [PGStatement] = []
         var chunk: [PGParameter] = []
         chunk.reserveCapacity(min(records.count, rowsPerStatement) * written.count)
         var rows = 0
-        func send() throws {
+        func seal() {
             let sql = rows == 1 ? upsert : Self.upsertSQL(into: sqlName, columns: written, rows: rows)
-            try connection.execute(sql, chunk, prepare: rows == 1 || rows == rowsPerStatement)
+            statements.append(PGStatement(sql, chunk, prepare: rows == 1 || rows == rowsPerStatement))
             chunk.removeAll(keepingCapacity: true)
             rows = 0
         }
         for record in records {
             chunk += parameters(for: record)
             rows += 1
-            if rows == rowsPerStatement { try send() }
+            if rows == rowsPerStatement { seal() }
         }
-        if rows > 0 { try send() }
+        if rows > 0 { seal() }
+        return statements
+    }
+
+    /// Writes records (distinct ids) in one round trip.
+    func upsert<C: Collection>(_ records: C, on connection: PGConnection) throws where C.Element == Record {
+        let statements = upsertStatements(records)
+        if !statements.isEmpty { try connection.execute(statements) }
     }
 
     static func fieldColumn(_ position: Int) -> String { "\"c\(position)\"" }

@@ -6,8 +6,8 @@ import OfflineSync
 /// ``SyncError/Code/storeClosed``.
 ///
 /// Upserts are buffered per table and written with multi-row statements: when a table's
-/// buffer reaches ``flushThreshold`` rows, before any query or count on that table, and
-/// before `COMMIT`. Reads by id see the buffer first, so the transaction always reads its
+/// buffer reaches ``flushThreshold`` rows, before any query or count on that table (in the
+/// query's round trip, through libpq's pipeline mode), and before `COMMIT`. Reads by id see the buffer first, so the transaction always reads its
 /// own writes; deletes run at once (dropping a buffered upsert of the same id). A write the
 /// server refuses at a flush fails the whole transaction, which is rolled back.
 final class PGTransaction: LocalWriteTransaction {
@@ -36,17 +36,22 @@ final class PGTransaction: LocalWriteTransaction {
         pending = [:]
     }
 
-    /// Writes every buffered upsert.
+    /// Writes every buffered upsert, in one round trip.
     func flush() throws {
-        for number in pending.keys.sorted() { try flush(number) }
+        let statements = pending.keys.sorted().flatMap { takePending($0) }
+        if !statements.isEmpty { try live().execute(statements) }
     }
 
-    /// Writes the buffered upserts of one table.
-    private func flush(_ number: Int64) throws {
-        guard let buffer = pending.removeValue(forKey: number) else { return }
+    /// Removes the buffered upserts of one table and returns the statements that write them.
+    private func takePending(_ number: Int64) -> [PGStatement] {
+        guard let buffer = pending.removeValue(forKey: number) else { return [] }
         var rows = buffer.rows
-        let records = buffer.order.compactMap { rows.removeValue(forKey: $0) }
-        try buffer.table.upsert(records, on: try live())
+        return buffer.table.upsertStatements(buffer.order.compactMap { rows.removeValue(forKey: $0) })
+    }
+
+    /// Runs a query on a table after its buffered upserts, in the same round trip.
+    private func run(_ table: PGTable, _ sql: String, _ parameters: [PGParameter]) throws -> PGResult {
+        try live().execute(takePending(table.number) + [PGStatement(sql, parameters)])
     }
 
     /// The connection, while the transaction is open and the caller is on its queue.
@@ -104,7 +109,6 @@ final class PGTransaction: LocalWriteTransaction {
     func records(in table: String, matching query: Query) throws -> [Record] {
         let info = try self.table(table)
         try query.validate(against: info.schema)
-        try flush(info.number)
         var translator = PGQueryTranslator(table: info)
         let (filter, rest) = translator.split(query.predicate)
         var sql = "SELECT \(info.selectList) FROM \(info.sqlName)"
@@ -113,25 +117,23 @@ final class PGTransaction: LocalWriteTransaction {
             sql += " " + orderBy
             if let limit = query.limit { sql += " LIMIT " + translator.bind(.int64(Int64(limit))) }
             if query.offset > 0 { sql += " OFFSET " + translator.bind(.int64(Int64(query.offset))) }
-            return try decodeAll(try live().execute(sql, translator.parameters, prepare: true), info)
+            return try decodeAll(try run(info, sql, translator.parameters), info)
         }
-        let candidates = try decodeAll(try live().execute(sql, translator.parameters, prepare: true), info)
+        let candidates = try decodeAll(try run(info, sql, translator.parameters), info)
         return QueryEvaluator.apply(query, to: candidates)
     }
 
     func count(in table: String, matching predicate: QueryPredicate) throws -> Int {
         let info = try self.table(table)
         try Query(predicate).validate(against: info.schema)
-        try flush(info.number)
         var translator = PGQueryTranslator(table: info)
         let (filter, rest) = translator.split(predicate)
         let whereClause = filter.map { " WHERE " + $0 } ?? ""
         if rest.isEmpty {
-            let result = try live().execute("SELECT count(*) FROM \(info.sqlName)\(whereClause)", translator.parameters, prepare: true)
+            let result = try run(info, "SELECT count(*) FROM \(info.sqlName)\(whereClause)", translator.parameters)
             return Int(result.int64(0, 0) ?? 0)
         }
-        let result = try live().execute("SELECT \(info.selectList) FROM \(info.sqlName)\(whereClause)", translator.parameters,
-                                        prepare: true)
+        let result = try run(info, "SELECT \(info.selectList) FROM \(info.sqlName)\(whereClause)", translator.parameters)
         return QueryEvaluator.count(predicate, in: try decodeAll(result, info))
     }
 
@@ -145,7 +147,7 @@ final class PGTransaction: LocalWriteTransaction {
         if buffer.rows.updateValue(record, forKey: key) == nil { buffer.order.append(key) }
         let full = buffer.rows.count >= PGTransaction.flushThreshold
         pending[info.number] = buffer
-        if full { try flush(info.number) }
+        if full { try live().execute(takePending(info.number)) }
     }
 
     @discardableResult
