@@ -100,7 +100,7 @@ conformance-cli: deps
 	if [ -n "$${OFFLINE_SYNC_TEST_POSTGRES_URL:-}" ]; then \
 		pg="$$OFFLINE_SYNC_TEST_POSTGRES_URL"; \
 		case "$$pg" in *\?*) pg="$$pg&";; *) pg="$$pg?";; esac; \
-		urls+=("$${pg}schema=conformance_cli_$$(od -An -N6 -tx1 /dev/urandom | tr -d ' \n')"); \
+		urls+=("$${pg}schema=osync_test_$${OFFLINE_SYNC_TEST_RUN:-local}_cli_$$(od -An -N6 -tx1 /dev/urandom | tr -d ' \n')"); \
 	fi; \
 	for url in "$${urls[@]}"; do \
 		echo "offline-sync conformance --store $$url" | sed -E 's#(://[^:/@]*):[^@/]*@#\1:***@#'; \

@@ -6,7 +6,8 @@
 #
 # The command sees OFFLINE_SYNC_TEST_POSTGRES_URL (postgres://…) naming a database it may do
 # anything to. If OFFLINE_SYNC_TEST_POSTGRES_URL is already set, no cluster is started and
-# the command runs against that server instead (a developer's own server).
+# the command runs against that server instead (a developer's own server), and the schemas
+# the run's tests created (osync_test_<run>_*, see OFFLINE_SYNC_TEST_RUN) are dropped after it.
 #
 # The cluster lives in a new temporary directory, listens on 127.0.0.1 at a free port and on
 # a Unix socket in that directory, requires a password over TCP (scram-sha-256) and is owned
@@ -14,9 +15,23 @@
 # Debian's postgresql package (`make deps` installs it when missing).
 set -euo pipefail
 
+# Test schemas are named osync_test_<run>_…, so a run on a shared server removes only its own.
+export OFFLINE_SYNC_TEST_RUN="${OFFLINE_SYNC_TEST_RUN:-$(od -An -N4 -tx1 /dev/urandom | tr -d ' \n')}"
+
 if [ -n "${OFFLINE_SYNC_TEST_POSTGRES_URL:-}" ]; then
-    echo "with-postgres: using the server at OFFLINE_SYNC_TEST_POSTGRES_URL"
-    exec "$@"
+    echo "with-postgres: using the server at OFFLINE_SYNC_TEST_POSTGRES_URL (run $OFFLINE_SYNC_TEST_RUN)"
+    status=0
+    "$@" || status=$?
+    # Drop the schemas this run's tests created (osync_test_<run>_*), leaving everything else.
+    if command -v psql >/dev/null 2>&1; then
+        psql "$OFFLINE_SYNC_TEST_POSTGRES_URL" -v ON_ERROR_STOP=1 -qAt -v run="osync_test_${OFFLINE_SYNC_TEST_RUN}_%" <<'SQL' \
+            || echo "with-postgres: could not drop the test schemas osync_test_${OFFLINE_SYNC_TEST_RUN}_*" >&2
+SELECT format('DROP SCHEMA IF EXISTS %I CASCADE', nspname) FROM pg_namespace WHERE nspname LIKE :'run' \gexec
+SQL
+    else
+        echo "with-postgres: psql not found; drop the schemas osync_test_${OFFLINE_SYNC_TEST_RUN}_* yourself" >&2
+    fi
+    exit "$status"
 fi
 
 bindir="$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1 || true)"

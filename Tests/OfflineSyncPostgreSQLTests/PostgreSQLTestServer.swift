@@ -25,14 +25,22 @@ enum TestServer {
         return nil
     }
 
-    /// A schema name unique to a directory (or any string).
+    /// The run's id (`OFFLINE_SYNC_TEST_RUN`, set by `Scripts/with-postgres.sh`, which drops
+    /// the run's `osync_test_<run>_*` schemas afterwards), or `local`.
+    static let run: String = {
+        let value = ProcessInfo.processInfo.environment["OFFLINE_SYNC_TEST_RUN"] ?? ""
+        return value.isEmpty || value.utf8.count > 16 || !value.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber) })
+            ? "local" : value
+    }()
+
+    /// A schema name unique to a directory (or any string), under the run's prefix.
     static func schema(for key: String) -> String {
         var hash: UInt64 = 0xcbf2_9ce4_8422_2325
         for byte in key.utf8 {
             hash ^= UInt64(byte)
             hash = hash &* 0x0000_0100_0000_01b3
         }
-        return "t_" + String(hash, radix: 16)
+        return "osync_test_\(run)_" + String(hash, radix: 16)
     }
 
     /// The server URL with its password replaced.

@@ -7,7 +7,7 @@ extension StoreRegistry.Adapter {
     /// `pool-size=N` and `statement-timeout-ms=N`; every other parameter goes to libpq
     /// (`sslmode=…`, `connect_timeout=…`, …). Register it with `registry.register(.postgres)`;
     /// ``postgresql`` answers the `postgresql` spelling. A conformance run gives each case
-    /// directory its own schema.
+    /// directory its own schema, named `<schema>_<hash>`.
     public static var postgres: StoreRegistry.Adapter { postgresAdapter(scheme: "postgres") }
 
     /// The same adapter as ``postgres`` for the `postgresql://` spelling of libpq URLs.
@@ -16,7 +16,7 @@ extension StoreRegistry.Adapter {
     private static func postgresAdapter(scheme: String) -> StoreRegistry.Adapter {
         StoreRegistry.Adapter(scheme: scheme, example: "\(scheme)://user@host:5432/dbname?schema=offlinesync",
                               isolate: { location, directory in
-            let schema = PostgreSQLLocation.isolatedSchema(for: directory)
+            let schema = PostgreSQLLocation.isolatedSchema(for: directory, base: location.parameter("schema") ?? "osync")
             let isolated = try StoreLocation(parsing: PostgreSQLLocation.replacingParameter("schema", with: schema, in: location.url))
             return StoreRegistry.Isolated(location: isolated, persistent: true, storeFile: nil)
         }, open: { location, _ in
@@ -69,15 +69,21 @@ struct PostgreSQLLocation {
         return base + (base.contains("?") ? "&" : "?") + name + "=" + value
     }
 
-    /// A schema name unique to a directory: `osync_` and 16 hex digits of an FNV-1a hash of
-    /// its path.
-    static func isolatedSchema(for directory: URL) -> String {
+    /// A schema name unique to a directory: `base` (the URL's `schema=`, cut to 40 bytes),
+    /// `_` and 16 hex digits of an FNV-1a hash of the directory's path — so the schemas a
+    /// conformance run leaves share the prefix it was given.
+    static func isolatedSchema(for directory: URL, base: String) -> String {
         var hash: UInt64 = 0xcbf2_9ce4_8422_2325
         for byte in directory.standardizedFileURL.path.utf8 {
             hash ^= UInt64(byte)
             hash = hash &* 0x0000_0100_0000_01b3
         }
         let hex = String(hash, radix: 16)
-        return "osync_" + String(repeating: "0", count: 16 - hex.count) + hex
+        var prefix = ""
+        for character in base {
+            if prefix.utf8.count + character.utf8.count > 40 { break }
+            prefix.append(character)
+        }
+        return prefix + "_" + String(repeating: "0", count: 16 - hex.count) + hex
     }
 }
