@@ -119,9 +119,20 @@ final class PGListener: @unchecked Sendable {
     private func deliver(from connection: PGConnection, password: String?) -> (any Error)? {
         guard let handle = connection.handle else { return SyncError(.storeClosed, "the PostgreSQL connection is closed") }
         let socket = PQsocket(handle)
+        // The server's goodbye (`FATAL: terminating connection due to administrator command`)
+        // arrives outside a query, as a notice: keep it for the error instead of libpq's
+        // default of printing it to stderr. Only this thread runs libpq on this connection.
+        let notices = NoticeLog()
+        PQsetNoticeProcessor(handle, { context, message in
+            guard let context, let message else { return }
+            Unmanaged<NoticeLog>.fromOpaque(context).takeUnretainedValue().last = String(cString: message)
+        }, Unmanaged.passUnretained(notices).toOpaque())
+        defer { PQsetNoticeProcessor(handle, { _, _ in }, nil) }
         func lost() -> SyncError {
-            let detail = PQerrorMessage(handle).map { String(cString: $0) } ?? ""
-            let message = PGConnection.redact(detail.trimmingCharacters(in: .whitespacesAndNewlines), password: password)
+            let detail = [notices.last, PQerrorMessage(handle).map { String(cString: $0) }]
+                .compactMap { $0?.trimmingCharacters(in: .whitespacesAndNewlines) }.filter { !$0.isEmpty }
+                .joined(separator: "; ")
+            let message = PGConnection.redact(detail, password: password)
             return SyncError(.transient, "\(connection.endpoint): the connection listening on channel '\(channel)' was lost: \(message)")
         }
         guard socket >= 0 else { return lost() }
@@ -160,6 +171,12 @@ final class PGListener: @unchecked Sendable {
     }
 
     private static func closeDescriptor(_ descriptor: Int32) { _ = close(descriptor) }
+}
+
+/// The last notice the server sent a listening connection. Only touched on the listener's
+/// thread (libpq calls the notice processor from inside `PQconsumeInput`).
+private final class NoticeLog {
+    var last: String?
 }
 
 /// The store's notification side: the pool `notify` runs on, the way to open a dedicated
