@@ -66,7 +66,7 @@ struct PGStatement {
 /// One PostgreSQL connection (`PGconn`). Owned by one ``PGWorker`` and used only on its
 /// serial queue; `close()` is explicit.
 final class PGConnection {
-    private var handle: OpaquePointer?
+    private(set) var handle: OpaquePointer?
     /// Where the connection goes, for messages (never the password).
     let endpoint: String
     /// Set when a command failed because the connection is gone: the worker then reconnects.

@@ -66,6 +66,8 @@ public final class PostgreSQLStore: LocalStore {
 
     private let pool: PGPool
     private let quotedSchema: String
+    /// `notify`'s pool access and the open `LISTEN` connections (PostgreSQLStore+Notifications.swift).
+    let notificationHub: PGNotificationHub
 
     /// Opens (creating its schema and catalog when missing) the store in the database a libpq
     /// connection string (`host=… dbname=…`) or URL (`postgres://user:password@host:port/db`)
@@ -103,6 +105,7 @@ public final class PostgreSQLStore: LocalStore {
         }
         let workers = (0..<options.poolSize).map { PGWorker(label: "OfflineSyncPostgreSQL.connection\($0)", connect: connect) }
         self.pool = PGPool(workers: workers)
+        self.notificationHub = PGNotificationHub(pool: pool, connect: connect, password: password)
         self.options = options
         self.quotedSchema = PostgreSQLStore.quote(options.schema)
         let quoted = quotedSchema, schemaName = options.schema
@@ -242,6 +245,7 @@ public final class PostgreSQLStore: LocalStore {
     /// Waits for running transactions and closes every connection. Later calls throw
     /// ``SyncError/Code/storeClosed``; closing twice is harmless.
     public func close() async throws {
+        await notificationHub.close()
         await pool.close()
     }
 
