@@ -7,7 +7,10 @@ import Testing
 /// Two service instances, each over its own PostgreSQLStore (its own pool) on one schema —
 /// two server processes sharing a database — with eight writers and a client pulling while
 /// they write. Whatever the interleaving, the client must see every committed change in
-/// commit order, each at most once, and end with exactly the service's state.
+/// commit order, each at most once, and end with exactly the service's state. Pulls carry
+/// each item's current state, so a version a later commit replaced before the client pulled
+/// is superseded (as in every state-based sync); every change nothing superseded — checked
+/// with write-once entries — arrives exactly once.
 @Suite("Two service instances on one PostgreSQL schema: a puller beside eight writers",
        .enabled(if: TestServer.shouldRun, TestServer.skipMessage))
 struct ConcurrentWritersTests {
@@ -137,6 +140,12 @@ struct ConcurrentWritersTests {
                                                             kind: .delete, item: nil, baseVersion: current.version))
                             predecessors["w\(writer)-b\(batch)-delete"] = .some(current.version)
                         }
+                        // An entry written once and never again: nothing can supersede it, so
+                        // the client must receive this very change, exactly once.
+                        let entry = "log-w\(writer)-b\(batch)"
+                        operations.append(PushOperation(id: "w\(writer)-b\(batch)-log", table: Self.table, itemId: entry,
+                                                        kind: .insert, item: Record(id: entry, fields: fields), baseVersion: nil))
+                        predecessors["w\(writer)-b\(batch)-log"] = .some(nil)
                         let common = shared[(writer + batch) % shared.count]
                         operations.append(PushOperation(id: "w\(writer)-b\(batch)-shared", table: Self.table, itemId: common,
                                                         kind: .update, item: Record(id: common, fields: ["by": .int(Int64(writer)), "b": .int(Int64(batch))]),
@@ -217,6 +226,15 @@ struct ConcurrentWritersTests {
             #expect(entry.record == change.record, "\(entry.record.id) pulled differs from what the push returned")
         }
 
+        // Every change nothing superseded — all the write-once entries — arrives exactly once.
+        let pulledVersions = Dictionary(grouping: pulled, by: { $0.record.version! }).mapValues(\.count)
+        let writeOnce = changes.filter { $0.item.hasPrefix("log-") }
+        #expect(writeOnce.count == writers * batches)
+        for change in writeOnce {
+            #expect(pulledVersions[change.record.version!] == 1,
+                    "\(change.item)@\(change.record.version!) was pulled \(pulledVersions[change.record.version!] ?? 0) times")
+        }
+
         // Commit order: per item, versions arrive in chain order; across items, a change whose
         // push returned before another's was sent is pulled before it.
         var lastPosition: [String: Int] = [:]
@@ -276,7 +294,7 @@ struct ConcurrentWritersTests {
             } while true
             #expect(clientState == direct, "the client's pulled state differs from the service's")
         }
-        #expect(clientState.count == shared.count + writers * ownItems)
+        #expect(clientState.count == shared.count + writers * ownItems + writers * batches)
         for (item, version) in finalVersion { #expect(clientState[item]?.version == version, "\(item): final version") }
 
         // The run exercised what it claims to: many changes, conflicts, deletes, several pages.
