@@ -81,6 +81,8 @@ struct PostgreSQLStoreTests {
         try await store.write { transaction in
             let attempt = attempts.next()
             try transaction.upsert(Record(id: "a", fields: ["n": .int(Int64(attempt))]), in: "items")
+            // A query sends the buffered upsert: "a" is on the server, uncommitted, when the kill comes.
+            #expect(try transaction.count(in: "items", matching: .all) == 1)
             if attempt == 1 { try Self.killBackend(named: name, url: url) }
             try transaction.upsert(Record(id: "b", fields: ["n": .int(Int64(attempt))]), in: "items")
         }
@@ -101,6 +103,7 @@ struct PostgreSQLStoreTests {
         do {
             try await store.write { transaction in
                 try transaction.upsert(Record(id: "a", fields: ["n": 1]), in: "items")
+                #expect(try transaction.count(in: "items", matching: .all) == 1)   // "a" reaches the server
                 try Self.killBackend(named: name, url: url)
                 try transaction.upsert(Record(id: "b", fields: ["n": 1]), in: "items")
             }
