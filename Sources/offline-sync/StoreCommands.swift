@@ -24,11 +24,19 @@ extension StoreRegistry {
 struct StoreArguments: ParsableArguments {
     @Option(name: .long, help: ArgumentHelp("The store URL.", discussion: """
         For example sqlite:///path/app.db, sqlite::memory:, lmdb:///path/dir or \
-        encrypted-file:///path/app.osync?passphrase-env=VAR. An encrypted store's key is never \
+        encrypted-file:///path/app.osync?passphrase-env=VAR, postgres://user@host/db?schema=NAME \
+        or a libpq connection string ('host=… dbname=…'). An encrypted store's key is never \
         written in the URL: name the variable that holds it with key-env= (64 hex digits) or \
         passphrase-env=, or set OFFLINE_SYNC_KEY or OFFLINE_SYNC_PASSPHRASE.
         """))
     var store: String
+
+    /// The store URL: `store` itself, or the `postgres://` URL of a libpq keyword/value
+    /// connection string (`host=… dbname=…`).
+    func url() throws -> String {
+        if !store.contains("://"), store.contains("=") { return try PostgreSQLStore.storeURL(connectionString: store) }
+        return store
+    }
 
     /// The options: a variable named in the URL wins, then OFFLINE_SYNC_KEY, then OFFLINE_SYNC_PASSPHRASE.
     func options(for location: StoreLocation) throws -> StoreOptions {
@@ -66,8 +74,8 @@ struct ConformanceCommand: AsyncParsableCommand {
 
     func run() async throws {
         let registry = StoreRegistry.builtIn
-        let (location, _) = try registry.resolve(storeArguments.store)
-        let suite = try LocalStoreConformance(store: storeArguments.store, in: registry,
+        let (location, _) = try registry.resolve(try storeArguments.url())
+        let suite = try LocalStoreConformance(store: try storeArguments.url(), in: registry,
                                               options: try storeArguments.options(for: location))
         var selected = LocalStoreConformance.Group.allCases
         if !groups.isEmpty {
@@ -107,7 +115,7 @@ struct InspectCommand: AsyncParsableCommand {
 
     func run() async throws {
         let registry = StoreRegistry.builtIn
-        let (location, adapter) = try registry.resolve(storeArguments.store)
+        let (location, adapter) = try registry.resolve(try storeArguments.url())
         // Inspecting never creates a store. Placing the URL in its own parent directory gives
         // back the file the store keeps there (the adapters keep the last path component).
         if !location.isOpaque, let isolate = adapter.isolate,

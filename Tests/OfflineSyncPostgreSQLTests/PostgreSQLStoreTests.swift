@@ -151,7 +151,8 @@ struct PostgreSQLStoreTests {
         let password = TestServer.password(url)
         for scheme in ["postgres", "postgresql"] {
             let schemed = scheme + url[url.range(of: "://")!.lowerBound...]
-            let withSchema = schemed + "?schema=" + TestServer.schema(for: "registry-" + scheme + UUID().uuidString) + "&pool-size=1"
+            let schema = TestServer.schema(for: "registry-" + scheme + UUID().uuidString)
+            let withSchema = schemed + "?schema=" + schema + "&pool-size=1"
             let (location, adapter) = try registry.resolve(withSchema)
             #expect(adapter.scheme == scheme)
             #expect(!password.isEmpty && !location.description.contains(password))
@@ -164,8 +165,34 @@ struct PostgreSQLStoreTests {
             let isolated = try isolate(location, URL(fileURLWithPath: "/tmp/case-directory"))
             #expect(isolated.persistent)
             #expect(isolated.storeFile == nil)
-            #expect(isolated.location.parameter("schema")?.hasPrefix("osync_") == true)
+            #expect(isolated.location.parameter("schema")?.hasPrefix(String(schema.prefix(40)) + "_") == true)
             #expect(!isolated.location.description.contains(password))
         }
+    }
+
+    @Test func aKeywordConnectionStringPicksTheStoreThroughTheRegistry() async throws {
+        guard let url = TestServer.require() else { return }
+        guard let components = URLComponents(string: url), let host = components.host, let port = components.port,
+              let user = components.user else {
+            Issue.record("cannot take \(url) apart")
+            return
+        }
+        let password = TestServer.password(url)
+        let database = components.path.isEmpty ? "postgres" : String(components.path.dropFirst())
+        let conninfo = "host=\(host) port=\(port) user=\(user) password='\(password)' dbname=\(database) application_name='a b'"
+        let storeURL = try PostgreSQLStore.storeURL(connectionString: conninfo)
+        #expect(storeURL.hasPrefix("postgres://\(user):"))
+        #expect(storeURL.contains("application_name=a%20b"))
+        var registry = StoreRegistry()
+        registry.register(.postgres)
+        let schema = TestServer.schema(for: "conninfo-" + UUID().uuidString)
+        let (location, _) = try registry.resolve(storeURL + "&schema=" + schema)
+        #expect(!password.isEmpty && !location.description.contains(password))
+        let store = try await registry.open(storeURL + "&schema=" + schema)
+        try await store.defineTable(Self.table)
+        try await store.write { try $0.upsert(Record(id: "x", fields: ["n": 1]), in: "items") }
+        #expect(try await store.read { try $0.count(in: "items", matching: .all) } == 1)
+        try await store.close()
+        #expect(throws: SyncError.self) { try PostgreSQLStore.storeURL(connectionString: "host=x nonsense") }
     }
 }

@@ -1,3 +1,4 @@
+import COfflineSyncPostgreSQL
 import Foundation
 import OfflineSync
 
@@ -85,5 +86,49 @@ struct PostgreSQLLocation {
             prefix.append(character)
         }
         return prefix + "_" + String(repeating: "0", count: 16 - hex.count) + hex
+    }
+}
+
+extension PostgreSQLStore {
+    /// The `postgres://` store URL equivalent to a libpq keyword/value connection string
+    /// (`host=/var/run/postgresql dbname=app user=app`), so a connection string can pick the
+    /// store at runtime through a ``StoreRegistry`` too: user and password go into the URL's
+    /// user part (where ``StoreLocation`` redacts the password), every other keyword becomes a
+    /// query parameter, which libpq reads back as the same keyword. The store's own
+    /// `schema=`, `pool-size=` and `statement-timeout-ms=` are not libpq keywords: append
+    /// them to the URL. Throws ``SyncError/Code/invalidStoreURL`` for a malformed string.
+    public static func storeURL(connectionString: String) throws -> String {
+        var errorMessage: UnsafeMutablePointer<CChar>?
+        guard let parsed = PQconninfoParse(connectionString, &errorMessage) else {
+            if let errorMessage { PQfreemem(errorMessage) }
+            throw SyncError(.invalidStoreURL, "malformed PostgreSQL connection string")
+        }
+        defer { PQconninfoFree(parsed) }
+        var user: String?, password: String?
+        var parameters: [String] = []
+        var option = parsed
+        while let keyword = option.pointee.keyword {
+            defer { option += 1 }
+            guard let raw = option.pointee.val else { continue }
+            let name = String(cString: keyword), value = String(cString: raw)
+            switch name {
+            case "user": user = value
+            case "password": password = value
+            default: parameters.append(encode(name) + "=" + encode(value))
+            }
+        }
+        var userPart = ""
+        if let user {
+            userPart = encode(user) + (password.map { ":" + encode($0) } ?? "") + "@"
+        } else if let password {
+            userPart = ":" + encode(password) + "@"
+        }
+        return "postgres://" + userPart + (parameters.isEmpty ? "" : "?" + parameters.joined(separator: "&"))
+    }
+
+    /// Percent-encodes everything but ASCII letters, digits and `-._~`.
+    private static func encode(_ text: String) -> String {
+        let allowed = CharacterSet(charactersIn: "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
+        return text.addingPercentEncoding(withAllowedCharacters: allowed) ?? text
     }
 }
