@@ -227,4 +227,38 @@ struct LayoutTests {
             #expect(final == ["keep", "later"])
         }
     }
+
+    @Test func queriesOnUndeclaredFieldsStreamPagesAndEqualTheEvaluator() async throws {
+        try await Self.withStore { store, _, _ in
+            try await store.defineTable(Self.table)
+            var all: [Record] = []
+            for i in 0..<3_500 {
+                var fields: [String: Value] = ["n": .int(Int64((i * 7919) % 3_500))]
+                if i % 3 != 0 { fields["tag"] = .string(i % 2 == 0 ? "even" : "odd") }
+                all.append(Record(id: "r\(i)", fields: fields))
+            }
+            let records = all
+            try await store.write { txn in for record in records { try txn.upsert(record, in: "things") } }
+            let queries = [
+                Query(Field("tag") == "odd", order: [SortKey("n")], limit: 5, offset: 3),
+                Query(Field("tag") == "odd" && Field("n") < .int(2_000), order: [SortKey("n", ascending: false)], limit: 1_500),
+                Query(.not(Field("tag") == "even"), order: [SortKey("tag")], limit: 10, offset: 1_000),
+                Query(.isNull("tag"), limit: 0),
+                Query(.or([Field("tag") == "even", Field("n") == .int(4)])),
+            ]
+            for query in queries {
+                let expected = QueryEvaluator.apply(query, to: all)
+                let got = try await store.read { try $0.records(in: "things", matching: query) }
+                #expect(got == expected, "\(query)")
+                let count = try await store.read { try $0.count(in: "things", matching: query.predicate) }
+                #expect(count == QueryEvaluator.count(query.predicate, in: all), "\(query)")
+            }
+            // Inside a write transaction the stream sees the transaction's buffered writes.
+            let seen = try await store.write { txn -> Int in
+                try txn.upsert(Record(id: "new", fields: ["tag": "odd", "n": -1]), in: "things")
+                return try txn.records(in: "things", matching: Query(Field("tag") == "odd", order: [SortKey("n")], limit: 1)).first?["n"].intValue.map(Int.init) ?? 0
+            }
+            #expect(seen == -1)
+        }
+    }
 }

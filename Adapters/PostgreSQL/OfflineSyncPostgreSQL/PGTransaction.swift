@@ -105,7 +105,10 @@ final class PGTransaction: LocalWriteTransaction {
     /// Runs a query. When SQL can evaluate the whole predicate and order, filtering,
     /// ordering, offset and limit all happen in PostgreSQL (using the table's indexes);
     /// otherwise SQL narrows the rows by the conjuncts it can evaluate and ``QueryEvaluator``
-    /// decides the rest, so the result always equals the reference semantics.
+    /// decides the rest over rows streamed through a server-side cursor, a page at a time, so
+    /// memory holds the matches, never the table. When SQL can order the rows, the stream
+    /// stops once `offset + limit` rows have matched. Either way the result equals the
+    /// reference semantics.
     func records(in table: String, matching query: Query) throws -> [Record] {
         let info = try self.table(table)
         try query.validate(against: info.schema)
@@ -113,14 +116,30 @@ final class PGTransaction: LocalWriteTransaction {
         let (filter, rest) = translator.split(query.predicate)
         var sql = "SELECT \(info.selectList) FROM \(info.sqlName)"
         if let filter { sql += " WHERE " + filter }
-        if rest.isEmpty, let orderBy = translator.orderBy(query.order) {
+        let orderBy = translator.orderBy(query.order)
+        if rest.isEmpty, let orderBy {
             sql += " " + orderBy
             if let limit = query.limit { sql += " LIMIT " + translator.bind(.int64(Int64(limit))) }
             if query.offset > 0 { sql += " OFFSET " + translator.bind(.int64(Int64(query.offset))) }
             return try decodeAll(try run(info, sql, translator.parameters), info)
         }
-        let candidates = try decodeAll(try run(info, sql, translator.parameters), info)
-        return QueryEvaluator.apply(query, to: candidates)
+        let residue = QueryPredicate.and(rest)
+        var matched: [Record] = []
+        guard let orderBy else {
+            try stream(info, sql, translator.parameters) { record in
+                if QueryEvaluator.matches(record, residue) { matched.append(record) }
+                return true
+            }
+            return QueryEvaluator.apply(Query(order: query.order, limit: query.limit, offset: query.offset), to: matched)
+        }
+        // Rows arrive in the query's order: keep the matches up to offset + limit.
+        let needed = query.limit.map { query.offset + $0 }
+        if needed == 0 { return [] }
+        try stream(info, sql + " " + orderBy, translator.parameters) { record in
+            if QueryEvaluator.matches(record, residue) { matched.append(record) }
+            return needed.map { matched.count < $0 } ?? true
+        }
+        return Array(matched.dropFirst(query.offset))
     }
 
     func count(in table: String, matching predicate: QueryPredicate) throws -> Int {
@@ -133,8 +152,38 @@ final class PGTransaction: LocalWriteTransaction {
             let result = try run(info, "SELECT count(*) FROM \(info.sqlName)\(whereClause)", translator.parameters)
             return Int(result.int64(0, 0) ?? 0)
         }
-        let result = try run(info, "SELECT \(info.selectList) FROM \(info.sqlName)\(whereClause)", translator.parameters)
-        return QueryEvaluator.count(predicate, in: try decodeAll(result, info))
+        let residue = QueryPredicate.and(rest)
+        var count = 0
+        try stream(info, "SELECT \(info.selectList) FROM \(info.sqlName)\(whereClause)", translator.parameters) { record in
+            if QueryEvaluator.matches(record, residue) { count += 1 }
+            return true
+        }
+        return count
+    }
+
+    /// Rows fetched per page of a streamed query.
+    static let streamPageSize = 1_000
+    /// Numbers the transaction's cursors.
+    private var cursors = 0
+
+    /// Runs `sql` (after the table's buffered upserts) through a server-side cursor and hands
+    /// each row to `body`, a page of ``streamPageSize`` rows at a time, until the rows run out
+    /// or `body` returns false.
+    private func stream(_ table: PGTable, _ sql: String, _ parameters: [PGParameter],
+                        _ body: (Record) throws -> Bool) throws {
+        cursors += 1
+        let cursor = "\"osync_cursor_\(cursors)\""
+        try live().execute(takePending(table.number) + [PGStatement("DECLARE \(cursor) NO SCROLL CURSOR FOR \(sql)", parameters, prepare: false)])
+        let fetch = "FETCH FORWARD \(PGTransaction.streamPageSize) FROM \(cursor)"
+        var more = true
+        while more {
+            let page = try live().execute(fetch)
+            for row in 0..<page.count where more {
+                more = try body(try table.decode(page, row))
+            }
+            if page.count < PGTransaction.streamPageSize { more = false }
+        }
+        try live().execute("CLOSE \(cursor)")
     }
 
     func upsert(_ record: Record, in table: String) throws {
