@@ -1,13 +1,6 @@
 import Foundation
 import OfflineSync
 
-/// Where a field a query names lives in SQL.
-struct PGColumn {
-    /// The quoted column.
-    let sql: String
-    /// The type the column holds.
-    let type: FieldType
-}
 
 /// A defined table as PostgreSQL sees it: its schema, its quoted names and the statements
 /// that read and write its rows. Built from a catalog row; immutable.
@@ -150,15 +143,15 @@ struct PGTable {
 
     /// The column behind a system property or declared field; `nil` for an undeclared field
     /// (kept in `extra`, so SQL cannot see it).
-    func column(_ field: String) -> PGColumn? {
+    func column(_ field: String) -> SQLColumn? {
         switch field {
-        case SystemField.id: return PGColumn(sql: "\"id\"", type: .string)
-        case SystemField.version: return PGColumn(sql: "\"version\"", type: .string)
-        case SystemField.updatedAt: return PGColumn(sql: "\"updatedAt\"", type: .date)
-        case SystemField.deleted: return PGColumn(sql: "\"deleted\"", type: .bool)
+        case SystemField.id: return SQLColumn(sql: "\"id\"", type: .string)
+        case SystemField.version: return SQLColumn(sql: "\"version\"", type: .string)
+        case SystemField.updatedAt: return SQLColumn(sql: "\"updatedAt\"", type: .date)
+        case SystemField.deleted: return SQLColumn(sql: "\"deleted\"", type: .bool)
         default:
             guard let position = fieldIndex[ExactString(field)] else { return nil }
-            return PGColumn(sql: Self.fieldColumn(position), type: schema.fields[position].type)
+            return SQLColumn(sql: Self.fieldColumn(position), type: schema.fields[position].type)
         }
     }
 

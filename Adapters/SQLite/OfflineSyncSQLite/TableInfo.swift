@@ -2,12 +2,7 @@ import COfflineSyncSQLite3
 import OfflineSync
 
 /// Where a field a query names lives in SQL.
-struct ColumnRef {
-    /// The quoted column.
-    let sql: String
-    /// The type the column holds.
-    let type: FieldType
-}
+typealias ColumnRef = SQLColumn
 
 /// A defined table as SQL sees it: its schema, its quoted names and the statements that read
 /// and write its rows. Built from a catalog row; immutable.
