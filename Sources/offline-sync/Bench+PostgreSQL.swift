@@ -59,13 +59,13 @@ struct RawPostgreSQLBaseline {
             "\"\(json ? "j" : "c")\(fields.firstIndex(of: name)!)\""
         }
         try pg.prepare("item", """
-            INSERT INTO "\(schema)"."t\(items)" ("id", "version", "updatedAt", "deleted", "extra", "c0", "c1", "c2", "c3")
+            INSERT INTO "\(schema)"."osync_t\(items)" ("id", "version", "updatedAt", "deleted", "extra", "c0", "c1", "c2", "c3")
             VALUES ($1, NULL, NULL, FALSE, NULL, $2, $3, $4, $5)
             """)
         let columns = ["sequence", "table", "itemId", "kind", "item", "state", "attempts", "createdAt", "changedAt",
                        "transaction", "sendId", "changedFields"].map { column($0) }
         try pg.prepare("operation", """
-            INSERT INTO "\(schema)"."t\(operations)" ("id", "version", "updatedAt", "deleted", "extra", \(columns.joined(separator: ", ")),
+            INSERT INTO "\(schema)"."osync_t\(operations)" ("id", "version", "updatedAt", "deleted", "extra", \(columns.joined(separator: ", ")),
               \(column("item", json: true)), \(column("changedFields", json: true)))
             VALUES ($1, NULL, NULL, FALSE, NULL, $2, $3, $4, $5, $6, $7, $8, $9, $9, $10, $1, $11, $12, $13)
             """)

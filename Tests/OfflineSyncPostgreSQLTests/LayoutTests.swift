@@ -50,7 +50,7 @@ struct LayoutTests {
             let columns = try raw.execute("""
                 SELECT column_name::text, data_type::text FROM information_schema.columns
                 WHERE table_schema = $1 AND table_name = $2 ORDER BY ordinal_position
-                """, [.text(schema), .text("t\(number)")])
+                """, [.text(schema), .text(PGTable.tableName(number))])
             var types: [String: String] = [:]
             for row in 0..<columns.count { types[Self.text(columns, row, 0)!] = Self.text(columns, row, 1) }
             #expect(types == [
@@ -59,7 +59,7 @@ struct LayoutTests {
                 "c6": "bytea", "j6": "jsonb", "c7": "bytea", "j7": "jsonb", "c8": "bytea", "j8": "jsonb",
             ])
             let indexes = try raw.execute("SELECT indexdef::text FROM pg_indexes WHERE schemaname = $1 AND tablename = $2",
-                                          [.text(schema), .text("t\(number)")])
+                                          [.text(schema), .text(PGTable.tableName(number))])
             let definitions = (0..<indexes.count).compactMap { Self.text(indexes, $0, 0) }
             #expect(definitions.contains { $0.contains("(c1 NULLS FIRST, id)") })
             #expect(definitions.contains { $0.contains("USING gin (j7 jsonb_path_ops)") })
@@ -82,7 +82,7 @@ struct LayoutTests {
             let mirror = try raw.execute("""
                 SELECT ("j7"->>'k')::text, ("j7"->>'n')::text, ("j7"->>'raw')::text, ("j7"->>'when')::text, ("j6"->>1)::text,
                        jsonb_typeof("j8")::text
-                FROM "\(schema)"."t\(number)" WHERE "id" = $1
+                FROM "\(schema)"."\(PGTable.tableName(number))" WHERE "id" = $1
                 """, [.bytes(Array("r1".utf8))])
             #expect(Self.text(mirror, 0, 0) == "a\u{FFFD}b \"q\"")
             #expect(Self.text(mirror, 0, 1) == String(Int64.min))
@@ -91,7 +91,7 @@ struct LayoutTests {
             #expect(Self.text(mirror, 0, 4) == "1.0")
             #expect(Self.text(mirror, 0, 5) == "string")
             // The GIN index answers containment queries over the mirror.
-            let found = try raw.execute("SELECT count(*) FROM \"\(schema)\".\"t\(number)\" WHERE \"j7\" @> '{\"n\": -9223372036854775808}'")
+            let found = try raw.execute("SELECT count(*) FROM \"\(schema)\".\"\(PGTable.tableName(number))\" WHERE \"j7\" @> '{\"n\": -9223372036854775808}'")
             #expect(found.int64(0, 0) == 1)
         }
     }
@@ -117,7 +117,7 @@ struct LayoutTests {
             try raw.execute("SET LOCAL enable_seqscan = off")
             try raw.execute("SET LOCAL enable_sort = off")
             try raw.execute("SET LOCAL enable_incremental_sort = off")
-            let plan = try raw.execute("EXPLAIN SELECT \"id\" FROM \"\(schema)\".\"t\(number)\" WHERE \(try #require(filter)) \(orderBy) LIMIT \(limit)",
+            let plan = try raw.execute("EXPLAIN SELECT \"id\" FROM \"\(schema)\".\"\(PGTable.tableName(number))\" WHERE \(try #require(filter)) \(orderBy) LIMIT \(limit)",
                                        translator.parameters)
             try raw.execute("COMMIT")
             let lines = (0..<plan.count).compactMap { Self.text(plan, $0, 0) }.joined(separator: "\n")
@@ -153,9 +153,9 @@ struct LayoutTests {
             try await store.defineTable(v2)
             let newNumber = try Self.tableNumber(raw, schema, "notes")
             #expect(newNumber != oldNumber)
-            let old = try raw.execute("SELECT to_regclass($1)::text", [.text("\"\(schema)\".\"t\(oldNumber)\"")])
+            let old = try raw.execute("SELECT to_regclass($1)::text", [.text("\"\(schema)\".\"\(PGTable.tableName(oldNumber))\"")])
             #expect(old.isNull(0, 0))
-            let typed = try raw.execute("SELECT count(*) FROM \"\(schema)\".\"t\(newNumber)\" WHERE \"c1\" IS NOT NULL AND \"extra\" IS NULL")
+            let typed = try raw.execute("SELECT count(*) FROM \"\(schema)\".\"\(PGTable.tableName(newNumber))\" WHERE \"c1\" IS NOT NULL AND \"extra\" IS NULL")
             #expect(typed.int64(0, 0) == 2_500)
             #expect(try await store.read { try $0.records(in: "notes", matching: .all) } == before)
             let top = try await store.read { try $0.records(in: "notes", matching: Query(Field("rank") >= .int(2_498), order: [SortKey("rank")])) }
@@ -197,7 +197,7 @@ struct LayoutTests {
             try await store.write { try $0.upsert(Record(id: "keep", fields: ["n": .int(1)]), in: "things") }
             let number = try Self.tableNumber(raw, schema, "things")
             // A constraint the adapter does not know about makes the server refuse one row.
-            try raw.execute("ALTER TABLE \"\(schema)\".\"t\(number)\" ADD CONSTRAINT small CHECK (\"c1\" < 100)")
+            try raw.execute("ALTER TABLE \"\(schema)\".\"\(PGTable.tableName(number))\" ADD CONSTRAINT small CHECK (\"c1\" < 100)")
             do {
                 try await store.write { txn in
                     try txn.upsert(Record(id: "fine", fields: ["n": .int(5)]), in: "things")
@@ -259,6 +259,37 @@ struct LayoutTests {
                 return try txn.records(in: "things", matching: Query(Field("tag") == "odd", order: [SortKey("n")], limit: 1)).first?["n"].intValue.map(Int.init) ?? 0
             }
             #expect(seen == -1)
+        }
+    }
+
+    @Test func aCatalogOfAnotherLayoutOrOriginIsRefusedAndLeftAlone() async throws {
+        guard let url = TestServer.require() else { return }
+        let raw = try PGConnection.connect(url, password: nil)
+        let schema = TestServer.schema(for: "marker-" + UUID().uuidString)
+        defer {
+            _ = try? raw.execute("DROP SCHEMA IF EXISTS \"\(schema)\" CASCADE")
+            raw.close()
+        }
+        // A store writes the marker; reopening it is fine.
+        let store = try await PostgreSQLStore(connectionString: url, options: .init(poolSize: 1, schema: schema))
+        try await store.defineTable(Self.table)
+        try await store.close()
+        let again = try await PostgreSQLStore(connectionString: url, options: .init(poolSize: 1, schema: schema))
+        #expect(try await again.read { try $0.tables().map(\.name) } == ["things"])
+        try await again.close()
+
+        for (comment, code) in [("OfflineSync PostgreSQL layout 99", SyncError.Code.unsupported), ("a table of somebody else", .foreignDatabase)] {
+            try raw.execute("COMMENT ON TABLE \"\(schema)\".\"__osync_catalog\" IS '\(comment)'")
+            do {
+                _ = try await PostgreSQLStore(connectionString: url, options: .init(poolSize: 1, schema: schema))
+                Issue.record("a catalog commented '\(comment)' was opened")
+            } catch let error as SyncError {
+                #expect(error.code == code)
+            }
+            let kept = try raw.execute("SELECT obj_description(to_regclass($1), 'pg_class'), (SELECT count(*) FROM \"\(schema)\".\"__osync_catalog\")",
+                                       [.text("\"\(schema)\".\"__osync_catalog\"")])
+            #expect(Self.text(kept, 0, 0) == comment)
+            #expect(kept.int64(0, 1) == 1)
         }
     }
 }

@@ -5,7 +5,7 @@ import OfflineSync
 /// A defined table as PostgreSQL sees it: its schema, its quoted names and the statements
 /// that read and write its rows. Built from a catalog row; immutable.
 ///
-/// Layout of `"<schema>"."t<n>"` (`n` is the catalog number, renewed by every migration that
+/// Layout of `"<schema>"."osync_t<n>"` (`n` is the catalog number, renewed by every migration that
 /// changes the columns):
 /// - `id bytea PRIMARY KEY`, `version bytea`, `updatedAt bigint` (ms), `deleted boolean`,
 ///   `extra bytea` (the undeclared fields as one ``ValueCodec`` object, NULL when none);
@@ -37,7 +37,7 @@ struct PGTable {
     init(number: Int64, schema: TableSchema, quotedSchema: String) {
         self.number = number
         self.schema = schema
-        sqlName = "\(quotedSchema).\"t\(number)\""
+        sqlName = "\(quotedSchema).\"\(Self.tableName(number))\""
         var index: [ExactString: Int] = [:]
         for (position, field) in schema.fields.enumerated() { index[ExactString(field.name)] = position }
         fieldIndex = index
@@ -93,6 +93,12 @@ struct PGTable {
         if !statements.isEmpty { try connection.execute(statements) }
     }
 
+    /// The SQL name of the table numbered `number` (unquoted): prefixed, so a store can share
+    /// a schema with an application's own tables.
+    static func tableName(_ number: Int64) -> String { "osync_t\(number)" }
+    /// The SQL name of index `position` of the table numbered `number` (unquoted).
+    static func indexName(_ number: Int64, _ position: Int) -> String { "osync_t\(number)_i\(position)" }
+
     static func fieldColumn(_ position: Int) -> String { "\"c\(position)\"" }
     static func jsonColumn(_ position: Int) -> String { "\"j\(position)\"" }
 
@@ -125,7 +131,7 @@ struct PGTable {
         var position = 0
         func name() -> String {
             defer { position += 1 }
-            return "\"t\(number)_i\(position)\""
+            return "\"\(Self.indexName(number, position))\""
         }
         for (fieldPosition, field) in schema.fields.enumerated() where field.indexed {
             if mirrored[fieldPosition] {

@@ -6,7 +6,7 @@ import OfflineSync
 ///
 /// The store's schema (``Options/schema``, `offlinesync` by default) holds a catalog table
 /// (`__osync_catalog`: table name → number and ``TableSchema`` encoded with ``ValueCodec``)
-/// and one SQL table per store table, named by its number (`t1`, `t2`, …), so no table or
+/// and one SQL table per store table, named by its number (`osync_t1`, …), so no table or
 /// field name is ever part of a statement. System properties and declared fields are typed
 /// columns (`c0`, `c1`, … by field position): booleans, `bigint`, `double precision`, dates
 /// as `bigint` milliseconds, strings and ids as `bytea` holding their exact UTF-8 bytes (so
@@ -115,10 +115,19 @@ public final class PostgreSQLStore: LocalStore {
                 do {
                     try connection.execute(PostgreSQLStore.lockStatement, [.text(schemaName)])
                     try connection.execute("CREATE SCHEMA IF NOT EXISTS \(quoted)")
-                    try connection.execute("""
-                        CREATE TABLE IF NOT EXISTS \(quoted)."__osync_catalog" (
-                            "name" bytea PRIMARY KEY, "num" bigserial NOT NULL UNIQUE, "schema" bytea NOT NULL)
-                        """)
+                    let catalog = "\(quoted).\"__osync_catalog\""
+                    let found = try connection.execute(
+                        "SELECT to_regclass($1) IS NOT NULL, obj_description(to_regclass($1), 'pg_class')", [.text(catalog)])
+                    if found.bool(0, 0) == true {
+                        try PostgreSQLStore.checkLayout(found.bytes(0, 1).map { String(decoding: $0, as: UTF8.self) },
+                                                        schema: schemaName, endpoint: connection.endpoint)
+                    } else {
+                        try connection.execute("""
+                            CREATE TABLE \(catalog) (
+                                "name" bytea PRIMARY KEY, "num" bigserial NOT NULL UNIQUE, "schema" bytea NOT NULL)
+                            """)
+                        try connection.execute("COMMENT ON TABLE \(catalog) IS '\(PostgreSQLStore.layoutMarker)'")
+                    }
                     try connection.execute("COMMIT")
                 } catch {
                     if connection.isAlive { _ = try? connection.execute("ROLLBACK") }
@@ -130,6 +139,20 @@ public final class PostgreSQLStore: LocalStore {
             await pool.close()
             throw error
         }
+    }
+
+    /// The comment on the catalog table naming the layout this adapter reads and writes.
+    static let layoutMarker = "OfflineSync PostgreSQL layout 1"
+
+    /// Checks the comment of an existing catalog table: ``SyncError/Code/unsupported`` for
+    /// another layout version, ``SyncError/Code/foreignDatabase`` for a table OfflineSync did
+    /// not create. Nothing is changed either way.
+    static func checkLayout(_ comment: String?, schema: String, endpoint: String) throws {
+        if comment == layoutMarker { return }
+        if let comment, comment.hasPrefix("OfflineSync PostgreSQL layout ") {
+            throw SyncError(.unsupported, "schema '\(schema)' on \(endpoint) holds an OfflineSync store in a layout this version does not read ('\(comment)'; this version reads '\(layoutMarker)')")
+        }
+        throw SyncError(.foreignDatabase, "schema '\(schema)' on \(endpoint) has a table \"__osync_catalog\" that OfflineSync did not create; choose another schema")
     }
 
     /// Quotes an identifier: double quotes, inner double quotes doubled.
@@ -185,7 +208,7 @@ public final class PostgreSQLStore: LocalStore {
             var new = PGTable(number: number, schema: schema, quotedSchema: quoted)
             if sameColumns {
                 for position in old.createIndexSQL(quotedSchema: quoted).indices {
-                    try connection.execute("DROP INDEX IF EXISTS \(quoted).\"t\(number)_i\(position)\"")
+                    try connection.execute("DROP INDEX IF EXISTS \(quoted).\"\(PGTable.indexName(number, position))\"")
                 }
             } else {
                 let next = try connection.execute("SELECT nextval(pg_get_serial_sequence($1, 'num'))",
