@@ -116,14 +116,10 @@ struct InspectCommand: AsyncParsableCommand {
     func run() async throws {
         let registry = StoreRegistry.builtIn
         let (location, adapter) = try registry.resolve(try storeArguments.url())
-        // Inspecting never creates a store. Placing the URL in its own parent directory gives
-        // back the file the store keeps there (the adapters keep the last path component).
-        if !location.isOpaque, let isolate = adapter.isolate,
-           let file = try isolate(location, URL(fileURLWithPath: location.path).deletingLastPathComponent()).storeFile,
-           !FileManager.default.fileExists(atPath: file.path) {
-            throw SyncError(.notFound, "there is no store at \(location): \(file.path) does not exist")
-        }
-        let store = try await adapter.open(location, try storeArguments.options(for: location))
+        // Inspecting never creates a store.
+        var options = try storeArguments.options(for: location)
+        options.createIfMissing = false
+        let store = try await adapter.open(location, options)
         let summary: StoreSummary
         do {
             summary = try await StoreSummary.summarize(store, operationLimit: limit)

@@ -132,4 +132,16 @@ struct RegistryTests {
         #expect(isolated.location.parameter("passphrase-env") == "P")
         #expect(isolated.location.parameter("kdf-cost") == "4")
     }
+
+    @Test func createIfMissingFalseRefusesAMissingFileAndCreatesNothing() async throws {
+        try await withTempDirectory { dir in
+            let path = dir.file("absent.osync")
+            let options = StoreOptions(environment: ["K": Self.hexKey], createIfMissing: false)
+            let error = await #expect(throws: SyncError.self) {
+                _ = try await Self.registry.open(Self.url(path, "key-env=K"), options: options)
+            }
+            #expect(error?.code == .notFound)
+            #expect(!FileManager.default.fileExists(atPath: path))
+        }
+    }
 }

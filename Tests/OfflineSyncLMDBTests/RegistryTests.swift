@@ -58,4 +58,18 @@ struct LMDBRegistryTests {
         #expect(placed.storeFile?.path == "/tmp/case-1/app-env/data.mdb")
         #expect(throws: SyncError.self) { _ = try isolate(try StoreLocation(parsing: "lmdb://host/x"), directory) }
     }
+
+    @Test("with createIfMissing false a missing environment is notFound and nothing is created")
+    func createIfMissingFalse() async throws {
+        try await withTemporaryDirectory { root in
+            let path = root.appendingPathComponent("absent").path
+            let error = await #expect(throws: SyncError.self) {
+                _ = try await registry.open("lmdb://" + path, options: StoreOptions(createIfMissing: false))
+            }
+            #expect(error?.code == .notFound)
+            #expect(!FileManager.default.fileExists(atPath: path))
+            try await registry.open("lmdb://" + path).close()
+            try await registry.open("lmdb://" + path, options: StoreOptions(createIfMissing: false)).close()
+        }
+    }
 }

@@ -195,4 +195,25 @@ struct PostgreSQLStoreTests {
         try await store.close()
         #expect(throws: SyncError.self) { try PostgreSQLStore.storeURL(connectionString: "host=x nonsense") }
     }
+
+    @Test func createIfMissingFalseRefusesAnEmptySchemaAndCreatesNothing() async throws {
+        guard let url = TestServer.require() else { return }
+        let schema = TestServer.schema(for: "absent-" + UUID().uuidString)
+        var registry = StoreRegistry()
+        registry.register(.postgres)
+        let storeURL = "postgres" + url[url.range(of: "://")!.lowerBound...] + "?schema=" + schema
+        let error = await #expect(throws: SyncError.self) {
+            _ = try await registry.open(storeURL, options: StoreOptions(createIfMissing: false))
+        }
+        #expect(error?.code == .notFound)
+        let raw = try PGConnection.connect(url, password: nil)
+        defer {
+            _ = try? raw.execute("DROP SCHEMA IF EXISTS \"\(schema)\" CASCADE")
+            raw.close()
+        }
+        let exists = try raw.execute("SELECT count(*) FROM pg_namespace WHERE nspname = $1", [.text(schema)])
+        #expect(exists.int64(0, 0) == 0)
+        try await registry.open(storeURL).close()
+        try await registry.open(storeURL, options: StoreOptions(createIfMissing: false)).close()
+    }
 }

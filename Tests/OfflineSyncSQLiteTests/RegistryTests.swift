@@ -51,4 +51,18 @@ struct SQLiteRegistryTests {
         let memory = try isolate(try StoreLocation(parsing: "sqlite::memory:"), directory)
         #expect(!memory.persistent && memory.storeFile == nil && memory.location.path == ":memory:")
     }
+
+    @Test("with createIfMissing false a missing file is notFound and nothing is created")
+    func createIfMissingFalse() async throws {
+        try await withTemporaryDirectory { directory in
+            let path = directory.appendingPathComponent("absent.db").path
+            let error = await #expect(throws: SyncError.self) {
+                _ = try await registry.open("sqlite://" + path, options: StoreOptions(createIfMissing: false))
+            }
+            #expect(error?.code == .notFound)
+            #expect(!FileManager.default.fileExists(atPath: path))
+            try await registry.open("sqlite://" + path).close()
+            try await registry.open("sqlite://" + path, options: StoreOptions(createIfMissing: false)).close()
+        }
+    }
 }

@@ -22,6 +22,7 @@ extension StoreRegistry.Adapter {
             return StoreRegistry.Isolated(location: try location.withPath(file.path), persistent: true, storeFile: file)
         }, open: { location, options in
             let parsed = try EncryptedFileLocation(location)
+            try options.requireExisting(parsed.path, for: location)
             guard let secret = try options.resolveSecret(for: location) else {
                 throw SyncError(.missingKey, "\(location) needs a key or passphrase: pass StoreOptions(secret:) or add key-env=VAR or passphrase-env=VAR naming an environment variable")
             }

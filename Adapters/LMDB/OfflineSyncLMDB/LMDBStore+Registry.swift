@@ -14,8 +14,9 @@ extension StoreRegistry.Adapter {
             let isolatedDirectory = directory.appendingPathComponent(name.isEmpty || name == "/" ? "env" : name)
             return StoreRegistry.Isolated(location: try location.withPath(isolatedDirectory.path), persistent: true,
                                           storeFile: isolatedDirectory.appendingPathComponent("data.mdb"))
-        }, open: { location, _ in
+        }, open: { location, options in
             let parsed = try LMDBLocation(location)
+            try options.requireExisting(URL(fileURLWithPath: parsed.path).appendingPathComponent("data.mdb").path, for: location)
             return try await LMDBStore(directory: parsed.path, options: parsed.options)
         })
     }

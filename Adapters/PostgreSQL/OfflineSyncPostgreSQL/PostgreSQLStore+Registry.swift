@@ -20,8 +20,9 @@ extension StoreRegistry.Adapter {
             let schema = PostgreSQLLocation.isolatedSchema(for: directory, base: location.parameter("schema") ?? "osync")
             let isolated = try StoreLocation(parsing: PostgreSQLLocation.replacingParameter("schema", with: schema, in: location.url))
             return StoreRegistry.Isolated(location: isolated, persistent: true, storeFile: nil)
-        }, open: { location, _ in
-            let parsed = try PostgreSQLLocation(location)
+        }, open: { location, options in
+            var parsed = try PostgreSQLLocation(location)
+            parsed.options.createIfMissing = options.createIfMissing
             return try await PostgreSQLStore(connectionString: parsed.connectionString, options: parsed.options)
         })
     }

@@ -48,14 +48,18 @@ public final class PostgreSQLStore: LocalStore {
         /// How many times a transaction whose connection was lost before commit is run again
         /// on a fresh connection. Default 3.
         public var reconnectAttempts: Int
+        /// Whether a schema without a store gets one (the default); when false, opening it
+        /// throws ``SyncError/Code/notFound`` and creates nothing.
+        public var createIfMissing: Bool
 
         /// Creates options; every parameter has the documented default.
         public init(poolSize: Int = 4, schema: String = "offlinesync", statementTimeout: Duration? = nil,
-                    reconnectAttempts: Int = 3) {
+                    reconnectAttempts: Int = 3, createIfMissing: Bool = true) {
             self.poolSize = poolSize
             self.schema = schema
             self.statementTimeout = statementTimeout
             self.reconnectAttempts = reconnectAttempts
+            self.createIfMissing = createIfMissing
         }
     }
 
@@ -108,20 +112,22 @@ public final class PostgreSQLStore: LocalStore {
         self.notificationHub = PGNotificationHub(pool: pool, connect: connect, password: password)
         self.options = options
         self.quotedSchema = PostgreSQLStore.quote(options.schema)
-        let quoted = quotedSchema, schemaName = options.schema
+        let quoted = quotedSchema, schemaName = options.schema, create = options.createIfMissing
         do {
             endpoint = try await pool.run { connection, _ in
                 try connection.execute("BEGIN")
                 do {
                     try connection.execute(PostgreSQLStore.lockStatement, [.text(schemaName)])
-                    try connection.execute("CREATE SCHEMA IF NOT EXISTS \(quoted)")
                     let catalog = "\(quoted).\"__osync_catalog\""
                     let found = try connection.execute(
                         "SELECT to_regclass($1) IS NOT NULL, obj_description(to_regclass($1), 'pg_class')", [.text(catalog)])
                     if found.bool(0, 0) == true {
                         try PostgreSQLStore.checkLayout(found.bytes(0, 1).map { String(decoding: $0, as: UTF8.self) },
                                                         schema: schemaName, endpoint: connection.endpoint)
+                    } else if !create {
+                        throw SyncError(.notFound, "there is no OfflineSync store in schema '\(schemaName)' on \(connection.endpoint)")
                     } else {
+                        try connection.execute("CREATE SCHEMA IF NOT EXISTS \(quoted)")
                         try connection.execute("""
                             CREATE TABLE \(catalog) (
                                 "name" bytea PRIMARY KEY, "num" bigserial NOT NULL UNIQUE, "schema" bytea NOT NULL)

@@ -12,9 +12,10 @@ extension StoreRegistry.Adapter {
             let file = directory.appendingPathComponent(memory ? "memory" : SQLiteLocation.fileName(location))
             let isolated = memory ? location : try location.withPath(file.path)
             return StoreRegistry.Isolated(location: isolated, persistent: !memory, storeFile: memory ? nil : file)
-        }, open: { location, _ in
+        }, open: { location, options in
             let parsed = try SQLiteLocation(location)
             if parsed.isMemory { return try await SQLiteStore.inMemory(options: parsed.options) }
+            try options.requireExisting(parsed.path, for: location)
             return try await SQLiteStore(path: parsed.path, options: parsed.options)
         })
     }

@@ -7,14 +7,30 @@ public struct StoreOptions: Sendable {
     public var secret: StoreSecret?
     /// The environment variables (the process's own by default).
     public var environment: [String: String]
+    /// Whether opening a location that holds no store creates one (the default). When
+    /// false, the adapter throws ``SyncError/Code/notFound`` and creates nothing — no file,
+    /// directory or database schema (what `offline-sync inspect` needs).
+    public var createIfMissing: Bool
 
     /// Creates options.
     /// - Parameters:
     ///   - secret: the key or passphrase of an encrypted store, or `nil`.
     ///   - environment: where variables named by the URL are looked up.
-    public init(secret: StoreSecret? = nil, environment: [String: String] = ProcessInfo.processInfo.environment) {
+    ///   - createIfMissing: whether a missing store is created (see ``createIfMissing``).
+    public init(secret: StoreSecret? = nil, environment: [String: String] = ProcessInfo.processInfo.environment,
+                createIfMissing: Bool = true) {
         self.secret = secret
         self.environment = environment
+        self.createIfMissing = createIfMissing
+    }
+
+    /// Throws ``SyncError/Code/notFound`` when ``createIfMissing`` is false and nothing
+    /// exists at `path` (the file or directory a store keeps its data in), for adapters'
+    /// openers.
+    public func requireExisting(_ path: String, for location: StoreLocation) throws {
+        if !createIfMissing, !FileManager.default.fileExists(atPath: path) {
+            throw SyncError(.notFound, "there is no store at \(location): \(path) does not exist")
+        }
     }
 
     /// The URL parameters through which a store URL names the environment variable holding
