@@ -14,8 +14,10 @@ extension StoreRegistry.Adapter {
         StoreRegistry.Adapter(scheme: "snapshot", example: "snapshot:///path/app.snapshot", isolate: { location, directory in
             let file = directory.appendingPathComponent(try snapshotPath(location).lastPathComponent)
             return StoreRegistry.Isolated(location: try location.withPath(file.path), persistent: true, storeFile: file)
-        }, open: { location, _ in
-            try await SnapshotStore(path: try snapshotPath(location).path)
+        }, open: { location, options in
+            let path = try snapshotPath(location).path
+            try options.requireExisting(path, for: location)
+            return try await SnapshotStore(path: path)
         })
     }
 
