@@ -7,9 +7,10 @@ import OfflineSync
 ///
 /// Upserts are buffered per table and written with multi-row statements: when a table's
 /// buffer reaches ``flushThreshold`` rows, before any query or count on that table (in the
-/// query's round trip, through libpq's pipeline mode), and before `COMMIT`. Reads by id see the buffer first, so the transaction always reads its
-/// own writes; deletes run at once (dropping a buffered upsert of the same id). A write the
-/// server refuses at a flush fails the whole transaction, which is rolled back.
+/// query's round trip, through libpq's pipeline mode), and before `COMMIT`. Reads by id see
+/// the buffer first, so the transaction always reads its own writes; deletes run at once
+/// (dropping a buffered upsert of the same id). A write the server refuses at a flush fails
+/// the whole transaction, which is rolled back.
 final class PGTransaction: LocalWriteTransaction {
     private var connection: PGConnection?
     private let queueKey: DispatchSpecificKey<Bool>
