@@ -8,6 +8,7 @@ let package = Package(
         .library(name: "OfflineSync", targets: ["OfflineSync"]),
         .library(name: "OfflineSyncService", targets: ["OfflineSyncService"]),
         .library(name: "OfflineSyncConformance", targets: ["OfflineSyncConformance"]),
+        .library(name: "OfflineSyncWire", targets: ["OfflineSyncWire"]),
         .library(name: "OfflineSyncSQLite", targets: ["OfflineSyncSQLite"]),
         .library(name: "OfflineSyncLMDB", targets: ["OfflineSyncLMDB"]),
         .library(name: "OfflineSyncEncryptedFile", targets: ["OfflineSyncEncryptedFile"]),
@@ -23,6 +24,8 @@ let package = Package(
         .target(name: "OfflineSync", path: "Sources/OfflineSync"),
         .target(name: "OfflineSyncService", dependencies: ["OfflineSync"], path: "Sources/OfflineSyncService"),
         .target(name: "OfflineSyncConformance", dependencies: ["OfflineSync"], path: "Sources/OfflineSyncConformance"),
+        // The native protocol's lossless JSON (shared by the coming HTTP server and client).
+        .target(name: "OfflineSyncWire", dependencies: ["OfflineSync"], path: "Sources/OfflineSyncWire"),
 
         // SQLite adapter.
         .systemLibrary(
@@ -89,6 +92,11 @@ let package = Package(
             name: "OfflineSyncTests",
             dependencies: ["OfflineSync", "OfflineSyncService", "OfflineSyncConformance"],
             path: "Tests/OfflineSyncTests"
+        ),
+        .testTarget(
+            name: "OfflineSyncWireTests",
+            dependencies: ["OfflineSync", "OfflineSyncWire", "OfflineSyncConformance"],
+            path: "Tests/OfflineSyncWireTests"
         ),
         .testTarget(
             name: "OfflineSyncServiceTests",

@@ -1,0 +1,179 @@
+import Foundation
+import OfflineSync
+import OfflineSyncWire
+import Testing
+
+/// Encodes to bytes, parses them back and decodes: what crosses the network.
+private func roundTrip(_ value: Value) throws -> Value {
+    try Wire.value(try JSON.parse(Wire.json(value).encoded))
+}
+
+/// A small deterministic generator (SplitMix64) for random values.
+private struct Generator {
+    var state: UInt64
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+    mutating func below(_ n: Int) -> Int { Int(next() % UInt64(n)) }
+
+    mutating func string() -> String {
+        let pieces = ["a", "Z", "$", "$$", "\"", "\\", "\u{0}", "\n", "\u{1F}", "é", "e\u{301}", "😀", "中", "/", " ", "\u{7F}", "\u{FFFF}"]
+        return (0..<below(6)).map { _ in pieces[below(pieces.count)] }.joined()
+    }
+
+    mutating func value(depth: Int = 0) -> Value {
+        switch below(depth > 3 ? 7 : 9) {
+        case 0: return .null
+        case 1: return .bool(below(2) == 0)
+        case 2: return .int(Int64(bitPattern: next()) >> UInt64(below(64)))
+        case 3:
+            let d = Double(bitPattern: next())
+            return .double(d.isFinite ? d : Double(below(1000)) / 7)
+        case 4: return .string(string())
+        case 5: return .bytes((0..<below(9)).map { _ in UInt8(truncatingIfNeeded: next()) })
+        case 6: return .date(Timestamp(millisecondsSince1970: Int64(bitPattern: next()) >> 12))
+        case 7: return .array((0..<below(4)).map { _ in value(depth: depth + 1) })
+        default:
+            var object: [String: Value] = [:]
+            for _ in 0..<below(4) { object[string()] = value(depth: depth + 1) }
+            return .object(object)
+        }
+    }
+}
+
+@Suite("Wire JSON: lossless values and protocol messages")
+struct WireTests {
+    @Test("every edge value round-trips exactly", arguments: [
+        Value.null, .bool(true), .bool(false), .int(0), .int(-1), .int(Int64.max), .int(Int64.min),
+        .double(0.0), .double(-0.0), .double(1.0), .double(-1.5), .double(0.1), .double(1e300), .double(-1e-300),
+        .double(Double.leastNonzeroMagnitude), .double(Double.greatestFiniteMagnitude), .double(9_007_199_254_740_993.0), .double(1e16),
+        .string(""), .string("quote \" backslash \\ slash / nul \u{0} bell \u{7} del \u{7F}"), .string("é e\u{301} 😀 中"),
+        .bytes([]), .bytes([0, 255, 1, 254]), .date(Timestamp(millisecondsSince1970: 0)),
+        .date(Timestamp(millisecondsSince1970: -62_135_596_800_000)), .date(Timestamp(millisecondsSince1970: Int64.max)),
+        .array([]), .array([.int(1), .double(1.0), .null]), .object([:]),
+        .object(["$bytes": .string("not bytes"), "$date": .int(3), "$$x": .bool(true), "$": .null, "plain": .array([.bytes([1])])]),
+    ])
+    func edgeValues(value: Value) throws {
+        let back = try roundTrip(value)
+        #expect(back == value)
+        if case .double(let d) = value, case .double(let e) = back {
+            #expect(d.bitPattern == e.bitPattern)
+        }
+    }
+
+    @Test func randomValuesRoundTrip() throws {
+        var generator = Generator(state: 20_261_123)
+        for _ in 0..<2_000 {
+            let value = generator.value()
+            #expect(try roundTrip(value) == value, "\(value)")
+        }
+    }
+
+    @Test func integersAndDoublesStayApart() throws {
+        #expect(try Wire.value(JSON.parse(Array("1".utf8))) == .int(1))
+        #expect(try Wire.value(JSON.parse(Array("1.0".utf8))) == .double(1.0))
+        #expect(try Wire.value(JSON.parse(Array("1e2".utf8))) == .double(100))
+        #expect(try Wire.value(JSON.parse(Array("-9223372036854775808".utf8))) == .int(Int64.min))
+        #expect(String(decoding: Wire.json(.double(2.0)).encoded, as: UTF8.self) == "2.0")
+        #expect(String(decoding: Wire.json(.int(2)).encoded, as: UTF8.self) == "2")
+        for outOfRange in ["9223372036854775808", "-9223372036854775809", "1e400"] {
+            let error = #expect(throws: SyncError.self) { try Wire.value(JSON.parse(Array(outOfRange.utf8))) }
+            #expect(error?.code == .invalidValue)
+        }
+    }
+
+    @Test("malformed JSON is a typed error naming the offset", arguments: [
+        "", " ", "{", "[1,]", "{\"a\":1,}", "{\"a\" 1}", "01", "1.", ".5", "-", "1e", "+1", "tru", "nul", "\"abc",
+        "\"\\x\"", "\"\\u12\"", "\"\\ud800\"", "\"\\udc00\"", "\"\\ud800\\u0041\"", "\"a\u{1}b\"", "[1] 2", "{\"a\":1,\"a\":2}",
+        "NaN", "Infinity", "[" + String(repeating: "[", count: 300) + String(repeating: "]", count: 301),
+    ])
+    func malformed(text: String) {
+        let error = #expect(throws: SyncError.self) { try JSON.parse(Array(text.utf8)) }
+        #expect(error?.code == .invalidValue)
+        #expect(error?.message.contains("at byte") == true)
+    }
+
+    @Test func invalidUTF8IsRefused() {
+        for bytes: [UInt8] in [[0x22, 0xC3, 0x22], [0x22, 0xFF, 0x22], [0x22, 0xED, 0xA0, 0x80, 0x22]] {
+            #expect(throws: SyncError.self) { try JSON.parse(bytes) }
+        }
+    }
+
+    @Test func escapesAndSurrogatePairsDecode() throws {
+        let parsed = try JSON.parse(Array(#""\u00e9\ud83d\ude00\n\t\/\"""#.utf8))
+        #expect(parsed == .string("é😀\n\t/\""))
+        #expect(try JSON.parse(Array(" [ 1 , { \"k\" : null } ] \n".utf8)) == .array([.number("1"), .object([("k", .null)])]))
+    }
+
+    @Test("values that are not the encoding are refused", arguments: [
+        #"{"$bytes": 3}"#, #"{"$bytes": "@@@"}"#, #"{"$date": 1.5}"#, #"{"$date": "x"}"#, #"{"$other": 1}"#,
+        #"{"$bytes": "AA==", "x": 1}"#,
+    ])
+    func badTaggedValues(text: String) {
+        let error = #expect(throws: SyncError.self) { try Wire.value(JSON.parse(Array(text.utf8))) }
+        #expect(error?.code == .invalidValue)
+    }
+
+    static let record = Record(id: "r1 \u{0} é", fields: ["n": .int(3), "$tag": .string("x"), "blob": .bytes([9])],
+                               version: "v-7", updatedAt: Timestamp(millisecondsSince1970: 1_700_000_000_123), deleted: false)
+
+    @Test func recordsAndTombstonesRoundTrip() throws {
+        for record in [Self.record, Record(id: "gone", version: "v2", deleted: true), Record(id: "bare")] {
+            #expect(try Wire.record(JSON.parse(Wire.json(record).encoded)) == record)
+        }
+        let error = #expect(throws: SyncError.self) { try Wire.record(JSON.parse(Array(#"{"id":"a","extra":1}"#.utf8))) }
+        #expect(error?.message.contains("unknown member 'extra'") == true)
+        #expect(throws: SyncError.self) { try Wire.record(JSON.parse(Array(#"{"id":"a","fields":[1]}"#.utf8))) }
+        #expect(throws: SyncError.self) { try Wire.record(JSON.parse(Array(#"{"fields":{}}"#.utf8))) }
+    }
+
+    @Test func predicatesRoundTrip() throws {
+        let predicates: [QueryPredicate] = [
+            .all, .compare("n", .greaterOrEqual, .double(-0.0)), .isIn("s", [.string("a"), .null, .int(2)]), .isNull("x"),
+            .contains("s", "é\u{0}"), .hasPrefix("id", ""), .and([]), .or([]),
+            .not(.and([.compare("b", .equal, .bytes([1])), .or([.isNull("a"), .not(.compare("t", .less, .date(Timestamp(millisecondsSince1970: 5))))])])),
+        ]
+        for predicate in predicates {
+            #expect(try Wire.predicate(JSON.parse(Wire.json(predicate).encoded)) == predicate)
+        }
+        for bad in [#"{"op":"xor"}"#, #"{"op":"compare","field":"a","cmp":"~","value":1}"#, #"{"op":"in","field":"a","values":1}"#,
+                    #"{"op":"all","extra":1}"#, #"[]"#, #"{"op":"not"}"#] {
+            #expect(throws: SyncError.self) { try Wire.predicate(JSON.parse(Array(bad.utf8))) }
+        }
+    }
+
+    @Test func pushAndPullMessagesRoundTrip() throws {
+        let operations = [
+            PushOperation(id: "op1", table: "todos", itemId: "t1", kind: .insert, item: Self.record, baseVersion: nil),
+            PushOperation(id: "op2", table: "todos", itemId: "t1", kind: .delete, item: nil, baseVersion: "v-7"),
+        ]
+        for operation in operations {
+            #expect(try Wire.operation(JSON.parse(Wire.json(operation).encoded)) == operation)
+        }
+        let results = [
+            PushResult(operationId: "op1", outcome: .applied(Self.record)),
+            PushResult(operationId: "op2", outcome: .conflict(serverRecord: Record(id: "t1", version: "v9"))),
+            PushResult(operationId: "op3", outcome: .rejected(reason: "no such table", status: 404)),
+            PushResult(operationId: "op4", outcome: .rejected(reason: "bad", status: nil)),
+        ]
+        for result in results {
+            #expect(try Wire.result(JSON.parse(Wire.json(result).encoded)) == result)
+        }
+        let request = PullRequest(table: "todos", predicate: .compare("done", .equal, .bool(false)), cursor: "e:12", limit: 250)
+        #expect(try Wire.pullRequest(JSON.parse(Wire.json(request).encoded)) == request)
+        #expect(try Wire.pullRequest(JSON.parse(Array(#"{"table":"t"}"#.utf8))) == PullRequest(table: "t"))
+        #expect(throws: SyncError.self) { try Wire.pullRequest(JSON.parse(Array(#"{"table":"t","limit":-1}"#.utf8))) }
+        let page = PullPage(records: [Self.record, Record(id: "x", deleted: true)], nextCursor: "e:14", remaining: 3, cursorReset: true)
+        #expect(try Wire.pullPage(JSON.parse(Wire.json(page).encoded)) == page)
+        #expect(throws: SyncError.self) { try Wire.operation(JSON.parse(Array(#"{"id":"a","table":"t","itemId":"i","kind":"upsert"}"#.utf8))) }
+    }
+
+    @Test func outputIsDeterministicAndCompact() {
+        let value: Value = .object(["b": .int(1), "a": .array([.string("x\ny")]), "$c": .null])
+        #expect(String(decoding: Wire.json(value).encoded, as: UTF8.self) == #"{"$$c":null,"a":["x\ny"],"b":1}"#)
+    }
+}
