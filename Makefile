@@ -2,9 +2,11 @@
 #
 #   make deps    check the toolchain and install the system libraries the package links
 #   make build   debug build of every target
-#   make test    build the tests, run them all, then the third-party example's tests
+#   make test    start a throwaway PostgreSQL, build the tests, run them all, the conformance
+#                command against every store, then the third-party example's tests
 #   make demo    run the offline-sync demo
-#   make bench   run the benchmarks in release mode (writes bench-results.json)
+#   make bench   run the benchmarks in release mode, PostgreSQL's on a throwaway cluster
+#                (writes bench-results.json)
 #   make clean   remove build products
 #
 # Every target that builds runs `deps` first, so a fresh machine needs only `make test`.
@@ -84,10 +86,11 @@ test-steps: deps
 	$(SWIFT) test --package-path $(EXAMPLE)
 
 # The whole LocalStore suite through `offline-sync conformance`, as a user runs it: against
-# LMDB, against PostgreSQL when OFFLINE_SYNC_TEST_POSTGRES_URL names a server (in a schema
-# of its own, so it never meets the Swift tests' schemas; its password is not echoed), and
-# against an encrypted file opened with a passphrase and with a raw key (cheap KDF settings, so the suite's hundreds of opens stay fast). Passing cases are not echoed; every
-# group line, failure and the totals are, and any failure fails the target.
+# LMDB, against an encrypted file opened with a passphrase and with a raw key (cheap KDF
+# settings, so the suite's hundreds of opens stay fast), and against PostgreSQL when
+# OFFLINE_SYNC_TEST_POSTGRES_URL names a server (in schemas of its own; its password is not
+# echoed). Passing cases are not echoed; every group line, failure and the totals are, and
+# any failure fails the target.
 conformance-cli: deps
 	$(SWIFT) build --product offline-sync
 	@tool="$$($(SWIFT) build --show-bin-path)/offline-sync"; \
