@@ -1,5 +1,6 @@
 import Foundation
 import OfflineSync
+import OfflineSyncConformance
 import OfflineSyncLMDB
 import Testing
 
@@ -18,24 +19,11 @@ struct IndexPlanTests {
         FieldDefinition("d", .bool),
     ], indexes: [IndexDefinition(["d", "c"])])
 
-    /// A small deterministic generator (SplitMix64).
-    struct Generator {
-        var state: UInt64
-        mutating func next() -> UInt64 {
-            state &+= 0x9E37_79B9_7F4A_7C15
-            var z = state
-            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE5_E9B9
-            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-            return z ^ (z >> 31)
-        }
-        mutating func below(_ n: Int) -> Int { Int(next() % UInt64(n)) }
-    }
-
     static func id(_ n: Int) -> String {
         n % 7 == 0 ? String(repeating: "long-", count: 110) + "\(n)" : "id\(n)"
     }
 
-    static func randomRecord(_ rng: inout Generator) -> Record {
+    static func randomRecord(_ rng: inout SplitMix64) -> Record {
         var fields: [String: Value] = [:]
         if rng.below(5) > 0 { fields["a"] = .int(Int64(rng.below(8)) - 3) }
         if rng.below(5) > 0 { fields["b"] = .string(["x", "y", "z\u{0}z", "é"][rng.below(4)]) }
@@ -87,7 +75,7 @@ struct IndexPlanTests {
             try await withStore(in: directory) { lmdb in
                 try await lmdb.defineTable(Self.schema)
                 try await reference.defineTable(Self.schema)
-                var rng = Generator(state: 7)
+                var rng = SplitMix64(seed: 7)
                 for round in 0..<6 {
                     var operations: [(Record?, String)] = []
                     for _ in 0..<40 {
@@ -112,7 +100,7 @@ struct IndexPlanTests {
             // The indexes are found again after reopening, and still maintained.
             try await withStore(in: directory) { lmdb in
                 try await compare(lmdb, reference, "after reopening")
-                var rng = Generator(state: 99)
+                var rng = SplitMix64(seed: 99)
                 let batch = (0..<30).map { _ in Self.randomRecord(&rng) }
                 for store in [lmdb as any LocalStore, reference] {
                     try await store.write { tx in for record in batch { try tx.upsert(record, in: "items") } }

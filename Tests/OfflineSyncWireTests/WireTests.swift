@@ -1,5 +1,6 @@
 import Foundation
 import OfflineSync
+import OfflineSyncConformance
 import OfflineSyncWire
 import Testing
 
@@ -8,18 +9,8 @@ private func roundTrip(_ value: Value) throws -> Value {
     try Wire.value(try JSON.parse(Wire.json(value).encoded))
 }
 
-/// A small deterministic generator (SplitMix64) for random values.
-private struct Generator {
-    var state: UInt64
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-    mutating func below(_ n: Int) -> Int { Int(next() % UInt64(n)) }
-
+/// Random values from the conformance suite's seeded generator.
+extension SplitMix64 {
     mutating func string() -> String {
         let pieces = ["a", "Z", "$", "$$", "\"", "\\", "\u{0}", "\n", "\u{1F}", "é", "e\u{301}", "😀", "中", "/", " ", "\u{7F}", "\u{FFFF}"]
         return (0..<below(6)).map { _ in pieces[below(pieces.count)] }.joined()
@@ -66,7 +57,7 @@ struct WireTests {
     }
 
     @Test func randomValuesRoundTrip() throws {
-        var generator = Generator(state: 20_261_123)
+        var generator = SplitMix64(seed: 20_261_123)
         for _ in 0..<2_000 {
             let value = generator.value()
             #expect(try roundTrip(value) == value, "\(value)")
