@@ -9,6 +9,8 @@ let package = Package(
         .library(name: "OfflineSyncService", targets: ["OfflineSyncService"]),
         .library(name: "OfflineSyncConformance", targets: ["OfflineSyncConformance"]),
         .library(name: "OfflineSyncWire", targets: ["OfflineSyncWire"]),
+        .library(name: "OfflineSyncHTTP", targets: ["OfflineSyncHTTP"]),
+        .library(name: "OfflineSyncServer", targets: ["OfflineSyncServer"]),
         .library(name: "OfflineSyncSQLite", targets: ["OfflineSyncSQLite"]),
         .library(name: "OfflineSyncLMDB", targets: ["OfflineSyncLMDB"]),
         .library(name: "OfflineSyncEncryptedFile", targets: ["OfflineSyncEncryptedFile"]),
@@ -17,7 +19,15 @@ let package = Package(
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
-        .package(url: "https://github.com/apple/swift-crypto", from: "3.12.3"),
+        // 4.x is what jwt-kit 5 needs; the encrypted file works with either.
+        .package(url: "https://github.com/apple/swift-crypto", "3.12.3"..<"5.0.0"),
+        .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
+        .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.28.1"),
+        .package(url: "https://github.com/hummingbird-project/hummingbird-websocket", from: "2.8.1"),
+        .package(url: "https://github.com/hummingbird-project/swift-websocket", from: "1.6.2"),
+        .package(url: "https://github.com/swift-server/async-http-client", from: "1.37.0"),
+        .package(url: "https://github.com/vapor/jwt-kit", from: "5.7.1"),
     ],
     targets: [
         // Core: records, queries, stores, queue, sync context. No C library, no networking.
@@ -26,6 +36,31 @@ let package = Package(
         .target(name: "OfflineSyncConformance", dependencies: ["OfflineSync"], path: "Sources/OfflineSyncConformance"),
         // The native protocol's lossless JSON (shared by the coming HTTP server and client).
         .target(name: "OfflineSyncWire", dependencies: ["OfflineSync"], path: "Sources/OfflineSyncWire"),
+
+        // The HTTP client: a RemoteStore over AsyncHTTPClient plus the notification channel.
+        .target(
+            name: "OfflineSyncHTTP",
+            dependencies: [
+                "OfflineSync", "OfflineSyncWire",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "WSClient", package: "swift-websocket"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            path: "Sources/OfflineSyncHTTP"
+        ),
+        // The sync server on Hummingbird 2: native API, Datasync tables API, auth, notifications.
+        .target(
+            name: "OfflineSyncServer",
+            dependencies: [
+                "OfflineSync", "OfflineSyncService", "OfflineSyncWire",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HummingbirdWebSocket", package: "hummingbird-websocket"),
+                .product(name: "JWTKit", package: "jwt-kit"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ],
+            path: "Sources/OfflineSyncServer"
+        ),
 
         // SQLite adapter.
         .systemLibrary(
@@ -81,6 +116,7 @@ let package = Package(
             name: "offline-sync",
             dependencies: [
                 "OfflineSync", "OfflineSyncService", "OfflineSyncSQLite", "OfflineSyncConformance",
+                "OfflineSyncServer", "OfflineSyncHTTP",
                 "OfflineSyncLMDB", "OfflineSyncEncryptedFile", "OfflineSyncPostgreSQL", "COfflineSyncSQLite3", "COfflineSyncLMDB", "COfflineSyncPostgreSQL",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
@@ -97,6 +133,16 @@ let package = Package(
             name: "OfflineSyncWireTests",
             dependencies: ["OfflineSync", "OfflineSyncWire", "OfflineSyncConformance"],
             path: "Tests/OfflineSyncWireTests"
+        ),
+        .testTarget(
+            name: "OfflineSyncServerTests",
+            dependencies: [
+                "OfflineSync", "OfflineSyncService", "OfflineSyncWire", "OfflineSyncServer", "OfflineSyncHTTP",
+                "OfflineSyncConformance", "OfflineSyncSQLite", "OfflineSyncPostgreSQL",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            path: "Tests/OfflineSyncServerTests"
         ),
         .testTarget(
             name: "OfflineSyncServiceTests",

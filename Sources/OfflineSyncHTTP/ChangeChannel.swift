@@ -1,0 +1,72 @@
+import Foundation
+import HTTPTypes
+import Logging
+import NIOConcurrencyHelpers
+import NIOCore
+import OfflineSync
+import OfflineSyncWire
+import WSClient
+
+/// What the server's change-notification channel reports.
+public enum RemoteChangeEvent: Sendable, Hashable {
+    /// The channel is (again) live: changes committed from now on are announced. Pull once
+    /// after each of these, to catch what was committed while the channel was down.
+    case subscribed
+    /// The identity's rows of `table` changed on the server; pull that table.
+    case changed(table: String)
+    /// The channel dropped; it reconnects by itself with backoff.
+    case disconnected
+}
+
+extension HTTPRemoteStore {
+    /// The server's change notifications for this remote's identity (`GET /v1/changes`, a
+    /// WebSocket). The channel reconnects by itself with exponential backoff and jitter after
+    /// any failure, a refused token included (the token is asked for again on each attempt),
+    /// and ends when the consumer stops iterating.
+    public func changes() -> AsyncStream<RemoteChangeEvent> {
+        let (stream, continuation) = AsyncStream.makeStream(of: RemoteChangeEvent.self, bufferingPolicy: .bufferingNewest(1024))
+        let url = (baseURL.hasPrefix("https://") ? "wss://" + baseURL.dropFirst(8) : "ws://" + baseURL.dropFirst(7)) + "/v1/changes"
+        let token = self.token
+        let logger = self.logger
+        let configuration = self.configuration
+        let task = Task {
+            var backoff = configuration.initialBackoff
+            while !Task.isCancelled {
+                let connected = NIOLockedValueBox(false)
+                do {
+                    var socket = WebSocketClientConfiguration()
+                    socket.additionalHeaders = [.authorization: "Bearer \(try await token())"]
+                    socket.maxFrameSize = 1 << 16
+                    try await WebSocketClient.connect(url: url, configuration: socket, logger: logger) { inbound, _, _ in
+                        for try await message in inbound.messages(maxSize: 1 << 16) {
+                            guard case .text(let text) = message,
+                                  let json = try? JSON.parse(Array(text.utf8)), case .string(let type)? = json["type"] else { continue }
+                            switch type {
+                            case "subscribed":
+                                connected.withLockedValue { $0 = true }
+                                continuation.yield(.subscribed)
+                            case "change":
+                                if case .string(let table)? = json["table"] { continuation.yield(.changed(table: table)) }
+                            default:
+                                continue
+                            }
+                        }
+                    }
+                } catch {
+                    logger.debug("change channel failed", metadata: ["error": "\(HTTPRemoteStore.describe(error))"])
+                }
+                if Task.isCancelled { break }
+                if connected.withLockedValue({ $0 }) {
+                    continuation.yield(.disconnected)
+                    backoff = configuration.initialBackoff
+                }
+                let wait = Duration.nanoseconds(Int64.random(in: 0...max(1, backoff.nanoseconds)))
+                try? await Task.sleep(for: wait)
+                backoff = min(backoff * 2, configuration.maxBackoff)
+            }
+            continuation.finish()
+        }
+        continuation.onTermination = { _ in task.cancel() }
+        return stream
+    }
+}

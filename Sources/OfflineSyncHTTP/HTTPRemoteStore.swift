@@ -1,0 +1,172 @@
+import AsyncHTTPClient
+import Foundation
+import Logging
+import NIOCore
+import NIOHTTP1
+import OfflineSync
+import OfflineSyncWire
+
+/// A ``RemoteStore`` over HTTP: the native API of an OfflineSync server (`/v1/push`,
+/// `/v1/pull`), on AsyncHTTPClient.
+///
+/// - **Timeouts**: every request has a deadline (``Configuration/requestTimeout``).
+/// - **Retries** with exponential backoff and full jitter for failures worth retrying:
+///   connection errors and timeouts, 5xx, and 429 (honouring `Retry-After`). Both calls are
+///   safe to repeat: a pull is a read, and a push replayed after a lost answer gets its
+///   first outcome back (the server remembers each operation id), so nothing is applied twice.
+/// - **Typed errors**: 401 is ``SyncError/Code/authenticationFailed``; a request the server
+///   refuses keeps the server's code (`invalidCursor`, `invalidQuery`…) or is
+///   ``SyncError/Code/rejected``; a failure that outlasts the retries is
+///   ``SyncError/Code/transient``, so the sync context keeps its queue and tries later.
+/// - **Memory**: a response is read up to ``Configuration/maxResponseBytes``; a pull page is
+///   bounded by its page size, never by the table's size.
+///
+/// ```swift
+/// let remote = HTTPRemoteStore(baseURL: "http://127.0.0.1:8080", token: { myToken })
+/// let context = try await SyncContext(store: local, remote: remote)
+/// ```
+public struct HTTPRemoteStore: RemoteStore {
+    /// How requests are timed and retried.
+    public struct Configuration: Sendable {
+        /// The deadline of one attempt.
+        public var requestTimeout: Duration
+        /// Attempts per call, the first included.
+        public var maxAttempts: Int
+        /// The first retry waits up to this long; each further retry doubles it.
+        public var initialBackoff: Duration
+        /// The longest wait between attempts (also caps `Retry-After`).
+        public var maxBackoff: Duration
+        /// The largest response body read.
+        public var maxResponseBytes: Int
+
+        /// Creates a configuration.
+        public init(requestTimeout: Duration = .seconds(30), maxAttempts: Int = 5, initialBackoff: Duration = .milliseconds(100),
+                    maxBackoff: Duration = .seconds(10), maxResponseBytes: Int = 256 << 20) {
+            self.requestTimeout = requestTimeout
+            self.maxAttempts = max(1, maxAttempts)
+            self.initialBackoff = initialBackoff
+            self.maxBackoff = maxBackoff
+            self.maxResponseBytes = maxResponseBytes
+        }
+    }
+
+    /// The server's base URL (`http://host:port`).
+    public let baseURL: String
+    /// The retry and timeout policy.
+    public let configuration: Configuration
+    let token: @Sendable () async throws -> String
+    let client: HTTPClient
+    let logger: Logger
+
+    /// Creates a remote for the server at `baseURL`. `token` returns the bearer token to send
+    /// (called once per attempt, so it may refresh). `client` defaults to the shared client.
+    public init(baseURL: String, configuration: Configuration = .init(), client: HTTPClient = .shared,
+                logger: Logger = Logger(label: "offline-sync.http"), token: @escaping @Sendable () async throws -> String) {
+        var base = baseURL
+        while base.hasSuffix("/") { base.removeLast() }
+        self.baseURL = base
+        self.configuration = configuration
+        self.client = client
+        self.logger = logger
+        self.token = token
+    }
+
+    /// Pushes a batch; see ``RemoteStore/push(_:)``.
+    public func push(_ operations: [PushOperation]) async throws -> [PushResult] {
+        let body = JSON.object([("operations", .array(operations.map(Wire.json)))])
+        let answer = try await send(path: "/v1/push", body: body)
+        guard case .array(let items)? = answer["results"] else {
+            throw SyncError(.transient, "the server's push answer has no 'results'")
+        }
+        let results = try items.enumerated().map { try Wire.result($1, path: "results[\($0)]") }
+        guard results.map(\.operationId) == operations.map(\.id) else {
+            throw SyncError(.transient, "the server's push answer does not match the operations sent")
+        }
+        return results
+    }
+
+    /// Pulls one page; see ``RemoteStore/pull(_:)``.
+    public func pull(_ request: PullRequest) async throws -> PullPage {
+        let answer = try await send(path: "/v1/pull", body: Wire.json(request))
+        do { return try Wire.pullPage(answer) } catch let error as SyncError {
+            throw SyncError(.transient, "the server's pull answer is malformed: \(error.message)")
+        }
+    }
+
+    /// Posts `body` to `path` with retries; returns the parsed 200 answer.
+    func send(path: String, body: JSON) async throws -> JSON {
+        let bytes = body.encoded
+        var attempt = 0
+        var backoff = configuration.initialBackoff
+        while true {
+            attempt += 1
+            let failure: SyncError
+            var retryAfter: Duration?
+            do {
+                var request = HTTPClientRequest(url: baseURL + path)
+                request.method = .POST
+                request.headers.add(name: "Content-Type", value: "application/json")
+                request.headers.add(name: "Authorization", value: "Bearer \(try await token())")
+                request.body = .bytes(ByteBuffer(bytes: bytes))
+                let response = try await client.execute(request, timeout: .nanoseconds(configuration.requestTimeout.nanoseconds))
+                let buffer = try await response.body.collect(upTo: configuration.maxResponseBytes)
+                let status = Int(response.status.code)
+                if status == 200 {
+                    return try buffer.withUnsafeReadableBytes { try JSON.parse($0) }
+                }
+                let answer = try? buffer.withUnsafeReadableBytes { try JSON.parse($0) }
+                let code: String
+                let message: String
+                if case .string(let c)? = answer?["error"]?["code"], case .string(let m)? = answer?["error"]?["message"] {
+                    (code, message) = (c, m)
+                } else {
+                    (code, message) = ("http\(status)", "HTTP \(status)")
+                }
+                if status == 429 || status >= 500 {
+                    failure = SyncError(.transient, "the server answered \(status): \(message)")
+                    retryAfter = response.headers.first(name: "Retry-After").flatMap(Int.init).map { .seconds(max(0, $0)) }
+                } else {
+                    throw Self.error(status: status, code: code, message: message)
+                }
+            } catch let error as SyncError {
+                throw error
+            } catch is CancellationError {
+                throw SyncError(.cancelled, "the request was cancelled")
+            } catch {
+                // Connection refused or reset, timeouts, a body cut short: worth retrying.
+                failure = SyncError(.transient, "the request to \(path) failed: \(Self.describe(error))")
+            }
+            guard attempt < configuration.maxAttempts else { throw failure }
+            let jittered = Duration.nanoseconds(Int64.random(in: 0...max(1, backoff.nanoseconds)))
+            let wait = min(max(retryAfter ?? .zero, jittered), configuration.maxBackoff)
+            logger.debug("retrying", metadata: ["path": "\(path)", "attempt": "\(attempt)", "reason": "\(failure.message)"])
+            try await Task.sleep(for: wait)
+            backoff = min(backoff * 2, configuration.maxBackoff)
+        }
+    }
+
+    /// The typed error for a 4xx answer.
+    static func error(status: Int, code: String, message: String) -> SyncError {
+        switch (status, code) {
+        case (401, _), (403, _): return SyncError(.authenticationFailed, message)
+        case (_, "invalidCursor"): return SyncError(.invalidCursor, message)
+        case (_, "invalidQuery"): return SyncError(.invalidQuery, message)
+        case (413, _), (_, "pageSizeExceeded"): return SyncError(.limitExceeded, message)
+        case (404, _): return SyncError(.notFound, message)
+        default: return SyncError(.rejected, "the server refused the request (\(status) \(code)): \(message)")
+        }
+    }
+
+    static func describe(_ error: any Error) -> String {
+        if let error = error as? HTTPClientError { return error.description }
+        return String(describing: type(of: error))
+    }
+}
+
+extension Duration {
+    var nanoseconds: Int64 {
+        let (seconds, attoseconds) = components
+        let (product, overflow) = seconds.multipliedReportingOverflow(by: 1_000_000_000)
+        return overflow ? .max : product &+ attoseconds / 1_000_000_000
+    }
+}

@@ -1,0 +1,147 @@
+import Foundation
+import OfflineSync
+
+/// A change committed by the server: which identity's rows of which table changed.
+public struct ChangeNotice: Sendable, Hashable {
+    /// The identity whose rows changed.
+    public var identity: String
+    /// The table.
+    public var table: String
+    /// Creates a notice.
+    public init(identity: String, table: String) {
+        self.identity = identity
+        self.table = table
+    }
+
+    /// The compact form sent between server instances: `<identity byte count>:<identity><table>`.
+    var encoded: String { "\(identity.utf8.count):\(identity)\(table)" }
+
+    init?(encoded: String) {
+        guard let colon = encoded.firstIndex(of: ":"), let length = Int(encoded[..<colon]), length > 0 else { return nil }
+        let rest = encoded.utf8[encoded.utf8.index(after: colon)...]
+        guard rest.count > length else { return nil }
+        let split = rest.index(rest.startIndex, offsetBy: length)
+        guard let identity = String(rest[..<split]), let table = String(rest[split...]) else { return nil }
+        self.init(identity: identity, table: table)
+    }
+}
+
+/// Carries change notices to the server's subscribers. ``LocalChangeFeed`` serves one
+/// process; ``RelayedChangeFeed`` crosses server instances through a shared channel
+/// (PostgreSQL `LISTEN`/`NOTIFY`, for example).
+public protocol ChangeFeed: Sendable {
+    /// Announces committed changes.
+    func publish(_ notices: [ChangeNotice]) async
+    /// The notices for `identity` from now on, until the returned stream is dropped.
+    func subscribe(identity: String) -> AsyncStream<ChangeNotice>
+}
+
+/// Delivers notices to the subscribers of this process.
+public final class LocalChangeFeed: ChangeFeed, @unchecked Sendable {
+    // @unchecked Sendable: `subscribers` is only touched while holding `lock`.
+    private let lock = NSLock()
+    private var subscribers: [String: [UUID: AsyncStream<ChangeNotice>.Continuation]] = [:]
+    /// How many notices a slow subscriber may have waiting before the oldest are dropped.
+    /// A dropped notice loses nothing: notices only say "pull now", and a pull fetches every change.
+    public static let bufferSize = 256
+
+    /// Creates a feed with no subscribers.
+    public init() {}
+
+    /// Delivers `notices` to the current subscribers of their identities.
+    public func publish(_ notices: [ChangeNotice]) async { deliver(notices) }
+
+    func deliver(_ notices: [ChangeNotice]) {
+        lock.lock()
+        let targets = notices.map { notice in (notice, subscribers[notice.identity].map { Array($0.values) } ?? []) }
+        lock.unlock()
+        for (notice, continuations) in targets {
+            for continuation in continuations { continuation.yield(notice) }
+        }
+    }
+
+    /// Subscribes to `identity`'s notices.
+    public func subscribe(identity: String) -> AsyncStream<ChangeNotice> {
+        let (stream, continuation) = AsyncStream.makeStream(of: ChangeNotice.self, bufferingPolicy: .bufferingNewest(Self.bufferSize))
+        let key = UUID()
+        lock.lock()
+        subscribers[identity, default: [:]][key] = continuation
+        lock.unlock()
+        continuation.onTermination = { [weak self] _ in
+            guard let self else { return }
+            self.lock.lock()
+            self.subscribers[identity]?[key] = nil
+            if self.subscribers[identity]?.isEmpty == true { self.subscribers[identity] = nil }
+            self.lock.unlock()
+        }
+        return stream
+    }
+
+    /// How many subscriptions are open (for tests and health reports).
+    public var subscriptionCount: Int {
+        lock.lock(); defer { lock.unlock() }
+        return subscribers.values.reduce(0) { $0 + $1.count }
+    }
+}
+
+/// A feed shared by several server instances through a message channel: `publish` sends
+/// each notice to the channel, and every instance (this one included) delivers what it
+/// receives from the channel to its own subscribers.
+///
+/// ```swift
+/// let store = try await PostgreSQLStore(url: …)
+/// let feed = RelayedChangeFeed(
+///     send: { try await store.notify(channel: "offline_sync_changes", payload: $0) },
+///     receive: { try await store.notifications(channel: "offline_sync_changes").map(\.payload) })
+/// ```
+public final class RelayedChangeFeed: ChangeFeed, Sendable {
+    private let local = LocalChangeFeed()
+    private let send: @Sendable (String) async throws -> Void
+    private let relay: Task<Void, Never>
+    private let ready: AsyncStream<Void>.Continuation
+    private let readyStream: AsyncStream<Void>
+
+    /// Creates the feed. `receive` opens the channel's incoming messages; when it ends or
+    /// fails, it is reopened after a short pause until the feed is stopped.
+    public init<Messages: AsyncSequence & Sendable>(
+        send: @escaping @Sendable (String) async throws -> Void,
+        receive: @escaping @Sendable () async throws -> Messages
+    ) where Messages.Element == String {
+        self.send = send
+        let local = self.local
+        let (readyStream, ready) = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
+        self.readyStream = readyStream
+        self.ready = ready
+        relay = Task {
+            while !Task.isCancelled {
+                do {
+                    let messages = try await receive()
+                    ready.yield()
+                    for try await message in messages {
+                        if let notice = ChangeNotice(encoded: message) { local.deliver([notice]) }
+                    }
+                } catch {}
+                try? await Task.sleep(for: .milliseconds(200))
+            }
+        }
+    }
+
+    deinit { relay.cancel() }
+
+    /// Waits until the channel has been opened once (so notices sent from now on arrive).
+    public func waitUntilListening() async {
+        for await _ in readyStream { return }
+    }
+
+    /// Stops relaying; subscribers' streams stay open but receive nothing more.
+    public func stop() { relay.cancel(); ready.finish() }
+
+    /// Sends each notice to the channel. A failed send is dropped: notices are hints, and
+    /// clients also pull on reconnect and on their own schedule.
+    public func publish(_ notices: [ChangeNotice]) async {
+        for notice in Set(notices) { try? await send(notice.encoded) }
+    }
+
+    /// Subscribes to `identity`'s notices from every instance.
+    public func subscribe(identity: String) -> AsyncStream<ChangeNotice> { local.subscribe(identity: identity) }
+}

@@ -1,0 +1,215 @@
+import Foundation
+import Hummingbird
+import HTTPTypes
+import HummingbirdWebSocket
+import Logging
+import NIOCore
+import OfflineSync
+import OfflineSyncService
+import OfflineSyncWire
+
+/// The server's route handlers and the helpers they share.
+struct Routes: Sendable {
+    let server: SyncServer
+    var service: OfflineSyncService { server.service }
+    var configuration: SyncServer.Configuration { server.configuration }
+    var logger: Logger { server.configuration.logger }
+
+    // MARK: Native API
+
+    func addNative(to router: Router<SyncRequestContext>) {
+        router.get("health") { _, _ in
+            Self.json(.object([("status", .string("ok"))]))
+        }
+        router.post("v1/push") { request, context in try await push(request, context) }
+        router.post("v1/pull") { request, context in try await pull(request, context) }
+        router.post("v1/admin/tokens") { request, context in try await mintToken(request, context) }
+        router.post("v1/admin/prune") { request, context in try await prune(request, context) }
+    }
+
+    func push(_ request: Request, _ context: SyncRequestContext) async throws -> Response {
+        let identity = try await authenticate(request)
+        let body = try await readJSON(request)
+        guard case .object = body, case .array(let items)? = body["operations"] else {
+            throw APIError(.badRequest, "invalidRequest", "the body must be an object with an 'operations' array")
+        }
+        guard items.count <= configuration.maxBatchSize else {
+            throw APIError(.contentTooLarge, "batchTooLarge",
+                           "a push may carry at most \(configuration.maxBatchSize) operations; this one has \(items.count)")
+        }
+        let operations = try await decode { try items.enumerated().map { try Wire.operation($1, path: "operations[\($0)]") } }
+        var seen = Set<String>()
+        for operation in operations where !seen.insert(operation.id).inserted {
+            throw APIError(.badRequest, "invalidRequest", "operation id '\(operation.id)' appears twice in one push")
+        }
+        let results = try await call { try await service.push(identity: identity, operations) }
+        await announce(identity: identity, results: results, operations: operations)
+        return Self.json(.object([("results", .array(results.map(Wire.json)))]))
+    }
+
+    func pull(_ request: Request, _ context: SyncRequestContext) async throws -> Response {
+        let identity = try await authenticate(request)
+        let body = try await readJSON(request)
+        let pull = try await decode { try Wire.pullRequest(body) }
+        guard pull.limit <= configuration.maxPageSize else {
+            throw APIError(.badRequest, "pageSizeExceeded", "'limit' may be at most \(configuration.maxPageSize)")
+        }
+        let page = try await call { try await service.pull(identity: identity, pull) }
+        return Self.json(Wire.json(page))
+    }
+
+    /// Announces the tables a push changed.
+    func announce(identity: String, results: [PushResult], operations: [PushOperation]) async {
+        var tables = Set<String>()
+        for (result, operation) in zip(results, operations) {
+            if case .applied = result.outcome { tables.insert(operation.table) }
+        }
+        if !tables.isEmpty {
+            await server.feed.publish(tables.sorted().map { ChangeNotice(identity: identity, table: $0) })
+        }
+    }
+
+    // MARK: Operator routes
+
+    func mintToken(_ request: Request, _ context: SyncRequestContext) async throws -> Response {
+        try requireAdmin(request)
+        let body = try await readJSON(request)
+        guard case .string(let identity)? = body["identity"] else {
+            throw APIError(.badRequest, "invalidRequest", "the body needs an 'identity' string")
+        }
+        var lifetime: Int64 = 24 * 3600
+        if let value = body["lifetimeSeconds"] {
+            guard case .number(let text) = value, let seconds = Int64(text), seconds > 0, seconds <= 366 * 24 * 3600 else {
+                throw APIError(.badRequest, "invalidRequest", "'lifetimeSeconds' must be a whole number from 1 to 31622400")
+            }
+            lifetime = seconds
+        }
+        let token = try await decode { try await server.tokens.mint(identity: identity, lifetime: .seconds(lifetime)) }
+        return Self.json(.object([("token", .string(token))]))
+    }
+
+    func prune(_ request: Request, _ context: SyncRequestContext) async throws -> Response {
+        try requireAdmin(request)
+        let body = try await readJSON(request)
+        guard case .number(let text)? = body["olderThanSeconds"], let seconds = Int64(text), seconds >= 0 else {
+            throw APIError(.badRequest, "invalidRequest", "the body needs 'olderThanSeconds', a whole number of seconds")
+        }
+        let cutoff = Timestamp(millisecondsSince1970: Timestamp.now().millisecondsSince1970 - seconds * 1000)
+        let removed = try await call { try await service.pruneOperationOutcomes(olderThan: cutoff) }
+        return Self.json(.object([("removed", .number(String(removed)))]))
+    }
+
+    // MARK: Notifications
+
+    func addWebSocket(to router: Router<SyncRequestContext>) {
+        let feed = server.feed
+        router.ws("v1/changes", shouldUpgrade: { request, _ in
+            _ = try await authenticate(request)
+            return .upgrade([:])
+        }, onUpgrade: { inbound, outbound, context in
+            guard let identity = try? await authenticate(context.request) else {
+                try await outbound.close(.policyViolation, reason: "unauthorized")
+                return
+            }
+            let notices = feed.subscribe(identity: identity)
+            try await outbound.writeTextMessage(String(decoding: JSON.object([("type", .string("subscribed"))]).encoded, as: UTF8.self))
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                group.addTask {
+                    // Read (and ignore) what the client sends, until it closes.
+                    for try await _ in inbound {}
+                }
+                group.addTask {
+                    for await notice in notices {
+                        let message = JSON.object([("type", .string("change")), ("table", .string(notice.table))])
+                        try await outbound.writeTextMessage(String(decoding: message.encoded, as: UTF8.self))
+                    }
+                }
+                try await group.next()
+                group.cancelAll()
+            }
+        })
+    }
+
+    // MARK: Helpers
+
+    /// The identity of the request's bearer token; 401 without detail otherwise.
+    func authenticate(_ request: Request) async throws -> String {
+        guard let header = request.headers[.authorization] else { throw APIError.unauthorized }
+        let parts = header.split(separator: " ", maxSplits: 1)
+        guard parts.count == 2, parts[0].lowercased() == "bearer" else { throw APIError.unauthorized }
+        do {
+            return try await server.tokens.identity(fromToken: String(parts[1]).trimmingCharacters(in: .whitespaces))
+        } catch {
+            throw APIError.unauthorized
+        }
+    }
+
+    /// Checks the `X-Admin-Key` header in constant time; 401 without detail otherwise.
+    func requireAdmin(_ request: Request) throws {
+        guard let expected = configuration.adminKey, let given = request.headers[Self.adminKeyHeader],
+              Self.constantTimeEqual(Array(given.utf8), Array(expected.utf8)) else {
+            throw APIError(.unauthorized, "unauthorized", "missing or wrong admin key")
+        }
+    }
+
+    static let adminKeyHeader = HTTPField.Name("X-Admin-Key")!
+
+    static func constantTimeEqual(_ a: [UInt8], _ b: [UInt8]) -> Bool {
+        var difference = UInt8(a.count == b.count ? 0 : 1)
+        for index in 0..<max(a.count, b.count) {
+            difference |= (index < a.count ? a[index] : 0) ^ (index < b.count ? b[index] : 0)
+        }
+        return difference == 0
+    }
+
+    /// Collects the body up to the configured limit (413 `bodyTooLarge` beyond it).
+    func readBody(_ request: Request) async throws -> ByteBuffer {
+        if let length = request.headers[.contentLength].flatMap(Int.init), length > configuration.maxBodyBytes {
+            throw bodyTooLarge
+        }
+        do {
+            return try await request.body.collect(upTo: configuration.maxBodyBytes)
+        } catch let error as HTTPError where error.status == .contentTooLarge {
+            throw bodyTooLarge
+        }
+    }
+
+    var bodyTooLarge: APIError {
+        APIError(.contentTooLarge, "bodyTooLarge", "the request body is larger than \(configuration.maxBodyBytes) bytes")
+    }
+
+    /// Reads a JSON body (400 `invalidJSON` with the reason when it is not JSON).
+    func readJSON(_ request: Request) async throws -> JSON {
+        let buffer = try await readBody(request)
+        do {
+            return try buffer.withUnsafeReadableBytes { try JSON.parse($0) }
+        } catch let error as SyncError {
+            throw APIError(.badRequest, "invalidJSON", error.message)
+        }
+    }
+
+    /// Runs a decoding step, answering its ``SyncError`` with 400 `invalidRequest`.
+    func decode<T>(_ body: () async throws -> T) async throws -> T {
+        do { return try await body() } catch let error as SyncError {
+            throw APIError(.badRequest, "invalidRequest", error.message)
+        }
+    }
+
+    /// Runs a service call, answering its ``SyncError`` with the matching status (and logging
+    /// failures that are the server's, without their values).
+    func call<T>(_ body: () async throws -> T) async throws -> T {
+        do { return try await body() } catch let error as SyncError {
+            let answer = APIError.from(error)
+            if answer.status.code >= 500 {
+                logger.error("service call failed", metadata: ["code": "\(error.code)"])
+            }
+            throw answer
+        }
+    }
+
+    static func json(_ document: JSON, status: HTTPResponse.Status = .ok, headers: HTTPFields = [:]) -> Response {
+        var headers = headers
+        headers[.contentType] = "application/json; charset=utf-8"
+        return Response(status: status, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: document.encoded)))
+    }
+}

@@ -1,0 +1,194 @@
+import Foundation
+import Hummingbird
+import HummingbirdWebSocket
+import Logging
+import NIOCore
+import OfflineSync
+import OfflineSyncService
+import OfflineSyncWire
+import ServiceLifecycle
+
+/// The sync server: ``OfflineSyncService`` over HTTP on Hummingbird 2.
+///
+/// - the native API under `/v1` (batched push, cursor pull pages, change notifications over
+///   a WebSocket), described in `Docs/Protocol.md` and `Docs/openapi.yaml`;
+/// - the Datasync / Azure Mobile Apps tables API under `/tables/{table}`;
+/// - `GET /health`, the one route without credentials (it reveals nothing but liveness);
+/// - operator routes under `/v1/admin`, behind the admin key.
+///
+/// Every other route needs `Authorization: Bearer <token>` minted by the server's
+/// ``TokenAuthority``; the token's identity scopes every read and write.
+///
+/// ```swift
+/// let service = try await OfflineSyncService(store: SQLiteStore(path: "server.sqlite"))
+/// let server = try await SyncServer(service: service, configuration: .init(tokenSecret: secret))
+/// try await server.run()   // until SIGTERM or SIGINT; in-flight requests finish first
+/// ```
+public struct SyncServer: Sendable {
+    /// What a server listens on, its limits and its secrets.
+    public struct Configuration: Sendable {
+        /// The address to bind; `127.0.0.1` by default.
+        public var host: String
+        /// The port; `8080` by default, `0` for any free port (see ``RunningSyncServer/port``).
+        public var port: Int
+        /// The HMAC-SHA256 key of identity tokens, at least 32 bytes.
+        public var tokenSecret: [UInt8]
+        /// The key of the operator routes (`X-Admin-Key`), or `nil` to disable them.
+        public var adminKey: String?
+        /// The largest request body accepted, in bytes (413 `bodyTooLarge` above it).
+        public var maxBodyBytes: Int
+        /// The most operations one push may carry (413 `batchTooLarge` above it).
+        public var maxBatchSize: Int
+        /// The largest pull page a client may ask for (400 `pageSizeExceeded` above it).
+        public var maxPageSize: Int
+        /// The tables API's page size (`$top` larger than this is served in several pages).
+        public var tablesPageSize: Int
+        /// Where the server logs (requests, failures); never tokens, keys or record values.
+        public var logger: Logger
+
+        /// Creates a configuration.
+        public init(host: String = "127.0.0.1", port: Int = 8080, tokenSecret: [UInt8], adminKey: String? = nil,
+                    maxBodyBytes: Int = 16 << 20, maxBatchSize: Int = 1000, maxPageSize: Int = OfflineSyncService.maxPageSize,
+                    tablesPageSize: Int = 100, logger: Logger = Logger(label: "offline-sync.server")) {
+            self.host = host
+            self.port = port
+            self.tokenSecret = tokenSecret
+            self.adminKey = adminKey
+            self.maxBodyBytes = maxBodyBytes
+            self.maxBatchSize = maxBatchSize
+            self.maxPageSize = maxPageSize
+            self.tablesPageSize = tablesPageSize
+            self.logger = logger
+        }
+    }
+
+    /// The service the server exposes.
+    public let service: OfflineSyncService
+    /// The server's configuration.
+    public let configuration: Configuration
+    /// The authority that mints and checks identity tokens.
+    public let tokens: TokenAuthority
+    /// Where committed changes are announced.
+    public let feed: any ChangeFeed
+
+    /// Creates a server. Throws ``SyncError/Code/invalidValue`` for a token secret shorter
+    /// than 32 bytes or limits below 1.
+    public init(service: OfflineSyncService, configuration: Configuration, feed: any ChangeFeed = LocalChangeFeed()) async throws {
+        guard configuration.maxBodyBytes >= 1024, configuration.maxBatchSize >= 1, configuration.maxPageSize >= 1,
+              configuration.tablesPageSize >= 1 else {
+            throw SyncError(.invalidValue, "server limits must be positive (and the body limit at least 1 KiB)")
+        }
+        self.service = service
+        self.configuration = configuration
+        self.tokens = try await TokenAuthority(secret: configuration.tokenSecret)
+        self.feed = feed
+    }
+
+    /// Runs until SIGTERM or SIGINT, then shuts down gracefully: the listener closes, requests
+    /// in flight complete (a push is one transaction, so it is applied whole or not at all),
+    /// notification sockets are closed, and the call returns.
+    public func run() async throws {
+        let app = makeApplication(onServerRunning: { _ in })
+        let group = ServiceGroup(configuration: .init(services: [app], gracefulShutdownSignals: [.sigterm, .sigint],
+                                                      logger: configuration.logger))
+        try await group.run()
+    }
+
+    /// Starts serving in the background and returns once the listener is bound.
+    public func start() async throws -> RunningSyncServer {
+        let (bound, boundContinuation) = AsyncStream.makeStream(of: Int.self, bufferingPolicy: .bufferingNewest(1))
+        let app = makeApplication(onServerRunning: { channel in
+            boundContinuation.yield(channel.localAddress?.port ?? 0)
+        })
+        let group = ServiceGroup(configuration: .init(services: [app], logger: configuration.logger))
+        let task = Task {
+            defer { boundContinuation.finish() }
+            try await group.run()
+        }
+        var iterator = bound.makeAsyncIterator()
+        guard let port = await iterator.next() else {
+            try await task.value   // the server failed to start: report why
+            throw SyncError(.transient, "the server stopped before it was listening")
+        }
+        return RunningSyncServer(host: configuration.host, port: port, group: group, task: task)
+    }
+
+    func makeApplication(onServerRunning: @escaping @Sendable (any Channel) async -> Void) -> some ApplicationProtocol {
+        let router = Router(context: SyncRequestContext.self)
+        router.add(middleware: RequestLogMiddleware(logger: configuration.logger))
+        let routes = Routes(server: self)
+        routes.addNative(to: router)
+        let webSocketRouter = Router(context: SyncRequestContext.self)
+        routes.addWebSocket(to: webSocketRouter)
+        return Application(
+            router: router,
+            server: .http1WebSocketUpgrade(webSocketRouter: webSocketRouter),
+            configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: "OfflineSync"),
+            onServerRunning: onServerRunning,
+            logger: configuration.logger)
+    }
+}
+
+/// A server started with ``SyncServer/start()``.
+public struct RunningSyncServer: Sendable {
+    /// The bound address.
+    public let host: String
+    /// The bound port.
+    public let port: Int
+    let group: ServiceGroup
+    let task: Task<Void, any Error>
+
+    /// `http://host:port`.
+    public var baseURL: String { "http://\(host.contains(":") ? "[\(host)]" : host):\(port)" }
+
+    /// Shuts down gracefully, as on SIGTERM, and waits until the server has stopped.
+    public func stop() async throws {
+        await group.triggerGracefulShutdown()
+        try await task.value
+    }
+}
+
+/// The per-request context.
+struct SyncRequestContext: RequestContext, WebSocketRequestContext {
+    var coreContext: CoreRequestContextStorage
+    let webSocket: WebSocketHandlerReference<Self>
+
+    init(source: ApplicationRequestContextSource) {
+        coreContext = .init(source: source)
+        webSocket = .init()
+    }
+}
+
+/// Logs one line per request: method, path (no query string: it can carry record values),
+/// status and duration. Headers are never logged, so tokens and keys stay out of logs.
+struct RequestLogMiddleware: RouterMiddleware {
+    typealias Context = SyncRequestContext
+    let logger: Logger
+
+    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+        let start = ContinuousClock.now
+        var metadata: Logger.Metadata = ["method": "\(request.method.rawValue)", "path": "\(request.uri.path)"]
+        if let id = context.logger[metadataKey: "hb.request.id"] { metadata["request"] = id }
+        do {
+            let response = try await next(request, context)
+            metadata["status"] = "\(response.status.code)"
+            metadata["ms"] = "\((ContinuousClock.now - start).milliseconds)"
+            logger.info("request", metadata: metadata)
+            return response
+        } catch let error as any HTTPResponseError {
+            metadata["status"] = "\(error.status.code)"
+            metadata["ms"] = "\((ContinuousClock.now - start).milliseconds)"
+            logger.info("request", metadata: metadata)
+            throw error
+        } catch {
+            metadata["status"] = "500"
+            metadata["error"] = "\(type(of: error))"
+            logger.error("request failed", metadata: metadata)
+            throw APIError(.internalServerError, "internal", "the server could not complete the request")
+        }
+    }
+}
+
+extension Duration {
+    var milliseconds: Int64 { components.seconds * 1000 + components.attoseconds / 1_000_000_000_000_000 }
+}

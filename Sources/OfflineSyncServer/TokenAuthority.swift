@@ -1,0 +1,70 @@
+import Foundation
+import JWTKit
+import OfflineSync
+
+/// Mints and verifies the bearer tokens that carry a client's identity: JSON Web Tokens
+/// signed with HMAC-SHA256 over a server secret (`sub` is the identity, `exp` the expiry).
+///
+/// Verification refuses, without saying which: a malformed token, another algorithm
+/// (`none` included), a bad signature, an expired token, a token issued for another issuer
+/// and an identity the service would not accept.
+public struct TokenAuthority: Sendable {
+    /// The smallest secret accepted, in bytes (HS256 keys shorter than the hash are weak).
+    public static let minimumSecretLength = 32
+    /// The `iss` claim this server writes and requires.
+    public static let issuer = "offline-sync"
+
+    private let keys: JWTKeyCollection
+
+    /// Creates an authority over `secret`. Throws ``SyncError/Code/invalidValue`` for a secret
+    /// shorter than ``minimumSecretLength`` bytes.
+    public init(secret: [UInt8]) async throws {
+        guard secret.count >= Self.minimumSecretLength else {
+            throw SyncError(.invalidValue, "the token secret must be at least \(Self.minimumSecretLength) bytes")
+        }
+        let keys = JWTKeyCollection()
+        await keys.add(hmac: HMACKey(from: secret), digestAlgorithm: .sha256)
+        self.keys = keys
+    }
+
+    /// A token for `identity`, valid for `lifetime` from `now`.
+    public func mint(identity: String, lifetime: Duration = .seconds(24 * 3600), now: Date = Date()) async throws -> String {
+        try Self.validate(identity: identity)
+        let seconds = Double(lifetime.components.seconds) + Double(lifetime.components.attoseconds) / 1e18
+        let claims = IdentityClaims(sub: SubjectClaim(value: identity), iss: IssuerClaim(value: Self.issuer),
+                                    iat: IssuedAtClaim(value: now), exp: ExpirationClaim(value: now.addingTimeInterval(seconds)))
+        return try await keys.sign(claims)
+    }
+
+    /// The identity a valid token carries. Throws ``SyncError/Code/authenticationFailed``
+    /// (with no detail) for anything else.
+    public func identity(fromToken token: String) async throws -> String {
+        guard token.utf8.count <= 8192 else { throw Self.refused }
+        let claims: IdentityClaims
+        do { claims = try await keys.verify(token, as: IdentityClaims.self) } catch { throw Self.refused }
+        do { try Self.validate(identity: claims.sub.value) } catch { throw Self.refused }
+        return claims.sub.value
+    }
+
+    static let refused = SyncError(.authenticationFailed, "missing, invalid or expired token")
+
+    /// The identities the service accepts: 1 to 256 UTF-8 bytes, no control characters.
+    static func validate(identity: String) throws {
+        if identity.isEmpty || identity.utf8.count > 256 || identity.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) {
+            throw SyncError(.invalidValue, "an identity is 1 to 256 bytes of UTF-8 with no control characters")
+        }
+    }
+}
+
+/// The claims of an identity token.
+struct IdentityClaims: JWTPayload {
+    var sub: SubjectClaim
+    var iss: IssuerClaim
+    var iat: IssuedAtClaim
+    var exp: ExpirationClaim
+
+    func verify(using algorithm: some JWTAlgorithm) async throws {
+        try exp.verifyNotExpired()
+        guard iss.value == TokenAuthority.issuer else { throw JWTError.claimVerificationFailure(failedClaim: iss, reason: "issuer") }
+    }
+}

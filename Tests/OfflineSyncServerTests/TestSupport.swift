@@ -1,0 +1,102 @@
+import AsyncHTTPClient
+import Foundation
+import Logging
+import NIOCore
+import OfflineSync
+import OfflineSyncConformance
+import OfflineSyncHTTP
+import OfflineSyncServer
+import OfflineSyncService
+import OfflineSyncSQLite
+import Testing
+
+/// The token secret every test server uses.
+let testSecret = Array("offline-sync test secret, 32+ bytes long".utf8)
+/// The admin key every test server uses.
+let testAdminKey = "test-admin-key"
+
+/// A logger that drops everything (tests that read logs make their own).
+let quietLogger = Logger(label: "test") { _ in SwiftLogNoOpLogHandler() }
+
+/// Runs `body` with a fresh temporary directory that is removed afterwards, even on failure.
+func withTemporaryDirectory<T>(_ body: (URL) async throws -> T) async throws -> T {
+    let url = FileManager.default.temporaryDirectory
+        .appendingPathComponent("OfflineSyncServerTests-\(UUID().uuidString)", isDirectory: true)
+    try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
+    defer { try? FileManager.default.removeItem(at: url) }
+    return try await body(url)
+}
+
+/// A live server on a loopback port over a SQLite file, for one test.
+struct LiveServer: Sendable {
+    let store: SQLiteStore
+    let server: SyncServer
+    let running: RunningSyncServer
+    var baseURL: String { running.baseURL }
+
+    static func start(in directory: URL, configure: (inout SyncServer.Configuration) -> Void = { _ in }) async throws -> LiveServer {
+        let store = try await SQLiteStore(path: directory.appendingPathComponent("server.sqlite").path)
+        let service = try await OfflineSyncService(store: store)
+        var configuration = SyncServer.Configuration(port: 0, tokenSecret: testSecret, adminKey: testAdminKey, logger: quietLogger)
+        configure(&configuration)
+        let server = try await SyncServer(service: service, configuration: configuration)
+        return LiveServer(store: store, server: server, running: try await server.start())
+    }
+
+    func remote(_ identity: String, configuration: HTTPRemoteStore.Configuration = .init()) async throws -> HTTPRemoteStore {
+        let token = try await server.tokens.mint(identity: identity)
+        return HTTPRemoteStore(baseURL: baseURL, configuration: configuration, token: { token })
+    }
+
+    func token(_ identity: String) async throws -> String { try await server.tokens.mint(identity: identity) }
+
+    func stop() async throws {
+        try await running.stop()
+        try await store.close()
+    }
+
+    /// Runs `body` against a fresh server and stops it afterwards, even on failure.
+    static func with<T>(configure: (inout SyncServer.Configuration) -> Void = { _ in },
+                        _ body: (LiveServer) async throws -> T) async throws -> T {
+        try await withTemporaryDirectory { directory in
+            let live = try await start(in: directory, configure: configure)
+            do {
+                let result = try await body(live)
+                try await live.stop()
+                return result
+            } catch {
+                try? await live.stop()
+                throw error
+            }
+        }
+    }
+}
+
+/// A raw HTTP exchange's answer.
+struct RawResponse {
+    let status: Int
+    let headers: [(String, String)]
+    let body: [UInt8]
+    var text: String { String(decoding: body, as: UTF8.self) }
+    func header(_ name: String) -> String? { headers.first { $0.0.lowercased() == name.lowercased() }?.1 }
+    /// The `error.code` of a JSON error body.
+    var errorCode: String? {
+        guard let json = try? OfflineSyncWire.JSON.parse(body), case .string(let code)? = json["error"]?["code"] else { return nil }
+        return code
+    }
+}
+
+/// Sends one request with AsyncHTTPClient and reads the whole answer.
+func http(_ method: NIOHTTP1.HTTPMethod, _ url: String, headers: [(String, String)] = [], body: [UInt8]? = nil) async throws -> RawResponse {
+    var request = HTTPClientRequest(url: url)
+    request.method = method
+    for (name, value) in headers { request.headers.add(name: name, value: value) }
+    if let body { request.body = .bytes(ByteBuffer(bytes: body)) }
+    let response = try await HTTPClient.shared.execute(request, timeout: .seconds(60))
+    let buffer = try await response.body.collect(upTo: 512 << 20)
+    return RawResponse(status: Int(response.status.code), headers: response.headers.map { ($0.name, $0.value) },
+                       body: Array(buffer.readableBytesView))
+}
+
+import NIOHTTP1
+import OfflineSyncWire
