@@ -92,7 +92,7 @@ public final class LocalChangeFeed: ChangeFeed, @unchecked Sendable {
 /// let store = try await PostgreSQLStore(url: …)
 /// let feed = RelayedChangeFeed(
 ///     send: { try await store.notify(channel: "offline_sync_changes", payload: $0) },
-///     receive: { try await store.notifications(channel: "offline_sync_changes").map(\.payload) })
+///     receive: { try await store.notifications(channel: "offline_sync_changes") })
 /// ```
 public final class RelayedChangeFeed: ChangeFeed, Sendable {
     private let local = LocalChangeFeed()

@@ -87,8 +87,10 @@ public struct SyncServer: Sendable {
     /// Runs until SIGTERM or SIGINT, then shuts down gracefully: the listener closes, requests
     /// in flight complete (a push is one transaction, so it is applied whole or not at all),
     /// notification sockets are closed, and the call returns.
-    public func run() async throws {
-        let app = makeApplication(onServerRunning: { _ in })
+    ///
+    /// `onListening` is called with the bound port once the server accepts connections.
+    public func run(onListening: @escaping @Sendable (Int) async -> Void = { _ in }) async throws {
+        let app = makeApplication(onServerRunning: { channel in await onListening(channel.localAddress?.port ?? 0) })
         let group = ServiceGroup(configuration: .init(services: [app], gracefulShutdownSignals: [.sigterm, .sigint],
                                                       logger: configuration.logger))
         try await group.run()

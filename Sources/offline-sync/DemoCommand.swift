@@ -1,17 +1,20 @@
 import ArgumentParser
 import Foundation
 import OfflineSync
-import OfflineSyncService
+import OfflineSyncHTTP
+import OfflineSyncServer
 import OfflineSyncSQLite
 
-/// `offline-sync demo`: two clients with their own SQLite files sync through a service over
-/// a third SQLite file; one works offline, both edit the same record, a policy resolves it.
+/// `offline-sync demo`: a sync server (this tool's `serve`, as a child process on a loopback
+/// port, over a SQLite file) and two clients with their own SQLite files talking to it over
+/// HTTP; one works offline, both edit the same record, a policy resolves it, and the other
+/// client hears of the changes through the server's notification channel.
 struct DemoCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "demo",
-        abstract: "Two offline clients, one SQLite-backed sync service, a conflict resolved by policy.")
+        abstract: "A live sync server, two offline-capable clients over HTTP, a conflict resolved by policy.")
 
-    @Option(help: "Where to keep the three SQLite files (default: a fresh temporary directory, removed afterwards).")
+    @Option(help: "Where to keep the SQLite files (default: a fresh temporary directory, removed afterwards).")
     var directory: String?
 
     @Option(help: "Conflict policy: serverWins, clientWins, lastWriterWins or fieldLevelMerge.")
@@ -105,19 +108,48 @@ struct Demo {
     func settle() async { try? await Task.sleep(nanoseconds: 50_000_000) }
 
     func run() async throws -> Bool {
-        say("OfflineSync demo: a sync service over \(root.appendingPathComponent("server.sqlite").path)")
-        say("and two clients, A and B, each with its own SQLite file. Conflict policy: \(policy.rawValue).")
-        let serverStore = try await SQLiteStore(path: root.appendingPathComponent("server.sqlite").path)
-        let service = try await OfflineSyncService(store: serverStore, schemas: [Demo.todos])
-        let networkA = DemoNetwork(service.remote(for: "demo-user"))
+        let secret = (0..<32).map { _ in String(format: "%02x", UInt8.random(in: .min ... .max)) }.joined()
+        let server = try DemoServer.start(data: root.appendingPathComponent("server"), secret: secret)
+        do {
+            let ok = try await run(server: server, secret: secret)
+            say("\n== Stopping the server (SIGTERM: requests in flight finish first)")
+            let status = server.stop()
+            say("   the server exited with status \(status)")
+            return ok && status == 0
+        } catch {
+            _ = server.stop()
+            throw error
+        }
+    }
+
+    func run(server: DemoServer, secret: String) async throws -> Bool {
+        say("OfflineSync demo: a sync server at \(server.baseURL) (offline-sync serve, on SQLite in \(root.path)/server)")
+        say("and two clients, A and B, each with its own SQLite file, syncing over HTTP. Conflict policy: \(policy.rawValue).")
+        let tokens = try await TokenAuthority(secret: Array(secret.utf8))
+        let token = try await tokens.mint(identity: "demo-user")
+        let remoteA = HTTPRemoteStore(baseURL: server.baseURL, token: { token })
+        let remoteB = HTTPRemoteStore(baseURL: server.baseURL, token: { token })
+        let networkA = DemoNetwork(remoteA)
         let storeA = try await SQLiteStore(path: root.appendingPathComponent("client-a.sqlite").path)
         let storeB = try await SQLiteStore(path: root.appendingPathComponent("client-b.sqlite").path)
         let options = SyncOptions(conflictResolver: policy)
         let a = try await SyncContext(store: storeA, remote: networkA, options: options)
-        let b = try await SyncContext(store: storeB, remote: service.remote(for: "demo-user"), options: options)
+        let b = try await SyncContext(store: storeB, remote: remoteB, options: options)
         try await a.defineTable(Demo.todos)
         try await b.defineTable(Demo.todos)
         let watchers = [watch("A", a), watch("B", b)]
+        // B listens to the server's change notifications for its identity.
+        var notifications = remoteB.changes().makeAsyncIterator()
+        guard await notifications.next() == .subscribed else {
+            say("   unexpected: B's notification channel did not open")
+            return false
+        }
+        say("   B subscribed to the server's change notifications (WebSocket)")
+        let listener = Task {
+            while let event = await notifications.next() {
+                if case .changed(let table) = event { print("   B notified: '\(table)' changed on the server") }
+            }
+        }
 
         step("1. A creates three todos in one local transaction and syncs")
         let due = Timestamp(millisecondsSince1970: 1_790_000_000_000)
@@ -171,8 +203,9 @@ struct Demo {
 
         let recordsA = try await a.table("todos").query()
         let recordsB = try await b.table("todos").query()
-        let server = try await service.pull(identity: "demo-user", PullRequest(table: "todos", limit: 100))
+        let server = try await remoteB.pull(PullRequest(table: "todos", limit: 100))
             .records.filter { !$0.deleted }.sorted { $0.id < $1.id }
+        listener.cancel()
         let converged = recordsA == recordsB && recordsA == server
         let errors = try await a.operationErrors().count + b.operationErrors().count
         for watcher in watchers { watcher.cancel() }
@@ -187,7 +220,52 @@ struct Demo {
         say("   converged:            \(converged ? "yes" : "NO")")
         try await storeA.close()
         try await storeB.close()
-        try await serverStore.close()
         return converged && errors == 0
+    }
+}
+
+/// The demo's server: `offline-sync serve` in a child process on a free loopback port.
+struct DemoServer {
+    let process: Process
+    let baseURL: String
+
+    /// Starts the server and waits for its "listening on" line.
+    static func start(data: URL, secret: String) throws -> DemoServer {
+        guard let executable = Bundle.main.executableURL else { throw ValidationError("cannot find this tool's executable") }
+        let process = Process()
+        process.executableURL = executable
+        process.arguments = ["serve", "--port", "0", "--data", data.path, "--log-level", "warning"]
+        var environment = ProcessInfo.processInfo.environment
+        environment["OFFLINE_SYNC_TOKEN_SECRET"] = secret
+        environment["OFFLINE_SYNC_STORE"] = nil
+        process.environment = environment
+        let output = Pipe()
+        process.standardOutput = output
+        try process.run()
+        var line: [UInt8] = []
+        let handle = output.fileHandleForReading
+        while true {
+            let byte = handle.readData(ofLength: 1)
+            guard let first = byte.first else {
+                process.waitUntilExit()
+                throw ValidationError("the server exited (status \(process.terminationStatus)) before it was listening")
+            }
+            if first != UInt8(ascii: "\n") { line.append(first); continue }
+            let text = String(decoding: line, as: UTF8.self)
+            line.removeAll()
+            if let range = text.range(of: "listening on ") {
+                let url = text[range.upperBound...].split(separator: " ").first.map(String.init) ?? ""
+                // Keep draining the server's output so it never blocks on a full pipe.
+                handle.readabilityHandler = { _ = $0.availableData }
+                return DemoServer(process: process, baseURL: url)
+            }
+        }
+    }
+
+    /// Sends SIGTERM and waits for the exit status.
+    func stop() -> Int32 {
+        if process.isRunning { process.terminate() }
+        process.waitUntilExit()
+        return process.terminationStatus
     }
 }

@@ -1,0 +1,161 @@
+import ArgumentParser
+import Foundation
+import Logging
+import OfflineSync
+import OfflineSyncPostgreSQL
+import OfflineSyncServer
+import OfflineSyncService
+
+/// Where the server keeps its data and its development token secret.
+struct ServerDataArguments: ParsableArguments {
+    @Option(help: ArgumentHelp("The server's data directory (environment: OFFLINE_SYNC_DATA).",
+                               discussion: "Holds server.sqlite (unless --store names another store) and token-secret."))
+    var data: String?
+
+    var directory: URL {
+        URL(fileURLWithPath: data ?? ProcessInfo.processInfo.environment["OFFLINE_SYNC_DATA"] ?? "offline-sync-data", isDirectory: true)
+    }
+
+    /// The token secret: OFFLINE_SYNC_TOKEN_SECRET (at least 32 bytes) when set, otherwise the
+    /// data directory's `token-secret` file, created with 32 random bytes (mode 0600) if
+    /// `create` and missing.
+    func tokenSecret(create: Bool) throws -> [UInt8] {
+        if let value = ProcessInfo.processInfo.environment["OFFLINE_SYNC_TOKEN_SECRET"], !value.isEmpty {
+            guard value.utf8.count >= TokenAuthority.minimumSecretLength else {
+                throw ValidationError("OFFLINE_SYNC_TOKEN_SECRET must be at least \(TokenAuthority.minimumSecretLength) bytes")
+            }
+            return Array(value.utf8)
+        }
+        let file = directory.appendingPathComponent("token-secret")
+        if let text = try? String(contentsOf: file, encoding: .utf8) {
+            let hex = text.trimmingCharacters(in: .whitespacesAndNewlines)
+            guard let bytes = Self.bytes(hex: hex), bytes.count >= TokenAuthority.minimumSecretLength else {
+                throw ValidationError("\(file.path) is not a token secret (64 or more hex digits); fix or remove it")
+            }
+            return bytes
+        }
+        guard create else {
+            throw ValidationError("no token secret: set OFFLINE_SYNC_TOKEN_SECRET or run `offline-sync serve` once to create \(file.path)")
+        }
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        let secret = (0..<32).map { _ in UInt8.random(in: .min ... .max) }
+        let hex = secret.map { String(format: "%02x", $0) }.joined()
+        guard FileManager.default.createFile(atPath: file.path, contents: Data((hex + "\n").utf8),
+                                             attributes: [.posixPermissions: 0o600]) else {
+            throw ValidationError("cannot write \(file.path)")
+        }
+        return secret
+    }
+
+    static func bytes(hex: String) -> [UInt8]? {
+        let digits = Array(hex.utf8)
+        guard digits.count % 2 == 0 else { return nil }
+        var bytes: [UInt8] = []
+        for index in stride(from: 0, to: digits.count, by: 2) {
+            guard let byte = UInt8(String(decoding: digits[index...index + 1], as: UTF8.self), radix: 16) else { return nil }
+            bytes.append(byte)
+        }
+        return bytes
+    }
+}
+
+/// `offline-sync serve`: the sync server.
+struct ServeCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "serve",
+        abstract: "Run the sync server (native API, Datasync tables API, change notifications).",
+        discussion: """
+            Defaults: 127.0.0.1, port 8080, data in ./offline-sync-data/ on SQLite. Clients need a \
+            token: mint one with `offline-sync token --identity NAME`. SIGTERM or SIGINT stops the \
+            server gracefully: requests in flight finish first.
+            """)
+
+    @Option(help: "The address to bind (environment: OFFLINE_SYNC_HOST).")
+    var host: String?
+
+    @Option(help: "The port, 0 for any free port (environment: OFFLINE_SYNC_PORT).")
+    var port: Int?
+
+    @Option(help: ArgumentHelp("The store URL (environment: OFFLINE_SYNC_STORE).", discussion: """
+        Default: sqlite://<data>/server.sqlite. PostgreSQL (postgres://… or a libpq connection string) \
+        lets several server instances share one database; their change notifications cross \
+        instances through LISTEN/NOTIFY.
+        """))
+    var store: String?
+
+    @OptionGroup var dataArguments: ServerDataArguments
+
+    @Option(help: "Log level: trace, debug, info, notice, warning, error or critical.")
+    var logLevel: String = "info"
+
+    @Option(help: "The most operations one push may carry.")
+    var maxBatchSize: Int = 1000
+
+    @Option(help: "The largest request body, in bytes.")
+    var maxBodyBytes: Int = 16 << 20
+
+    func run() async throws {
+        let environment = ProcessInfo.processInfo.environment
+        guard let level = Logger.Level(rawValue: logLevel) else { throw ValidationError("unknown log level '\(logLevel)'") }
+        var logger = Logger(label: "offline-sync.server")
+        logger.logLevel = level
+        let host = self.host ?? environment["OFFLINE_SYNC_HOST"] ?? "127.0.0.1"
+        guard let port = self.port ?? environment["OFFLINE_SYNC_PORT"].flatMap(Int.init), (0...65535).contains(port) else {
+            throw ValidationError("the port must be a number from 0 to 65535")
+        }
+        let directory = dataArguments.directory
+        let secret = try dataArguments.tokenSecret(create: true)
+        var storeText = self.store ?? environment["OFFLINE_SYNC_STORE"] ?? ""
+        if storeText.isEmpty {
+            try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+            storeText = "sqlite://" + directory.standardizedFileURL.appendingPathComponent("server.sqlite").path
+        }
+        let storeArguments = try StoreArguments.parse(["--store", storeText])
+        let (location, adapter) = try StoreRegistry.builtIn.resolve(try storeArguments.url())
+        let store = try await adapter.open(location, try storeArguments.options(for: location))
+        let service = try await OfflineSyncService(store: store)
+        var feed: any ChangeFeed = LocalChangeFeed()
+        if let postgres = store as? PostgreSQLStore {
+            let channel = "offline_sync_changes"
+            let relayed = RelayedChangeFeed(send: { try await postgres.notify(channel: channel, payload: $0) },
+                                            receive: { try await postgres.notifications(channel: channel) })
+            await relayed.waitUntilListening()
+            feed = relayed
+        }
+        let configuration = SyncServer.Configuration(
+            host: host, port: port, tokenSecret: secret,
+            adminKey: environment["OFFLINE_SYNC_ADMIN_KEY"].flatMap { $0.isEmpty ? nil : $0 },
+            maxBodyBytes: maxBodyBytes, maxBatchSize: maxBatchSize, logger: logger)
+        let server = try await SyncServer(service: service, configuration: configuration, feed: feed)
+        let shownStore = location.scheme.hasPrefix("postgres") ? "\(location.scheme) store" : storeText
+        try await server.run { port in
+            let shownHost = host.contains(":") ? "[\(host)]" : host
+            // Written in one call and unbuffered, so a supervising process sees the line at once.
+            FileHandle.standardOutput.write(Data("offline-sync server listening on http://\(shownHost):\(port) (store: \(shownStore))\n".utf8))
+        }
+        (feed as? RelayedChangeFeed)?.stop()
+        try await store.close()
+        print("offline-sync server stopped")
+    }
+}
+
+/// `offline-sync token --identity NAME`: a development token for the server's secret.
+struct TokenCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "token",
+        abstract: "Mint a bearer token for an identity, signed with the server's token secret.")
+
+    @Option(help: "The identity the token carries.")
+    var identity: String
+
+    @Option(help: "How long the token is valid, in seconds.")
+    var lifetime: Int = 24 * 3600
+
+    @OptionGroup var dataArguments: ServerDataArguments
+
+    func run() async throws {
+        guard lifetime > 0 else { throw ValidationError("--lifetime must be positive") }
+        let authority = try await TokenAuthority(secret: try dataArguments.tokenSecret(create: false))
+        print(try await authority.mint(identity: identity, lifetime: .seconds(lifetime)))
+    }
+}
