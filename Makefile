@@ -4,7 +4,9 @@
 #   make build   debug build of every target
 #   make test    start a throwaway PostgreSQL, build the tests, run them all, the conformance
 #                command against every store, then the third-party example's tests
-#   make demo    run the offline-sync demo
+#   make demo    run the offline-sync demo: a live server process and two clients over HTTP
+#   make serve   run the sync server (127.0.0.1:8080, data in ./offline-sync-data/ on SQLite);
+#                mint a client token with `make token IDENTITY=alice`
 #   make bench   run the benchmarks in release mode, PostgreSQL's on a throwaway cluster
 #                (writes bench-results.json)
 #   make clean   remove build products
@@ -26,7 +28,7 @@ SWIFT ?= swift
 PKG_CONFIG_MODULES := sqlite3 lmdb libpq
 APT_PACKAGES := pkg-config libsqlite3-dev liblmdb-dev libpq-dev postgresql
 
-.PHONY: deps build test test-steps conformance-cli demo bench clean
+.PHONY: deps build test test-steps conformance-cli demo serve token bench clean
 
 deps:
 	@if ! command -v $(SWIFT) >/dev/null 2>&1; then \
@@ -112,6 +114,17 @@ conformance-cli: deps
 
 demo: deps
 	$(SWIFT) run offline-sync demo
+
+# Flags and environment: see `offline-sync serve --help` (OFFLINE_SYNC_HOST, OFFLINE_SYNC_PORT,
+# OFFLINE_SYNC_STORE, OFFLINE_SYNC_TOKEN_SECRET, OFFLINE_SYNC_ADMIN_KEY, OFFLINE_SYNC_DATA).
+serve: deps
+	$(SWIFT) build --product offline-sync
+	exec "$$($(SWIFT) build --show-bin-path)/offline-sync" serve $(SERVE_FLAGS)
+
+IDENTITY ?= dev
+token: deps
+	@$(SWIFT) build --product offline-sync >/dev/null
+	@"$$($(SWIFT) build --show-bin-path)/offline-sync" token --identity "$(IDENTITY)"
 
 # The PostgreSQL workload runs against a throwaway cluster (or OFFLINE_SYNC_TEST_POSTGRES_URL's server).
 bench: deps

@@ -1,0 +1,69 @@
+import Foundation
+import OfflineSync
+import OfflineSyncHTTP
+import OfflineSyncServer
+import OfflineSyncWire
+import Testing
+#if canImport(Glibc)
+import Glibc
+#endif
+
+@Suite("Server process: graceful shutdown")
+struct GracefulShutdownTests {
+    @Test("SIGTERM during a push: the push completes whole, new connections are refused, the process exits 0")
+    func sigtermDuringPush() async throws {
+        try await withTemporaryDirectory { directory in
+            let server = try ServerProcess.start(data: directory)
+            let token = try await TokenAuthority(secret: testSecret).mint(identity: "alice")
+            let operations = (0..<500).map { i in
+                PushOperation(id: "op-\(i)", table: "todos", itemId: "item-\(i)", kind: .insert,
+                              item: Record(id: "item-\(i)", fields: ["title": .string("todo \(i)"), "n": .int(Int64(i))]), baseVersion: nil)
+            }
+            let body = JSON.object([("operations", .array(operations.map(Wire.json)))]).encoded
+            let head = Array("POST /v1/push HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer \(token)\r\nContent-Type: application/json\r\nContent-Length: \(body.count)\r\nConnection: close\r\n\r\n".utf8)
+            // Send the head and half the body, so the request is in flight when SIGTERM arrives.
+            let connection = try RawConnection(port: server.port)
+            defer { connection.closeConnection() }
+            try connection.send(head + body[0..<body.count / 2])
+            try await Task.sleep(for: .milliseconds(200))
+            server.signal(SIGTERM)
+            try await Task.sleep(for: .milliseconds(300))
+            // The listener is closed: a new connection is refused, while the in-flight request goes on.
+            #expect(throws: SyncError.self) { _ = try RawConnection(port: server.port) }
+            try connection.send(Array(body[(body.count / 2)...]))
+            let answer = String(decoding: connection.readAll(), as: UTF8.self)
+            #expect(answer.hasPrefix("HTTP/1.1 200"), "\(answer.prefix(200))")
+            let exit = server.waitForExit()
+            #expect(exit.status == 0)
+            #expect(exit.output.contains("offline-sync server stopped"))
+            // Restarted on the same data, every operation of the push is there, once.
+            let again = try ServerProcess.start(data: directory)
+            defer { _ = again.stop() }
+            let remote = HTTPRemoteStore(baseURL: again.baseURL, token: { token })
+            let page = try await remote.pull(PullRequest(table: "todos", limit: 1000))
+            #expect(page.records.count == 500)
+            #expect(Set(page.records.map(\.id)) == Set(operations.map(\.itemId)))
+            let replay = try await remote.push(Array(operations.prefix(3)))
+            for result in replay {
+                guard case .applied = result.outcome else { Issue.record("a replay is not answered with its first outcome"); break }
+            }
+            #expect(again.stop() == 0)
+        }
+    }
+
+    @Test("SIGINT stops an idle server with status 0; notification sockets do not hold it open")
+    func sigintIdle() async throws {
+        try await withTemporaryDirectory { directory in
+            let server = try ServerProcess.start(data: directory)
+            let token = try await TokenAuthority(secret: testSecret).mint(identity: "alice")
+            let remote = HTTPRemoteStore(baseURL: server.baseURL,
+                                         configuration: .init(maxAttempts: 1, initialBackoff: .seconds(30)), token: { token })
+            var events = remote.changes().makeAsyncIterator()
+            #expect(await events.next() == .subscribed)
+            server.signal(SIGINT)
+            let exit = server.waitForExit()
+            #expect(exit.status == 0)
+            #expect(await events.next() == .disconnected)
+        }
+    }
+}

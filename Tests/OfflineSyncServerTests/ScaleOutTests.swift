@@ -1,0 +1,138 @@
+import Foundation
+import OfflineSync
+import OfflineSyncHTTP
+import OfflineSyncServer
+import OfflineSyncSQLite
+import Testing
+
+/// The PostgreSQL server the tests share (`OFFLINE_SYNC_TEST_POSTGRES_URL`, set by `Scripts/with-postgres.sh`).
+enum TestPostgres {
+    static let url: String? = {
+        let value = ProcessInfo.processInfo.environment["OFFLINE_SYNC_TEST_POSTGRES_URL"] ?? ""
+        return value.isEmpty ? nil : value
+    }()
+    /// On CI a missing server fails the tests instead of skipping them.
+    static let shouldRun = url != nil || !(ProcessInfo.processInfo.environment["CI"] ?? "").isEmpty
+    /// The run's id; `Scripts/with-postgres.sh` drops the run's `osync_test_<run>_*` schemas afterwards.
+    static let run: String = {
+        let value = ProcessInfo.processInfo.environment["OFFLINE_SYNC_TEST_RUN"] ?? ""
+        return value.isEmpty || value.utf8.count > 16 || !value.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber) })
+            ? "local" : value
+    }()
+
+    /// A store URL on a schema of its own.
+    static func storeURL(_ url: String) -> String {
+        let schema = "osync_test_\(run)_srv_" + String(UInt64.random(in: 0...UInt64.max), radix: 16)
+        return url + (url.contains("?") ? "&" : "?") + "schema=" + schema
+    }
+}
+
+/// Collects a stream's elements so a test can wait for one with a deadline.
+actor EventLog<Element: Sendable & Equatable> {
+    private var seen: [Element] = []
+    private var task: Task<Void, Never>?
+
+    init<S: AsyncSequence & Sendable>(_ sequence: S) where S.Element == Element {
+        Task { await self.consume(sequence) }
+    }
+
+    private func consume<S: AsyncSequence & Sendable>(_ sequence: S) where S.Element == Element {
+        task = Task {
+            do { for try await element in sequence { self.append(element) } } catch {}
+        }
+    }
+
+    private func append(_ element: Element) { seen.append(element) }
+
+    /// Waits up to `timeout` for `element`, consuming everything up to it.
+    func waitFor(_ element: Element, timeout: Duration = .seconds(10)) async -> Bool {
+        let deadline = ContinuousClock.now + timeout
+        while ContinuousClock.now < deadline {
+            if let index = seen.firstIndex(of: element) {
+                seen.removeFirst(index + 1)
+                return true
+            }
+            try? await Task.sleep(for: .milliseconds(20))
+        }
+        return false
+    }
+
+    func stop() { task?.cancel() }
+}
+
+@Suite("Scale-out: two server processes sharing one PostgreSQL database",
+       .enabled(if: TestPostgres.shouldRun, "OFFLINE_SYNC_TEST_POSTGRES_URL is not set: run with Scripts/with-postgres.sh"))
+struct ScaleOutTests {
+    static let todos = TableSchema("todos", fields: [FieldDefinition("title", .string), FieldDefinition("n", .int)])
+
+    @Test("clients attached to different instances converge, and a change through one instance notifies the other's subscribers")
+    func twoInstances() async throws {
+        guard let url = TestPostgres.url else { Issue.record("OFFLINE_SYNC_TEST_POSTGRES_URL is not set but CI is"); return }
+        try await withTemporaryDirectory { directory in
+            let store = TestPostgres.storeURL(url)
+            let one = try ServerProcess.start(data: directory.appendingPathComponent("one"), store: store)
+            defer { _ = one.stop() }
+            let two = try ServerProcess.start(data: directory.appendingPathComponent("two"), store: store)
+            defer { _ = two.stop() }
+            #expect(one.port != two.port)
+            let authority = try await TokenAuthority(secret: testSecret)
+            let alice = try await authority.mint(identity: "alice")
+            let bob = try await authority.mint(identity: "bob")
+            let remoteX = HTTPRemoteStore(baseURL: one.baseURL, token: { alice })
+            let remoteY = HTTPRemoteStore(baseURL: two.baseURL, token: { alice })
+            let remoteBob = HTTPRemoteStore(baseURL: two.baseURL, token: { bob })
+            let heardOnTwo = EventLog(remoteY.changes())
+            let heardOnOne = EventLog(remoteX.changes())
+            let bobHeard = EventLog(remoteBob.changes())
+            #expect(await heardOnTwo.waitFor(.subscribed))
+            #expect(await heardOnOne.waitFor(.subscribed))
+            #expect(await bobHeard.waitFor(.subscribed))
+
+            let storeX = try await SQLiteStore(path: directory.appendingPathComponent("x.sqlite").path)
+            let storeY = try await SQLiteStore(path: directory.appendingPathComponent("y.sqlite").path)
+            let x = try await SyncContext(store: storeX, remote: remoteX)
+            let y = try await SyncContext(store: storeY, remote: remoteY)
+            try await x.defineTable(Self.todos)
+            try await y.defineTable(Self.todos)
+
+            // A change through instance one reaches the subscriber attached to instance two.
+            for i in 0..<20 { _ = try await x.table("todos").insert(Record(id: "x-\(i)", fields: ["title": "from x", "n": .int(Int64(i))])) }
+            try await x.sync(["todos"])
+            #expect(await heardOnTwo.waitFor(.changed(table: "todos")), "instance two relayed instance one's change")
+            try await y.sync(["todos"])
+            #expect(try await y.table("todos").query().count == 20)
+
+            // And the other way round, with edits on both sides.
+            _ = try await y.table("todos").update(Record(id: "x-0", fields: ["title": "edited by y", "n": 0]))
+            try await y.table("todos").delete("x-1")
+            for i in 0..<10 { _ = try await y.table("todos").insert(Record(id: "y-\(i)", fields: ["title": "from y", "n": .int(Int64(i))])) }
+            try await y.sync(["todos"])
+            #expect(await heardOnOne.waitFor(.changed(table: "todos")), "instance one relayed instance two's change")
+            // Concurrent writes through both instances.
+            async let fromX: Void = {
+                for i in 20..<40 { _ = try await x.table("todos").insert(Record(id: "x-\(i)", fields: ["title": "late x", "n": .int(Int64(i))])) }
+                try await x.sync(["todos"])
+            }()
+            async let fromY: Void = {
+                for i in 10..<30 { _ = try await y.table("todos").insert(Record(id: "y-\(i)", fields: ["title": "late y", "n": .int(Int64(i))])) }
+                try await y.sync(["todos"])
+            }()
+            _ = try await (fromX, fromY)
+            try await x.sync(["todos"])
+            try await y.sync(["todos"])
+            let recordsX = try await x.table("todos").query()
+            let recordsY = try await y.table("todos").query()
+            #expect(recordsX.count == 40 - 1 + 30)
+            #expect(recordsX == recordsY, "both clients converge")
+            #expect(recordsX.first { $0.id == "x-0" }?["title"] == "edited by y")
+            // Another identity hears nothing of alice's changes, on either instance.
+            #expect(await bobHeard.waitFor(.changed(table: "todos"), timeout: .milliseconds(300)) == false)
+            #expect(try await remoteBob.pull(PullRequest(table: "todos")).records.isEmpty)
+            for log in [heardOnOne, heardOnTwo, bobHeard] { await log.stop() }
+            try await storeX.close()
+            try await storeY.close()
+            #expect(one.stop() == 0)
+            #expect(two.stop() == 0)
+        }
+    }
+}

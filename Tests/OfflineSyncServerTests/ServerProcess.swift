@@ -1,0 +1,120 @@
+import Foundation
+import OfflineSync
+import OfflineSyncServer
+import Testing
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// `offline-sync serve` in a child process on a free loopback port, as an operator runs it.
+final class ServerProcess: @unchecked Sendable {
+    // @unchecked Sendable: the fields are set once in `start` and only read afterwards.
+    let process: Process
+    let baseURL: String
+    let port: Int
+    private let output: Pipe
+
+    /// The built `offline-sync` tool beside the test bundle (`swift build --build-tests` builds it).
+    static var tool: URL {
+        URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent("offline-sync")
+    }
+
+    /// Starts `offline-sync serve --port 0` with the tests' token secret and waits until it listens.
+    static func start(data: URL, store: String? = nil, extraArguments: [String] = []) throws -> ServerProcess {
+        guard FileManager.default.isExecutableFile(atPath: tool.path) else {
+            throw SyncError(.notFound, "\(tool.path) is missing: build it first (swift build --build-tests)")
+        }
+        let process = Process()
+        process.executableURL = tool
+        process.arguments = ["serve", "--port", "0", "--data", data.path, "--log-level", "warning"]
+            + (store.map { ["--store", $0] } ?? []) + extraArguments
+        var environment = ProcessInfo.processInfo.environment
+        environment["OFFLINE_SYNC_TOKEN_SECRET"] = String(decoding: testSecret, as: UTF8.self)
+        environment["OFFLINE_SYNC_STORE"] = nil
+        process.environment = environment
+        let output = Pipe()
+        process.standardOutput = output
+        try process.run()
+        let handle = output.fileHandleForReading
+        var line: [UInt8] = []
+        while true {
+            guard let byte = handle.readData(ofLength: 1).first else {
+                process.waitUntilExit()
+                throw SyncError(.transient, "the server exited (status \(process.terminationStatus)) before listening")
+            }
+            if byte != UInt8(ascii: "\n") { line.append(byte); continue }
+            let text = String(decoding: line, as: UTF8.self)
+            line.removeAll()
+            if let range = text.range(of: "listening on "),
+               let url = text[range.upperBound...].split(separator: " ").first,
+               let port = url.split(separator: ":").last.flatMap({ Int($0) }) {
+                return ServerProcess(process: process, baseURL: String(url), port: port, output: output)
+            }
+        }
+    }
+
+    private init(process: Process, baseURL: String, port: Int, output: Pipe) {
+        self.process = process
+        self.baseURL = baseURL
+        self.port = port
+        self.output = output
+    }
+
+    /// Sends a signal.
+    func signal(_ number: Int32) { kill(process.processIdentifier, number) }
+
+    /// Waits for the exit and returns the status and whatever the server printed.
+    func waitForExit() -> (status: Int32, output: String) {
+        let rest = output.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        return (process.terminationStatus, String(decoding: rest, as: UTF8.self))
+    }
+
+    /// Stops with SIGTERM (or SIGKILL if it is still running after that).
+    func stop() -> Int32 {
+        if process.isRunning { signal(SIGTERM) }
+        return waitForExit().status
+    }
+}
+
+/// A plain TCP connection to a loopback port, for requests sent at a controlled pace.
+struct RawConnection {
+    let fd: Int32
+
+    init(port: Int) throws {
+        fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = in_port_t(UInt16(port).bigEndian)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        let result = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        if result != 0 {
+            close(fd)
+            throw SyncError(.transient, "connect failed: errno \(errno)")
+        }
+    }
+
+    func send(_ bytes: [UInt8]) throws {
+        var offset = 0
+        while offset < bytes.count {
+            let written = bytes[offset...].withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
+            guard written > 0 else { throw SyncError(.transient, "write failed: errno \(errno)") }
+            offset += written
+        }
+    }
+
+    /// Reads until the peer closes.
+    func readAll() -> [UInt8] {
+        var result: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 65536)
+        while true {
+            let count = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+            if count <= 0 { return result }
+            result += buffer[0..<count]
+        }
+    }
+
+    func closeConnection() { close(fd) }
+}
