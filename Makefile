@@ -28,7 +28,7 @@ SWIFT ?= swift
 PKG_CONFIG_MODULES := sqlite3 lmdb libpq
 APT_PACKAGES := pkg-config libsqlite3-dev liblmdb-dev libpq-dev postgresql
 
-.PHONY: deps build test test-steps conformance-cli demo serve token bench clean
+.PHONY: deps build test test-steps openapi-check conformance-cli demo serve token bench clean
 
 deps:
 	@if ! command -v $(SWIFT) >/dev/null 2>&1; then \
@@ -80,12 +80,17 @@ EXAMPLE := Docs/Examples/SnapshotStore
 test: deps
 	Scripts/with-postgres.sh $(MAKE) --no-print-directory test-steps
 
-test-steps: deps
+test-steps: deps openapi-check
 	$(SWIFT) build --build-tests
 	$(SWIFT) test
 	$(MAKE) --no-print-directory conformance-cli
 	$(SWIFT) build --package-path $(EXAMPLE) --build-tests
 	$(SWIFT) test --package-path $(EXAMPLE)
+
+# Docs/openapi.yaml must be a valid OpenAPI 3 document (openapi-spec-validator, from PyPI).
+openapi-check:
+	@python3 -c "import openapi_spec_validator" 2>/dev/null || python3 -m pip install --quiet openapi-spec-validator
+	python3 -m openapi_spec_validator Docs/openapi.yaml
 
 # The whole LocalStore suite through `offline-sync conformance`, as a user runs it: against
 # LMDB, against an encrypted file opened with a passphrase and with a raw key (cheap KDF

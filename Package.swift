@@ -116,7 +116,9 @@ let package = Package(
             name: "offline-sync",
             dependencies: [
                 "OfflineSync", "OfflineSyncService", "OfflineSyncSQLite", "OfflineSyncConformance",
-                "OfflineSyncServer", "OfflineSyncHTTP",
+                "OfflineSyncServer", "OfflineSyncHTTP", "OfflineSyncWire",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "Logging", package: "swift-log"),
                 "OfflineSyncLMDB", "OfflineSyncEncryptedFile", "OfflineSyncPostgreSQL", "COfflineSyncSQLite3", "COfflineSyncLMDB", "COfflineSyncPostgreSQL",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),

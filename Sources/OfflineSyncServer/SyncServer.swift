@@ -37,7 +37,9 @@ public struct SyncServer: Sendable {
         public var adminKey: String?
         /// The largest request body accepted, in bytes (413 `bodyTooLarge` above it).
         public var maxBodyBytes: Int
-        /// The most operations one push may carry (413 `batchTooLarge` above it).
+        /// The most operations one push may carry (413 `batchTooLarge` above it). A
+        /// `SyncContext` sends a local transaction whole, up to ten times its push batch size
+        /// (500 by default), so keep this at least that large.
         public var maxBatchSize: Int
         /// The largest pull page a client may ask for (400 `pageSizeExceeded` above it).
         public var maxPageSize: Int
@@ -48,7 +50,7 @@ public struct SyncServer: Sendable {
 
         /// Creates a configuration.
         public init(host: String = "127.0.0.1", port: Int = 8080, tokenSecret: [UInt8], adminKey: String? = nil,
-                    maxBodyBytes: Int = 16 << 20, maxBatchSize: Int = 1000, maxPageSize: Int = OfflineSyncService.maxPageSize,
+                    maxBodyBytes: Int = 32 << 20, maxBatchSize: Int = 5000, maxPageSize: Int = OfflineSyncService.maxPageSize,
                     tablesPageSize: Int = 100, logger: Logger = Logger(label: "offline-sync.server")) {
             self.host = host
             self.port = port

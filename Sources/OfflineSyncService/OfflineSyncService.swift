@@ -252,6 +252,55 @@ public final class OfflineSyncService: Sendable {
         }
     }
 
+    // MARK: Queries (list APIs)
+
+    /// The declared schema of a table, if the service was opened with one.
+    public func schema(for table: String) -> TableSchema? { schemas[table] }
+
+    /// `identity`'s records of a table that match `predicate`, ordered by `order` and then by
+    /// id, after skipping `offset`, at most `limit` (nil: all). Tombstones are included only
+    /// with `includeDeleted`. Field names are the client's (`id` is the item id); reserved
+    /// names are refused with ``SyncError/Code/invalidQuery``.
+    public func query(identity: String, table: String, predicate: QueryPredicate = .all, order: [SortKey] = [],
+                      offset: Int = 0, limit: Int? = nil, includeDeleted: Bool = false) async throws -> [Record] {
+        let query = try await scopedQuery(identity: identity, table: table, predicate: predicate, includeDeleted: includeDeleted)
+        let keys = try order.map { key -> SortKey in
+            if key.field.hasPrefix(Names.reservedPrefix) {
+                throw SyncError(.invalidQuery, "field name '\(key.field)' uses the reserved prefix")
+            }
+            return SortKey(key.field == SystemField.id ? Meta.item : key.field, ascending: key.ascending)
+        }
+        let rows = try await store.read { txn in
+            try txn.records(in: table, matching: Query(query, order: keys, limit: limit, offset: offset))
+        }
+        return rows.map(Self.publicRecord)
+    }
+
+    /// How many of `identity`'s records of a table match `predicate` (tombstones only with `includeDeleted`).
+    public func count(identity: String, table: String, predicate: QueryPredicate = .all, includeDeleted: Bool = false) async throws -> Int {
+        let query = try await scopedQuery(identity: identity, table: table, predicate: predicate, includeDeleted: includeDeleted)
+        return try await store.read { txn in try txn.count(in: table, matching: query) }
+    }
+
+    /// `identity`'s record `id` of a table (a tombstone included), or `nil`.
+    public func record(identity: String, table: String, id: String) async throws -> Record? {
+        try Self.validateIdentity(identity)
+        try await ensureTable(table)
+        return try await store.read { txn in
+            try txn.record(in: table, id: Self.rowId(owner: identity, item: id)).map(Self.publicRecord)
+        }
+    }
+
+    private func scopedQuery(identity: String, table: String, predicate: QueryPredicate, includeDeleted: Bool) async throws -> QueryPredicate {
+        try Self.validateIdentity(identity)
+        try await ensureTable(table)
+        var parts: [QueryPredicate] = [Field(Meta.owner) == .string(identity)]
+        let mapped = try Self.mapPredicate(predicate)
+        if mapped != .all { parts.append(mapped) }
+        if !includeDeleted { parts.append(Field(SystemField.deleted) == false) }
+        return .and(parts)
+    }
+
     /// Maps a client predicate onto the service's rows: `id` is the item id; reserved names are refused.
     static func mapPredicate(_ predicate: QueryPredicate) throws -> QueryPredicate {
         func field(_ name: String) throws -> String {

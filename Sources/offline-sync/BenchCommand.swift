@@ -17,18 +17,25 @@ protocol BenchWorkload: Sendable {
     static func ours(directory: URL, records: Int, batch: Int) async throws -> Double
     /// Runs the baseline in `directory` (empty, removed afterwards); returns the measured seconds.
     static func raw(directory: URL, records: Int, batch: Int) async throws -> Double
+    /// The records a workload always uses whatever `--records` says (the sync workloads), or nil.
+    static var fixedRecords: Int? { get }
+}
+
+extension BenchWorkload {
+    /// Local-writes workloads follow `--records`.
+    static var fixedRecords: Int? { nil }
 }
 
 /// Every workload `bench` knows, in the order it runs them.
 let benchWorkloads: [any BenchWorkload.Type] = [LocalWritesSQLite.self, LocalWritesLMDB.self, LocalWritesEncryptedFile.self,
-                                                LocalWritesPostgreSQL.self]
+                                                LocalWritesPostgreSQL.self, Push10k.self, Pull1m.self, PullDelta.self]
 
 /// `offline-sync bench`: runs each workload side by side with its baseline, each in its own
 /// process (so peak memory is its own), prints a table and writes `bench-results.json`.
 struct BenchCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "bench",
-        abstract: "Measure local writes through SyncTable against the raw C libraries (writes bench-results.json).")
+        abstract: "Measure local writes against the raw C libraries and sync over HTTP against the naive paths (writes bench-results.json).")
 
     @Option(help: "Records to write.") var records = 100_000
     @Option(help: "Records per transaction.") var batch = 1_000
@@ -56,7 +63,7 @@ struct BenchCommand: AsyncParsableCommand {
             }
             let ours = best["ours"]!, raw = best["raw"]!
             rows.append([
-                "name": workload.name, "records": records, "transactionSize": batch,
+                "name": workload.name, "records": workload.fixedRecords ?? records, "transactionSize": batch,
                 "seconds": ours.seconds, "baseline": workload.baseline, "baselineSeconds": raw.seconds,
                 "ratio": ours.seconds / raw.seconds, "peakRSSBytes": ours.peakRSSBytes, "baselinePeakRSSBytes": raw.peakRSSBytes,
             ])
@@ -67,7 +74,7 @@ struct BenchCommand: AsyncParsableCommand {
         for row in rows {
             let name = (row["name"] as! String).padding(toLength: 28, withPad: " ", startingAt: 0)
             let baseline = (row["baseline"] as! String).padding(toLength: 24, withPad: " ", startingAt: 0)
-            print(name + String(format: " %8d  %7d  %7.3f  ", records, batch, row["seconds"] as! Double) + baseline
+            print(name + String(format: " %8d  %7d  %7.3f  ", row["records"] as! Int, batch, row["seconds"] as! Double) + baseline
                   + String(format: "%8.3f  %5.2f  %4d MiB", row["baselineSeconds"] as! Double, row["ratio"] as! Double,
                            (row["peakRSSBytes"] as! Int) / 1_048_576))
         }

@@ -89,10 +89,10 @@ struct ServeCommand: AsyncParsableCommand {
     var logLevel: String = "info"
 
     @Option(help: "The most operations one push may carry.")
-    var maxBatchSize: Int = 1000
+    var maxBatchSize: Int = 5000
 
     @Option(help: "The largest request body, in bytes.")
-    var maxBodyBytes: Int = 16 << 20
+    var maxBodyBytes: Int = 32 << 20
 
     func run() async throws {
         let environment = ProcessInfo.processInfo.environment
