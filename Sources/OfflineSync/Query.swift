@@ -30,6 +30,8 @@ public indirect enum QueryPredicate: Sendable, Hashable {
     case contains(String, String)
     /// The string field starts with the prefix (case-sensitive).
     case hasPrefix(String, String)
+    /// The string field ends with the suffix (case-sensitive).
+    case hasSuffix(String, String)
     /// All sub-predicates hold (true when empty).
     case and([QueryPredicate])
     /// At least one sub-predicate holds (false when empty).
@@ -41,7 +43,8 @@ public indirect enum QueryPredicate: Sendable, Hashable {
     public var fieldNames: Set<String> {
         switch self {
         case .all: return []
-        case .compare(let f, _, _), .isIn(let f, _), .isNull(let f), .contains(let f, _), .hasPrefix(let f, _): return [f]
+        case .compare(let f, _, _), .isIn(let f, _), .isNull(let f), .contains(let f, _), .hasPrefix(let f, _),
+             .hasSuffix(let f, _): return [f]
         case .and(let ps), .or(let ps): return ps.reduce(into: Set<String>()) { $0.formUnion($1.fieldNames) }
         case .not(let p): return p.fieldNames
         }
@@ -152,7 +155,7 @@ public struct Query: Sendable, Hashable {
             for value in values { try checkLiteral(field, value, type) }
         case .isNull(let field):
             _ = try fieldType(field, schema)
-        case .contains(let field, _), .hasPrefix(let field, _):
+        case .contains(let field, _), .hasPrefix(let field, _), .hasSuffix(let field, _):
             if let type = try fieldType(field, schema), type != .string {
                 throw SyncError(.invalidQuery, "substring test on field '\(field)' of type \(type.rawValue)")
             }
@@ -191,6 +194,8 @@ public struct Field: Sendable, Hashable {
     public func contains(_ substring: String) -> QueryPredicate { .contains(name, substring) }
     /// The string field starts with `prefix`.
     public func hasPrefix(_ prefix: String) -> QueryPredicate { .hasPrefix(name, prefix) }
+    /// The string field ends with `suffix`.
+    public func hasSuffix(_ suffix: String) -> QueryPredicate { .hasSuffix(name, suffix) }
 }
 
 extension QueryPredicate {

@@ -45,6 +45,12 @@ public enum QueryEvaluator {
             case .string(let s): return s.utf8.starts(with: prefix.utf8) ? .true : .false
             default: return .false
             }
+        case let .hasSuffix(field, suffix):
+            switch record[field] {
+            case .null: return .unknown
+            case .string(let s): return s.utf8.reversed().starts(with: suffix.utf8.reversed()) ? .true : .false
+            default: return .false
+            }
         case .and(let ps):
             var result = Truth.true
             for p in ps {

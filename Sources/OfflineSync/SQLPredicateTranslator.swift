@@ -42,8 +42,18 @@ public protocol SQLDialect {
     /// `column` (a string column) starts with `prefix`, byte for byte; a shorter string is
     /// false, not unknown.
     func hasPrefix(_ column: SQLColumn, _ prefix: String, bind: (Parameter) -> String) -> String
+    /// `column` (a string column) ends with `suffix`, byte for byte; a shorter string is
+    /// false, not unknown, and an empty suffix ends every string. `nil` leaves the test to
+    /// ``QueryEvaluator`` (the default, so dialects written before this requirement keep
+    /// compiling and stay correct).
+    func hasSuffix(_ column: SQLColumn, _ suffix: String, bind: (Parameter) -> String) -> String?
     /// One ordering term: ascending puts nulls first, descending last.
     func orderTerm(_ column: SQLColumn, ascending: Bool) -> String
+}
+
+extension SQLDialect {
+    /// No SQL for suffix tests: ``SQLPredicateTranslator`` leaves them to ``QueryEvaluator``.
+    public func hasSuffix(_ column: SQLColumn, _ suffix: String, bind: (Parameter) -> String) -> String? { nil }
 }
 
 /// Translates ``QueryPredicate``s and ordering keys into parameterised SQL whose
@@ -134,6 +144,10 @@ public struct SQLPredicateTranslator<Dialect: SQLDialect> {
             guard let column = dialect.column(field), column.type == .string else { return nil }
             let dialect = self.dialect
             return dialect.hasPrefix(column, prefix) { bind($0) }
+        case let .hasSuffix(field, suffix):
+            guard let column = dialect.column(field), column.type == .string else { return nil }
+            let dialect = self.dialect
+            return dialect.hasSuffix(column, suffix) { bind($0) }
         case .and(let parts):
             return combine(parts, with: "AND", empty: dialect.trueSQL, depth: depth)
         case .or(let parts):

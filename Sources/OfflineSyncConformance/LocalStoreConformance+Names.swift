@@ -107,6 +107,7 @@ extension LocalStoreConformance {
                 try await must(await store.write { tx in for r in records { try tx.upsert(r, in: "v") } }, "writing")
                 for value in values {
                     for predicate in [Field("s") == .string(value), Field("u") == .string(value), Field("s").contains(value), Field("u").hasPrefix(value),
+                                      Field("s").hasSuffix(value), Field("u").hasSuffix(value),
                                       Field(SystemField.id) == .string(value), Field("s").isIn([.string(value)])] {
                         let q = Query(predicate)
                         let got = try await must(await store.read { tx in try tx.records(in: "v", matching: q) }, "querying `\(Render.query(q))`")

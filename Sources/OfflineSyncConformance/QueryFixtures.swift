@@ -97,10 +97,13 @@ enum QueryFixtures {
             s.contains("_"), s.contains("A"), s.contains("a\u{0}"), s.contains("😀"), s.contains("abc"), s.contains("zebra"),
             s.hasPrefix("a"), s.hasPrefix(""), s.hasPrefix("日"), s.hasPrefix("%"), s.hasPrefix("e"), s.hasPrefix("😀"),
             s.hasPrefix("ab"), s.hasPrefix("a%"), s.hasPrefix("x_"), s.hasPrefix("A"),
-            !s.contains("a"), !s.hasPrefix(""),
+            s.hasSuffix("b"), s.hasSuffix(""), s.hasSuffix("語"), s.hasSuffix("%"), s.hasSuffix("\u{301}"), s.hasSuffix("e"),
+            s.hasSuffix("😀"), s.hasSuffix("bc"), s.hasSuffix("abc"), s.hasSuffix("xabc"), s.hasSuffix("_y"), s.hasSuffix("\u{0}b"),
+            s.hasSuffix("B"), s.hasSuffix("本語"),
+            !s.contains("a"), !s.hasPrefix(""), !s.hasSuffix(""), !s.hasSuffix("a"),
             // Undeclared fields of mixed kinds.
             u == 2, u > 1, u == "a", u < "b", u != 2, u >= 2.5, u == true, u == .bytes([1]), u < date(1), u == -0.0,
-            u.contains("a"), u.hasPrefix("2"), tag.contains("a"), tag.hasPrefix(""), tag == "", tag > "a", !tag.contains("a"),
+            u.contains("a"), u.hasPrefix("2"), u.hasSuffix("a"), tag.contains("a"), tag.hasPrefix(""), tag.hasSuffix("a"), tag.hasSuffix(""), tag == "", tag > "a", !tag.contains("a"),
             Field("nosuch") == 1, Field("nosuch") != 1, Field("y").isNull,
             // Null literals and three-valued logic.
             n == nil, n != nil, !(n == nil), !(n > 2), !(n != 3), .or([n > 2, n.isNull]), .and([]), .or([]),
@@ -109,9 +112,9 @@ enum QueryFixtures {
             .not(.not(n > 0)), .or([n == nil, x == nil]), .not(.or([n == 1, .and([s == "a", u == 2])])),
             .and([n >= -2, n <= 2, .not(n.isIn([0]))]), .or([.and([]), n == nil]), .and([.or([]), n.isNull]),
             // System fields.
-            id == .string(existingId), id < "b", id >= "日", id.hasPrefix("\u{E9}"), id.hasPrefix("e"), id.contains("-1"),
+            id == .string(existingId), id < "b", id >= "日", id.hasPrefix("\u{E9}"), id.hasPrefix("e"), id.contains("-1"), id.hasSuffix("-1"), id.hasSuffix("0"),
             id != .string(existingId), version == "v1", version > "v1", version == "", version < "v2", version != "V1",
-            version.hasPrefix("v"), updatedAt > date(0), updatedAt <= date(1), deleted == true, deleted != true, deleted == false,
+            version.hasPrefix("v"), version.hasSuffix("1"), updatedAt > date(0), updatedAt <= date(1), deleted == true, deleted != true, deleted == false,
             .and([deleted == false, n > 0]),
         ]
         var queries = predicates.map { Query($0) }
@@ -167,7 +170,11 @@ enum QueryFixtures {
         if roll < 8 { return .isNull(field) }
         if stringLike && roll < 22 {
             let needle = rng.chance(20) ? String(rng.pick(strings).unicodeScalars.prefix(1)) : rng.pick(strings)
-            return rng.chance(50) ? .contains(field, needle) : .hasPrefix(field, needle)
+            switch rng.below(3) {
+            case 0: return .contains(field, needle)
+            case 1: return .hasPrefix(field, needle)
+            default: return .hasSuffix(field, needle)
+            }
         }
         if roll < 34 {
             return .isIn(field, (0..<rng.below(4)).map { _ in randomLiteral(field, ids: ids, &rng) })
@@ -195,13 +202,15 @@ enum QueryFixtures {
     static let invalid: [(query: Query, predicateInvalid: Bool)] = {
         let n = Field("n")
         let predicates: [QueryPredicate] = [
-            n == "3", n.isIn(["3"]), n.isIn([1, "3"]), n.contains("3"), n.hasPrefix("3"), Field("x") == "1", Field("flag") == 1,
+            n == "3", n.isIn(["3"]), n.isIn([1, "3"]), n.contains("3"), n.hasPrefix("3"), n.hasSuffix("3"), Field("x") == "1",
+            Field("flag") == 1, Field("b").hasSuffix(""), Field(SystemField.deleted).hasSuffix("e"),
             Field("s") == 1, Field("s").isIn([.bytes([1])]), Field("t") == 0, Field("b") == "x", Field("o") == [:], Field("a") == [1],
             Field("y") == 1, Field("o").contains("k"), Field("x") == .double(.nan), Field("u") == .double(.nan),
             Field("u").isIn([1, .double(.nan)]), Field("") == 1, Field("a\u{0}") == 1, Field("a\nb").isNull, Field("ID") == "x",
             Field("Version").isNull, Field(String(repeating: "f", count: 129)) == 1, .and([.all, .not(n == "x")]),
             .or([Field("s").contains("a"), Field("flag").contains("t")]), Field(SystemField.id) == 1, Field(SystemField.deleted) == 1,
-            Field(SystemField.updatedAt) == "x", Field(SystemField.updatedAt).hasPrefix("1"), Field(SystemField.version) == 1,
+            Field(SystemField.updatedAt) == "x", Field(SystemField.updatedAt).hasPrefix("1"),
+            Field(SystemField.updatedAt).hasSuffix("1"), Field(SystemField.version) == 1,
             .not(.not(.not(Field("t") == "2024"))),
         ]
         var all = predicates.map { (Query($0), true) }

@@ -137,6 +137,7 @@ enum Render {
         case .isNull(let field): return "\(fieldName(field)) IS NULL"
         case let .contains(field, needle): return "\(fieldName(field)) CONTAINS \(string(needle))"
         case let .hasPrefix(field, prefix): return "\(fieldName(field)) HASPREFIX \(string(prefix))"
+        case let .hasSuffix(field, suffix): return "\(fieldName(field)) HASSUFFIX \(string(suffix))"
         case .and(let ps): return ps.isEmpty ? "AND()" : "(" + ps.map(predicate).joined(separator: " AND ") + ")"
         case .or(let ps): return ps.isEmpty ? "OR()" : "(" + ps.map(predicate).joined(separator: " OR ") + ")"
         case .not(let inner):

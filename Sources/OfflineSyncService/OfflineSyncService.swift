@@ -316,6 +316,7 @@ public final class OfflineSyncService: Sendable {
         case let .isNull(f): return .isNull(try field(f))
         case let .contains(f, s): return .contains(try field(f), s)
         case let .hasPrefix(f, s): return .hasPrefix(try field(f), s)
+        case let .hasSuffix(f, s): return .hasSuffix(try field(f), s)
         case let .and(ps): return .and(try ps.map(mapPredicate))
         case let .or(ps): return .or(try ps.map(mapPredicate))
         case let .not(p): return .not(try mapPredicate(p))

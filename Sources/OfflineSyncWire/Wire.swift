@@ -119,7 +119,7 @@ public enum Wire {
 
     // MARK: Predicates
 
-    /// `{"op": "all" | "compare" | "in" | "isNull" | "contains" | "hasPrefix" | "and" | "or" | "not", …}`.
+    /// `{"op": "all" | "compare" | "in" | "isNull" | "contains" | "hasPrefix" | "hasSuffix" | "and" | "or" | "not", …}`.
     public static func json(_ predicate: QueryPredicate) -> JSON {
         switch predicate {
         case .all: return .object([("op", .string("all"))])
@@ -133,6 +133,8 @@ public enum Wire {
             return .object([("op", .string("contains")), ("field", .string(field)), ("value", .string(needle))])
         case let .hasPrefix(field, prefix):
             return .object([("op", .string("hasPrefix")), ("field", .string(field)), ("value", .string(prefix))])
+        case let .hasSuffix(field, suffix):
+            return .object([("op", .string("hasSuffix")), ("field", .string(field)), ("value", .string(suffix))])
         case .and(let parts): return .object([("op", .string("and")), ("of", .array(parts.map(json)))])
         case .or(let parts): return .object([("op", .string("or")), ("of", .array(parts.map(json)))])
         case .not(let inner): return .object([("op", .string("not")), ("of", json(inner))])
@@ -158,10 +160,14 @@ public enum Wire {
             return .isIn(try reader.string("field"), try items.enumerated().map { try value($1, path: "\(path).values[\($0)]") })
         case "isNull":
             return .isNull(try ObjectReader(json, path: path, allowed: ["op", "field"]).string("field"))
-        case "contains", "hasPrefix":
+        case "contains", "hasPrefix", "hasSuffix":
             let reader = try ObjectReader(json, path: path, allowed: ["op", "field", "value"])
             let field = try reader.string("field"), text = try reader.string("value")
-            return op == "contains" ? .contains(field, text) : .hasPrefix(field, text)
+            switch op {
+            case "contains": return .contains(field, text)
+            case "hasPrefix": return .hasPrefix(field, text)
+            default: return .hasSuffix(field, text)
+            }
         case "and", "or":
             let reader = try ObjectReader(json, path: path, allowed: ["op", "of"])
             guard case .array(let items) = try reader.required("of") else { throw invalid(path, "'of' must be an array") }

@@ -77,6 +77,10 @@ struct QueryTests {
             s == "é", s == "e\u{301}", s < "e", s > "e", s >= "é", s < "ab", s == "", s != "", s > "a\u{0}",
             s.hasPrefix("é"), s.hasPrefix("e\u{301}"), s.hasPrefix(""), s.hasPrefix("a"), s.hasPrefix("A"),
             s.hasPrefix("日"), s.hasPrefix("日本語"), s.hasPrefix("a\u{0}"), s.hasPrefix("%"),
+            s.hasSuffix("c"), s.hasSuffix(""), s.hasSuffix("clair"), s.hasSuffix("\u{301}clair"), s.hasSuffix("BC"),
+            s.hasSuffix("語"), s.hasSuffix("日本語"), s.hasSuffix("x日本語"), s.hasSuffix("\u{0}b"), s.hasSuffix("x"),
+            .not(s.hasSuffix("")), .not(s.hasSuffix("c")), w.hasSuffix("é"), u.hasSuffix("c"),
+            Field("id").hasSuffix("0"), Field("version").hasSuffix("1"), .not(Field("version").hasSuffix("")),
             s.contains("b"), s.contains("B"), s.contains(""), s.contains("\u{301}"), s.contains("本"),
             s.contains("%"), s.contains("_"), s.contains("\u{0}"), .not(s.contains("b")), .not(s.contains("")),
             .not(s.hasPrefix("a")), .not(s.hasPrefix("")), .not(s.hasPrefix("é")), .not(w.hasPrefix("a")),
@@ -185,7 +189,7 @@ struct QueryTests {
         let invalid: [Query] = [
             Query(Field("n") == "text"), Query(Field("s") > 3), Query(Field("x") == true),
             Query(Field("tags") == [1]), Query(Field("meta") == 1), Query(Field("n").contains("1")),
-            Query(Field("b").hasPrefix("t")), Query(Field("x") == .double(.nan)), Query(Field("") == 1),
+            Query(Field("b").hasPrefix("t")), Query(Field("b").hasSuffix("e")), Query(Field("x") == .double(.nan)), Query(Field("") == 1),
             Query(Field("ID") == "1"), Query(.all, limit: -1), Query(.all, offset: -1),
             Query(.all, order: [SortKey("tags")]), Query(Field("id") == 1),
         ]

@@ -125,7 +125,7 @@ struct WireTests {
     @Test func predicatesRoundTrip() throws {
         let predicates: [QueryPredicate] = [
             .all, .compare("n", .greaterOrEqual, .double(-0.0)), .isIn("s", [.string("a"), .null, .int(2)]), .isNull("x"),
-            .contains("s", "é\u{0}"), .hasPrefix("id", ""), .and([]), .or([]),
+            .contains("s", "é\u{0}"), .hasPrefix("id", ""), .hasSuffix("s", "語\u{0}"), .and([]), .or([]),
             .not(.and([.compare("b", .equal, .bytes([1])), .or([.isNull("a"), .not(.compare("t", .less, .date(Timestamp(millisecondsSince1970: 5))))])])),
         ]
         for predicate in predicates {

@@ -26,6 +26,14 @@ struct PGDialect: SQLDialect {
         return "(substring(\(column.sql) from 1 for octet_length(\(p))) = \(p))"
     }
 
+    func hasSuffix(_ column: SQLColumn, _ suffix: String, bind: (PGParameter) -> String) -> String? {
+        // The bytes from octet_length(column) - octet_length(suffix) + 1 to the end. A start
+        // below 1 (a shorter string) yields the whole, shorter value: false, not unknown. A
+        // start past the end (the empty suffix) yields empty bytes, equal to the empty suffix.
+        let s = bind(.bytes(Array(suffix.utf8)))
+        return "(substring(\(column.sql) from octet_length(\(column.sql)) - octet_length(\(s)) + 1) = \(s))"
+    }
+
     func orderTerm(_ column: SQLColumn, ascending: Bool) -> String {
         "\(column.sql) \(ascending ? "ASC NULLS FIRST" : "DESC NULLS LAST")"
     }

@@ -8,8 +8,8 @@ struct SQLFragment {
 
 /// SQLite's side of the core's ``SQLPredicateTranslator``: `?` placeholders, 1/0/NULL as
 /// booleans (SQLite's AND / OR / NOT follow the evaluator's Kleene logic), byte-exact
-/// substring tests over blobs, and SQLite's own null ordering (first ascending, last
-/// descending, as the evaluator orders).
+/// substring, prefix and suffix tests over blobs, and SQLite's own null ordering (first
+/// ascending, last descending, as the evaluator orders).
 struct SQLiteDialect: SQLDialect {
     let table: TableInfo
 
@@ -48,6 +48,18 @@ struct SQLiteDialect: SQLDialect {
         let blob = "CAST(\(column.sql) AS BLOB)"
         let length = bind(.int(Int64(bytes.count))), count = bind(.int(Int64(bytes.count))), value = bind(.blob(bytes))
         return "(CASE WHEN \(column.sql) IS NULL THEN NULL WHEN length(\(blob)) < \(length) THEN 0 ELSE substr(\(blob), 1, \(count)) = \(value) END)"
+    }
+
+    func hasSuffix(_ column: SQLColumn, _ suffix: String, bind: (SQLValue) -> String) -> String? {
+        // As hasPrefix, counting from the end: substr() with a negative start takes that
+        // many bytes from the right of a blob. A shorter string would yield the whole blob,
+        // which cannot equal the longer suffix, but the length test keeps that explicit; the
+        // empty suffix is a constant (it ends every string).
+        let bytes = Array(suffix.utf8)
+        if bytes.isEmpty { return "(CASE WHEN \(column.sql) IS NULL THEN NULL ELSE 1 END)" }
+        let blob = "CAST(\(column.sql) AS BLOB)"
+        let length = bind(.int(Int64(bytes.count))), start = bind(.int(-Int64(bytes.count))), value = bind(.blob(bytes))
+        return "(CASE WHEN \(column.sql) IS NULL THEN NULL WHEN length(\(blob)) < \(length) THEN 0 ELSE substr(\(blob), \(start)) = \(value) END)"
     }
 
     func orderTerm(_ column: SQLColumn, ascending: Bool) -> String {

@@ -1,0 +1,281 @@
+import OfflineSync
+
+/// The `$filter` parser: tokens to a syntax tree (precedence `not` > comparison > `and` >
+/// `or`), then the tree to a ``QueryPredicate`` with OData's null semantics (see
+/// ``ODataQuery/parseFilter(_:)``).
+struct ODataFilterParser {
+    /// The syntax tree, with positions for error messages.
+    indirect enum Node {
+        case literal(Value, Int)
+        case member(String, Int)
+        case call(String, [Node], Int)
+        case not(Node, Int)
+        case and([Node])
+        case or([Node])
+        case compare(Node, ComparisonOperator, Node, Int)
+
+        var position: Int {
+            switch self {
+            case .literal(_, let p), .member(_, let p), .call(_, _, let p), .not(_, let p), .compare(_, _, _, let p): return p
+            case .and(let parts), .or(let parts): return parts.first?.position ?? 0
+            }
+        }
+    }
+
+    static let context = "$filter"
+    static let operators: [String: ComparisonOperator] = [
+        "eq": .equal, "ne": .notEqual, "lt": .less, "le": .lessOrEqual, "gt": .greater, "ge": .greaterOrEqual,
+    ]
+    /// Supported functions, mapped to the predicate they make.
+    static let functions: Set<String> = ["startswith", "endswith", "contains", "substringof"]
+    /// OData functions that are refused by name.
+    static let unsupportedFunctions: Set<String> = [
+        "tolower", "toupper", "trim", "length", "indexof", "substring", "concat", "year", "month", "day", "hour", "minute",
+        "second", "fractionalseconds", "date", "time", "now", "round", "floor", "ceiling", "cast", "isof", "any", "all",
+        "matchesPattern", "totaloffsetminutes", "totalseconds", "maxdatetime", "mindatetime", "geo.distance",
+        "geo.intersects", "geo.length", "replace",
+    ]
+
+    let tokens: [ODataToken]
+    var index = 0
+    var depth = 0
+
+    init(_ text: String) throws {
+        tokens = try ODataSyntax.tokens(text, context: Self.context)
+    }
+
+    func error(_ reason: String, at position: Int) -> SyncError { ODataSyntax.error(Self.context, reason, at: position) }
+
+    var current: ODataToken { tokens[index] }
+
+    mutating func advance() {
+        if index < tokens.count - 1 { index += 1 }
+    }
+
+    func unexpected(_ token: ODataToken, expecting: String) -> SyncError {
+        error("expected \(expecting), found \(token.described)\(token.word.map(ODataSyntax.caseHint) ?? "")", at: token.position)
+    }
+
+    mutating func parse() throws -> QueryPredicate {
+        if case .end = current.kind { throw error("the filter is empty", at: current.position) }
+        let tree = try parseOr()
+        guard case .end = current.kind else { throw unexpected(current, expecting: "an operator or the end") }
+        return try lower(tree, positive: true)
+    }
+
+    // MARK: Syntax
+
+    mutating func enter(_ position: Int) throws {
+        depth += 1
+        if depth > ODataQuery.maxDepth { throw error("nesting deeper than \(ODataQuery.maxDepth)", at: position) }
+    }
+
+    mutating func parseOr() throws -> Node {
+        var parts = [try parseAnd()]
+        while current.word == "or" {
+            advance()
+            parts.append(try parseAnd())
+        }
+        return parts.count == 1 ? parts[0] : .or(parts)
+    }
+
+    mutating func parseAnd() throws -> Node {
+        var parts = [try parseComparison()]
+        while current.word == "and" {
+            advance()
+            parts.append(try parseComparison())
+        }
+        return parts.count == 1 ? parts[0] : .and(parts)
+    }
+
+    mutating func parseComparison() throws -> Node {
+        let left = try parseUnary()
+        guard let word = current.word, let op = Self.operators[word] else { return left }
+        let position = current.position
+        advance()
+        let right = try parseUnary()
+        return .compare(left, op, right, position)
+    }
+
+    mutating func parseUnary() throws -> Node {
+        guard current.word == "not" else { return try parsePrimary() }
+        let position = current.position
+        try enter(position)
+        defer { depth -= 1 }
+        advance()
+        return .not(try parseUnary(), position)
+    }
+
+    mutating func parsePrimary() throws -> Node {
+        let token = current
+        switch token.kind {
+        case .open:
+            try enter(token.position)
+            defer { depth -= 1 }
+            advance()
+            let inner = try parseOr()
+            guard case .close = current.kind else { throw unexpected(current, expecting: "')' to close the '(' at position \(token.position)") }
+            advance()
+            return inner
+        case .literal(let value):
+            advance()
+            return .literal(value, token.position)
+        case .word(let name):
+            if ODataSyntax.keywords.contains(name) { throw unexpected(token, expecting: "an operand") }
+            advance()
+            guard case .open = current.kind else { return .member(name, token.position) }
+            try enter(current.position)
+            defer { depth -= 1 }
+            advance()
+            var arguments: [Node] = []
+            if case .close = current.kind {
+                advance()
+                return .call(name, arguments, token.position)
+            }
+            while true {
+                arguments.append(try parseOr())
+                switch current.kind {
+                case .comma: advance()
+                case .close: advance(); return .call(name, arguments, token.position)
+                default: throw unexpected(current, expecting: "',' or ')' in the arguments of '\(ODataSyntax.clip(name))'")
+                }
+            }
+        case .close, .comma, .end:
+            throw unexpected(token, expecting: "an operand")
+        }
+    }
+
+    // MARK: Meaning
+
+    /// The predicate that matches exactly the records for which the node is true (`positive`)
+    /// or false (not `positive`, the node standing under an odd number of `not`s) in OData.
+    func lower(_ node: Node, positive: Bool) throws -> QueryPredicate {
+        switch node {
+        case .and(let parts):
+            let lowered = try parts.map { try lower($0, positive: positive) }
+            return positive ? .and(lowered) : .or(lowered)
+        case .or(let parts):
+            let lowered = try parts.map { try lower($0, positive: positive) }
+            return positive ? .or(lowered) : .and(lowered)
+        case .not(let inner, _):
+            return try lower(inner, positive: !positive)
+        case .literal(.bool(let b), _):
+            return b == positive ? .all : .or([])
+        case .literal(let value, let position):
+            let token = ODataToken(kind: .literal(value), position: position)
+            throw error("expected a condition, found \(token.described), a literal that is not true or false", at: position)
+        case .member(let name, _):
+            // A boolean field alone: true when true, false when false, null (unknown) when null.
+            return .compare(name, .equal, .bool(positive))
+        case .call:
+            let (predicate, _) = try function(node)
+            return positive ? predicate : .not(predicate)
+        case let .compare(left, op, right, position):
+            switch (left, right) {
+            case (.literal, .literal):
+                throw error("comparisons need a field and a literal, but '\(Self.name(op))' compares two literals", at: position)
+            case (.literal(let value, _), _):
+                return try comparison(right, Self.flipped(op), value, position, positive: positive)
+            case (_, .literal(let value, _)):
+                return try comparison(left, op, value, position, positive: positive)
+            default:
+                throw error("comparisons need a field and a literal, but '\(Self.name(op))' has no literal", at: position)
+            }
+        }
+    }
+
+    /// `a op b` written as `b op' a`.
+    static func flipped(_ op: ComparisonOperator) -> ComparisonOperator {
+        switch op {
+        case .equal, .notEqual: return op
+        case .less: return .greater
+        case .lessOrEqual: return .greaterOrEqual
+        case .greater: return .less
+        case .greaterOrEqual: return .lessOrEqual
+        }
+    }
+
+    /// `side op literal`, where `side` should be a field or a function call (maybe under `not`s).
+    func comparison(_ side: Node, _ op: ComparisonOperator, _ literal: Value, _ position: Int, positive: Bool) throws -> QueryPredicate {
+        var side = side, negations = 0
+        while case .not(let inner, _) = side {
+            negations += 1
+            side = inner
+        }
+        switch side {
+        case .member(let name, _) where negations == 0:
+            return Self.fieldComparison(name, op, literal, positive: positive)
+        case .member, .call:
+            // An unsupported function is named before anything else is said about the comparison.
+            var call: (QueryPredicate, String)?
+            if case .call = side { call = try function(side) }
+            guard op == .equal || op == .notEqual, case .bool(let b) = literal else {
+                if negations > 0 {
+                    throw error("'not' binds tighter than '\(Self.name(op))'; write not (… \(Self.name(op)) …)", at: position)
+                }
+                throw error("a function result can only be compared with true or false using eq or ne, not '\(Self.name(op))'", at: position)
+            }
+            // `not x eq b` is `(not x) eq b`, which is `x eq (not b)`: both are false when x is null.
+            let want = negations % 2 == 0 ? b : !b
+            guard let (predicate, field) = call else {
+                guard case .member(let name, _) = side else { throw error("expected a field", at: position) }
+                return Self.fieldComparison(name, op, .bool(want), positive: positive)
+            }
+            let holds = want ? predicate : .not(predicate)
+            let failsOrNull: QueryPredicate = .or([.isNull(field), want ? .not(predicate) : predicate])
+            return (op == .equal) == positive ? holds : failsOrNull
+        default:
+            throw error("comparisons need a field and a literal, but '\(Self.name(op))' has no field", at: position)
+        }
+    }
+
+    static func name(_ op: ComparisonOperator) -> String {
+        operators.first { $0.value == op }?.key ?? "eq"
+    }
+
+    /// `field op literal` with OData's two-valued comparisons: false (or, for `ne`, true) when
+    /// the field is null.
+    static func fieldComparison(_ field: String, _ op: ComparisonOperator, _ literal: Value, positive: Bool) -> QueryPredicate {
+        if literal.isNull {
+            switch op {
+            case .equal: return positive ? .isNull(field) : .not(.isNull(field))
+            case .notEqual: return positive ? .not(.isNull(field)) : .isNull(field)
+            default: return positive ? .or([]) : .all
+            }
+        }
+        switch (op, positive) {
+        case (.notEqual, true), (.equal, false): return .or([.isNull(field), .compare(field, .notEqual, literal)])
+        case (.notEqual, false): return .compare(field, .equal, literal)
+        case (_, true): return .compare(field, op, literal)
+        case (_, false): return .or([.isNull(field), .not(.compare(field, op, literal))])
+        }
+    }
+
+    /// A supported function call: its predicate and the field it tests.
+    func function(_ node: Node) throws -> (QueryPredicate, String) {
+        guard case let .call(name, arguments, position) = node else {
+            throw error("expected a function call", at: node.position)
+        }
+        guard Self.functions.contains(name) else {
+            if Self.unsupportedFunctions.contains(name) || Self.unsupportedFunctions.contains(name.lowercased()) {
+                throw error("the function '\(name)' is not supported", at: position)
+            }
+            throw error("unknown function '\(ODataSyntax.clip(name))'", at: position)
+        }
+        for case let .call(inner, _, innerPosition) in arguments where !Self.functions.contains(inner) {
+            throw error("the function '\(ODataSyntax.clip(inner))' is not supported", at: innerPosition)
+        }
+        let needleFirst = name == "substringof"
+        let usage = needleFirst ? "substringof('text', field)" : "\(name)(field, 'text')"
+        guard arguments.count == 2,
+              case .member(let field, _) = arguments[needleFirst ? 1 : 0],
+              case .literal(.string(let text), _) = arguments[needleFirst ? 0 : 1] else {
+            throw error("\(name) takes a field and a string literal: \(usage)", at: position)
+        }
+        switch name {
+        case "startswith": return (.hasPrefix(field, text), field)
+        case "endswith": return (.hasSuffix(field, text), field)
+        default: return (.contains(field, text), field)
+        }
+    }
+}
