@@ -122,6 +122,7 @@ public struct SyncServer: Sendable {
         router.add(middleware: RequestLogMiddleware(logger: configuration.logger))
         let routes = Routes(server: self)
         routes.addNative(to: router)
+        routes.addTables(to: router)
         let webSocketRouter = Router(context: SyncRequestContext.self)
         routes.addWebSocket(to: webSocketRouter)
         return Application(

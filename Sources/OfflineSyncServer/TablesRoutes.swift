@@ -1,0 +1,251 @@
+import Foundation
+import HTTPTypes
+import Hummingbird
+import NIOCore
+import OfflineSync
+import OfflineSyncService
+import OfflineSyncWire
+
+/// The Datasync / Azure Mobile Apps–compatible tables API, `/tables/{table}[/{id}]`, over
+/// the same service and the same per-identity rows as the native API (see `Docs/Protocol.md`,
+/// "Tables API").
+extension Routes {
+    func addTables(to router: Router<SyncRequestContext>) {
+        router.get("tables/:table") { request, context in try await list(request, context) }
+        router.post("tables/:table") { request, context in try await create(request, context) }
+        router.get("tables/:table/:id") { request, context in try await read(request, context) }
+        router.put("tables/:table/:id") { request, context in try await replace(request, context) }
+        router.delete("tables/:table/:id") { request, context in try await remove(request, context) }
+    }
+
+    /// The API versions accepted in `ZUMO-API-VERSION` (header or query parameter).
+    static let apiVersionHeader = HTTPField.Name("ZUMO-API-VERSION")!
+
+    /// Checks the protocol version and the token; returns the identity and the table.
+    func tablesRequest(_ request: Request, _ context: SyncRequestContext) async throws -> (identity: String, table: String) {
+        let identity = try await authenticate(request)
+        let version = request.headers[Self.apiVersionHeader]
+            ?? request.uri.queryParameters.first { $0.key.lowercased() == "zumo-api-version" }.map { String($0.value) }
+        if let version, !(version.hasPrefix("2.") || version.hasPrefix("3.")) {
+            throw APIError(.badRequest, "unsupportedVersion", "ZUMO-API-VERSION must be 2.x or 3.x")
+        }
+        let table = try context.parameters.require("table")
+        do { try Names.validateAppTable(table) } catch let error as SyncError {
+            throw APIError(.badRequest, "invalidTable", error.message)
+        }
+        return (identity, table)
+    }
+
+    func entityId(_ context: SyncRequestContext) throws -> String {
+        let raw = try context.parameters.require("id")
+        guard let id = raw.removingPercentEncoding, !id.isEmpty else {
+            throw APIError(.badRequest, "invalidId", "the id in the path is not valid percent-encoding")
+        }
+        return id
+    }
+
+    // MARK: GET list
+
+    func list(_ request: Request, _ context: SyncRequestContext) async throws -> Response {
+        let (identity, table) = try await tablesRequest(request, context)
+        let parameters = Self.queryParameters(request.uri.query ?? "")
+        var query: ODataQuery
+        do { query = try ODataQuery.parse(parameters) } catch let error as SyncError {
+            throw APIError(.badRequest, "invalidQuery", error.message)
+        }
+        let pageSize = min(query.top ?? configuration.tablesPageSize, configuration.tablesPageSize)
+        var rows: [Record] = []
+        if pageSize > 0 {
+            rows = try await call {
+                try await service.query(identity: identity, table: table, predicate: query.filter, order: query.orderBy,
+                                        offset: query.skip, limit: pageSize + 1, includeDeleted: query.includeDeleted)
+            }
+        }
+        let more = rows.count > pageSize
+        if more { rows.removeLast() }
+        var members: [(key: String, value: JSON)] = [("items", .array(rows.map { DatasyncFormat.json($0, select: query.select) }))]
+        if query.count {
+            let count = try await call {
+                try await service.count(identity: identity, table: table, predicate: query.filter, includeDeleted: query.includeDeleted)
+            }
+            members.append(("count", .number(String(count))))
+        }
+        var next = query
+        if let top = query.top { next.top = top - rows.count }
+        if more, (next.top ?? 1) > 0 {
+            members.append(("nextLink", .string("\(request.uri.path)?\(next.queryString(skip: query.skip + rows.count))")))
+        } else {
+            members.append(("nextLink", .null))
+        }
+        return Self.json(.object(members))
+    }
+
+    /// The query string's name/value pairs, percent-decoded (`+` as a space), in order.
+    static func queryParameters(_ query: String) -> [(name: String, value: String)] {
+        query.split(separator: "&", omittingEmptySubsequences: true).map { pair in
+            let parts = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
+            func decode(_ text: Substring) -> String {
+                let spaced = text.replacingOccurrences(of: "+", with: " ")
+                return spaced.removingPercentEncoding ?? spaced
+            }
+            return (decode(parts[0]), parts.count > 1 ? decode(parts[1]) : "")
+        }
+    }
+
+    // MARK: GET one
+
+    func read(_ request: Request, _ context: SyncRequestContext) async throws -> Response {
+        let (identity, table) = try await tablesRequest(request, context)
+        let id = try entityId(context)
+        let includeDeleted = Self.queryParameters(request.uri.query ?? "").contains { $0.name == "__includedeleted" && $0.value == "true" }
+        guard let record = try await call({ try await service.record(identity: identity, table: table, id: id) }) else {
+            throw APIError(.notFound, "notFound", "no entity '\(id)' in table '\(table)'")
+        }
+        if record.deleted && !includeDeleted { return entityResponse(record, status: .gone) }
+        if let header = request.headers[.ifNoneMatch], Self.matches(header, record) {
+            return Response(status: .notModified, headers: entityHeaders(record))
+        }
+        if request.headers[.ifNoneMatch] == nil, let since = request.headers[.ifModifiedSince].flatMap(DatasyncFormat.parseHTTPDate),
+           let updated = record.updatedAt, updated.millisecondsSince1970 / 1000 * 1000 <= since {
+            return Response(status: .notModified, headers: entityHeaders(record))
+        }
+        return entityResponse(record, status: .ok)
+    }
+
+    // MARK: POST
+
+    func create(_ request: Request, _ context: SyncRequestContext) async throws -> Response {
+        let (identity, table) = try await tablesRequest(request, context)
+        let body = try await entityBody(request)
+        let item = try decodeEntity(body, table: table, fallbackId: nil)
+        if let existing = try await call({ try await service.record(identity: identity, table: table, id: item.id) }) {
+            return entityResponse(existing, status: .conflict)
+        }
+        let record = try await apply(identity: identity, PushOperation(id: Self.operationId(), table: table, itemId: item.id,
+                                                                          kind: .insert, item: item, baseVersion: nil),
+                                     conflict: .conflict)
+        var response = entityResponse(record, status: .created)
+        response.headers[.location] = "\(request.uri.path)/\(item.id.addingPercentEncoding(withAllowedCharacters: .urlPathAllowed.subtracting(["/"])) ?? item.id)"
+        return response
+    }
+
+    // MARK: PUT
+
+    func replace(_ request: Request, _ context: SyncRequestContext) async throws -> Response {
+        let (identity, table) = try await tablesRequest(request, context)
+        let id = try entityId(context)
+        let body = try await entityBody(request)
+        let item = try decodeEntity(body, table: table, fallbackId: id)
+        guard item.id == id else { throw APIError(.badRequest, "idMismatch", "the entity's id does not match the id in the path") }
+        let current = try await existing(identity: identity, table: table, id: id)
+        try checkPreconditions(request, current)
+        let record = try await apply(identity: identity, PushOperation(id: Self.operationId(), table: table, itemId: id, kind: .update,
+                                                                          item: item, baseVersion: current.version),
+                                     conflict: .preconditionFailed)
+        return entityResponse(record, status: .ok)
+    }
+
+    // MARK: DELETE
+
+    func remove(_ request: Request, _ context: SyncRequestContext) async throws -> Response {
+        let (identity, table) = try await tablesRequest(request, context)
+        let id = try entityId(context)
+        let current = try await existing(identity: identity, table: table, id: id)
+        try checkPreconditions(request, current)
+        _ = try await apply(identity: identity, PushOperation(id: Self.operationId(), table: table, itemId: id, kind: .delete,
+                                                             item: nil, baseVersion: current.version),
+                            conflict: .preconditionFailed)
+        return Response(status: .noContent)
+    }
+
+    // MARK: Helpers
+
+    /// The live record, or 404 / 410.
+    func existing(identity: String, table: String, id: String) async throws -> Record {
+        guard let current = try await call({ try await service.record(identity: identity, table: table, id: id) }) else {
+            throw APIError(.notFound, "notFound", "no entity '\(id)' in table '\(table)'")
+        }
+        if current.deleted { throw EntityError(status: .gone, record: current, routes: self) }
+        return current
+    }
+
+    /// If-Match and If-Unmodified-Since: 412 with the server's entity when they fail.
+    func checkPreconditions(_ request: Request, _ current: Record) throws {
+        if let header = request.headers[.ifMatch], !Self.matches(header, current) {
+            throw EntityError(status: .preconditionFailed, record: current, routes: self)
+        }
+        if let since = request.headers[.ifUnmodifiedSince].flatMap(DatasyncFormat.parseHTTPDate),
+           let updated = current.updatedAt, updated.millisecondsSince1970 / 1000 * 1000 > since {
+            throw EntityError(status: .preconditionFailed, record: current, routes: self)
+        }
+    }
+
+    /// Pushes one operation and returns the applied record; a conflict is answered with
+    /// `conflict` and the server's entity, a rejection with 400 (or its own status).
+    func apply(identity: String, _ operation: PushOperation, conflict: HTTPResponse.Status) async throws -> Record {
+        let results = try await call { try await service.push(identity: identity, [operation]) }
+        switch results[0].outcome {
+        case .applied(let record):
+            await announce(identity: identity, results: results, operations: [operation])
+            return record
+        case .conflict(let server):
+            throw EntityError(status: server.deleted && conflict != .conflict ? .gone : conflict, record: server, routes: self)
+        case let .rejected(reason, status):
+            throw APIError(status == 404 ? .notFound : .badRequest, "rejected", reason)
+        }
+    }
+
+    func entityBody(_ request: Request) async throws -> JSON {
+        let type = request.headers[.contentType]?.lowercased() ?? ""
+        guard type.hasPrefix("application/json") || type.hasPrefix("text/json") || type.hasSuffix("+json")
+                || type.contains("json;") else {
+            throw APIError(.unsupportedMediaType, "unsupportedMediaType", "the body must be JSON (Content-Type: application/json)")
+        }
+        return try await readJSON(request)
+    }
+
+    func decodeEntity(_ body: JSON, table: String, fallbackId: String?) throws -> Record {
+        do {
+            let record = try DatasyncFormat.record(body, schema: service.schema(for: table), fallbackId: fallbackId)
+            try Names.validateId(record.id)
+            return record
+        } catch let error as SyncError {
+            throw APIError(.badRequest, "invalidEntity", error.message)
+        }
+    }
+
+    /// Whether an If-Match / If-None-Match list names the record's version (`*` names any;
+    /// a weak tag never matches).
+    static func matches(_ header: String, _ record: Record) -> Bool {
+        for tag in header.split(separator: ",").map({ $0.trimmingCharacters(in: .whitespaces) }) {
+            if tag == "*" { return true }
+            if tag.hasPrefix("W/") { continue }
+            if let version = record.version, tag == "\"\(version)\"" { return true }
+        }
+        return false
+    }
+
+    func entityHeaders(_ record: Record) -> HTTPFields {
+        var headers: HTTPFields = [:]
+        if let version = record.version { headers[.eTag] = "\"\(version)\"" }
+        if let updated = record.updatedAt { headers[.lastModified] = DatasyncFormat.httpDate(updated) }
+        return headers
+    }
+
+    func entityResponse(_ record: Record, status: HTTPResponse.Status) -> Response {
+        Self.json(DatasyncFormat.json(record), status: status, headers: entityHeaders(record))
+    }
+
+    static func operationId() -> String { "tables-" + UUID().uuidString.lowercased() }
+}
+
+/// An answer that carries the server's entity (409, 410, 412), with its ETag.
+struct EntityError: HTTPResponseError {
+    let status: HTTPResponse.Status
+    let record: Record
+    let routes: Routes
+
+    func response(from request: Request, context: some RequestContext) throws -> Response {
+        routes.entityResponse(record, status: status)
+    }
+}
