@@ -143,6 +143,8 @@ let package = Package(
                 "OfflineSyncConformance", "OfflineSyncSQLite", "OfflineSyncPostgreSQL",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "JWTKit", package: "jwt-kit"),
             ],
             path: "Tests/OfflineSyncServerTests"
         ),

@@ -25,6 +25,10 @@ struct Routes: Sendable {
         router.post("v1/pull") { request, context in try await pull(request, context) }
         router.post("v1/admin/tokens") { request, context in try await mintToken(request, context) }
         router.post("v1/admin/prune") { request, context in try await prune(request, context) }
+        router.get("v1/changes") { request, _ -> Response in
+            _ = try await authenticate(request)
+            throw APIError(.upgradeRequired, "upgradeRequired", "/v1/changes is a WebSocket: send an upgrade request")
+        }
     }
 
     func push(_ request: Request, _ context: SyncRequestContext) async throws -> Response {
@@ -103,9 +107,10 @@ struct Routes: Sendable {
 
     func addWebSocket(to router: Router<SyncRequestContext>) {
         let feed = server.feed
+        // A request that may not upgrade (no valid token) falls through to the HTTP router,
+        // whose `GET /v1/changes` answers 401 (or 426 to a valid token without an upgrade).
         router.ws("v1/changes", shouldUpgrade: { request, _ in
-            _ = try await authenticate(request)
-            return .upgrade([:])
+            (try? await authenticate(request)) == nil ? .dontUpgrade : .upgrade([:])
         }, onUpgrade: { inbound, outbound, context in
             guard let identity = try? await authenticate(context.request) else {
                 try await outbound.close(.policyViolation, reason: "unauthorized")

@@ -22,6 +22,7 @@ public final class OfflineSyncService: Sendable {
     private let schemas: [String: TableSchema]
     private let allowUndeclaredTables: Bool
     private let defined = DefinedTables()
+    private let remainingCounts = RemainingCounts()
 
     /// The service's own bookkeeping tables.
     enum Meta {
@@ -226,6 +227,7 @@ public final class OfflineSyncService: Sendable {
         let predicate = try Self.mapPredicate(request.predicate)
         let limit = min(max(request.limit, 1), Self.maxPageSize)
         let table = request.table
+        let remainingCounts = self.remainingCounts
         return try await store.read { txn in
             guard let meta = try txn.record(in: Meta.tables, id: table), let epoch = meta["epoch"].stringValue else {
                 throw SyncError(.corrupted, "the sequence row of table '\(table)' is missing")
@@ -245,8 +247,20 @@ public final class OfflineSyncService: Sendable {
                 mine && Field(Meta.sequence) > .int(after) && wanted,
                 order: [SortKey(Meta.sequence)], limit: limit))
             let last = rows.last?[Meta.sequence].intValue ?? after
-            let remaining = rows.count < limit ? 0 : try txn.count(
-                in: table, matching: mine && Field(Meta.sequence) > .int(last) && wanted)
+            let tableSequence = meta["sequence"].intValue ?? 0
+            let key = RemainingCounts.Key(table: table, identity: identity, predicate: predicate)
+            let remaining: Int
+            if rows.count < limit {
+                remaining = 0
+            } else if let known = remainingCounts.remaining(key, epoch: epoch, after: after, tableSequence: tableSequence) {
+                // Nothing was committed to the table since `known` was counted after this
+                // cursor, and this page holds every matching change between the cursor and
+                // `last`: the count after `last` follows, exactly, without a scan.
+                remaining = known - rows.count
+            } else {
+                remaining = try txn.count(in: table, matching: mine && Field(Meta.sequence) > .int(last) && wanted)
+            }
+            remainingCounts.store(key, epoch: epoch, after: last, tableSequence: tableSequence, remaining: remaining)
             return PullPage(records: rows.map(Self.publicRecord), nextCursor: "\(epoch):\(last)",
                             remaining: remaining, cursorReset: reset)
         }
@@ -385,6 +399,42 @@ struct IdentityRemote: RemoteStore {
 
     func pull(_ request: PullRequest) async throws -> PullPage {
         try await service.pull(identity: identity, request)
+    }
+}
+
+/// The exact count of matching changes after the last page's cursor, per table, identity and
+/// predicate, with the table's sequence when it was counted. A paging client's next request
+/// starts at that cursor; if the table's sequence has not moved, the count after the new page
+/// is the old count minus the page's rows, so a long pull costs one count, not one per page.
+final class RemainingCounts: @unchecked Sendable {
+    // @unchecked Sendable: `entries` is only touched while holding `lock`.
+    struct Key: Hashable {
+        var table: String
+        var identity: String
+        var predicate: QueryPredicate
+    }
+    struct Entry {
+        var epoch: String
+        var after: Int64
+        var tableSequence: Int64
+        var remaining: Int
+    }
+    private let lock = NSLock()
+    private var entries: [Key: Entry] = [:]
+    static let capacity = 4096
+
+    func remaining(_ key: Key, epoch: String, after: Int64, tableSequence: Int64) -> Int? {
+        lock.lock(); defer { lock.unlock() }
+        guard let entry = entries[key], entry.epoch == epoch, entry.after == after, entry.tableSequence == tableSequence else {
+            return nil
+        }
+        return entry.remaining
+    }
+
+    func store(_ key: Key, epoch: String, after: Int64, tableSequence: Int64, remaining: Int) {
+        lock.lock(); defer { lock.unlock() }
+        if entries.count >= Self.capacity, entries[key] == nil { entries.removeAll(keepingCapacity: true) }
+        entries[key] = Entry(epoch: epoch, after: after, tableSequence: tableSequence, remaining: remaining)
     }
 }
 

@@ -45,7 +45,7 @@ actor EventLog<Element: Sendable & Equatable> {
     private func append(_ element: Element) { seen.append(element) }
 
     /// Waits up to `timeout` for `element`, consuming everything up to it.
-    func waitFor(_ element: Element, timeout: Duration = .seconds(10)) async -> Bool {
+    func waitFor(_ element: Element, timeout: Duration = .seconds(30)) async -> Bool {
         let deadline = ContinuousClock.now + timeout
         while ContinuousClock.now < deadline {
             if let index = seen.firstIndex(of: element) {

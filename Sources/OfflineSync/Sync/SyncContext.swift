@@ -168,24 +168,36 @@ public final class SyncContext: Sendable {
         var summary = PushSummary()
         var done = 0
         let batchSize = options.pushBatchSize
+        let remote = self.remote
+        // Two batches overlap: while the remote applies one, the next is chosen (it never holds
+        // an operation on an item of the batch in flight, so it never depends on its outcome),
+        // and once the answer comes the next is sent before the answered one is settled
+        // locally. Batches are still sent, and applied, one after the other in queue order.
+        var inFlight: (batch: [QueuedOperation], answer: Task<[PushResult], any Error>)?
+        defer { inFlight?.answer.cancel() }
         while true {
-            let batch: [QueuedOperation] = try await store.write { txn in
-                var batch = try SyncContext.selectBatch(txn, limit: batchSize)
-                for index in batch.indices {
-                    batch[index].state = .attempted
-                    batch[index].attempts += 1
-                    try txn.upsert(batch[index].record, in: SystemTables.operations)
-                }
-                return batch
+            if inFlight == nil {
+                let batch = try await markAttempted(SyncContext.selectBatch(limit: batchSize, excluding: []))
+                if batch.isEmpty { break }
+                let operations = batch.map(\.pushOperation)
+                inFlight = (batch, Task { try await remote.push(operations) })
             }
-            if batch.isEmpty { break }
+            guard let (batch, answer) = inFlight else { break }
+            let next = try await markAttempted(SyncContext.selectBatch(limit: batchSize, excluding: batch))
             let results: [PushResult]
             do {
-                results = try await remote.push(batch.map(\.pushOperation))
+                results = try await answer.value
                 networkReachable(true)
             } catch {
+                inFlight = nil
                 networkReachable(false)
                 throw error
+            }
+            if next.isEmpty {
+                inFlight = nil
+            } else {
+                let operations = next.map(\.pushOperation)
+                inFlight = (next, Task { try await remote.push(operations) })
             }
             summary.batches += 1
             summary.sent += batch.count
@@ -229,14 +241,36 @@ public final class SyncContext: Sendable {
         return summary
     }
 
+    /// Chooses a batch with `select` and marks its operations attempted, in one transaction.
+    private func markAttempted(_ select: @escaping @Sendable (any LocalReadTransaction) throws -> [QueuedOperation]) async throws -> [QueuedOperation] {
+        try await store.write { txn in
+            var batch = try select(txn)
+            for index in batch.indices {
+                batch[index].state = .attempted
+                batch[index].attempts += 1
+                try txn.upsert(batch[index].record, in: SystemTables.operations)
+            }
+            return batch
+        }
+    }
+
+    /// `selectBatch(txn, limit:excluding:)` as a function of the transaction.
+    static func selectBatch(limit: Int, excluding inFlight: [QueuedOperation]) -> @Sendable (any LocalReadTransaction) throws -> [QueuedOperation] {
+        { txn in try selectBatch(txn, limit: limit, excluding: inFlight) }
+    }
+
     /// The next batch: the longest run of sendable operations in queue order with at most
     /// one operation per item (a second one waits for the first's outcome, so it is sent on
     /// the new version), skipping items blocked by a failed operation, cut at `limit` unless
-    /// that would split a local transaction.
-    static func selectBatch(_ txn: any LocalReadTransaction, limit: Int) throws -> [QueuedOperation] {
+    /// that would split a local transaction. Operations of `inFlight` (a batch sent and not
+    /// yet answered) are skipped, and the batch ends before the first operation on one of
+    /// their items.
+    static func selectBatch(_ txn: any LocalReadTransaction, limit: Int, excluding inFlight: [QueuedOperation] = []) throws -> [QueuedOperation] {
         func key(_ op: QueuedOperation) -> String { "\(op.table.utf8.count):\(op.table)/\(op.itemId)" }
         let blocked = Set(try txn.records(in: SystemTables.operations, matching: Query(Field("state") == "failed"))
             .map { key(try QueuedOperation(record: $0)) })
+        let sent = Set(inFlight.map(\.id))
+        let busyItems = Set(inFlight.map(key))
         var batch: [QueuedOperation] = []
         var items = Set<String>()
         var offset = 0
@@ -247,10 +281,11 @@ public final class SyncContext: Sendable {
             if rows.isEmpty { break }
             offset += rows.count
             for row in rows {
+                if sent.contains(row.id) { continue }
                 let operation = try QueuedOperation(record: row)
                 let itemKey = key(operation)
                 if blocked.contains(itemKey) { continue }
-                if items.contains(itemKey) { break scan }
+                if items.contains(itemKey) || busyItems.contains(itemKey) { break scan }
                 if let last = batch.last, batch.count >= limit,
                    last.transaction != operation.transaction || batch.count >= limit * 10 { break scan }
                 batch.append(operation)

@@ -1,0 +1,190 @@
+import AsyncHTTPClient
+import Foundation
+import Hummingbird
+import Logging
+import NIOConcurrencyHelpers
+import NIOCore
+import OfflineSync
+import OfflineSyncHTTP
+import OfflineSyncServer
+import OfflineSyncWire
+import Testing
+
+/// A real reverse proxy on a loopback port in front of a server that answers the first
+/// `failures` requests with `status` (and `Retry-After`), then forwards every request.
+struct FlakyProxy {
+    let running: Task<Void, any Error>
+    let port: Int
+    let requests: NIOLockedValueBox<Int>
+
+    static func start(target: String, failures: Int, status: HTTPResponse.Status, retryAfter: String?) async throws -> FlakyProxy {
+        let counter = NIOLockedValueBox(0)
+        let router = Router()
+        router.post("**") { request, _ -> Response in
+            let number = counter.withLockedValue { value -> Int in value += 1; return value }
+            let body = try await request.body.collect(upTo: 64 << 20)
+            if number <= failures {
+                var headers: HTTPFields = [:]
+                if let retryAfter { headers[.retryAfter] = retryAfter }
+                return Response(status: status, headers: headers)
+            }
+            var forward = HTTPClientRequest(url: target + request.uri.path)
+            forward.method = .POST
+            for field in request.headers where field.name == .authorization || field.name == .contentType {
+                forward.headers.add(name: field.name.rawName, value: field.value)
+            }
+            forward.body = .bytes(body)
+            let answer = try await HTTPClient.shared.execute(forward, timeout: .seconds(30))
+            let bytes = try await answer.body.collect(upTo: 64 << 20)
+            return Response(status: .init(code: Int(answer.status.code)), body: .init(byteBuffer: bytes))
+        }
+        let (bound, continuation) = AsyncStream.makeStream(of: Int.self)
+        let app = Application(router: router, configuration: .init(address: .hostname("127.0.0.1", port: 0)),
+                              onServerRunning: { continuation.yield($0.localAddress?.port ?? 0) }, logger: quietLogger)
+        let task = Task { try await app.runService(gracefulShutdownSignals: []) }
+        var iterator = bound.makeAsyncIterator()
+        guard let port = await iterator.next() else { throw SyncError(.transient, "the proxy did not start") }
+        return FlakyProxy(running: task, port: port, requests: counter)
+    }
+
+    func stop() { running.cancel() }
+}
+
+@Suite("HTTP client: retries, backoff and the reconnecting change channel")
+struct ResilienceTests {
+    @Test("429 with Retry-After and 503 are retried; the push is applied once; a 4xx is not retried")
+    func retries() async throws {
+        try await LiveServer.with { live in
+            let token = try await live.token("alice")
+            for (status, retryAfter) in [(HTTPResponse.Status.tooManyRequests, "1"), (.serviceUnavailable, nil), (.badGateway, nil)] {
+                let proxy = try await FlakyProxy.start(target: live.baseURL, failures: 2, status: status, retryAfter: retryAfter)
+                defer { proxy.stop() }
+                let remote = HTTPRemoteStore(baseURL: "http://127.0.0.1:\(proxy.port)",
+                                             configuration: .init(maxAttempts: 4, initialBackoff: .milliseconds(20)), token: { token })
+                let started = ContinuousClock.now
+                let id = "op-\(status.code)"
+                let results = try await remote.push([PushOperation(id: id, table: "t", itemId: "item-\(status.code)", kind: .insert,
+                                                                  item: Record(id: "item-\(status.code)"), baseVersion: nil)])
+                guard case .applied = results[0].outcome else { Issue.record("not applied after retries: \(results)"); continue }
+                #expect(proxy.requests.withLockedValue { $0 } == 3, "two refusals, then the forwarded request")
+                if retryAfter != nil { #expect(ContinuousClock.now - started >= .seconds(1), "Retry-After was honoured") }
+            }
+            let page = try await live.remote("alice").pull(PullRequest(table: "t", limit: 10))
+            #expect(page.records.count == 3, "each push applied exactly once")
+
+            // Too many failures: a transient error, and the client gave up after its attempts.
+            let proxy = try await FlakyProxy.start(target: live.baseURL, failures: 100, status: .serviceUnavailable, retryAfter: nil)
+            defer { proxy.stop() }
+            let remote = HTTPRemoteStore(baseURL: "http://127.0.0.1:\(proxy.port)",
+                                         configuration: .init(maxAttempts: 3, initialBackoff: .milliseconds(10)), token: { token })
+            await #expect(throws: SyncError.self) { try await remote.pull(PullRequest(table: "t", limit: 10)) }
+            #expect(proxy.requests.withLockedValue { $0 } == 3)
+
+            // A refusal is final: no retry.
+            let direct = HTTPRemoteStore(baseURL: live.baseURL, configuration: .init(maxAttempts: 5), token: { "bad token" })
+            do {
+                _ = try await direct.pull(PullRequest(table: "t", limit: 10))
+                Issue.record("a bad token was accepted")
+            } catch let error as SyncError {
+                #expect(error.code == .authenticationFailed)
+            }
+        }
+    }
+
+    @Test("the change channel reconnects by itself when the server comes back")
+    func reconnects() async throws {
+        try await withTemporaryDirectory { directory in
+            let first = try await LiveServer.start(in: directory)
+            let port = first.running.port
+            let token = try await first.token("alice")
+            let remote = HTTPRemoteStore(baseURL: first.baseURL, configuration: .init(initialBackoff: .milliseconds(50),
+                                                                                       maxBackoff: .milliseconds(200)),
+                                         token: { token })
+            let events = EventLog(remote.changes())
+            #expect(await events.waitFor(.subscribed))
+            try await first.stop()
+            #expect(await events.waitFor(.disconnected))
+            // The same data and port, a new server process-equivalent.
+            let second = try await LiveServer.start(in: directory) { $0.port = port }
+            #expect(await events.waitFor(.subscribed), "subscribed again")
+            _ = try await HTTPRemoteStore(baseURL: second.baseURL, token: { token })
+                .push([PushOperation(id: "1", table: "todos", itemId: "a", kind: .insert, item: Record(id: "a"), baseVersion: nil)])
+            #expect(await events.waitFor(.changed(table: "todos")))
+            await events.stop()
+            try await second.stop()
+        }
+    }
+
+    @Test("the notification socket refuses missing and foreign tokens")
+    func socketAuth() async throws {
+        try await LiveServer.with { live in
+            let forged = try await TokenAuthority(secret: Array("some other secret, also 32 bytes long".utf8)).mint(identity: "alice")
+            for token in ["", "garbage", forged] {
+                // An upgrade request without a valid token is refused by the WebSocket upgrader:
+                // a bare 400 and a closed connection, never 101.
+                let connection = try RawConnection(port: live.running.port)
+                try connection.send(Array("GET /v1/changes HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer \(token)\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n".utf8))
+                let answer = String(decoding: connection.readAll(), as: UTF8.self)
+                connection.closeConnection()
+                #expect(answer.hasPrefix("HTTP/1.1 400"), "token '\(token.prefix(10))': \(answer.prefix(40))")
+                // The same route without an upgrade says why.
+                let plain = try await http(.GET, live.baseURL + "/v1/changes", headers: [("Authorization", "Bearer \(token)")])
+                #expect(plain.status == 401)
+                #expect(plain.errorCode == "unauthorized")
+            }
+            let valid = try await http(.GET, live.baseURL + "/v1/changes", headers: [("Authorization", "Bearer \(try await live.token("alice"))")])
+            #expect(valid.status == 426, "a valid token without an upgrade is told to upgrade")
+            let remote = HTTPRemoteStore(baseURL: live.baseURL, configuration: .init(initialBackoff: .milliseconds(20)), token: { forged })
+            let events = EventLog(remote.changes())
+            #expect(await events.waitFor(.subscribed, timeout: .milliseconds(500)) == false)
+            await events.stop()
+        }
+    }
+}
+
+/// A log handler that keeps every line, with its metadata, for inspection.
+struct CapturingLogHandler: LogHandler {
+    let lines: NIOLockedValueBox<[String]>
+    var metadata: Logger.Metadata = [:]
+    var logLevel: Logger.Level = .trace
+
+    subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+        get { metadata[key] }
+        set { metadata[key] = newValue }
+    }
+
+    func log(event: LogEvent) {
+        let all = self.metadata.merging(event.metadata ?? [:]) { $1 }
+        lines.withLockedValue { $0.append("\(event.level) \(event.message) \(all)") }
+    }
+}
+
+@Suite("Server: logs")
+struct LogTests {
+    @Test("structured request logs carry no token, key, secret or record value")
+    func noSecrets() async throws {
+        let lines = NIOLockedValueBox<[String]>([])
+        let logger = Logger(label: "capture") { _ in CapturingLogHandler(lines: lines) }
+        try await LiveServer.with(configure: { $0.logger = logger }) { live in
+            let token = try await live.token("alice")
+            let remote = HTTPRemoteStore(baseURL: live.baseURL, token: { token })
+            _ = try await remote.push([PushOperation(id: "1", table: "todos", itemId: "secret-item-id", kind: .insert,
+                                                     item: Record(id: "secret-item-id", fields: ["title": "TOP-SECRET-VALUE"]), baseVersion: nil)])
+            _ = try await remote.pull(PullRequest(table: "todos", predicate: Field("title") == "TOP-SECRET-VALUE", limit: 10))
+            _ = try await http(.GET, live.baseURL + "/tables/todos?$filter=" + encode("title eq 'TOP-SECRET-VALUE'"),
+                               headers: [("Authorization", "Bearer \(token)")])
+            _ = try await http(.POST, live.baseURL + "/v1/admin/tokens", headers: [("X-Admin-Key", testAdminKey)],
+                               body: Array(#"{"identity":"bob"}"#.utf8))
+            _ = try await http(.POST, live.baseURL + "/v1/push", headers: [("Authorization", "Bearer forged.TOKEN.value")], body: [])
+        }
+        let all = lines.withLockedValue { $0 }
+        #expect(all.count >= 5, "one line per request")
+        #expect(all.contains { $0.contains("/v1/push") && $0.contains("status=200") || $0.contains("/v1/push") && $0.contains("200") })
+        for line in all {
+            for secret in ["TOP-SECRET-VALUE", "secret-item-id", "forged.TOKEN.value", testAdminKey, "eyJ",
+                           String(decoding: testSecret, as: UTF8.self)] {
+                #expect(!line.contains(secret), "a log line leaks '\(secret)': \(line)")
+            }
+        }
+    }
+}
