@@ -276,8 +276,12 @@ public final class SyncContext: Sendable {
         var offset = 0
         let pageSize = max(limit, 100)
         scan: while true {
+            // The batch in flight is left out by the store, so its rows are neither read nor decoded.
+            let wanted: QueryPredicate = sent.isEmpty
+                ? Field("state") != "failed"
+                : Field("state") != "failed" && .not(.isIn(SystemField.id, sent.map { .string($0) }))
             let rows = try txn.records(in: SystemTables.operations, matching: Query(
-                Field("state") != "failed", order: [SortKey("sequence")], limit: pageSize, offset: offset))
+                wanted, order: [SortKey("sequence")], limit: pageSize, offset: offset))
             if rows.isEmpty { break }
             offset += rows.count
             for row in rows {
