@@ -73,8 +73,7 @@ public struct HTTPRemoteStore: RemoteStore {
 
     /// Pushes a batch; see ``RemoteStore/push(_:)``.
     public func push(_ operations: [PushOperation]) async throws -> [PushResult] {
-        let body = JSON.object([("operations", .array(operations.map(Wire.json)))])
-        let answer = try await send(path: "/v1/push", body: body)
+        let answer = try await send(path: "/v1/push", body: Wire.encode(operations: operations))
         guard case .array(let items)? = answer["results"] else {
             throw SyncError(.transient, "the server's push answer has no 'results'")
         }
@@ -87,15 +86,14 @@ public struct HTTPRemoteStore: RemoteStore {
 
     /// Pulls one page; see ``RemoteStore/pull(_:)``.
     public func pull(_ request: PullRequest) async throws -> PullPage {
-        let answer = try await send(path: "/v1/pull", body: Wire.json(request))
+        let answer = try await send(path: "/v1/pull", body: Wire.json(request).encoded)
         do { return try Wire.pullPage(answer) } catch let error as SyncError {
             throw SyncError(.transient, "the server's pull answer is malformed: \(error.message)")
         }
     }
 
     /// Posts `body` to `path` with retries; returns the parsed 200 answer.
-    func send(path: String, body: JSON) async throws -> JSON {
-        let bytes = body.encoded
+    func send(path: String, body bytes: [UInt8]) async throws -> JSON {
         var attempt = 0
         var backoff = configuration.initialBackoff
         while true {

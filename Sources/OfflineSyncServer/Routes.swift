@@ -48,7 +48,7 @@ struct Routes: Sendable {
         }
         let results = try await call { try await service.push(identity: identity, operations) }
         await announce(identity: identity, results: results, operations: operations)
-        return Self.json(.object([("results", .array(results.map(Wire.json)))]))
+        return Self.json(bytes: Wire.encode(results: results))
     }
 
     func pull(_ request: Request, _ context: SyncRequestContext) async throws -> Response {
@@ -59,7 +59,7 @@ struct Routes: Sendable {
             throw APIError(.badRequest, "pageSizeExceeded", "'limit' may be at most \(configuration.maxPageSize)")
         }
         let page = try await call { try await service.pull(identity: identity, pull) }
-        return Self.json(Wire.json(page))
+        return Self.json(bytes: Wire.encode(page))
     }
 
     /// Announces the tables a push changed.
@@ -213,8 +213,12 @@ struct Routes: Sendable {
     }
 
     static func json(_ document: JSON, status: HTTPResponse.Status = .ok, headers: HTTPFields = [:]) -> Response {
+        json(bytes: document.encoded, status: status, headers: headers)
+    }
+
+    static func json(bytes: [UInt8], status: HTTPResponse.Status = .ok, headers: HTTPFields = [:]) -> Response {
         var headers = headers
         headers[.contentType] = "application/json; charset=utf-8"
-        return Response(status: status, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: document.encoded)))
+        return Response(status: status, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: bytes)))
     }
 }

@@ -495,16 +495,25 @@ public final class SyncContext: Sendable {
         if let queryId { cursor = try await self.cursor(table: table, queryId: queryId) }
         var summary = PullSummary(table: table, isFullSync: cursor == nil)
         var done = 0
+        let remote = self.remote
+        let predicate = query.predicate, pageSize = options.pullPageSize
+        func fetch(after cursor: String?) -> Task<PullPage, any Error> {
+            Task { try await remote.pull(PullRequest(table: table, predicate: predicate, cursor: cursor, limit: pageSize)) }
+        }
+        // The next page is fetched while this one is applied: at most two pages are held.
+        var next = fetch(after: cursor)
+        defer { next.cancel() }
         while true {
-            let request = PullRequest(table: table, predicate: query.predicate, cursor: cursor, limit: options.pullPageSize)
             let page: PullPage
             do {
-                page = try await remote.pull(request)
+                page = try await next.value
                 networkReachable(true)
             } catch {
                 networkReachable(false)
                 throw error
             }
+            let more = page.remaining > 0 && !page.records.isEmpty
+            if more { next = fetch(after: page.nextCursor) }
             if page.cursorReset { summary.isFullSync = true }
             let counts = try await store.write { txn in
                 try SyncContext.applyPage(page, table: table, queryId: queryId, txn: txn)
@@ -517,8 +526,7 @@ public final class SyncContext: Sendable {
             summary.skippedPending += counts.skippedPending
             done += page.records.count
             broadcaster.emit(.pullProgress(table: table, done: done, total: done + page.remaining))
-            cursor = page.nextCursor
-            if page.remaining == 0 || page.records.isEmpty { break }
+            if !more { break }
         }
         broadcaster.emit(.modelSynced(ModelSyncedEvent(
             table: table, isFullSync: summary.isFullSync, isDeltaSync: !summary.isFullSync, added: summary.added,
