@@ -169,21 +169,28 @@ public final class SyncContext: Sendable {
         var done = 0
         let batchSize = options.pushBatchSize
         let remote = self.remote
-        // Two batches overlap: while the remote applies one, the next is chosen (it never holds
-        // an operation on an item of the batch in flight, so it never depends on its outcome),
-        // and once the answer comes the next is sent before the answered one is settled
-        // locally. Batches are still sent, and applied, one after the other in queue order.
+        func send(_ batch: [QueuedOperation]) -> (batch: [QueuedOperation], answer: Task<[PushResult], any Error>) {
+            let operations = batch.map(\.pushOperation)
+            return (batch, Task { try await remote.push(operations) })
+        }
+        // Two batches overlap: while the remote applies one, the next is chosen and marked
+        // attempted (it never holds an operation on an item of the batch in flight, so it never
+        // depends on its outcome); once the answer comes, the next is sent, and the answered
+        // batch is settled in the same local transaction that chooses the one after. Batches
+        // are still sent, and applied, one after the other in queue order.
         var inFlight: (batch: [QueuedOperation], answer: Task<[PushResult], any Error>)?
+        var prepared: [QueuedOperation]?
         defer { inFlight?.answer.cancel() }
         while true {
             if inFlight == nil {
                 let batch = try await markAttempted(SyncContext.selectBatch(limit: batchSize, excluding: []))
                 if batch.isEmpty { break }
-                let operations = batch.map(\.pushOperation)
-                inFlight = (batch, Task { try await remote.push(operations) })
+                inFlight = send(batch)
             }
             guard let (batch, answer) = inFlight else { break }
-            let next = try await markAttempted(SyncContext.selectBatch(limit: batchSize, excluding: batch))
+            if prepared == nil {
+                prepared = try await markAttempted(SyncContext.selectBatch(limit: batchSize, excluding: batch))
+            }
             let results: [PushResult]
             do {
                 results = try await answer.value
@@ -193,12 +200,9 @@ public final class SyncContext: Sendable {
                 networkReachable(false)
                 throw error
             }
-            if next.isEmpty {
-                inFlight = nil
-            } else {
-                let operations = next.map(\.pushOperation)
-                inFlight = (next, Task { try await remote.push(operations) })
-            }
+            let next = prepared ?? []
+            prepared = nil
+            inFlight = next.isEmpty ? nil : send(next)
             summary.batches += 1
             summary.sent += batch.count
 
@@ -219,18 +223,20 @@ public final class SyncContext: Sendable {
                 decisions[operation.id] = await options.conflictResolver.resolve(conflict)
             }
             let answered = outcomes, decided = decisions
-            let settled = try await store.write { txn in
-                try SyncContext.settle(batch, outcomes: answered, decisions: decided, txn: txn)
+            let (settled, following, remaining, isEmpty) = try await store.write { txn in
+                let settled = try SyncContext.settle(batch, outcomes: answered, decisions: decided, txn: txn)
+                let following = next.isEmpty ? nil : try SyncContext.markAttempted(
+                    try SyncContext.selectBatch(txn, limit: batchSize, excluding: next), txn: txn)
+                return (settled, following,
+                        try txn.count(in: SystemTables.operations, matching: Field("state") != "failed"),
+                        try txn.first(in: SystemTables.operations, matching: .all) == nil)
             }
+            prepared = following
             summary.applied += settled.applied
             summary.failed += settled.failed
             summary.conflictsResolved += settled.resolved
             for event in settled.events { broadcaster.emit(event) }
             done += settled.settled
-            let (remaining, isEmpty) = try await store.read { txn in
-                (try txn.count(in: SystemTables.operations, matching: Field("state") != "failed"),
-                 try txn.first(in: SystemTables.operations, matching: .all) == nil)
-            }
             broadcaster.emit(.pushProgress(done: done, total: done + remaining))
             broadcaster.emit(.outboxStatus(isEmpty: isEmpty))
             let missing = batch.count - batch.filter { outcomes[$0.sendId] != nil }.count
@@ -243,15 +249,18 @@ public final class SyncContext: Sendable {
 
     /// Chooses a batch with `select` and marks its operations attempted, in one transaction.
     private func markAttempted(_ select: @escaping @Sendable (any LocalReadTransaction) throws -> [QueuedOperation]) async throws -> [QueuedOperation] {
-        try await store.write { txn in
-            var batch = try select(txn)
-            for index in batch.indices {
-                batch[index].state = .attempted
-                batch[index].attempts += 1
-                try txn.upsert(batch[index].record, in: SystemTables.operations)
-            }
-            return batch
+        try await store.write { txn in try SyncContext.markAttempted(try select(txn), txn: txn) }
+    }
+
+    /// Marks `batch` attempted in `txn` (it may be applied from now on) and returns it so.
+    static func markAttempted(_ batch: [QueuedOperation], txn: any LocalWriteTransaction) throws -> [QueuedOperation] {
+        var batch = batch
+        for index in batch.indices {
+            batch[index].state = .attempted
+            batch[index].attempts += 1
+            try txn.upsert(batch[index].record, in: SystemTables.operations)
         }
+        return batch
     }
 
     /// `selectBatch(txn, limit:excluding:)` as a function of the transaction.
