@@ -26,7 +26,7 @@ SWIFT ?= swift
 
 # System libraries found through pkg-config, and the Debian packages that provide them.
 PKG_CONFIG_MODULES := sqlite3 lmdb libpq
-APT_PACKAGES := pkg-config libsqlite3-dev liblmdb-dev libpq-dev postgresql
+APT_PACKAGES := pkg-config libsqlite3-dev liblmdb-dev libpq-dev postgresql curl
 
 .PHONY: deps build test test-steps openapi-check conformance-cli demo serve token bench clean
 
@@ -46,6 +46,7 @@ deps:
 		done; \
 	fi; \
 	if ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then missing=1; fi; \
+	if ! command -v curl >/dev/null 2>&1; then missing=1; fi; \
 	if [ "$$missing" = 0 ]; then exit 0; fi; \
 	if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
 		echo "Installing $(APT_PACKAGES)..."; \
@@ -84,6 +85,7 @@ test-steps: deps openapi-check
 	$(SWIFT) build --build-tests
 	$(SWIFT) test
 	$(MAKE) --no-print-directory conformance-cli
+	Scripts/serve-smoke.sh "$$($(SWIFT) build --show-bin-path)/offline-sync"
 	$(SWIFT) build --package-path $(EXAMPLE) --build-tests
 	$(SWIFT) test --package-path $(EXAMPLE)
 

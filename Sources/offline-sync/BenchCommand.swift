@@ -62,11 +62,17 @@ struct BenchCommand: AsyncParsableCommand {
                 }
             }
             let ours = best["ours"]!, raw = best["raw"]!
-            rows.append([
+            var extra: [String: Any] = [:]
+            if let fixed = workload.fixedRecords {
+                extra["recordsPerSecond"] = Double(fixed) / ours.seconds
+                extra["baselineRecordsPerSecond"] = Double(fixed) / raw.seconds
+                extra["speedup"] = raw.seconds / ours.seconds
+            }
+            rows.append(extra.merging([
                 "name": workload.name, "records": workload.fixedRecords ?? records, "transactionSize": batch,
                 "seconds": ours.seconds, "baseline": workload.baseline, "baselineSeconds": raw.seconds,
                 "ratio": ours.seconds / raw.seconds, "peakRSSBytes": ours.peakRSSBytes, "baselinePeakRSSBytes": raw.peakRSSBytes,
-            ])
+            ] as [String: Any]) { $1 })
         }
         let machine = BenchCommand.machineDescription()
         print("")

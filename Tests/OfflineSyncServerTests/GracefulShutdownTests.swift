@@ -25,9 +25,11 @@ struct GracefulShutdownTests {
             let connection = try RawConnection(port: server.port)
             defer { connection.closeConnection() }
             try connection.send(head + body[0..<body.count / 2])
-            try await Task.sleep(for: .milliseconds(200))
+            // Give the server time to read the head (a connection with no request under way is
+            // idle, and idle connections are closed at shutdown).
+            try await Task.sleep(for: .seconds(1))
             server.signal(SIGTERM)
-            try await Task.sleep(for: .milliseconds(300))
+            try await Task.sleep(for: .milliseconds(500))
             // The listener is closed: a new connection is refused, while the in-flight request goes on.
             #expect(throws: SyncError.self) { _ = try RawConnection(port: server.port) }
             try connection.send(Array(body[(body.count / 2)...]))
