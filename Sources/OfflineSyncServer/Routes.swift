@@ -152,20 +152,13 @@ struct Routes: Sendable {
     /// Checks the `X-Admin-Key` header in constant time; 401 without detail otherwise.
     func requireAdmin(_ request: Request) throws {
         guard let expected = configuration.adminKey, let given = request.headers[Self.adminKeyHeader],
-              Self.constantTimeEqual(Array(given.utf8), Array(expected.utf8)) else {
+              constantTimeEqual(Array(given.utf8), Array(expected.utf8)) else {
             throw APIError(.unauthorized, "unauthorized", "missing or wrong admin key")
         }
     }
 
     static let adminKeyHeader = HTTPField.Name("X-Admin-Key")!
 
-    static func constantTimeEqual(_ a: [UInt8], _ b: [UInt8]) -> Bool {
-        var difference = UInt8(a.count == b.count ? 0 : 1)
-        for index in 0..<max(a.count, b.count) {
-            difference |= (index < a.count ? a[index] : 0) ^ (index < b.count ? b[index] : 0)
-        }
-        return difference == 0
-    }
 
     /// Collects the body up to the configured limit (413 `bodyTooLarge` beyond it).
     func readBody(_ request: Request) async throws -> ByteBuffer {

@@ -87,7 +87,7 @@ public struct SigV4Verifier: Sendable {
             key = SymmetricKey(data: Array(HMAC<SHA256>.authenticationCode(for: Array(part.utf8), using: key)))
         }
         let expected = Self.hex(HMAC<SHA256>.authenticationCode(for: Array(stringToSign.utf8), using: key))
-        guard Self.constantTimeEqual(Array(expected.utf8), Array(signature.utf8)) else { throw Self.refuse("signature mismatch") }
+        guard constantTimeEqual(Array(expected.utf8), Array(signature.utf8)) else { throw Self.refuse("signature mismatch") }
         return Signer(accessKeyId: scope[0], region: scope[2])
     }
 
@@ -151,12 +151,14 @@ public struct SigV4Verifier: Sendable {
     static func hex<D: Sequence>(_ digest: D) -> String where D.Element == UInt8 {
         digest.map { String(format: "%02x", $0) }.joined()
     }
+}
 
-    static func constantTimeEqual(_ a: [UInt8], _ b: [UInt8]) -> Bool {
-        var difference = UInt8(a.count == b.count ? 0 : 1)
-        for index in 0..<max(a.count, b.count) {
-            difference |= (index < a.count ? a[index] : 0) ^ (index < b.count ? b[index] : 0)
-        }
-        return difference == 0
+/// Whether two secrets are equal, in time that depends only on their lengths (no early exit
+/// that would tell an attacker how many leading bytes were right).
+func constantTimeEqual(_ a: [UInt8], _ b: [UInt8]) -> Bool {
+    var difference = UInt8(a.count == b.count ? 0 : 1)
+    for index in 0..<max(a.count, b.count) {
+        difference |= (index < a.count ? a[index] : 0) ^ (index < b.count ? b[index] : 0)
     }
+    return difference == 0
 }
