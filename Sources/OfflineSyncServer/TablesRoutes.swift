@@ -105,7 +105,7 @@ extension Routes {
         if let header = request.headers[.ifNoneMatch], Self.matches(header, record) {
             return Response(status: .notModified, headers: entityHeaders(record))
         }
-        if request.headers[.ifNoneMatch] == nil, let since = request.headers[.ifModifiedSince].flatMap(DatasyncFormat.parseHTTPDate),
+        if request.headers[.ifNoneMatch] == nil, let since = request.headers[.ifModifiedSince].flatMap(WireDate.parseHTTPDate),
            let updated = record.updatedAt, updated.millisecondsSince1970 / 1000 * 1000 <= since {
             return Response(status: .notModified, headers: entityHeaders(record))
         }
@@ -174,7 +174,7 @@ extension Routes {
         if let header = request.headers[.ifMatch], !Self.matches(header, current) {
             throw EntityError(status: .preconditionFailed, record: current, routes: self)
         }
-        if let since = request.headers[.ifUnmodifiedSince].flatMap(DatasyncFormat.parseHTTPDate),
+        if let since = request.headers[.ifUnmodifiedSince].flatMap(WireDate.parseHTTPDate),
            let updated = current.updatedAt, updated.millisecondsSince1970 / 1000 * 1000 > since {
             throw EntityError(status: .preconditionFailed, record: current, routes: self)
         }
@@ -228,7 +228,7 @@ extension Routes {
     func entityHeaders(_ record: Record) -> HTTPFields {
         var headers: HTTPFields = [:]
         if let version = record.version { headers[.eTag] = "\"\(version)\"" }
-        if let updated = record.updatedAt { headers[.lastModified] = DatasyncFormat.httpDate(updated) }
+        if let updated = record.updatedAt { headers[.lastModified] = WireDate.httpDate(updated) }
         return headers
     }
 

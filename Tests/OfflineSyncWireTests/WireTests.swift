@@ -211,3 +211,24 @@ struct WireWriterTests {
         #expect(Wire.encode(results: results) == JSON.object([("results", .array(results.map(Wire.json)))]).encoded)
     }
 }
+
+@Suite("WireDate: ISO 8601 and HTTP-dates")
+struct WireDateTests {
+    @Test("ISO 8601 and HTTP-dates read back what they write; malformed text is nil")
+    func roundTrips() {
+        for ms: Int64 in [0, -1, 1_795_443_753_777, 951_782_400_000 /* 2000-02-29 */, 253_402_300_799_999] {
+            let t = Timestamp(millisecondsSince1970: ms)
+            #expect(WireDate.parseISO8601(WireDate.iso8601(t)) == t)
+            #expect(WireDate.parseHTTPDate(WireDate.httpDate(t)) == (ms - ((ms % 1000) + 1000) % 1000))
+        }
+        #expect(WireDate.iso8601(Timestamp(millisecondsSince1970: 1_795_443_753_777)) == "2026-11-23T14:22:33.777Z")
+        #expect(WireDate.httpDate(Timestamp(millisecondsSince1970: 1_795_443_753_777)) == "Mon, 23 Nov 2026 14:22:33 GMT")
+        #expect(WireDate.parseISO8601("2026-11-23T15:22:33.7+01:00") == Timestamp(millisecondsSince1970: 1_795_443_753_700))
+        for bad in ["", "2026-11-23", "2026-11-23T14:22:33", "2026-02-30T00:00:00Z", "2026-11-23T14:22:33Zx"] {
+            #expect(WireDate.parseISO8601(bad) == nil, "\(bad)")
+        }
+        for bad in ["", "Mon, 31 Nov 2026 00:00:00 GMT", "Monday, 23-Nov-26 14:22:33 GMT", "Mon, 23 Nov 2026 25:00:00 GMT"] {
+            #expect(WireDate.parseHTTPDate(bad) == nil, "\(bad)")
+        }
+    }
+}

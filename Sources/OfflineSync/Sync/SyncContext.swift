@@ -294,7 +294,6 @@ public final class SyncContext: Sendable {
             if rows.isEmpty { break }
             offset += rows.count
             for row in rows {
-                if sent.contains(row.id) { continue }
                 let operation = try QueuedOperation(record: row)
                 let itemKey = key(operation)
                 if blocked.contains(itemKey) { continue }
