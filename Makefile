@@ -28,7 +28,7 @@ SWIFT ?= swift
 PKG_CONFIG_MODULES := sqlite3 lmdb libpq
 APT_PACKAGES := pkg-config libsqlite3-dev liblmdb-dev libpq-dev postgresql curl
 
-.PHONY: deps build test test-steps openapi-check conformance-cli demo serve token bench clean
+.PHONY: deps build test test-steps openapi-check conformance-cli cognito-test demo serve token bench clean
 
 deps:
 	@if ! command -v $(SWIFT) >/dev/null 2>&1; then \
@@ -86,6 +86,7 @@ test-steps: deps openapi-check
 	$(SWIFT) test
 	$(MAKE) --no-print-directory conformance-cli
 	Scripts/serve-smoke.sh "$$($(SWIFT) build --show-bin-path)/offline-sync"
+	$(MAKE) --no-print-directory cognito-test
 	$(SWIFT) build --package-path $(EXAMPLE) --build-tests
 	$(SWIFT) test --package-path $(EXAMPLE)
 
@@ -93,6 +94,13 @@ test-steps: deps openapi-check
 openapi-check:
 	@python3 -c "import openapi_spec_validator" 2>/dev/null || python3 -m pip install --quiet openapi-spec-validator
 	python3 -m openapi_spec_validator Docs/openapi.yaml
+
+# The Cognito Sync-compatible API driven by boto3's unmodified cognito-sync client (boto3
+# from PyPI, installed when missing) against a live `offline-sync serve`.
+cognito-test: deps
+	$(SWIFT) build --product offline-sync
+	@python3 -c "import boto3" 2>/dev/null || python3 -m pip install --quiet boto3
+	OFFLINE_SYNC_BIN="$$($(SWIFT) build --show-bin-path)/offline-sync" python3 -m unittest -v Tests/Cognito/test_cognito_sync.py
 
 # The whole LocalStore suite through `offline-sync conformance`, as a user runs it: against
 # LMDB, against an encrypted file opened with a passphrase and with a raw key (cheap KDF

@@ -12,6 +12,7 @@ public struct SyncError: Error, Sendable, Hashable, CustomStringConvertible {
             case pendingOperations, corrupted, notADatabase, foreignDatabase, storeClosed
             case storageFailure, busy, transient, rejected, limitExceeded, invalidCursor
             case unsupported, cancelled, unknownScheme, invalidStoreURL, missingKey, wrongKey, authenticationFailed
+            case conflict, forbidden, invalidConfiguration
         }
         private let base: Base
         private init(_ base: Base) { self.base = base }
@@ -74,6 +75,14 @@ public struct SyncError: Error, Sendable, Hashable, CustomStringConvertible {
         /// A database server refused the credentials (user name or password) a store was
         /// opened with. The message names the server and user, never the password.
         public static let authenticationFailed = Code(.authenticationFailed)
+        /// The change was based on state the remote no longer has (for example a dataset
+        /// record's sync count that has moved on); nothing was applied.
+        public static let conflict = Code(.conflict)
+        /// The caller is known but may not do this (another identity's data, an operator call).
+        public static let forbidden = Code(.forbidden)
+        /// The remote is not configured for the request (for example push sync for a platform
+        /// with no application configured).
+        public static let invalidConfiguration = Code(.invalidConfiguration)
 
         /// The code's name, for example `corrupted`.
         public var description: String { base.rawValue }

@@ -1,28 +1,58 @@
 import Foundation
 import OfflineSync
 
-/// A change committed by the server: which identity's rows of which table changed.
+/// A change committed by the server: which identity's rows of which table changed, or
+/// (for push sync) which dataset of the identity changed and its new sync count.
 public struct ChangeNotice: Sendable, Hashable {
     /// The identity whose rows changed.
     public var identity: String
-    /// The table.
+    /// The table (empty for a dataset change).
     public var table: String
-    /// Creates a notice.
+    /// The dataset change, for push sync; `nil` for a table change.
+    public var dataset: DatasetNotification?
+
+    /// Creates a table notice.
     public init(identity: String, table: String) {
         self.identity = identity
         self.table = table
     }
 
-    /// The compact form sent between server instances: `<identity byte count>:<identity><table>`.
-    var encoded: String { "\(identity.utf8.count):\(identity)\(table)" }
+    /// Creates a dataset notice.
+    public init(dataset: DatasetNotification) {
+        self.identity = dataset.identityId
+        self.table = ""
+        self.dataset = dataset
+    }
+
+    /// The compact form sent between server instances: `<identity byte count>:<identity><table>`
+    /// for a table, `d<identity byte count>:<identity><pool byte count>:<pool><name byte
+    /// count>:<name><sync count>` for a dataset.
+    var encoded: String {
+        guard let dataset else { return "\(identity.utf8.count):\(identity)\(table)" }
+        return "d" + [dataset.identityId, dataset.identityPoolId, dataset.datasetName].map { "\($0.utf8.count):\($0)" }.joined()
+            + String(dataset.syncCount)
+    }
 
     init?(encoded: String) {
-        guard let colon = encoded.firstIndex(of: ":"), let length = Int(encoded[..<colon]), length > 0 else { return nil }
-        let rest = encoded.utf8[encoded.utf8.index(after: colon)...]
-        guard rest.count > length else { return nil }
-        let split = rest.index(rest.startIndex, offsetBy: length)
-        guard let identity = String(rest[..<split]), let table = String(rest[split...]) else { return nil }
-        self.init(identity: identity, table: table)
+        var rest = Substring(encoded)
+        /// Takes one length-prefixed part off the front of `rest`.
+        func part() -> String? {
+            guard let colon = rest.firstIndex(of: ":"), let length = Int(rest[..<colon]), length > 0 else { return nil }
+            let bytes = rest.utf8[rest.utf8.index(after: colon)...]
+            guard bytes.count >= length else { return nil }
+            let split = bytes.index(bytes.startIndex, offsetBy: length)
+            guard let text = String(bytes[..<split]) else { return nil }
+            rest = Substring(bytes[split...])
+            return text
+        }
+        if rest.first == "d" {
+            rest = rest.dropFirst()
+            guard let identity = part(), let pool = part(), let name = part(), let count = Int64(rest) else { return nil }
+            self.init(dataset: DatasetNotification(identityPoolId: pool, identityId: identity, datasetName: name, syncCount: count))
+            return
+        }
+        guard let identity = part(), !rest.isEmpty else { return nil }
+        self.init(identity: identity, table: String(rest))
     }
 }
 

@@ -117,6 +117,10 @@ struct Routes: Sendable {
                 return
             }
             let notices = feed.subscribe(identity: identity)
+            // A device registered for push sync (platform WEBSOCKET) names itself with
+            // `?device=<id>`; it then also hears its subscribed datasets' changes.
+            let device = context.request.uri.queryParameters.get("device")
+            let datasets = server.datasets
             try await outbound.writeTextMessage(String(decoding: JSON.object([("type", .string("subscribed"))]).encoded, as: UTF8.self))
             try await withThrowingTaskGroup(of: Void.self) { group in
                 group.addTask {
@@ -125,7 +129,21 @@ struct Routes: Sendable {
                 }
                 group.addTask {
                     for await notice in notices {
-                        let message = JSON.object([("type", .string("change")), ("table", .string(notice.table))])
+                        let message: JSON
+                        if let change = notice.dataset {
+                            guard let device, (try? await datasets.device(pool: change.identityPoolId, identity: identity,
+                                                                         deviceId: device)) == .webSocket,
+                                  (try? await datasets.isSubscribed(pool: change.identityPoolId, identity: identity,
+                                                                    dataset: change.datasetName, deviceId: device)) == true
+                            else { continue }
+                            message = JSON.object([
+                                ("type", .string("dataset")), ("source", .string("offline-sync")),
+                                ("identityPoolId", .string(change.identityPoolId)), ("identityId", .string(change.identityId)),
+                                ("datasetName", .string(change.datasetName)), ("syncCount", .number(String(change.syncCount))),
+                            ])
+                        } else {
+                            message = JSON.object([("type", .string("change")), ("table", .string(notice.table))])
+                        }
                         try await outbound.writeTextMessage(String(decoding: message.encoded, as: UTF8.self))
                     }
                 }

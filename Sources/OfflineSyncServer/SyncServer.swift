@@ -47,11 +47,15 @@ public struct SyncServer: Sendable {
         public var tablesPageSize: Int
         /// Where the server logs (requests, failures); never tokens, keys or record values.
         public var logger: Logger
+        /// The access keys of the Cognito Sync API (AWS Signature Version 4, service
+        /// `cognito-sync`). Without any, that API accepts only the server's bearer tokens.
+        public var cognitoKeys: [CognitoAccessKey]
 
         /// Creates a configuration.
         public init(host: String = "127.0.0.1", port: Int = 8080, tokenSecret: [UInt8], adminKey: String? = nil,
                     maxBodyBytes: Int = 32 << 20, maxBatchSize: Int = 5000, maxPageSize: Int = OfflineSyncService.maxPageSize,
-                    tablesPageSize: Int = 100, logger: Logger = Logger(label: "offline-sync.server")) {
+                    tablesPageSize: Int = 100, logger: Logger = Logger(label: "offline-sync.server"),
+                    cognitoKeys: [CognitoAccessKey] = []) {
             self.host = host
             self.port = port
             self.tokenSecret = tokenSecret
@@ -61,6 +65,7 @@ public struct SyncServer: Sendable {
             self.maxPageSize = maxPageSize
             self.tablesPageSize = tablesPageSize
             self.logger = logger
+            self.cognitoKeys = cognitoKeys
         }
     }
 
@@ -72,10 +77,16 @@ public struct SyncServer: Sendable {
     public let tokens: TokenAuthority
     /// Where committed changes are announced.
     public let feed: any ChangeFeed
+    /// The datasets behind the Cognito Sync API.
+    public let datasets: DatasetService
+    let sigV4: SigV4Verifier
+    let cognitoKeys: [String: CognitoAccessKey]
 
-    /// Creates a server. Throws ``SyncError/Code/invalidValue`` for a token secret shorter
-    /// than 32 bytes or limits below 1.
-    public init(service: OfflineSyncService, configuration: Configuration, feed: any ChangeFeed = LocalChangeFeed()) async throws {
+    /// Creates a server. `datasets` defaults to a ``DatasetService`` over the service's store
+    /// (with no stream destination). Throws ``SyncError/Code/invalidValue`` for a token
+    /// secret shorter than 32 bytes, limits below 1 or an access key id given twice.
+    public init(service: OfflineSyncService, configuration: Configuration, feed: any ChangeFeed = LocalChangeFeed(),
+                datasets: DatasetService? = nil) async throws {
         guard configuration.maxBodyBytes >= 1024, configuration.maxBatchSize >= 1, configuration.maxPageSize >= 1,
               configuration.tablesPageSize >= 1 else {
             throw SyncError(.invalidValue, "server limits must be positive (and the body limit at least 1 KiB)")
@@ -84,6 +95,19 @@ public struct SyncServer: Sendable {
         self.configuration = configuration
         self.tokens = try await TokenAuthority(secret: configuration.tokenSecret)
         self.feed = feed
+        if let datasets {
+            self.datasets = datasets
+        } else {
+            self.datasets = try await DatasetService(store: service.store)
+        }
+        var keys: [String: CognitoAccessKey] = [:]
+        for key in configuration.cognitoKeys {
+            guard keys.updateValue(key, forKey: key.accessKeyId) == nil else {
+                throw SyncError(.invalidValue, "access key id '\(key.accessKeyId)' is configured twice")
+            }
+        }
+        self.cognitoKeys = keys
+        self.sigV4 = SigV4Verifier(credentials: keys.mapValues(\.secretAccessKey))
     }
 
     /// Runs until SIGTERM or SIGINT, then shuts down gracefully: the listener closes, requests
@@ -123,6 +147,7 @@ public struct SyncServer: Sendable {
         let routes = Routes(server: self)
         routes.addNative(to: router)
         routes.addTables(to: router)
+        CognitoRoutes(routes: routes).add(to: router)
         let webSocketRouter = Router(context: SyncRequestContext.self)
         routes.addWebSocket(to: webSocketRouter)
         return Application(

@@ -94,6 +94,16 @@ struct ServeCommand: AsyncParsableCommand {
     @Option(help: "The largest request body, in bytes.")
     var maxBodyBytes: Int = 32 << 20
 
+    @Option(name: .customLong("cognito-key"), help: ArgumentHelp(
+        "An access key of the Cognito Sync API, ACCESS_KEY_ID:SECRET (a developer key) or ACCESS_KEY_ID:SECRET:IDENTITY_ID.",
+        discussion: """
+            Repeatable; also OFFLINE_SYNC_COGNITO_KEYS (comma-separated). Requests are verified with AWS \
+            Signature Version 4 (service cognito-sync). A key bound to an identity reaches only that \
+            identity's datasets; a developer key reaches every identity and the pool-level operations. \
+            Cognito streams are written as JSON lines to <data>/streams/<stream name>.jsonl.
+            """))
+    var cognitoKeys: [String] = []
+
     func run() async throws {
         let environment = ProcessInfo.processInfo.environment
         guard let level = Logger.Level(rawValue: logLevel) else { throw ValidationError("unknown log level '\(logLevel)'") }
@@ -125,8 +135,11 @@ struct ServeCommand: AsyncParsableCommand {
         let configuration = SyncServer.Configuration(
             host: host, port: port, tokenSecret: secret,
             adminKey: environment["OFFLINE_SYNC_ADMIN_KEY"].flatMap { $0.isEmpty ? nil : $0 },
-            maxBodyBytes: maxBodyBytes, maxBatchSize: maxBatchSize, logger: logger)
-        let server = try await SyncServer(service: service, configuration: configuration, feed: feed)
+            maxBodyBytes: maxBodyBytes, maxBatchSize: maxBatchSize, logger: logger,
+            cognitoKeys: try parseCognitoKeys(environment))
+        let datasets = try await DatasetService(
+            store: store, streamSink: JSONLinesStreamSink(directory: directory.appendingPathComponent("streams", isDirectory: true)))
+        let server = try await SyncServer(service: service, configuration: configuration, feed: feed, datasets: datasets)
         let shownStore = location.scheme.hasPrefix("postgres") ? "\(location.scheme) store" : storeText
         try await server.run { port in
             let shownHost = host.contains(":") ? "[\(host)]" : host
@@ -136,6 +149,19 @@ struct ServeCommand: AsyncParsableCommand {
         (feed as? RelayedChangeFeed)?.stop()
         try await store.close()
         print("offline-sync server stopped")
+    }
+}
+
+extension ServeCommand {
+    /// The `--cognito-key` options, then the keys of OFFLINE_SYNC_COGNITO_KEYS.
+    func parseCognitoKeys(_ environment: [String: String]) throws -> [CognitoAccessKey] {
+        let texts = cognitoKeys + (environment["OFFLINE_SYNC_COGNITO_KEYS"] ?? "").split(separator: ",").map(String.init)
+        return try texts.map { text in
+            guard let key = CognitoAccessKey(parsing: text.trimmingCharacters(in: .whitespaces)) else {
+                throw ValidationError("a Cognito key is ACCESS_KEY_ID:SECRET or ACCESS_KEY_ID:SECRET:IDENTITY_ID")
+            }
+            return key
+        }
     }
 }
 

@@ -89,6 +89,7 @@ public final class Dataset: Sendable {
                 _ = try txn.delete(id: DatasetTables.recordId(identity: identity, dataset: name, key: record.key), in: DatasetTables.records)
             }
             row.fields["deletedLocally"] = true
+            row.fields["deletePending"] = true
             row.fields["lastModified"] = .date(Timestamp.now())
             try txn.upsert(row, in: DatasetTables.datasets)
         }
@@ -145,7 +146,7 @@ enum DatasetTables {
     static let datasetsSchema = TableSchema(datasets, fields: [
         FieldDefinition("identity", .string, indexed: true), FieldDefinition("name", .string),
         FieldDefinition("lastSyncCount", .int), FieldDefinition("deletedLocally", .bool),
-        FieldDefinition("created", .date), FieldDefinition("lastModified", .date),
+        FieldDefinition("created", .date), FieldDefinition("lastModified", .date), FieldDefinition("deletePending", .bool),
     ], undeclaredFields: .reject)
 
     static let recordsSchema = TableSchema(records, fields: [

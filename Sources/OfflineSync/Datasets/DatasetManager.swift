@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 
 /// The key/value datasets of one identity, Cognito Sync style, kept in a ``LocalStore``.
 ///
@@ -29,16 +30,30 @@ public final class DatasetManager: Sendable {
     public let store: any LocalStore
     /// The identity whose datasets these are.
     public let identity: String
+    /// Where ``Dataset/synchronize(_:)`` sends and fetches changes, or `nil` for local-only datasets.
+    public let remote: (any DatasetRemote)?
+    /// The device id that updates report (``registerDevice(platform:token:)`` sets it).
+    public var deviceId: String? { deviceIdBox.withLock { $0 } }
+    let deviceIdBox = Mutex<String?>(nil)
+    let gate = DatasetSyncGate()
 
-    /// Opens the datasets of `identity` in `store` (defining the dataset tables if needed).
-    /// Throws ``SyncError/Code/invalidName`` for an empty identity or one over 256 bytes.
-    public init(store: any LocalStore, identity: String) async throws {
+    /// Opens the datasets of `identity` in `store` (defining the dataset tables if needed),
+    /// synchronized with `remote` when one is given. Throws ``SyncError/Code/invalidName``
+    /// for an empty identity or one over 256 bytes.
+    public init(store: any LocalStore, identity: String, remote: (any DatasetRemote)? = nil) async throws {
         guard !identity.isEmpty, identity.utf8.count <= 256, !identity.utf8.contains(0) else {
             throw SyncError(.invalidName, "an identity is 1 to 256 bytes with no NUL")
         }
         self.store = store
         self.identity = identity
+        self.remote = remote
         try await DatasetTables.define(in: store)
+    }
+
+    /// The remote, or ``SyncError/Code/unsupported`` for local-only datasets.
+    func requireRemote() throws -> any DatasetRemote {
+        guard let remote else { throw SyncError(.unsupported, "these datasets have no remote to synchronize with") }
+        return remote
     }
 
     /// Throws ``SyncError/Code/invalidName`` unless `name` matches `[A-Za-z0-9_.:-]{1,128}`.
@@ -68,7 +83,9 @@ public final class DatasetManager: Sendable {
                 throw SyncError(.limitExceeded, "an identity may have at most \(Self.maxDatasets) datasets")
             }
             if var revived = existing {
-                // Deleted locally and opened again: it starts afresh (its deletion is still to sync).
+                // Deleted locally and opened again: it starts afresh; its remote deletion is
+                // still pending (`deletePending`), so the next synchronize deletes the remote
+                // copy first and then sends what the dataset holds by then.
                 revived.fields["deletedLocally"] = false
                 revived.fields["lastModified"] = .date(Timestamp.now())
                 try txn.upsert(revived, in: DatasetTables.datasets)
@@ -77,7 +94,7 @@ public final class DatasetManager: Sendable {
             let now = Timestamp.now()
             try txn.upsert(Record(id: id, fields: [
                 "identity": .string(identity), "name": .string(name), "lastSyncCount": 0, "deletedLocally": false,
-                "created": .date(now), "lastModified": .date(now),
+                "deletePending": false, "created": .date(now), "lastModified": .date(now),
             ]), in: DatasetTables.datasets)
         }
         return Dataset(manager: self, name: name)
