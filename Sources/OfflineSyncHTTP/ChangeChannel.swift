@@ -16,6 +16,9 @@ public enum RemoteChangeEvent: Sendable, Hashable {
     case changed(table: String)
     /// The channel dropped; it reconnects by itself with backoff.
     case disconnected
+    /// Push sync: a dataset the device subscribed to changed on the server (only on a
+    /// channel opened with a device id registered for the `WEBSOCKET` platform).
+    case dataset(DatasetNotification)
 }
 
 extension HTTPRemoteStore {
@@ -23,9 +26,14 @@ extension HTTPRemoteStore {
     /// WebSocket). The channel reconnects by itself with exponential backoff and jitter after
     /// any failure, a refused token included (the token is asked for again on each attempt),
     /// and ends when the consumer stops iterating.
-    public func changes() -> AsyncStream<RemoteChangeEvent> {
+    ///
+    /// With `device`, the id of a device registered for ``PushPlatform/webSocket`` push sync,
+    /// the channel also carries ``RemoteChangeEvent/dataset(_:)`` for the datasets that
+    /// device subscribed to.
+    public func changes(device: String? = nil) -> AsyncStream<RemoteChangeEvent> {
         let (stream, continuation) = AsyncStream.makeStream(of: RemoteChangeEvent.self, bufferingPolicy: .bufferingNewest(1024))
         let url = (baseURL.hasPrefix("https://") ? "wss://" + baseURL.dropFirst(8) : "ws://" + baseURL.dropFirst(7)) + "/v1/changes"
+            + (device.map { "?device=" + HTTPDatasetRemote.escape($0) } ?? "")
         let token = self.token
         let logger = self.logger
         let configuration = self.configuration
@@ -47,6 +55,12 @@ extension HTTPRemoteStore {
                                 continuation.yield(.subscribed)
                             case "change":
                                 if case .string(let table)? = json["table"] { continuation.yield(.changed(table: table)) }
+                            case "dataset":
+                                guard case .string(let pool)? = json["identityPoolId"], case .string(let identity)? = json["identityId"],
+                                      case .string(let name)? = json["datasetName"], case .number(let count)? = json["syncCount"],
+                                      let syncCount = Int64(count) else { continue }
+                                continuation.yield(.dataset(DatasetNotification(
+                                    identityPoolId: pool, identityId: identity, datasetName: name, syncCount: syncCount)))
                             default:
                                 continue
                             }

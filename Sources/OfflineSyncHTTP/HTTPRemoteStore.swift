@@ -92,8 +92,10 @@ public struct HTTPRemoteStore: RemoteStore {
         }
     }
 
-    /// Posts `body` to `path` with retries; returns the parsed 200 answer.
-    func send(path: String, body bytes: [UInt8]) async throws -> JSON {
+    /// Sends a request with retries; returns the parsed 200 answer. `path` may carry a
+    /// query. Errors in the native shape (`{"error": {"code", "message"}}`) and in the
+    /// Cognito Sync shape (`x-amzn-ErrorType`) are both typed.
+    func send(method: HTTPMethod = .POST, path: String, body bytes: [UInt8]?) async throws -> JSON {
         var attempt = 0
         var backoff = configuration.initialBackoff
         while true {
@@ -102,10 +104,12 @@ public struct HTTPRemoteStore: RemoteStore {
             var retryAfter: Duration?
             do {
                 var request = HTTPClientRequest(url: baseURL + path)
-                request.method = .POST
-                request.headers.add(name: "Content-Type", value: "application/json")
+                request.method = method
                 request.headers.add(name: "Authorization", value: "Bearer \(try await token())")
-                request.body = .bytes(ByteBuffer(bytes: bytes))
+                if let bytes {
+                    request.headers.add(name: "Content-Type", value: "application/json")
+                    request.body = .bytes(ByteBuffer(bytes: bytes))
+                }
                 let response = try await client.execute(request, timeout: .nanoseconds(configuration.requestTimeout.nanoseconds))
                 let buffer = try await response.body.collect(upTo: configuration.maxResponseBytes)
                 let status = Int(response.status.code)
@@ -117,6 +121,9 @@ public struct HTTPRemoteStore: RemoteStore {
                 let message: String
                 if case .string(let c)? = answer?["error"]?["code"], case .string(let m)? = answer?["error"]?["message"] {
                     (code, message) = (c, m)
+                } else if let type = response.headers.first(name: "x-amzn-ErrorType") {
+                    code = String(type.prefix { $0 != ":" })
+                    if case .string(let m)? = answer?["message"] { message = m } else { message = code }
                 } else {
                     (code, message) = ("http\(status)", "HTTP \(status)")
                 }
@@ -146,6 +153,12 @@ public struct HTTPRemoteStore: RemoteStore {
     /// The typed error for a 4xx answer.
     static func error(status: Int, code: String, message: String) -> SyncError {
         switch (status, code) {
+        case (_, "ResourceConflictException"): return SyncError(.conflict, message)
+        case (_, "LimitExceededException"): return SyncError(.limitExceeded, message)
+        case (_, "ResourceNotFoundException"): return SyncError(.notFound, message)
+        case (_, "InvalidConfigurationException"): return SyncError(.invalidConfiguration, message)
+        case (_, "InvalidParameterException"): return SyncError(.invalidValue, message)
+        case (403, "NotAuthorizedException"): return SyncError(.forbidden, message)
         case (401, _), (403, _): return SyncError(.authenticationFailed, message)
         case (_, "invalidCursor"): return SyncError(.invalidCursor, message)
         case (_, "invalidQuery"): return SyncError(.invalidQuery, message)

@@ -420,3 +420,44 @@ extension DatasetManager {
         return id
     }
 }
+
+extension DatasetManager {
+    /// Acts on a push-sync notification: synchronizes the named dataset when the
+    /// notification is for this identity, the dataset exists locally and the notified sync
+    /// count is beyond the dataset's ``Dataset/lastSyncCount()``, and does nothing otherwise
+    /// (an echo of this device's own update, or an old notification). Returns whether it
+    /// synchronized. A failed synchronize is reported to `callbacks.onFailure` and returns `false`.
+    @discardableResult
+    public func handle(_ notification: DatasetNotification,
+                       callbacks: DatasetSyncCallbacks = DatasetSyncCallbacks()) async -> Bool {
+        guard notification.identityId == identity, (try? DatasetManager.validateName(notification.datasetName)) != nil else {
+            return false
+        }
+        let identity = self.identity, name = notification.datasetName
+        let id = DatasetTables.datasetId(identity: identity, name: name)
+        guard let row = try? await store.read({ txn in try txn.record(in: DatasetTables.datasets, id: id) }),
+              row["deletedLocally"].boolValue != true,
+              notification.syncCount > (row["lastSyncCount"].intValue ?? 0) else { return false }
+        do {
+            try await Dataset(manager: self, name: name).synchronize(callbacks)
+            return true
+        } catch {
+            return false
+        }
+    }
+
+    /// Push sync: handles every notification of `notifications` (see ``handle(_:callbacks:)``)
+    /// until the sequence ends or the returned task is cancelled.
+    public func startPushSync<Notifications: AsyncSequence & Sendable>(
+        _ notifications: Notifications, callbacks: DatasetSyncCallbacks = DatasetSyncCallbacks()
+    ) -> Task<Void, Never> where Notifications.Element == DatasetNotification {
+        Task {
+            do {
+                for try await notification in notifications {
+                    if Task.isCancelled { break }
+                    await handle(notification, callbacks: callbacks)
+                }
+            } catch {}
+        }
+    }
+}
