@@ -115,10 +115,19 @@ extension Dataset {
     /// Synchronizes of one dataset run one at a time.
     @discardableResult
     public func synchronize(_ callbacks: DatasetSyncCallbacks = DatasetSyncCallbacks()) async throws -> [DatasetRecord] {
+        try await synchronize(callbacks, ifBehind: nil) ?? []
+    }
+
+    /// Synchronizes; with `ifBehind`, only when the local sync count is still below it once
+    /// this synchronize's turn has come (`nil` is returned otherwise, and no callback runs).
+    func synchronize(_ callbacks: DatasetSyncCallbacks, ifBehind count: Int64?) async throws -> [DatasetRecord]? {
         do {
             let remote = try manager.requireRemote()
-            let updated = try await manager.gate.run(name) { try await self.synchronizeAttempts(remote, callbacks) }
-            await callbacks.onSuccess(self, updated)
+            let updated = try await manager.gate.run(name) { () async throws -> [DatasetRecord]? in
+                if let count, try await self.lastSyncCount() >= count { return nil }
+                return try await self.synchronizeAttempts(remote, callbacks)
+            }
+            if let updated { await callbacks.onSuccess(self, updated) }
             return updated
         } catch let error as SyncError {
             await callbacks.onFailure(self, error)
@@ -438,9 +447,10 @@ extension DatasetManager {
         guard let row = try? await store.read({ txn in try txn.record(in: DatasetTables.datasets, id: id) }),
               row["deletedLocally"].boolValue != true,
               notification.syncCount > (row["lastSyncCount"].intValue ?? 0) else { return false }
+        // Checked again once it is this dataset's turn: a synchronize in flight (the one
+        // whose update caused this very notice, say) may already have brought the count up.
         do {
-            try await Dataset(manager: self, name: name).synchronize(callbacks)
-            return true
+            return try await Dataset(manager: self, name: name).synchronize(callbacks, ifBehind: notification.syncCount) != nil
         } catch {
             return false
         }
