@@ -65,7 +65,7 @@ actor EventLog<Element: Sendable & Equatable> {
 struct ScaleOutTests {
     static let todos = TableSchema("todos", fields: [FieldDefinition("title", .string), FieldDefinition("n", .int)])
 
-    @Test("clients attached to different instances converge, and a change through one instance notifies the other's subscribers")
+    @Test("clients attached to different instances converge, and a change (rows or a dataset) through one instance notifies the other's subscribers")
     func twoInstances() async throws {
         guard let url = TestPostgres.url else { Issue.record("OFFLINE_SYNC_TEST_POSTGRES_URL is not set but CI is"); return }
         try await withTemporaryDirectory { directory in
@@ -128,7 +128,32 @@ struct ScaleOutTests {
             // Another identity hears nothing of alice's changes, on either instance.
             #expect(await bobHeard.waitFor(.changed(table: "todos"), timeout: .milliseconds(300)) == false)
             #expect(try await remoteBob.pull(PullRequest(table: "todos")).records.isEmpty)
-            for log in [heardOnOne, heardOnTwo, bobHeard] { await log.stop() }
+
+            // Push sync crosses instances too: a device listening on instance one hears of a
+            // dataset update made through instance two; bob's device, on instance one, does not.
+            let pool = "us-east-1:00000000-0000-0000-0000-0000000000cc"
+            let datasetsOne = HTTPDatasetRemote(remoteX, identityPoolId: pool, identityId: "alice")
+            let datasetsTwo = HTTPDatasetRemote(remoteY, identityPoolId: pool, identityId: "alice")
+            let device = try await datasetsOne.registerDevice(platform: .webSocket, token: "alice-device")
+            try await datasetsOne.subscribe(dataset: "profile", deviceId: device)
+            let bobOnOne = HTTPRemoteStore(baseURL: one.baseURL, token: { bob })
+            let bobDatasets = HTTPDatasetRemote(bobOnOne, identityPoolId: pool, identityId: "bob")
+            let bobDevice = try await bobDatasets.registerDevice(platform: .webSocket, token: "bob-device")
+            try await bobDatasets.subscribe(dataset: "profile", deviceId: bobDevice)
+            let pushedOnOne = EventLog(remoteX.changes(device: device))
+            let bobPushed = EventLog(bobOnOne.changes(device: bobDevice))
+            #expect(await pushedOnOne.waitFor(.subscribed))
+            #expect(await bobPushed.waitFor(.subscribed))
+            let session = try await datasetsTwo.listRecords(dataset: "profile", lastSyncCount: 0, nextToken: nil, maxResults: nil,
+                                                            syncSessionToken: nil)
+            let written = try await datasetsTwo.updateRecords(
+                dataset: "profile", patches: [RecordPatch(op: .replace, key: "name", value: "Alice", syncCount: 0)],
+                syncSessionToken: session.syncSessionToken, deviceId: nil)
+            let notice = DatasetNotification(identityPoolId: pool, identityId: "alice", datasetName: "profile",
+                                             syncCount: written.first?.syncCount ?? -1)
+            #expect(await pushedOnOne.waitFor(.dataset(notice)), "instance one relayed instance two's dataset update")
+            #expect(await bobPushed.waitFor(.dataset(notice), timeout: .milliseconds(300)) == false)
+            for log in [heardOnOne, heardOnTwo, bobHeard, pushedOnOne, bobPushed] { await log.stop() }
             try await storeX.close()
             try await storeY.close()
             #expect(one.stop() == 0)
