@@ -7,21 +7,11 @@ import OfflineSync
 import OfflineSyncWire
 import WSClient
 
-/// What the server's change-notification channel reports.
-public enum RemoteChangeEvent: Sendable, Hashable {
-    /// The channel is (again) live: changes committed from now on are announced. Pull once
-    /// after each of these, to catch what was committed while the channel was down.
-    case subscribed
-    /// The identity's rows of `table` changed on the server; pull that table.
-    case changed(table: String)
-    /// The channel dropped; it reconnects by itself with backoff.
-    case disconnected
-    /// Push sync: a dataset the device subscribed to changed on the server (only on a
-    /// channel opened with a device id registered for the `WEBSOCKET` platform).
-    case dataset(DatasetNotification)
-}
+extension HTTPRemoteStore: RemoteChangeSource {
+    /// The server's change notifications for this remote's identity, without push sync
+    /// (see ``changes(device:)``).
+    public func changes() -> AsyncStream<RemoteChangeEvent> { changes(device: nil) }
 
-extension HTTPRemoteStore {
     /// The server's change notifications for this remote's identity (`GET /v1/changes`, a
     /// WebSocket). The channel reconnects by itself with exponential backoff and jitter after
     /// any failure, a refused token included (the token is asked for again on each attempt),
@@ -30,7 +20,7 @@ extension HTTPRemoteStore {
     /// With `device`, the id of a device registered for ``PushPlatform/webSocket`` push sync,
     /// the channel also carries ``RemoteChangeEvent/dataset(_:)`` for the datasets that
     /// device subscribed to.
-    public func changes(device: String? = nil) -> AsyncStream<RemoteChangeEvent> {
+    public func changes(device: String?) -> AsyncStream<RemoteChangeEvent> {
         let (stream, continuation) = AsyncStream.makeStream(of: RemoteChangeEvent.self, bufferingPolicy: .bufferingNewest(1024))
         let url = (baseURL.hasPrefix("https://") ? "wss://" + baseURL.dropFirst(8) : "ws://" + baseURL.dropFirst(7)) + "/v1/changes"
             + (device.map { "?device=" + HTTPDatasetRemote.escape($0) } ?? "")

@@ -181,3 +181,20 @@ extension Duration {
         return overflow ? .max : product &+ attoseconds / 1_000_000_000
     }
 }
+
+extension HTTPRemoteStore {
+    /// Whether the server answers `GET /health` with 200 within `timeout` (one attempt, no retries).
+    public func isReachable(timeout: Duration = .seconds(5)) async -> Bool {
+        var request = HTTPClientRequest(url: baseURL + "/health")
+        request.method = .GET
+        guard let response = try? await client.execute(request, timeout: .nanoseconds(timeout.nanoseconds)) else { return false }
+        _ = try? await response.body.collect(upTo: 1 << 16)
+        return response.status == .ok
+    }
+
+    /// The default ``NetworkMonitor`` for this server: ``isReachable(timeout:)`` every
+    /// `interval` while it answers, with backoff from 250 ms up to `maxBackoff` while it does not.
+    public func networkMonitor(interval: Duration = .seconds(30), maxBackoff: Duration = .seconds(30)) -> ProbingNetworkMonitor {
+        ProbingNetworkMonitor(interval: interval, maxBackoff: maxBackoff) { await self.isReachable() }
+    }
+}

@@ -87,6 +87,7 @@ struct Demo {
     static func describe(_ event: SyncEvent) -> String {
         switch event {
         case .networkStatus(let active): return "networkStatus(active: \(active))"
+        case .subscriptionsEstablished: return "subscriptionsEstablished"
         case .syncQueriesStarted(let tables): return "syncQueriesStarted(\(tables.joined(separator: ", ")))"
         case .modelSynced(let m):
             return "modelSynced(\(m.table), \(m.isFullSync ? "full" : "delta"), added \(m.added), updated \(m.updated), deleted \(m.deleted))"

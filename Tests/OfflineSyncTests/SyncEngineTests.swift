@@ -71,6 +71,7 @@ func recordEvents(_ context: SyncContext, _ body: () async throws -> Void) async
 func name(_ event: SyncEvent) -> String {
     switch event {
     case .networkStatus(let active): return "networkStatus(\(active))"
+    case .subscriptionsEstablished: return "subscriptionsEstablished"
     case .syncQueriesStarted(let tables): return "syncQueriesStarted(\(tables.joined(separator: ",")))"
     case .modelSynced(let info): return "modelSynced(\(info.table))"
     case .syncQueriesReady: return "syncQueriesReady"

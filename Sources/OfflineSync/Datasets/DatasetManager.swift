@@ -36,17 +36,25 @@ public final class DatasetManager: Sendable {
     public var deviceId: String? { deviceIdBox.withLock { $0 } }
     let deviceIdBox = Mutex<String?>(nil)
     let gate = DatasetSyncGate()
+    /// Whether the remote is reachable, for ``Dataset/synchronizeOnConnectivity(_:)``
+    /// (`nil`: assumed reachable).
+    public let network: (any NetworkMonitor)?
+    /// The latest ``Dataset/synchronizeOnConnectivity(_:)`` request per dataset, while waiting.
+    let waitingForNetwork = Mutex<[String: DatasetSyncCallbacks]>([:])
 
     /// Opens the datasets of `identity` in `store` (defining the dataset tables if needed),
-    /// synchronized with `remote` when one is given. Throws ``SyncError/Code/invalidName``
-    /// for an empty identity or one over 256 bytes.
-    public init(store: any LocalStore, identity: String, remote: (any DatasetRemote)? = nil) async throws {
+    /// synchronized with `remote` when one is given; `network` tells
+    /// ``Dataset/synchronizeOnConnectivity(_:)`` when the remote is reachable. Throws
+    /// ``SyncError/Code/invalidName`` for an empty identity or one over 256 bytes.
+    public init(store: any LocalStore, identity: String, remote: (any DatasetRemote)? = nil,
+                network: (any NetworkMonitor)? = nil) async throws {
         guard !identity.isEmpty, identity.utf8.count <= 256, !identity.utf8.contains(0) else {
             throw SyncError(.invalidName, "an identity is 1 to 256 bytes with no NUL")
         }
         self.store = store
         self.identity = identity
         self.remote = remote
+        self.network = network
         try await DatasetTables.define(in: store)
     }
 

@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 
 /// What ``Dataset/synchronize(_:)`` asks the app, and what it reports.
 ///
@@ -74,29 +75,19 @@ public struct DatasetConflict: Sendable, Hashable {
     }
 }
 
-/// Serializes the synchronizes of one dataset (a second waits for the first).
-actor DatasetSyncGate {
-    private var busy = Set<String>()
-    private var waiting: [String: [CheckedContinuation<Void, Never>]] = [:]
+/// Serializes the synchronizes of one dataset (a second waits for the first): one
+/// ``SerialGate`` per dataset name (an identity has at most 20 datasets).
+final class DatasetSyncGate: Sendable {
+    private let gates = Mutex<[String: SerialGate]>([:])
 
     func run<T: Sendable>(_ name: String, _ body: @Sendable () async throws -> T) async throws -> T {
-        if busy.contains(name) {
-            await withCheckedContinuation { waiting[name, default: []].append($0) }
-        } else {
-            busy.insert(name)
+        let gate = gates.withLock { gates in
+            if let gate = gates[name] { return gate }
+            let gate = SerialGate()
+            gates[name] = gate
+            return gate
         }
-        defer { release(name) }
-        return try await body()
-    }
-
-    private func release(_ name: String) {
-        if var queue = waiting[name], !queue.isEmpty {
-            let next = queue.removeFirst()
-            waiting[name] = queue.isEmpty ? nil : queue
-            next.resume()   // the slot passes to the next waiter
-        } else {
-            busy.remove(name)
-        }
+        return try await gate.run(body)
     }
 }
 
@@ -468,6 +459,32 @@ extension DatasetManager {
                     await handle(notification, callbacks: callbacks)
                 }
             } catch {}
+        }
+    }
+}
+
+extension Dataset {
+    /// Synchronizes once the network is up: at once when the manager's
+    /// ``DatasetManager/network`` reports it up (or there is no monitor), otherwise when it
+    /// comes back. Only the latest request per dataset is kept: an earlier one still waiting
+    /// is dropped, and its callbacks never run; the latest's run once.
+    public func synchronizeOnConnectivity(_ callbacks: DatasetSyncCallbacks = DatasetSyncCallbacks()) {
+        manager.scheduleOnConnectivity(name, callbacks)
+    }
+}
+
+extension DatasetManager {
+    func scheduleOnConnectivity(_ name: String, _ callbacks: DatasetSyncCallbacks) {
+        let startWaiting = waitingForNetwork.withLock { waiting -> Bool in
+            defer { waiting[name] = callbacks }
+            return waiting[name] == nil
+        }
+        guard startWaiting else { return }   // the waiting task will take the latest request
+        let network = self.network
+        Task {
+            if let network { try? await network.waitUntilOnline() }
+            guard let latest = waitingForNetwork.withLock({ $0.removeValue(forKey: name) }) else { return }
+            _ = try? await Dataset(manager: self, name: name).synchronize(latest)
         }
     }
 }

@@ -75,7 +75,8 @@ public final class SyncContext: Sendable {
     public let options: SyncOptions
     let broadcaster = EventBroadcaster()
     private let gate = SerialGate()
-    private let network = NetworkState()
+    let network = NetworkState()
+    let lifecycle = LifecycleState()
 
     /// Opens a context: defines the system tables in `store` if needed.
     public init(store: any LocalStore, remote: any RemoteStore, options: SyncOptions = SyncOptions()) async throws {
@@ -626,13 +627,20 @@ public final class SyncContext: Sendable {
         }
     }
 
-    private func networkReachable(_ active: Bool) {
+    func networkReachable(_ active: Bool) {
         if network.set(active) { broadcaster.emit(.networkStatus(active: active)) }
     }
 }
 
 /// Remembers the last known reachability, to report changes only.
 final class NetworkState: @unchecked Sendable {
+    /// Forgets the last state, so the next one is reported whatever it is.
+    func reset() {
+        lock.lock()
+        defer { lock.unlock() }
+        active = nil
+    }
+
     // @unchecked Sendable: `active` is only touched while holding `lock`.
     private let lock = NSLock()
     private var active: Bool?

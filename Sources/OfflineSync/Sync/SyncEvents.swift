@@ -22,6 +22,8 @@ public struct ModelSyncedEvent: Sendable, Hashable {
 public enum SyncEvent: Sendable, Hashable {
     /// The remote became reachable (`true`) or a call to it failed (`false`).
     case networkStatus(active: Bool)
+    /// The remote's change notifications are live (see ``SyncContext/start(tables:network:queryId:)``).
+    case subscriptionsEstablished
     /// A sync run began pulling these tables.
     case syncQueriesStarted(tables: [String])
     /// A table's pull finished and its changes are applied.

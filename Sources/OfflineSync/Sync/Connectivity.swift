@@ -1,0 +1,161 @@
+import Foundation
+import Synchronization
+
+/// What a remote's change-notification channel reports.
+public enum RemoteChangeEvent: Sendable, Hashable {
+    /// The channel is (again) live: changes committed from now on are announced. Pull once
+    /// after each of these, to catch what was committed while the channel was down.
+    case subscribed
+    /// The identity's rows of `table` changed on the remote; pull that table.
+    case changed(table: String)
+    /// The channel dropped; it reconnects by itself with backoff.
+    case disconnected
+    /// Push sync: a dataset the device subscribed to changed on the remote (only on a
+    /// channel opened with the id of a device registered for ``PushPlatform/webSocket``).
+    case dataset(DatasetNotification)
+}
+
+/// A remote that announces its changes (the HTTP client's WebSocket channel, for one).
+/// ``SyncContext/start(tables:network:queryId:)`` uses it to pull what changed as soon as
+/// it changes, and reports ``SyncEvent/subscriptionsEstablished`` once it is live.
+public protocol RemoteChangeSource: Sendable {
+    /// The change notifications from now on; the channel reconnects by itself and ends
+    /// when the consumer stops iterating. With `device`, a device registered for push sync,
+    /// it also carries that device's ``RemoteChangeEvent/dataset(_:)`` notices.
+    func changes(device: String?) -> AsyncStream<RemoteChangeEvent>
+}
+
+/// Whether the remote can be reached, as a stream of statuses.
+///
+/// ``ProbingNetworkMonitor`` probes the server with backoff; ``ManualNetworkMonitor`` is
+/// set by the app (from the platform's reachability API) or by tests.
+public protocol NetworkMonitor: Sendable {
+    /// The current status first (`true`: reachable), then every change, until the consumer
+    /// stops iterating.
+    func statuses() -> AsyncStream<Bool>
+}
+
+extension NetworkMonitor {
+    /// Waits until the remote is reachable. Throws `CancellationError` if the task is cancelled first.
+    public func waitUntilOnline() async throws {
+        for await online in statuses() where online { return }
+        try Task.checkCancellation()
+        throw CancellationError()
+    }
+}
+
+/// Keeps the latest status and tells every subscriber about changes.
+final class StatusBroadcaster: Sendable {
+    private struct State {
+        var current: Bool?
+        var subscribers: [UUID: AsyncStream<Bool>.Continuation] = [:]
+    }
+    private let state: Mutex<State>
+
+    init(_ initial: Bool?) { state = Mutex(State(current: initial)) }
+
+    var current: Bool? { state.withLock { $0.current } }
+
+    func subscribe() -> AsyncStream<Bool> {
+        let (stream, continuation) = AsyncStream.makeStream(of: Bool.self, bufferingPolicy: .bufferingNewest(1))
+        let id = UUID()
+        let current = state.withLock { state -> Bool? in
+            state.subscribers[id] = continuation
+            return state.current
+        }
+        if let current { continuation.yield(current) }
+        continuation.onTermination = { [weak self] _ in _ = self?.state.withLock { $0.subscribers.removeValue(forKey: id) } }
+        return stream
+    }
+
+    /// Records `status`; tells the subscribers when it changed.
+    func set(_ status: Bool) {
+        let targets = state.withLock { state -> [AsyncStream<Bool>.Continuation] in
+            guard state.current != status else { return [] }
+            state.current = status
+            return Array(state.subscribers.values)
+        }
+        for continuation in targets { continuation.yield(status) }
+    }
+}
+
+/// A monitor whose status is set from outside: by the app, from the platform's reachability
+/// API, or by a test.
+public final class ManualNetworkMonitor: NetworkMonitor {
+    private let broadcaster: StatusBroadcaster
+
+    /// Creates a monitor with an initial status.
+    public init(online: Bool) { broadcaster = StatusBroadcaster(online) }
+
+    /// Sets the status; subscribers hear of changes only.
+    public func set(online: Bool) { broadcaster.set(online) }
+
+    /// The current status.
+    public var isOnline: Bool { broadcaster.current ?? false }
+
+    /// See ``NetworkMonitor/statuses()``.
+    public func statuses() -> AsyncStream<Bool> { broadcaster.subscribe() }
+}
+
+/// The default monitor: probes the remote (for example `GET /health`) every `interval` while
+/// it answers, and with exponential backoff from `initialBackoff` up to `maxBackoff` while it
+/// does not. One probing loop serves every subscriber; it runs while anyone listens.
+public final class ProbingNetworkMonitor: NetworkMonitor {
+    private let probe: @Sendable () async -> Bool
+    private let interval: Duration
+    private let initialBackoff: Duration
+    private let maxBackoff: Duration
+    private let broadcaster = StatusBroadcaster(nil)
+    private let loop = Mutex<(task: Task<Void, Never>?, listeners: Int)>((nil, 0))
+
+    /// Creates a monitor around `probe`, which returns whether the remote answered.
+    public init(interval: Duration = .seconds(30), initialBackoff: Duration = .milliseconds(250),
+                maxBackoff: Duration = .seconds(30), probe: @escaping @Sendable () async -> Bool) {
+        self.probe = probe
+        self.interval = interval
+        self.initialBackoff = initialBackoff
+        self.maxBackoff = maxBackoff
+    }
+
+    deinit { loop.withLock { $0.task?.cancel() } }
+
+    /// See ``NetworkMonitor/statuses()``.
+    public func statuses() -> AsyncStream<Bool> {
+        let inner = broadcaster.subscribe()
+        loop.withLock { state in
+            state.listeners += 1
+            if state.task == nil { state.task = Task { [weak self] in await self?.run() } }
+        }
+        return AsyncStream { continuation in
+            let relay = Task {
+                for await status in inner { continuation.yield(status) }
+                continuation.finish()
+            }
+            continuation.onTermination = { [weak self] _ in
+                relay.cancel()
+                self?.loop.withLock { state in
+                    state.listeners -= 1
+                    if state.listeners == 0 { state.task?.cancel(); state.task = nil }
+                }
+            }
+        }
+    }
+
+    private func run() async {
+        var backoff = initialBackoff
+        while !Task.isCancelled {
+            let online = await probe()
+            if Task.isCancelled { return }
+            broadcaster.set(online)
+            let wait: Duration
+            if online {
+                backoff = initialBackoff
+                wait = interval
+            } else {
+                wait = backoff
+                backoff = min(backoff * 2, maxBackoff)
+            }
+            try? await Task.sleep(for: wait)
+        }
+    }
+}

@@ -1,0 +1,177 @@
+import Foundation
+import Testing
+@testable import OfflineSync
+import OfflineSyncService
+
+/// Keeps a context's events (by ``name(_:)``) as they come, for waiting and order checks.
+actor EventRecorder {
+    private(set) var names: [String] = []
+    private var task: Task<Void, Never>?
+
+    init(_ context: SyncContext) {
+        let stream = context.events()
+        Task { await self.consume(stream) }
+    }
+
+    private func consume(_ stream: AsyncStream<SyncEvent>) {
+        task = Task { for await event in stream { self.append(name(event)) } }
+    }
+
+    private func append(_ entry: String) { names.append(entry) }
+
+    /// Waits up to `timeout` until `entry` has been seen `count` times.
+    func waitFor(_ entry: String, count: Int = 1, timeout: Duration = .seconds(20)) async -> Bool {
+        let deadline = ContinuousClock.now + timeout
+        while ContinuousClock.now < deadline {
+            if names.filter({ $0 == entry }).count >= count { return true }
+            try? await Task.sleep(for: .milliseconds(10))
+        }
+        return false
+    }
+
+    /// The lifecycle events only (no outbox or progress detail: a pull sends its table's
+    /// queued writes first, with their own outbox events), in order; the outbox status that
+    /// each `ready` follows is kept.
+    var lifecycle: [String] {
+        let kept: Set<String> = ["networkStatus(true)", "networkStatus(false)", "subscriptionsEstablished", "syncQueriesStarted(notes)",
+                                 "modelSynced(notes)", "syncQueriesReady", "ready"]
+        return names.enumerated().filter { index, entry in
+            kept.contains(entry) || (entry.hasPrefix("outboxStatus") && names.indices.contains(index + 1) && names[index + 1] == "ready")
+        }.map(\.element)
+    }
+
+    func clear() { names.removeAll() }
+}
+
+@Suite("Lifecycle: start, stop, clear and the network monitor")
+struct LifecycleTests {
+    static let online = ["networkStatus(true)", "subscriptionsEstablished", "syncQueriesStarted(notes)", "modelSynced(notes)",
+                         "syncQueriesReady", "outboxStatus(true)", "ready"]
+
+    @Test("online at start: networkStatus → subscriptionsEstablished → syncQueriesStarted → modelSynced → syncQueriesReady → outboxStatus → ready")
+    func onlineAtStart() async throws {
+        let h = try await Harness()
+        let other = try await h.otherDevice()
+        _ = try await other.table("notes").insert(Record(id: "remote", fields: ["title": "from the other device"]))
+        try await other.push()
+        let events = EventRecorder(h.client)
+        await h.client.start(tables: ["notes"], network: ManualNetworkMonitor(online: true))
+        #expect(await events.waitFor("ready"))
+        #expect(await events.lifecycle == Self.online)
+        #expect(try await h.client.table("notes").get("remote") != nil)
+        await h.client.stop()
+    }
+
+    @Test("offline at start: networkStatus(false) only, local work goes on, and the sequence runs when the network returns")
+    func offlineThenOnline() async throws {
+        let h = try await Harness()
+        h.network.set(.down)
+        let monitor = ManualNetworkMonitor(online: false)
+        let events = EventRecorder(h.client)
+        await h.client.start(tables: ["notes"], network: monitor)
+        #expect(await events.waitFor("networkStatus(false)"))
+        _ = try await h.client.table("notes").insert(Record(id: "offline", fields: ["title": "written offline"]))
+        #expect(try await h.client.table("notes").get("offline")?["title"] == "written offline")
+        try await Task.sleep(for: .milliseconds(100))
+        #expect(await events.names.contains("enqueued(insert)"))
+        #expect(await events.lifecycle == ["networkStatus(false)"], "nothing but local work while offline")
+        #expect(h.network.pushCount == 0)
+
+        h.network.set(.up)
+        monitor.set(online: true)
+        #expect(await events.waitFor("ready"))
+        let seen = await events.lifecycle
+        #expect(seen == ["networkStatus(false)"] + Self.online, "\(seen)")
+        #expect(try await h.service.record(identity: "user", table: "notes", id: "offline") != nil, "the offline write reached the server")
+
+        // Another outage and return: the whole sequence again.
+        await events.clear()
+        monitor.set(online: false)
+        #expect(await events.waitFor("networkStatus(false)"))
+        monitor.set(online: true)
+        #expect(await events.waitFor("ready"))
+        #expect(await events.lifecycle == ["networkStatus(false)"] + Self.online)
+
+        // Stopped, it reacts to nothing.
+        await h.client.stop()
+        await events.clear()
+        monitor.set(online: false)
+        monitor.set(online: true)
+        try await Task.sleep(for: .milliseconds(100))
+        #expect(await events.lifecycle.isEmpty)
+    }
+
+    @Test("clear() stops syncing and removes local records, queue and cursors; start() then syncs from scratch")
+    func clearAndRestart() async throws {
+        let h = try await Harness()
+        let other = try await h.otherDevice()
+        _ = try await other.table("notes").insert(Record(id: "kept", fields: ["title": "on the server"]))
+        try await other.push()
+        let monitor = ManualNetworkMonitor(online: true)
+        let events = EventRecorder(h.client)
+        await h.client.start(tables: ["notes"], network: monitor)
+        #expect(await events.waitFor("ready"))
+        h.network.set(.down)
+        _ = try await h.client.table("notes").insert(Record(id: "queued", fields: ["title": "never sent"]))
+        try await h.client.clear()
+        #expect(try await h.client.table("notes").query().isEmpty)
+        #expect(try await h.client.pendingOperationCount() == 0)
+        #expect(try await h.client.cursor(table: "notes", queryId: "default") == nil)
+
+        h.network.set(.up)
+        await events.clear()
+        await h.client.start(tables: ["notes"], network: monitor)
+        #expect(await events.waitFor("ready"))
+        #expect(try await h.client.table("notes").query().map(\.id) == ["kept"], "a full sync brought the server's data back")
+        await h.client.stop()
+    }
+
+    @Test("the probing monitor reports the first status, then changes only, with backoff while down")
+    func probingMonitor() async throws {
+        let reachable = ManualNetworkMonitor(online: false)   // stands for the server's state
+        let monitor = ProbingNetworkMonitor(interval: .milliseconds(20), initialBackoff: .milliseconds(5),
+                                            maxBackoff: .milliseconds(40)) { reachable.isOnline }
+        var statuses = monitor.statuses().makeAsyncIterator()
+        #expect(await statuses.next() == false)
+        reachable.set(online: true)
+        #expect(await statuses.next() == true)
+        reachable.set(online: false)
+        #expect(await statuses.next() == false)
+        reachable.set(online: true)
+        #expect(await statuses.next() == true)
+    }
+
+    @Test("synchronizeOnConnectivity waits while offline, keeps only the latest request, and runs its callbacks once")
+    func synchronizeOnConnectivity() async throws {
+        let service = try await DatasetService(store: InMemoryStore())
+        let pool = "us-east-1:00000000-0000-0000-0000-0000000000dd", identity = "us-east-1:aaaa"
+        let monitor = ManualNetworkMonitor(online: false)
+        let datasets = try await DatasetManager(store: InMemoryStore(), identity: identity,
+                                                remote: service.remote(pool: pool, identity: identity), network: monitor)
+        let dataset = try await datasets.openOrCreateDataset("later")
+        try await dataset.put("k", "v")
+        let log = CallbackLog()
+        dataset.synchronizeOnConnectivity(DatasetSyncCallbacks(onSuccess: { _, _ in log.add("first") },
+                                                               onFailure: { _, _ in log.add("first failed") }))
+        try await dataset.put("k2", "v2")
+        dataset.synchronizeOnConnectivity(DatasetSyncCallbacks(onSuccess: { _, _ in log.add("second") },
+                                                               onFailure: { _, _ in log.add("second failed") }))
+        try await Task.sleep(for: .milliseconds(100))
+        #expect(log.all.isEmpty)
+        await #expect(throws: SyncError.self) {
+            _ = try await service.describeDataset(pool: pool, identity: identity, name: "later")
+        }
+        monitor.set(online: true)
+        let deadline = ContinuousClock.now + .seconds(10)
+        while log.all.isEmpty && ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(10)) }
+        try await Task.sleep(for: .milliseconds(100))
+        #expect(log.all == ["second"])
+        #expect(try await service.describeDataset(pool: pool, identity: identity, name: "later").numRecords == 2)
+        // Online, it runs at once.
+        try await dataset.put("k3", "v3")
+        dataset.synchronizeOnConnectivity(DatasetSyncCallbacks(onSuccess: { _, _ in log.add("third") }))
+        let later = ContinuousClock.now + .seconds(10)
+        while log.all.count < 2 && ContinuousClock.now < later { try await Task.sleep(for: .milliseconds(10)) }
+        #expect(log.all == ["second", "third"])
+    }
+}
