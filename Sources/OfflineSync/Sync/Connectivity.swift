@@ -117,23 +117,23 @@ public final class ProbingNetworkMonitor: NetworkMonitor {
         self.maxBackoff = maxBackoff
     }
 
-    deinit { loop.withLock { $0.task?.cancel() } }
-
     /// See ``NetworkMonitor/statuses()``.
     public func statuses() -> AsyncStream<Bool> {
         let inner = broadcaster.subscribe()
         loop.withLock { state in
             state.listeners += 1
-            if state.task == nil { state.task = Task { [weak self] in await self?.run() } }
+            // The loop holds the monitor while anyone listens (the last listener ends it), so a
+            // monitor made inline, as in `start(tables:network:)`, lives as long as its streams.
+            if state.task == nil { state.task = Task { await self.run() } }
         }
         return AsyncStream { continuation in
             let relay = Task {
                 for await status in inner { continuation.yield(status) }
                 continuation.finish()
             }
-            continuation.onTermination = { [weak self] _ in
+            continuation.onTermination = { _ in
                 relay.cancel()
-                self?.loop.withLock { state in
+                self.loop.withLock { state in
                     state.listeners -= 1
                     if state.listeners == 0 { state.task?.cancel(); state.task = nil }
                 }
