@@ -207,6 +207,7 @@ struct Demo {
         let server = try await remoteB.pull(PullRequest(table: "todos", limit: 100))
             .records.filter { !$0.deleted }.sorted { $0.id < $1.id }
         listener.cancel()
+        let datasetsConverged = try await datasetScenario(baseURL: remoteB.baseURL, token: token, storeA: storeA, storeB: storeB)
         let converged = recordsA == recordsB && recordsA == server
         let errors = try await a.operationErrors().count + b.operationErrors().count
         for watcher in watchers { watcher.cancel() }
@@ -219,9 +220,77 @@ struct Demo {
         say("   records on A / B / server: \(recordsA.count) / \(recordsB.count) / \(server.count)")
         say("   pending operations:   \(try await a.pendingOperationCount() + b.pendingOperationCount()); operation errors: \(errors)")
         say("   converged:            \(converged ? "yes" : "NO")")
+        say("   datasets converged:   \(datasetsConverged ? "yes" : "NO")")
         try await storeA.close()
         try await storeB.close()
-        return converged && errors == 0
+        return converged && errors == 0 && datasetsConverged
+    }
+
+    /// Datasets, Cognito Sync style, through the server's Cognito Sync API: two devices of one
+    /// identity, a conflict resolved per key, and a push notification that makes the second
+    /// device synchronize by itself.
+    func datasetScenario(baseURL: String, token: String, storeA: SQLiteStore, storeB: SQLiteStore) async throws -> Bool {
+        let pool = "demo-pool:0001", identity = "demo-user"
+        let httpA = HTTPRemoteStore(baseURL: baseURL, token: { token })
+        let httpB = HTTPRemoteStore(baseURL: baseURL, token: { token })
+        let phone = try await DatasetManager(store: storeA, identity: identity,
+                                             remote: HTTPDatasetRemote(httpA, identityPoolId: pool, identityId: identity))
+        let tablet = try await DatasetManager(store: storeB, identity: identity,
+                                              remote: HTTPDatasetRemote(httpB, identityPoolId: pool, identityId: identity))
+
+        step("7. Datasets: the phone (A) writes 'settings' and synchronizes; the tablet (B) synchronizes and subscribes to push sync")
+        let onPhone = try await phone.openOrCreateDataset("settings")
+        try await onPhone.putAll(["theme": "dark", "font": "12pt", "lang": "en"])
+        try await onPhone.synchronize()
+        let onTablet = try await tablet.openOrCreateDataset("settings")
+        let received = try await onTablet.synchronize()
+        say("   tablet received: \(received.map { "\($0.key)=\($0.value ?? "-")" }.joined(separator: ", "))")
+        let device = try await tablet.registerDevice(platform: .webSocket, token: "demo-tablet")
+        try await tablet.subscribe("settings")
+        say("   tablet registered device \(device.prefix(8))… (platform WEBSOCKET) and subscribed to 'settings'")
+        let events = httpB.changes(device: device)
+        let (notifications, forward) = AsyncStream.makeStream(of: DatasetNotification.self)
+        let (opened, openedContinuation) = AsyncStream.makeStream(of: Void.self)
+        let relay = Task {
+            for await event in events {
+                switch event {
+                case .subscribed: openedContinuation.yield()
+                case .dataset(let notice):
+                    print("   tablet notified: '\(notice.datasetName)' is at sync count \(notice.syncCount) on the server")
+                    forward.yield(notice)
+                default: continue
+                }
+            }
+        }
+        for await _ in opened { break }
+        let (synced, syncedContinuation) = AsyncStream.makeStream(of: [DatasetRecord].self)
+        let pushSync = tablet.startPushSync(notifications, callbacks: DatasetSyncCallbacks(
+            onConflict: { _, conflicts in
+                conflicts.map { conflict in
+                    let keep = conflict.key == "theme" ? conflict.resolveWithLocal() : conflict.resolveWithRemote()
+                    print("   tablet conflict on '\(conflict.key)': local \(conflict.local.value ?? "-"), remote \(conflict.remote.value ?? "-") -> keeps \(keep.value ?? "-") (\(keep.isRemote ? "remote" : "local"))")
+                    return keep
+                }
+            },
+            onSuccess: { _, records in syncedContinuation.yield(records) }))
+
+        step("8. The tablet edits theme and font offline; the phone edits them too and synchronizes")
+        try await onTablet.putAll(["theme": "solarized", "font": "16pt"])
+        try await onPhone.putAll(["theme": "light", "font": "14pt"])
+        try await onPhone.synchronize()
+        say("   phone synchronized; the server notifies the tablet, which synchronizes by itself:")
+        var iterator = synced.makeAsyncIterator()
+        let updated = await iterator.next() ?? []
+        say("   tablet's automatic synchronize took in: \(updated.map { "\($0.key)=\($0.value ?? "-")" }.joined(separator: ", "))")
+        try await onPhone.synchronize()
+        let phoneValues = try await onPhone.getAll()
+        let tabletValues = try await onTablet.getAll()
+        say("   phone:  \(phoneValues.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: ", "))")
+        say("   tablet: \(tabletValues.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: ", "))")
+        pushSync.cancel()
+        relay.cancel()
+        forward.finish()
+        return phoneValues == tabletValues && phoneValues == ["theme": "solarized", "font": "14pt", "lang": "en"]
     }
 }
 
