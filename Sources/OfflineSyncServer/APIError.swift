@@ -47,6 +47,12 @@ public struct APIError: HTTPResponseError, Sendable {
             return APIError(.contentTooLarge, "limitExceeded", error.message)
         case .authenticationFailed:
             return unauthorized
+        case .conflict:
+            return APIError(.conflict, "conflict", error.message)
+        case .forbidden:
+            return APIError(.forbidden, "forbidden", error.message)
+        case .invalidConfiguration:
+            return APIError(.badRequest, "invalidConfiguration", error.message)
         case .busy, .transient, .storeClosed:
             return APIError(.serviceUnavailable, "unavailable", "the server is busy; retry later", headers: [.retryAfter: "1"])
         default:

@@ -25,6 +25,7 @@ struct Routes: Sendable {
         router.post("v1/pull") { request, context in try await pull(request, context) }
         router.post("v1/admin/tokens") { request, context in try await mintToken(request, context) }
         router.post("v1/admin/prune") { request, context in try await prune(request, context) }
+        router.post("v1/admin/merge-identities") { request, context in try await mergeIdentities(request, context) }
         router.get("v1/changes") { request, _ -> Response in
             _ = try await authenticate(request)
             throw APIError(.upgradeRequired, "upgradeRequired", "/v1/changes is a WebSocket: send an upgrade request")
@@ -101,6 +102,19 @@ struct Routes: Sendable {
         let cutoff = Timestamp(millisecondsSince1970: Timestamp.now().millisecondsSince1970 - seconds * 1000)
         let removed = try await call { try await service.pruneOperationOutcomes(olderThan: cutoff) }
         return Self.json(.object([("removed", .number(String(removed)))]))
+    }
+
+    /// Merges one identity's datasets into another's, as an identity provider does when an
+    /// unauthenticated identity signs in: `{"identityPoolId", "from", "into"}` → `{"datasets": [names]}`.
+    func mergeIdentities(_ request: Request, _ context: SyncRequestContext) async throws -> Response {
+        try requireAdmin(request)
+        let body = try await readJSON(request)
+        guard case .string(let pool)? = body["identityPoolId"], case .string(let from)? = body["from"],
+              case .string(let into)? = body["into"] else {
+            throw APIError(.badRequest, "invalidRequest", "the body needs 'identityPoolId', 'from' and 'into' strings")
+        }
+        let names = try await call { try await server.datasets.mergeIdentity(pool: pool, from: from, into: into, caller: "admin") }
+        return Self.json(.object([("datasets", .array(names.map(JSON.string)))]))
     }
 
     // MARK: Notifications

@@ -22,6 +22,12 @@ actor Heard {
     }
 }
 
+/// Names a callback reported.
+actor CallbackNames {
+    private(set) var names: [String] = []
+    func add(_ more: [String]) { names += more }
+}
+
 @Suite("Datasets over HTTP: the Swift client against the server's Cognito Sync API, push sync over the WebSocket")
 struct DatasetHTTPTests {
     static let pool = "us-east-1:00000000-0000-0000-0000-0000000000bb"
@@ -101,6 +107,27 @@ struct DatasetHTTPTests {
                 #expect(error.code == .forbidden)
             }
             #expect(try await remote.listDatasets(nextToken: nil, maxResults: nil).datasets.map(\.name) == ["settings"])
+
+            // The operator merges bob's datasets into alice's (an identity provider linking
+            // logins): the clash arrives as settings.<bob>, and alice's devices are told.
+            let bobRemote = HTTPDatasetRemote(bobHTTP, identityPoolId: Self.pool, identityId: Self.bob)
+            let bobDevice = try await DatasetManager(store: try await SQLiteStore(path: directory.appendingPathComponent("bob.sqlite").path),
+                                                     identity: Self.bob, remote: bobRemote)
+            let bobSettings = try await bobDevice.openOrCreateDataset("settings")
+            try await bobSettings.put("theme", "bob's")
+            try await bobSettings.synchronize()
+            let body = Array(#"{"identityPoolId":"\#(Self.pool)","from":"\#(Self.bob)","into":"\#(Self.alice)"}"#.utf8)
+            let refused = try await http(.POST, live.baseURL + "/v1/admin/merge-identities", body: body)
+            #expect(refused.status == 401)
+            let mergedAnswer = try await http(.POST, live.baseURL + "/v1/admin/merge-identities",
+                                              headers: [("X-Admin-Key", testAdminKey)], body: body)
+            #expect(mergedAnswer.status == 200)
+            #expect(mergedAnswer.text.contains("settings.\(Self.bob)"))
+            let heard = CallbackNames()
+            try await a.synchronize(DatasetSyncCallbacks(onDatasetsMerged: { _, names in await heard.add(names); return true }))
+            #expect(await heard.names == ["settings.\(Self.bob)"])
+            #expect(try await remote.listDatasets(nextToken: nil, maxResults: nil).datasets.map(\.name) == ["settings", "settings.\(Self.bob)"])
+            try await bobDevice.store.close()
             try await phone.store.close()
             try await tablet.store.close()
             try await live.stop()

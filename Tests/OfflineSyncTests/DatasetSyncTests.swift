@@ -363,3 +363,50 @@ struct DatasetSyncTests {
                 "the second found nothing to send")
     }
 }
+
+@Suite("Datasets: identity change on the device")
+struct DatasetIdentityMergeTests {
+    @Test("a guest's local datasets move to the signed-in identity; a clash is kept as <name>.<guest> and reported on synchronize")
+    func localMerge() async throws {
+        let service = try await DatasetService(store: InMemoryStore())
+        let pool = DatasetSyncTests.pool, guest = "us-east-1:guest-0001", user = DatasetSyncTests.alice
+        let store = InMemoryStore()
+        let before = try await DatasetManager(store: store, identity: guest, remote: service.remote(pool: pool, identity: guest))
+        let guestSettings = try await before.openOrCreateDataset("settings")
+        try await guestSettings.putAll(["theme": "light", "font": "12pt"])
+        try await guestSettings.synchronize()
+        let notes = try await before.openOrCreateDataset("notes")
+        try await notes.put("n1", "written as a guest")
+        let gone = try await before.openOrCreateDataset("gone")
+        try await gone.delete()
+
+        let after = try await DatasetManager(store: store, identity: user, remote: service.remote(pool: pool, identity: user))
+        let settings = try await after.openOrCreateDataset("settings")
+        try await settings.put("theme", "dark")
+        let moved = try await after.mergeDatasets(from: guest)
+        #expect(moved == ["notes", "settings.\(guest)"])
+        #expect(try await before.listDatasets().isEmpty, "nothing is left under the guest")
+        #expect(try await after.listDatasets().map(\.name) == ["notes", "settings", "settings.\(guest)"])
+        let merged = try await after.openOrCreateDataset("settings.\(guest)")
+        #expect(try await merged.getAll() == ["theme": "light", "font": "12pt"], "nothing is lost")
+        #expect(try await settings.getAll() == ["theme": "dark"])
+
+        let log = CallbackLog()
+        try await settings.synchronize(DatasetSyncCallbacks(onDatasetsMerged: { _, names in log.add(names.joined(separator: ",")); return true }))
+        #expect(log.all == ["settings.\(guest)"])
+        // The moved datasets are sent as the user's on their first synchronize.
+        try await after.openOrCreateDataset("notes").synchronize()
+        try await merged.synchronize()
+        let page = try await service.listRecords(pool: pool, identity: user, dataset: "notes", lastSyncCount: 0, nextToken: nil,
+                                                 maxResults: nil, syncSessionToken: nil)
+        #expect(page.records.map(\.key) == ["n1"])
+        #expect(try await service.describeDataset(pool: pool, identity: user, name: "settings.\(guest)").numRecords == 2)
+        // Once the app has folded it in and deleted it, nothing more is reported.
+        try await merged.delete()
+        try await merged.synchronize()
+        let quiet = CallbackLog()
+        try await settings.synchronize(DatasetSyncCallbacks(onDatasetsMerged: { _, names in quiet.add(names.joined()); return true }))
+        #expect(quiet.all.isEmpty)
+        await #expect(throws: SyncError.self) { try await after.mergeDatasets(from: user) }
+    }
+}

@@ -147,6 +147,7 @@ enum DatasetTables {
         FieldDefinition("identity", .string, indexed: true), FieldDefinition("name", .string),
         FieldDefinition("lastSyncCount", .int), FieldDefinition("deletedLocally", .bool),
         FieldDefinition("created", .date), FieldDefinition("lastModified", .date), FieldDefinition("deletePending", .bool),
+        FieldDefinition("mergedFrom", .string),
     ], undeclaredFields: .reject)
 
     static let recordsSchema = TableSchema(records, fields: [

@@ -229,8 +229,14 @@ extension Dataset {
             return .again
         }
 
-        // 4. Datasets merged in from another identity.
-        if !head.mergedDatasetNames.isEmpty, !(await callbacks.onDatasetsMerged(self, head.mergedDatasetNames)) {
+        // 4. Datasets merged in from another identity, on the remote or on this device.
+        let mergedHere = try await store.read { txn in
+            try txn.records(in: DatasetTables.datasets, matching: Query(
+                Field("identity") == .string(identity) && Field("mergedFrom") == .string(name) && Field("deletedLocally") == false))
+                .compactMap { $0["name"].stringValue }
+        }
+        let merged = Array(Set(head.mergedDatasetNames).union(mergedHere)).sorted()
+        if !merged.isEmpty, !(await callbacks.onDatasetsMerged(self, merged)) {
             throw SyncError(.cancelled, "the datasets-merged callback stopped the synchronize of '\(name)'")
         }
 
@@ -363,6 +369,64 @@ extension Dataset {
 }
 
 extension DatasetManager {
+    /// Takes in the local datasets of `previous`, the identity this device used before (an
+    /// unauthenticated one, typically, before the user signed in), as Cognito does when
+    /// identities merge. Each dataset moves to this identity with every record, queued to be
+    /// sent as new (sync count 0), so nothing is lost. A dataset whose name this identity
+    /// already uses keeps its records under `<name>.<previous>` (characters a dataset name
+    /// cannot hold become `_`; at most 128 characters), and the next ``Dataset/synchronize(_:)``
+    /// of `<name>` reports it to `onDatasetsMerged`, for the app to fold in and delete.
+    /// Datasets of `previous` deleted locally are dropped. Returns the moved datasets' new names.
+    @discardableResult
+    public func mergeDatasets(from previous: String) async throws -> [String] {
+        guard previous != identity else { throw SyncError(.invalidValue, "an identity cannot be merged into itself") }
+        let identity = self.identity
+        let suffix = "." + String(previous.map { character -> Character in
+            character.isASCII && (character.isLetter || character.isNumber || "_.:-".contains(character)) ? character : "_"
+        })
+        return try await store.write { txn in
+            var moved: [String] = []
+            let rows = try txn.records(in: DatasetTables.datasets, matching: Query(Field("identity") == .string(previous),
+                                                                                  order: [SortKey("name")]))
+            for row in rows {
+                let name = row["name"].stringValue ?? ""
+                let records = try DatasetTables.records(txn, identity: previous, dataset: name)
+                for record in records {
+                    _ = try txn.delete(id: DatasetTables.recordId(identity: previous, dataset: name, key: record.key), in: DatasetTables.records)
+                }
+                _ = try txn.delete(id: row.id, in: DatasetTables.datasets)
+                if row["deletedLocally"].boolValue == true { continue }
+                var newName = name
+                var mergedFrom: String?
+                let clash = try txn.record(in: DatasetTables.datasets, id: DatasetTables.datasetId(identity: identity, name: name))
+                if let clash, clash["deletedLocally"].boolValue != true {
+                    newName = String((String(name.prefix(max(1, 128 - suffix.count))) + suffix).suffix(128))
+                    mergedFrom = name
+                    if try txn.record(in: DatasetTables.datasets, id: DatasetTables.datasetId(identity: identity, name: newName)) != nil {
+                        throw SyncError(.duplicateId, "dataset '\(newName)' already exists; delete it before merging again")
+                    }
+                }
+                var fields = row.fields
+                fields["identity"] = .string(identity)
+                fields["name"] = .string(newName)
+                fields["lastSyncCount"] = 0
+                fields["deletePending"] = false
+                fields["mergedFrom"] = mergedFrom.map(Value.string) ?? .null
+                fields["lastModified"] = .date(Timestamp.now())
+                let previousRow = try txn.record(in: DatasetTables.datasets, id: DatasetTables.datasetId(identity: identity, name: newName))
+                if previousRow?["deletePending"].boolValue == true { fields["deletePending"] = true }
+                try txn.upsert(Record(id: DatasetTables.datasetId(identity: identity, name: newName), fields: fields), in: DatasetTables.datasets)
+                for var record in records where record.value != nil {
+                    record.syncCount = 0
+                    record.isModified = true
+                    try DatasetTables.store(record, identity: identity, dataset: newName, txn: txn)
+                }
+                moved.append(newName)
+            }
+            return moved
+        }
+    }
+
     /// Brings the list of datasets up to date with the remote: a dataset that exists only
     /// remotely is added locally (empty, with sync count 0, so its next synchronize fetches
     /// it whole). Returns the remote datasets.
