@@ -294,13 +294,13 @@ public final class DatasetService: Sendable {
         try Self.validateDatasetName(name)
         var keys = Set<String>()
         for patch in patches {
-            try DatasetRules.validate(key: patch.key)
+            try DatasetManager.validateKey(patch.key)
             guard keys.insert(patch.key).inserted else { throw SyncError(.invalidValue, "a key appears twice in one update") }
             guard patch.syncCount >= 0 else { throw SyncError(.invalidValue, "a patch's SyncCount must not be negative") }
             switch patch.op {
             case .replace:
                 guard let value = patch.value else { throw SyncError(.invalidValue, "a replace patch needs a Value") }
-                try DatasetRules.validate(value: value)
+                try DatasetManager.validateValue(value)
             case .remove: break
             }
         }
@@ -793,22 +793,6 @@ public final class DatasetService: Sendable {
         guard let streamSink, let name = try? await configuration(pool: pool).streams?.streamName else { return }
         // Streams are a copy for analytics; a failed delivery does not undo the update.
         try? await streamSink.publish(stream: name, records: records)
-    }
-}
-
-/// The limits of keys and values, shared by the client's datasets and the service.
-enum DatasetRules {
-    static func validate(key: String) throws {
-        if key.isEmpty || key.utf8.contains(0) { throw SyncError(.invalidValue, "a dataset key is 1 to 128 characters with no NUL") }
-        if key.count > DatasetManager.maxKeyLength {
-            throw SyncError(.limitExceeded, "a dataset key may have at most \(DatasetManager.maxKeyLength) characters")
-        }
-    }
-
-    static func validate(value: String) throws {
-        guard value.utf8.count <= DatasetManager.maxValueBytes else {
-            throw SyncError(.limitExceeded, "a dataset value may have at most \(DatasetManager.maxValueBytes) bytes")
-        }
     }
 }
 

@@ -18,7 +18,7 @@ public final class Dataset: Sendable {
 
     /// The value of `key`, or `nil` (also for a removed key).
     public func get(_ key: String) async throws -> String? {
-        try Self.validateKey(key)
+        try DatasetManager.validateKey(key)
         let identity = self.identity, name = self.name
         return try await store.read { txn in
             try DatasetTables.record(txn, identity: identity, dataset: name, key: key)?.value
@@ -53,17 +53,15 @@ public final class Dataset: Sendable {
     /// Sets every key of `values`, all or none: the limits are checked for the whole change.
     public func putAll(_ values: [String: String]) async throws {
         for (key, value) in values {
-            try Self.validateKey(key)
-            guard value.utf8.count <= DatasetManager.maxValueBytes else {
-                throw SyncError(.limitExceeded, "a dataset value may have at most \(DatasetManager.maxValueBytes) bytes")
-            }
+            try DatasetManager.validateKey(key)
+            try DatasetManager.validateValue(value)
         }
         try await change(values.mapValues { Optional($0) })
     }
 
     /// Removes `key` (remembered as a removal until synchronized).
     public func remove(_ key: String) async throws {
-        try Self.validateKey(key)
+        try DatasetManager.validateKey(key)
         try await change([key: nil])
     }
 
@@ -126,14 +124,6 @@ public final class Dataset: Sendable {
                 dataset.fields["lastModified"] = .date(now)
                 try txn.upsert(dataset, in: DatasetTables.datasets)
             }
-        }
-    }
-
-    /// Keys are 1 to 128 characters with no NUL.
-    static func validateKey(_ key: String) throws {
-        if key.isEmpty || key.utf8.contains(0) { throw SyncError(.invalidName, "a dataset key is 1 to 128 characters with no NUL") }
-        if key.count > DatasetManager.maxKeyLength {
-            throw SyncError(.limitExceeded, "a dataset key may have at most \(DatasetManager.maxKeyLength) characters")
         }
     }
 }

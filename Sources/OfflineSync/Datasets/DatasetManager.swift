@@ -75,6 +75,22 @@ public final class DatasetManager: Sendable {
         }
     }
 
+    /// Throws ``SyncError/Code/invalidName`` for an empty key (or one with NUL) and
+    /// ``SyncError/Code/limitExceeded`` for one over ``maxKeyLength`` characters.
+    public static func validateKey(_ key: String) throws {
+        if key.isEmpty || key.utf8.contains(0) { throw SyncError(.invalidName, "a dataset key is 1 to 128 characters with no NUL") }
+        if key.count > maxKeyLength {
+            throw SyncError(.limitExceeded, "a dataset key may have at most \(maxKeyLength) characters")
+        }
+    }
+
+    /// Throws ``SyncError/Code/limitExceeded`` for a value over ``maxValueBytes`` (UTF-8).
+    public static func validateValue(_ value: String) throws {
+        guard value.utf8.count <= maxValueBytes else {
+            throw SyncError(.limitExceeded, "a dataset value may have at most \(maxValueBytes) bytes")
+        }
+    }
+
     /// The dataset `name`, created locally if it does not exist. Throws
     /// ``SyncError/Code/invalidName`` for a bad name and ``SyncError/Code/limitExceeded`` when
     /// the identity already has ``maxDatasets`` datasets.

@@ -261,7 +261,7 @@ extension Dataset {
             guard conflicts.allSatisfy({ resolutions[$0.key] != nil }), resolutions.count == conflicts.count else {
                 throw SyncError(.invalidValue, "the conflict callback must return exactly one resolution per conflict")
             }
-            for resolution in resolutions.values { if let value = resolution.value { try Self.validateValue(value) } }
+            for resolution in resolutions.values { if let value = resolution.value { try DatasetManager.validateValue(value) } }
         }
 
         // 6. Apply the remote side locally, in one transaction. A key the app changed since
@@ -358,12 +358,6 @@ extension Dataset {
                 record.isModified = true
                 try DatasetTables.store(record, identity: identity, dataset: dataset, txn: txn)
             }
-        }
-    }
-
-    static func validateValue(_ value: String) throws {
-        guard value.utf8.count <= DatasetManager.maxValueBytes else {
-            throw SyncError(.limitExceeded, "a dataset value may have at most \(DatasetManager.maxValueBytes) bytes")
         }
     }
 }
