@@ -396,18 +396,24 @@ public final class DatasetService: Sendable {
                 if records.isEmpty { break }
                 for record in records { _ = try txn.delete(id: record.id, in: Tables.records) }
             }
-            let count = (row["syncCount"].intValue ?? 0) + 1
-            row.fields["syncCount"] = .int(count)
-            row.fields["deletedAt"] = .int(count)
-            row.fields["live"] = false
-            row.fields["storage"] = 0
-            row.fields["count"] = 0
-            row.fields["lastModified"] = .date(now)
-            row.fields["lastModifiedBy"] = .string(caller)
-            row.fields["mergedFrom"] = .null
+            Self.markDeleted(&row, now: now, caller: caller)
             try txn.upsert(row, in: Tables.datasets)
             return before
         }
+    }
+
+    /// Turns a dataset row into the memory of a deletion: its sync count moves on by one and
+    /// is remembered as the deletion's, so clients that synchronized before are told.
+    static func markDeleted(_ row: inout Record, now: Timestamp, caller: String) {
+        let count = (row["syncCount"].intValue ?? 0) + 1
+        row.fields["syncCount"] = .int(count)
+        row.fields["deletedAt"] = .int(count)
+        row.fields["live"] = false
+        row.fields["storage"] = 0
+        row.fields["count"] = 0
+        row.fields["lastModified"] = .date(now)
+        row.fields["lastModifiedBy"] = .string(caller)
+        row.fields["mergedFrom"] = .null
     }
 
     /// Moves every dataset of identity `from` into identity `into`, as Cognito does when two
@@ -466,13 +472,7 @@ public final class DatasetService: Sendable {
                 fields["mergedFrom"] = mergedFrom.map(Value.string) ?? .null
                 if let deletedAt = previous?["deletedAt"].intValue { fields["deletedAt"] = .int(deletedAt) }
                 try txn.upsert(Record(id: targetId, fields: fields), in: Tables.datasets)
-                let deletedAt = (old["syncCount"].intValue ?? 0) + 1
-                old.fields["syncCount"] = .int(deletedAt)
-                old.fields["deletedAt"] = .int(deletedAt)
-                old.fields["live"] = false
-                old.fields["storage"] = 0
-                old.fields["count"] = 0
-                old.fields["lastModified"] = .date(now)
+                Self.markDeleted(&old, now: now, caller: caller)
                 try txn.upsert(old, in: Tables.datasets)
                 names.append(newName)
             }

@@ -55,7 +55,8 @@ public struct RemoteDataset: Sendable, Hashable {
     public var dataStorage: Int64
     /// How many keys hold a value.
     public var numRecords: Int64
-    /// The dataset's sync count.
+    /// The dataset's sync count, or 0 when the remote does not report it (the Cognito Sync
+    /// API's `Dataset` has no sync count; ListRecords' `DatasetSyncCount` does).
     public var syncCount: Int64
 
     /// Creates a description.
