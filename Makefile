@@ -28,7 +28,7 @@ SWIFT ?= swift
 PKG_CONFIG_MODULES := sqlite3 lmdb libpq
 APT_PACKAGES := pkg-config libsqlite3-dev liblmdb-dev libpq-dev postgresql curl
 
-.PHONY: deps build test test-steps openapi-check conformance-cli cognito-test demo serve token bench clean
+.PHONY: deps build test test-steps openapi-check conformance-cli cognito-test hostile-test demo serve token bench clean
 
 deps:
 	@if ! command -v $(SWIFT) >/dev/null 2>&1; then \
@@ -87,6 +87,7 @@ test-steps: deps openapi-check
 	$(MAKE) --no-print-directory conformance-cli
 	Scripts/serve-smoke.sh "$$($(SWIFT) build --show-bin-path)/offline-sync"
 	$(MAKE) --no-print-directory cognito-test
+	$(MAKE) --no-print-directory hostile-test
 	$(SWIFT) build --package-path $(EXAMPLE) --build-tests
 	$(SWIFT) test --package-path $(EXAMPLE)
 
@@ -101,6 +102,15 @@ cognito-test: deps
 	$(SWIFT) build --product offline-sync
 	@python3 -c "import boto3" 2>/dev/null || python3 -m pip install --quiet boto3
 	OFFLINE_SYNC_BIN="$$($(SWIFT) build --show-bin-path)/offline-sync" python3 -m unittest -v Tests/Cognito/test_cognito_sync.py
+
+# Hostile requests against a live `offline-sync serve`: schemathesis (from PyPI, installed when
+# missing) over Docs/openapi.yaml with no 5xx allowed, malformed JSON, oversized bodies and
+# headers, odd paths, slow and abrupt clients, malformed WebSocket handshakes, extreme
+# integers, and a log that must not show any token, key, secret or record value.
+hostile-test: deps
+	$(SWIFT) build --product offline-sync
+	@python3 -c "import schemathesis" 2>/dev/null || python3 -m pip install --quiet schemathesis
+	OFFLINE_SYNC_BIN="$$($(SWIFT) build --show-bin-path)/offline-sync" python3 -m unittest -v Tests/Hostile/test_hostile.py
 
 # The whole LocalStore suite through `offline-sync conformance`, as a user runs it: against
 # LMDB, against an encrypted file opened with a passphrase and with a raw key (cheap KDF

@@ -96,8 +96,9 @@ struct Routes: Sendable {
     func prune(_ request: Request, _ context: SyncRequestContext) async throws -> Response {
         try requireAdmin(request)
         let body = try await readJSON(request)
-        guard case .number(let text)? = body["olderThanSeconds"], let seconds = Int64(text), seconds >= 0 else {
-            throw APIError(.badRequest, "invalidRequest", "the body needs 'olderThanSeconds', a whole number of seconds")
+        // At most 100 years, so the cutoff's arithmetic cannot overflow.
+        guard case .number(let text)? = body["olderThanSeconds"], let seconds = Int64(text), (0...3_155_760_000).contains(seconds) else {
+            throw APIError(.badRequest, "invalidRequest", "the body needs 'olderThanSeconds', a whole number of seconds up to 100 years")
         }
         let cutoff = Timestamp(millisecondsSince1970: Timestamp.now().millisecondsSince1970 - seconds * 1000)
         let removed = try await call { try await service.pruneOperationOutcomes(olderThan: cutoff) }
@@ -124,7 +125,10 @@ struct Routes: Sendable {
         // A request that may not upgrade (no valid token) falls through to the HTTP router,
         // whose `GET /v1/changes` answers 401 (or 426 to a valid token without an upgrade).
         router.ws("v1/changes", shouldUpgrade: { request, _ in
-            (try? await authenticate(request)) == nil ? .dontUpgrade : .upgrade([:])
+            // A malformed handshake is refused here (answered 400): accepted, the WebSocket
+            // upgrader would find it invalid and drop the connection without any answer.
+            guard Self.isWellFormedHandshake(request.headers), (try? await authenticate(request)) != nil else { return .dontUpgrade }
+            return .upgrade([:])
         }, onUpgrade: { inbound, outbound, context in
             guard let identity = try? await authenticate(context.request) else {
                 try await outbound.close(.policyViolation, reason: "unauthorized")
@@ -167,6 +171,17 @@ struct Routes: Sendable {
         })
     }
 
+    /// RFC 6455's opening handshake: `Connection: upgrade`, `Sec-WebSocket-Version: 13` and a
+    /// `Sec-WebSocket-Key` that is 16 bytes in base64.
+    static func isWellFormedHandshake(_ headers: HTTPFields) -> Bool {
+        guard let connection = headers[.connection],
+              connection.split(separator: ",").contains(where: { $0.trimmingCharacters(in: .whitespaces).lowercased() == "upgrade" }),
+              headers[.secWebSocketVersion]?.trimmingCharacters(in: .whitespaces) == "13",
+              let key = headers[.secWebSocketKey]?.trimmingCharacters(in: .whitespaces),
+              let decoded = Data(base64Encoded: key), decoded.count == 16 else { return false }
+        return true
+    }
+
     // MARK: Helpers
 
     /// The identity of the request's bearer token; 401 without detail otherwise.
@@ -201,6 +216,11 @@ struct Routes: Sendable {
             return try await request.body.collect(upTo: configuration.maxBodyBytes)
         } catch let error as HTTPError where error.status == .contentTooLarge {
             throw bodyTooLarge
+        } catch is CancellationError {
+            throw CancellationError()
+        } catch {
+            // The client stopped sending before its announced body was complete.
+            throw APIError(.badRequest, "incompleteBody", "the request body ended before its announced length")
         }
     }
 

@@ -29,7 +29,12 @@ extension Routes {
         if let version, !(version.hasPrefix("2.") || version.hasPrefix("3.")) {
             throw APIError(.badRequest, "unsupportedVersion", "ZUMO-API-VERSION must be 2.x or 3.x")
         }
-        let table = try context.parameters.require("table")
+        // The segment arrives percent-encoded; one that does not decode to UTF-8, or names a
+        // dot segment, is no table.
+        let raw = try context.parameters.require("table")
+        guard let table = raw.removingPercentEncoding, table != ".", table != ".." else {
+            throw APIError(.badRequest, "invalidTable", "the table segment is not a table name")
+        }
         do { try Names.validateAppTable(table) } catch let error as SyncError {
             throw APIError(.badRequest, "invalidTable", error.message)
         }

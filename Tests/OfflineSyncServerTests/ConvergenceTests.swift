@@ -1,0 +1,194 @@
+import Foundation
+import OfflineSync
+import OfflineSyncHTTP
+import OfflineSyncServer
+import OfflineSyncSQLite
+import Synchronization
+import Testing
+
+/// A network partition in front of a real remote: while cut, every call fails as an
+/// unreachable network does (transient, nothing sent).
+final class Partition: Sendable {
+    private let cut = Mutex(false)
+    var isCut: Bool { cut.withLock { $0 } }
+    func set(cut value: Bool) { cut.withLock { $0 = value } }
+    func check() throws { if isCut { throw SyncError(.transient, "network unreachable (partitioned)") } }
+}
+
+/// The HTTP remote behind a partition.
+struct PartitionedRemote: RemoteStore {
+    let base: HTTPRemoteStore
+    let partition: Partition
+    func push(_ operations: [PushOperation]) async throws -> [PushResult] {
+        try partition.check()
+        return try await base.push(operations)
+    }
+    func pull(_ request: PullRequest) async throws -> PullPage {
+        try partition.check()
+        return try await base.pull(request)
+    }
+}
+
+/// The HTTP dataset remote behind a partition.
+struct PartitionedDatasetRemote: DatasetRemote {
+    let base: HTTPDatasetRemote
+    let partition: Partition
+    func listDatasets(nextToken: String?, maxResults: Int?) async throws -> RemoteDatasetList {
+        try partition.check()
+        return try await base.listDatasets(nextToken: nextToken, maxResults: maxResults)
+    }
+    func describeDataset(_ name: String) async throws -> RemoteDataset? {
+        try partition.check()
+        return try await base.describeDataset(name)
+    }
+    func listRecords(dataset: String, lastSyncCount: Int64, nextToken: String?, maxResults: Int?,
+                     syncSessionToken: String?) async throws -> RemoteRecordsPage {
+        try partition.check()
+        return try await base.listRecords(dataset: dataset, lastSyncCount: lastSyncCount, nextToken: nextToken,
+                                          maxResults: maxResults, syncSessionToken: syncSessionToken)
+    }
+    func updateRecords(dataset: String, patches: [RecordPatch], syncSessionToken: String,
+                       deviceId: String?) async throws -> [RemoteDatasetRecord] {
+        try partition.check()
+        return try await base.updateRecords(dataset: dataset, patches: patches, syncSessionToken: syncSessionToken, deviceId: deviceId)
+    }
+    func deleteDataset(_ name: String) async throws -> RemoteDataset? {
+        try partition.check()
+        return try await base.deleteDataset(name)
+    }
+    func registerDevice(platform: PushPlatform, token: String) async throws -> String {
+        try partition.check()
+        return try await base.registerDevice(platform: platform, token: token)
+    }
+    func subscribe(dataset: String, deviceId: String) async throws {
+        try partition.check()
+        try await base.subscribe(dataset: dataset, deviceId: deviceId)
+    }
+    func unsubscribe(dataset: String, deviceId: String) async throws {
+        try partition.check()
+        try await base.unsubscribe(dataset: dataset, deviceId: deviceId)
+    }
+}
+
+/// SplitMix64, for seeded runs that can be replayed.
+struct SeededRandom: RandomNumberGenerator {
+    var state: UInt64
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+}
+
+@Suite("Convergence under partitions: seeded random clients through the HTTP server, per conflict policy")
+struct ConvergenceTests {
+    static let items = TableSchema("items", fields: [FieldDefinition("title", .string), FieldDefinition("n", .int),
+                                                     FieldDefinition("tag", .string)])
+    static let environment = ProcessInfo.processInfo.environment
+    /// `OFFLINE_SYNC_CONVERGENCE_CLIENTS` (default 4), `…_ROUNDS` (default 10), `…_SEED` (default: random).
+    static let clientCount = environment["OFFLINE_SYNC_CONVERGENCE_CLIENTS"].flatMap(Int.init) ?? 4
+    static let rounds = environment["OFFLINE_SYNC_CONVERGENCE_ROUNDS"].flatMap(Int.init) ?? 10
+    static let seed = environment["OFFLINE_SYNC_CONVERGENCE_SEED"].flatMap(UInt64.init) ?? UInt64.random(in: 1...UInt64.max)
+
+    struct Client {
+        let context: SyncContext
+        let datasets: DatasetManager
+        let partition: Partition
+        let store: SQLiteStore
+    }
+
+    @Test("every client and the server end identical, rows and datasets, with no queued or failed operation",
+          arguments: ConflictPolicy.allCases)
+    func converge(policy: ConflictPolicy) async throws {
+        let seed = Self.seed &+ UInt64(ConflictPolicy.allCases.firstIndex(of: policy)!)
+        var random = SeededRandom(state: seed)
+        let replay = "replay with OFFLINE_SYNC_CONVERGENCE_SEED=\(Self.seed) OFFLINE_SYNC_CONVERGENCE_CLIENTS=\(Self.clientCount) OFFLINE_SYNC_CONVERGENCE_ROUNDS=\(Self.rounds) (policy \(policy.rawValue))"
+        try await withTemporaryDirectory { directory in
+            let live = try await LiveServer.start(in: directory)
+            let pool = "us-east-1:00000000-0000-0000-0000-00000000c0de", identity = "convergence"
+            var clients: [Client] = []
+            for index in 0..<Self.clientCount {
+                let http = try await live.remote(identity)
+                let partition = Partition()
+                let store = try await SQLiteStore(path: directory.appendingPathComponent("client-\(index).sqlite").path)
+                let context = try await SyncContext(store: store, remote: PartitionedRemote(base: http, partition: partition),
+                                                    options: SyncOptions(conflictResolver: policy))
+                try await context.defineTable(Self.items)
+                let datasets = try await DatasetManager(store: store, identity: identity, remote: PartitionedDatasetRemote(
+                    base: HTTPDatasetRemote(http, identityPoolId: pool, identityId: identity), partition: partition))
+                _ = try await datasets.openOrCreateDataset("shared")
+                clients.append(Client(context: context, datasets: datasets, partition: partition, store: store))
+            }
+
+            var counter = 0
+            for round in 0..<Self.rounds {
+                for (index, client) in clients.enumerated() {
+                    if Double.random(in: 0..<1, using: &random) < 0.3 { client.partition.set(cut: !client.partition.isCut) }
+                    let table = client.context.table("items")
+                    let known = try await table.query().map(\.id)
+                    for _ in 0..<Int.random(in: 1...4, using: &random) {
+                        let roll = Double.random(in: 0..<1, using: &random)
+                        if known.isEmpty || roll < 0.35 {
+                            counter += 1
+                            _ = try await table.insert(Record(id: "c\(index)-\(counter)", fields: [
+                                "title": .string("new by \(index) in \(round)"), "n": .int(Int64(counter)), "tag": "a"]))
+                        } else if roll < 0.85, let id = known.randomElement(using: &random), var record = try await table.get(id) {
+                            // Edit one or two fields, so field-level merges have something to merge.
+                            if Bool.random(using: &random) { record["title"] = .string("edit by \(index) in \(round)") }
+                            record["n"] = .int(Int64.random(in: 0...1000, using: &random))
+                            _ = try await table.update(record)
+                        } else if let id = known.randomElement(using: &random), try await table.get(id) != nil {
+                            try await table.delete(id)
+                        }
+                    }
+                    let dataset = try await client.datasets.openOrCreateDataset("shared")
+                    let key = "k\(Int.random(in: 0..<6, using: &random))"
+                    if Double.random(in: 0..<1, using: &random) < 0.2 {
+                        try await dataset.remove(key)
+                    } else {
+                        try await dataset.put(key, "v\(index)-\(round)")
+                    }
+                    if !client.partition.isCut {
+                        try await client.context.sync(["items"])
+                        try await dataset.synchronize()
+                    }
+                }
+            }
+
+            // The network heals; everyone syncs until nothing moves.
+            for client in clients { client.partition.set(cut: false) }
+            for _ in 0..<3 {
+                for client in clients {
+                    try await client.context.sync(["items"])
+                    try await client.datasets.openOrCreateDataset("shared").synchronize()
+                }
+            }
+            let reader = try await live.remote(identity)
+            var serverRows: [Record] = []
+            var cursor: String?
+            while true {
+                let page = try await reader.pull(PullRequest(table: "items", cursor: cursor, limit: 1000))
+                serverRows += page.records.filter { !$0.deleted }
+                cursor = page.nextCursor
+                if page.remaining == 0 { break }
+            }
+            serverRows.sort { $0.id < $1.id }
+            let serverValues = try await HTTPDatasetRemote(reader, identityPoolId: pool, identityId: identity)
+                .listRecords(dataset: "shared", lastSyncCount: 0, nextToken: nil, maxResults: 1000, syncSessionToken: nil)
+                .records.reduce(into: [String: String]()) { values, record in values[record.key] = record.value }
+            #expect(!serverRows.isEmpty, "\(replay)")
+            for (index, client) in clients.enumerated() {
+                let rows = try await client.context.table("items").query().sorted { $0.id < $1.id }
+                #expect(rows == serverRows, "client \(index) diverged from the server; \(replay)")
+                #expect(try await client.context.pendingOperationCount() == 0, "client \(index) has queued operations; \(replay)")
+                #expect(try await client.context.operationErrors().isEmpty, "client \(index) has failed operations; \(replay)")
+                let values = try await client.datasets.openOrCreateDataset("shared").getAll()
+                #expect(values == serverValues, "client \(index)'s dataset diverged; \(replay)")
+                try await client.store.close()
+            }
+            try await live.stop()
+        }
+    }
+}
