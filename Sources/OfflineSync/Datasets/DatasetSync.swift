@@ -271,9 +271,15 @@ extension Dataset {
         let outcome = try await store.write { [latest] txn -> (changed: [DatasetRecord], raced: Bool) in
             var changed: [DatasetRecord] = []
             var size = try DatasetTables.records(txn, identity: identity, dataset: name).reduce(0) { $0 + $1.sizeInBytes }
+            // Every key is checked before anything is written, so a race applies nothing.
+            var currents: [String: DatasetRecord] = [:]
+            for key in latest.keys {
+                let current = try DatasetTables.record(txn, identity: identity, dataset: name, key: key)
+                if current != snapshot[key] { return ([], true) }
+                currents[key] = current
+            }
             for remoteRecord in latest.values {
-                let current = try DatasetTables.record(txn, identity: identity, dataset: name, key: remoteRecord.key)
-                if current != snapshot[remoteRecord.key] { return ([], true) }
+                let current = currents[remoteRecord.key]
                 var record = current ?? DatasetRecord(key: remoteRecord.key, value: nil, syncCount: 0,
                                                       lastModified: remoteRecord.lastModifiedDate, isModified: false)
                 let before = record
