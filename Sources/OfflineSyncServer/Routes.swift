@@ -125,8 +125,10 @@ struct Routes: Sendable {
         // A request that may not upgrade (no valid token) falls through to the HTTP router,
         // whose `GET /v1/changes` answers 401 (or 426 to a valid token without an upgrade).
         router.ws("v1/changes", shouldUpgrade: { request, _ in
-            // A malformed handshake is refused here (answered 400): accepted, the WebSocket
-            // upgrader would find it invalid and drop the connection without any answer.
+            // A handshake that gets here malformed (a bad key, no `Connection: upgrade`) is
+            // refused, and answered 400; accepted, it would make the upgrader drop the
+            // connection without any answer. (One with no key or another version never gets
+            // here: SwiftNIO's upgrader drops it first.)
             guard Self.isWellFormedHandshake(request.headers), (try? await authenticate(request)) != nil else { return .dontUpgrade }
             return .upgrade([:])
         }, onUpgrade: { inbound, outbound, context in
