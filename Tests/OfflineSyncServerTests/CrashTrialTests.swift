@@ -45,6 +45,12 @@ struct CrashTrialTests {
     static let trials = ProcessInfo.processInfo.environment["OFFLINE_SYNC_CRASH_TRIALS"].flatMap(Int.init) ?? 20
     static let seed = ProcessInfo.processInfo.environment["OFFLINE_SYNC_CRASH_SEED"].flatMap(UInt64.init) ?? UInt64.random(in: 1...UInt64.max)
 
+    /// How many steps the log acknowledges.
+    static func acknowledged(_ log: URL) -> Int {
+        guard let data = try? Data(contentsOf: log) else { return 0 }
+        return data.reduce(0) { $0 + ($1 == UInt8(ascii: "\n") ? 1 : 0) }
+    }
+
     @Test("every acknowledged change reaches the server exactly once, with no false conflict, however often either side is killed")
     func killedAndRestarted() async throws {
         var random = SeededRandom(state: Self.seed)
@@ -58,8 +64,16 @@ struct CrashTrialTests {
             let steps = 100 * Self.trials
             var clientKills = 0, serverKills = 0
             for trial in 0..<Self.trials {
+                // Each trial lets the client acknowledge a random number of further steps, then
+                // kills it a random few milliseconds later: mid transaction, mid push, anywhere.
+                let before = Self.acknowledged(acks)
                 let client = try TrialClient.start(store: store, server: server.baseURL, prefix: "t", steps: steps, acks: acks, token: token)
-                try await Task.sleep(for: .milliseconds(Int.random(in: 30...400, using: &random)))
+                let target = before + Int.random(in: 1...60, using: &random)
+                let deadline = ContinuousClock.now + .seconds(30)
+                while Self.acknowledged(acks) < target, ContinuousClock.now < deadline, client.process.isRunning {
+                    try await Task.sleep(for: .milliseconds(2))
+                }
+                try await Task.sleep(for: .milliseconds(Int.random(in: 0...20, using: &random)))
                 if trial % 4 == 3 {
                     // The server dies mid-push or mid-apply, and comes back on the same data.
                     server.signal(SIGKILL)
@@ -74,7 +88,7 @@ struct CrashTrialTests {
                 clientKills += 1
             }
             // The kills cut the work short: the client had not finished when the last one came.
-            let ackedByKills = String(decoding: try Data(contentsOf: acks), as: UTF8.self).split(separator: "\n").count
+            let ackedByKills = Self.acknowledged(acks)
             #expect(ackedByKills > 0 && ackedByKills < steps, "\(ackedByKills) of \(steps) steps before the last run; \(replay)")
             print("crash trials: \(clientKills) client kills, \(serverKills) server kills, \(ackedByKills) of \(steps) steps acknowledged before the last run")
             // Let the client run to the end, then drain its queue.
