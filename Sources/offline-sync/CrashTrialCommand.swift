@@ -11,7 +11,8 @@ import OfflineSyncHTTP
 /// the acknowledgement log and the log is flushed to disk: from then on, the change was
 /// acknowledged to the app and must reach the server exactly once. Every few steps it pushes
 /// (a push may be under way when the kill comes). A restarted client resumes after the last
-/// acknowledged step. With `--drain`, it makes no new changes: it pushes until the queue is
+/// acknowledged step; with `--until-step`, it stops making steps there and keeps pushing
+/// until killed. With `--drain`, it makes no new changes: it pushes until the queue is
 /// empty and prints `drained pending=<n> errors=<n>`.
 struct CrashTrialClientCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(commandName: "crash-trial-client",
@@ -23,6 +24,9 @@ struct CrashTrialClientCommand: AsyncParsableCommand {
     @Option var steps: Int
     @Option var acks: String
     @Option var pushEvery: Int = 5
+    /// Makes no step at or past this one in this run: after it, the client only pushes, over
+    /// and over, until it is killed (so a trial's kill never comes after the whole run).
+    @Option var untilStep: Int?
     @Flag var drain = false
 
     static let table = TableSchema("trial", fields: [FieldDefinition("n", .int)])
@@ -60,7 +64,8 @@ struct CrashTrialClientCommand: AsyncParsableCommand {
         try handle.seekToEnd()
         let start = (acknowledged.max() ?? -1) + 1
         let prefix = self.prefix
-        for step in start..<steps {
+        let end = min(steps, untilStep ?? steps)
+        for step in start..<max(start, end) {
             try await context.transaction { txn in
                 // A step that committed but was killed before its acknowledgement is done again
                 // over itself: the insert exists, so only the counter is set (to the same value).
@@ -76,6 +81,12 @@ struct CrashTrialClientCommand: AsyncParsableCommand {
             }
         }
         try handle.close()
+        if end < steps {
+            while true {
+                do { _ = try await context.push() } catch let error as SyncError where error.code == .transient {}
+                try await Task.sleep(for: .milliseconds(5))
+            }
+        }
         print("done")
         try await local.close()
     }

@@ -12,11 +12,13 @@ struct TrialClient {
     let process: Process
     let output: Pipe
 
-    static func start(store: URL, server: String, prefix: String, steps: Int, acks: URL, token: String, drain: Bool = false) throws -> TrialClient {
+    static func start(store: URL, server: String, prefix: String, steps: Int, acks: URL, token: String, drain: Bool = false,
+                      untilStep: Int? = nil) throws -> TrialClient {
         let process = Process()
         process.executableURL = ServerProcess.tool
         process.arguments = ["crash-trial-client", "--store", "sqlite://" + store.path, "--server", server, "--prefix", prefix,
                              "--steps", String(steps), "--acks", acks.path] + (drain ? ["--drain"] : [])
+            + (untilStep.map { ["--until-step", String($0)] } ?? [])
         var environment = ProcessInfo.processInfo.environment
         environment["OFFLINE_SYNC_TRIAL_TOKEN"] = token
         process.environment = environment
@@ -66,11 +68,16 @@ struct CrashTrialTests {
             for trial in 0..<Self.trials {
                 // Each trial lets the client acknowledge a random number of further steps, then
                 // kills it a random few milliseconds later: mid transaction, mid push, anywhere.
+                // The client makes steps up to a random target, then only pushes; the kill
+                // comes a random moment after the target, or (one trial in three) before it,
+                // so it lands mid transaction, mid push or mid answer, however loaded the machine.
                 let before = Self.acknowledged(acks)
-                let client = try TrialClient.start(store: store, server: server.baseURL, prefix: "t", steps: steps, acks: acks, token: token)
                 let target = before + Int.random(in: 1...60, using: &random)
+                let client = try TrialClient.start(store: store, server: server.baseURL, prefix: "t", steps: steps, acks: acks,
+                                                   token: token, untilStep: target)
+                let early = Int.random(in: 0..<3, using: &random) == 0 ? Int.random(in: before...target, using: &random) : target
                 let deadline = ContinuousClock.now + .seconds(30)
-                while Self.acknowledged(acks) < target, ContinuousClock.now < deadline, client.process.isRunning {
+                while Self.acknowledged(acks) < early, ContinuousClock.now < deadline, client.process.isRunning {
                     try await Task.sleep(for: .milliseconds(2))
                 }
                 try await Task.sleep(for: .milliseconds(Int.random(in: 0...20, using: &random)))
