@@ -363,9 +363,6 @@ public final class DatasetService: Sendable {
                 dataset.fields["lastModifiedBy"] = .string(caller)
             }
             try txn.upsert(dataset, in: Tables.datasets)
-            var touched = poolRow
-            touched.fields["lastModified"] = .date(now)
-            try txn.upsert(touched, in: Tables.pools)
             let streaming = poolRow["streamingStatus"].stringValue == "ENABLED" && poolRow["streamName"].stringValue != nil
             return (UpdateResult(records: written.map(Self.record), syncCount: syncCount), streaming)
         }
@@ -519,17 +516,23 @@ public final class DatasetService: Sendable {
 
     static func usage(_ txn: any LocalReadTransaction, pool: String) throws -> PoolUsage? {
         guard let row = try txn.record(in: Tables.pools, id: pool) else { return nil }
+        // Storage and the last change come from the datasets themselves, so an update never
+        // has to write the pool's row (one row every update of the pool would contend on).
         var storage: Int64 = 0
+        var lastModified = row["lastModified"].dateValue
         var offset = 0
         while true {
             let page = try txn.records(in: Tables.datasets, matching: Query(
-                Field("pool") == .string(pool) && Field("live") == true, order: [SortKey(SystemField.id)], limit: 1000, offset: offset))
-            storage += page.reduce(0) { $0 + ($1["storage"].intValue ?? 0) }
+                Field("pool") == .string(pool), order: [SortKey(SystemField.id)], limit: 1000, offset: offset))
+            for dataset in page {
+                if dataset["live"].boolValue == true { storage += dataset["storage"].intValue ?? 0 }
+                if let date = dataset["lastModified"].dateValue, lastModified.map({ date > $0 }) ?? true { lastModified = date }
+            }
             if page.count < 1000 { break }
             offset += page.count
         }
         return PoolUsage(identityPoolId: pool, syncSessionsCount: row["sessions"].intValue ?? 0, dataStorage: storage,
-                         lastModifiedDate: row["lastModified"].dateValue)
+                         lastModifiedDate: lastModified)
     }
 
     // MARK: Devices and subscriptions

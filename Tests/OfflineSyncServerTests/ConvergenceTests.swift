@@ -1,5 +1,6 @@
 import Foundation
 import OfflineSync
+import OfflineSyncConformance
 import OfflineSyncHTTP
 import OfflineSyncServer
 import OfflineSyncSQLite
@@ -70,18 +71,6 @@ struct PartitionedDatasetRemote: DatasetRemote {
     }
 }
 
-/// SplitMix64, for seeded runs that can be replayed.
-struct SeededRandom: RandomNumberGenerator {
-    var state: UInt64
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-}
-
 @Suite("Convergence under partitions: seeded random clients through the HTTP server, per conflict policy")
 struct ConvergenceTests {
     static let items = TableSchema("items", fields: [FieldDefinition("title", .string), FieldDefinition("n", .int),
@@ -103,7 +92,7 @@ struct ConvergenceTests {
           arguments: ConflictPolicy.allCases)
     func converge(policy: ConflictPolicy) async throws {
         let seed = Self.seed &+ UInt64(ConflictPolicy.allCases.firstIndex(of: policy)!)
-        var random = SeededRandom(state: seed)
+        var random = SplitMix64(seed: seed)
         let replay = "replay with OFFLINE_SYNC_CONVERGENCE_SEED=\(Self.seed) OFFLINE_SYNC_CONVERGENCE_CLIENTS=\(Self.clientCount) OFFLINE_SYNC_CONVERGENCE_ROUNDS=\(Self.rounds) (policy \(policy.rawValue))"
         try await withTemporaryDirectory { directory in
             let live = try await LiveServer.start(in: directory)

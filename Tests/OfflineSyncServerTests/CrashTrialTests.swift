@@ -1,5 +1,6 @@
 import Foundation
 import OfflineSync
+import OfflineSyncConformance
 import OfflineSyncHTTP
 import OfflineSyncServer
 import Testing
@@ -55,7 +56,7 @@ struct CrashTrialTests {
 
     @Test("every acknowledged change reaches the server exactly once, with no false conflict, however often either side is killed")
     func killedAndRestarted() async throws {
-        var random = SeededRandom(state: Self.seed)
+        var random = SplitMix64(seed: Self.seed)
         let replay = "replay with OFFLINE_SYNC_CRASH_SEED=\(Self.seed) OFFLINE_SYNC_CRASH_TRIALS=\(Self.trials)"
         try await withTemporaryDirectory { directory in
             let data = directory.appendingPathComponent("server", isDirectory: true)

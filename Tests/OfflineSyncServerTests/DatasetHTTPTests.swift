@@ -22,12 +22,6 @@ actor Heard {
     }
 }
 
-/// Names a callback reported.
-actor CallbackNames {
-    private(set) var names: [String] = []
-    func add(_ more: [String]) { names += more }
-}
-
 @Suite("Datasets over HTTP: the Swift client against the server's Cognito Sync API, push sync over the WebSocket")
 struct DatasetHTTPTests {
     static let pool = "us-east-1:00000000-0000-0000-0000-0000000000bb"
@@ -123,9 +117,11 @@ struct DatasetHTTPTests {
                                               headers: [("X-Admin-Key", testAdminKey)], body: body)
             #expect(mergedAnswer.status == 200)
             #expect(mergedAnswer.text.contains("settings.\(Self.bob)"))
-            let heard = CallbackNames()
-            try await a.synchronize(DatasetSyncCallbacks(onDatasetsMerged: { _, names in await heard.add(names); return true }))
-            #expect(await heard.names == ["settings.\(Self.bob)"])
+            let heard = Heard()
+            try await a.synchronize(DatasetSyncCallbacks(onDatasetsMerged: { _, names in
+                await heard.add(names.joined(separator: ",")); return true
+            }))
+            #expect(await heard.entries == ["settings.\(Self.bob)"])
             #expect(try await remote.listDatasets(nextToken: nil, maxResults: nil).datasets.map(\.name) == ["settings", "settings.\(Self.bob)"])
             try await bobDevice.store.close()
             try await phone.store.close()
