@@ -12,8 +12,11 @@ import OfflineSyncHTTP
 /// acknowledged to the app and must reach the server exactly once. Every few steps it pushes
 /// (a push may be under way when the kill comes). A restarted client resumes after the last
 /// acknowledged step; with `--until-step`, it stops making steps there and keeps pushing
-/// until killed. With `--drain`, it makes no new changes: it pushes until the queue is
-/// empty and prints `drained pending=<n> errors=<n>`.
+/// until killed. With `--sync`, each push is a full sync run of the table (a pull, paged by
+/// `--pull-page-size`, then a push), so kills also land mid pull page. With `--drain`, it
+/// makes no new changes: it pushes (or syncs) until the queue is empty, prints
+/// `drained pending=<n> errors=<n> rows=<n>`, and with `--dump FILE` writes the local table,
+/// one `<id> <n>` line per live record in id order, for the trial to compare with the server.
 struct CrashTrialClientCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(commandName: "crash-trial-client",
                                                     abstract: "Internal: the client of the crash trials.", shouldDisplay: false)
@@ -28,6 +31,11 @@ struct CrashTrialClientCommand: AsyncParsableCommand {
     /// and over, until it is killed (so a trial's kill never comes after the whole run).
     @Option var untilStep: Int?
     @Flag var drain = false
+    /// Syncs (pull then push) instead of only pushing.
+    @Flag var sync = false
+    @Option var pullPageSize: Int = 500
+    /// With `--drain`: where to write the local table.
+    @Option var dump: String?
 
     static let table = TableSchema("trial", fields: [FieldDefinition("n", .int)])
 
@@ -39,20 +47,35 @@ struct CrashTrialClientCommand: AsyncParsableCommand {
         let (location, adapter) = try StoreRegistry.builtIn.resolve(try storeArguments.url())
         let local = try await adapter.open(location, try storeArguments.options(for: location))
         let remote = HTTPRemoteStore(baseURL: server, configuration: .init(requestTimeout: .seconds(10), maxAttempts: 3), token: { token })
-        let context = try await SyncContext(store: local, remote: remote)
+        let context = try await SyncContext(store: local, remote: remote, options: SyncOptions(pullPageSize: pullPageSize))
         try await context.defineTable(Self.table)
+        let sync = self.sync
+        @Sendable func exchange() async throws {
+            if sync { try await context.sync(["trial"]) } else { _ = try await context.push() }
+        }
 
         if drain {
             var rounds = 0
-            while try await context.pendingOperationCount() > 0, rounds < 50 {
+            var done = false
+            while rounds < 50 {
+                if done, try await context.pendingOperationCount() == 0 { break }
                 rounds += 1
-                do { _ = try await context.push() } catch let error as SyncError where error.code == .transient {
+                do {
+                    try await exchange()
+                    done = true
+                } catch let error as SyncError where error.code == .transient {
                     try await Task.sleep(for: .milliseconds(200))
                 }
             }
             let pending = try await context.pendingOperationCount()
             let errors = try await context.operationErrors().count
-            print("drained pending=\(pending) errors=\(errors)")
+            let rows = try await local.read { txn in try txn.records(in: "trial", matching: .all) }
+                .filter { !$0.deleted }.sorted { $0.id < $1.id }
+            if let dump {
+                let lines = rows.map { "\($0.id) \($0["n"].intValue.map(String.init) ?? "-")\n" }.joined()
+                try Data(lines.utf8).write(to: URL(fileURLWithPath: dump))
+            }
+            print("drained pending=\(pending) errors=\(errors) rows=\(rows.count)")
             try await local.close()
             return
         }
@@ -77,13 +100,13 @@ struct CrashTrialClientCommand: AsyncParsableCommand {
             try handle.write(contentsOf: Data("\(step)\n".utf8))
             try handle.synchronize()
             if step % pushEvery == pushEvery - 1 {
-                do { _ = try await context.push() } catch let error as SyncError where error.code == .transient {}
+                do { try await exchange() } catch let error as SyncError where error.code == .transient {}
             }
         }
         try handle.close()
         if end < steps {
             while true {
-                do { _ = try await context.push() } catch let error as SyncError where error.code == .transient {}
+                do { try await exchange() } catch let error as SyncError where error.code == .transient {}
                 try await Task.sleep(for: .milliseconds(5))
             }
         }

@@ -6,6 +6,7 @@ struct OfflineSyncCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "offline-sync",
         abstract: "OfflineSync: offline-first sync for Swift apps.",
-        subcommands: [DemoCommand.self, ServeCommand.self, TokenCommand.self, ConformanceCommand.self, InspectCommand.self, BenchCommand.self, BenchWorkerCommand.self, CrashTrialClientCommand.self]
+        subcommands: [DemoCommand.self, ServeCommand.self, TokenCommand.self, ConformanceCommand.self, InspectCommand.self, BenchCommand.self, BenchWorkerCommand.self, CrashTrialClientCommand.self,
+                      CorruptSweepCommand.self, CorruptProbeCommand.self]
     )
 }

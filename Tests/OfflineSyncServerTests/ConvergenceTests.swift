@@ -71,6 +71,40 @@ struct PartitionedDatasetRemote: DatasetRemote {
     }
 }
 
+/// Applies a built-in policy and keeps every conflict it was asked about, so the test can
+/// check what each one led to.
+final class RecordingResolver: ConflictResolver {
+    let policy: ConflictPolicy
+    private let conflicts = Mutex<[SyncConflict]>([])
+    init(_ policy: ConflictPolicy) { self.policy = policy }
+    func resolve(_ conflict: SyncConflict) async -> ConflictResolution {
+        conflicts.withLock { $0.append(conflict) }
+        return await policy.resolve(conflict)
+    }
+    /// The conflicts since the last call.
+    func take() -> [SyncConflict] { conflicts.withLock { list in defer { list.removeAll() }; return list } }
+
+    /// What the server must hold for the item once the conflict is settled: the policy's
+    /// rule, written out again independently of ``ConflictPolicy/resolve(_:)``. `nil` means
+    /// the item must be deleted.
+    static func expected(_ conflict: SyncConflict, under policy: ConflictPolicy) -> [String: Value]? {
+        let server = conflict.serverRecord.deleted ? nil : conflict.serverRecord.fields
+        let client = conflict.kind == .delete ? nil : conflict.clientRecord?.fields
+        switch policy {
+        case .serverWins: return server
+        case .clientWins: return client
+        case .lastWriterWins:
+            guard let serverTime = conflict.serverRecord.updatedAt else { return client }
+            return conflict.clientChangedAt > serverTime ? client : server
+        case .fieldLevelMerge:
+            if conflict.kind == .delete { return server }
+            guard var merged = server else { return client }
+            for field in conflict.changedFields { merged[field] = client?[field] ?? .null }
+            return merged.filter { !$0.value.isNull }
+        }
+    }
+}
+
 @Suite("Convergence under partitions: seeded random clients through the HTTP server, per conflict policy")
 struct ConvergenceTests {
     static let items = TableSchema("items", fields: [FieldDefinition("title", .string), FieldDefinition("n", .int),
@@ -86,6 +120,7 @@ struct ConvergenceTests {
         let datasets: DatasetManager
         let partition: Partition
         let store: SQLiteStore
+        let resolver: RecordingResolver
     }
 
     @Test("every client and the server end identical, rows and datasets, with no queued or failed operation",
@@ -96,19 +131,46 @@ struct ConvergenceTests {
         let replay = "replay with OFFLINE_SYNC_CONVERGENCE_SEED=\(Self.seed) OFFLINE_SYNC_CONVERGENCE_CLIENTS=\(Self.clientCount) OFFLINE_SYNC_CONVERGENCE_ROUNDS=\(Self.rounds) (policy \(policy.rawValue))"
         try await withTemporaryDirectory { directory in
             let live = try await LiveServer.start(in: directory)
+            let checker = try await live.remote("convergence")
+            var conflictsChecked = 0
+            /// Every conflict the client's last sync settled left the item on the server (and on
+            /// the client) as the policy says. Clients act one at a time, so nothing else
+            /// changed the item between the conflict and this check.
+            func checkOutcomes(_ client: Client, _ index: Int) async throws {
+                var latest: [String: SyncConflict] = [:]
+                for conflict in client.resolver.take() { latest[conflict.itemId] = conflict }
+                guard !latest.isEmpty else { return }
+                var server: [String: Record] = [:]
+                var cursor: String?
+                while true {
+                    let page = try await checker.pull(PullRequest(table: "items", cursor: cursor, limit: 1000))
+                    for record in page.records { server[record.id] = record }
+                    cursor = page.nextCursor
+                    if page.remaining == 0 { break }
+                }
+                for (id, conflict) in latest {
+                    conflictsChecked += 1
+                    let want = RecordingResolver.expected(conflict, under: policy)
+                    let have = server[id].flatMap { $0.deleted ? nil : $0.fields }
+                    #expect(have == want, "client \(index): the \(conflict.kind) conflict on \(id) left \(have.map { "\($0)" } ?? "no record") on the server; \(policy.rawValue) wants \(want.map { "\($0)" } ?? "no record"); \(replay)")
+                    let local = try await client.context.table("items").get(id)
+                    #expect(local?.fields == have, "client \(index): after the conflict on \(id) the local copy differs from the server's; \(replay)")
+                }
+            }
             let pool = "us-east-1:00000000-0000-0000-0000-00000000c0de", identity = "convergence"
             var clients: [Client] = []
             for index in 0..<Self.clientCount {
                 let http = try await live.remote(identity)
                 let partition = Partition()
                 let store = try await SQLiteStore(path: directory.appendingPathComponent("client-\(index).sqlite").path)
+                let resolver = RecordingResolver(policy)
                 let context = try await SyncContext(store: store, remote: PartitionedRemote(base: http, partition: partition),
-                                                    options: SyncOptions(conflictResolver: policy))
+                                                    options: SyncOptions(conflictResolver: resolver))
                 try await context.defineTable(Self.items)
                 let datasets = try await DatasetManager(store: store, identity: identity, remote: PartitionedDatasetRemote(
                     base: HTTPDatasetRemote(http, identityPoolId: pool, identityId: identity), partition: partition))
                 _ = try await datasets.openOrCreateDataset("shared")
-                clients.append(Client(context: context, datasets: datasets, partition: partition, store: store))
+                clients.append(Client(context: context, datasets: datasets, partition: partition, store: store, resolver: resolver))
             }
 
             var counter = 0
@@ -141,6 +203,7 @@ struct ConvergenceTests {
                     }
                     if !client.partition.isCut {
                         try await client.context.sync(["items"])
+                        try await checkOutcomes(client, index)
                         try await dataset.synchronize()
                     }
                 }
@@ -149,8 +212,9 @@ struct ConvergenceTests {
             // The network heals; everyone syncs until nothing moves.
             for client in clients { client.partition.set(cut: false) }
             for _ in 0..<3 {
-                for client in clients {
+                for (index, client) in clients.enumerated() {
                     try await client.context.sync(["items"])
+                    try await checkOutcomes(client, index)
                     try await client.datasets.openOrCreateDataset("shared").synchronize()
                 }
             }
@@ -168,6 +232,8 @@ struct ConvergenceTests {
                 .listRecords(dataset: "shared", lastSyncCount: 0, nextToken: nil, maxResults: 1000, syncSessionToken: nil)
                 .records.reduce(into: [String: String]()) { values, record in values[record.key] = record.value }
             #expect(!serverRows.isEmpty, "\(replay)")
+            #expect(conflictsChecked > 0 || Self.clientCount * Self.rounds < 40, "no conflict arose, so no policy was checked; \(replay)")
+            print("convergence (\(policy.rawValue)): \(Self.clientCount) clients, \(Self.rounds) rounds, \(conflictsChecked) conflicts checked against the policy, seed \(Self.seed)")
             for (index, client) in clients.enumerated() {
                 let rows = try await client.context.table("items").query().sorted { $0.id < $1.id }
                 #expect(rows == serverRows, "client \(index) diverged from the server; \(replay)")

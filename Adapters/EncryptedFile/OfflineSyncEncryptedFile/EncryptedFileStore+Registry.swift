@@ -8,7 +8,9 @@ extension StoreRegistry.Adapter {
     ///
     /// Optional parameters, used only when the file is created (an existing file keeps what its
     /// header records): `kdf=scrypt|pbkdf2`, `kdf-cost=N` (scrypt's log2 of N, 1…30, default
-    /// 17), `iterations=N` (PBKDF2-SHA256, default 600000), `cipher=aes-gcm|chacha20-poly1305`.
+    /// 17), `iterations=N` (PBKDF2-SHA256, default 600000), `cipher=aes-gcm|chacha20-poly1305`. And, for every open:
+    /// `compact-after=BYTES`, the appended bytes below which writes never compact (default 1 MiB;
+    /// see ``EncryptedFileStore/Options/minimumCompactionBytes``).
     /// Register it with `registry.register(.encryptedFile)`.
     ///
     /// Opening throws ``SyncError/Code/missingKey`` when no secret is given, and what
@@ -38,7 +40,7 @@ struct EncryptedFileLocation {
     var derivation: EncryptedFileStore.KeyDerivation
     var options: EncryptedFileStore.Options
 
-    static let parameters: Set<String> = ["kdf", "kdf-cost", "iterations", "cipher"]
+    static let parameters: Set<String> = ["kdf", "kdf-cost", "iterations", "cipher", "compact-after"]
 
     init(_ location: StoreLocation) throws {
         try location.checkParameters(allowed: Self.parameters.union(StoreOptions.secretParameters))
@@ -55,6 +57,7 @@ struct EncryptedFileLocation {
         case "chacha20-poly1305": options.cipher = .chaChaPoly
         default: throw SyncError(.invalidStoreURL, "encrypted-file URL parameter cipher takes aes-gcm or chacha20-poly1305")
         }
+        if let bytes = try Self.integer(location, "compact-after") { options.minimumCompactionBytes = bytes }
         let cost = try Self.integer(location, "kdf-cost"), iterations = try Self.integer(location, "iterations")
         switch location.parameter("kdf")?.lowercased() {
         case nil, "scrypt":

@@ -147,17 +147,20 @@ enum EnvironmentFile {
     /// A lock-free read could see pages another process is rewriting at that moment, so a
     /// `corrupted` verdict is checked again with LMDB's reader lock when `lock.mdb` exists
     /// (another process may be using the environment).
-    static func probe(_ directory: String) throws {
+    ///
+    /// With `verifyPages`, every page LMDB would follow is checked first (``PageVerifier``),
+    /// inside the read transaction, so no page of that snapshot can be reused meanwhile.
+    static func probe(_ directory: String, verifyPages: Bool) throws {
         do {
-            try probe(directory, locking: false)
+            try probe(directory, locking: false, verifyPages: verifyPages)
         } catch let error as SyncError where error.code == .corrupted {
             let lock = (directory as NSString).appendingPathComponent(lockFile)
             guard FileManager.default.fileExists(atPath: lock) else { throw error }
-            try probe(directory, locking: true)
+            try probe(directory, locking: true, verifyPages: verifyPages)
         }
     }
 
-    private static func probe(_ directory: String, locking: Bool) throws {
+    private static func probe(_ directory: String, locking: Bool, verifyPages: Bool) throws {
         var env: OpaquePointer?
         try LMDBFailure.check(mdb_env_create(&env), "creating an environment")
         defer { mdb_env_close(env) }
@@ -167,6 +170,7 @@ enum EnvironmentFile {
         var txn: OpaquePointer?
         try LMDBFailure.check(mdb_txn_begin(env, nil, UInt32(MDB_RDONLY), &txn), "reading '\(directory)'")
         defer { mdb_txn_abort(txn) }
+        if verifyPages { try PageVerifier.verify((directory as NSString).appendingPathComponent(dataFile)) }
         try checkMarker(txn!, directory: directory, create: false)
     }
 

@@ -50,16 +50,23 @@ public final class LMDBStore: LocalStore {
         public var readerConcurrency: Int
         /// The most sub-databases (tables, indexes and the meta database). Default 1024.
         public var maxDatabases: Int
+        /// Whether opening an existing environment first checks every page LMDB would follow
+        /// (bounds, page numbers, kinds, nodes, overflow runs, the free list) and refuses a
+        /// damaged file with ``SyncError/Code/corrupted``. LMDB trusts its pages and aborts the
+        /// process on some damaged ones, so turn it off only for files you trust. Reads the
+        /// whole file once, like SQLite's `quick_check`. Default `true`.
+        public var verifyPagesOnOpen: Bool
 
         /// Creates options; every parameter has the documented default.
         public init(initialMapSize: Int = 64 << 20, mapGrowthStep: Int = 64 << 20, maximumMapSize: Int = 64 << 30,
-                    maxReaders: Int = 126, readerConcurrency: Int = 4, maxDatabases: Int = 1024) {
+                    maxReaders: Int = 126, readerConcurrency: Int = 4, maxDatabases: Int = 1024, verifyPagesOnOpen: Bool = true) {
             self.initialMapSize = initialMapSize
             self.mapGrowthStep = mapGrowthStep
             self.maximumMapSize = maximumMapSize
             self.maxReaders = maxReaders
             self.readerConcurrency = readerConcurrency
             self.maxDatabases = maxDatabases
+            self.verifyPagesOnOpen = verifyPagesOnOpen
         }
     }
 
@@ -108,7 +115,7 @@ public final class LMDBStore: LocalStore {
             let claim = try OpenDirectories.shared.claim(directory)
             do {
                 if try EnvironmentFile.prepare(directory) == .existing {
-                    try EnvironmentFile.probe(directory)
+                    try EnvironmentFile.probe(directory, verifyPages: options.verifyPagesOnOpen)
                 }
             } catch {
                 OpenDirectories.shared.release(claim)
