@@ -7,6 +7,8 @@
 #   make demo    run the offline-sync demo: a live server process and two clients over HTTP
 #   make serve   run the sync server (127.0.0.1:8080, data in ./offline-sync-data/ on SQLite);
 #                mint a client token with `make token IDENTITY=alice`
+#   make soak    the long forms of the reliability tests (crash trials, convergence with 20
+#                clients, corrupt-store sweeps, hostile requests); writes Docs/Reliability.md
 #   make bench   run the benchmarks in release mode, PostgreSQL's on a throwaway cluster
 #                (writes bench-results.json)
 #   make clean   remove build products
@@ -28,7 +30,7 @@ SWIFT ?= swift
 PKG_CONFIG_MODULES := sqlite3 lmdb libpq
 APT_PACKAGES := pkg-config libsqlite3-dev liblmdb-dev libpq-dev postgresql curl
 
-.PHONY: deps build test test-steps openapi-check conformance-cli corrupt-sweep cognito-test hostile-test demo serve token bench clean
+.PHONY: deps build test test-steps openapi-check conformance-cli corrupt-sweep cognito-test hostile-test soak demo serve token bench clean
 
 deps:
 	@if ! command -v $(SWIFT) >/dev/null 2>&1; then \
@@ -107,11 +109,13 @@ cognito-test: deps
 # Hostile requests against a live `offline-sync serve`: schemathesis (from PyPI, installed when
 # missing) over Docs/openapi.yaml with no 5xx allowed, malformed JSON, oversized bodies and
 # headers, odd paths, slow and abrupt clients, malformed WebSocket handshakes, extreme
-# integers, and a log that must not show any token, key, secret or record value.
+# integers, and a log that must not show any token, key, secret or record value; then
+# authentication attacks on every route (missing, malformed, forged, tampered, expired and
+# other-identity tokens; SigV4 with bad signatures, stale or future dates, swapped bodies).
 hostile-test: deps
 	$(SWIFT) build --product offline-sync
 	@python3 -c "import schemathesis" 2>/dev/null || python3 -m pip install --quiet schemathesis
-	OFFLINE_SYNC_BIN="$$($(SWIFT) build --show-bin-path)/offline-sync" python3 -m unittest -v Tests/Hostile/test_hostile.py
+	OFFLINE_SYNC_BIN="$$($(SWIFT) build --show-bin-path)/offline-sync" python3 -m unittest -v Tests/Hostile/test_hostile.py Tests/Hostile/test_auth.py
 
 # Damaged copies of a SQLite, an LMDB and an encrypted store file (truncated at 24 offsets, 40
 # single-bit flips, 24 zeroed pages, 8 files of other formats), each opened in a child process:
@@ -125,6 +129,14 @@ corrupt-sweep: deps
 	"$$bin" corrupt-sweep --store "lmdb://$$dir/app-lmdb" --seed $(SWEEP_SEED); \
 	OFFLINE_SYNC_SWEEP_KEY=$$(printf '5a%.0s' $$(seq 32)) "$$bin" corrupt-sweep --require-detection --seed $(SWEEP_SEED) \
 		--store "encrypted-file://$$dir/app.osync?key-env=OFFLINE_SYNC_SWEEP_KEY"
+
+# The long forms of the reliability tests; writes Docs/Reliability.md (see Scripts/soak.py for
+# SOAK_ARGS such as --trials, --clients, --rounds, --seeds, --seed).
+SOAK_ARGS ?=
+soak: deps
+	$(SWIFT) build --build-tests
+	@python3 -c "import schemathesis" 2>/dev/null || python3 -m pip install --quiet schemathesis
+	Scripts/with-postgres.sh python3 Scripts/soak.py $(SOAK_ARGS)
 
 # The whole LocalStore suite through `offline-sync conformance`, as a user runs it: against
 # LMDB, against an encrypted file opened with a passphrase and with a raw key (cheap KDF

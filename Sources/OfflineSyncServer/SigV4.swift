@@ -9,7 +9,8 @@ import OfflineSync
 /// credential scope of the right date, any region, this ``service`` and `aws4_request`; its
 /// `X-Amz-Date` is within ``maxClockSkew`` of now; and the signature recomputed over the
 /// canonical request (method, path, sorted query, the signed headers, the body's SHA-256)
-/// matches, compared in constant time. Anything else throws
+/// matches, compared in constant time. The hash signed is always that of the body
+/// received: an `X-Amz-Content-Sha256` header declaring another is refused. Anything else throws
 /// ``SyncError/Code/authenticationFailed`` with a reason meant for logs, not for clients.
 public struct SigV4Verifier: Sendable {
     /// The signing name requests must be scoped to (`cognito-sync`).
@@ -75,8 +76,12 @@ public struct SigV4Verifier: Sendable {
             guard let value = header(name) else { throw Self.refuse("a signed header is missing") }
             canonicalHeaders += "\(name):\(Self.trimHeaderValue(value))\n"
         }
-        let payloadHash = header("x-amz-content-sha256").flatMap { $0 == "UNSIGNED-PAYLOAD" ? nil : $0 }
-            ?? Self.hex(SHA256.hash(data: body))
+        // The signature always covers the body received: a declared hash must be that body's,
+        // or a captured request could be replayed with another body under its old hash.
+        let payloadHash = Self.hex(SHA256.hash(data: body))
+        if let declared = header("x-amz-content-sha256"), declared != "UNSIGNED-PAYLOAD", declared.lowercased() != payloadHash {
+            throw Self.refuse("X-Amz-Content-Sha256 does not match the body")
+        }
         let canonicalRequest = [method.uppercased(), Self.canonicalPath(path), Self.canonicalQuery(query), canonicalHeaders,
                                 signedHeaderList, payloadHash].joined(separator: "\n")
         let credentialScope = scope[1...4].joined(separator: "/")

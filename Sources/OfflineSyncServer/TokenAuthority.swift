@@ -5,8 +5,9 @@ import OfflineSync
 /// Mints and verifies the bearer tokens that carry a client's identity: JSON Web Tokens
 /// signed with HMAC-SHA256 over a server secret (`sub` is the identity, `exp` the expiry).
 ///
-/// Verification refuses, without saying which: a malformed token, another algorithm
-/// (`none` included), a bad signature, an expired token, a token issued for another issuer
+/// Verification refuses, without saying which: a malformed token or one spelled otherwise
+/// than minted (padding, spare bits), a header naming another algorithm (`none` included)
+/// or a critical extension, a bad signature, an expired token, a token issued for another issuer
 /// and an identity the service would not accept.
 public struct TokenAuthority: Sendable {
     /// The smallest secret accepted, in bytes (HS256 keys shorter than the hash are weak).
@@ -39,7 +40,7 @@ public struct TokenAuthority: Sendable {
     /// The identity a valid token carries. Throws ``SyncError/Code/authenticationFailed``
     /// (with no detail) for anything else.
     public func identity(fromToken token: String) async throws -> String {
-        guard token.utf8.count <= 8192 else { throw Self.refused }
+        guard token.utf8.count <= 8192, Self.isCanonical(token) else { throw Self.refused }
         let claims: IdentityClaims
         do { claims = try await keys.verify(token, as: IdentityClaims.self) } catch { throw Self.refused }
         do { try Self.validate(identity: claims.sub.value) } catch { throw Self.refused }
@@ -47,6 +48,27 @@ public struct TokenAuthority: Sendable {
     }
 
     static let refused = SyncError(.authenticationFailed, "missing, invalid or expired token")
+
+    /// Whether `token` is spelled as this authority mints: three base64url segments without
+    /// padding and with no spare bits set (so a token has exactly one accepted spelling),
+    /// and a header that says `HS256` and asks for no critical extension.
+    static func isCanonical(_ token: String) -> Bool {
+        let segments = token.split(separator: ".", omittingEmptySubsequences: false)
+        guard segments.count == 3 else { return false }
+        var decoded: [Data] = []
+        for segment in segments {
+            var base64 = segment.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
+            base64 += String(repeating: "=", count: (4 - base64.count % 4) % 4)
+            guard !segment.contains("="), let data = Data(base64Encoded: base64) else { return false }
+            let again = data.base64EncodedString().replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
+                .replacingOccurrences(of: "=", with: "")
+            guard again == segment else { return false }
+            decoded.append(data)
+        }
+        guard let header = (try? JSONSerialization.jsonObject(with: decoded[0])) as? [String: Any],
+              header["alg"] as? String == "HS256", header["crit"] == nil else { return false }
+        return true
+    }
 
     /// The identities the service accepts: 1 to 256 UTF-8 bytes, no control characters.
     static func validate(identity: String) throws {

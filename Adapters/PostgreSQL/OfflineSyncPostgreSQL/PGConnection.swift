@@ -291,6 +291,10 @@ final class PGConnection {
         switch state {
         case "40001", "40P01", "55P03", "57014": return SyncError(.busy, "\(endpoint): \(message) (SQLSTATE \(state))")
         case "28P01", "28000": return SyncError(.authenticationFailed, "\(endpoint): \(message)")
+        // The store's own tables lack a table, column or type its catalog promises (someone
+        // changed them outside OfflineSync), or PostgreSQL found a damaged page or index.
+        case "42P01", "42703", "42804", "42883", "XX001", "XX002":
+            return SyncError(.corrupted, "\(endpoint): the store's tables do not match its catalog or are damaged: \(message) (SQLSTATE \(state))")
         case _ where state.hasPrefix("08") || state.hasPrefix("57P"):
             return SyncError(.transient, "\(endpoint): \(message) (SQLSTATE \(state))")
         default: return SyncError(.storageFailure, "\(endpoint): \(message) (SQLSTATE \(state))")
