@@ -30,7 +30,7 @@ SWIFT ?= swift
 PKG_CONFIG_MODULES := sqlite3 lmdb libpq
 APT_PACKAGES := pkg-config libsqlite3-dev liblmdb-dev libpq-dev postgresql curl
 
-.PHONY: deps build test test-steps openapi-check conformance-cli corrupt-sweep cognito-test hostile-test soak demo serve token bench clean
+.PHONY: deps build test test-steps openapi-check conformance-cli corrupt-sweep crash-trials cognito-test hostile-test soak demo serve token bench clean
 
 deps:
 	@if ! command -v $(SWIFT) >/dev/null 2>&1; then \
@@ -88,6 +88,7 @@ test-steps: deps openapi-check
 	$(SWIFT) test
 	$(MAKE) --no-print-directory conformance-cli
 	$(MAKE) --no-print-directory corrupt-sweep
+	$(MAKE) --no-print-directory crash-trials
 	Scripts/serve-smoke.sh "$$($(SWIFT) build --show-bin-path)/offline-sync"
 	$(MAKE) --no-print-directory cognito-test
 	$(MAKE) --no-print-directory hostile-test
@@ -129,6 +130,19 @@ corrupt-sweep: deps
 	"$$bin" corrupt-sweep --store "lmdb://$$dir/app-lmdb" --seed $(SWEEP_SEED); \
 	OFFLINE_SYNC_SWEEP_KEY=$$(printf '5a%.0s' $$(seq 32)) "$$bin" corrupt-sweep --require-detection --seed $(SWEEP_SEED) \
 		--store "encrypted-file://$$dir/app.osync?key-env=OFFLINE_SYNC_SWEEP_KEY"
+
+# Crash trials, short form: for each configuration (an SQLite, LMDB, encrypted-file or
+# PostgreSQL client store; the server on SQLite or PostgreSQL) the client and the server are
+# killed with SIGKILL 20 times at chosen phases (before send, after send, mid response, mid
+# pull page, mid server apply, mid local write, mid compaction) through a fault-injecting
+# proxy; every acknowledged change must reach the server exactly once, with no false conflict
+# and no pulled row skipped. The PostgreSQL configurations need OFFLINE_SYNC_TEST_POSTGRES_URL
+# (set inside `make test`). CRASH_SEED replays a run.
+CRASH_TRIALS ?= 20
+crash-trials: deps
+	$(SWIFT) build --product offline-sync
+	python3 Tests/Reliability/crash_trials.py --trials $(CRASH_TRIALS) --bin "$$($(SWIFT) build --show-bin-path)/offline-sync" \
+		$(if $(CRASH_SEED),--seed $(CRASH_SEED),)
 
 # The long forms of the reliability tests; writes Docs/Reliability.md (see Scripts/soak.py for
 # SOAK_ARGS such as --trials, --clients, --rounds, --seeds, --seed).

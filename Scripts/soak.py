@@ -1,0 +1,279 @@
+#!/usr/bin/env python3
+"""The long forms of the reliability tests, and the figures they produce.
+
+    make soak        (builds, starts a throwaway PostgreSQL, runs this, writes Docs/Reliability.md)
+
+or by hand, from the repository root, after `swift build --build-tests`:
+
+    Scripts/with-postgres.sh python3 Scripts/soak.py [--trials 200] [--clients 20] [--rounds 20]
+                                                    [--seeds 5] [--out Docs/Reliability.md]
+
+It runs, in turn:
+
+1. the crash trials (Tests/Reliability/crash_trials.py) with --trials per configuration;
+2. the convergence test (ConvergenceTests) with --clients clients and --rounds rounds, once per
+   seed, under each conflict policy;
+3. the corrupt-store sweep of every file adapter with large case counts, and PostgreSQL's
+   damaged-catalog sweep (CorruptSchemaTests) with 200 random cases;
+4. the hostile-request and authentication-attack tests, schemathesis with more examples;
+
+then writes the Markdown report with one table per configuration, the date, the machine and the
+commit. It exits with status 1 when any part failed (the report is written either way, and says
+which part failed).
+"""
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import re
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+POLICIES = ["serverWins", "clientWins", "lastWriterWins", "fieldLevelMerge"]
+
+
+def run(command, env=None, timeout=None):
+    """Runs a command from the repository root; returns (status, output, seconds)."""
+    started = time.time()
+    merged = dict(os.environ, **(env or {}))
+    print("soak: $ %s" % " ".join(command), flush=True)
+    process = subprocess.run(command, cwd=ROOT, env=merged, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                             text=True, errors="replace", timeout=timeout)
+    return process.returncode, process.stdout, time.time() - started
+
+
+def tool_path():
+    status, output, _ = run(["swift", "build", "--show-bin-path"])
+    if status != 0:
+        sys.exit("soak: swift build --show-bin-path failed:\n" + output)
+    return os.path.join(output.strip().splitlines()[-1], "offline-sync")
+
+
+def crash_trials(tool, trials, seed, scratch):
+    out = os.path.join(scratch, "crash.json")
+    status, output, seconds = run([sys.executable, "Tests/Reliability/crash_trials.py", "--trials", str(trials),
+                                   "--seed", str(seed), "--json", out, "--bin", tool])
+    sys.stdout.write(output[-4000:])
+    figures = {}
+    if os.path.exists(out):
+        with open(out) as f:
+            figures = json.load(f)
+    return {"status": status, "seconds": seconds, "figures": figures, "seed": seed, "tail": output[-2000:]}
+
+
+def convergence(clients, rounds, seeds, first_seed):
+    results = {policy: {"seeds": 0, "converged": 0, "conflicts": 0} for policy in POLICIES}
+    failures = []
+    started = time.time()
+    for seed in range(first_seed, first_seed + seeds):
+        status, output, _ = run(["swift", "test", "--skip-build", "--filter", "ConvergenceTests"], env={
+            "OFFLINE_SYNC_CONVERGENCE_CLIENTS": str(clients), "OFFLINE_SYNC_CONVERGENCE_ROUNDS": str(rounds),
+            "OFFLINE_SYNC_CONVERGENCE_SEED": str(seed)})
+        # Failure lines name their policy: the replay hint ends with "(policy <name>)", and Swift
+        # Testing's failed test case shows its argument as ".<name>".
+        failing = "\n".join(l for l in output.splitlines() if "✘" in l or "replay with" in l)
+        for policy in POLICIES:
+            match = re.search(r"convergence \(%s\): .*?, (\d+) conflicts checked" % policy, output)
+            results[policy]["seeds"] += 1
+            if match:
+                results[policy]["conflicts"] += int(match.group(1))
+            named = ("(policy %s)" % policy) in failing or ("." + policy) in failing
+            if match and (status == 0 or not named):
+                results[policy]["converged"] += 1
+        if status != 0:
+            failures.append("seed %d:\n%s" % (seed, "\n".join(l for l in output.splitlines() if "✘" in l or "replay" in l)[-3000:]))
+    return {"results": results, "failures": failures, "seconds": time.time() - started, "clients": clients, "rounds": rounds,
+            "seeds": seeds, "first_seed": first_seed}
+
+
+def sweeps(tool, scratch, seed):
+    key = "5a" * 32
+    stores = [("sqlite", "sqlite://%s/app.sqlite" % scratch, []),
+              ("lmdb", "lmdb://%s/app-lmdb" % scratch, []),
+              ("encrypted-file", "encrypted-file://%s/app.osync?key-env=OFFLINE_SYNC_SWEEP_KEY" % scratch, ["--require-detection"])]
+    results = {}
+    for name, url, extra in stores:
+        out = os.path.join(scratch, "sweep-%s.json" % name)
+        status, output, seconds = run([tool, "corrupt-sweep", "--store", url, "--seed", str(seed), "--truncations", "200",
+                                       "--bit-flips", "1000", "--zeroed-pages", "200", "--json", out] + extra,
+                                      env={"OFFLINE_SYNC_SWEEP_KEY": key})
+        print(output[-1500:])
+        figures = {}
+        if os.path.exists(out):
+            with open(out) as f:
+                figures = json.load(f)
+        results[name] = {"status": status, "seconds": seconds, "figures": figures}
+    # PostgreSQL has no file: CorruptSchemaTests damages its catalog and rows instead.
+    status, output, seconds = run(["swift", "test", "--skip-build", "--filter", "CorruptSchemaTests"],
+                                  env={"OFFLINE_SYNC_PG_SWEEP_CASES": "200"})
+    line = re.search(r"postgres corrupt sweep: (\d+) cases: (.*)", output)
+    outcomes = {}
+    if line:
+        for part in line.group(2).split(", "):
+            words = part.rsplit(" ", 1)
+            kind = words[0].split(" ")[0]
+            outcomes[kind] = outcomes.get(kind, 0) + int(words[1])
+    results["postgres"] = {"status": status if line else 1, "seconds": seconds, "figures": {
+        "cases": int(line.group(1)) if line else "?", "failures": 0 if status == 0 and line else "see the test output",
+        "outcomes": {"damaged catalog or rows": outcomes}}}
+    return results
+
+
+def hostile(tool, examples):
+    status, output, seconds = run([sys.executable, "-m", "unittest", "-v", "Tests/Hostile/test_hostile.py", "Tests/Hostile/test_auth.py"],
+                                  env={"OFFLINE_SYNC_BIN": tool, "HOSTILE_MAX_EXAMPLES": str(examples)})
+    generated = re.search(r"schemathesis: (\d+) test cases generated, exit code (\d+)", output)
+    ran = re.search(r"Ran (\d+) tests", output)
+    return {"status": status, "seconds": seconds, "schemathesis_cases": int(generated.group(1)) if generated else None,
+            "schemathesis_exit": int(generated.group(2)) if generated else None, "tests": int(ran.group(1)) if ran else None,
+            "tail": output[-3000:]}
+
+
+def machine():
+    memory = ""
+    try:
+        with open("/proc/meminfo") as f:
+            kilobytes = int(f.readline().split()[1])
+            memory = "%.0f GiB" % (kilobytes / 1024 / 1024)
+    except OSError:
+        pass
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo") as f:
+            names = [l.split(":", 1)[1].strip() for l in f if l.startswith("model name")]
+            if names:
+                cpu = names[0]
+    except OSError:
+        pass
+    return "%s, %d cores, %s, %s %s" % (cpu, os.cpu_count() or 0, memory, platform.system(), platform.release())
+
+
+def commit():
+    status, output, _ = run(["git", "rev-parse", "--short", "HEAD"])
+    return output.strip() if status == 0 else "?"
+
+
+def report(args, crash, converge, sweep, attacks):
+    lines = ["# Reliability figures", "",
+             "Written by `make soak` on %s, commit %s, on %s (debug build)." % (
+                 datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), commit(), machine()),
+             "What each part proves and how to replay it: [How the figures are made](#how-the-figures-are-made).", ""]
+
+    lines += ["## Crash trials", "",
+              "Client and server processes killed with SIGKILL at chosen phases (`Tests/Reliability/crash_trials.py`,",
+              "%d trials per configuration, seed %s). After the kills the client runs to the end and drains its queue;" % (args.trials, crash["seed"]),
+              "then every acknowledged change must be on the server exactly once, the client's copy must equal the server's,",
+              "and nothing may be left queued or failed.", ""]
+    configurations = crash["figures"].get("configs", {}) if isinstance(crash["figures"], dict) else {}
+    if not configurations:
+        lines += ["No figures: the crash trials wrote none.", ""]
+    for name, f in sorted(configurations.items()):
+        lines += ["### %s" % name, ""]
+        if f.get("status") == "skipped":
+            lines += ["Skipped: %s" % f.get("reason", "no PostgreSQL server"), ""]
+            continue
+        phases = f.get("kills_by_phase", {})
+        moments = f.get("server_kills_by_moment", {})
+        rows = [("trials run", f.get("trials")), ("client kills", f.get("client_kills")), ("server kills", f.get("server_kills"))]
+        rows += [("client kills %s" % phase, count) for phase, count in sorted(phases.items())]
+        rows += [("server kills %s" % moment, count) for moment, count in sorted(moments.items())]
+        rows += [("phases armed but never reached", sum(f.get("phases_not_reached", {}).values()) if isinstance(f.get("phases_not_reached"), dict) else f.get("phases_not_reached")),
+                 ("operations acknowledged", f.get("operations_acknowledged")),
+                 ("of them acknowledged before the final run", f.get("acknowledged_before_final")),
+                 ("writer operations (pulled by the client)", f.get("writer_steps")), ("lost", f.get("lost")),
+                 ("duplicated", f.get("duplicated")), ("wrong values", f.get("wrong_values")), ("unexpected rows", f.get("unexpected_rows")),
+                 ("false conflicts", f.get("false_conflicts")), ("left queued after the drain", f.get("pending_after_drain")),
+                 ("client/server differences", f.get("pull_mismatches")), ("seconds", "%.0f" % f["seconds"] if "seconds" in f else None)]
+        lines += ["| figure | value |", "|---|---:|"] + ["| %s | %s |" % (k, "—" if v is None else v) for k, v in rows] + [""]
+    if crash["status"] != 0:
+        lines += ["**The crash trials failed** (exit %d):" % crash["status"], "", "```", crash["tail"].strip(), "```", ""]
+
+    lines += ["## Convergence under partitions", "",
+              "`ConvergenceTests` with %d clients and %d rounds, seeds %d…%d: random inserts, updates, deletes and dataset writes" % (
+                  converge["clients"], converge["rounds"], converge["first_seed"], converge["first_seed"] + converge["seeds"] - 1),
+              "through the HTTP server, each client cut off and reconnected at random. A seed converges when every client and the",
+              "server end identical with nothing queued or failed, and every conflict left the item as the policy says.", "",
+              "| policy | seeds run | seeds converged | divergent seeds | conflicts checked against the policy |", "|---|---:|---:|---:|---:|"]
+    for policy in POLICIES:
+        r = converge["results"][policy]
+        lines.append("| %s | %d | %d | %d | %d |" % (policy, r["seeds"], r["converged"], r["seeds"] - r["converged"], r["conflicts"]))
+    lines.append("")
+    for failure in converge["failures"]:
+        lines += ["```", failure.strip(), "```", ""]
+
+    lines += ["## Corrupt and foreign stores", "",
+              "`offline-sync corrupt-sweep` per adapter: damaged copies of a 300-record store file, each opened in a child process.",
+              "*refused*: a typed error at open; *detected*: a typed error while reading; *intact*: the damage hit unused space;",
+              "*undetected*: the store opened and a record's bytes differ. SQLite and LMDB keep no checksums on records, so a bit",
+              "flipped inside a value cannot be seen (the encrypted file authenticates every byte, and there it must be zero).",
+              "PostgreSQL has no store file: its sweep (`CorruptSchemaTests`) damages the catalog's encoded schemas and",
+              "names, rows' encoded ids, versions, values and undeclared fields, and drops or retypes tables and columns.",
+              "*crashed*, *untyped*, *reinitialised* and *changed files* must all be zero.", ""]
+    for name, s in sweep.items():
+        f = s["figures"]
+        lines += ["### %s" % name, "", "| damage | cases | refused | detected | intact | undetected | crashed | untyped | reinitialised |",
+                  "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+        for kind, counts in sorted(f.get("outcomes", {}).items()):
+            lines.append("| %s | %d | %s |" % (kind, sum(counts.values()), " | ".join(str(counts.get(o, 0)) for o in
+                                                                                   ["refused", "detected", "intact", "undetected", "crashed", "untyped", "reinitialised"])))
+        lines += ["", "Corrupt files tried: %s; failed cases (crash, untyped error, reinitialised, changed file%s): %s." % (
+            f.get("cases", "?"), ", undetected" if name == "encrypted-file" else "", f.get("failures", "?")), ""]
+
+    lines += ["## Hostile requests and authentication attacks", "",
+              "`Tests/Hostile/test_hostile.py` and `Tests/Hostile/test_auth.py` against a live `offline-sync serve`,",
+              "schemathesis at %d examples per operation." % args.examples, "",
+              "| figure | value |", "|---|---:|",
+              "| tests run | %s |" % attacks["tests"],
+              "| tests failed | %s |" % (0 if attacks["status"] == 0 else "see below"),
+              "| requests fuzzed by schemathesis | %s |" % attacks["schemathesis_cases"],
+              "| 5xx seen | %s |" % (0 if attacks["schemathesis_exit"] == 0 and attacks["status"] == 0 else "see below"),
+              "| secrets found in the log | %s |" % (0 if attacks["status"] == 0 else "see below"), ""]
+    if attacks["status"] != 0:
+        lines += ["```", attacks["tail"].strip(), "```", ""]
+
+    lines += ["## How the figures are made", "",
+              "- Crash trials: `Tests/Reliability/crash_trials.py` (its docstring lists each phase and check); the short form",
+              "  runs in `make test`.",
+              "- Convergence: `Tests/OfflineSyncServerTests/ConvergenceTests.swift`; replay a seed with",
+              "  `OFFLINE_SYNC_CONVERGENCE_SEED=N OFFLINE_SYNC_CONVERGENCE_CLIENTS=20 OFFLINE_SYNC_CONVERGENCE_ROUNDS=20 swift test --filter ConvergenceTests`.",
+              "- Corrupt stores: `offline-sync corrupt-sweep --help`; `make corrupt-sweep` is the short form.",
+              "- Hostile requests: `make hostile-test` is the short form.", ""]
+    return "\n".join(lines)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--trials", type=int, default=200)
+    parser.add_argument("--clients", type=int, default=20)
+    parser.add_argument("--rounds", type=int, default=20)
+    parser.add_argument("--seeds", type=int, default=5)
+    parser.add_argument("--examples", type=int, default=200)
+    parser.add_argument("--seed", type=int, default=int(time.time()))
+    parser.add_argument("--out", default=os.path.join(ROOT, "Docs", "Reliability.md"))
+    args = parser.parse_args()
+    tool = tool_path()
+    with tempfile.TemporaryDirectory(prefix="offline-sync-soak-") as scratch:
+        crash = crash_trials(tool, args.trials, args.seed, scratch)
+        converge = convergence(args.clients, args.rounds, args.seeds, args.seed)
+        sweep = sweeps(tool, scratch, args.seed)
+        attacks = hostile(tool, args.examples)
+    text = report(args, crash, converge, sweep, attacks)
+    with open(args.out, "w") as f:
+        f.write(text)
+    print("soak: wrote %s" % args.out)
+    failed = [name for name, status in [("crash trials", crash["status"]), ("convergence", 1 if converge["failures"] else 0),
+                                        ("hostile requests", attacks["status"])] + [("sweep " + n, s["status"]) for n, s in sweep.items()]
+              if status != 0]
+    if failed:
+        print("soak: FAILED: " + ", ".join(failed))
+        sys.exit(1)
+    print("soak: every part passed")
+
+
+if __name__ == "__main__":
+    main()
