@@ -105,6 +105,27 @@ final class RecordingResolver: ConflictResolver {
     }
 }
 
+/// Dataset conflicts, settled by the documented default (the newer change wins, the remote
+/// one on a tie), and kept so the test can check what each one led to.
+final class DatasetConflictRecorder: Sendable {
+    private let conflicts = Mutex<[DatasetConflict]>([])
+    var callbacks: DatasetSyncCallbacks {
+        DatasetSyncCallbacks(onConflict: { [self] _, list in
+            conflicts.withLock { $0 += list }
+            return list.map { $0.resolveWithNewer() }
+        })
+    }
+    /// The conflicts since the last call.
+    func take() -> [DatasetConflict] { conflicts.withLock { list in defer { list.removeAll() }; return list } }
+
+    /// The value the key must end with: the newer change's, written out independently of
+    /// ``DatasetConflict/resolveWithNewer()``.
+    static func expected(_ conflict: DatasetConflict) -> String? {
+        let remoteTime = conflict.remote.deviceLastModifiedDate ?? conflict.remote.lastModifiedDate
+        return conflict.local.lastModified > remoteTime ? conflict.local.value : conflict.remote.value
+    }
+}
+
 @Suite("Convergence under partitions: seeded random clients through the HTTP server, per conflict policy")
 struct ConvergenceTests {
     static let items = TableSchema("items", fields: [FieldDefinition("title", .string), FieldDefinition("n", .int),
@@ -121,6 +142,7 @@ struct ConvergenceTests {
         let partition: Partition
         let store: SQLiteStore
         let resolver: RecordingResolver
+        let datasetConflicts = DatasetConflictRecorder()
     }
 
     @Test("every client and the server end identical, rows and datasets, with no queued or failed operation",
@@ -132,7 +154,8 @@ struct ConvergenceTests {
         try await withTemporaryDirectory { directory in
             let live = try await LiveServer.start(in: directory)
             let checker = try await live.remote("convergence")
-            var conflictsChecked = 0
+            var conflictsChecked = 0, datasetConflictsChecked = 0
+            let pool = "us-east-1:00000000-0000-0000-0000-00000000c0de"
             /// Every conflict the client's last sync settled left the item on the server (and on
             /// the client) as the policy says. Clients act one at a time, so nothing else
             /// changed the item between the conflict and this check.
@@ -157,7 +180,24 @@ struct ConvergenceTests {
                     #expect(local?.fields == have, "client \(index): after the conflict on \(id) the local copy differs from the server's; \(replay)")
                 }
             }
-            let pool = "us-east-1:00000000-0000-0000-0000-00000000c0de", identity = "convergence"
+            /// Every dataset conflict of the client's last synchronize left the key, on the client
+            /// and on the server, with the newer change's value.
+            func checkDatasetOutcomes(_ client: Client, _ index: Int) async throws {
+                var latest: [String: DatasetConflict] = [:]
+                for conflict in client.datasetConflicts.take() { latest[conflict.key] = conflict }
+                guard !latest.isEmpty else { return }
+                let server = try await HTTPDatasetRemote(checker, identityPoolId: pool, identityId: "convergence")
+                    .listRecords(dataset: "shared", lastSyncCount: 0, nextToken: nil, maxResults: 1000, syncSessionToken: nil)
+                    .records.reduce(into: [String: String]()) { values, record in values[record.key] = record.value }
+                let local = try await client.datasets.openOrCreateDataset("shared").getAll()
+                for (key, conflict) in latest {
+                    datasetConflictsChecked += 1
+                    let want = DatasetConflictRecorder.expected(conflict)
+                    #expect(server[key] == want, "client \(index): the dataset conflict on \(key) left \(server[key] ?? "nothing") on the server; the newer change was \(want ?? "a removal"); \(replay)")
+                    #expect(local[key] == want, "client \(index): the dataset conflict on \(key) left \(local[key] ?? "nothing") locally; the newer change was \(want ?? "a removal"); \(replay)")
+                }
+            }
+            let identity = "convergence"
             var clients: [Client] = []
             for index in 0..<Self.clientCount {
                 let http = try await live.remote(identity)
@@ -204,7 +244,8 @@ struct ConvergenceTests {
                     if !client.partition.isCut {
                         try await client.context.sync(["items"])
                         try await checkOutcomes(client, index)
-                        try await dataset.synchronize()
+                        _ = try await dataset.synchronize(client.datasetConflicts.callbacks)
+                        try await checkDatasetOutcomes(client, index)
                     }
                 }
             }
@@ -215,7 +256,8 @@ struct ConvergenceTests {
                 for (index, client) in clients.enumerated() {
                     try await client.context.sync(["items"])
                     try await checkOutcomes(client, index)
-                    try await client.datasets.openOrCreateDataset("shared").synchronize()
+                    _ = try await client.datasets.openOrCreateDataset("shared").synchronize(client.datasetConflicts.callbacks)
+                    try await checkDatasetOutcomes(client, index)
                 }
             }
             let reader = try await live.remote(identity)
@@ -233,7 +275,7 @@ struct ConvergenceTests {
                 .records.reduce(into: [String: String]()) { values, record in values[record.key] = record.value }
             #expect(!serverRows.isEmpty, "\(replay)")
             #expect(conflictsChecked > 0 || Self.clientCount * Self.rounds < 40, "no conflict arose, so no policy was checked; \(replay)")
-            print("convergence (\(policy.rawValue)): \(Self.clientCount) clients, \(Self.rounds) rounds, \(conflictsChecked) conflicts checked against the policy, seed \(Self.seed)")
+            print("convergence (\(policy.rawValue)): \(Self.clientCount) clients, \(Self.rounds) rounds, \(conflictsChecked) conflicts checked against the policy, \(datasetConflictsChecked) dataset conflicts against the newer-wins rule, seed \(Self.seed)")
             for (index, client) in clients.enumerated() {
                 let rows = try await client.context.table("items").query().sorted { $0.id < $1.id }
                 #expect(rows == serverRows, "client \(index) diverged from the server; \(replay)")

@@ -42,15 +42,15 @@ struct PageVerifier {
         defer { close(fd) }
         var head = [UInt8](repeating: 0, count: EnvironmentFile.metaEnd)
         guard pread(fd, &head, head.count, 0) == head.count else { throw corrupted(path, "its first meta page cannot be read") }
-        let pageSize = Int(load32(head, EnvironmentFile.pageSizeOffset))
+        let pageSize = Int(EnvironmentFile.load32(head, EnvironmentFile.pageSizeOffset))
         var metas: [(txn: UInt64, last: UInt64, free: UInt64, main: UInt64)] = []
         for number in 0..<2 {
             var page = [UInt8](repeating: 0, count: EnvironmentFile.metaEnd)
             guard pread(fd, &page, page.count, off_t(number * pageSize)) == page.count else { continue }
-            guard load64(page, 0) == UInt64(number), load16(page, 10) & meta != 0,
-                  load32(page, EnvironmentFile.magicOffset) == EnvironmentFile.magic else { continue }
-            metas.append((load64(page, EnvironmentFile.txnIDOffset), load64(page, EnvironmentFile.lastPageOffset),
-                          load64(page, EnvironmentFile.freeRootOffset), load64(page, EnvironmentFile.mainRootOffset)))
+            guard EnvironmentFile.load64(page, 0) == UInt64(number), EnvironmentFile.load16(page, 10) & meta != 0,
+                  EnvironmentFile.load32(page, EnvironmentFile.magicOffset) == EnvironmentFile.magic else { continue }
+            metas.append((EnvironmentFile.load64(page, EnvironmentFile.txnIDOffset), EnvironmentFile.load64(page, EnvironmentFile.lastPageOffset),
+                          EnvironmentFile.load64(page, EnvironmentFile.freeRootOffset), EnvironmentFile.load64(page, EnvironmentFile.mainRootOffset)))
         }
         // LMDB reads through the meta page with the higher transaction id.
         guard let newest = metas.max(by: { $0.txn < $1.txn }) else { throw corrupted(path, "it has no valid meta page") }
@@ -94,46 +94,46 @@ struct PageVerifier {
         guard depth < Self.maximumDepth else { throw Self.corrupted(path, "its trees are deeper than \(Self.maximumDepth) levels") }
         try claim(root)
         let page = try read(root)
-        guard Self.load64(page, 0) == root else { throw Self.corrupted(path, "page \(root) carries the number \(Self.load64(page, 0))") }
-        let flags = Self.load16(page, 10)
+        guard EnvironmentFile.load64(page, 0) == root else { throw Self.corrupted(path, "page \(root) carries the number \(EnvironmentFile.load64(page, 0))") }
+        let flags = EnvironmentFile.load16(page, 10)
         let kind = flags & (Self.branch | Self.leaf | Self.overflow | Self.meta)
         guard kind == Self.branch || kind == Self.leaf else {
             throw Self.corrupted(path, "page \(root) has the flags \(flags), not those of a branch or leaf page")
         }
         if flags & Self.leaf2 != 0 {
             // Fixed-size keys packed after the header (MDB_DUPFIXED; this store creates none).
-            let keySize = Int(Self.load16(page, 8)), keys = try Self.keyCount(page, 0, pageSize, path: path, page: root)
+            let keySize = Int(EnvironmentFile.load16(page, 8)), keys = try Self.keyCount(page, 0, pageSize, path: path, page: root)
             guard keySize > 0, Self.header + keys * keySize <= pageSize else { throw Self.corrupted(path, "page \(root) holds keys past its end") }
             return
         }
         for node in try Self.nodes(page, base: 0, size: pageSize, path: path, page: root) {
-            let nodeFlags = Self.load16(page, node + 4), keySize = Int(Self.load16(page, node + 6))
+            let nodeFlags = EnvironmentFile.load16(page, node + 4), keySize = Int(EnvironmentFile.load16(page, node + 6))
             if kind == Self.branch {
                 guard node + Self.nodeHeader + keySize <= pageSize else { throw Self.corrupted(path, "a node of page \(root) ends past the page") }
-                let child = UInt64(Self.load16(page, node)) | UInt64(Self.load16(page, node + 2)) << 16 | UInt64(nodeFlags) << 32
+                let child = UInt64(EnvironmentFile.load16(page, node)) | UInt64(EnvironmentFile.load16(page, node + 2)) << 16 | UInt64(nodeFlags) << 32
                 try walk(child, depth: depth + 1, freeList: freeList)
                 continue
             }
-            let dataSize = Int(Self.load16(page, node)) | Int(Self.load16(page, node + 2)) << 16
+            let dataSize = Int(EnvironmentFile.load16(page, node)) | Int(EnvironmentFile.load16(page, node + 2)) << 16
             let data = node + Self.nodeHeader + keySize
             let stored = nodeFlags & Self.bigData != 0 ? 8 : dataSize
             guard data + stored <= pageSize else { throw Self.corrupted(path, "a node of page \(root) ends past the page") }
             if nodeFlags & Self.bigData != 0 {
-                let pages = try overflowPages(Self.load64(page, data), dataSize: dataSize)
+                let pages = try overflowPages(EnvironmentFile.load64(page, data), dataSize: dataSize)
                 if freeList {
-                    let run = try (0..<pages).flatMap { try read(Self.load64(page, data) + $0) }
+                    let run = try (0..<pages).flatMap { try read(EnvironmentFile.load64(page, data) + $0) }
                     try collectFree(run, at: Self.header, size: dataSize)
                 }
             } else if nodeFlags & Self.subData != 0 {
                 guard dataSize == Self.databaseRecordSize else { throw Self.corrupted(path, "a database record in page \(root) has \(dataSize) bytes") }
-                try walk(Self.load64(page, data + 40), depth: 0, freeList: false)
+                try walk(EnvironmentFile.load64(page, data + 40), depth: 0, freeList: false)
             } else if nodeFlags & Self.dupData != 0 {
                 // The values of one key, inline as a sub-page.
                 guard dataSize >= Self.header else { throw Self.corrupted(path, "a sub-page in page \(root) is too short") }
-                guard Self.load16(page, data + 10) & Self.leaf != 0 else { throw Self.corrupted(path, "a sub-page in page \(root) is not a leaf") }
-                if Self.load16(page, data + 10) & Self.leaf2 == 0 {
+                guard EnvironmentFile.load16(page, data + 10) & Self.leaf != 0 else { throw Self.corrupted(path, "a sub-page in page \(root) is not a leaf") }
+                if EnvironmentFile.load16(page, data + 10) & Self.leaf2 == 0 {
                     for sub in try Self.nodes(page, base: data, size: dataSize, path: path, page: root) {
-                        guard sub + Self.nodeHeader + Int(Self.load16(page, sub + 6)) <= data + dataSize else {
+                        guard sub + Self.nodeHeader + Int(EnvironmentFile.load16(page, sub + 6)) <= data + dataSize else {
                             throw Self.corrupted(path, "a sub-page node in page \(root) ends past its sub-page")
                         }
                     }
@@ -147,9 +147,9 @@ struct PageVerifier {
     /// The free list's values: a count, then that many page numbers.
     private mutating func collectFree(_ bytes: [UInt8], at offset: Int, size: Int) throws {
         guard size >= 8, offset + size <= bytes.count else { throw Self.corrupted(path, "a free-list entry is malformed") }
-        let count = Self.load64(bytes, offset)
+        let count = EnvironmentFile.load64(bytes, offset)
         guard count <= UInt64(size / 8 - 1) else { throw Self.corrupted(path, "a free-list entry counts \(count) pages in \(size) bytes") }
-        for i in 0..<Int(count) { freePages.append(Self.load64(bytes, offset + 8 + 8 * i)) }
+        for i in 0..<Int(count) { freePages.append(EnvironmentFile.load64(bytes, offset + 8 + 8 * i)) }
     }
 
     /// Checks the run of overflow pages starting at `first` that holds `dataSize` bytes, and
@@ -157,10 +157,10 @@ struct PageVerifier {
     private mutating func overflowPages(_ first: UInt64, dataSize: Int) throws -> UInt64 {
         guard first >= 2, first <= lastPage else { throw Self.corrupted(path, "a value points to page \(first), outside the file's pages") }
         let page = try read(first)
-        guard Self.load64(page, 0) == first, Self.load16(page, 10) & Self.overflow != 0 else {
+        guard EnvironmentFile.load64(page, 0) == first, EnvironmentFile.load16(page, 10) & Self.overflow != 0 else {
             throw Self.corrupted(path, "page \(first) is not the overflow page a value points to")
         }
-        let count = UInt64(Self.load32(page, 12))
+        let count = UInt64(EnvironmentFile.load32(page, 12))
         guard count >= 1, first + count - 1 <= lastPage, UInt64(dataSize) <= count * UInt64(pageSize) - UInt64(Self.header) else {
             throw Self.corrupted(path, "the overflow pages at \(first) do not fit the file or their value")
         }
@@ -171,16 +171,16 @@ struct PageVerifier {
     /// The offsets of the nodes of the (sub-)page at `base`, each checked to start inside it.
     private static func nodes(_ page: [UInt8], base: Int, size: Int, path: String, page number: UInt64) throws -> [Int] {
         let count = try keyCount(page, base, size, path: path, page: number)
-        let upper = Int(load16(page, base + 14))
+        let upper = Int(EnvironmentFile.load16(page, base + 14))
         return try (0..<count).map { i in
-            let offset = Int(load16(page, base + header + 2 * i))
+            let offset = Int(EnvironmentFile.load16(page, base + header + 2 * i))
             guard offset >= upper, offset + nodeHeader <= size else { throw corrupted(path, "a node pointer of page \(number) lies outside its nodes") }
             return base + offset
         }
     }
 
     private static func keyCount(_ page: [UInt8], _ base: Int, _ size: Int, path: String, page number: UInt64) throws -> Int {
-        let lower = Int(load16(page, base + 12)), upper = Int(load16(page, base + 14))
+        let lower = Int(EnvironmentFile.load16(page, base + 12)), upper = Int(EnvironmentFile.load16(page, base + 14))
         guard lower >= header, lower <= upper, upper <= size, (lower - header) % 2 == 0 else {
             throw corrupted(path, "page \(number) has invalid bounds (\(lower), \(upper))")
         }
@@ -189,17 +189,5 @@ struct PageVerifier {
 
     private static func corrupted(_ path: String, _ fault: String) -> SyncError {
         SyncError(.corrupted, "'\(path)' is a damaged LMDB data file: \(fault)")
-    }
-
-    private static func load16(_ bytes: [UInt8], _ offset: Int) -> UInt16 {
-        bytes.withUnsafeBytes { $0.loadUnaligned(fromByteOffset: offset, as: UInt16.self) }
-    }
-
-    private static func load32(_ bytes: [UInt8], _ offset: Int) -> UInt32 {
-        bytes.withUnsafeBytes { $0.loadUnaligned(fromByteOffset: offset, as: UInt32.self) }
-    }
-
-    private static func load64(_ bytes: [UInt8], _ offset: Int) -> UInt64 {
-        bytes.withUnsafeBytes { $0.loadUnaligned(fromByteOffset: offset, as: UInt64.self) }
     }
 }

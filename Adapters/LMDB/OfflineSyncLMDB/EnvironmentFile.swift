@@ -127,15 +127,15 @@ enum EnvironmentFile {
                     roots: [load64(head, offset + freeRootOffset), load64(head, offset + mainRootOffset)])
     }
 
-    private static func load16(_ bytes: [UInt8], _ offset: Int) -> UInt16 {
+    static func load16(_ bytes: [UInt8], _ offset: Int) -> UInt16 {
         bytes.withUnsafeBytes { $0.loadUnaligned(fromByteOffset: offset, as: UInt16.self) }
     }
 
-    private static func load32(_ bytes: [UInt8], _ offset: Int) -> UInt32 {
+    static func load32(_ bytes: [UInt8], _ offset: Int) -> UInt32 {
         bytes.withUnsafeBytes { $0.loadUnaligned(fromByteOffset: offset, as: UInt32.self) }
     }
 
-    private static func load64(_ bytes: [UInt8], _ offset: Int) -> UInt64 {
+    static func load64(_ bytes: [UInt8], _ offset: Int) -> UInt64 {
         bytes.withUnsafeBytes { $0.loadUnaligned(fromByteOffset: offset, as: UInt64.self) }
     }
 
