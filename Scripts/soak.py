@@ -119,9 +119,12 @@ def sweeps(tool, scratch, seed):
             words = part.rsplit(" ", 1)
             kind = words[0].split(" ")[0]
             outcomes[kind] = outcomes.get(kind, 0) + int(words[1])
+    impossible = outcomes.pop("impossible", 0)
     results["postgres"] = {"status": status if line else 1, "seconds": seconds, "figures": {
-        "cases": int(line.group(1)) if line else "?", "failures": 0 if status == 0 and line else "see the test output",
-        "outcomes": {"damaged catalog or rows": outcomes}}}
+        "cases": int(line.group(1)) - impossible if line else "?", "failures": 0 if status == 0 and line else "see the test output",
+        "impossible": impossible, "outcomes": {"damaged catalog or rows": outcomes}}}
+    if status != 0:
+        print("\n".join(l for l in output.splitlines() if "✘" in l)[-3000:])
     return results
 
 
@@ -130,8 +133,17 @@ def hostile(tool, examples):
                                   env={"OFFLINE_SYNC_BIN": tool, "HOSTILE_MAX_EXAMPLES": str(examples)})
     generated = re.search(r"schemathesis: (\d+) test cases generated, exit code (\d+)", output)
     ran = re.search(r"Ran (\d+) tests", output)
+    failed = re.search(r"FAILED \((?:failures=(\d+))?(?:, )?(?:errors=(\d+))?", output)
+    answers = re.findall(r"(hostile|auth): the server answered (\d+) requests, (\d+) with a 5xx", output)
+    secrets = re.findall(r"(hostile|auth): the log was searched for (\d+) secrets, (\d+) found", output)
     return {"status": status, "seconds": seconds, "schemathesis_cases": int(generated.group(1)) if generated else None,
             "schemathesis_exit": int(generated.group(2)) if generated else None, "tests": int(ran.group(1)) if ran else None,
+            "failed": (sum(int(g) for g in failed.groups() if g) if failed else 0) if ran else None,
+            # Both servers must report, or the figure is unknown.
+            "requests": sum(int(a[1]) for a in answers) if len(answers) == 2 else None,
+            "fives": sum(int(a[2]) for a in answers) if len(answers) == 2 else None,
+            "secrets_checked": sum(int(a[1]) for a in secrets) if len(secrets) == 2 else None,
+            "secrets_found": sum(int(a[2]) for a in secrets) if len(secrets) == 2 else None,
             "tail": output[-3000:]}
 
 
@@ -157,6 +169,11 @@ def machine():
 def commit():
     status, output, _ = run(["git", "rev-parse", "--short", "HEAD"])
     return output.strip() if status == 0 else "?"
+
+
+def unknown(value):
+    """A figure, or a dash when the run did not produce it."""
+    return "—" if value is None else value
 
 
 def report(args, crash, converge, sweep, attacks):
@@ -225,6 +242,11 @@ def report(args, crash, converge, sweep, attacks):
         for kind, counts in sorted(f.get("outcomes", {}).items()):
             lines.append("| %s | %d | %s |" % (kind, sum(counts.values()), " | ".join(str(counts.get(o, 0)) for o in
                                                                                    ["refused", "detected", "intact", "undetected", "crashed", "untyped", "reinitialised"])))
+        if name == "postgres":
+            lines += ["", "Damaged schemas tried: %s; failed cases (untyped error, changed schema): %s. %s damaged ids could not be"
+                      " written: they equalled another row's id, and the primary key refused them." % (
+                          f.get("cases", "?"), f.get("failures", "?"), f.get("impossible", 0)), ""]
+            continue
         lines += ["", "Corrupt files tried: %s; failed cases (crash, untyped error, reinitialised, changed file%s): %s." % (
             f.get("cases", "?"), ", undetected" if name == "encrypted-file" else "", f.get("failures", "?")), ""]
 
@@ -232,11 +254,13 @@ def report(args, crash, converge, sweep, attacks):
               "`Tests/Hostile/test_hostile.py` and `Tests/Hostile/test_auth.py` against a live `offline-sync serve`,",
               "schemathesis at %d examples per operation." % args.examples, "",
               "| figure | value |", "|---|---:|",
-              "| tests run | %s |" % attacks["tests"],
-              "| tests failed | %s |" % (0 if attacks["status"] == 0 else "see below"),
-              "| requests fuzzed by schemathesis | %s |" % attacks["schemathesis_cases"],
-              "| 5xx seen | %s |" % (0 if attacks["schemathesis_exit"] == 0 and attacks["status"] == 0 else "see below"),
-              "| secrets found in the log | %s |" % (0 if attacks["status"] == 0 else "see below"), ""]
+              "| tests run | %s |" % unknown(attacks["tests"]),
+              "| tests failed | %s |" % unknown(attacks["failed"]),
+              "| requests fuzzed by schemathesis | %s |" % unknown(attacks["schemathesis_cases"]),
+              "| requests the servers answered (their logs) | %s |" % unknown(attacks["requests"]),
+              "| 5xx seen (the servers' logs) | %s |" % unknown(attacks["fives"]),
+              "| secrets searched for in the logs | %s |" % unknown(attacks["secrets_checked"]),
+              "| secrets found in the logs | %s |" % unknown(attacks["secrets_found"]), ""]
     if attacks["status"] != 0:
         lines += ["```", attacks["tail"].strip(), "```", ""]
 
@@ -271,7 +295,8 @@ def main():
         f.write(text)
     print("soak: wrote %s" % args.out)
     failed = [name for name, status in [("crash trials", crash["status"]), ("convergence", 1 if converge["failures"] else 0),
-                                        ("hostile requests", attacks["status"])] + [("sweep " + n, s["status"]) for n, s in sweep.items()]
+                                        ("hostile requests", attacks["status"]),
+                                        ("5xx or leaked secrets", 0 if attacks["fives"] == 0 and attacks["secrets_found"] == 0 else 1)] + [("sweep " + n, s["status"]) for n, s in sweep.items()]
               if status != 0]
     if failed:
         print("soak: FAILED: " + ", ".join(failed))

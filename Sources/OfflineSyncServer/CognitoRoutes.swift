@@ -160,7 +160,7 @@ struct CognitoRoutes: Sendable {
         do {
             let buffer = try await routes.readBody(request)
             let bytes = Array(buffer.readableBytesView)
-            let caller = try await authenticate(request, body: bytes)
+            let (caller, signer) = try await authenticate(request, body: bytes)
             var parameters: [String: String] = [:]
             for name in ["pool", "identity", "dataset", "device"] {
                 if let raw = context.parameters.get(name) {
@@ -178,8 +178,28 @@ struct CognitoRoutes: Sendable {
             }
             let call = Call(caller: caller, parameters: parameters, query: query, body: body, headers: request.headers)
             if let identity = parameters["identity"] { try authorize(caller, identity: identity) }
-            let answer = try await handler(call)
-            return Routes.json(answer)
+            // A signed request that changes something runs once: a replay of the same bytes
+            // (captured, or an SDK retry signed within the same second) gets the first answer.
+            guard request.method != .get, let claimed = signer?.signature else { return Routes.json(try await handler(call)) }
+            switch try await datasets.claimSignedRequest(claimed, window: verifier.maxClockSkew * 3) {
+            case .answered(let answer):
+                routes.logger.notice("SigV4 replay answered from its first run")
+                return Routes.json(bytes: answer)
+            case .inProgress:
+                throw CognitoError("TooManyRequestsException", .tooManyRequests, "the same signed request is running; retry later")
+            case .claimed:
+                break
+            }
+            let answer: JSON
+            do {
+                answer = try await handler(call)
+            } catch {
+                try? await datasets.releaseSignedRequest(claimed)
+                throw error
+            }
+            let encoded = answer.encoded
+            try? await datasets.completeSignedRequest(claimed, answer: encoded)
+            return Routes.json(bytes: encoded)
         } catch let error as SyncError {
             let answer = CognitoError.from(error)
             if answer.status.code >= 500 { routes.logger.error("cognito call failed", metadata: ["code": "\(error.code)"]) }
@@ -189,15 +209,16 @@ struct CognitoRoutes: Sendable {
         }
     }
 
-    /// SigV4 against the configured keys, or the server's bearer token; 403 otherwise.
-    func authenticate(_ request: Request, body: [UInt8]) async throws -> CognitoCaller {
+    /// SigV4 against the configured keys, or the server's bearer token; 403 otherwise. The
+    /// signer is `nil` for a bearer token.
+    func authenticate(_ request: Request, body: [UInt8]) async throws -> (CognitoCaller, SigV4Verifier.Signer?) {
         guard let header = request.headers[.authorization] else { throw CognitoError.notAuthorized("missing credentials") }
         if header.lowercased().hasPrefix("bearer ") {
             guard let identity = try? await routes.server.tokens.identity(
                 fromToken: String(header.dropFirst(7)).trimmingCharacters(in: .whitespaces)) else {
                 throw CognitoError.notAuthorized()
             }
-            return .identity(identity, via: "token")
+            return (.identity(identity, via: "token"), nil)
         }
         var headers = request.headers.map { (name: $0.name.canonicalName, value: $0.value) }
         // HTTP/1's Host header arrives as the request's authority, not among the fields.
@@ -214,8 +235,8 @@ struct CognitoRoutes: Sendable {
             throw CognitoError.notAuthorized("the request signature is not valid")
         }
         guard let key = keys[signer.accessKeyId] else { throw CognitoError.notAuthorized() }
-        if let identity = key.identityId { return .identity(identity, via: key.accessKeyId) }
-        return .developer(accessKeyId: key.accessKeyId)
+        if let identity = key.identityId { return (.identity(identity, via: key.accessKeyId), signer) }
+        return (.developer(accessKeyId: key.accessKeyId), signer)
     }
 
     /// An identity's caller reaches only its own identity; a developer key reaches any.

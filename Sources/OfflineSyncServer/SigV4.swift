@@ -32,10 +32,13 @@ public struct SigV4Verifier: Sendable {
         public var accessKeyId: String
         /// The region of the credential scope.
         public var region: String
+        /// The request's signature (lowercase hex), unique to its exact bytes and date.
+        public var signature: String
         /// Creates a signer description.
-        public init(accessKeyId: String, region: String) {
+        public init(accessKeyId: String, region: String, signature: String = "") {
             self.accessKeyId = accessKeyId
             self.region = region
+            self.signature = signature
         }
     }
 
@@ -93,7 +96,7 @@ public struct SigV4Verifier: Sendable {
         }
         let expected = Self.hex(HMAC<SHA256>.authenticationCode(for: Array(stringToSign.utf8), using: key))
         guard constantTimeEqual(Array(expected.utf8), Array(signature.utf8)) else { throw Self.refuse("signature mismatch") }
-        return Signer(accessKeyId: scope[0], region: scope[2])
+        return Signer(accessKeyId: scope[0], region: scope[2], signature: expected)
     }
 
     static func refuse(_ reason: String) -> SyncError { SyncError(.authenticationFailed, reason) }

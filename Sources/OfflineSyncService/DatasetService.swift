@@ -40,6 +40,7 @@ public final class DatasetService: Sendable {
         static let sessions = "__cs_sessions"
         static let devices = "__cs_devices"
         static let subscriptions = "__cs_subscriptions"
+        static let signatures = "__cs_signatures"
     }
 
     /// Opens the service over `store`, defining its tables. Records streamed by bulk publish
@@ -72,6 +73,9 @@ public final class DatasetService: Sendable {
         ], undeclaredFields: .reject))
         try await store.defineTable(TableSchema(Tables.devices, fields: [
             FieldDefinition("scope", .string, indexed: true), FieldDefinition("platform", .string), FieldDefinition("token", .string),
+        ], undeclaredFields: .reject))
+        try await store.defineTable(TableSchema(Tables.signatures, fields: [
+            FieldDefinition("at", .date, indexed: true), FieldDefinition("answer", .bytes),
         ], undeclaredFields: .reject))
         try await store.defineTable(TableSchema(Tables.subscriptions, fields: [
             FieldDefinition("scope", .string), FieldDefinition("dataset", .string), FieldDefinition("device", .string),
@@ -248,6 +252,57 @@ public final class DatasetService: Sendable {
                 datasetExists: exists, datasetDeletedAfterRequestedSyncCount: lastSyncCount > 0 && deletedAt > lastSyncCount,
                 syncSessionToken: token)
         }
+    }
+
+    /// What ``claimSignedRequest(_:window:abandonAfter:)`` found for a signature.
+    public enum SignedRequestClaim: Sendable, Equatable {
+        /// The first time: run the request, then ``completeSignedRequest(_:answer:)`` (or
+        /// ``releaseSignedRequest(_:)`` when it failed).
+        case claimed
+        /// The request ran and succeeded already: these are its answer's bytes.
+        case answered([UInt8])
+        /// The same request is running now.
+        case inProgress
+    }
+
+    /// Claims the signature of a signed request that changes something, so the same bytes
+    /// run once while their date is still valid: a replay (or an SDK's retry that reused the
+    /// signing second) gets the first run's answer instead of running again. Kept in the
+    /// service's store, so every instance sharing it agrees. A claim left running for longer
+    /// than `abandonAfter` (its server died) may be taken over. Signatures older than
+    /// `window` (at least twice the clock skew a date may have) are forgotten a few at a
+    /// time: by then the date check refuses the request anyway.
+    public func claimSignedRequest(_ signature: String, window: Duration,
+                                   abandonAfter: Duration = .seconds(30)) async throws -> SignedRequestClaim {
+        let now = Timestamp.now()
+        let cutoff = Timestamp(millisecondsSince1970: now.millisecondsSince1970 - window.components.seconds * 1000)
+        let stale = now.millisecondsSince1970 - abandonAfter.components.seconds * 1000
+        return try await store.write { txn in
+            if let row = try txn.record(in: Tables.signatures, id: signature) {
+                if case .bytes(let answer) = row["answer"] { return .answered(answer) }
+                if let at = row["at"].dateValue, at.millisecondsSince1970 > stale { return .inProgress }
+            }
+            try txn.upsert(Record(id: signature, fields: ["at": .date(now)]), in: Tables.signatures)
+            for old in try txn.records(in: Tables.signatures, matching: Query(Field("at") < .date(cutoff), limit: 16)) {
+                _ = try txn.delete(id: old.id, in: Tables.signatures)
+            }
+            return .claimed
+        }
+    }
+
+    /// Keeps the answer of a claimed request that succeeded, for its replays.
+    public func completeSignedRequest(_ signature: String, answer: [UInt8]) async throws {
+        try await store.write { txn in
+            guard var row = try txn.record(in: Tables.signatures, id: signature) else { return }
+            row["answer"] = .bytes(answer)
+            try txn.upsert(row, in: Tables.signatures)
+        }
+    }
+
+    /// Forgets a claimed signature whose request failed, so the same bytes may run again
+    /// (an error is not replayed: the server's data may have moved on since).
+    public func releaseSignedRequest(_ signature: String) async throws {
+        try await store.write { txn in _ = try txn.delete(id: signature, in: Tables.signatures) }
     }
 
     private func openSession(pool: String, scope: String, dataset: String, now: Timestamp) async throws -> String {

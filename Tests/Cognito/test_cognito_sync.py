@@ -242,6 +242,14 @@ def send_signed(request, body=None):
 # --------------------------------------------------------------------------- tests
 
 
+def next_second():
+    """Waits for the next wall-clock second. The server runs a signed write's exact bytes
+    once and answers a repeat from the first run (SigV4's X-Amz-Date has one-second
+    resolution, so an SDK repeating a call within the same second sends the same bytes); a
+    test repeating a write to see a different outcome signs it in a later second."""
+    time.sleep(1.02 - (time.time() % 1.0))
+
+
 class CognitoSyncTests(unittest.TestCase):
     server = None
 
@@ -576,6 +584,7 @@ class CognitoSyncTests(unittest.TestCase):
         self.assertIs(after["DatasetDeletedAfterRequestedSyncCount"], True)
         self.assertEqual(after.get("Records", []), [])
 
+        next_second()
         with self.assert_error(c, "ResourceNotFoundException", 404):
             c.delete_dataset(IdentityPoolId=POOL, IdentityId=ALICE, DatasetName=name)
         self.assertNotIn(name, self.dataset_names(c, ALICE))
@@ -723,6 +732,7 @@ class CognitoSyncTests(unittest.TestCase):
             if entry["key"] == "gone":
                 self.assertIsNone(entry.get("value"), "a removed record is published without a value")
 
+        next_second()
         with self.assert_error(self.dev, "AlreadyStreamedException", 400):
             self.dev.bulk_publish(IdentityPoolId=POOL)
 

@@ -83,6 +83,19 @@ def _crash_summary(log_text):
     return "\n".join(keep[:12]) or "\n".join(lines[-15:])
 
 
+
+def report_answers(tag, log):
+    """Prints how many requests the server's log shows answered, and how many with a 5xx
+    (read by Scripts/soak.py for Docs/Reliability.md)."""
+    statuses = re.findall(r"\bstatus=(\d{3})\b", log)
+    fives = sum(1 for s in statuses if s.startswith("5"))
+    sys.stderr.write("\n%s: the server answered %d requests, %d with a 5xx\n" % (tag, len(statuses), fives))
+
+
+def report_secrets(tag, checked, found):
+    """Prints how many secrets the log was searched for and how many it held."""
+    sys.stderr.write("\n%s: the log was searched for %d secrets, %d found\n" % (tag, checked, found))
+
 class HostileRequestsTest(unittest.TestCase):
     maxDiff = None
 
@@ -140,6 +153,7 @@ class HostileRequestsTest(unittest.TestCase):
 
     @classmethod
     def tearDownClass(cls):
+        report_answers("hostile", cls.read_log())
         cls._stop_and_clean(check=True)
 
     @classmethod
@@ -718,6 +732,7 @@ class HostileRequestsTest(unittest.TestCase):
             "the Cognito secret key": COGNITO_SECRET,
             "a pushed record value": MARKER,
         }
+        report_secrets("hostile", len(secrets), sum(1 for secret in secrets.values() if secret in log))
         for name, secret in secrets.items():
             with self.subTest(secret=name):
                 index = log.find(secret)

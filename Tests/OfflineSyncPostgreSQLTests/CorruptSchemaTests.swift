@@ -114,7 +114,14 @@ struct CorruptSchemaTests {
             try await store.close()
             let number = try #require(try raw.execute("SELECT \"num\" FROM \"\(schema)\".\"__osync_catalog\"").int64(0, 0))
             let quoted = "\"\(schema)\""
-            for statement in damage.sql(quoted, "\(quoted).\"\(PGTable.tableName(number))\"") { _ = try raw.execute(statement) }
+            do {
+                for statement in damage.sql(quoted, "\(quoted).\"\(PGTable.tableName(number))\"") { _ = try raw.execute(statement) }
+            } catch let error as SyncError where error.message.contains("SQLSTATE 23505") {
+                // A damaged id equal to another row's: the primary key refuses it, so no store
+                // can hold this damage.
+                outcomes["impossible (the damaged id is another row's)", default: 0] += 1
+                continue
+            }
             let before = try Self.fingerprint(raw, schema)
 
             var outcome: String
