@@ -15,13 +15,15 @@ struct CorruptSweepCommand: AsyncParsableCommand {
             Creates a store of the URL's kind in a temporary directory (300 records over many \
             pages), closes it, then for each case writes a damaged copy of its file into a fresh \
             directory and runs `offline-sync corrupt-probe` on it in a child process, which opens \
-            the copy without creating anything and reads every table. Each case ends as one of:
+            the copy without creating anything, reads every table and looks every record up by \
+            each indexed value. Each case ends as one of:
               refused     opening threw a typed error (corrupted, notADatabase, foreignDatabase, \
             wrongKey, authenticationFailed, or unsupported: a damaged version number that reads as a \
             newer format)
               detected    it opened, and reading threw such an error
               intact      it opened and every record is as written (damage in unused space)
-              undetected  it opened and some record differs: the format has no checksums there
+              undetected  it opened and some record differs, or a query by an indexed value \
+            misses its record: damage the format's checks cannot see
             and fails the sweep when it ends in a crash (a signal), another error, a store that \
             opened empty (reinitialised), a changed or deleted file, or (with \
             --require-detection) an undetected change. Exits with status 1 on any failure.
@@ -209,9 +211,16 @@ enum SweepProbe {
             let schemas = try txn.tables().sorted { $0.name < $1.name }
             for schema in schemas {
                 text += "table \(schema.name)\n"
+                let indexed = schema.fields.filter(\.indexed).map(\.name)
                 for record in try txn.records(in: schema.name, matching: .all).sorted(by: { $0.id < $1.id }) {
                     count += 1
                     text += record.id + " " + record.fields.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: ",") + "\n"
+                    // Through each index too: a damaged index entry shows as a record its
+                    // own value does not find.
+                    for field in indexed {
+                        let found = try txn.records(in: schema.name, matching: Query(Field(field) == record[field])).map(\.id)
+                        if !found.contains(record.id) { text += "index \(field) misses \(record.id)\n" }
+                    }
                 }
             }
             return (schemas.count, count, text)

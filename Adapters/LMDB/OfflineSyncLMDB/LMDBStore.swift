@@ -123,7 +123,9 @@ public final class LMDBStore: LocalStore {
             }
             let environment = try Environment(directory: directory, options: options, claim: claim, writer: writer)
             do {
-                return (environment, try Self.bootstrap(environment))
+                let meta = try Self.bootstrap(environment)
+                try Self.upgrade(environment, meta)
+                return (environment, meta)
             } catch {
                 environment.close()
                 throw error
@@ -176,6 +178,54 @@ public final class LMDBStore: LocalStore {
         try LMDBFailure.check(mdb_txn_commit(txn), "committing the store's meta database")
         environment.adopt(opened)
         return meta
+    }
+
+    /// Upgrades a format-1 store, whose records had no checksum, in one write transaction:
+    /// each record must decode, then is rewritten with its checksum, a batch at a time; last
+    /// the format version becomes 2. A record that does not decode throws
+    /// ``SyncError/Code/corrupted`` and nothing is changed, so a damaged old store is never
+    /// sealed with checksums that would vouch for its damage.
+    private static func upgrade(_ environment: Environment, _ meta: MDB_dbi) throws {
+        let txn = try environment.begin(readOnly: false)
+        let transaction = WriteTransaction(environment: environment, meta: meta, txn: txn)
+        defer { transaction.end() }
+        do {
+            guard let stored = try transaction.get(meta, Layout.versionKey),
+                  BigEndian.uint64(stored.buffer) == Layout.uncheckedFormatVersion else {
+                transaction.abort()
+                return
+            }
+            var entries: [TableEntry] = []
+            try transaction.scan(meta, from: Layout.tablePrefix) { key, value in
+                guard key.buffer.starts(with: Layout.tablePrefix) else { return false }
+                entries.append(try TableEntry(decoding: value.bytes))
+                return true
+            }
+            for entry in entries {
+                let dbi = try transaction.recordsDatabase(entry)
+                var after: [UInt8]?
+                while true {
+                    var batch: [(key: [UInt8], value: [UInt8])] = []
+                    try transaction.scan(dbi, from: after) { key, value in
+                        let bytes = key.bytes
+                        if let after, bytes == after { return true }
+                        batch.append((bytes, value.bytes))
+                        return batch.count < 256
+                    }
+                    guard let last = batch.last else { break }
+                    for row in batch {
+                        _ = try ValueCodec.decodeRecord(row.value)
+                        try transaction.put(entry.database, row.key, Layout.sealed(row.value))
+                    }
+                    after = last.key
+                }
+            }
+            try transaction.put(Layout.metaDatabase, Layout.versionKey, BigEndian.bytes(Layout.formatVersion))
+            try transaction.commit()
+        } catch {
+            transaction.abort()
+            throw error
+        }
     }
 
     /// Creates the table, or migrates it to the changed schema in one write transaction:

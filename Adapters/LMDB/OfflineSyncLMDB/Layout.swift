@@ -5,8 +5,9 @@ import OfflineSync
 /// - `offlinesync.meta`: the marker (`format` → ``marker``), the format version
 ///   (`version` → 8-byte big-endian), the next table number (`next-table`), and one entry per
 ///   table: `table:` + the table name's UTF-8 bytes → ``TableEntry``.
-/// - `t.<n>`: the records of table number `n`, key ``recordKey(_:)``, value the record as
-///   ``ValueCodec`` encodes it.
+/// - `t.<n>`: the records of table number `n`, key ``recordKey(_:)``, value
+///   ``recordValue(_:)``: the record as ``ValueCodec`` encodes it, then the CRC-32C of those
+///   bytes (format 2; format 1 had no checksum and is upgraded when opened).
 /// - `i.<n>.<g>.<k>`: index `k` of generation `g` of table `n` (`MDB_DUPSORT`): key
 ///   ``IndexKey`` of the indexed values, data the record key.
 enum Layout {
@@ -14,8 +15,11 @@ enum Layout {
     static let metaDatabase = "offlinesync.meta"
     /// The marker kept under `format` in the meta sub-database.
     static let marker: [UInt8] = Array("OfflineSync LMDB store".utf8)
-    /// The storage format version the adapter writes and reads.
-    static let formatVersion: UInt64 = 1
+    /// The storage format version the adapter writes and reads. Version 1 kept records
+    /// without a checksum; opening one rewrites its records with one (``LMDBStore``'s bootstrap).
+    static let formatVersion: UInt64 = 2
+    /// The format that stored records without a checksum.
+    static let uncheckedFormatVersion: UInt64 = 1
 
     static let formatKey: [UInt8] = Array("format".utf8)
     static let versionKey: [UInt8] = Array("version".utf8)
@@ -44,6 +48,34 @@ enum Layout {
         let utf8 = Array(id.utf8)
         if utf8.count <= directIdLength { return utf8 }
         return longKeyBase(utf8) + [probe]
+    }
+
+    /// A record's stored value: its ``ValueCodec`` encoding, then the CRC-32C of that
+    /// encoding, 4 bytes big-endian.
+    static func recordValue(_ record: Record) -> [UInt8] {
+        sealed(ValueCodec.encode(record))
+    }
+
+    /// `encoded` followed by its CRC-32C, 4 bytes big-endian.
+    static func sealed(_ encoded: [UInt8]) -> [UInt8] {
+        let sum = CRC32C.checksum(encoded)
+        return encoded + [UInt8(sum >> 24), UInt8((sum >> 16) & 0xFF), UInt8((sum >> 8) & 0xFF), UInt8(sum & 0xFF)]
+    }
+
+    /// Decodes a stored value (``recordValue(_:)``). A checksum that does not match throws
+    /// ``SyncError/Code/corrupted``: a byte of the record changed on disk.
+    static func decodeRecord(_ value: UnsafeRawBufferPointer) throws -> Record {
+        guard value.count > 4 else {
+            throw SyncError(.corrupted, "the LMDB store holds a record too short for its checksum: the file is damaged")
+        }
+        let body = UnsafeRawBufferPointer(rebasing: value[..<(value.count - 4)])
+        var sum = CRC32C()
+        sum.update(body)
+        let stored = value[(value.count - 4)...].reduce(UInt32(0)) { $0 << 8 | UInt32($1) }
+        guard sum.value == stored else {
+            throw SyncError(.corrupted, "an LMDB record fails its checksum: the store file is damaged")
+        }
+        return try ValueCodec.decodeRecord(body)
     }
 
     /// Whether an id needs a hashed key.

@@ -22,8 +22,7 @@ struct QueryPlanner {
 
     func records(_ query: Query) throws -> [Record] {
         let dbi = try transaction.recordsDatabase(entry)
-        if let keys = try equalityCandidates(query.predicate) {
-            let records = try keys.compactMap { try transaction.fetch(dbi, key: $0) }
+        if let records = try equalityCandidates(query.predicate, dbi: dbi) {
             return QueryEvaluator.apply(query, to: records)
         }
         if let limit = query.limit {
@@ -49,11 +48,8 @@ struct QueryPlanner {
     func count(_ predicate: QueryPredicate) throws -> Int {
         let dbi = try transaction.recordsDatabase(entry)
         if predicate == .all { return try transaction.entryCount(dbi) }
-        if let keys = try equalityCandidates(predicate) {
-            return try keys.reduce(0) { count, key in
-                guard let record = try transaction.fetch(dbi, key: key) else { return count }
-                return count + (QueryEvaluator.matches(record, predicate) ? 1 : 0)
-            }
+        if let records = try equalityCandidates(predicate, dbi: dbi) {
+            return records.reduce(0) { count, record in count + (QueryEvaluator.matches(record, predicate) ? 1 : 0) }
         }
         var count = 0
         try transaction.scan(dbi) { _, value in
@@ -63,8 +59,8 @@ struct QueryPlanner {
         return count
     }
 
-    /// Plan 1: the record keys of the longest index prefix the predicate fixes, or `nil`.
-    private func equalityCandidates(_ predicate: QueryPredicate) throws -> [[UInt8]]? {
+    /// Plan 1: the records of the longest index prefix the predicate fixes, or `nil`.
+    private func equalityCandidates(_ predicate: QueryPredicate, dbi: MDB_dbi) throws -> [Record]? {
         var equalities: [ExactString: Value] = [:]
         for conjunct in Self.conjuncts(predicate) {
             guard case let .compare(field, .equal, literal) = conjunct,
@@ -88,13 +84,25 @@ struct QueryPlanner {
         }
         guard let best else { return nil }
         let index = try transaction.indexDatabase(entry, best.position)
-        var keys: [[UInt8]] = []
+        let fields = entry.indexes[best.position]
+        var records: [Record] = []
         try transaction.scan(index, from: best.prefix) { key, data in
             guard key.buffer.starts(with: best.prefix) else { return false }
-            keys.append(data.bytes)
+            records.append(try indexed(dbi, fields, key, data))
             return true
         }
-        return keys
+        return records
+    }
+
+    /// The record an index entry points at, checked against the entry. An entry that points
+    /// at no record, or at one whose values make another key, can only come from a damaged
+    /// file: ``SyncError/Code/corrupted`` rather than a wrong answer.
+    private func indexed(_ dbi: MDB_dbi, _ fields: [String], _ indexKey: MDB_val, _ recordKey: MDB_val) throws -> Record {
+        guard let record = try transaction.fetch(dbi, key: recordKey.bytes),
+              IndexKey.key(record, fields).elementsEqual(indexKey.buffer) else {
+            throw SyncError(.corrupted, "table '\(entry.schema.name)': an index entry does not match its record: the store file is damaged")
+        }
+        return record
     }
 
     private static func conjuncts(_ predicate: QueryPredicate) -> [QueryPredicate] {
@@ -109,6 +117,7 @@ struct QueryPlanner {
               let position = entry.indexes.firstIndex(where: { $0.first.map { $0.utf8.elementsEqual(key.field.utf8) } ?? false })
         else { return nil }
         let index = try transaction.indexDatabase(entry, position)
+        let fields = entry.indexes[position]
         var matched: [Record] = []
         var cutoff: [UInt8]?
         try transaction.scan(index, reverse: !key.ascending) { indexKey, data in
@@ -117,7 +126,7 @@ struct QueryPlanner {
             let width = first == 0 ? 1 : (first == 1 ? 2 : 9)
             let leading = Array(buffer.prefix(width))
             if let cutoff, cutoff != leading { return false }
-            guard let record = try transaction.fetch(dbi, key: data.bytes) else { return true }
+            let record = try indexed(dbi, fields, indexKey, data)
             if QueryEvaluator.matches(record, predicate) {
                 matched.append(record)
                 if matched.count >= needed, cutoff == nil { cutoff = leading }

@@ -113,8 +113,9 @@ class ReadTransaction: LocalReadTransaction {
         return dbi
     }
 
+    /// Decodes a stored record, checking its checksum (``Layout/decodeRecord(_:)``).
     static func decode(_ value: MDB_val) throws -> Record {
-        try ValueCodec.decodeRecord(value.buffer)
+        try Layout.decodeRecord(value.buffer)
     }
 
     /// The key and record of an id, or `nil`.
@@ -357,7 +358,7 @@ final class WriteTransaction: ReadTransaction, LocalWriteTransaction {
             key = Layout.recordKey(record.id)
             if !indexes.isEmpty { previous = try get(dbi, key).map(Self.decode) }
         }
-        try put(entry.database, key, ValueCodec.encode(record))
+        try put(entry.database, key, Layout.recordValue(record))
         for (position, fields) in indexes.enumerated() {
             let newKey = IndexKey.key(record, fields)
             if let previous {

@@ -39,13 +39,13 @@ enum SchemaDefinition {
         }
     }
 
-    private struct CatalogEntry {
+    struct CatalogEntry {
         let number: Int64
         let name: String
         let bytes: [UInt8]
     }
 
-    private static func catalogEntries(_ connection: Connection) throws -> [CatalogEntry] {
+    static func catalogEntries(_ connection: Connection) throws -> [CatalogEntry] {
         try connection.withStatement("SELECT \"num\", \"name\", \"schema\" FROM \(SQLName.catalog)") { statement in
             var entries: [CatalogEntry] = []
             while try statement.step() {

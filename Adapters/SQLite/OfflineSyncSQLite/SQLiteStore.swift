@@ -80,8 +80,9 @@ public final class SQLiteStore: LocalStore {
     /// The `PRAGMA application_id` that marks a SQLite file as an OfflineSync store ("OSYN").
     public static let applicationID: Int32 = 0x4F53_594E
     /// The storage format version, kept in `PRAGMA user_version`. A file of a newer format
-    /// opens with ``SyncError/Code/unsupported``.
-    public static let formatVersion: Int32 = 1
+    /// opens with ``SyncError/Code/unsupported``; a file of format 1 (rows without
+    /// checksums) is upgraded when opened, in one transaction.
+    public static let formatVersion: Int32 = 2
 
     /// The database file, or `:memory:`.
     public let path: String

@@ -121,6 +121,14 @@ final class Statement {
         return string
     }
 
+    /// Calls `body` with the UTF-8 bytes of a text column of the current row (valid only
+    /// inside), as stored: not checked to be UTF-8.
+    func withText<T>(_ column: Int32, _ body: (UnsafeRawBufferPointer) throws -> T) rethrows -> T {
+        let pointer = sqlite3_column_text(handle, column)
+        let count = Int(sqlite3_column_bytes(handle, column))
+        return try body(UnsafeRawBufferPointer(start: count > 0 ? UnsafeRawPointer(pointer) : nil, count: count))
+    }
+
     /// Calls `body` with the bytes of a blob column of the current row (valid only inside).
     func withBlob<T>(_ column: Int32, _ body: (UnsafeRawBufferPointer) throws -> T) rethrows -> T {
         let pointer = sqlite3_column_blob(handle, column)

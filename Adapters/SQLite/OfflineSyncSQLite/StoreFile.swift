@@ -94,6 +94,39 @@ enum StoreFile {
         }
     }
 
+    /// The format whose rows had no `sum` column.
+    static let uncheckedFormatVersion: Int32 = 1
+
+    /// Upgrades a format-1 file inside the caller's transaction: each table gains its `sum`
+    /// column, every row must decode and is then given its checksum, a batch at a time (by
+    /// rowid, so memory stays bounded), and the format version becomes 2. A row that does
+    /// not decode throws ``SyncError/Code/corrupted`` and the caller rolls everything back, so
+    /// a damaged old file is never sealed with checksums that would vouch for its damage.
+    static func upgradeUncheckedFormat(_ connection: Connection) throws {
+        for entry in try SchemaDefinition.catalogEntries(connection) {
+            let info = TableInfo(number: entry.number, schema: try ValueCodec.decodeSchema(entry.bytes), schemaBytes: entry.bytes)
+            try connection.executeUncached("ALTER TABLE \(info.sqlName) ADD COLUMN \(TableInfo.sumColumnName) INTEGER")
+            let select = "SELECT \(info.uncheckedSelectList), rowid FROM \(info.sqlName) WHERE rowid > ?1 ORDER BY rowid LIMIT 256"
+            let update = "UPDATE \(info.sqlName) SET \(TableInfo.sumColumnName) = ?1 WHERE rowid = ?2"
+            var after = Int64.min
+            while true {
+                // The rowid comes right after the unchecked columns, where `sum` will be.
+                let batch = try connection.withStatement(select, [.int(after)]) { statement -> [(rowid: Int64, sum: UInt32)] in
+                    var rows: [(rowid: Int64, sum: UInt32)] = []
+                    while try statement.step() {
+                        _ = try info.decodeRow(statement, verify: false)
+                        rows.append((statement.int64(info.sumColumn), info.checksum(of: statement)))
+                    }
+                    return rows
+                }
+                guard let last = batch.last else { break }
+                for row in batch { try connection.execute(update, [.int(Int64(row.sum)), .int(row.rowid)]) }
+                after = last.rowid
+            }
+        }
+        try connection.executeUncached("PRAGMA user_version = \(SQLiteStore.formatVersion)")
+    }
+
     /// The integer `sql` returns.
     static func integer(_ connection: Connection, _ sql: String) throws -> Int64 {
         guard case .int(let value)? = try connection.scalar(sql) else {
@@ -120,6 +153,8 @@ enum StoreFile {
                     }
                     try connection.executeUncached("PRAGMA application_id = \(SQLiteStore.applicationID)")
                     try connection.executeUncached("PRAGMA user_version = \(SQLiteStore.formatVersion)")
+                } else if try integer(connection, "PRAGMA user_version") == Int64(uncheckedFormatVersion) {
+                    try upgradeUncheckedFormat(connection)
                 }
                 try connection.executeUncached(
                     "CREATE TABLE IF NOT EXISTS \(SQLName.catalog) (\"num\" INTEGER PRIMARY KEY, \"name\" TEXT NOT NULL UNIQUE, \"schema\" BLOB NOT NULL)"

@@ -10,7 +10,9 @@ typealias ColumnRef = SQLColumn
 /// Layout: `id` (TEXT, BINARY collation, primary key), `version` (TEXT), `updatedAt` (INTEGER
 /// ms), `deleted` (INTEGER 0/1), `extra` (BLOB: the undeclared fields as a ``ValueCodec``
 /// object, NULL when none), then one column `"f_<name>"` per declared field, declared without
-/// a type so SQLite never converts what it stores.
+/// a type so SQLite never converts what it stores, and last `sum` (INTEGER): the CRC-32C of
+/// every other column of the row (``checksum(of:)``), checked on every read so a damaged
+/// byte is ``SyncError/Code/corrupted``, never data (format 2; format 1 had no `sum`).
 struct TableInfo {
     /// The catalog row number (stable across migrations; names the table's indexes).
     let number: Int64
@@ -23,7 +25,12 @@ struct TableInfo {
     let fieldColumns: [String]
     private let fieldIndex: [ExactKey: Int]
 
+    /// Every column, `sum` last.
     let selectList: String
+    /// Every column but `sum` (a format-1 table's columns).
+    let uncheckedSelectList: String
+    /// The position of `sum` in ``selectList``.
+    let sumColumn: Int32
     let selectByID: String
     let upsert: String
     let deleteByID: String
@@ -32,6 +39,8 @@ struct TableInfo {
     static let systemColumns = ["\"id\"", "\"version\"", "\"updatedAt\"", "\"deleted\"", "\"extra\""]
     /// Column position of the first declared field in ``selectList``.
     static let firstFieldColumn: Int32 = 5
+    /// The checksum column.
+    static let sumColumnName = "\"sum\""
 
     init(number: Int64, schema: TableSchema, schemaBytes: [UInt8]) {
         self.number = number
@@ -42,8 +51,10 @@ struct TableInfo {
         var index: [ExactKey: Int] = [:]
         for (position, field) in schema.fields.enumerated() { index[ExactKey(field.name)] = position }
         fieldIndex = index
-        let columns = Self.systemColumns + fieldColumns
+        let columns = Self.systemColumns + fieldColumns + [Self.sumColumnName]
         selectList = columns.joined(separator: ", ")
+        uncheckedSelectList = columns.dropLast().joined(separator: ", ")
+        sumColumn = Int32(columns.count - 1)
         selectByID = "SELECT \(selectList) FROM \(sqlName) WHERE \"id\" = ?1"
         let placeholders = (1...columns.count).map { "?\($0)" }.joined(separator: ", ")
         let updates = columns.dropFirst().map { "\($0) = excluded.\($0)" }.joined(separator: ", ")
@@ -55,12 +66,12 @@ struct TableInfo {
     func createTableSQL(named sqlName: String) -> String {
         let system = "\"id\" TEXT NOT NULL PRIMARY KEY, \"version\" TEXT, \"updatedAt\" INTEGER, \"deleted\" INTEGER NOT NULL, \"extra\" BLOB"
         let fields = fieldColumns.map { ", \($0)" }.joined()
-        return "CREATE TABLE \(sqlName) (\(system)\(fields))"
+        return "CREATE TABLE \(sqlName) (\(system)\(fields), \(Self.sumColumnName) INTEGER)"
     }
 
     /// A plain `INSERT` of a full row into the quoted table `sqlName` (used by migrations).
     func insertSQL(into sqlName: String) -> String {
-        let count = Self.systemColumns.count + fieldColumns.count
+        let count = Self.systemColumns.count + fieldColumns.count + 1
         let placeholders = (1...count).map { "?\($0)" }.joined(separator: ", ")
         return "INSERT INTO \(sqlName) (\(selectList)) VALUES (\(placeholders))"
     }
@@ -105,7 +116,8 @@ struct TableInfo {
     // MARK: Rows
 
     /// The parameters of ``upsert`` (and ``insertSQL(into:)``) for a record: system columns,
-    /// the undeclared fields as one encoded object, then each declared field's column value.
+    /// the undeclared fields as one encoded object, each declared field's column value, then
+    /// the checksum of all of them.
     func bindings(for record: Record) -> [SQLValue] {
         var values: [SQLValue] = [
             .text(record.id),
@@ -126,7 +138,58 @@ struct TableInfo {
         for (position, field) in schema.fields.enumerated() {
             values.append(Self.columnValue(declared[position], field.type))
         }
+        values.append(.int(Int64(Self.checksum(of: values))))
         return values
+    }
+
+    /// The CRC-32C of a row's columns as SQLite stores them: per column its storage class,
+    /// then an integer's or a double's 8 bytes, or a text's or blob's length and bytes.
+    static func checksum(of values: [SQLValue]) -> UInt32 {
+        var sum = CRC32C()
+        for value in values {
+            switch value {
+            case .null: sum.update(byte: UInt8(SQLITE_NULL))
+            case .int(let v): sum.update(byte: UInt8(SQLITE_INTEGER)); sum.update(int64: v)
+            // SQLite stores a NaN as NULL (a valid Value never holds one).
+            case .double(let v) where v.isNaN: sum.update(byte: UInt8(SQLITE_NULL))
+            case .double(let v): sum.update(byte: UInt8(SQLITE_FLOAT)); sum.update(int64: Int64(bitPattern: v.bitPattern))
+            case .text(let text):
+                sum.update(byte: UInt8(SQLITE_TEXT))
+                sum.update(int64: Int64(text.utf8.count))
+                var copy = text
+                copy.withUTF8 { sum.update(UnsafeRawBufferPointer($0)) }
+            case .blob(let bytes):
+                sum.update(byte: UInt8(SQLITE_BLOB))
+                sum.update(int64: Int64(bytes.count))
+                sum.update(bytes)
+            }
+        }
+        return sum.value
+    }
+
+    /// ``checksum(of:)`` of the current row's columns before ``sumColumn``, read in place.
+    func checksum(of statement: Statement) -> UInt32 {
+        var sum = CRC32C()
+        for column in 0..<sumColumn {
+            let storage = statement.columnType(column)
+            sum.update(byte: UInt8(storage))
+            switch storage {
+            case SQLITE_INTEGER: sum.update(int64: statement.int64(column))
+            case SQLITE_FLOAT: sum.update(int64: Int64(bitPattern: statement.double(column).bitPattern))
+            case SQLITE_TEXT:
+                statement.withText(column) { bytes in
+                    sum.update(int64: Int64(bytes.count))
+                    sum.update(bytes)
+                }
+            case SQLITE_BLOB:
+                statement.withBlob(column) { bytes in
+                    sum.update(int64: Int64(bytes.count))
+                    sum.update(bytes)
+                }
+            default: break
+            }
+        }
+        return sum.value
     }
 
     /// How a declared field's value is stored: bool as 0/1, int, double as REAL, string as
@@ -145,8 +208,15 @@ struct TableInfo {
         }
     }
 
-    /// Decodes the current row of a statement that selected ``selectList``.
-    func decodeRow(_ statement: Statement) throws -> Record {
+    /// Decodes the current row of a statement that selected ``selectList``, checking its
+    /// `sum` first; with `verify: false`, of one that selected ``uncheckedSelectList``.
+    func decodeRow(_ statement: Statement, verify: Bool = true) throws -> Record {
+        if verify {
+            guard statement.columnType(sumColumn) == SQLITE_INTEGER,
+                  statement.int64(sumColumn) == Int64(checksum(of: statement)) else {
+                throw SyncError(.corrupted, "table '\(schema.name)': a row fails its checksum: the store file is damaged")
+            }
+        }
         guard statement.columnType(0) == SQLITE_TEXT else { throw corrupted("id") }
         let id = try statement.text(0)
         let version: String?
