@@ -230,10 +230,14 @@ def report(args, crash, converge, sweep, attacks):
     lines += ["## Corrupt and foreign stores", "",
               "`offline-sync corrupt-sweep` per adapter: damaged copies of a 300-record store file, each opened in a child process.",
               "*refused*: a typed error at open; *detected*: a typed error while reading; *intact*: the damage hit unused space;",
-              "*undetected*: the store opened and a record's bytes differ. SQLite and LMDB keep no checksums on records, so a bit",
-              "flipped inside a value cannot be seen (the encrypted file authenticates every byte, and there it must be zero).",
-              "PostgreSQL has no store file: its sweep (`CorruptSchemaTests`) damages the catalog's encoded schemas and",
-              "names, rows' encoded ids, versions, values and undeclared fields, and drops or retypes tables and columns.",
+              "*undetected*: the store opened and a record differs, or looking a record up by an indexed value misses it.",
+              "SQLite rows and LMDB records carry a CRC-32C checked on every read, and LMDB checks each index entry a query",
+              "uses against its record, so what remains undetected there is an index key damaged into a value no query asks",
+              "for (the encrypted file authenticates every byte, and there it must be zero). PostgreSQL has no store file:",
+              "its sweep (`CorruptSchemaTests`) rewrites, through SQL, the catalog's encoded schemas and names, rows' encoded",
+              "ids, versions, values and undeclared fields, and drops or retypes tables and columns; a row value rewritten",
+              "through SQL is a write as far as PostgreSQL knows, so those show as undetected (damage on disk is caught by",
+              "PostgreSQL's page checksums, see Docs/PostgreSQLAdapter.md).",
               "*crashed*, *untyped*, *reinitialised* and *changed files* must all be zero.", ""]
     for name, s in sweep.items():
         f = s["figures"]

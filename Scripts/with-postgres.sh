@@ -62,7 +62,7 @@ trap stop EXIT INT TERM
 printf '%s\n' "$password" > "$root/pwfile"
 [ "${#as_owner[@]}" -gt 0 ] && chown "$owner" "$root/pwfile"
 "${as_owner[@]}" "$bindir/initdb" -D "$root/data" -U postgres --pwfile="$root/pwfile" \
-    --auth-local=trust --auth-host=scram-sha-256 -E UTF8 --locale=C.UTF-8 >"$root/initdb.log" 2>&1 \
+    --auth-local=trust --auth-host=scram-sha-256 -E UTF8 --locale=C.UTF-8 --data-checksums >"$root/initdb.log" 2>&1 \
     || { cat "$root/initdb.log" >&2; exit 1; }
 rm -f "$root/pwfile"
 "${as_owner[@]}" "$bindir/pg_ctl" -D "$root/data" -l "$root/server.log" -w -t 60 \
