@@ -106,6 +106,30 @@ struct DamagedEnvironmentTests {
         }
     }
 
+    @Test("a meta page recording an impossible map size is corrupted; a merely larger one opens with the store's own size",
+          arguments: [0, 4096])
+    func damagedMapSize(metaPage: Int) async throws {
+        try await withTemporaryDirectory { root in
+            let directory = try await makeStore(in: root)
+            let file = directory.appendingPathComponent("data.mdb")
+            let original = try Data(contentsOf: file)
+            // `mm_mapsize` is the 8 bytes at offset 32 of a meta page, little-endian: its top
+            // bit makes a map no address space can hold (LMDB itself fails with ENOMEM).
+            var huge = original
+            huge[metaPage + 39] ^= 0x80
+            try huge.write(to: file)
+            try await expectRefused(directory, [.corrupted])
+            // 2^45 bytes (32 TiB) is possible on 64-bit Linux: the store opens with its data.
+            var large = original
+            large[metaPage + 37] ^= 0x20
+            try large.write(to: file)
+            let count = try await withStore(in: directory) { store in
+                try await store.read { tx in try tx.count(in: "data", matching: .all) }
+            }
+            #expect(count == 300)
+        }
+    }
+
     @Test("an LMDB environment of another application is foreignDatabase, lock file included unchanged")
     func foreignEnvironment() async throws {
         try await withTemporaryDirectory { root in

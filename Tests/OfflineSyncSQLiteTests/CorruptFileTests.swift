@@ -175,6 +175,66 @@ struct CorruptFileTests {
         }
     }
 
+    /// Replaces the only occurrence of `old` in the file at `path` with `new`, of the same length.
+    static func replaceOnce(_ old: String, with new: String, in path: String) throws {
+        var bytes = [UInt8](try #require(fileBytes(path)))
+        let target = Array(old.utf8), replacement = Array(new.utf8)
+        try #require(target.count == replacement.count)
+        let offsets = (0...(bytes.count - target.count)).filter { bytes[$0..<($0 + target.count)].elementsEqual(target) }
+        try #require(offsets.count == 1, "\(old) occurs \(offsets.count) times")
+        bytes.replaceSubrange(offsets[0]..<(offsets[0] + target.count), with: replacement)
+        try Data(bytes).write(to: URL(fileURLWithPath: path))
+    }
+
+    @Test("a damaged definition in the schema is corrupted at open, whichever object it hits, and the file is unchanged",
+          arguments: [
+              // One flipped bit in the catalog's column name ("m" → "o"): with SQLite's
+              // double-quoted string fallback this once read every table as named "name".
+              (#""name" TEXT NOT NULL UNIQUE"#, #""naoe" TEXT NOT NULL UNIQUE"#),
+              (#", "f_s", "sum" INTEGER)"#, #", "f_r", "sum" INTEGER)"#),
+              (#""version" TEXT, "updatedAt""#, #""version" TEXU, "updatedAt""#),
+              (#"ON "t" ("f_s")"#, #"ON "t" ("f_r")"#),
+          ])
+    func damagedDefinition(old: String, new: String) async throws {
+        try await withTemporaryDirectory { directory in
+            let path = directory.appendingPathComponent("app.sqlite").path
+            _ = try await Self.makeStoreFile(at: path)
+            try Self.replaceOnce(old, with: new, in: path)
+            try await Self.expectRefused(path, [.corrupted], "\(old) → \(new)")
+            let error = await syncError { _ = try await SQLiteStore(path: path) }
+            #expect(error?.message.contains("damaged schema") == true, "\(String(describing: error))")
+        }
+    }
+
+    @Test("schema objects no catalog row accounts for, and catalog rows that do not match their tables, are corrupted")
+    func strayObjects() async throws {
+        try await withTemporaryDirectory { directory in
+            let path = directory.appendingPathComponent("app.sqlite").path
+            let original = try await Self.makeStoreFile(at: path)
+            let damage = [
+                "CREATE TABLE \"intruder\" (\"x\")",
+                "CREATE INDEX \"__osync_idx_1_7\" ON \"t\" (\"f_s\")",
+                "DROP INDEX \"__osync_idx_1_0\"",
+                "UPDATE \"__osync_catalog\" SET \"name\" = 'u'",
+                "UPDATE \"__osync_catalog\" SET \"schema\" = x'00'",
+            ]
+            for statement in damage {
+                try original.write(to: URL(fileURLWithPath: path))
+                let raw = try RawDatabase(path: path)
+                try raw.exec(statement)
+                raw.close()
+                try await Self.expectRefused(path, [.corrupted], statement)
+            }
+            // `ANALYZE`'s statistics tables hold nothing of ours and are allowed.
+            try original.write(to: URL(fileURLWithPath: path))
+            let raw = try RawDatabase(path: path)
+            try raw.exec("ANALYZE")
+            raw.close()
+            let count = try await withStore(at: path) { store in try await store.read { try $0.count(in: "t", matching: .all) } }
+            #expect(count == 300)
+        }
+    }
+
     @Test("a directory or a missing parent directory is a typed error")
     func unopenablePaths() async throws {
         try await withTemporaryDirectory { directory in

@@ -20,10 +20,14 @@ enum EnvironmentFile {
     static let metaFlag: UInt16 = 0x08
     /// Offsets inside a meta page (LMDB on a 64-bit platform: 16-byte page header, then
     /// `MDB_meta`; fields in the platform's byte order, as LMDB writes them).
-    static let magicOffset = 16, versionOffset = 20, pageSizeOffset = 40
+    static let magicOffset = 16, versionOffset = 20, mapSizeOffset = 32, pageSizeOffset = 40
     static let freeRootOffset = 16 + 24 + 40, mainRootOffset = 16 + 72 + 40
     static let lastPageOffset = 16 + 120, txnIDOffset = 16 + 128
     static let metaEnd = 16 + 136
+    /// The largest map size a meta page may record: 2^47 bytes, the user address space of
+    /// x86-64 and arm64 Linux, so no process can ever have mapped more. A larger value is a
+    /// damaged field, and LMDB would fail to map it with a bare `ENOMEM`.
+    static let largestMapSize: UInt64 = 1 << 47
 
     /// What the directory holds.
     enum State {
@@ -108,12 +112,16 @@ enum EnvironmentFile {
             for root in meta.roots where root != UInt64.max && (root > meta.lastPage || root < 2) {
                 throw SyncError(.corrupted, "'\(path)' is a damaged LMDB data file (a root page lies outside the file)")
             }
+            guard meta.mapSize <= largestMapSize else {
+                throw SyncError(.corrupted, "'\(path)' is a damaged LMDB data file (its meta page records a map larger than any address space)")
+            }
         }
     }
 
     struct Meta {
         var lastPage: UInt64
         var roots: [UInt64]
+        var mapSize: UInt64
     }
 
     /// The meta page at `offset` if it is one (meta flag, page number, magic, version).
@@ -124,7 +132,8 @@ enum EnvironmentFile {
               load32(head, offset + magicOffset) == magic,
               load32(head, offset + versionOffset) == dataVersion else { return nil }
         return Meta(lastPage: load64(head, offset + lastPageOffset),
-                    roots: [load64(head, offset + freeRootOffset), load64(head, offset + mainRootOffset)])
+                    roots: [load64(head, offset + freeRootOffset), load64(head, offset + mainRootOffset)],
+                    mapSize: load64(head, offset + mapSizeOffset))
     }
 
     static func load16(_ bytes: [UInt8], _ offset: Int) -> UInt16 {
@@ -165,6 +174,11 @@ enum EnvironmentFile {
         try LMDBFailure.check(mdb_env_create(&env), "creating an environment")
         defer { mdb_env_close(env) }
         try LMDBFailure.check(mdb_env_set_maxdbs(env, 4), "setting maxdbs")
+        // A map of the file's own size (LMDB rounds it up to what the meta page's last page
+        // needs), so the probe never depends on the map size the meta page records.
+        let data = (directory as NSString).appendingPathComponent(dataFile)
+        let fileSize = ((try? FileManager.default.attributesOfItem(atPath: data))?[.size] as? NSNumber)?.intValue ?? 0
+        try LMDBFailure.check(mdb_env_set_mapsize(env, max(fileSize, 1 << 20)), "setting the map size")
         let flags = UInt32(MDB_RDONLY | MDB_NOTLS) | (locking ? 0 : UInt32(MDB_NOLOCK))
         try LMDBFailure.check(mdb_env_open(env, directory, flags, 0o644), "opening '\(directory)' read-only")
         var txn: OpaquePointer?

@@ -29,13 +29,20 @@ final class Connection {
 
     deinit { close(checkpoint: false) }
 
-    /// Opens a connection with `sqlite3_open_v2` flags (plus no-mutex and extended result codes)
-    /// and sets the busy timeout.
+    /// Opens a connection with `sqlite3_open_v2` flags (plus no-mutex and extended result codes),
+    /// turns off double-quoted string literals (so a quoted name that matches no column is an
+    /// error, never a string) and sets the busy timeout.
     static func open(path: String, flags: Int32, busyTimeoutMilliseconds: Int32) throws -> Connection {
         var handle: OpaquePointer?
         let rc = sqlite3_open_v2(path, &handle, flags | SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_EXRESCODE, nil)
         guard rc == SQLITE_OK, let handle else {
             let error = SQLiteFailure.error(rc, handle, "opening '\(path)'")
+            sqlite3_close_v2(handle)
+            throw error
+        }
+        let strict = osync_sqlite3_disable_double_quoted_strings(handle)
+        guard strict == SQLITE_OK else {
+            let error = SQLiteFailure.error(strict, handle, "configuring '\(path)'")
             sqlite3_close_v2(handle)
             throw error
         }

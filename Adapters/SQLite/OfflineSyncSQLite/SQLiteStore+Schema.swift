@@ -82,9 +82,6 @@ enum SchemaDefinition {
     }
 
     private static func createIndexes(of info: TableInfo, _ connection: Connection) throws {
-        for (position, columns) in info.indexColumns.enumerated() {
-            let name = SQLName.index(table: info.number, position: position)
-            try connection.executeUncached("CREATE INDEX \(name) ON \(info.sqlName) (\(columns.joined(separator: ", ")))")
-        }
+        for index in info.createIndexSQL { try connection.executeUncached(index.sql) }
     }
 }

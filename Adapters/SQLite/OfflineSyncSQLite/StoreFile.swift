@@ -83,6 +83,9 @@ enum StoreFile {
         } else if applicationID != 0 || objects != 0 {
             throw SyncError(.foreignDatabase, "'\(path)' is a SQLite database of another application")
         }
+        if applicationID == Int64(SQLiteStore.applicationID) {
+            try verifySchema(connection, formatVersion: userVersion, path: path)
+        }
         if quickCheck {
             let verdict = try connection.withStatement("PRAGMA quick_check(1)") { statement -> String in
                 guard try statement.step(), case .text(let text) = try statement.value(0) else { return "" }
@@ -91,6 +94,79 @@ enum StoreFile {
             guard verdict == "ok" else {
                 throw SyncError(.corrupted, "'\(path)' failed SQLite's integrity check: \(verdict)")
             }
+        }
+    }
+
+    /// The catalog table's definition, after `CREATE TABLE`.
+    static let catalogDefinition =
+        "\(SQLName.catalog) (\"num\" INTEGER PRIMARY KEY, \"name\" TEXT NOT NULL UNIQUE, \"schema\" BLOB NOT NULL)"
+
+    /// Checks that `sqlite_master` holds exactly the objects this adapter creates for the
+    /// tables its catalog lists — the catalog, each table, each index, each primary key's
+    /// automatic index — with exactly the definitions it writes (``TableInfo/createTableSQL(named:checksummed:)``,
+    /// ``TableInfo/createIndexSQL``), and that every catalog row decodes to a schema of its own
+    /// name. `PRAGMA quick_check` does not look inside the definitions, so without this a
+    /// flipped bit in a column name would open as a store whose queries fail or, worse, read
+    /// another column. Throws ``SyncError/Code/corrupted``, naming the first damaged object.
+    /// Cheap: it reads `sqlite_master` and the catalog, never a table's rows.
+    static func verifySchema(_ connection: Connection, formatVersion: Int64, path: String) throws {
+        // Compared byte for byte: two names or definitions that differ only in their Unicode
+        // normalisation are different to SQLite.
+        struct Object: Equatable {
+            var type: ExactKey
+            var table: ExactKey
+            var sql: ExactKey?
+            init(type: String, table: String, sql: String?) {
+                self.type = ExactKey(type)
+                self.table = ExactKey(table)
+                self.sql = sql.map(ExactKey.init)
+            }
+        }
+        let damaged = { (what: String) in SyncError(.corrupted, "'\(path)' has a damaged schema: \(what)") }
+        var found: [ExactKey: Object] = [:]
+        try connection.withStatement("SELECT \"type\", \"name\", \"tbl_name\", \"sql\" FROM sqlite_master") { statement in
+            while try statement.step() {
+                let sql: String? = statement.columnType(3) == SQLITE_NULL ? nil : try statement.text(3)
+                let name = try statement.text(1)
+                guard found.updateValue(Object(type: try statement.text(0), table: try statement.text(2), sql: sql), forKey: ExactKey(name)) == nil else {
+                    throw damaged("two schema objects are named '\(name)'")
+                }
+            }
+        }
+        // `ANALYZE` (run by hand, say) adds statistics tables; they hold no data of ours.
+        found = found.filter { !($0.key.value.hasPrefix("sqlite_stat") && $0.value.type.value == "table") }
+
+        var expected: [ExactKey: Object] = [:]
+        let catalogName = "__osync_catalog"
+        expected[ExactKey(catalogName)] = Object(type: "table", table: catalogName, sql: "CREATE TABLE \(catalogDefinition)")
+        expected[ExactKey("sqlite_autoindex_\(catalogName)_1")] = Object(type: "index", table: catalogName, sql: nil)
+        guard found[ExactKey(catalogName)] == expected[ExactKey(catalogName)] else {
+            throw damaged(found[ExactKey(catalogName)] == nil ? "the catalog table is missing" : "the catalog table's definition differs from the one this adapter writes")
+        }
+        for entry in try SchemaDefinition.catalogEntries(connection) {
+            let schema: TableSchema
+            do {
+                schema = try ValueCodec.decodeSchema(entry.bytes)
+            } catch {
+                throw damaged("the catalog row of table '\(entry.name)' does not decode")
+            }
+            guard schema.name.utf8.elementsEqual(entry.name.utf8) else {
+                throw damaged("the catalog row of table '\(entry.name)' holds the schema of table '\(schema.name)'")
+            }
+            let info = TableInfo(number: entry.number, schema: schema, schemaBytes: entry.bytes)
+            let sql = info.createTableSQL(named: info.sqlName, checksummed: formatVersion != Int64(uncheckedFormatVersion))
+            expected[ExactKey(entry.name)] = Object(type: "table", table: entry.name, sql: sql)
+            expected[ExactKey("sqlite_autoindex_\(entry.name)_1")] = Object(type: "index", table: entry.name, sql: nil)
+            for index in info.createIndexSQL {
+                expected[ExactKey(index.name)] = Object(type: "index", table: entry.name, sql: index.sql)
+            }
+        }
+        for (name, object) in expected.sorted(by: { $0.key.value < $1.key.value }) where found[name] != object {
+            throw damaged(found[name] == nil ? "the \(object.type.value) '\(name.value)' is missing"
+                                             : "the definition of the \(object.type.value) '\(name.value)' differs from the one this adapter writes")
+        }
+        if let stray = found.keys.filter({ expected[$0] == nil }).min(by: { $0.value < $1.value }) {
+            throw damaged("it holds a \(found[stray]!.type.value) '\(stray.value)' that no catalog row accounts for")
         }
     }
 
@@ -157,7 +233,7 @@ enum StoreFile {
                     try upgradeUncheckedFormat(connection)
                 }
                 try connection.executeUncached(
-                    "CREATE TABLE IF NOT EXISTS \(SQLName.catalog) (\"num\" INTEGER PRIMARY KEY, \"name\" TEXT NOT NULL UNIQUE, \"schema\" BLOB NOT NULL)"
+                    "CREATE TABLE IF NOT EXISTS \(catalogDefinition)"
                 )
             }
             if !inMemory {

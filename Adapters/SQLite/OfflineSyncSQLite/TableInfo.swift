@@ -62,11 +62,22 @@ struct TableInfo {
         deleteByID = "DELETE FROM \(sqlName) WHERE \"id\" = ?1"
     }
 
-    /// `CREATE TABLE` for this layout under the quoted name `sqlName`.
-    func createTableSQL(named sqlName: String) -> String {
+    /// `CREATE TABLE` for this layout under the quoted name `sqlName` — exactly as SQLite keeps
+    /// it in `sqlite_master`, which ``StoreFile/verifySchema(_:formatVersion:path:)`` relies on.
+    /// Without `checksummed`, the layout of format 1 (no `sum` column).
+    func createTableSQL(named sqlName: String, checksummed: Bool = true) -> String {
         let system = "\"id\" TEXT NOT NULL PRIMARY KEY, \"version\" TEXT, \"updatedAt\" INTEGER, \"deleted\" INTEGER NOT NULL, \"extra\" BLOB"
         let fields = fieldColumns.map { ", \($0)" }.joined()
-        return "CREATE TABLE \(sqlName) (\(system)\(fields), \(Self.sumColumnName) INTEGER)"
+        return "CREATE TABLE \(sqlName) (\(system)\(fields)\(checksummed ? ", \(Self.sumColumnName) INTEGER" : ""))"
+    }
+
+    /// `CREATE INDEX` for each of ``indexColumns``, with the index's unquoted name — exactly as
+    /// SQLite keeps them in `sqlite_master`.
+    var createIndexSQL: [(name: String, sql: String)] {
+        indexColumns.enumerated().map { position, columns in
+            ("\(SQLName.indexPrefix(table: number))\(position)",
+             "CREATE INDEX \(SQLName.index(table: number, position: position)) ON \(sqlName) (\(columns.joined(separator: ", ")))")
+        }
     }
 
     /// A plain `INSERT` of a full row into the quoted table `sqlName` (used by migrations).
