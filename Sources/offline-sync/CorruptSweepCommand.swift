@@ -16,14 +16,14 @@ struct CorruptSweepCommand: AsyncParsableCommand {
             pages), closes it, then for each case writes a damaged copy of its file into a fresh \
             directory and runs `offline-sync corrupt-probe` on it in a child process, which opens \
             the copy without creating anything, reads every table and looks every record up by \
-            each indexed value. Each case ends as one of:
+            its id and by each indexed value. Each case ends as one of:
               refused     opening threw a typed error (corrupted, notADatabase, foreignDatabase, \
             wrongKey, authenticationFailed, or unsupported: a damaged version number that reads as a \
             newer format)
               detected    it opened, and reading threw such an error
               intact      it opened and every record is as written (damage in unused space)
-              undetected  it opened and some record differs, or a query by an indexed value \
-            misses its record: damage the format's checks cannot see
+              undetected  it opened and some record differs, or a lookup by its id or by an \
+            indexed value misses it: damage the format's checks cannot see
             and fails the sweep when it ends in a crash (a signal), another error, a store that \
             opened empty (reinitialised), a changed or deleted file, or (with \
             --require-detection) an undetected change. Exits with status 1 on any failure.
@@ -215,8 +215,9 @@ enum SweepProbe {
                 for record in try txn.records(in: schema.name, matching: .all).sorted(by: { $0.id < $1.id }) {
                     count += 1
                     text += record.id + " " + record.fields.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: ",") + "\n"
-                    // Through each index too: a damaged index entry shows as a record its
-                    // own value does not find.
+                    // By id, and through each index too: a damaged index entry shows as a
+                    // record its own id or value does not find.
+                    if try txn.record(in: schema.name, id: record.id) != record { text += "id lookup misses \(record.id)\n" }
                     for field in indexed {
                         let found = try txn.records(in: schema.name, matching: Query(Field(field) == record[field])).map(\.id)
                         if !found.contains(record.id) { text += "index \(field) misses \(record.id)\n" }

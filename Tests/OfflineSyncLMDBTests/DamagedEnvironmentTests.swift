@@ -106,6 +106,50 @@ struct DamagedEnvironmentTests {
         }
     }
 
+    @Test("an index key damaged out of order is corrupted at open; every copy of a value, damaged, is refused, detected or unused")
+    func damagedIndexKey() async throws {
+        try await withTemporaryDirectory { root in
+            let directory = root.appendingPathComponent("env")
+            try await withStore(in: directory) { store in
+                try await store.defineTable(TableSchema("data", fields: [FieldDefinition("s", .string, indexed: true)]))
+                try await store.write { tx in
+                    for i in 0..<300 { try tx.upsert(Record(id: "r\(i)", fields: ["s": .string(String(format: "key-%03d", i))]), in: "data") }
+                }
+            }
+            let file = directory.appendingPathComponent("data.mdb")
+            let original = [UInt8](try Data(contentsOf: file))
+            let target = Array("key-150".utf8)
+            let offsets = (0...(original.count - target.count)).filter { original[$0..<($0 + target.count)].elementsEqual(target) }
+            #expect(offsets.count >= 2, "the record and its index entry")
+            var refusedAtOpen = 0
+            for offset in offsets {
+                var bytes = original
+                bytes[offset + 4] ^= 0x08 // "1" → "9": a key past every other key of its page
+                try Data(bytes).write(to: file)
+                // Corrupted, or — when the copy lies in a page's unused space — intact.
+                var error: SyncError?
+                do {
+                    let (all, matched) = try await withStore(in: directory) { store in
+                        try await store.read { tx in
+                            (try tx.records(in: "data", matching: .all), try tx.records(in: "data", matching: Query(Field("s") == "key-150")))
+                        }
+                    }
+                    #expect(all.count == 300 && all.allSatisfy { $0["s"] == .string(String(format: "key-%03d", Int($0.id.dropFirst()) ?? -1)) },
+                            "copy at byte \(offset): a record differs")
+                    #expect(matched.map(\.id) == ["r150"], "copy at byte \(offset): the index misses the record")
+                } catch let thrown as SyncError {
+                    error = thrown
+                    #expect(thrown.code == .corrupted, "copy at byte \(offset): \(thrown)")
+                }
+                if error?.message.contains("out of order") == true { refusedAtOpen += 1 }
+                #expect([UInt8](try Data(contentsOf: file)) == bytes, "copy at byte \(offset): data.mdb changed")
+            }
+            // The index entry's copy: before keys were checked for order, the store opened,
+            // read every record intact, and a query for "key-150" silently missed it.
+            #expect(refusedAtOpen >= 1)
+        }
+    }
+
     @Test("a meta page recording an impossible map size is corrupted; a merely larger one opens with the store's own size",
           arguments: [0, 4096])
     func damagedMapSize(metaPage: Int) async throws {

@@ -206,6 +206,28 @@ struct CorruptFileTests {
         }
     }
 
+    @Test("every copy of a table's name in the file — schema, catalog row, catalog index, encoded schema — damaged, is corrupted at open")
+    func damagedTableName() async throws {
+        try await withTemporaryDirectory { directory in
+            let path = directory.appendingPathComponent("app.sqlite").path
+            let name = "catalogued_table_name"
+            try await withStore(at: path) { store in
+                try await store.defineTable(TableSchema(name, fields: [FieldDefinition("s", .string, indexed: true)]))
+                try await store.write { try $0.upsert(Record(id: "r", fields: ["s": "v"]), in: name) }
+            }
+            let original = [UInt8](try #require(fileBytes(path)))
+            let target = Array(name.utf8)
+            let offsets = (0...(original.count - target.count)).filter { original[$0..<($0 + target.count)].elementsEqual(target) }
+            #expect(offsets.count >= 5, "found \(offsets.count) copies")
+            for offset in offsets {
+                var bytes = original
+                bytes[offset + 4] ^= 0x01 // "a" → "`"
+                try Data(bytes).write(to: URL(fileURLWithPath: path))
+                try await Self.expectRefused(path, [.corrupted], "copy at byte \(offset)")
+            }
+        }
+    }
+
     @Test("schema objects no catalog row accounts for, and catalog rows that do not match their tables, are corrupted")
     func strayObjects() async throws {
         try await withTemporaryDirectory { directory in

@@ -16,9 +16,14 @@ import Darwin
 /// through a memory map, so a page past the end of the file is an error, not a signal). Each
 /// page must lie inside the file, carry its own page number, be reached once, have a valid
 /// kind and bounds, and hold nodes that fit inside it; overflow pages must fit in the file;
-/// the free list must name pages inside the file that no tree uses. Like SQLite's
-/// `PRAGMA quick_check`, it reads every page once and does not look inside keys and values,
-/// which LMDB does not checksum: a flipped bit inside a record's bytes stays undetected.
+/// the free list must name pages inside the file that no tree uses. Keys must be in the
+/// order of their tree's comparator — strictly increasing within a page, and between the
+/// separators of the branch above — and so must the values of an `MDB_DUPSORT` key (every
+/// tree this store creates compares bytes; trees with integer or reversed comparators, like
+/// LMDB's free list, are not checked). A flipped bit inside an index key almost always puts
+/// it out of order, so it is caught here, where no query would have missed it. Like SQLite's
+/// `PRAGMA quick_check`, it reads every page once and does not look inside values, which
+/// LMDB does not checksum: the store's records carry their own CRC-32C for that.
 struct PageVerifier {
     /// LMDB's page flags.
     static let branch: UInt16 = 0x01, leaf: UInt16 = 0x02, overflow: UInt16 = 0x04, meta: UInt16 = 0x08
@@ -26,6 +31,36 @@ struct PageVerifier {
     /// LMDB's node flags.
     static let bigData: UInt16 = 0x01, subData: UInt16 = 0x02, dupData: UInt16 = 0x04
     static let header = 16, nodeHeader = 8, databaseRecordSize = 48, invalidPage = UInt64.max
+    /// LMDB's database flags that replace the byte-wise comparator of keys or of values.
+    static let reverseKey: UInt16 = 0x02, dupSort: UInt16 = 0x04, integerKey: UInt16 = 0x08
+    static let integerDup: UInt16 = 0x20, reverseDup: UInt16 = 0x40
+
+    /// How a tree orders its keys, as far as the walk checks it.
+    struct Order {
+        /// Keys compare byte-wise (LMDB's default comparator), so their order is checked.
+        var keysByBytes: Bool
+        /// The tree is `MDB_DUPSORT` with byte-wise values, so each key's values are checked too.
+        var valuesByBytes: Bool
+
+        /// The order of a database with LMDB's `flags` (`md_flags`).
+        init(flags: UInt16) {
+            keysByBytes = flags & (PageVerifier.reverseKey | PageVerifier.integerKey) == 0
+            valuesByBytes = flags & PageVerifier.dupSort != 0 && flags & (PageVerifier.integerDup | PageVerifier.reverseDup) == 0
+        }
+
+        /// A tree of one key's values: its keys are those values.
+        init(valuesOf parent: Order) {
+            keysByBytes = parent.valuesByBytes
+            valuesByBytes = false
+        }
+    }
+
+    /// The keys a subtree's keys must lie within: at least `lower`, below `upper`.
+    struct Bounds {
+        var lower: ArraySlice<UInt8>?
+        var upper: ArraySlice<UInt8>?
+        static let none = Bounds(lower: nil, upper: nil)
+    }
     static let maximumDepth = 64
 
     let fd: Int32
@@ -43,21 +78,23 @@ struct PageVerifier {
         var head = [UInt8](repeating: 0, count: EnvironmentFile.metaEnd)
         guard pread(fd, &head, head.count, 0) == head.count else { throw corrupted(path, "its first meta page cannot be read") }
         let pageSize = Int(EnvironmentFile.load32(head, EnvironmentFile.pageSizeOffset))
-        var metas: [(txn: UInt64, last: UInt64, free: UInt64, main: UInt64)] = []
+        var metas: [(txn: UInt64, last: UInt64, free: UInt64, main: UInt64, freeFlags: UInt16, mainFlags: UInt16)] = []
         for number in 0..<2 {
             var page = [UInt8](repeating: 0, count: EnvironmentFile.metaEnd)
             guard pread(fd, &page, page.count, off_t(number * pageSize)) == page.count else { continue }
             guard EnvironmentFile.load64(page, 0) == UInt64(number), EnvironmentFile.load16(page, 10) & meta != 0,
                   EnvironmentFile.load32(page, EnvironmentFile.magicOffset) == EnvironmentFile.magic else { continue }
+            // A database record's flags sit 4 bytes into it, its root 40 bytes in.
             metas.append((EnvironmentFile.load64(page, EnvironmentFile.txnIDOffset), EnvironmentFile.load64(page, EnvironmentFile.lastPageOffset),
-                          EnvironmentFile.load64(page, EnvironmentFile.freeRootOffset), EnvironmentFile.load64(page, EnvironmentFile.mainRootOffset)))
+                          EnvironmentFile.load64(page, EnvironmentFile.freeRootOffset), EnvironmentFile.load64(page, EnvironmentFile.mainRootOffset),
+                          EnvironmentFile.load16(page, EnvironmentFile.freeRootOffset - 36), EnvironmentFile.load16(page, EnvironmentFile.mainRootOffset - 36)))
         }
         // LMDB reads through the meta page with the higher transaction id.
         guard let newest = metas.max(by: { $0.txn < $1.txn }) else { throw corrupted(path, "it has no valid meta page") }
         var verifier = PageVerifier(fd: fd, path: path, pageSize: pageSize, lastPage: newest.last,
                                     visited: [UInt64](repeating: 0, count: Int(newest.last / 64) + 1))
-        try verifier.walk(newest.free, depth: 0, freeList: true)
-        try verifier.walk(newest.main, depth: 0, freeList: false)
+        try verifier.walk(newest.free, depth: 0, freeList: true, order: Order(flags: newest.freeFlags), bounds: .none)
+        try verifier.walk(newest.main, depth: 0, freeList: false, order: Order(flags: newest.mainFlags), bounds: .none)
         for page in verifier.freePages {
             guard page <= newest.last else { throw corrupted(path, "its free list names page \(page), past the last page \(newest.last)") }
             if verifier.isVisited(page) { throw corrupted(path, "its free list names page \(page), which a tree uses") }
@@ -88,8 +125,8 @@ struct PageVerifier {
         return bytes
     }
 
-    /// Walks the tree whose root is `root`.
-    private mutating func walk(_ root: UInt64, depth: Int, freeList: Bool) throws {
+    /// Walks the tree whose root is `root`, whose keys are ordered by `order` and lie within `bounds`.
+    private mutating func walk(_ root: UInt64, depth: Int, freeList: Bool, order: Order, bounds: Bounds) throws {
         if root == Self.invalidPage { return }
         guard depth < Self.maximumDepth else { throw Self.corrupted(path, "its trees are deeper than \(Self.maximumDepth) levels") }
         try claim(root)
@@ -106,12 +143,23 @@ struct PageVerifier {
             guard keySize > 0, Self.header + keys * keySize <= pageSize else { throw Self.corrupted(path, "page \(root) holds keys past its end") }
             return
         }
-        for node in try Self.nodes(page, base: 0, size: pageSize, path: path, page: root) {
+        let nodes = try Self.nodes(page, base: 0, size: pageSize, path: path, page: root)
+        var keys: [ArraySlice<UInt8>] = []
+        keys.reserveCapacity(nodes.count)
+        for node in nodes {
+            let keySize = Int(EnvironmentFile.load16(page, node + 6))
+            guard node + Self.nodeHeader + keySize <= pageSize else { throw Self.corrupted(path, "a node of page \(root) ends past the page") }
+            keys.append(page[(node + Self.nodeHeader)..<(node + Self.nodeHeader + keySize)])
+        }
+        // A branch page's first key is never compared: its child holds everything below the second.
+        if order.keysByBytes { try checkOrder(keys, from: kind == Self.branch ? 1 : 0, within: bounds, page: root) }
+        for (position, node) in nodes.enumerated() {
             let nodeFlags = EnvironmentFile.load16(page, node + 4), keySize = Int(EnvironmentFile.load16(page, node + 6))
             if kind == Self.branch {
-                guard node + Self.nodeHeader + keySize <= pageSize else { throw Self.corrupted(path, "a node of page \(root) ends past the page") }
                 let child = UInt64(EnvironmentFile.load16(page, node)) | UInt64(EnvironmentFile.load16(page, node + 2)) << 16 | UInt64(nodeFlags) << 32
-                try walk(child, depth: depth + 1, freeList: freeList)
+                let childBounds = Bounds(lower: position == 0 ? bounds.lower : keys[position],
+                                         upper: position + 1 < keys.count ? keys[position + 1] : bounds.upper)
+                try walk(child, depth: depth + 1, freeList: freeList, order: order, bounds: childBounds)
                 continue
             }
             let dataSize = Int(EnvironmentFile.load16(page, node)) | Int(EnvironmentFile.load16(page, node + 2)) << 16
@@ -126,21 +174,42 @@ struct PageVerifier {
                 }
             } else if nodeFlags & Self.subData != 0 {
                 guard dataSize == Self.databaseRecordSize else { throw Self.corrupted(path, "a database record in page \(root) has \(dataSize) bytes") }
-                try walk(EnvironmentFile.load64(page, data + 40), depth: 0, freeList: false)
+                // A named database (its own flags), or the tree of one key's many values.
+                let subOrder = nodeFlags & Self.dupData != 0 ? Order(valuesOf: order) : Order(flags: EnvironmentFile.load16(page, data + 4))
+                try walk(EnvironmentFile.load64(page, data + 40), depth: 0, freeList: false, order: subOrder, bounds: .none)
             } else if nodeFlags & Self.dupData != 0 {
                 // The values of one key, inline as a sub-page.
                 guard dataSize >= Self.header else { throw Self.corrupted(path, "a sub-page in page \(root) is too short") }
                 guard EnvironmentFile.load16(page, data + 10) & Self.leaf != 0 else { throw Self.corrupted(path, "a sub-page in page \(root) is not a leaf") }
                 if EnvironmentFile.load16(page, data + 10) & Self.leaf2 == 0 {
+                    var values: [ArraySlice<UInt8>] = []
                     for sub in try Self.nodes(page, base: data, size: dataSize, path: path, page: root) {
-                        guard sub + Self.nodeHeader + Int(EnvironmentFile.load16(page, sub + 6)) <= data + dataSize else {
+                        let end = sub + Self.nodeHeader + Int(EnvironmentFile.load16(page, sub + 6))
+                        guard end <= data + dataSize else {
                             throw Self.corrupted(path, "a sub-page node in page \(root) ends past its sub-page")
                         }
+                        values.append(page[(sub + Self.nodeHeader)..<end])
                     }
+                    if order.valuesByBytes { try checkOrder(values, from: 0, within: .none, page: root) }
                 }
             } else if freeList {
                 try collectFree(page, at: data, size: dataSize)
             }
+        }
+    }
+
+    /// Throws unless `keys[from...]` increase strictly, byte-wise (LMDB's default comparator:
+    /// `memcmp`, then the shorter first), at least `bounds.lower` and below `bounds.upper`.
+    private func checkOrder(_ keys: [ArraySlice<UInt8>], from first: Int, within bounds: Bounds, page: UInt64) throws {
+        guard first < keys.count else { return }
+        if let lower = bounds.lower, keys[first].lexicographicallyPrecedes(lower) {
+            throw Self.corrupted(path, "a key of page \(page) sorts before the separator that leads to it")
+        }
+        for i in (first + 1)..<max(first + 1, keys.count) where !keys[i - 1].lexicographicallyPrecedes(keys[i]) {
+            throw Self.corrupted(path, "the keys of page \(page) are out of order")
+        }
+        if let upper = bounds.upper, !keys[keys.count - 1].lexicographicallyPrecedes(upper) {
+            throw Self.corrupted(path, "a key of page \(page) sorts after the separator that follows it")
         }
     }
 
