@@ -106,8 +106,11 @@ public final class SQLiteStore: LocalStore {
     /// An existing file is first checked without writing to it: its header (else
     /// ``SyncError/Code/notADatabase``, or ``SyncError/Code/corrupted`` when truncated), then,
     /// read-only, that it is an OfflineSync store or an empty database (else
-    /// ``SyncError/Code/foreignDatabase``) and — unless ``Options/quickCheckOnOpen`` is off —
-    /// that `PRAGMA quick_check` passes (else ``SyncError/Code/corrupted``). Only then is it
+    /// ``SyncError/Code/foreignDatabase``), that its schema holds exactly the tables and
+    /// indexes its catalog accounts for, with exactly the definitions this adapter writes, and
+    /// that the catalog passes SQLite's full `integrity_check` (else ``SyncError/Code/corrupted``),
+    /// and — unless ``Options/quickCheckOnOpen`` is off — that `PRAGMA quick_check` passes
+    /// (else ``SyncError/Code/corrupted``). Only then is it
     /// opened for writing and switched to WAL. Throws ``SyncError/Code/unsupported`` for a
     /// store of a newer format, ``SyncError/Code/busy`` when another process keeps it locked
     /// and ``SyncError/Code/storageFailure`` when SQLite cannot open it.
