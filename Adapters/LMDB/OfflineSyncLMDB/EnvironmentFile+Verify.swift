@@ -205,7 +205,7 @@ struct PageVerifier {
         if let lower = bounds.lower, keys[first].lexicographicallyPrecedes(lower) {
             throw Self.corrupted(path, "a key of page \(page) sorts before the separator that leads to it")
         }
-        for i in (first + 1)..<max(first + 1, keys.count) where !keys[i - 1].lexicographicallyPrecedes(keys[i]) {
+        for i in (first + 1)..<keys.count where !keys[i - 1].lexicographicallyPrecedes(keys[i]) {
             throw Self.corrupted(path, "the keys of page \(page) are out of order")
         }
         if let upper = bounds.upper, !keys[keys.count - 1].lexicographicallyPrecedes(upper) {

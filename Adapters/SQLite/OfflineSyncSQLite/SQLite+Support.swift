@@ -48,8 +48,10 @@ enum SQLName {
     /// The prefix of the adapter's own schema objects (catalog, indexes, migration table).
     /// Table names starting with it, in any letter case, are refused.
     static let internalPrefix = "__osync_"
-    /// The catalog table: one row per defined table.
-    static let catalog = quote("__osync_catalog")
+    /// The catalog table's name: one row per defined table.
+    static let catalogName = "\(internalPrefix)catalog"
+    /// The catalog table's name, quoted.
+    static let catalog = quote(catalogName)
     /// The scratch table a migration copies rows into.
     static let migrationTable = quote("__osync_migrate")
 

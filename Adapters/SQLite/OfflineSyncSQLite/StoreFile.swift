@@ -87,10 +87,7 @@ enum StoreFile {
             try verifySchema(connection, formatVersion: userVersion, path: path)
         }
         if quickCheck {
-            let verdict = try connection.withStatement("PRAGMA quick_check(1)") { statement -> String in
-                guard try statement.step(), case .text(let text) = try statement.value(0) else { return "" }
-                return text
-            }
+            let verdict = try pragmaVerdict(connection, "PRAGMA quick_check(1)")
             guard verdict == "ok" else {
                 throw SyncError(.corrupted, "'\(path)' failed SQLite's integrity check: \(verdict)")
             }
@@ -137,7 +134,7 @@ enum StoreFile {
         found = found.filter { !($0.key.value.hasPrefix("sqlite_stat") && $0.value.type.value == "table") }
 
         var expected: [ExactKey: Object] = [:]
-        let catalogName = "__osync_catalog"
+        let catalogName = SQLName.catalogName
         expected[ExactKey(catalogName)] = Object(type: "table", table: catalogName, sql: "CREATE TABLE \(catalogDefinition)")
         expected[ExactKey("sqlite_autoindex_\(catalogName)_1")] = Object(type: "index", table: catalogName, sql: nil)
         guard found[ExactKey(catalogName)] == expected[ExactKey(catalogName)] else {
@@ -146,10 +143,7 @@ enum StoreFile {
         // Every table is found by name through the catalog's unique index: a damaged entry
         // there would make a table vanish. The catalog is small, so SQLite's full check of it
         // (index entries against rows, which `quick_check` skips) costs next to nothing.
-        let catalogVerdict = try connection.withStatement("PRAGMA integrity_check(\(SQLName.catalog))") { statement -> String in
-            guard try statement.step(), case .text(let text) = try statement.value(0) else { return "" }
-            return text
-        }
+        let catalogVerdict = try pragmaVerdict(connection, "PRAGMA integrity_check(\(SQLName.catalog))")
         guard catalogVerdict == "ok" else { throw damaged("the catalog fails SQLite's integrity check: \(catalogVerdict)") }
         for entry in try SchemaDefinition.catalogEntries(connection) {
             let schema: TableSchema
@@ -175,6 +169,14 @@ enum StoreFile {
         }
         if let stray = found.keys.filter({ expected[$0] == nil }).min(by: { $0.value < $1.value }) {
             throw damaged("it holds a \(found[stray]!.type.value) '\(stray.value)' that no catalog row accounts for")
+        }
+    }
+
+    /// The first line a `quick_check` or `integrity_check` pragma answers ("ok" when sound).
+    private static func pragmaVerdict(_ connection: Connection, _ pragma: String) throws -> String {
+        try connection.withStatement(pragma) { statement -> String in
+            guard try statement.step(), case .text(let text) = try statement.value(0) else { return "" }
+            return text
         }
     }
 
