@@ -9,8 +9,8 @@
 #                mint a client token with `make token IDENTITY=alice`
 #   make soak    the long forms of the reliability tests (crash trials, convergence with 20
 #                clients, corrupt-store sweeps, hostile requests); writes Docs/Reliability.md
-#   make bench   run the benchmarks in release mode, PostgreSQL's on a throwaway cluster
-#                (writes bench-results.json)
+#   make bench   run the benchmarks (offline-sync-harness bench) in release mode, PostgreSQL's on
+#                a throwaway cluster (writes bench-results.json)
 #   make clean   remove build products
 #
 # Every target that builds runs `deps` first, so a fresh machine needs only `make test`.
@@ -30,7 +30,7 @@ SWIFT ?= swift
 PKG_CONFIG_MODULES := sqlite3 lmdb libpq
 APT_PACKAGES := pkg-config libsqlite3-dev liblmdb-dev libpq-dev postgresql curl
 
-.PHONY: deps build test test-steps openapi-check conformance-cli corrupt-sweep crash-trials cognito-test hostile-test soak demo serve token bench clean
+.PHONY: deps build test test-steps architecture-check openapi-check conformance-cli corrupt-sweep crash-trials cognito-test hostile-test soak demo serve token bench clean
 
 deps:
 	@if ! command -v $(SWIFT) >/dev/null 2>&1; then \
@@ -83,7 +83,7 @@ EXAMPLE := Docs/Examples/SnapshotStore
 test: deps
 	Scripts/with-postgres.sh $(MAKE) --no-print-directory test-steps
 
-test-steps: deps openapi-check
+test-steps: deps openapi-check architecture-check
 	$(SWIFT) build --build-tests
 	$(SWIFT) test
 	$(MAKE) --no-print-directory conformance-cli
@@ -94,6 +94,11 @@ test-steps: deps openapi-check
 	$(MAKE) --no-print-directory hostile-test
 	$(SWIFT) build --package-path $(EXAMPLE) --build-tests
 	$(SWIFT) test --package-path $(EXAMPLE)
+
+# The module table of Docs/Architecture.md matches Package.swift, every import is declared, and
+# no source file or function grows past the size limits (Scripts/check-architecture.py).
+architecture-check:
+	python3 Scripts/check-architecture.py
 
 # Docs/openapi.yaml must be a valid OpenAPI 3 document (openapi-spec-validator, from PyPI).
 openapi-check:
@@ -124,8 +129,8 @@ hostile-test: deps
 # encrypted file authenticates every byte, so there a damaged copy must never open.
 SWEEP_SEED ?= 1
 corrupt-sweep: deps
-	$(SWIFT) build --product offline-sync
-	bin="$$($(SWIFT) build --show-bin-path)/offline-sync"; dir="$$(mktemp -d)"; trap 'rm -rf "$$dir"' EXIT; \
+	$(SWIFT) build --product offline-sync-harness
+	bin="$$($(SWIFT) build --show-bin-path)/offline-sync-harness"; dir="$$(mktemp -d)"; trap 'rm -rf "$$dir"' EXIT; \
 	"$$bin" corrupt-sweep --store "sqlite://$$dir/app.sqlite" --seed $(SWEEP_SEED); \
 	"$$bin" corrupt-sweep --store "lmdb://$$dir/app-lmdb" --seed $(SWEEP_SEED); \
 	OFFLINE_SYNC_SWEEP_KEY=$$(printf '5a%.0s' $$(seq 32)) "$$bin" corrupt-sweep --require-detection --seed $(SWEEP_SEED) \
@@ -141,6 +146,7 @@ corrupt-sweep: deps
 CRASH_TRIALS ?= 20
 crash-trials: deps
 	$(SWIFT) build --product offline-sync
+	$(SWIFT) build --product offline-sync-harness
 	python3 Tests/Reliability/crash_trials.py --trials $(CRASH_TRIALS) --bin "$$($(SWIFT) build --show-bin-path)/offline-sync" \
 		$(if $(CRASH_SEED),--seed $(CRASH_SEED),)
 
@@ -194,7 +200,8 @@ token: deps
 # The PostgreSQL workload runs against a throwaway cluster (or OFFLINE_SYNC_TEST_POSTGRES_URL's server).
 bench: deps
 	$(SWIFT) build -c release --product offline-sync
-	Scripts/with-postgres.sh $(SWIFT) run -c release --skip-build offline-sync bench
+	$(SWIFT) build -c release --product offline-sync-harness
+	Scripts/with-postgres.sh $(SWIFT) run -c release --skip-build offline-sync-harness bench
 
 clean:
 	@if command -v $(SWIFT) >/dev/null 2>&1; then $(SWIFT) package clean; else rm -rf .build; fi

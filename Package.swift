@@ -1,27 +1,49 @@
 // swift-tools-version:6.0
 import PackageDescription
 
+// Module map (Docs/Architecture.md draws it):
+//
+//   OfflineSync ◄── OfflineSyncStoreKit ◄── adapters (SQLite, LMDB, EncryptedFile, PostgreSQL)
+//        ▲                 ▲
+//        ├── OfflineSyncDatasets
+//        ├── OfflineSyncConformance (+ StoreKit's reference evaluator)
+//        ├── OfflineSyncService (+ StoreKit, Datasets) ◄── OfflineSyncServer (+ Wire, OData)
+//        └── OfflineSyncWire (+ Datasets) ◄── OfflineSyncHTTP
+//
+// An app links OfflineSync, one adapter and, to sync over HTTP, OfflineSyncHTTP; it never links
+// the adapter toolkit's SQL dialects, the OData parser or the server's dependencies.
+
 let package = Package(
     name: "OfflineSync",
-    platforms: [.macOS(.v15)],
+    // `Synchronization.Mutex` sets the floor on Apple platforms.
+    platforms: [.macOS(.v15), .iOS(.v18), .tvOS(.v18), .watchOS(.v11), .visionOS(.v2)],
     products: [
+        // What an app imports.
         .library(name: "OfflineSync", targets: ["OfflineSync"]),
-        .library(name: "OfflineSyncService", targets: ["OfflineSyncService"]),
-        .library(name: "OfflineSyncConformance", targets: ["OfflineSyncConformance"]),
-        .library(name: "OfflineSyncWire", targets: ["OfflineSyncWire"]),
+        .library(name: "OfflineSyncDatasets", targets: ["OfflineSyncDatasets"]),
         .library(name: "OfflineSyncHTTP", targets: ["OfflineSyncHTTP"]),
-        .library(name: "OfflineSyncServer", targets: ["OfflineSyncServer"]),
+        // One product per store, so an app links only the C library it uses.
         .library(name: "OfflineSyncSQLite", targets: ["OfflineSyncSQLite"]),
         .library(name: "OfflineSyncLMDB", targets: ["OfflineSyncLMDB"]),
         .library(name: "OfflineSyncEncryptedFile", targets: ["OfflineSyncEncryptedFile"]),
         .library(name: "OfflineSyncPostgreSQL", targets: ["OfflineSyncPostgreSQL"]),
+        // What an adapter author imports: the toolkit, the in-memory reference store and the suite.
+        .library(name: "OfflineSyncStoreKit", targets: ["OfflineSyncStoreKit"]),
+        .library(name: "OfflineSyncConformance", targets: ["OfflineSyncConformance"]),
+        // The remote side.
+        .library(name: "OfflineSyncService", targets: ["OfflineSyncService"]),
+        .library(name: "OfflineSyncWire", targets: ["OfflineSyncWire"]),
+        .library(name: "OfflineSyncServer", targets: ["OfflineSyncServer"]),
         .executable(name: "offline-sync", targets: ["offline-sync"]),
+        .executable(name: "offline-sync-harness", targets: ["offline-sync-harness"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
         // 4.x is what jwt-kit 5 needs; the encrypted file works with either.
         .package(url: "https://github.com/apple/swift-crypto", "3.12.3"..<"5.0.0"),
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
+        .package(url: "https://github.com/apple/swift-nio", from: "2.101.2"),
+        .package(url: "https://github.com/apple/swift-http-types", from: "1.8.0"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
         .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.28.1"),
         .package(url: "https://github.com/hummingbird-project/hummingbird-websocket", from: "2.8.1"),
@@ -30,35 +52,55 @@ let package = Package(
         .package(url: "https://github.com/vapor/jwt-kit", from: "5.7.1"),
     ],
     targets: [
-        // Core: records, queries, stores, queue, sync context. No C library, no networking.
+        // Core: records, queries, the store protocols, queue, sync context, events. No C library,
+        // no networking, no adapter toolkit.
         .target(name: "OfflineSync", path: "Sources/OfflineSync"),
-        .target(name: "OfflineSyncService", dependencies: ["OfflineSync"], path: "Sources/OfflineSyncService"),
-        .target(name: "OfflineSyncConformance", dependencies: ["OfflineSync"], path: "Sources/OfflineSyncConformance"),
-        // The native protocol's lossless JSON (shared by the coming HTTP server and client).
-        .target(name: "OfflineSyncWire", dependencies: ["OfflineSync"], path: "Sources/OfflineSyncWire"),
+        // The adapter author's toolkit: the reference query evaluator, SQL dialects and predicate
+        // translation, the in-memory table engine and change sets, the value codec, CRC-32C, and
+        // InMemoryStore built from them.
+        .target(name: "OfflineSyncStoreKit", dependencies: ["OfflineSync"], path: "Sources/OfflineSyncStoreKit"),
+        // Cognito Sync–style key/value datasets on the client.
+        .target(name: "OfflineSyncDatasets", dependencies: ["OfflineSync"], path: "Sources/OfflineSyncDatasets"),
+        .target(name: "OfflineSyncConformance", dependencies: ["OfflineSync", "OfflineSyncStoreKit"],
+                path: "Sources/OfflineSyncConformance"),
+        .target(name: "OfflineSyncService", dependencies: ["OfflineSync", "OfflineSyncStoreKit", "OfflineSyncDatasets"],
+                path: "Sources/OfflineSyncService"),
+        // What client and server both speak: the native protocol's lossless JSON and the Cognito
+        // Sync API's JSON shapes.
+        .target(name: "OfflineSyncWire", dependencies: ["OfflineSync", "OfflineSyncDatasets"], path: "Sources/OfflineSyncWire"),
+        // The tables API's OData query language (server side only).
+        .target(name: "OfflineSyncOData", dependencies: ["OfflineSync", "OfflineSyncWire"], path: "Sources/OfflineSyncOData"),
 
-        // The HTTP client: a RemoteStore over AsyncHTTPClient plus the notification channel.
+        // The HTTP client: a RemoteStore and a DatasetRemote over AsyncHTTPClient plus the
+        // notification channel.
         .target(
             name: "OfflineSyncHTTP",
             dependencies: [
-                "OfflineSync", "OfflineSyncWire",
+                "OfflineSync", "OfflineSyncDatasets", "OfflineSyncWire",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "WSClient", package: "swift-websocket"),
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
             ],
             path: "Sources/OfflineSyncHTTP"
         ),
-        // The sync server on Hummingbird 2: native API, Datasync tables API, auth, notifications.
+        // The sync server on Hummingbird 2: native API, Datasync tables API, Cognito Sync API,
+        // auth, notifications.
         .target(
             name: "OfflineSyncServer",
             dependencies: [
-                "OfflineSync", "OfflineSyncService", "OfflineSyncWire",
+                "OfflineSync", "OfflineSyncDatasets", "OfflineSyncService", "OfflineSyncWire", "OfflineSyncOData",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdWebSocket", package: "hummingbird-websocket"),
                 .product(name: "JWTKit", package: "jwt-kit"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
             ],
             path: "Sources/OfflineSyncServer"
         ),
@@ -72,7 +114,7 @@ let package = Package(
         ),
         .target(
             name: "OfflineSyncSQLite",
-            dependencies: ["OfflineSync", "COfflineSyncSQLite3"],
+            dependencies: ["OfflineSync", "OfflineSyncStoreKit", "COfflineSyncSQLite3"],
             path: "Adapters/SQLite/OfflineSyncSQLite"
         ),
 
@@ -85,7 +127,7 @@ let package = Package(
         ),
         .target(
             name: "OfflineSyncLMDB",
-            dependencies: ["OfflineSync", "COfflineSyncLMDB"],
+            dependencies: ["OfflineSync", "OfflineSyncStoreKit", "COfflineSyncLMDB"],
             path: "Adapters/LMDB/OfflineSyncLMDB"
         ),
 
@@ -93,7 +135,7 @@ let package = Package(
         .target(
             name: "OfflineSyncEncryptedFile",
             dependencies: [
-                "OfflineSync",
+                "OfflineSync", "OfflineSyncStoreKit",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "_CryptoExtras", package: "swift-crypto"),
             ],
@@ -109,28 +151,57 @@ let package = Package(
         ),
         .target(
             name: "OfflineSyncPostgreSQL",
-            dependencies: ["OfflineSync", "COfflineSyncPostgreSQL"],
+            dependencies: ["OfflineSync", "OfflineSyncStoreKit", "COfflineSyncPostgreSQL"],
             path: "Adapters/PostgreSQL/OfflineSyncPostgreSQL"
         ),
 
+        // What both executables share: the built-in store registry, store arguments, and a
+        // server started as a child process.
+        .target(
+            name: "OfflineSyncCommandSupport",
+            dependencies: [
+                "OfflineSync", "OfflineSyncSQLite", "OfflineSyncLMDB", "OfflineSyncEncryptedFile", "OfflineSyncPostgreSQL",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ],
+            path: "Sources/OfflineSyncCommandSupport"
+        ),
+        // The operator's tool: serve, token, demo, conformance, inspect.
         .executableTarget(
             name: "offline-sync",
             dependencies: [
-                "OfflineSync", "OfflineSyncService", "OfflineSyncSQLite", "OfflineSyncConformance",
-                "OfflineSyncServer", "OfflineSyncHTTP", "OfflineSyncWire",
-                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                "OfflineSync", "OfflineSyncDatasets", "OfflineSyncStoreKit", "OfflineSyncService", "OfflineSyncConformance",
+                "OfflineSyncServer", "OfflineSyncHTTP", "OfflineSyncCommandSupport",
+                "OfflineSyncSQLite", "OfflineSyncPostgreSQL",
                 .product(name: "Logging", package: "swift-log"),
-                "OfflineSyncLMDB", "OfflineSyncEncryptedFile", "OfflineSyncPostgreSQL", "COfflineSyncSQLite3", "COfflineSyncLMDB", "COfflineSyncPostgreSQL",
-                .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             path: "Sources/offline-sync"
         ),
+        // The benchmark and fault-injection harness: bench, corrupt-sweep, crash-trial-client.
+        .executableTarget(
+            name: "offline-sync-harness",
+            dependencies: [
+                "OfflineSync", "OfflineSyncStoreKit", "OfflineSyncService", "OfflineSyncConformance",
+                "OfflineSyncServer", "OfflineSyncHTTP", "OfflineSyncWire", "OfflineSyncCommandSupport",
+                "OfflineSyncSQLite", "OfflineSyncLMDB", "OfflineSyncEncryptedFile", "OfflineSyncPostgreSQL",
+                "COfflineSyncSQLite3", "COfflineSyncLMDB", "COfflineSyncPostgreSQL",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ],
+            path: "Sources/offline-sync-harness"
+        ),
 
         .testTarget(
             name: "OfflineSyncTests",
-            dependencies: ["OfflineSync", "OfflineSyncService", "OfflineSyncConformance"],
+            dependencies: ["OfflineSync", "OfflineSyncStoreKit", "OfflineSyncDatasets", "OfflineSyncService", "OfflineSyncConformance"],
             path: "Tests/OfflineSyncTests"
+        ),
+        .testTarget(
+            name: "OfflineSyncStoreKitTests",
+            dependencies: ["OfflineSync", "OfflineSyncStoreKit", "OfflineSyncConformance"],
+            path: "Tests/OfflineSyncStoreKitTests"
         ),
         .testTarget(
             name: "OfflineSyncWireTests",
@@ -138,41 +209,53 @@ let package = Package(
             path: "Tests/OfflineSyncWireTests"
         ),
         .testTarget(
+            name: "OfflineSyncODataTests",
+            dependencies: ["OfflineSync", "OfflineSyncOData", "OfflineSyncWire", "OfflineSyncStoreKit", "OfflineSyncConformance"],
+            path: "Tests/OfflineSyncODataTests"
+        ),
+        .testTarget(
             name: "OfflineSyncServerTests",
             dependencies: [
-                "OfflineSync", "OfflineSyncService", "OfflineSyncWire", "OfflineSyncServer", "OfflineSyncHTTP",
-                "OfflineSyncConformance", "OfflineSyncSQLite", "OfflineSyncPostgreSQL",
+                "OfflineSync", "OfflineSyncDatasets", "OfflineSyncStoreKit", "OfflineSyncService", "OfflineSyncWire",
+                "OfflineSyncOData", "OfflineSyncServer", "OfflineSyncHTTP", "OfflineSyncConformance", "OfflineSyncSQLite",
+                "OfflineSyncPostgreSQL",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "JWTKit", package: "jwt-kit"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
             ],
             path: "Tests/OfflineSyncServerTests"
         ),
         .testTarget(
             name: "OfflineSyncServiceTests",
-            dependencies: ["OfflineSync", "OfflineSyncService", "OfflineSyncConformance", "OfflineSyncSQLite"],
+            dependencies: ["OfflineSync", "OfflineSyncStoreKit", "OfflineSyncService", "OfflineSyncConformance", "OfflineSyncSQLite"],
             path: "Tests/OfflineSyncServiceTests"
         ),
         .testTarget(
             name: "OfflineSyncSQLiteTests",
-            dependencies: ["OfflineSync", "OfflineSyncSQLite", "OfflineSyncConformance", "OfflineSyncService"],
+            dependencies: ["OfflineSync", "OfflineSyncStoreKit", "OfflineSyncDatasets", "OfflineSyncSQLite",
+                           "COfflineSyncSQLite3", "OfflineSyncConformance", "OfflineSyncService"],
             path: "Tests/OfflineSyncSQLiteTests"
         ),
         .testTarget(
             name: "OfflineSyncLMDBTests",
-            dependencies: ["OfflineSync", "OfflineSyncLMDB", "OfflineSyncConformance", "OfflineSyncService", "COfflineSyncLMDB"],
+            dependencies: ["OfflineSync", "OfflineSyncStoreKit", "OfflineSyncLMDB", "OfflineSyncConformance",
+                           "OfflineSyncService", "COfflineSyncLMDB"],
             path: "Tests/OfflineSyncLMDBTests"
         ),
         .testTarget(
             name: "OfflineSyncEncryptedFileTests",
-            dependencies: ["OfflineSync", "OfflineSyncEncryptedFile", "OfflineSyncConformance",
+            dependencies: ["OfflineSync", "OfflineSyncStoreKit", "OfflineSyncEncryptedFile", "OfflineSyncConformance",
                            .product(name: "Crypto", package: "swift-crypto")],
             path: "Tests/OfflineSyncEncryptedFileTests"
         ),
         .testTarget(
             name: "OfflineSyncPostgreSQLTests",
-            dependencies: ["OfflineSync", "OfflineSyncPostgreSQL", "OfflineSyncConformance", "OfflineSyncService"],
+            dependencies: ["OfflineSync", "OfflineSyncStoreKit", "OfflineSyncPostgreSQL", "OfflineSyncConformance",
+                           "OfflineSyncService"],
             path: "Tests/OfflineSyncPostgreSQLTests"
         ),
     ],

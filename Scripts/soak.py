@@ -100,7 +100,8 @@ def sweeps(tool, scratch, seed):
     results = {}
     for name, url, extra in stores:
         out = os.path.join(scratch, "sweep-%s.json" % name)
-        status, output, seconds = run([tool, "corrupt-sweep", "--store", url, "--seed", str(seed), "--truncations", "200",
+        harness = os.path.join(os.path.dirname(tool), "offline-sync-harness")
+        status, output, seconds = run([harness, "corrupt-sweep", "--store", url, "--seed", str(seed), "--truncations", "200",
                                        "--bit-flips", "1000", "--zeroed-pages", "200", "--json", out] + extra,
                                       env={"OFFLINE_SYNC_SWEEP_KEY": key})
         print(output[-1500:])
@@ -228,7 +229,7 @@ def report(args, crash, converge, sweep, attacks):
         lines += ["```", failure.strip(), "```", ""]
 
     lines += ["## Corrupt and foreign stores", "",
-              "`offline-sync corrupt-sweep` per adapter: damaged copies of a 300-record store file, each opened in a child process.",
+              "`offline-sync-harness corrupt-sweep` per adapter: damaged copies of a 300-record store file, each opened in a child process.",
               "*refused*: a typed error at open; *detected*: a typed error while reading; *intact*: the damage hit unused space;",
               "*undetected*: the store opened and a record differs, or looking a record up by its id or an indexed value misses it.",
               "SQLite rows and LMDB records carry a CRC-32C checked on every read; SQLite's schema definitions and catalog are",
@@ -277,7 +278,7 @@ def report(args, crash, converge, sweep, attacks):
               "  runs in `make test`.",
               "- Convergence: `Tests/OfflineSyncServerTests/ConvergenceTests.swift`; replay a seed with",
               "  `OFFLINE_SYNC_CONVERGENCE_SEED=N OFFLINE_SYNC_CONVERGENCE_CLIENTS=20 OFFLINE_SYNC_CONVERGENCE_ROUNDS=20 swift test --filter ConvergenceTests`.",
-              "- Corrupt stores: `offline-sync corrupt-sweep --help`; `make corrupt-sweep` is the short form.",
+              "- Corrupt stores: `offline-sync-harness corrupt-sweep --help`; `make corrupt-sweep` is the short form.",
               "- Hostile requests: `make hostile-test` is the short form.", ""]
     return "\n".join(lines)
 

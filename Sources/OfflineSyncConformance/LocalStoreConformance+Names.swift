@@ -1,4 +1,5 @@
 import OfflineSync
+import OfflineSyncStoreKit
 
 extension LocalStoreConformance {
     static let nameCases: [ConformanceCase] =

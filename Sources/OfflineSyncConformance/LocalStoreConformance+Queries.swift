@@ -1,4 +1,5 @@
 import OfflineSync
+import OfflineSyncStoreKit
 
 extension LocalStoreConformance {
     static let querySeed: UInt64 = 0x0FF1_14E5_9C00_0001

@@ -1,5 +1,6 @@
 import Foundation
 import OfflineSync
+import OfflineSyncStoreKit
 
 /// The shared conformance suite every ``LocalStore`` adapter runs.
 ///

@@ -1,4 +1,5 @@
 import OfflineSync
+import OfflineSyncStoreKit
 
 /// Data and queries for differential testing against ``QueryEvaluator``: deterministic
 /// (seeded ``SplitMix64``), with nulls, missing fields, duplicates, negative numbers,

@@ -1,5 +1,6 @@
 import Foundation
 import OfflineSync
+import OfflineSyncStoreKit
 
 /// The shared suite for a remote: what any ``RemoteStore`` (the in-process service, an
 /// HTTP client against a server) must do, checked through the protocol alone.

@@ -4,6 +4,7 @@ import Logging
 import NIOConcurrencyHelpers
 import NIOCore
 import OfflineSync
+import OfflineSyncDatasets
 import OfflineSyncWire
 import WSClient
 

@@ -2,6 +2,7 @@ import AsyncHTTPClient
 import Foundation
 import NIOHTTP1
 import OfflineSync
+import OfflineSyncDatasets
 import OfflineSyncWire
 
 /// A ``DatasetRemote`` over HTTP: the Cognito Sync–compatible API of an OfflineSync server

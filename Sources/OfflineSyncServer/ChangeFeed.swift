@@ -1,5 +1,6 @@
 import Foundation
 import OfflineSync
+import OfflineSyncDatasets
 
 /// A change committed by the server: which identity's rows of which table changed, or
 /// (for push sync) which dataset of the identity changed and its new sync count.

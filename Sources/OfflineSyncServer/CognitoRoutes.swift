@@ -1,8 +1,9 @@
 import Foundation
-import Hummingbird
 import HTTPTypes
+import Hummingbird
 import NIOCore
 import OfflineSync
+import OfflineSyncDatasets
 import OfflineSyncService
 import OfflineSyncWire
 

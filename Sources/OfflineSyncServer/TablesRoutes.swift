@@ -3,6 +3,7 @@ import HTTPTypes
 import Hummingbird
 import NIOCore
 import OfflineSync
+import OfflineSyncOData
 import OfflineSyncService
 import OfflineSyncWire
 

@@ -1,5 +1,6 @@
 import Foundation
 import OfflineSync
+import OfflineSyncDatasets
 
 /// The authoritative side of datasets, in the Amazon Cognito Sync model, over any
 /// ``LocalStore``: what the server's Cognito Sync–compatible API and the in-process

@@ -1,5 +1,6 @@
 import Foundation
 import OfflineSync
+import OfflineSyncStoreKit
 
 /// The authoritative side of sync, over any ``LocalStore``: the single source of truth that
 /// clients push to and pull from. Usable in process (``remote(for:)``) and behind a server.

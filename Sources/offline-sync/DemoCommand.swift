@@ -1,9 +1,11 @@
 import ArgumentParser
 import Foundation
 import OfflineSync
+import OfflineSyncCommandSupport
+import OfflineSyncDatasets
 import OfflineSyncHTTP
-import OfflineSyncServer
 import OfflineSyncSQLite
+import OfflineSyncServer
 
 /// `offline-sync demo`: a sync server (this tool's `serve`, as a child process on a loopback
 /// port, over a SQLite file) and two clients with their own SQLite files talking to it over
@@ -110,7 +112,7 @@ struct Demo {
 
     func run() async throws -> Bool {
         let secret = (0..<32).map { _ in String(format: "%02x", UInt8.random(in: .min ... .max)) }.joined()
-        let server = try DemoServer.start(data: root.appendingPathComponent("server"), secret: secret)
+        let server = try ServerProcess.start(data: root.appendingPathComponent("server"), secret: secret)
         do {
             let ok = try await run(server: server, secret: secret)
             say("\n== Stopping the server (SIGTERM: requests in flight finish first)")
@@ -123,7 +125,7 @@ struct Demo {
         }
     }
 
-    func run(server: DemoServer, secret: String) async throws -> Bool {
+    func run(server: ServerProcess, secret: String) async throws -> Bool {
         say("OfflineSync demo: a sync server at \(server.baseURL) (offline-sync serve, on SQLite in \(root.path)/server)")
         say("and two clients, A and B, each with its own SQLite file, syncing over HTTP. Conflict policy: \(policy.rawValue).")
         let tokens = try await TokenAuthority(secret: Array(secret.utf8))
@@ -291,51 +293,5 @@ struct Demo {
         relay.cancel()
         forward.finish()
         return phoneValues == tabletValues && phoneValues == ["theme": "solarized", "font": "14pt", "lang": "en"]
-    }
-}
-
-/// The demo's server: `offline-sync serve` in a child process on a free loopback port.
-struct DemoServer {
-    let process: Process
-    let baseURL: String
-
-    /// Starts the server and waits for its "listening on" line.
-    static func start(data: URL, secret: String) throws -> DemoServer {
-        guard let executable = Bundle.main.executableURL else { throw ValidationError("cannot find this tool's executable") }
-        let process = Process()
-        process.executableURL = executable
-        process.arguments = ["serve", "--port", "0", "--data", data.path, "--log-level", "warning"]
-        var environment = ProcessInfo.processInfo.environment
-        environment["OFFLINE_SYNC_TOKEN_SECRET"] = secret
-        environment["OFFLINE_SYNC_STORE"] = nil
-        process.environment = environment
-        let output = Pipe()
-        process.standardOutput = output
-        try process.run()
-        var line: [UInt8] = []
-        let handle = output.fileHandleForReading
-        while true {
-            let byte = handle.readData(ofLength: 1)
-            guard let first = byte.first else {
-                process.waitUntilExit()
-                throw ValidationError("the server exited (status \(process.terminationStatus)) before it was listening")
-            }
-            if first != UInt8(ascii: "\n") { line.append(first); continue }
-            let text = String(decoding: line, as: UTF8.self)
-            line.removeAll()
-            if let range = text.range(of: "listening on ") {
-                let url = text[range.upperBound...].split(separator: " ").first.map(String.init) ?? ""
-                // Keep draining the server's output so it never blocks on a full pipe.
-                handle.readabilityHandler = { _ = $0.availableData }
-                return DemoServer(process: process, baseURL: url)
-            }
-        }
-    }
-
-    /// Sends SIGTERM and waits for the exit status.
-    func stop() -> Int32 {
-        if process.isRunning { process.terminate() }
-        process.waitUntilExit()
-        return process.terminationStatus
     }
 }

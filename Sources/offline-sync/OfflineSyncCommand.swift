@@ -1,12 +1,12 @@
 import ArgumentParser
 
-/// The `offline-sync` command-line tool.
+/// The `offline-sync` command-line tool. Benchmarks and fault injection live in
+/// `offline-sync-harness`.
 @main
 struct OfflineSyncCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "offline-sync",
         abstract: "OfflineSync: offline-first sync for Swift apps.",
-        subcommands: [DemoCommand.self, ServeCommand.self, TokenCommand.self, ConformanceCommand.self, InspectCommand.self, BenchCommand.self, BenchWorkerCommand.self, CrashTrialClientCommand.self,
-                      CorruptSweepCommand.self, CorruptProbeCommand.self]
+        subcommands: [DemoCommand.self, ServeCommand.self, TokenCommand.self, ConformanceCommand.self, InspectCommand.self]
     )
 }

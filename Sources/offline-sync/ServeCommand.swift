@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import Logging
 import OfflineSync
+import OfflineSyncCommandSupport
 import OfflineSyncPostgreSQL
 import OfflineSyncServer
 import OfflineSyncService

@@ -2,6 +2,7 @@ import COfflineSyncLMDB
 import Foundation
 import OfflineSync
 @testable import OfflineSyncLMDB
+import OfflineSyncStoreKit
 import Testing
 
 /// Every record carries the CRC-32C of its encoding and every index entry is checked against

@@ -2,6 +2,7 @@ import Foundation
 import OfflineSync
 import OfflineSyncConformance
 import OfflineSyncLMDB
+import OfflineSyncStoreKit
 import Testing
 
 /// The index plans (equality on an index prefix, walking an index in order, first records by

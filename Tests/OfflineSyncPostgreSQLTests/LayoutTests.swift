@@ -1,6 +1,7 @@
 import Foundation
 import OfflineSync
 @testable import OfflineSyncPostgreSQL
+import OfflineSyncStoreKit
 import Testing
 
 /// The SQL layout: typed columns, indexes, the JSON mirror, SQL queries on indexes and

@@ -2,6 +2,7 @@ import Dispatch
 import Foundation
 import OfflineSync
 @testable import OfflineSyncPostgreSQL
+import OfflineSyncStoreKit
 import Testing
 
 /// What a listening task received, with arrival times.

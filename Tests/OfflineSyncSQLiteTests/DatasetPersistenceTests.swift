@@ -1,5 +1,6 @@
 import Foundation
 import OfflineSync
+import OfflineSyncDatasets
 import OfflineSyncSQLite
 import Testing
 

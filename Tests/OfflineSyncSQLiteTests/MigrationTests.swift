@@ -1,6 +1,7 @@
 import Foundation
 import OfflineSync
 import OfflineSyncSQLite
+import OfflineSyncStoreKit
 import Testing
 
 @Suite("SQLiteStore schema migration")

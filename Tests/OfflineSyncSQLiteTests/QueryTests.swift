@@ -1,6 +1,7 @@
 import Foundation
 import OfflineSync
 import OfflineSyncSQLite
+import OfflineSyncStoreKit
 import Testing
 
 /// Differential tests: every query's result must equal ``QueryEvaluator`` on the same records.

@@ -1,9 +1,10 @@
 import Foundation
 import OfflineSync
 import OfflineSyncConformance
+import OfflineSyncDatasets
 import OfflineSyncHTTP
-import OfflineSyncServer
 import OfflineSyncSQLite
+import OfflineSyncServer
 import Synchronization
 import Testing
 

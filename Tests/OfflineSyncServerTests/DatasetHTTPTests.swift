@@ -1,9 +1,10 @@
 import Foundation
 import OfflineSync
+import OfflineSyncDatasets
 import OfflineSyncHTTP
+import OfflineSyncSQLite
 import OfflineSyncServer
 import OfflineSyncService
-import OfflineSyncSQLite
 import Testing
 
 /// Collects what a dataset's callbacks heard.

@@ -1,8 +1,9 @@
 import Foundation
 import OfflineSync
+import OfflineSyncDatasets
 import OfflineSyncHTTP
-import OfflineSyncServer
 import OfflineSyncSQLite
+import OfflineSyncServer
 import Testing
 
 /// The PostgreSQL server the tests share (`OFFLINE_SYNC_TEST_POSTGRES_URL`, set by `Scripts/with-postgres.sh`).

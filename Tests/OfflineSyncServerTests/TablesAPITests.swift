@@ -1,6 +1,7 @@
 import Foundation
 import NIOHTTP1
 import OfflineSync
+import OfflineSyncOData
 import OfflineSyncServer
 import OfflineSyncWire
 import Testing

@@ -1,9 +1,10 @@
 import Foundation
-import Testing
 import OfflineSync
 import OfflineSyncConformance
-import OfflineSyncService
 import OfflineSyncSQLite
+import OfflineSyncService
+import OfflineSyncStoreKit
+import Testing
 
 /// A service over a SQLite file in `directory`.
 let sqliteBackend: @Sendable (URL) async throws -> ConformanceBackend = { directory in

@@ -1,8 +1,9 @@
 import Foundation
-import Testing
 import OfflineSync
 import OfflineSyncConformance
 import OfflineSyncService
+import OfflineSyncStoreKit
+import Testing
 
 /// The RemoteStore groups against the service over the in-memory store, and the sync
 /// scenario groups with in-memory clients.

@@ -1,5 +1,6 @@
 import Foundation
 import OfflineSync
+import OfflineSyncStoreKit
 import Testing
 
 /// The shortcuts of the queued-write path keep their observable behaviour.

@@ -1,6 +1,8 @@
 import Foundation
 import OfflineSync
+import OfflineSyncDatasets
 import OfflineSyncService
+import OfflineSyncStoreKit
 import Synchronization
 import Testing
 

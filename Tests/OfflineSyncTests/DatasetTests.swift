@@ -1,5 +1,7 @@
 import Foundation
 import OfflineSync
+import OfflineSyncDatasets
+import OfflineSyncStoreKit
 import Testing
 
 @Suite("Datasets: local key/value maps per identity (Cognito Sync model)")

@@ -1,4 +1,5 @@
 import OfflineSync
+import OfflineSyncStoreKit
 import Testing
 
 /// `hasSuffix`: its reference semantics and how the shared SQL translator treats it.

@@ -1,6 +1,7 @@
 import Foundation
 import OfflineSync
 import OfflineSyncConformance
+import OfflineSyncStoreKit
 import Testing
 
 /// Runs the shared LocalStore conformance suite against the in-memory reference store,

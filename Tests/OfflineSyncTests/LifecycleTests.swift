@@ -1,7 +1,9 @@
 import Foundation
-import Testing
 @testable import OfflineSync
+import OfflineSyncDatasets
 import OfflineSyncService
+import OfflineSyncStoreKit
+import Testing
 
 /// Keeps a context's events (by ``name(_:)``) as they come, for waiting and order checks.
 actor EventRecorder {

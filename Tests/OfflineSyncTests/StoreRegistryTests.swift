@@ -1,6 +1,7 @@
 import Foundation
 import OfflineSync
 import OfflineSyncConformance
+import OfflineSyncStoreKit
 import Testing
 
 /// A third party's scheme, registered at run time: an in-memory store per location path.

@@ -1,7 +1,8 @@
 import Foundation
-import Testing
 @testable import OfflineSync
 import OfflineSyncService
+import OfflineSyncStoreKit
+import Testing
 
 /// A remote that forwards to the real in-process service, but can be told to fail the way a
 /// network does: unreachable before sending, or the answer lost after the service applied it.

@@ -61,7 +61,8 @@ From the repository root, with the binary built (it is not built here):
 
 Options: --trials N (default 20), --configs a,b (default: all), --phases a,b (restrict the
 phases, for debugging), --seed N (default: random; always printed), --json FILE (figures per
-configuration), --bin PATH (default: $OFFLINE_SYNC_BIN or .build/debug/offline-sync),
+configuration), --bin PATH (default: $OFFLINE_SYNC_BIN or .build/debug/offline-sync), --harness
+PATH (the crash-trial client; default: offline-sync-harness beside --bin),
 -v (one line per trial). The PostgreSQL configurations (client-postgres/server-sqlite,
 client-sqlite/server-postgres) are skipped, not failed, when OFFLINE_SYNC_TEST_POSTGRES_URL is
 unset; their schemas are named osync_test_<OFFLINE_SYNC_TEST_RUN>_crash_* (Scripts/with-
@@ -640,6 +641,7 @@ class ConfigRun:
         self.client_kind, self.server_kind = CONFIGS[name]
         self.postgres_url = postgres_url
         self.binary = args.bin
+        self.harness = args.harness
         self.verbose = args.verbose
         self.steps = STEPS_PER_TRIAL * self.trials
         self.schemas = []
@@ -679,7 +681,7 @@ class ConfigRun:
 
     def start_client(self, store, server, prefix, acks, steps, until=None, sync=False, push_every=None,
                      drain=False, dump=None, label="client"):
-        args = [self.binary, "crash-trial-client", "--store", store, "--server", server, "--prefix", prefix,
+        args = [self.harness, "crash-trial-client", "--store", store, "--server", server, "--prefix", prefix,
                 "--steps", str(steps), "--acks", acks, "--pull-page-size", str(PULL_PAGE_SIZE)]
         if until is not None:
             args += ["--until-step", str(until)]
@@ -1185,6 +1187,7 @@ def main():
     parser.add_argument("--seed", type=int, default=None)
     parser.add_argument("--json", default=None)
     parser.add_argument("--bin", default=os.environ.get("OFFLINE_SYNC_BIN") or ".build/debug/offline-sync")
+    parser.add_argument("--harness", default=None, help="offline-sync-harness (default: beside --bin)")
     parser.add_argument("-v", "--verbose", action="store_true")
     args = parser.parse_args()
     if args.trials < 1:
@@ -1198,6 +1201,7 @@ def main():
         if phase not in PHASES:
             parser.error(f"unknown phase {phase!r}; known: {', '.join(PHASES)}")
     args.bin = os.path.abspath(args.bin)
+    args.harness = os.path.abspath(args.harness or os.path.join(os.path.dirname(args.bin), "offline-sync-harness"))
     seed = args.seed if args.seed is not None else random.SystemRandom().randrange(1, 2 ** 63)
     postgres_url = os.environ.get("OFFLINE_SYNC_TEST_POSTGRES_URL", "")
 

@@ -1,6 +1,7 @@
 import Crypto
 import Foundation
 import OfflineSync
+import OfflineSyncStoreKit
 
 /// A ``LocalStore`` kept in one encrypted file: the whole store in memory (``MemoryTables``),
 /// every committed transaction appended to the file as one authenticated, encrypted frame and

@@ -1,6 +1,7 @@
 import COfflineSyncLMDB
 import Foundation
 import OfflineSync
+import OfflineSyncStoreKit
 
 /// Owns the `MDB_env` of an open store, the handles of its sub-databases, and the gate that
 /// lets the map grow while no transaction is active.

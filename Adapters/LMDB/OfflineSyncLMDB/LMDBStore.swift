@@ -2,6 +2,7 @@ import COfflineSyncLMDB
 import Dispatch
 import Foundation
 import OfflineSync
+import OfflineSyncStoreKit
 
 /// A ``LocalStore`` kept in an LMDB environment directory (`data.mdb` and `lock.mdb`).
 ///

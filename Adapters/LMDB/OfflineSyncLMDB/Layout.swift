@@ -1,4 +1,5 @@
 import OfflineSync
+import OfflineSyncStoreKit
 
 /// How the store lays out its data in LMDB (see Docs/LMDBAdapter.md).
 ///

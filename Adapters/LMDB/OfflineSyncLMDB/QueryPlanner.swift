@@ -1,5 +1,6 @@
 import COfflineSyncLMDB
 import OfflineSync
+import OfflineSyncStoreKit
 
 /// Answers a query on one table. Every plan only narrows or orders the records it hands to
 /// ``QueryEvaluator``, which decides the result, so results always equal the evaluator's:

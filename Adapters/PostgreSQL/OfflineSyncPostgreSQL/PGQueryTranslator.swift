@@ -1,4 +1,5 @@
 import OfflineSync
+import OfflineSyncStoreKit
 
 /// PostgreSQL's side of the core's ``SQLPredicateTranslator``: `$n` placeholders, `boolean`
 /// expressions (PostgreSQL's AND / OR / NOT follow the evaluator's Kleene logic), strings

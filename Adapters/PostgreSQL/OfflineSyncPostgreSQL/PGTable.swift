@@ -1,5 +1,6 @@
 import Foundation
 import OfflineSync
+import OfflineSyncStoreKit
 
 
 /// A defined table as PostgreSQL sees it: its schema, its quoted names and the statements

@@ -1,5 +1,6 @@
 import Dispatch
 import OfflineSync
+import OfflineSyncStoreKit
 
 /// A transaction lent to a ``PostgreSQLStore`` closure. It runs on its connection's queue;
 /// once the closure returns (or from any other thread) every call throws

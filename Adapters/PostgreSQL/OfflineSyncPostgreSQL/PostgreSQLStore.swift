@@ -1,6 +1,7 @@
 import COfflineSyncPostgreSQL
 import Foundation
 import OfflineSync
+import OfflineSyncStoreKit
 
 /// A ``LocalStore`` kept in a PostgreSQL database, in one schema of its own.
 ///

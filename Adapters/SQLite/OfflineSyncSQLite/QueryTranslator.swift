@@ -1,4 +1,5 @@
 import OfflineSync
+import OfflineSyncStoreKit
 
 /// A piece of parameterised SQL: text with `?` placeholders and the values bound to them.
 struct SQLFragment {

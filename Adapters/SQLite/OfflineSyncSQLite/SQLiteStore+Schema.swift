@@ -1,4 +1,5 @@
 import OfflineSync
+import OfflineSyncStoreKit
 
 /// `defineTable`: creates a table, or migrates it to a changed schema in one transaction.
 enum SchemaDefinition {

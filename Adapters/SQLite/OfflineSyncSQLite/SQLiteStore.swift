@@ -1,6 +1,7 @@
 import COfflineSyncSQLite3
 import Foundation
 import OfflineSync
+import OfflineSyncStoreKit
 
 /// A ``LocalStore`` kept in a SQLite database file (or in memory).
 ///

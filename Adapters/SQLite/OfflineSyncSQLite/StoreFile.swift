@@ -1,6 +1,7 @@
 import COfflineSyncSQLite3
 import Foundation
 import OfflineSync
+import OfflineSyncStoreKit
 
 /// Checks an existing file before the adapter lets SQLite write to it, so a corrupt,
 /// truncated, foreign or non-SQLite file is refused with a typed error and left untouched.

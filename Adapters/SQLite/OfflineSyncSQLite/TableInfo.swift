@@ -1,5 +1,6 @@
 import COfflineSyncSQLite3
 import OfflineSync
+import OfflineSyncStoreKit
 
 /// Where a field a query names lives in SQL.
 typealias ColumnRef = SQLColumn

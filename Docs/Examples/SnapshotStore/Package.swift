@@ -6,7 +6,7 @@ import PackageDescription
 
 let package = Package(
     name: "SnapshotStore",
-    platforms: [.macOS(.v15)],
+    platforms: [.macOS(.v15), .iOS(.v18), .tvOS(.v18), .watchOS(.v11), .visionOS(.v2)],
     products: [
         .library(name: "SnapshotStore", targets: ["SnapshotStore"]),
     ],
@@ -14,7 +14,12 @@ let package = Package(
         .package(name: "OfflineSync", path: "../../.."),
     ],
     targets: [
-        .target(name: "SnapshotStore", dependencies: [.product(name: "OfflineSync", package: "OfflineSync")]),
+        // An adapter builds on the core's store protocols and the adapter toolkit
+        // (MemoryTables, ChangeSet, ValueCodec, CRC32C, SQL dialects, the reference evaluator).
+        .target(name: "SnapshotStore", dependencies: [
+            .product(name: "OfflineSync", package: "OfflineSync"),
+            .product(name: "OfflineSyncStoreKit", package: "OfflineSync"),
+        ]),
         .testTarget(name: "SnapshotStoreTests", dependencies: [
             "SnapshotStore",
             .product(name: "OfflineSync", package: "OfflineSync"),

@@ -5,6 +5,7 @@ import Darwin
 #endif
 import Foundation
 import OfflineSync
+import OfflineSyncStoreKit
 
 /// The snapshot file: a fixed header, then every table's schema and records.
 ///

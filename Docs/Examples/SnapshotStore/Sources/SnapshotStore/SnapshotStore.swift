@@ -1,6 +1,7 @@
 import Dispatch
 import Foundation
 import OfflineSync
+import OfflineSyncStoreKit
 
 /// A ``LocalStore`` that keeps every table in memory and the whole store in one snapshot
 /// file, rewritten atomically on each commit.

@@ -1,0 +1,41 @@
+import Foundation
+
+/// A string key compared by its exact UTF-8 bytes.
+///
+/// Swift's `String` equality is Unicode canonical equivalence, so `"é"` and `"e\u{301}"` are
+/// the same dictionary key — but they are different ids, names and SQL texts to every store.
+/// Stores key their dictionaries with this instead. Hashing and comparison work on the
+/// contiguous UTF-8 buffer in bulk.
+public struct ExactString: Hashable, Sendable, CustomStringConvertible {
+    /// The string.
+    public let value: String
+    /// Wraps a string.
+    public init(_ value: String) {
+        var value = value
+        value.makeContiguousUTF8()
+        self.value = value
+    }
+
+    /// Byte-for-byte equality.
+    public static func == (lhs: ExactString, rhs: ExactString) -> Bool {
+        let a = lhs.value.utf8, b = rhs.value.utf8
+        guard a.count == b.count else { return false }
+        let fast: Bool?? = a.withContiguousStorageIfAvailable { x in
+            b.withContiguousStorageIfAvailable { y in
+                x.count == 0 || memcmp(x.baseAddress!, y.baseAddress!, x.count) == 0
+            }
+        }
+        if let fast = fast ?? nil { return fast }
+        return a.elementsEqual(b)
+    }
+
+    /// Hashes the UTF-8 bytes in one call.
+    public func hash(into hasher: inout Hasher) {
+        let done: Void? = value.utf8.withContiguousStorageIfAvailable { hasher.combine(bytes: UnsafeRawBufferPointer($0)) }
+        if done == nil { for byte in value.utf8 { hasher.combine(byte) } }
+        hasher.combine(value.utf8.count)
+    }
+
+    /// The string itself.
+    public var description: String { value }
+}

@@ -1,0 +1,63 @@
+import ArgumentParser
+import Foundation
+
+/// `offline-sync serve` in a child process on a free loopback port, as the demo and the
+/// benchmarks run it.
+public struct ServerProcess {
+    /// The child process.
+    public let process: Process
+    /// `http://127.0.0.1:<port>`, read from the server's "listening on" line.
+    public let baseURL: String
+
+    /// The `offline-sync` tool: this executable when it is the tool, otherwise the one beside it
+    /// (the harness is built into the same directory).
+    public static func toolExecutable() throws -> URL {
+        guard let running = Bundle.main.executableURL else { throw ValidationError("cannot find this tool's executable") }
+        if running.lastPathComponent == "offline-sync" { return running }
+        let sibling = running.deletingLastPathComponent().appendingPathComponent("offline-sync")
+        guard FileManager.default.isExecutableFile(atPath: sibling.path) else {
+            throw ValidationError("'offline-sync' is not built beside \(running.path): run `swift build --product offline-sync`")
+        }
+        return sibling
+    }
+
+    /// Starts the server over `data` with `secret` as its token secret and waits for its
+    /// "listening on" line. Throws when the server exits before it listens.
+    public static func start(data: URL, secret: String) throws -> ServerProcess {
+        let process = Process()
+        process.executableURL = try toolExecutable()
+        process.arguments = ["serve", "--port", "0", "--data", data.path, "--log-level", "warning"]
+        var environment = ProcessInfo.processInfo.environment
+        environment["OFFLINE_SYNC_TOKEN_SECRET"] = secret
+        environment["OFFLINE_SYNC_STORE"] = nil
+        process.environment = environment
+        let output = Pipe()
+        process.standardOutput = output
+        try process.run()
+        var line: [UInt8] = []
+        let handle = output.fileHandleForReading
+        while true {
+            let byte = handle.readData(ofLength: 1)
+            guard let first = byte.first else {
+                process.waitUntilExit()
+                throw ValidationError("the server exited (status \(process.terminationStatus)) before it was listening")
+            }
+            if first != UInt8(ascii: "\n") { line.append(first); continue }
+            let text = String(decoding: line, as: UTF8.self)
+            line.removeAll()
+            if let range = text.range(of: "listening on ") {
+                let url = text[range.upperBound...].split(separator: " ").first.map(String.init) ?? ""
+                // Keep draining the server's output so it never blocks on a full pipe.
+                handle.readabilityHandler = { _ = $0.availableData }
+                return ServerProcess(process: process, baseURL: url)
+            }
+        }
+    }
+
+    /// Sends SIGTERM and waits for the exit status.
+    public func stop() -> Int32 {
+        if process.isRunning { process.terminate() }
+        process.waitUntilExit()
+        return process.terminationStatus
+    }
+}

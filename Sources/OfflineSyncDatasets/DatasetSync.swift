@@ -1,0 +1,555 @@
+import Foundation
+import OfflineSync
+import Synchronization
+
+/// What ``Dataset/synchronize(_:)`` asks the app, and what it reports.
+///
+/// Every callback has a default: conflicts go to the newer change (the remote one on a tie),
+/// a remote deletion is accepted, merged datasets are left for the app to read later, and
+/// success and failure are only returned or thrown.
+public struct DatasetSyncCallbacks: Sendable {
+    /// Resolves conflicts: keys changed both locally and remotely to different values. Return
+    /// one resolution per conflict, or `nil` to stop the synchronize (nothing is lost: the
+    /// local changes stay queued).
+    public var onConflict: @Sendable (Dataset, [DatasetConflict]) async -> [DatasetConflict.Resolution]?
+    /// The dataset was deleted remotely (`name` is its name). Return `true` to delete the
+    /// local copy too (and take the remote one if it was created again since), `false` to
+    /// keep the local data and send it to the remote as a new dataset.
+    public var onDatasetDeleted: @Sendable (Dataset, String) async -> Bool
+    /// Datasets of another identity merged into this one clash with this dataset's name;
+    /// they are named `<name>.<other identity>`. Return `true` to go on synchronizing (fold
+    /// them in and delete them when you like), `false` to stop this synchronize.
+    public var onDatasetsMerged: @Sendable (Dataset, [String]) async -> Bool
+    /// The synchronize finished; the records it changed locally from the remote.
+    public var onSuccess: @Sendable (Dataset, [DatasetRecord]) async -> Void
+    /// The synchronize failed; local changes stay queued for the next one.
+    public var onFailure: @Sendable (Dataset, SyncError) async -> Void
+
+    /// Creates callbacks; those not given keep their defaults.
+    public init(
+        onConflict: @escaping @Sendable (Dataset, [DatasetConflict]) async -> [DatasetConflict.Resolution]? = { _, conflicts in
+            conflicts.map { $0.resolveWithNewer() }
+        },
+        onDatasetDeleted: @escaping @Sendable (Dataset, String) async -> Bool = { _, _ in true },
+        onDatasetsMerged: @escaping @Sendable (Dataset, [String]) async -> Bool = { _, _ in true },
+        onSuccess: @escaping @Sendable (Dataset, [DatasetRecord]) async -> Void = { _, _ in },
+        onFailure: @escaping @Sendable (Dataset, SyncError) async -> Void = { _, _ in }
+    ) {
+        self.onConflict = onConflict
+        self.onDatasetDeleted = onDatasetDeleted
+        self.onDatasetsMerged = onDatasetsMerged
+        self.onSuccess = onSuccess
+        self.onFailure = onFailure
+    }
+}
+
+/// A key changed locally and remotely to different values since the last synchronize.
+public struct DatasetConflict: Sendable, Hashable {
+    /// The key.
+    public var key: String
+    /// The local record (its value is `nil` when removed locally).
+    public var local: DatasetRecord
+    /// The remote record (its value is `nil` when removed remotely).
+    public var remote: RemoteDatasetRecord
+
+    /// How one conflict is settled.
+    public struct Resolution: Sendable, Hashable {
+        /// The key.
+        public var key: String
+        /// The value to keep (`nil` removes the key).
+        public var value: String?
+        /// Whether the value is the remote one (nothing to send back).
+        public var isRemote: Bool
+    }
+
+    /// Keeps the local value (sent to the remote on this synchronize).
+    public func resolveWithLocal() -> Resolution { Resolution(key: key, value: local.value, isRemote: false) }
+    /// Takes the remote value.
+    public func resolveWithRemote() -> Resolution { Resolution(key: key, value: remote.value, isRemote: true) }
+    /// Keeps a new value (`nil` removes the key), sent to the remote on this synchronize.
+    public func resolve(with value: String?) -> Resolution { Resolution(key: key, value: value, isRemote: false) }
+    /// The newer of the two changes (the remote one on a tie): the local record's
+    /// modification time against the remote's device time, or its server time.
+    public func resolveWithNewer() -> Resolution {
+        let remoteTime = remote.deviceLastModifiedDate ?? remote.lastModifiedDate
+        return local.lastModified > remoteTime ? resolveWithLocal() : resolveWithRemote()
+    }
+}
+
+/// Serializes the synchronizes of one dataset (a second waits for the first): one
+/// ``SerialGate`` per dataset name (an identity has at most 20 datasets).
+final class DatasetSyncGate: Sendable {
+    private let gates = Mutex<[String: SerialGate]>([:])
+
+    func run<T: Sendable>(_ name: String, _ body: @Sendable () async throws -> T) async throws -> T {
+        let gate = gates.withLock { gates in
+            if let gate = gates[name] { return gate }
+            let gate = SerialGate()
+            gates[name] = gate
+            return gate
+        }
+        return try await gate.run(body)
+    }
+}
+
+extension Dataset {
+    /// How many times a synchronize starts over after the remote reported a conflicting
+    /// update (another device wrote in between) before it fails with ``SyncError/Code/conflict``.
+    public static let maxSyncAttempts = 4
+
+    /// Synchronizes the dataset with the manager's remote: sends a pending deletion, fetches
+    /// the remote changes since ``lastSyncCount()``, settles conflicts through `callbacks`,
+    /// applies the remote changes locally and sends the local ones, all or none. When
+    /// another device writes in between, it starts over (up to ``maxSyncAttempts`` times).
+    ///
+    /// Returns (and reports to `onSuccess`) the records the remote changed locally; throws
+    /// (and reports to `onFailure`) a ``SyncError`` otherwise, keeping every local change.
+    /// Synchronizes of one dataset run one at a time.
+    @discardableResult
+    public func synchronize(_ callbacks: DatasetSyncCallbacks = DatasetSyncCallbacks()) async throws -> [DatasetRecord] {
+        try await synchronize(callbacks, ifBehind: nil) ?? []
+    }
+
+    /// Synchronizes; with `ifBehind`, only when the local sync count is still below it once
+    /// this synchronize's turn has come (`nil` is returned otherwise, and no callback runs).
+    func synchronize(_ callbacks: DatasetSyncCallbacks, ifBehind count: Int64?) async throws -> [DatasetRecord]? {
+        do {
+            let remote = try manager.requireRemote()
+            let updated = try await manager.gate.run(name) { () async throws -> [DatasetRecord]? in
+                if let count, try await self.lastSyncCount() >= count { return nil }
+                return try await self.synchronizeAttempts(remote, callbacks)
+            }
+            if let updated { await callbacks.onSuccess(self, updated) }
+            return updated
+        } catch let error as SyncError {
+            await callbacks.onFailure(self, error)
+            throw error
+        } catch is CancellationError {
+            let error = SyncError(.cancelled, "the synchronize was cancelled")
+            await callbacks.onFailure(self, error)
+            throw error
+        }
+    }
+
+    private struct LocalState: Sendable {
+        var exists: Bool
+        var lastSyncCount: Int64
+        var deletePending: Bool
+        var deletedLocally: Bool
+    }
+
+    private func localState() async throws -> LocalState {
+        let id = DatasetTables.datasetId(identity: manager.identity, name: name)
+        return try await manager.store.read { txn in
+            guard let row = try txn.record(in: DatasetTables.datasets, id: id) else {
+                return LocalState(exists: false, lastSyncCount: 0, deletePending: false, deletedLocally: false)
+            }
+            return LocalState(exists: true, lastSyncCount: row["lastSyncCount"].intValue ?? 0,
+                              deletePending: row["deletePending"].boolValue ?? false,
+                              deletedLocally: row["deletedLocally"].boolValue ?? false)
+        }
+    }
+
+    private func synchronizeAttempts(_ remote: any DatasetRemote, _ callbacks: DatasetSyncCallbacks) async throws -> [DatasetRecord] {
+        var updated: [String: DatasetRecord] = [:]
+        for _ in 0..<Self.maxSyncAttempts {
+            try Task.checkCancellation()
+            switch try await attempt(remote, callbacks, updated: &updated) {
+            case .done: return updated.values.sorted { $0.key < $1.key }
+            case .again: continue
+            }
+        }
+        throw SyncError(.conflict, "dataset '\(name)' kept changing remotely during \(Self.maxSyncAttempts) synchronize attempts")
+    }
+
+    private enum Step { case done, again }
+
+    private func attempt(_ remote: any DatasetRemote, _ callbacks: DatasetSyncCallbacks,
+                         updated: inout [String: DatasetRecord]) async throws -> Step {
+        let identity = manager.identity, name = self.name, store = manager.store
+        let datasetId = DatasetTables.datasetId(identity: identity, name: name)
+        var state = try await localState()
+        guard state.exists else { return .done }
+
+        // 1. A deletion made locally goes first.
+        if state.deletePending {
+            _ = try await remote.deleteDataset(name)
+            let gone = state.deletedLocally
+            try await store.write { txn in
+                guard var row = try txn.record(in: DatasetTables.datasets, id: datasetId) else { return }
+                if gone {
+                    _ = try txn.delete(id: datasetId, in: DatasetTables.datasets)
+                } else {
+                    row.fields["deletePending"] = false
+                    row.fields["lastSyncCount"] = 0
+                    try txn.upsert(row, in: DatasetTables.datasets)
+                    try Self.rebase(txn, identity: identity, dataset: name)
+                }
+            }
+            if gone { return .done }
+            state = try await localState()
+        }
+
+        // 2. The remote changes since the last synchronize, every page.
+        var page = try await remote.listRecords(dataset: name, lastSyncCount: state.lastSyncCount, nextToken: nil,
+                                                maxResults: nil, syncSessionToken: nil)
+        let session = page.syncSessionToken
+        let head = page
+        var incoming = page.records
+        while let next = page.nextToken {
+            page = try await remote.listRecords(dataset: name, lastSyncCount: state.lastSyncCount, nextToken: next,
+                                                maxResults: nil, syncSessionToken: session)
+            incoming += page.records
+        }
+
+        // 3. Deleted remotely (and perhaps created again since).
+        if (!head.datasetExists && state.lastSyncCount != 0) || head.datasetDeletedAfterRequestedSyncCount {
+            if await callbacks.onDatasetDeleted(self, name) {
+                let exists = head.datasetExists
+                try await store.write { txn in
+                    for record in try DatasetTables.records(txn, identity: identity, dataset: name) {
+                        _ = try txn.delete(id: DatasetTables.recordId(identity: identity, dataset: name, key: record.key),
+                                           in: DatasetTables.records)
+                    }
+                    if exists, var row = try txn.record(in: DatasetTables.datasets, id: datasetId) {
+                        row.fields["lastSyncCount"] = 0
+                        try txn.upsert(row, in: DatasetTables.datasets)
+                    } else {
+                        _ = try txn.delete(id: datasetId, in: DatasetTables.datasets)
+                    }
+                }
+                return exists ? .again : .done
+            }
+            // Keep the local data: it goes to the remote as a new dataset.
+            try await store.write { txn in
+                guard var row = try txn.record(in: DatasetTables.datasets, id: datasetId) else { return }
+                row.fields["lastSyncCount"] = 0
+                try txn.upsert(row, in: DatasetTables.datasets)
+                try Self.rebase(txn, identity: identity, dataset: name)
+            }
+            return .again
+        }
+
+        // 4. Datasets merged in from another identity, on the remote or on this device.
+        let mergedHere = try await store.read { txn in
+            try txn.records(in: DatasetTables.datasets, matching: Query(
+                Field("identity") == .string(identity) && Field("mergedFrom") == .string(name) && Field("deletedLocally") == false))
+                .compactMap { $0["name"].stringValue }
+        }
+        let merged = Array(Set(head.mergedDatasetNames).union(mergedHere)).sorted()
+        if !merged.isEmpty, !(await callbacks.onDatasetsMerged(self, merged)) {
+            throw SyncError(.cancelled, "the datasets-merged callback stopped the synchronize of '\(name)'")
+        }
+
+        // 5. Conflicts: keys changed on both sides to different values.
+        let snapshot = try await store.read { txn in
+            Dictionary(uniqueKeysWithValues: try DatasetTables.records(txn, identity: identity, dataset: name).map { ($0.key, $0) })
+        }
+        var latest: [String: RemoteDatasetRecord] = [:]
+        for record in incoming { latest[record.key] = record }   // a key paged twice: its newest change
+        var conflicts: [DatasetConflict] = []
+        for record in latest.values.sorted(by: { $0.key < $1.key }) {
+            if let local = snapshot[record.key], local.isModified, local.value != record.value {
+                conflicts.append(DatasetConflict(key: record.key, local: local, remote: record))
+            }
+        }
+        var resolutions: [String: DatasetConflict.Resolution] = [:]
+        if !conflicts.isEmpty {
+            guard let answers = await callbacks.onConflict(self, conflicts) else {
+                throw SyncError(.cancelled, "the conflict callback stopped the synchronize of '\(name)'")
+            }
+            for answer in answers { resolutions[answer.key] = answer }
+            guard conflicts.allSatisfy({ resolutions[$0.key] != nil }), resolutions.count == conflicts.count else {
+                throw SyncError(.invalidValue, "the conflict callback must return exactly one resolution per conflict")
+            }
+            for resolution in resolutions.values { if let value = resolution.value { try DatasetManager.validateValue(value) } }
+        }
+
+        // 6. Apply the remote side locally, in one transaction. A key the app changed since
+        //    the snapshot is left alone and the attempt starts over.
+        let datasetSyncCount = head.datasetSyncCount
+        let resolved = resolutions
+        let outcome = try await store.write { [latest] txn -> (changed: [DatasetRecord], raced: Bool) in
+            var changed: [DatasetRecord] = []
+            var size = try DatasetTables.records(txn, identity: identity, dataset: name).reduce(0) { $0 + $1.sizeInBytes }
+            // Every key is checked before anything is written, so a race applies nothing.
+            var currents: [String: DatasetRecord] = [:]
+            for key in latest.keys {
+                let current = try DatasetTables.record(txn, identity: identity, dataset: name, key: key)
+                if current != snapshot[key] { return ([], true) }
+                currents[key] = current
+            }
+            for remoteRecord in latest.values {
+                let current = currents[remoteRecord.key]
+                var record = current ?? DatasetRecord(key: remoteRecord.key, value: nil, syncCount: 0,
+                                                      lastModified: remoteRecord.lastModifiedDate, isModified: false)
+                let before = record
+                size -= record.sizeInBytes
+                if let resolution = resolved[remoteRecord.key] {
+                    record.value = resolution.value
+                    record.isModified = !resolution.isRemote
+                    if record.isModified { record.lastModified = Timestamp.now() }
+                } else if !(current?.isModified ?? false) || current?.value == remoteRecord.value {
+                    record.value = remoteRecord.value
+                    record.isModified = false
+                    record.lastModified = remoteRecord.lastModifiedDate
+                }
+                record.syncCount = remoteRecord.syncCount
+                size += record.sizeInBytes
+                if record != before {
+                    try DatasetTables.store(record, identity: identity, dataset: name, txn: txn)
+                    if record.value != before.value { changed.append(record) }
+                }
+            }
+            guard size <= DatasetManager.maxDatasetBytes else {
+                throw SyncError(.limitExceeded, "the resolved dataset would hold more than \(DatasetManager.maxDatasetBytes) bytes")
+            }
+            if var row = try txn.record(in: DatasetTables.datasets, id: datasetId) {
+                row.fields["lastSyncCount"] = .int(datasetSyncCount)
+                try txn.upsert(row, in: DatasetTables.datasets)
+            }
+            return (changed, false)
+        }
+        if outcome.raced { return .again }
+        for record in outcome.changed { updated[record.key] = record }
+
+        // 7. Send the local changes, based on the remote sync counts just taken in.
+        let pending = try await store.read { txn in
+            try DatasetTables.records(txn, identity: identity, dataset: name).filter(\.isModified)
+        }
+        if pending.isEmpty { return .done }
+        let patches = pending.map {
+            RecordPatch(op: $0.value == nil ? .remove : .replace, key: $0.key, value: $0.value, syncCount: $0.syncCount,
+                        deviceLastModifiedDate: $0.lastModified)
+        }
+        let stored: [RemoteDatasetRecord]
+        do {
+            stored = try await remote.updateRecords(dataset: name, patches: patches, syncSessionToken: session,
+                                                    deviceId: manager.deviceId)
+        } catch let error as SyncError where error.code == .conflict {
+            return .again   // another device wrote one of these keys: fetch and settle again
+        }
+        let sent = Dictionary(uniqueKeysWithValues: pending.map { ($0.key, $0) })
+        try await store.write { txn in
+            var newest: Int64 = 0
+            for result in stored {
+                newest = max(newest, result.syncCount)
+                guard var record = try DatasetTables.record(txn, identity: identity, dataset: name, key: result.key) else { continue }
+                record.syncCount = result.syncCount
+                // A key the app changed again while this was in flight stays queued.
+                if let before = sent[result.key], record.value == before.value, record.lastModified == before.lastModified {
+                    record.isModified = false
+                }
+                try DatasetTables.store(record, identity: identity, dataset: name, txn: txn)
+            }
+            // Only when this update came right after what was fetched is nothing missed by
+            // moving the sync count past it; otherwise the next synchronize fetches the
+            // changes in between (our own among them, harmlessly).
+            if newest == datasetSyncCount + 1, var row = try txn.record(in: DatasetTables.datasets, id: datasetId) {
+                row.fields["lastSyncCount"] = .int(newest)
+                try txn.upsert(row, in: DatasetTables.datasets)
+            }
+        }
+        return .done
+    }
+
+    /// Prepares the local records to be sent to a remote dataset that starts afresh: removed
+    /// keys are forgotten, every other key is a change based on sync count 0.
+    private static func rebase(_ txn: any LocalWriteTransaction, identity: String, dataset: String) throws {
+        for var record in try DatasetTables.records(txn, identity: identity, dataset: dataset) {
+            if record.value == nil {
+                _ = try txn.delete(id: DatasetTables.recordId(identity: identity, dataset: dataset, key: record.key),
+                                   in: DatasetTables.records)
+            } else {
+                record.syncCount = 0
+                record.isModified = true
+                try DatasetTables.store(record, identity: identity, dataset: dataset, txn: txn)
+            }
+        }
+    }
+}
+
+extension DatasetManager {
+    /// Takes in the local datasets of `previous`, the identity this device used before (an
+    /// unauthenticated one, typically, before the user signed in), as Cognito does when
+    /// identities merge. Each dataset moves to this identity with every record, queued to be
+    /// sent as new (sync count 0), so nothing is lost. A dataset whose name this identity
+    /// already uses keeps its records under `<name>.<previous>` (characters a dataset name
+    /// cannot hold become `_`; at most 128 characters), and the next ``Dataset/synchronize(_:)``
+    /// of `<name>` reports it to `onDatasetsMerged`, for the app to fold in and delete.
+    /// Datasets of `previous` deleted locally are dropped. Returns the moved datasets' new names.
+    @discardableResult
+    public func mergeDatasets(from previous: String) async throws -> [String] {
+        guard previous != identity else { throw SyncError(.invalidValue, "an identity cannot be merged into itself") }
+        let identity = self.identity
+        let suffix = "." + String(previous.map { character -> Character in
+            character.isASCII && (character.isLetter || character.isNumber || "_.:-".contains(character)) ? character : "_"
+        })
+        return try await store.write { txn in
+            var moved: [String] = []
+            let rows = try txn.records(in: DatasetTables.datasets, matching: Query(Field("identity") == .string(previous),
+                                                                                  order: [SortKey("name")]))
+            for row in rows {
+                let name = row["name"].stringValue ?? ""
+                let records = try DatasetTables.records(txn, identity: previous, dataset: name)
+                for record in records {
+                    _ = try txn.delete(id: DatasetTables.recordId(identity: previous, dataset: name, key: record.key), in: DatasetTables.records)
+                }
+                _ = try txn.delete(id: row.id, in: DatasetTables.datasets)
+                if row["deletedLocally"].boolValue == true { continue }
+                var newName = name
+                var mergedFrom: String?
+                let clash = try txn.record(in: DatasetTables.datasets, id: DatasetTables.datasetId(identity: identity, name: name))
+                if let clash, clash["deletedLocally"].boolValue != true {
+                    newName = String((String(name.prefix(max(1, 128 - suffix.count))) + suffix).suffix(128))
+                    mergedFrom = name
+                    if try txn.record(in: DatasetTables.datasets, id: DatasetTables.datasetId(identity: identity, name: newName)) != nil {
+                        throw SyncError(.duplicateId, "dataset '\(newName)' already exists; delete it before merging again")
+                    }
+                }
+                var fields = row.fields
+                fields["identity"] = .string(identity)
+                fields["name"] = .string(newName)
+                fields["lastSyncCount"] = 0
+                fields["deletePending"] = false
+                fields["mergedFrom"] = mergedFrom.map(Value.string) ?? .null
+                fields["lastModified"] = .date(Timestamp.now())
+                let previousRow = try txn.record(in: DatasetTables.datasets, id: DatasetTables.datasetId(identity: identity, name: newName))
+                if previousRow?["deletePending"].boolValue == true { fields["deletePending"] = true }
+                try txn.upsert(Record(id: DatasetTables.datasetId(identity: identity, name: newName), fields: fields), in: DatasetTables.datasets)
+                for var record in records where record.value != nil {
+                    record.syncCount = 0
+                    record.isModified = true
+                    try DatasetTables.store(record, identity: identity, dataset: newName, txn: txn)
+                }
+                moved.append(newName)
+            }
+            return moved
+        }
+    }
+
+    /// Brings the list of datasets up to date with the remote: a dataset that exists only
+    /// remotely is added locally (empty, with sync count 0, so its next synchronize fetches
+    /// it whole). Returns the remote datasets.
+    @discardableResult
+    public func refreshDatasetMetadata() async throws -> [RemoteDataset] {
+        let remote = try requireRemote()
+        var all: [RemoteDataset] = []
+        var token: String?
+        repeat {
+            let page = try await remote.listDatasets(nextToken: token, maxResults: nil)
+            all += page.datasets
+            token = page.nextToken
+        } while token != nil
+        let identity = self.identity, found = all
+        try await store.write { txn in
+            let now = Timestamp.now()
+            for dataset in found {
+                let id = DatasetTables.datasetId(identity: identity, name: dataset.name)
+                if try txn.record(in: DatasetTables.datasets, id: id) != nil { continue }
+                try txn.upsert(Record(id: id, fields: [
+                    "identity": .string(identity), "name": .string(dataset.name), "lastSyncCount": 0, "deletedLocally": false,
+                    "deletePending": false, "created": .date(dataset.creationDate), "lastModified": .date(now),
+                ]), in: DatasetTables.datasets)
+            }
+        }
+        return all
+    }
+
+    /// Registers this device for push sync with the remote and remembers its id, which
+    /// later updates report.
+    @discardableResult
+    public func registerDevice(platform: PushPlatform, token: String) async throws -> String {
+        let id = try await requireRemote().registerDevice(platform: platform, token: token)
+        deviceIdBox.withLock { $0 = id }
+        return id
+    }
+
+    /// Subscribes the registered device to `dataset`'s remote changes.
+    public func subscribe(_ dataset: String) async throws {
+        try await requireRemote().subscribe(dataset: dataset, deviceId: try requireDevice())
+    }
+
+    /// Ends the registered device's subscription to `dataset`.
+    public func unsubscribe(_ dataset: String) async throws {
+        try await requireRemote().unsubscribe(dataset: dataset, deviceId: try requireDevice())
+    }
+
+    /// Subscribes the registered device to every local dataset.
+    public func subscribeAll() async throws {
+        for dataset in try await listDatasets() { try await subscribe(dataset.name) }
+    }
+
+    private func requireDevice() throws -> String {
+        guard let id = deviceId else { throw SyncError(.invalidConfiguration, "register the device before subscribing") }
+        return id
+    }
+}
+
+extension DatasetManager {
+    /// Acts on a push-sync notification: synchronizes the named dataset when the
+    /// notification is for this identity, the dataset exists locally and the notified sync
+    /// count is beyond the dataset's ``Dataset/lastSyncCount()``, and does nothing otherwise
+    /// (an echo of this device's own update, or an old notification). Returns whether it
+    /// synchronized. A failed synchronize is reported to `callbacks.onFailure` and returns `false`.
+    @discardableResult
+    public func handle(_ notification: DatasetNotification,
+                       callbacks: DatasetSyncCallbacks = DatasetSyncCallbacks()) async -> Bool {
+        guard notification.identityId == identity, (try? DatasetManager.validateName(notification.datasetName)) != nil else {
+            return false
+        }
+        let identity = self.identity, name = notification.datasetName
+        let id = DatasetTables.datasetId(identity: identity, name: name)
+        guard let row = try? await store.read({ txn in try txn.record(in: DatasetTables.datasets, id: id) }),
+              row["deletedLocally"].boolValue != true,
+              notification.syncCount > (row["lastSyncCount"].intValue ?? 0) else { return false }
+        // Checked again once it is this dataset's turn: a synchronize in flight (the one
+        // whose update caused this very notice, say) may already have brought the count up.
+        do {
+            return try await Dataset(manager: self, name: name).synchronize(callbacks, ifBehind: notification.syncCount) != nil
+        } catch {
+            return false
+        }
+    }
+
+    /// Push sync: handles every notification of `notifications` (see ``handle(_:callbacks:)``)
+    /// until the sequence ends or the returned task is cancelled.
+    public func startPushSync<Notifications: AsyncSequence & Sendable>(
+        _ notifications: Notifications, callbacks: DatasetSyncCallbacks = DatasetSyncCallbacks()
+    ) -> Task<Void, Never> where Notifications.Element == DatasetNotification {
+        Task {
+            do {
+                for try await notification in notifications {
+                    if Task.isCancelled { break }
+                    await handle(notification, callbacks: callbacks)
+                }
+            } catch {}
+        }
+    }
+}
+
+extension Dataset {
+    /// Synchronizes once the network is up: at once when the manager's
+    /// ``DatasetManager/network`` reports it up (or there is no monitor), otherwise when it
+    /// comes back. Only the latest request per dataset is kept: an earlier one still waiting
+    /// is dropped, and its callbacks never run; the latest's run once.
+    public func synchronizeOnConnectivity(_ callbacks: DatasetSyncCallbacks = DatasetSyncCallbacks()) {
+        manager.scheduleOnConnectivity(name, callbacks)
+    }
+}
+
+extension DatasetManager {
+    func scheduleOnConnectivity(_ name: String, _ callbacks: DatasetSyncCallbacks) {
+        let startWaiting = waitingForNetwork.withLock { waiting -> Bool in
+            defer { waiting[name] = callbacks }
+            return waiting[name] == nil
+        }
+        guard startWaiting else { return }   // the waiting task will take the latest request
+        let network = self.network
+        Task {
+            if let network { try? await network.waitUntilOnline() }
+            guard let latest = waitingForNetwork.withLock({ $0.removeValue(forKey: name) }) else { return }
+            _ = try? await Dataset(manager: self, name: name).synchronize(latest)
+        }
+    }
+}

@@ -1,0 +1,156 @@
+import Foundation
+import OfflineSync
+import OfflineSyncWire
+
+/// Writes predicates back as OData `$filter` text for ``ODataQuery/queryString(skip:)``.
+///
+/// ``truth(_:)`` writes a filter that is true exactly where the predicate is true and
+/// ``falsity(_:)`` one that is true exactly where it is false, so `not` needs no unknown. The
+/// shapes ``ODataFilterParser`` produces are recognised first and written as the text that
+/// parses back to them, so a parsed filter reads back unchanged.
+enum ODataRenderer {
+    /// Filter text and whether it is an `and` / `or` list (parenthesised inside another).
+    struct Text {
+        var text: String
+        var isList = false
+
+        var grouped: String { isList ? "(\(text))" : text }
+    }
+
+    static func filter(_ predicate: QueryPredicate) -> String { truth(predicate).text }
+
+    static func join(_ parts: [Text], _ op: String) -> Text {
+        Text(text: parts.map(\.grouped).joined(separator: " \(op) "), isList: true)
+    }
+
+    /// The call text of a substring test, or `nil` for another predicate.
+    static func call(_ predicate: QueryPredicate) -> (text: String, field: String)? {
+        switch predicate {
+        case let .contains(f, s): return ("contains(\(f),\(literal(.string(s))))", f)
+        case let .hasPrefix(f, s): return ("startswith(\(f),\(literal(.string(s))))", f)
+        case let .hasSuffix(f, s): return ("endswith(\(f),\(literal(.string(s))))", f)
+        default: return nil
+        }
+    }
+
+    /// True exactly where the predicate is true.
+    static func truth(_ predicate: QueryPredicate) -> Text {
+        switch predicate {
+        case .all: return Text(text: "true")
+        case .and(let parts):
+            if parts.isEmpty { return Text(text: "true") }
+            return parts.count == 1 ? truth(parts[0]) : join(parts.map(truth), "and")
+        case .or(let parts):
+            if parts.isEmpty { return Text(text: "false") }
+            if parts.count == 1 { return truth(parts[0]) }
+            if parts.count == 2, case .isNull(let field) = parts[0], let text = nullOr(field, parts[1]) {
+                return Text(text: text)
+            }
+            return join(parts.map(truth), "or")
+        case .not(let inner):
+            return falsity(inner)
+        case .isNull(let field):
+            return Text(text: "\(field) eq null")
+        case let .compare(field, op, value):
+            if value.isNull { return Text(text: "false") }
+            if op == .notEqual { return Text(text: "\(field) ne \(literal(value)) and \(field) ne null", isList: true) }
+            return Text(text: "\(field) \(ODataFilterParser.name(op)) \(literal(value))")
+        case let .isIn(field, values):
+            let candidates = values.filter { !$0.isNull }
+            if candidates.isEmpty { return Text(text: "false") }
+            let parts = candidates.map { Text(text: "\(field) eq \(literal($0))") }
+            return parts.count == 1 ? parts[0] : join(parts, "or")
+        case .contains, .hasPrefix, .hasSuffix:
+            return Text(text: call(predicate)?.text ?? "false")
+        }
+    }
+
+    /// `field eq null or <predicate>` in the forms the parser produces for `ne` comparisons,
+    /// negated comparisons and function calls compared with `ne`; `nil` for anything else.
+    static func nullOr(_ field: String, _ predicate: QueryPredicate) -> String? {
+        switch predicate {
+        case let .compare(f, .notEqual, value) where f == field && !value.isNull:
+            return "\(field) ne \(literal(value))"
+        case let .not(.compare(f, op, value)) where f == field && !value.isNull && op != .equal && op != .notEqual:
+            return "not (\(field) \(ODataFilterParser.name(op)) \(literal(value)))"
+        case .not(let inner):
+            guard let (text, f) = call(inner), f == field else { return nil }
+            return "\(text) ne true"
+        default:
+            guard let (text, f) = call(predicate), f == field else { return nil }
+            return "\(text) ne false"
+        }
+    }
+
+    /// True exactly where the predicate is false.
+    static func falsity(_ predicate: QueryPredicate) -> Text {
+        switch predicate {
+        case .all: return Text(text: "false")
+        case .and(let parts):
+            if parts.isEmpty { return Text(text: "false") }
+            return parts.count == 1 ? falsity(parts[0]) : join(parts.map(falsity), "or")
+        case .or(let parts):
+            if parts.isEmpty { return Text(text: "true") }
+            return parts.count == 1 ? falsity(parts[0]) : join(parts.map(falsity), "and")
+        case .not(let inner):
+            return truth(inner)
+        case .isNull(let field):
+            return Text(text: "\(field) ne null")
+        case let .compare(field, op, value):
+            if value.isNull { return Text(text: "false") }
+            switch op {
+            case .notEqual: return Text(text: "\(field) eq \(literal(value))")
+            case .equal: return Text(text: "\(field) ne \(literal(value)) and \(field) ne null", isList: true)
+            default: return Text(text: "\(field) ne null and not (\(field) \(ODataFilterParser.name(op)) \(literal(value)))", isList: true)
+            }
+        case let .isIn(field, values):
+            if values.contains(where: \.isNull) { return Text(text: "false") }
+            return join([Text(text: "\(field) ne null")] + values.map { Text(text: "\(field) ne \(literal($0))") }, "and")
+        case .contains, .hasPrefix, .hasSuffix:
+            return Text(text: "not " + (call(predicate)?.text ?? "true"))
+        }
+    }
+
+    // MARK: Literals
+
+    /// A literal as OData writes it, reading back to the same value.
+    static func literal(_ value: Value) -> String {
+        switch value {
+        case .null: return "null"
+        case .bool(let b): return b ? "true" : "false"
+        case .int(let i): return String(i)
+        case .double(let d):
+            if d.isNaN { return "NaN" }
+            if d.isInfinite { return d < 0 ? "-INF" : "INF" }
+            return "\(d)"
+        case .string(let s): return "'" + s.replacingOccurrences(of: "'", with: "''") + "'"
+        case .bytes(let b):
+            let base64 = Data(b).base64EncodedString()
+                .replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
+                .replacingOccurrences(of: "=", with: "")
+            return "binary'\(base64)'"
+        case .date(let t): return WireDate.iso8601(t)
+        case .array, .object: return "[unsupported literal]"
+        }
+    }
+
+    // MARK: Query strings
+
+    /// Percent-encodes everything but letters, digits and `-._~` (and `$`, for option names).
+    static func percentEncode(_ text: String) -> String {
+        var out = ""
+        for byte in text.utf8 {
+            switch byte {
+            case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "0")...UInt8(ascii: "9"),
+                 UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"), UInt8(ascii: "~"), UInt8(ascii: "$"):
+                out.unicodeScalars.append(Unicode.Scalar(byte))
+            default:
+                let hex = Array("0123456789ABCDEF".unicodeScalars)
+                out.unicodeScalars.append("%")
+                out.unicodeScalars.append(hex[Int(byte >> 4)])
+                out.unicodeScalars.append(hex[Int(byte & 15)])
+            }
+        }
+        return out
+    }
+}

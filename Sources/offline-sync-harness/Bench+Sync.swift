@@ -1,0 +1,222 @@
+import AsyncHTTPClient
+import Foundation
+import NIOCore
+import OfflineSync
+import OfflineSyncCommandSupport
+import OfflineSyncHTTP
+import OfflineSyncServer
+import OfflineSyncService
+import OfflineSyncSQLite
+import OfflineSyncWire
+
+/// What the sync workloads share: a server process on a loopback port over SQLite, tokens,
+/// the seeded tables they pull from, and the records (about 200 bytes each).
+enum SyncBench {
+    static let identity = "bench"
+    static let schema = TableSchema("items", fields: [
+        FieldDefinition("title", .string), FieldDefinition("n", .int), FieldDefinition("done", .bool),
+        FieldDefinition("note", .string),
+    ])
+
+    /// A record of about 200 bytes of field data.
+    static func record(_ i: Int, version: Int = 0) -> Record {
+        Record(id: String(format: "item-%07d", i), fields: [
+            "title": .string("Item number \(i), version \(version)"), "n": .int(Int64(i)), "done": .bool(i % 3 == 0),
+            "note": .string("A note of moderate length that makes this record about two hundred bytes long: \(i)."),
+        ])
+    }
+
+    static func secret() -> String { (0..<32).map { _ in String(format: "%02x", UInt8.random(in: .min ... .max)) }.joined() }
+
+    /// Starts `offline-sync serve` over `data/server.sqlite` (copied from `seed` when given).
+    static func startServer(directory: URL, seed: URL? = nil) throws -> (ServerProcess, String) {
+        let data = directory.appendingPathComponent("server")
+        try FileManager.default.createDirectory(at: data, withIntermediateDirectories: true)
+        if let seed { try FileManager.default.copyItem(at: seed, to: data.appendingPathComponent("server.sqlite")) }
+        let secret = secret()
+        return (try ServerProcess.start(data: data, secret: secret), secret)
+    }
+
+    static func remote(_ server: ServerProcess, secret: String) async throws -> HTTPRemoteStore {
+        let token = try await TokenAuthority(secret: Array(secret.utf8)).mint(identity: identity)
+        return HTTPRemoteStore(baseURL: server.baseURL, token: { token })
+    }
+
+    /// A server database holding `count` records of `identity` in `items`, made once and kept
+    /// in `bench-work/` (seeding is not what is measured).
+    static func seed(count: Int) async throws -> URL {
+        let directory = URL(fileURLWithPath: "bench-work", isDirectory: true)
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        let file = directory.appendingPathComponent("seed-\(count).sqlite")
+        if FileManager.default.fileExists(atPath: file.path) { return file }
+        let partial = directory.appendingPathComponent("seed-\(count).partial.sqlite")
+        for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: partial.path + suffix) }
+        FileHandle.standardError.write(Data("seeding \(count) records into \(file.path) (once)…\n".utf8))
+        let store = try await SQLiteStore(path: partial.path)
+        let service = try await OfflineSyncService(store: store)
+        for start in stride(from: 0, to: count, by: 1000) {
+            let operations = (start..<min(start + 1000, count)).map { i in
+                PushOperation(id: "seed-\(i)", table: "items", itemId: String(format: "item-%07d", i), kind: .insert,
+                              item: record(i), baseVersion: nil)
+            }
+            _ = try await service.push(identity: identity, operations)
+        }
+        try await service.pruneOperationOutcomes(olderThan: Timestamp(millisecondsSince1970: Timestamp.now().millisecondsSince1970 + 60_000))
+        try await store.close()
+        for suffix in ["-wal", "-shm"] { try? FileManager.default.removeItem(atPath: partial.path + suffix) }
+        try FileManager.default.moveItem(at: partial, to: file)
+        return file
+    }
+}
+
+/// `push-10k`: 10,000 queued operations pushed in batches by a `SyncContext` over HTTP, against
+/// the same operations sent one request per operation through the `/tables` API (Azure's way).
+enum Push10k: BenchWorkload {
+    static let name = "push-10k"
+    static let baseline = "one-request-per-op"
+    static let count = 10_000
+    static var fixedRecords: Int? { count }
+
+    static func ours(directory: URL, records: Int, batch: Int) async throws -> Double {
+        let (server, secret) = try SyncBench.startServer(directory: directory)
+        defer { _ = server.stop() }
+        let store = try await SQLiteStore(path: directory.appendingPathComponent("client.sqlite").path)
+        let context = try await SyncContext(store: store, remote: try await SyncBench.remote(server, secret: secret),
+                                            options: SyncOptions(pushBatchSize: 1000))
+        try await context.defineTable(SyncBench.schema)
+        for start in stride(from: 0, to: count, by: 100) {
+            try await context.transaction { tx in
+                for i in start..<start + 100 { try tx.insert(SyncBench.record(i), into: "items") }
+            }
+        }
+        var summary: PushSummary?
+        let seconds = try await LocalWrites.measure { summary = try await context.push() }
+        guard summary?.applied == count, try await context.pendingOperationCount() == 0 else {
+            throw SyncError(.storageFailure, "push-10k applied \(summary?.applied ?? 0) of \(count)")
+        }
+        try await store.close()
+        return seconds
+    }
+
+    static func raw(directory: URL, records: Int, batch: Int) async throws -> Double {
+        let (server, secret) = try SyncBench.startServer(directory: directory)
+        defer { _ = server.stop() }
+        let token = try await TokenAuthority(secret: Array(secret.utf8)).mint(identity: SyncBench.identity)
+        let bodies = (0..<count).map { i -> [UInt8] in
+            let record = SyncBench.record(i)
+            var members: [(key: String, value: JSON)] = [("id", .string(record.id))]
+            for (name, value) in record.fields.sorted(by: { $0.key < $1.key }) {
+                switch value {
+                case .string(let text): members.append((name, .string(text)))
+                case .int(let n): members.append((name, .number(String(n))))
+                case .bool(let b): members.append((name, .bool(b)))
+                default: continue
+                }
+            }
+            return JSON.object(members).encoded
+        }
+        return try await LocalWrites.measure {
+            for body in bodies {
+                var request = HTTPClientRequest(url: server.baseURL + "/tables/items")
+                request.method = .POST
+                request.headers.add(name: "Authorization", value: "Bearer \(token)")
+                request.headers.add(name: "Content-Type", value: "application/json")
+                request.headers.add(name: "ZUMO-API-VERSION", value: "3.0.0")
+                request.body = .bytes(ByteBuffer(bytes: body))
+                let response = try await HTTPClient.shared.execute(request, timeout: .seconds(30))
+                _ = try await response.body.collect(upTo: 1 << 20)
+                guard response.status.code == 201 else { throw SyncError(.storageFailure, "POST answered \(response.status.code)") }
+            }
+        }
+    }
+}
+
+/// `pull-1m`: the first pull of 1,000,000 records into a SQLite store through a `SyncContext`,
+/// against the same pages fetched and decoded with nothing stored (the transfer's floor).
+enum Pull1m: BenchWorkload {
+    static let name = "pull-1m"
+    static let baseline = "fetch-and-decode-only"
+    static let count = 1_000_000
+    static var fixedRecords: Int? { count }
+
+    static func ours(directory: URL, records: Int, batch: Int) async throws -> Double {
+        let seed = try await SyncBench.seed(count: count)
+        let (server, secret) = try SyncBench.startServer(directory: directory, seed: seed)
+        defer { _ = server.stop() }
+        let store = try await SQLiteStore(path: directory.appendingPathComponent("client.sqlite").path)
+        let context = try await SyncContext(store: store, remote: try await SyncBench.remote(server, secret: secret),
+                                            options: SyncOptions(pullPageSize: 1000))
+        try await context.defineTable(SyncBench.schema)
+        var summary: PullSummary?
+        let seconds = try await LocalWrites.measure { summary = try await context.pull("items", queryId: "all") }
+        let stored = try await store.read { try $0.count(in: "items", matching: .all) }
+        guard summary?.received == count, stored == count else {
+            throw SyncError(.storageFailure, "pull-1m received \(summary?.received ?? 0), stored \(stored) of \(count)")
+        }
+        try await store.close()
+        return seconds
+    }
+
+    static func raw(directory: URL, records: Int, batch: Int) async throws -> Double {
+        let seed = try await SyncBench.seed(count: count)
+        let (server, secret) = try SyncBench.startServer(directory: directory, seed: seed)
+        defer { _ = server.stop() }
+        let remote = try await SyncBench.remote(server, secret: secret)
+        var received = 0
+        let seconds = try await LocalWrites.measure {
+            var cursor: String?
+            while true {
+                let page = try await remote.pull(PullRequest(table: "items", cursor: cursor, limit: 1000))
+                received += page.records.count
+                cursor = page.nextCursor
+                if page.remaining == 0 { break }
+            }
+        }
+        guard received == count else { throw SyncError(.storageFailure, "fetched \(received) of \(count)") }
+        return seconds
+    }
+}
+
+/// `pull-delta`: an incremental pull of 100 changed records from a 1,000,000-row table,
+/// against the same from a 10,000-row table (best of 5 rounds each).
+enum PullDelta: BenchWorkload {
+    static let name = "pull-delta"
+    static let baseline = "same-delta-from-10k-rows"
+    static var fixedRecords: Int? { 100 }
+
+    static func ours(directory: URL, records: Int, batch: Int) async throws -> Double {
+        try await run(directory: directory, rows: 1_000_000)
+    }
+
+    static func raw(directory: URL, records: Int, batch: Int) async throws -> Double {
+        try await run(directory: directory, rows: 10_000)
+    }
+
+    static func run(directory: URL, rows: Int) async throws -> Double {
+        let seed = try await SyncBench.seed(count: rows)
+        let (server, secret) = try SyncBench.startServer(directory: directory, seed: seed)
+        defer { _ = server.stop() }
+        let remote = try await SyncBench.remote(server, secret: secret)
+        let store = try await SQLiteStore(path: directory.appendingPathComponent("client.sqlite").path)
+        let context = try await SyncContext(store: store, remote: remote, options: SyncOptions(pullPageSize: 1000))
+        try await context.defineTable(SyncBench.schema)
+        _ = try await context.pull("items", queryId: "all")   // the first, full pull: not measured
+        var best = Double.infinity
+        for round in 1...5 {
+            // Another device changes 100 records spread over the table.
+            let changed = (0..<100).map { $0 * (rows / 100) + round }
+            _ = try await remote.push(changed.map { i in
+                PushOperation(id: "delta-\(round)-\(i)", table: "items", itemId: String(format: "item-%07d", i), kind: .update,
+                              item: SyncBench.record(i, version: round), baseVersion: nil)
+            })
+            var summary: PullSummary?
+            let seconds = try await LocalWrites.measure { summary = try await context.pull("items", queryId: "all") }
+            guard summary?.received == 100, summary?.updated == 100 else {
+                throw SyncError(.storageFailure, "the delta pull received \(summary?.received ?? 0) records, updated \(summary?.updated ?? 0)")
+            }
+            best = min(best, seconds)
+        }
+        try await store.close()
+        return best
+    }
+}
