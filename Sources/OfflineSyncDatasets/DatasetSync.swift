@@ -131,14 +131,14 @@ extension Dataset {
         }
     }
 
-    private struct LocalState: Sendable {
+    struct LocalState: Sendable {
         var exists: Bool
         var lastSyncCount: Int64
         var deletePending: Bool
         var deletedLocally: Bool
     }
 
-    private func localState() async throws -> LocalState {
+    func localState() async throws -> LocalState {
         let id = DatasetTables.datasetId(identity: manager.identity, name: name)
         return try await manager.store.read { txn in
             guard let row = try txn.record(in: DatasetTables.datasets, id: id) else {
@@ -162,200 +162,9 @@ extension Dataset {
         throw SyncError(.conflict, "dataset '\(name)' kept changing remotely during \(Self.maxSyncAttempts) synchronize attempts")
     }
 
-    private enum Step { case done, again }
-
-    private func attempt(_ remote: any DatasetRemote, _ callbacks: DatasetSyncCallbacks,
-                         updated: inout [String: DatasetRecord]) async throws -> Step {
-        let identity = manager.identity, name = self.name, store = manager.store
-        let datasetId = DatasetTables.datasetId(identity: identity, name: name)
-        var state = try await localState()
-        guard state.exists else { return .done }
-
-        // 1. A deletion made locally goes first.
-        if state.deletePending {
-            _ = try await remote.deleteDataset(name)
-            let gone = state.deletedLocally
-            try await store.write { txn in
-                guard var row = try txn.record(in: DatasetTables.datasets, id: datasetId) else { return }
-                if gone {
-                    _ = try txn.delete(id: datasetId, in: DatasetTables.datasets)
-                } else {
-                    row.fields["deletePending"] = false
-                    row.fields["lastSyncCount"] = 0
-                    try txn.upsert(row, in: DatasetTables.datasets)
-                    try Self.rebase(txn, identity: identity, dataset: name)
-                }
-            }
-            if gone { return .done }
-            state = try await localState()
-        }
-
-        // 2. The remote changes since the last synchronize, every page.
-        var page = try await remote.listRecords(dataset: name, lastSyncCount: state.lastSyncCount, nextToken: nil,
-                                                maxResults: nil, syncSessionToken: nil)
-        let session = page.syncSessionToken
-        let head = page
-        var incoming = page.records
-        while let next = page.nextToken {
-            page = try await remote.listRecords(dataset: name, lastSyncCount: state.lastSyncCount, nextToken: next,
-                                                maxResults: nil, syncSessionToken: session)
-            incoming += page.records
-        }
-
-        // 3. Deleted remotely (and perhaps created again since).
-        if (!head.datasetExists && state.lastSyncCount != 0) || head.datasetDeletedAfterRequestedSyncCount {
-            if await callbacks.onDatasetDeleted(self, name) {
-                let exists = head.datasetExists
-                try await store.write { txn in
-                    for record in try DatasetTables.records(txn, identity: identity, dataset: name) {
-                        _ = try txn.delete(id: DatasetTables.recordId(identity: identity, dataset: name, key: record.key),
-                                           in: DatasetTables.records)
-                    }
-                    if exists, var row = try txn.record(in: DatasetTables.datasets, id: datasetId) {
-                        row.fields["lastSyncCount"] = 0
-                        try txn.upsert(row, in: DatasetTables.datasets)
-                    } else {
-                        _ = try txn.delete(id: datasetId, in: DatasetTables.datasets)
-                    }
-                }
-                return exists ? .again : .done
-            }
-            // Keep the local data: it goes to the remote as a new dataset.
-            try await store.write { txn in
-                guard var row = try txn.record(in: DatasetTables.datasets, id: datasetId) else { return }
-                row.fields["lastSyncCount"] = 0
-                try txn.upsert(row, in: DatasetTables.datasets)
-                try Self.rebase(txn, identity: identity, dataset: name)
-            }
-            return .again
-        }
-
-        // 4. Datasets merged in from another identity, on the remote or on this device.
-        let mergedHere = try await store.read { txn in
-            try txn.records(in: DatasetTables.datasets, matching: Query(
-                Field("identity") == .string(identity) && Field("mergedFrom") == .string(name) && Field("deletedLocally") == false))
-                .compactMap { $0["name"].stringValue }
-        }
-        let merged = Array(Set(head.mergedDatasetNames).union(mergedHere)).sorted()
-        if !merged.isEmpty, !(await callbacks.onDatasetsMerged(self, merged)) {
-            throw SyncError(.cancelled, "the datasets-merged callback stopped the synchronize of '\(name)'")
-        }
-
-        // 5. Conflicts: keys changed on both sides to different values.
-        let snapshot = try await store.read { txn in
-            Dictionary(uniqueKeysWithValues: try DatasetTables.records(txn, identity: identity, dataset: name).map { ($0.key, $0) })
-        }
-        var latest: [String: RemoteDatasetRecord] = [:]
-        for record in incoming { latest[record.key] = record }   // a key paged twice: its newest change
-        var conflicts: [DatasetConflict] = []
-        for record in latest.values.sorted(by: { $0.key < $1.key }) {
-            if let local = snapshot[record.key], local.isModified, local.value != record.value {
-                conflicts.append(DatasetConflict(key: record.key, local: local, remote: record))
-            }
-        }
-        var resolutions: [String: DatasetConflict.Resolution] = [:]
-        if !conflicts.isEmpty {
-            guard let answers = await callbacks.onConflict(self, conflicts) else {
-                throw SyncError(.cancelled, "the conflict callback stopped the synchronize of '\(name)'")
-            }
-            for answer in answers { resolutions[answer.key] = answer }
-            guard conflicts.allSatisfy({ resolutions[$0.key] != nil }), resolutions.count == conflicts.count else {
-                throw SyncError(.invalidValue, "the conflict callback must return exactly one resolution per conflict")
-            }
-            for resolution in resolutions.values { if let value = resolution.value { try DatasetManager.validateValue(value) } }
-        }
-
-        // 6. Apply the remote side locally, in one transaction. A key the app changed since
-        //    the snapshot is left alone and the attempt starts over.
-        let datasetSyncCount = head.datasetSyncCount
-        let resolved = resolutions
-        let outcome = try await store.write { [latest] txn -> (changed: [DatasetRecord], raced: Bool) in
-            var changed: [DatasetRecord] = []
-            var size = try DatasetTables.records(txn, identity: identity, dataset: name).reduce(0) { $0 + $1.sizeInBytes }
-            // Every key is checked before anything is written, so a race applies nothing.
-            var currents: [String: DatasetRecord] = [:]
-            for key in latest.keys {
-                let current = try DatasetTables.record(txn, identity: identity, dataset: name, key: key)
-                if current != snapshot[key] { return ([], true) }
-                currents[key] = current
-            }
-            for remoteRecord in latest.values {
-                let current = currents[remoteRecord.key]
-                var record = current ?? DatasetRecord(key: remoteRecord.key, value: nil, syncCount: 0,
-                                                      lastModified: remoteRecord.lastModifiedDate, isModified: false)
-                let before = record
-                size -= record.sizeInBytes
-                if let resolution = resolved[remoteRecord.key] {
-                    record.value = resolution.value
-                    record.isModified = !resolution.isRemote
-                    if record.isModified { record.lastModified = Timestamp.now() }
-                } else if !(current?.isModified ?? false) || current?.value == remoteRecord.value {
-                    record.value = remoteRecord.value
-                    record.isModified = false
-                    record.lastModified = remoteRecord.lastModifiedDate
-                }
-                record.syncCount = remoteRecord.syncCount
-                size += record.sizeInBytes
-                if record != before {
-                    try DatasetTables.store(record, identity: identity, dataset: name, txn: txn)
-                    if record.value != before.value { changed.append(record) }
-                }
-            }
-            guard size <= DatasetManager.maxDatasetBytes else {
-                throw SyncError(.limitExceeded, "the resolved dataset would hold more than \(DatasetManager.maxDatasetBytes) bytes")
-            }
-            if var row = try txn.record(in: DatasetTables.datasets, id: datasetId) {
-                row.fields["lastSyncCount"] = .int(datasetSyncCount)
-                try txn.upsert(row, in: DatasetTables.datasets)
-            }
-            return (changed, false)
-        }
-        if outcome.raced { return .again }
-        for record in outcome.changed { updated[record.key] = record }
-
-        // 7. Send the local changes, based on the remote sync counts just taken in.
-        let pending = try await store.read { txn in
-            try DatasetTables.records(txn, identity: identity, dataset: name).filter(\.isModified)
-        }
-        if pending.isEmpty { return .done }
-        let patches = pending.map {
-            RecordPatch(op: $0.value == nil ? .remove : .replace, key: $0.key, value: $0.value, syncCount: $0.syncCount,
-                        deviceLastModifiedDate: $0.lastModified)
-        }
-        let stored: [RemoteDatasetRecord]
-        do {
-            stored = try await remote.updateRecords(dataset: name, patches: patches, syncSessionToken: session,
-                                                    deviceId: manager.deviceId)
-        } catch let error as SyncError where error.code == .conflict {
-            return .again   // another device wrote one of these keys: fetch and settle again
-        }
-        let sent = Dictionary(uniqueKeysWithValues: pending.map { ($0.key, $0) })
-        try await store.write { txn in
-            var newest: Int64 = 0
-            for result in stored {
-                newest = max(newest, result.syncCount)
-                guard var record = try DatasetTables.record(txn, identity: identity, dataset: name, key: result.key) else { continue }
-                record.syncCount = result.syncCount
-                // A key the app changed again while this was in flight stays queued.
-                if let before = sent[result.key], record.value == before.value, record.lastModified == before.lastModified {
-                    record.isModified = false
-                }
-                try DatasetTables.store(record, identity: identity, dataset: name, txn: txn)
-            }
-            // Only when this update came right after what was fetched is nothing missed by
-            // moving the sync count past it; otherwise the next synchronize fetches the
-            // changes in between (our own among them, harmlessly).
-            if newest == datasetSyncCount + 1, var row = try txn.record(in: DatasetTables.datasets, id: datasetId) {
-                row.fields["lastSyncCount"] = .int(newest)
-                try txn.upsert(row, in: DatasetTables.datasets)
-            }
-        }
-        return .done
-    }
-
     /// Prepares the local records to be sent to a remote dataset that starts afresh: removed
     /// keys are forgotten, every other key is a change based on sync count 0.
-    private static func rebase(_ txn: any LocalWriteTransaction, identity: String, dataset: String) throws {
+    static func rebase(_ txn: any LocalWriteTransaction, identity: String, dataset: String) throws {
         for var record in try DatasetTables.records(txn, identity: identity, dataset: dataset) {
             if record.value == nil {
                 _ = try txn.delete(id: DatasetTables.recordId(identity: identity, dataset: dataset, key: record.key),

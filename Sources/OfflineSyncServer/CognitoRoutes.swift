@@ -105,6 +105,7 @@ struct CognitoRoutes: Sendable {
     let routes: Routes
     var datasets: DatasetService { routes.server.datasets }
     var verifier: SigV4Verifier { routes.server.sigV4 }
+    var signedRequests: SignedRequestLedger { routes.server.signedRequests }
     var keys: [String: CognitoAccessKey] { routes.server.cognitoKeys }
 
     func add(to router: Router<SyncRequestContext>) {
@@ -182,7 +183,7 @@ struct CognitoRoutes: Sendable {
             // A signed request that changes something runs once: a replay of the same bytes
             // (captured, or an SDK retry signed within the same second) gets the first answer.
             guard request.method != .get, let claimed = signer?.signature else { return Routes.json(try await handler(call)) }
-            switch try await datasets.claimSignedRequest(claimed, window: verifier.maxClockSkew * 3) {
+            switch try await signedRequests.claim(claimed, window: verifier.maxClockSkew * 3) {
             case .answered(let answer):
                 routes.logger.notice("SigV4 replay answered from its first run")
                 return Routes.json(bytes: answer)
@@ -195,11 +196,11 @@ struct CognitoRoutes: Sendable {
             do {
                 answer = try await handler(call)
             } catch {
-                try? await datasets.releaseSignedRequest(claimed)
+                try? await signedRequests.release(claimed)
                 throw error
             }
             let encoded = answer.encoded
-            try? await datasets.completeSignedRequest(claimed, answer: encoded)
+            try? await signedRequests.complete(claimed, answer: encoded)
             return Routes.json(bytes: encoded)
         } catch let error as SyncError {
             let answer = CognitoError.from(error)

@@ -80,6 +80,7 @@ public struct SyncServer: Sendable {
     /// The datasets behind the Cognito Sync API.
     public let datasets: DatasetService
     let sigV4: SigV4Verifier
+    let signedRequests: SignedRequestLedger
     let cognitoKeys: [String: CognitoAccessKey]
 
     /// Creates a server. `datasets` defaults to a ``DatasetService`` over the service's store
@@ -100,6 +101,7 @@ public struct SyncServer: Sendable {
         } else {
             self.datasets = try await DatasetService(store: service.store)
         }
+        self.signedRequests = try await SignedRequestLedger(store: self.datasets.store)
         var keys: [String: CognitoAccessKey] = [:]
         for key in configuration.cognitoKeys {
             guard keys.updateValue(key, forKey: key.accessKeyId) == nil else {

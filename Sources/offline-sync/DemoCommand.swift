@@ -125,9 +125,32 @@ struct Demo {
         }
     }
 
+    /// The two demo clients: A behind a network it can cut, B listening to notifications.
+    struct Clients {
+        let a: SyncContext
+        let b: SyncContext
+        let networkA: DemoNetwork
+        let remoteB: HTTPRemoteStore
+        let storeA: SQLiteStore
+        let storeB: SQLiteStore
+        let token: String
+    }
+
     func run(server: ServerProcess, secret: String) async throws -> Bool {
         say("OfflineSync demo: a sync server at \(server.baseURL) (offline-sync serve, on SQLite in \(root.path)/server)")
         say("and two clients, A and B, each with its own SQLite file, syncing over HTTP. Conflict policy: \(policy.rawValue).")
+        let clients = try await makeClients(server: server, secret: secret)
+        let watchers = [watch("A", clients.a), watch("B", clients.b)]
+        guard let listener = await listen(clients.remoteB) else { return false }
+        guard try await rowScenario(clients) else { return false }
+        listener.cancel()
+        let ok = try await summarize(clients)
+        for watcher in watchers { watcher.cancel() }
+        return ok
+    }
+
+    /// Opens both clients' stores and sync contexts over HTTP, with one identity's token.
+    func makeClients(server: ServerProcess, secret: String) async throws -> Clients {
         let tokens = try await TokenAuthority(secret: Array(secret.utf8))
         let token = try await tokens.mint(identity: "demo-user")
         let remoteA = HTTPRemoteStore(baseURL: server.baseURL, token: { token })
@@ -140,20 +163,29 @@ struct Demo {
         let b = try await SyncContext(store: storeB, remote: remoteB, options: options)
         try await a.defineTable(Demo.todos)
         try await b.defineTable(Demo.todos)
-        let watchers = [watch("A", a), watch("B", b)]
-        // B listens to the server's change notifications for its identity.
+        return Clients(a: a, b: b, networkA: networkA, remoteB: remoteB, storeA: storeA, storeB: storeB, token: token)
+    }
+
+    /// B listens to the server's change notifications for its identity and prints them;
+    /// `nil` when the channel did not open.
+    func listen(_ remoteB: HTTPRemoteStore) async -> Task<Void, Never>? {
         var notifications = remoteB.changes().makeAsyncIterator()
         guard await notifications.next() == .subscribed else {
             say("   unexpected: B's notification channel did not open")
-            return false
+            return nil
         }
         say("   B subscribed to the server's change notifications (WebSocket)")
-        let listener = Task {
+        return Task {
             while let event = await notifications.next() {
                 if case .changed(let table) = event { print("   B notified: '\(table)' changed on the server") }
             }
         }
+    }
 
+    /// Steps 1 to 6: todos created, synced, edited offline on A and concurrently on B, the
+    /// conflict resolved by the policy. `false` when something unexpected happened.
+    func rowScenario(_ clients: Clients) async throws -> Bool {
+        let a = clients.a, b = clients.b, networkA = clients.networkA
         step("1. A creates three todos in one local transaction and syncs")
         let due = Timestamp(millisecondsSince1970: 1_790_000_000_000)
         try await a.transaction { tx in
@@ -204,15 +236,21 @@ struct Demo {
         try await show("A", a)
         try await show("B", b)
 
+        return true
+    }
+
+    /// Compares A, B and the server, runs the dataset scenario, prints the summary and
+    /// closes the stores; `true` when everything converged with no operation error.
+    func summarize(_ clients: Clients) async throws -> Bool {
+        let a = clients.a, b = clients.b
         let recordsA = try await a.table("todos").query()
         let recordsB = try await b.table("todos").query()
-        let server = try await remoteB.pull(PullRequest(table: "todos", limit: 100))
+        let server = try await clients.remoteB.pull(PullRequest(table: "todos", limit: 100))
             .records.filter { !$0.deleted }.sorted { $0.id < $1.id }
-        listener.cancel()
-        let datasetsConverged = try await datasetScenario(baseURL: remoteB.baseURL, token: token, storeA: storeA, storeB: storeB)
+        let datasetsConverged = try await datasetScenario(baseURL: clients.remoteB.baseURL, token: clients.token,
+                                                          storeA: clients.storeA, storeB: clients.storeB)
         let converged = recordsA == recordsB && recordsA == server
         let errors = try await a.operationErrors().count + b.operationErrors().count
-        for watcher in watchers { watcher.cancel() }
         a.finishEvents()
         b.finishEvents()
 
@@ -223,8 +261,8 @@ struct Demo {
         say("   pending operations:   \(try await a.pendingOperationCount() + b.pendingOperationCount()); operation errors: \(errors)")
         say("   converged:            \(converged ? "yes" : "NO")")
         say("   datasets converged:   \(datasetsConverged ? "yes" : "NO")")
-        try await storeA.close()
-        try await storeB.close()
+        try await clients.storeA.close()
+        try await clients.storeB.close()
         return converged && errors == 0 && datasetsConverged
     }
 

@@ -1,0 +1,138 @@
+import Foundation
+import OfflineSync
+import OfflineSyncDatasets
+
+extension DatasetService {
+    /// The identity's datasets, by name, one page at a time.
+    public func listDatasets(pool: String, identity: String, nextToken: String?, maxResults: Int?) async throws -> RemoteDatasetList {
+        try Self.validateId(pool, what: "IdentityPoolId")
+        try Self.validateId(identity, what: "IdentityId")
+        let limit = try Self.pageSize(maxResults)
+        let after = try nextToken.map { try Self.decodeToken($0, parts: 2) }
+        let scope = Self.scope(pool: pool, identity: identity)
+        if let after, after[0] != "d" { throw SyncError(.invalidValue, "nextToken is not one this service issued") }
+        return try await store.read { txn in
+            var predicate = Field("scope") == .string(scope) && Field("live") == true
+            if let after { predicate = predicate && Field("name") > .string(after[1]) }
+            let rows = try txn.records(in: Tables.datasets, matching: Query(predicate, order: [SortKey("name")], limit: limit + 1))
+            let page = rows.prefix(limit).map(Self.dataset)
+            let next = rows.count > limit ? page.last.map { Self.encodeToken(["d", $0.name]) } : nil
+            return RemoteDatasetList(datasets: Array(page), nextToken: next)
+        }
+    }
+
+    /// The dataset, or ``SyncError/Code/notFound``.
+    public func describeDataset(pool: String, identity: String, name: String) async throws -> RemoteDataset {
+        try Self.validateId(pool, what: "IdentityPoolId")
+        try Self.validateId(identity, what: "IdentityId")
+        try Self.validateDatasetName(name)
+        let scope = Self.scope(pool: pool, identity: identity)
+        guard let row = try await store.read({ txn in try Self.liveDataset(txn, scope: scope, name: name) }) else {
+            throw SyncError(.notFound, "dataset '\(name)' does not exist")
+        }
+        return Self.dataset(row)
+    }
+
+    /// Deletes the dataset (its records go; its row stays, remembering the deletion).
+    /// Returns it as it was, or throws ``SyncError/Code/notFound``.
+    public func deleteDataset(pool: String, identity: String, name: String, caller: String) async throws -> RemoteDataset {
+        try Self.validateId(pool, what: "IdentityPoolId")
+        try Self.validateId(identity, what: "IdentityId")
+        try Self.validateDatasetName(name)
+        let scope = Self.scope(pool: pool, identity: identity)
+        let now = Timestamp.now()
+        return try await store.write { txn in
+            guard var row = try Self.liveDataset(txn, scope: scope, name: name) else {
+                throw SyncError(.notFound, "dataset '\(name)' does not exist")
+            }
+            let before = Self.dataset(row)
+            while true {
+                let records = try txn.records(in: Tables.records, matching: Query(
+                    Field("scope") == .string(scope) && Field("dataset") == .string(name), limit: 1000))
+                if records.isEmpty { break }
+                for record in records { _ = try txn.delete(id: record.id, in: Tables.records) }
+            }
+            Self.markDeleted(&row, now: now, caller: caller)
+            try txn.upsert(row, in: Tables.datasets)
+            return before
+        }
+    }
+
+    /// Turns a dataset row into the memory of a deletion: its sync count moves on by one and
+    /// is remembered as the deletion's, so clients that synchronized before are told.
+    static func markDeleted(_ row: inout Record, now: Timestamp, caller: String) {
+        let count = (row["syncCount"].intValue ?? 0) + 1
+        row.fields["syncCount"] = .int(count)
+        row.fields["deletedAt"] = .int(count)
+        row.fields["live"] = false
+        row.fields["storage"] = 0
+        row.fields["count"] = 0
+        row.fields["lastModified"] = .date(now)
+        row.fields["lastModifiedBy"] = .string(caller)
+        row.fields["mergedFrom"] = .null
+    }
+
+    /// Moves every dataset of identity `from` into identity `into`, as Cognito does when two
+    /// identities are merged. A dataset whose name `into` already uses is kept as
+    /// `<name>.<from>` (its name shortened to fit 128 characters) and is then reported in
+    /// ``RemoteRecordsPage/mergedDatasetNames`` of the original, for the app to fold in; no
+    /// record is lost, and the 20-dataset limit does not apply to what a merge brings.
+    /// Returns the names the moved datasets have under `into`.
+    @discardableResult
+    public func mergeIdentity(pool: String, from: String, into: String, caller: String) async throws -> [String] {
+        try Self.validateId(pool, what: "IdentityPoolId")
+        try Self.validateId(from, what: "IdentityId")
+        try Self.validateId(into, what: "IdentityId")
+        guard from != into else { throw SyncError(.invalidValue, "an identity cannot be merged into itself") }
+        let source = Self.scope(pool: pool, identity: from), target = Self.scope(pool: pool, identity: into)
+        let now = Timestamp.now()
+        return try await store.write { txn in
+            try Self.ensurePool(txn, pool: pool, now: now)
+            var names: [String] = []
+            let datasets = try txn.records(in: Tables.datasets, matching: Query(
+                Field("scope") == .string(source) && Field("live") == true, order: [SortKey("name")]))
+            for var old in datasets {
+                let name = old["name"].stringValue ?? ""
+                var newName = name
+                var mergedFrom: String?
+                if try Self.liveDataset(txn, scope: target, name: name) != nil {
+                    let suffix = "." + from
+                    newName = String(name.prefix(max(1, 128 - suffix.count))) + suffix
+                    newName = String(newName.suffix(128))
+                    mergedFrom = name
+                    guard try Self.liveDataset(txn, scope: target, name: newName) == nil else {
+                        throw SyncError(.conflict, "identity '\(into)' already holds a merged copy of dataset '\(name)'")
+                    }
+                }
+                let targetId = Self.datasetId(scope: target, name: newName)
+                let previous = try txn.record(in: Tables.datasets, id: targetId)
+                let syncCount = max(old["syncCount"].intValue ?? 0, previous?["syncCount"].intValue ?? 0) + 1
+                let records = try txn.records(in: Tables.records, matching: Query(
+                    Field("scope") == .string(source) && Field("dataset") == .string(name)))
+                for record in records {
+                    var moved = record
+                    moved.id = Self.recordId(scope: target, dataset: newName, key: record["key"].stringValue ?? "")
+                    moved.fields["scope"] = .string(target)
+                    moved.fields["dataset"] = .string(newName)
+                    moved.fields["syncCount"] = .int(syncCount)
+                    try txn.upsert(moved, in: Tables.records)
+                    _ = try txn.delete(id: record.id, in: Tables.records)
+                }
+                var fields = old.fields
+                fields["scope"] = .string(target)
+                fields["identity"] = .string(into)
+                fields["name"] = .string(newName)
+                fields["syncCount"] = .int(syncCount)
+                fields["lastModified"] = .date(now)
+                fields["lastModifiedBy"] = .string(caller)
+                fields["mergedFrom"] = mergedFrom.map(Value.string) ?? .null
+                if let deletedAt = previous?["deletedAt"].intValue { fields["deletedAt"] = .int(deletedAt) }
+                try txn.upsert(Record(id: targetId, fields: fields), in: Tables.datasets)
+                Self.markDeleted(&old, now: now, caller: caller)
+                try txn.upsert(old, in: Tables.datasets)
+                names.append(newName)
+            }
+            return names
+        }
+    }
+}
