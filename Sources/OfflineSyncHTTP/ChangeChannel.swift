@@ -29,7 +29,7 @@ extension HTTPRemoteStore: RemoteChangeSource {
         let logger = self.logger
         let configuration = self.configuration
         let task = Task {
-            var backoff = configuration.initialBackoff
+            var backoff = Backoff(initial: configuration.initialBackoff, maximum: configuration.maxBackoff)
             while !Task.isCancelled {
                 let connected = NIOLockedValueBox(false)
                 do {
@@ -63,11 +63,9 @@ extension HTTPRemoteStore: RemoteChangeSource {
                 if Task.isCancelled { break }
                 if connected.withLockedValue({ $0 }) {
                     continuation.yield(.disconnected)
-                    backoff = configuration.initialBackoff
+                    backoff.reset()
                 }
-                let wait = Duration.nanoseconds(Int64.random(in: 0...max(1, backoff.nanoseconds)))
-                try? await Task.sleep(for: wait)
-                backoff = min(backoff * 2, configuration.maxBackoff)
+                try? await Task.sleep(for: backoff.nextDelay())
             }
             continuation.finish()
         }

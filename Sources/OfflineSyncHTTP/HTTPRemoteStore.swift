@@ -97,7 +97,7 @@ public struct HTTPRemoteStore: RemoteStore {
     /// Cognito Sync shape (`x-amzn-ErrorType`) are both typed.
     func send(method: HTTPMethod = .POST, path: String, body bytes: [UInt8]?) async throws -> JSON {
         var attempt = 0
-        var backoff = configuration.initialBackoff
+        var backoff = Backoff(initial: configuration.initialBackoff, maximum: configuration.maxBackoff)
         while true {
             attempt += 1
             let failure: SyncError
@@ -142,11 +142,10 @@ public struct HTTPRemoteStore: RemoteStore {
                 failure = SyncError(.transient, "the request to \(path) failed: \(Self.describe(error))")
             }
             guard attempt < configuration.maxAttempts else { throw failure }
-            let jittered = Duration.nanoseconds(Int64.random(in: 0...max(1, backoff.nanoseconds)))
-            let wait = min(max(retryAfter ?? .zero, jittered), configuration.maxBackoff)
+            // A server's Retry-After is honoured up to the configured largest wait.
+            let wait = min(max(retryAfter ?? .zero, backoff.nextDelay()), configuration.maxBackoff)
             logger.debug("retrying", metadata: ["path": "\(path)", "attempt": "\(attempt)", "reason": "\(failure.message)"])
             try await Task.sleep(for: wait)
-            backoff = min(backoff * 2, configuration.maxBackoff)
         }
     }
 
@@ -171,14 +170,6 @@ public struct HTTPRemoteStore: RemoteStore {
     static func describe(_ error: any Error) -> String {
         if let error = error as? HTTPClientError { return error.description }
         return String(describing: type(of: error))
-    }
-}
-
-extension Duration {
-    var nanoseconds: Int64 {
-        let (seconds, attoseconds) = components
-        let (product, overflow) = seconds.multipliedReportingOverflow(by: 1_000_000_000)
-        return overflow ? .max : product &+ attoseconds / 1_000_000_000
     }
 }
 

@@ -103,8 +103,7 @@ public final class ManualNetworkMonitor: NetworkMonitor {
 public final class ProbingNetworkMonitor: NetworkMonitor {
     private let probe: @Sendable () async -> Bool
     private let interval: Duration
-    private let initialBackoff: Duration
-    private let maxBackoff: Duration
+    private let backoff: Backoff
     private let broadcaster = StatusBroadcaster(nil)
     private let loop = Mutex<(task: Task<Void, Never>?, listeners: Int)>((nil, 0))
 
@@ -113,8 +112,7 @@ public final class ProbingNetworkMonitor: NetworkMonitor {
                 maxBackoff: Duration = .seconds(30), probe: @escaping @Sendable () async -> Bool) {
         self.probe = probe
         self.interval = interval
-        self.initialBackoff = initialBackoff
-        self.maxBackoff = maxBackoff
+        self.backoff = Backoff(initial: initialBackoff, maximum: maxBackoff, jitter: .none)
     }
 
     /// See ``NetworkMonitor/statuses()``.
@@ -142,18 +140,17 @@ public final class ProbingNetworkMonitor: NetworkMonitor {
     }
 
     private func run() async {
-        var backoff = initialBackoff
+        var backoff = self.backoff
         while !Task.isCancelled {
             let online = await probe()
             if Task.isCancelled { return }
             broadcaster.set(online)
             let wait: Duration
             if online {
-                backoff = initialBackoff
+                backoff.reset()
                 wait = interval
             } else {
-                wait = backoff
-                backoff = min(backoff * 2, maxBackoff)
+                wait = backoff.nextDelay()
             }
             try? await Task.sleep(for: wait)
         }

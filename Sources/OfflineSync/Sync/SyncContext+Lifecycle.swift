@@ -8,8 +8,12 @@ final class LifecycleState: Sendable {
 
 extension SyncContext {
     /// How long a started context waits before retrying a sync run that failed while the
-    /// network was reported up.
+    /// network was reported up: the first retry after at most ``restartDelay``, then with
+    /// exponential backoff and full jitter up to ``maxRestartDelay``; a run that succeeds
+    /// starts the backoff over.
     public static let restartDelay: Duration = .seconds(2)
+    /// The longest wait between two failed sync runs of a started context.
+    public static let maxRestartDelay: Duration = .seconds(60)
 
     /// Starts syncing `tables` in the background, DataStore style, and returns at once.
     ///
@@ -24,7 +28,8 @@ extension SyncContext {
     /// Offline at start, only `networkStatus(active: false)` is reported; local reads and
     /// writes go on (writes queue), and the whole sequence runs when the network returns —
     /// as it does after every outage. A run that fails while the network is up is retried
-    /// after ``restartDelay``. Starting a started context restarts it.
+    /// with backoff from ``restartDelay`` up to ``maxRestartDelay``. Starting a started
+    /// context restarts it.
     public func start(tables: [String], network: any NetworkMonitor, queryId: String = "default") async {
         await stop()
         self.network.reset()
@@ -91,14 +96,16 @@ extension SyncContext {
         }
     }
 
-    /// Runs ``sync(_:queryId:)`` until it succeeds or the session is cancelled.
+    /// Runs ``sync(_:queryId:)`` until it succeeds or the session is cancelled, backing off
+    /// between failures (see ``restartDelay``).
     private func syncUntilDone(tables: [String], queryId: String) async {
+        var backoff = Backoff(initial: Self.restartDelay, maximum: Self.maxRestartDelay)
         while !Task.isCancelled {
             do {
                 try await sync(tables, queryId: queryId)
                 return
             } catch {
-                try? await Task.sleep(for: Self.restartDelay)
+                try? await Task.sleep(for: backoff.nextDelay())
             }
         }
     }
