@@ -96,7 +96,7 @@ public final class LMDBStore: LocalStore {
     private let meta: MDB_dbi
     private let writer: DispatchQueue
     private let closer = DispatchQueue(label: "OfflineSyncLMDB.close")
-    private let readers: ReaderQueues
+    private let readers: CheckoutPool<DispatchQueue>
     private let activity = Activity()
 
     /// Opens the store in the environment directory `directory`, creating the directory and
@@ -137,7 +137,9 @@ public final class LMDBStore: LocalStore {
         self.environment = environment
         self.meta = meta
         self.writer = writer
-        self.readers = ReaderQueues(count: min(options.readerConcurrency, max(1, options.maxReaders - 2)))
+        self.readers = CheckoutPool((0..<min(options.readerConcurrency, max(1, options.maxReaders - 2))).map {
+            DispatchQueue(label: "OfflineSyncLMDB.reader\($0)")
+        }, storeName: "LMDB")
     }
 
     /// Opens the store in the environment directory at `directory` (a file URL). See

@@ -1,6 +1,7 @@
 import COfflineSyncPostgreSQL
 import Foundation
 import OfflineSync
+import OfflineSyncStoreKit
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Musl)
@@ -185,7 +186,7 @@ final class PGNotificationHub: @unchecked Sendable {
     // @unchecked Sendable: `listeners` and `closed` are only touched while holding `lock`;
     // the other properties are immutable and Sendable.
     /// The store's pool (`notify` borrows a connection from it).
-    let pool: PGPool
+    let pool: CheckoutPool<PGWorker>
     private let connect: @Sendable () throws -> PGConnection
     private let password: String?
     private let lock = NSLock()
@@ -193,7 +194,7 @@ final class PGNotificationHub: @unchecked Sendable {
     private var closed = false
 
     /// Creates the hub of a store: `connect` opens a connection configured as the pool's are.
-    init(pool: PGPool, connect: @escaping @Sendable () throws -> PGConnection, password: String?) {
+    init(pool: CheckoutPool<PGWorker>, connect: @escaping @Sendable () throws -> PGConnection, password: String?) {
         self.pool = pool
         self.connect = connect
         self.password = password

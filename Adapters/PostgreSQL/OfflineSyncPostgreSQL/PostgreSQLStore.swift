@@ -69,7 +69,7 @@ public final class PostgreSQLStore: LocalStore {
     /// The server the store talks to, for messages (`PostgreSQL server HOST port PORT`).
     public let endpoint: String
 
-    private let pool: PGPool
+    private let pool: CheckoutPool<PGWorker>
     private let quotedSchema: String
     /// `notify`'s pool access and the open `LISTEN` connections (PostgreSQLStore+Notifications.swift).
     let notificationHub: PGNotificationHub
@@ -109,7 +109,7 @@ public final class PostgreSQLStore: LocalStore {
             return connection
         }
         let workers = (0..<options.poolSize).map { PGWorker(label: "OfflineSyncPostgreSQL.connection\($0)", connect: connect) }
-        self.pool = PGPool(workers: workers)
+        self.pool = CheckoutPool(workers, storeName: "PostgreSQL")
         self.notificationHub = PGNotificationHub(pool: pool, connect: connect, password: password)
         self.options = options
         self.quotedSchema = PostgreSQLStore.quote(options.schema)
@@ -143,7 +143,7 @@ public final class PostgreSQLStore: LocalStore {
                 return connection.endpoint
             }
         } catch {
-            await pool.close()
+            await pool.shutDown()
             throw error
         }
     }
@@ -276,7 +276,7 @@ public final class PostgreSQLStore: LocalStore {
     /// ``SyncError/Code/storeClosed``; closing twice is harmless.
     public func close() async throws {
         await notificationHub.close()
-        await pool.close()
+        await pool.shutDown()
     }
 
     /// The connection was lost before `COMMIT`: the server rolled the transaction back.

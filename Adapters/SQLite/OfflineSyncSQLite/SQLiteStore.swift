@@ -91,10 +91,10 @@ public final class SQLiteStore: LocalStore {
     public let options: Options
 
     private let writer: ConnectionWorker
-    private let readers: ReaderPool?
+    private let readers: CheckoutPool<ConnectionWorker>?
     private let isInMemory: Bool
 
-    private init(path: String, options: Options, writer: ConnectionWorker, readers: ReaderPool?, isInMemory: Bool) {
+    private init(path: String, options: Options, writer: ConnectionWorker, readers: CheckoutPool<ConnectionWorker>?, isInMemory: Bool) {
         self.path = path
         self.options = options
         self.writer = writer
@@ -141,7 +141,7 @@ public final class SQLiteStore: LocalStore {
             throw error
         }
         self.init(path: path, options: options, writer: writer,
-                  readers: workers.isEmpty ? nil : ReaderPool(workers: workers), isInMemory: false)
+                  readers: workers.isEmpty ? nil : CheckoutPool(workers, storeName: "SQLite"), isInMemory: false)
     }
 
     /// Opens a new, empty store in memory: one connection serves reads and writes, and
@@ -205,7 +205,7 @@ public final class SQLiteStore: LocalStore {
     /// and closes every connection. Later calls throw ``SyncError/Code/storeClosed``; closing
     /// twice is harmless.
     public func close() async throws {
-        if let readers { await readers.close() }
+        if let readers { for worker in readers.close() { await worker.close(checkpoint: false) } }
         await writer.close(checkpoint: !isInMemory)
     }
 }

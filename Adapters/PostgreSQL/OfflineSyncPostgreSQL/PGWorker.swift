@@ -1,6 +1,7 @@
 import Dispatch
 import Foundation
 import OfflineSync
+import OfflineSyncStoreKit
 
 /// One connection slot with its own serial dispatch queue: blocking libpq calls run there,
 /// never on Swift's cooperative pool. The connection is opened lazily and reopened after it
@@ -53,58 +54,14 @@ final class PGWorker: @unchecked Sendable {
     }
 }
 
-/// A bounded set of workers. A transaction borrows an idle one or waits (without blocking a
-/// thread) until one is returned.
-final class PGPool: @unchecked Sendable {
-    // @unchecked Sendable: `idle`, `waiters` and `closed` are only touched while holding
-    // `lock`; `workers` is immutable and its elements are Sendable.
-    private let lock = NSLock()
-    private let workers: [PGWorker]
-    private var idle: [PGWorker]
-    private var waiters: [CheckedContinuation<PGWorker, any Error>] = []
-    private var closed = false
-
-    init(workers: [PGWorker]) {
-        self.workers = workers
-        self.idle = workers
-    }
-
-    /// Runs `work` on a borrowed worker.
+extension CheckoutPool where Resource == PGWorker {
+    /// Runs `work` on a borrowed worker, with its live connection.
     func run<T: Sendable>(_ work: @escaping @Sendable (PGConnection, PGWorker) throws -> T) async throws -> T {
-        let worker = try await acquire()
-        defer { release(worker) }
-        return try await worker.run { connection in try work(connection, worker) }
-    }
-
-    private func acquire() async throws -> PGWorker {
-        try await withCheckedThrowingContinuation { continuation in
-            let ready: Result<PGWorker, any Error>? = lock.withLock {
-                if closed { return .failure(SyncError(.storeClosed, "the PostgreSQL store is closed")) }
-                if let worker = idle.popLast() { return .success(worker) }
-                waiters.append(continuation)
-                return nil
-            }
-            if let ready { continuation.resume(with: ready) }
-        }
-    }
-
-    private func release(_ worker: PGWorker) {
-        let waiter: CheckedContinuation<PGWorker, any Error>? = lock.withLock {
-            if !waiters.isEmpty { return waiters.removeFirst() }
-            idle.append(worker)
-            return nil
-        }
-        waiter?.resume(returning: worker)
+        try await withResource { worker in try await worker.run { connection in try work(connection, worker) } }
     }
 
     /// Fails every waiter with ``SyncError/Code/storeClosed`` and closes every connection.
-    func close() async {
-        let pending: [CheckedContinuation<PGWorker, any Error>] = lock.withLock {
-            closed = true
-            defer { waiters = [] }
-            return waiters
-        }
-        for waiter in pending { waiter.resume(throwing: SyncError(.storeClosed, "the PostgreSQL store is closed")) }
-        for worker in workers { await worker.close() }
+    func shutDown() async {
+        for worker in close() { await worker.close() }
     }
 }
