@@ -111,6 +111,7 @@ cognito-test: deps
 	$(SWIFT) build --product offline-sync
 	@python3 -c "import boto3" 2>/dev/null || python3 -m pip install --quiet boto3
 	OFFLINE_SYNC_BIN="$$($(SWIFT) build --show-bin-path)/offline-sync" python3 -m unittest -v Tests/Cognito/test_cognito_sync.py
+	OFFLINE_SYNC_TEST_ORDER=reverse OFFLINE_SYNC_BIN="$$($(SWIFT) build --show-bin-path)/offline-sync" python3 -m unittest Tests/Cognito/test_cognito_sync.py
 
 # Hostile requests against a live `offline-sync serve`: schemathesis (from PyPI, installed when
 # missing) over Docs/openapi.yaml with no 5xx allowed, malformed JSON, oversized bodies and

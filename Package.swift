@@ -82,7 +82,6 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
-                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
             ],
             path: "Sources/OfflineSyncHTTP"
@@ -193,14 +192,20 @@ let package = Package(
             path: "Sources/offline-sync-harness"
         ),
 
+        // What every test target shares: temporary directories, typed-error helpers, boxes.
+        .target(
+            name: "OfflineSyncTestSupport",
+            dependencies: ["OfflineSync"],
+            path: "Tests/OfflineSyncTestSupport"
+        ),
         .testTarget(
             name: "OfflineSyncTests",
-            dependencies: ["OfflineSync", "OfflineSyncStoreKit", "OfflineSyncDatasets", "OfflineSyncService", "OfflineSyncConformance"],
+            dependencies: ["OfflineSyncTestSupport", "OfflineSync", "OfflineSyncStoreKit", "OfflineSyncDatasets", "OfflineSyncService", "OfflineSyncConformance"],
             path: "Tests/OfflineSyncTests"
         ),
         .testTarget(
             name: "OfflineSyncStoreKitTests",
-            dependencies: ["OfflineSync", "OfflineSyncStoreKit", "OfflineSyncConformance"],
+            dependencies: ["OfflineSyncTestSupport", "OfflineSync", "OfflineSyncStoreKit", "OfflineSyncConformance"],
             path: "Tests/OfflineSyncStoreKitTests"
         ),
         .testTarget(
@@ -216,7 +221,7 @@ let package = Package(
         .testTarget(
             name: "OfflineSyncServerTests",
             dependencies: [
-                "OfflineSync", "OfflineSyncDatasets", "OfflineSyncStoreKit", "OfflineSyncService", "OfflineSyncWire",
+                "OfflineSyncTestSupport", "OfflineSync", "OfflineSyncDatasets", "OfflineSyncStoreKit", "OfflineSyncService", "OfflineSyncWire",
                 "OfflineSyncOData", "OfflineSyncServer", "OfflineSyncHTTP", "OfflineSyncConformance", "OfflineSyncSQLite",
                 "OfflineSyncPostgreSQL",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
@@ -225,36 +230,36 @@ let package = Package(
                 .product(name: "JWTKit", package: "jwt-kit"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
-                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
             ],
             path: "Tests/OfflineSyncServerTests"
         ),
         .testTarget(
             name: "OfflineSyncServiceTests",
-            dependencies: ["OfflineSync", "OfflineSyncStoreKit", "OfflineSyncService", "OfflineSyncConformance", "OfflineSyncSQLite"],
+            dependencies: ["OfflineSyncTestSupport", "OfflineSync", "OfflineSyncStoreKit", "OfflineSyncDatasets", "OfflineSyncService",
+                           "OfflineSyncConformance", "OfflineSyncSQLite"],
             path: "Tests/OfflineSyncServiceTests"
         ),
         .testTarget(
             name: "OfflineSyncSQLiteTests",
-            dependencies: ["OfflineSync", "OfflineSyncStoreKit", "OfflineSyncDatasets", "OfflineSyncSQLite",
+            dependencies: ["OfflineSyncTestSupport", "OfflineSync", "OfflineSyncStoreKit", "OfflineSyncDatasets", "OfflineSyncSQLite",
                            "COfflineSyncSQLite3", "OfflineSyncConformance", "OfflineSyncService"],
             path: "Tests/OfflineSyncSQLiteTests"
         ),
         .testTarget(
             name: "OfflineSyncLMDBTests",
-            dependencies: ["OfflineSync", "OfflineSyncStoreKit", "OfflineSyncLMDB", "OfflineSyncConformance",
+            dependencies: ["OfflineSyncTestSupport", "OfflineSync", "OfflineSyncStoreKit", "OfflineSyncLMDB", "OfflineSyncConformance",
                            "OfflineSyncService", "COfflineSyncLMDB"],
             path: "Tests/OfflineSyncLMDBTests"
         ),
         .testTarget(
             name: "OfflineSyncEncryptedFileTests",
-            dependencies: ["OfflineSync", "OfflineSyncStoreKit", "OfflineSyncEncryptedFile", "OfflineSyncConformance",
+            dependencies: ["OfflineSyncTestSupport", "OfflineSync", "OfflineSyncStoreKit", "OfflineSyncEncryptedFile", "OfflineSyncConformance",
                            .product(name: "Crypto", package: "swift-crypto")],
             path: "Tests/OfflineSyncEncryptedFileTests"
         ),
         .testTarget(
             name: "OfflineSyncPostgreSQLTests",
-            dependencies: ["OfflineSync", "OfflineSyncStoreKit", "OfflineSyncPostgreSQL", "OfflineSyncConformance",
+            dependencies: ["OfflineSyncTestSupport", "OfflineSync", "OfflineSyncStoreKit", "OfflineSyncPostgreSQL", "OfflineSyncConformance",
                            "OfflineSyncService"],
             path: "Tests/OfflineSyncPostgreSQLTests"
         ),

@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import OfflineSync
 
 /// One case of a group: a name, what it needs, and its body.
@@ -22,15 +23,14 @@ struct ConformanceCase: Sendable {
 
 /// What a case body works with: its temporary directory, the suite's capabilities, and
 /// store opening that the runner cleans up after.
-final class CaseContext: @unchecked Sendable {
-    // @unchecked Sendable: `opened` is only touched while holding `lock`; the rest is immutable.
+final class CaseContext: Sendable {
     let root: URL
     /// The directory of the case's main store (exists, empty at first).
     let directory: URL
     let capabilities: LocalStoreConformance.Capabilities
     private let makeStore: @Sendable (URL) async throws -> any LocalStore
-    private let lock = NSLock()
-    private var opened: [any LocalStore] = []
+    /// Every store the case opened, closed at the end.
+    private let opened = Mutex<[any LocalStore]>([])
 
     init(root: URL, capabilities: LocalStoreConformance.Capabilities,
          makeStore: @escaping @Sendable (URL) async throws -> any LocalStore) throws {
@@ -75,12 +75,12 @@ final class CaseContext: @unchecked Sendable {
     }
 
     private func register(_ store: any LocalStore) {
-        lock.withLock { opened.append(store) }
+        opened.withLock { $0.append(store) }
     }
 
     /// Closes every store the case opened, ignoring errors (some are closed already).
     func closeAll() async {
-        let stores = lock.withLock {
+        let stores = opened.withLock { opened in
             defer { opened.removeAll() }
             return opened
         }

@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import OfflineSync
 
 typealias ScenarioCase = (name: String, body: @Sendable (ScenarioWorld) async throws -> Void)
@@ -9,13 +10,11 @@ func note(_ id: String, title: String = "", body: String = "", n: Int64 = 0) -> 
 }
 
 /// Holds a value set after a closure that needs it was created.
-final class LateBox<T: Sendable>: @unchecked Sendable {
-    // @unchecked Sendable: `value` is only touched while holding `lock`.
-    private let lock = NSLock()
-    private var stored: T?
+final class LateBox<T: Sendable>: Sendable {
+    private let stored = Mutex<T?>(nil)
     var value: T? {
-        get { lock.lock(); defer { lock.unlock() }; return stored }
-        set { lock.lock(); stored = newValue; lock.unlock() }
+        get { stored.withLock { $0 } }
+        set { stored.withLock { $0 = newValue } }
     }
 }
 

@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import OfflineSync
 
 /// The shared suite for whole sync scenarios: two clients (two devices of one identity),
@@ -74,13 +75,12 @@ struct HookedRemote: RemoteStore {
 }
 
 /// One scenario's backend and clients; closes them all at the end.
-final class ScenarioWorld: @unchecked Sendable {
-    // @unchecked Sendable: `stores` is only touched while holding `lock`; the rest is immutable.
+final class ScenarioWorld: Sendable {
     let directory: URL
     let backend: ConformanceBackend
     private let makeLocal: @Sendable (URL) async throws -> any LocalStore
-    private let lock = NSLock()
-    private var stores: [any LocalStore] = []
+    /// Every store opened for the scenario, closed at the end.
+    private let stores = Mutex<[any LocalStore]>([])
 
     static let schema = TableSchema("notes", fields: [
         FieldDefinition("title", .string), FieldDefinition("body", .string), FieldDefinition("n", .int, indexed: true),
@@ -102,7 +102,7 @@ final class ScenarioWorld: @unchecked Sendable {
         let clientDirectory = directory.appendingPathComponent("client-\(name)", isDirectory: true)
         try FileManager.default.createDirectory(at: clientDirectory, withIntermediateDirectories: true)
         let store = try await must(await makeLocal(clientDirectory), "opening the local store of \(name)", file: file, line: line)
-        lock.withLock { stores.append(store) }
+        stores.withLock { $0.append(store) }
         var remote = try await backend.remote("user")
         if let hook { remote = HookedRemote(base: remote, beforePush: hook) }
         let context = try await must(await SyncContext(store: store, remote: remote, options: options),
@@ -112,7 +112,7 @@ final class ScenarioWorld: @unchecked Sendable {
     }
 
     func shutdown() async {
-        let all: [any LocalStore] = lock.withLock { defer { stores.removeAll() }; return stores }
+        let all: [any LocalStore] = stores.withLock { stores in defer { stores.removeAll() }; return stores }
         for store in all { try? await store.close() }
         try? await backend.shutdown()
     }

@@ -152,11 +152,10 @@ enum DatasetTables {
         try await store.defineTable(recordsSchema)
     }
 
-    /// Length-prefixed parts, so no identity, name or key can make two ids collide.
-    static func datasetId(identity: String, name: String) -> String { "\(identity.utf8.count):\(identity)/\(name)" }
+    static func datasetId(identity: String, name: String) -> String { CompositeKey.slashed(identity, last: name) }
 
     static func recordId(identity: String, dataset: String, key: String) -> String {
-        "\(identity.utf8.count):\(identity)/\(dataset.utf8.count):\(dataset)/\(key)"
+        CompositeKey.slashed(identity, dataset, last: key)
     }
 
     static func decode(_ row: Record) -> DatasetRecord {

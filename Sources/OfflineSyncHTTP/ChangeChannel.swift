@@ -1,11 +1,11 @@
 import Foundation
 import HTTPTypes
 import Logging
-import NIOConcurrencyHelpers
 import NIOCore
 import OfflineSync
 import OfflineSyncDatasets
 import OfflineSyncWire
+import Synchronization
 import WSClient
 
 extension HTTPRemoteStore: RemoteChangeSource {
@@ -31,7 +31,7 @@ extension HTTPRemoteStore: RemoteChangeSource {
         let task = Task {
             var backoff = Backoff(initial: configuration.initialBackoff, maximum: configuration.maxBackoff)
             while !Task.isCancelled {
-                let connected = NIOLockedValueBox(false)
+                let connected = ConnectionFlag()
                 do {
                     var socket = WebSocketClientConfiguration()
                     socket.additionalHeaders = [.authorization: "Bearer \(try await token())"]
@@ -42,7 +42,7 @@ extension HTTPRemoteStore: RemoteChangeSource {
                                   let json = try? JSON.parse(Array(text.utf8)), case .string(let type)? = json["type"] else { continue }
                             switch type {
                             case "subscribed":
-                                connected.withLockedValue { $0 = true }
+                                connected.set()
                                 continuation.yield(.subscribed)
                             case "change":
                                 if case .string(let table)? = json["table"] { continuation.yield(.changed(table: table)) }
@@ -61,7 +61,7 @@ extension HTTPRemoteStore: RemoteChangeSource {
                     logger.debug("change channel failed", metadata: ["error": "\(HTTPRemoteStore.describe(error))"])
                 }
                 if Task.isCancelled { break }
-                if connected.withLockedValue({ $0 }) {
+                if connected.isSet {
                     continuation.yield(.disconnected)
                     backoff.reset()
                 }
@@ -72,4 +72,13 @@ extension HTTPRemoteStore: RemoteChangeSource {
         continuation.onTermination = { _ in task.cancel() }
         return stream
     }
+}
+
+/// Whether one connection attempt got as far as its subscription (then losing it is a
+/// disconnection worth reporting). A class, because the socket's handler escapes and an
+/// `Atomic` alone cannot be captured by an escaping closure.
+private final class ConnectionFlag: Sendable {
+    private let value = Atomic(false)
+    func set() { value.store(true, ordering: .releasing) }
+    var isSet: Bool { value.load(ordering: .acquiring) }
 }

@@ -53,17 +53,14 @@ public struct HTTPDatasetRemote: DatasetRemote {
     public func listDatasets(nextToken: String?, maxResults: Int?) async throws -> RemoteDatasetList {
         let answer = try await http.send(method: .GET, path: identityPath + "/datasets"
             + Self.query([("nextToken", nextToken), ("maxResults", maxResults.map(String.init))]), body: nil)
-        return try Self.decoding {
-            RemoteDatasetList(datasets: try Self.list(answer["Datasets"]).map(Self.dataset),
-                              nextToken: try Self.string(answer["NextToken"]))
-        }
+        return try Self.decoding { try CognitoJSON.datasetList(from: answer) }
     }
 
     /// See ``DatasetRemote/describeDataset(_:)``.
     public func describeDataset(_ name: String) async throws -> RemoteDataset? {
         do {
             let answer = try await http.send(method: .GET, path: datasetPath(name), body: nil)
-            return try Self.decoding { try Self.dataset(answer["Dataset"] ?? .null) }
+            return try Self.decoding { try CognitoJSON.dataset(from: answer["Dataset"] ?? .null) }
         } catch let error as SyncError where error.code == .notFound {
             return nil
         }
@@ -76,43 +73,22 @@ public struct HTTPDatasetRemote: DatasetRemote {
             ("lastSyncCount", String(lastSyncCount)), ("nextToken", nextToken), ("maxResults", maxResults.map(String.init)),
             ("syncSessionToken", syncSessionToken),
         ]), body: nil)
-        return try Self.decoding {
-            RemoteRecordsPage(
-                records: try Self.list(answer["Records"]).map(Self.record), nextToken: try Self.string(answer["NextToken"]),
-                datasetSyncCount: try Self.integer(answer["DatasetSyncCount"]) ?? 0,
-                lastModifiedBy: try Self.string(answer["LastModifiedBy"]),
-                mergedDatasetNames: try Self.list(answer["MergedDatasetNames"]).map { try Self.string($0) ?? "" },
-                datasetExists: answer["DatasetExists"] == .bool(true),
-                datasetDeletedAfterRequestedSyncCount: answer["DatasetDeletedAfterRequestedSyncCount"] == .bool(true),
-                syncSessionToken: try Self.string(answer["SyncSessionToken"]) ?? "")
-        }
+        return try Self.decoding { try CognitoJSON.recordsPage(from: answer) }
     }
 
     /// See ``DatasetRemote/updateRecords(dataset:patches:syncSessionToken:deviceId:)``.
     public func updateRecords(dataset: String, patches: [RecordPatch], syncSessionToken: String,
                               deviceId: String?) async throws -> [RemoteDatasetRecord] {
-        var members: [(key: String, value: JSON)] = [
-            ("SyncSessionToken", .string(syncSessionToken)),
-            ("RecordPatches", .array(patches.map { patch in
-                var fields: [(key: String, value: JSON)] = [("Op", .string(patch.op.rawValue)), ("Key", .string(patch.key))]
-                if let value = patch.value { fields.append(("Value", .string(value))) }
-                fields.append(("SyncCount", .number(String(patch.syncCount))))
-                if let date = patch.deviceLastModifiedDate {
-                    fields.append(("DeviceLastModifiedDate", .number(String(Double(date.millisecondsSince1970) / 1000))))
-                }
-                return .object(fields)
-            })),
-        ]
-        if let deviceId { members.append(("DeviceId", .string(deviceId))) }
-        let answer = try await http.send(method: .POST, path: datasetPath(dataset), body: JSON.object(members).encoded)
-        return try Self.decoding { try Self.list(answer["Records"]).map(Self.record) }
+        let body = CognitoJSON.updateRequest(patches: patches, syncSessionToken: syncSessionToken, deviceId: deviceId)
+        let answer = try await http.send(method: .POST, path: datasetPath(dataset), body: body.encoded)
+        return try Self.decoding { try CognitoJSON.updatedRecords(from: answer) }
     }
 
     /// See ``DatasetRemote/deleteDataset(_:)``.
     public func deleteDataset(_ name: String) async throws -> RemoteDataset? {
         do {
             let answer = try await http.send(method: .DELETE, path: datasetPath(name), body: nil)
-            return try Self.decoding { try Self.dataset(answer["Dataset"] ?? .null) }
+            return try Self.decoding { try CognitoJSON.dataset(from: answer["Dataset"] ?? .null) }
         } catch let error as SyncError where error.code == .notFound {
             return nil
         }
@@ -121,12 +97,9 @@ public struct HTTPDatasetRemote: DatasetRemote {
     /// See ``DatasetRemote/registerDevice(platform:token:)``.
     public func registerDevice(platform: PushPlatform, token: String) async throws -> String {
         let path = "/identitypools/\(Self.escape(identityPoolId))/identity/\(Self.escape(identityId))/device"
-        let body = JSON.object([("Platform", .string(platform.rawValue)), ("Token", .string(token))]).encoded
+        let body = CognitoJSON.registerDevice(platform: platform, token: token).encoded
         let answer = try await http.send(method: .POST, path: path, body: body)
-        return try Self.decoding {
-            guard let id = try Self.string(answer["DeviceId"]) else { throw SyncError(.transient, "no DeviceId") }
-            return id
-        }
+        return try Self.decoding { try CognitoJSON.registeredDevice(from: answer) }
     }
 
     /// See ``DatasetRemote/subscribe(dataset:deviceId:)``.
@@ -146,49 +119,5 @@ public struct HTTPDatasetRemote: DatasetRemote {
         do { return try body() } catch let error as SyncError {
             throw SyncError(.transient, "the server's dataset answer is malformed: \(error.message)")
         }
-    }
-
-    static func list(_ json: JSON?) throws -> [JSON] {
-        guard let json, json != .null else { return [] }
-        guard case .array(let items) = json else { throw SyncError(.invalidValue, "expected a list") }
-        return items
-    }
-
-    static func string(_ json: JSON?) throws -> String? {
-        guard let json, json != .null else { return nil }
-        guard case .string(let text) = json else { throw SyncError(.invalidValue, "expected a string") }
-        return text
-    }
-
-    static func integer(_ json: JSON?) throws -> Int64? {
-        guard let json, json != .null else { return nil }
-        guard case .number(let text) = json, let value = Int64(text) else { throw SyncError(.invalidValue, "expected an integer") }
-        return value
-    }
-
-    static func date(_ json: JSON?) throws -> Timestamp? {
-        guard let json, json != .null else { return nil }
-        guard case .number(let text) = json, let seconds = Double(text), seconds.isFinite else {
-            throw SyncError(.invalidValue, "expected a date in seconds")
-        }
-        return Timestamp(Date(timeIntervalSince1970: seconds))
-    }
-
-    static func dataset(_ json: JSON) throws -> RemoteDataset {
-        guard case .object = json else { throw SyncError(.invalidValue, "expected a dataset") }
-        return RemoteDataset(
-            identityId: try string(json["IdentityId"]) ?? "", name: try string(json["DatasetName"]) ?? "",
-            creationDate: try date(json["CreationDate"]) ?? Timestamp(millisecondsSince1970: 0),
-            lastModifiedDate: try date(json["LastModifiedDate"]) ?? Timestamp(millisecondsSince1970: 0),
-            lastModifiedBy: try string(json["LastModifiedBy"]) ?? "", dataStorage: try integer(json["DataStorage"]) ?? 0,
-            numRecords: try integer(json["NumRecords"]) ?? 0, syncCount: 0)
-    }
-
-    static func record(_ json: JSON) throws -> RemoteDatasetRecord {
-        guard case .object = json, let key = try string(json["Key"]) else { throw SyncError(.invalidValue, "expected a record") }
-        return RemoteDatasetRecord(
-            key: key, value: try string(json["Value"]), syncCount: try integer(json["SyncCount"]) ?? 0,
-            lastModifiedDate: try date(json["LastModifiedDate"]) ?? Timestamp(millisecondsSince1970: 0),
-            lastModifiedBy: try string(json["LastModifiedBy"]) ?? "", deviceLastModifiedDate: try date(json["DeviceLastModifiedDate"]))
     }
 }

@@ -29,31 +29,19 @@ public struct ChangeNotice: Sendable, Hashable {
     /// for a table, `d<identity byte count>:<identity><pool byte count>:<pool><name byte
     /// count>:<name><sync count>` for a dataset.
     var encoded: String {
-        guard let dataset else { return "\(identity.utf8.count):\(identity)\(table)" }
-        return "d" + [dataset.identityId, dataset.identityPoolId, dataset.datasetName].map { "\($0.utf8.count):\($0)" }.joined()
-            + String(dataset.syncCount)
+        guard let dataset else { return CompositeKey.packed(identity, last: table) }
+        return "d" + CompositeKey.packed(dataset.identityId, dataset.identityPoolId, dataset.datasetName,
+                                         last: String(dataset.syncCount))
     }
 
     init?(encoded: String) {
-        var rest = Substring(encoded)
-        /// Takes one length-prefixed part off the front of `rest`.
-        func part() -> String? {
-            guard let colon = rest.firstIndex(of: ":"), let length = Int(rest[..<colon]), length > 0 else { return nil }
-            let bytes = rest.utf8[rest.utf8.index(after: colon)...]
-            guard bytes.count >= length else { return nil }
-            let split = bytes.index(bytes.startIndex, offsetBy: length)
-            guard let text = String(bytes[..<split]) else { return nil }
-            rest = Substring(bytes[split...])
-            return text
-        }
-        if rest.first == "d" {
-            rest = rest.dropFirst()
-            guard let identity = part(), let pool = part(), let name = part(), let count = Int64(rest) else { return nil }
-            self.init(dataset: DatasetNotification(identityPoolId: pool, identityId: identity, datasetName: name, syncCount: count))
+        if encoded.first == "d" {
+            guard let (parts, rest) = CompositeKey.unpack(encoded.dropFirst(), count: 3), let count = Int64(rest) else { return nil }
+            self.init(dataset: DatasetNotification(identityPoolId: parts[1], identityId: parts[0], datasetName: parts[2], syncCount: count))
             return
         }
-        guard let identity = part(), !rest.isEmpty else { return nil }
-        self.init(identity: identity, table: String(rest))
+        guard let (parts, rest) = CompositeKey.unpack(Substring(encoded), count: 1), !rest.isEmpty else { return nil }
+        self.init(identity: parts[0], table: String(rest))
     }
 }
 
@@ -67,14 +55,14 @@ public protocol ChangeFeed: Sendable {
     func subscribe(identity: String) -> AsyncStream<ChangeNotice>
 }
 
-/// Delivers notices to the subscribers of this process.
-public final class LocalChangeFeed: ChangeFeed, @unchecked Sendable {
-    // @unchecked Sendable: `subscribers` is only touched while holding `lock`.
-    private let lock = NSLock()
-    private var subscribers: [String: [UUID: AsyncStream<ChangeNotice>.Continuation]] = [:]
+/// Delivers notices to the subscribers of this process, one topic per identity: a notice
+/// reaches only its identity's subscribers.
+public final class LocalChangeFeed: ChangeFeed, Sendable {
     /// How many notices a slow subscriber may have waiting before the oldest are dropped.
     /// A dropped notice loses nothing: notices only say "pull now", and a pull fetches every change.
     public static let bufferSize = 256
+
+    private let broadcaster = Broadcaster<String, ChangeNotice>(bufferingPolicy: .bufferingNewest(LocalChangeFeed.bufferSize))
 
     /// Creates a feed with no subscribers.
     public init() {}
@@ -83,36 +71,16 @@ public final class LocalChangeFeed: ChangeFeed, @unchecked Sendable {
     public func publish(_ notices: [ChangeNotice]) async { deliver(notices) }
 
     func deliver(_ notices: [ChangeNotice]) {
-        lock.lock()
-        let targets = notices.map { notice in (notice, subscribers[notice.identity].map { Array($0.values) } ?? []) }
-        lock.unlock()
-        for (notice, continuations) in targets {
-            for continuation in continuations { continuation.yield(notice) }
-        }
+        for notice in notices { broadcaster.publish(notice, to: notice.identity) }
     }
 
     /// Subscribes to `identity`'s notices.
     public func subscribe(identity: String) -> AsyncStream<ChangeNotice> {
-        let (stream, continuation) = AsyncStream.makeStream(of: ChangeNotice.self, bufferingPolicy: .bufferingNewest(Self.bufferSize))
-        let key = UUID()
-        lock.lock()
-        subscribers[identity, default: [:]][key] = continuation
-        lock.unlock()
-        continuation.onTermination = { [weak self] _ in
-            guard let self else { return }
-            self.lock.lock()
-            self.subscribers[identity]?[key] = nil
-            if self.subscribers[identity]?.isEmpty == true { self.subscribers[identity] = nil }
-            self.lock.unlock()
-        }
-        return stream
+        broadcaster.subscribe(to: identity)
     }
 
     /// How many subscriptions are open (for tests and health reports).
-    public var subscriptionCount: Int {
-        lock.lock(); defer { lock.unlock() }
-        return subscribers.values.reduce(0) { $0 + $1.count }
-    }
+    public var subscriptionCount: Int { broadcaster.subscriptionCount }
 }
 
 /// A feed shared by several server instances through a message channel: `publish` sends

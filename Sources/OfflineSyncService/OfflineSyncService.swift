@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import OfflineSync
 import OfflineSyncStoreKit
 
@@ -96,7 +97,7 @@ public final class OfflineSyncService: Sendable {
         defined.insert(table)
     }
 
-    static func rowId(owner: String, item: String) -> String { "\(owner.utf8.count):\(owner)/\(item)" }
+    static func rowId(owner: String, item: String) -> String { CompositeKey.slashed(owner, last: item) }
 
     static func publicRecord(_ row: Record) -> Record {
         var fields = row.fields
@@ -407,8 +408,7 @@ struct IdentityRemote: RemoteStore {
 /// predicate, with the table's sequence when it was counted. A paging client's next request
 /// starts at that cursor; if the table's sequence has not moved, the count after the new page
 /// is the old count minus the page's rows, so a long pull costs one count, not one per page.
-final class RemainingCounts: @unchecked Sendable {
-    // @unchecked Sendable: `entries` is only touched while holding `lock`.
+final class RemainingCounts: Sendable {
     struct Key: Hashable {
         var table: String
         var identity: String
@@ -420,30 +420,30 @@ final class RemainingCounts: @unchecked Sendable {
         var tableSequence: Int64
         var remaining: Int
     }
-    private let lock = NSLock()
-    private var entries: [Key: Entry] = [:]
+    private let entries = Mutex<[Key: Entry]>([:])
+    /// How many counts are kept; past it the cache starts over, which costs one recount per pull.
     static let capacity = 4096
 
     func remaining(_ key: Key, epoch: String, after: Int64, tableSequence: Int64) -> Int? {
-        lock.lock(); defer { lock.unlock() }
-        guard let entry = entries[key], entry.epoch == epoch, entry.after == after, entry.tableSequence == tableSequence else {
-            return nil
+        entries.withLock { entries in
+            guard let entry = entries[key], entry.epoch == epoch, entry.after == after, entry.tableSequence == tableSequence else {
+                return nil
+            }
+            return entry.remaining
         }
-        return entry.remaining
     }
 
     func store(_ key: Key, epoch: String, after: Int64, tableSequence: Int64, remaining: Int) {
-        lock.lock(); defer { lock.unlock() }
-        if entries.count >= Self.capacity, entries[key] == nil { entries.removeAll(keepingCapacity: true) }
-        entries[key] = Entry(epoch: epoch, after: after, tableSequence: tableSequence, remaining: remaining)
+        entries.withLock { entries in
+            if entries.count >= Self.capacity, entries[key] == nil { entries.removeAll(keepingCapacity: true) }
+            entries[key] = Entry(epoch: epoch, after: after, tableSequence: tableSequence, remaining: remaining)
+        }
     }
 }
 
 /// Tables already defined in the store, to skip redefinition on the hot path.
-final class DefinedTables: @unchecked Sendable {
-    // @unchecked Sendable: `names` is only touched while holding `lock`.
-    private let lock = NSLock()
-    private var names = Set<String>()
-    func contains(_ name: String) -> Bool { lock.lock(); defer { lock.unlock() }; return names.contains(name) }
-    func insert(_ name: String) { lock.lock(); defer { lock.unlock() }; names.insert(name) }
+final class DefinedTables: Sendable {
+    private let names = Mutex(Set<String>())
+    func contains(_ name: String) -> Bool { names.withLock { $0.contains(name) } }
+    func insert(_ name: String) { _ = names.withLock { $0.insert(name) } }
 }

@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import Synchronization
 import OfflineSync
 import OfflineSyncCommandSupport
 import OfflineSyncDatasets
@@ -37,15 +38,13 @@ struct DemoCommand: AsyncParsableCommand {
 }
 
 /// A switchable network between a client and the service: the demo pulls the plug on it.
-final class DemoNetwork: RemoteStore, @unchecked Sendable {
-    // @unchecked Sendable: `online` is only touched while holding `lock`.
-    private let lock = NSLock()
-    private var online = true
+final class DemoNetwork: RemoteStore, Sendable {
+    private let online = Mutex(true)
     let base: any RemoteStore
     init(_ base: any RemoteStore) { self.base = base }
-    func setOnline(_ value: Bool) { lock.withLock { online = value } }
+    func setOnline(_ value: Bool) { online.withLock { $0 = value } }
     private func check() throws {
-        if !lock.withLock({ online }) { throw SyncError(.transient, "no network (the demo unplugged it)") }
+        if !online.withLock({ $0 }) { throw SyncError(.transient, "no network (the demo unplugged it)") }
     }
     func push(_ operations: [PushOperation]) async throws -> [PushResult] {
         try check()

@@ -53,6 +53,8 @@ REGION = "us-east-1"
 SERVICE = "cognito-sync"
 
 POOL = "us-east-1:00000000-0000-0000-0000-000000000001"
+PUSH_POOL = "us-east-1:00000000-0000-0000-0000-000000000007"  # push sync configured (test 7)
+BULK_POOL = "us-east-1:00000000-0000-0000-0000-000000000010"  # streams configured (test 10)
 UNKNOWN_POOL = "us-east-1:99999999-0000-0000-0000-000000000009"
 ALICE = "us-east-1:aaaaaaaa-0000-0000-0000-000000000001"
 BOB = "us-east-1:bbbbbbbb-0000-0000-0000-000000000002"
@@ -281,6 +283,11 @@ class CognitoSyncTests(unittest.TestCase):
             raise AssertionError(f"the server exited with status {status} on SIGTERM "
                                  f"(expected 0); its output:\n{server.log()}")
 
+    def setUp(self):
+        # The pool the test works in. A test that configures its pool (push sync, streams)
+        # works in a pool of its own, so the tests pass in any order.
+        self.pool = POOL
+
     # ---- helpers
 
     def dataset(self, suffix=""):
@@ -313,7 +320,7 @@ class CognitoSyncTests(unittest.TestCase):
         self.assertEqual(response["ResponseMetadata"]["HTTPStatusCode"], 200)
 
     def session_token(self, client, identity, dataset):
-        response = client.list_records(IdentityPoolId=POOL, IdentityId=identity, DatasetName=dataset)
+        response = client.list_records(IdentityPoolId=self.pool, IdentityId=identity, DatasetName=dataset)
         token = response.get("SyncSessionToken")
         self.assertIsInstance(token, str)
         self.assertTrue(token)
@@ -322,14 +329,14 @@ class CognitoSyncTests(unittest.TestCase):
     def update(self, client, identity, dataset, patches):
         """One synchronize write: a fresh session token from ListRecords, then UpdateRecords."""
         token = self.session_token(client, identity, dataset)
-        return client.update_records(IdentityPoolId=POOL, IdentityId=identity, DatasetName=dataset,
+        return client.update_records(IdentityPoolId=self.pool, IdentityId=identity, DatasetName=dataset,
                                      SyncSessionToken=token, RecordPatches=patches)
 
     def records(self, client, identity, dataset, last_sync_count=0):
         """All records changed after `last_sync_count` (by key) and the last ListRecords page."""
         found, token, response = {}, None, None
         for _ in range(100):
-            arguments = dict(IdentityPoolId=POOL, IdentityId=identity, DatasetName=dataset,
+            arguments = dict(IdentityPoolId=self.pool, IdentityId=identity, DatasetName=dataset,
                              LastSyncCount=last_sync_count)
             if token:
                 arguments["NextToken"] = token
@@ -346,7 +353,7 @@ class CognitoSyncTests(unittest.TestCase):
         """Every page of ListDatasets; checks Count against each page."""
         pages, token = [], None
         for _ in range(100):
-            arguments = dict(IdentityPoolId=POOL, IdentityId=identity)
+            arguments = dict(IdentityPoolId=self.pool, IdentityId=identity)
             if max_results is not None:
                 arguments["MaxResults"] = max_results
             if token:
@@ -364,7 +371,7 @@ class CognitoSyncTests(unittest.TestCase):
         return [d["DatasetName"] for page in self.list_datasets(client, identity) for d in page]
 
     def describe(self, client, identity, dataset):
-        return client.describe_dataset(IdentityPoolId=POOL, IdentityId=identity,
+        return client.describe_dataset(IdentityPoolId=self.pool, IdentityId=identity,
                                        DatasetName=dataset)["Dataset"]
 
     # ---- 1. synchronize cycle
@@ -373,7 +380,7 @@ class CognitoSyncTests(unittest.TestCase):
         name = self.dataset()
         c = self.alice
 
-        first = c.list_records(IdentityPoolId=POOL, IdentityId=ALICE, DatasetName=name)
+        first = c.list_records(IdentityPoolId=self.pool, IdentityId=ALICE, DatasetName=name)
         self.assertEqual(first.get("Records", []), [])
         self.assertIs(first["DatasetExists"], False)
         self.assertEqual(first["DatasetSyncCount"], 0)
@@ -381,7 +388,7 @@ class CognitoSyncTests(unittest.TestCase):
         self.assertTrue(first["SyncSessionToken"])
 
         written = c.update_records(
-            IdentityPoolId=POOL, IdentityId=ALICE, DatasetName=name,
+            IdentityPoolId=self.pool, IdentityId=ALICE, DatasetName=name,
             SyncSessionToken=first["SyncSessionToken"],
             RecordPatches=[replace("k1", "v1", 0), replace("k2", "v2", 0)])
         self.assert_ok(written)
@@ -399,7 +406,7 @@ class CognitoSyncTests(unittest.TestCase):
         self.assertEqual(described["DataStorage"], len("k1v1k2v2".encode("utf-8")))
         self.assertIsInstance(described["LastModifiedDate"], datetime.datetime)
 
-        listed = c.list_records(IdentityPoolId=POOL, IdentityId=ALICE, DatasetName=name, LastSyncCount=0)
+        listed = c.list_records(IdentityPoolId=self.pool, IdentityId=ALICE, DatasetName=name, LastSyncCount=0)
         self.assertIs(listed["DatasetExists"], True)
         self.assertEqual(listed["DatasetSyncCount"], 1)
         self.assertEqual({r["Key"]: (r["Value"], r["SyncCount"]) for r in listed["Records"]},
@@ -407,11 +414,11 @@ class CognitoSyncTests(unittest.TestCase):
 
         second_token = self.session_token(c, ALICE, name)
         second = c.update_records(
-            IdentityPoolId=POOL, IdentityId=ALICE, DatasetName=name, SyncSessionToken=second_token,
+            IdentityPoolId=self.pool, IdentityId=ALICE, DatasetName=name, SyncSessionToken=second_token,
             RecordPatches=[remove("k1", 1), replace("k2", "v2b", 1)])
         self.assertEqual({r["Key"]: r["SyncCount"] for r in second["Records"]}, {"k1": 2, "k2": 2})
 
-        changed = c.list_records(IdentityPoolId=POOL, IdentityId=ALICE, DatasetName=name, LastSyncCount=1)
+        changed = c.list_records(IdentityPoolId=self.pool, IdentityId=ALICE, DatasetName=name, LastSyncCount=1)
         self.assertEqual(changed["DatasetSyncCount"], 2)
         self.assertIs(changed["DatasetExists"], True)
         records = {r["Key"]: r for r in changed["Records"]}
@@ -425,7 +432,7 @@ class CognitoSyncTests(unittest.TestCase):
         pages = self.list_datasets(c, ALICE)
         self.assertIn(name, [d["DatasetName"] for page in pages for d in page])
 
-        usage = c.describe_identity_usage(IdentityPoolId=POOL, IdentityId=ALICE)["IdentityUsage"]
+        usage = c.describe_identity_usage(IdentityPoolId=self.pool, IdentityId=ALICE)["IdentityUsage"]
         self.assertGreaterEqual(usage["DatasetCount"], 1)
         self.assertGreater(usage["DataStorage"], 0)
 
@@ -440,7 +447,7 @@ class CognitoSyncTests(unittest.TestCase):
 
         token = self.session_token(c, ALICE, name)
         with self.assert_error(c, "ResourceConflictException", 409):
-            c.update_records(IdentityPoolId=POOL, IdentityId=ALICE, DatasetName=name, SyncSessionToken=token,
+            c.update_records(IdentityPoolId=self.pool, IdentityId=ALICE, DatasetName=name, SyncSessionToken=token,
                              RecordPatches=[replace("k", "stale", 0), replace("j", "new", 0)])
 
         records, after = self.records(c, ALICE, name)
@@ -455,17 +462,17 @@ class CognitoSyncTests(unittest.TestCase):
     def test_03_sync_session_token_is_checked(self):
         name = self.dataset()
         with self.assert_error(self.alice, "InvalidParameterException", 400):
-            self.alice.update_records(IdentityPoolId=POOL, IdentityId=ALICE, DatasetName=name,
+            self.alice.update_records(IdentityPoolId=self.pool, IdentityId=ALICE, DatasetName=name,
                                       SyncSessionToken="made-up-token",
                                       RecordPatches=[replace("k", "v", 0)])
 
         bobs_token = self.session_token(self.bob, BOB, name)
         with self.assert_error(self.alice, "InvalidParameterException", 400):
-            self.alice.update_records(IdentityPoolId=POOL, IdentityId=ALICE, DatasetName=name,
+            self.alice.update_records(IdentityPoolId=self.pool, IdentityId=ALICE, DatasetName=name,
                                       SyncSessionToken=bobs_token,
                                       RecordPatches=[replace("k", "v", 0)])
 
-        listed = self.alice.list_records(IdentityPoolId=POOL, IdentityId=ALICE, DatasetName=name)
+        listed = self.alice.list_records(IdentityPoolId=self.pool, IdentityId=ALICE, DatasetName=name)
         self.assertIs(listed["DatasetExists"], False)
         self.assertEqual(listed.get("Records", []), [])
 
@@ -493,7 +500,7 @@ class CognitoSyncTests(unittest.TestCase):
             with self.subTest(label):
                 token = self.session_token(c, ALICE, name)
                 with self.assert_error(c, "LimitExceededException", 400):
-                    c.update_records(IdentityPoolId=POOL, IdentityId=ALICE, DatasetName=name,
+                    c.update_records(IdentityPoolId=self.pool, IdentityId=ALICE, DatasetName=name,
                                      SyncSessionToken=token, RecordPatches=patches)
                 assert_unchanged()
 
@@ -510,13 +517,13 @@ class CognitoSyncTests(unittest.TestCase):
 
         token = self.session_token(c, CAROL, "limit-20")
         with self.assert_error(c, "LimitExceededException", 400):
-            c.update_records(IdentityPoolId=POOL, IdentityId=CAROL, DatasetName="limit-20",
+            c.update_records(IdentityPoolId=self.pool, IdentityId=CAROL, DatasetName="limit-20",
                              SyncSessionToken=token, RecordPatches=[replace("k", "v", 0)])
         self.assertEqual(sorted(self.dataset_names(c, CAROL)), names)
-        listed = c.list_records(IdentityPoolId=POOL, IdentityId=CAROL, DatasetName="limit-20")
+        listed = c.list_records(IdentityPoolId=self.pool, IdentityId=CAROL, DatasetName="limit-20")
         self.assertIs(listed["DatasetExists"], False)
 
-        c.delete_dataset(IdentityPoolId=POOL, IdentityId=CAROL, DatasetName="limit-00")
+        c.delete_dataset(IdentityPoolId=self.pool, IdentityId=CAROL, DatasetName="limit-00")
         self.assert_ok(self.update(c, CAROL, "limit-20", [replace("k", "v", 0)]))
         self.assertEqual(sorted(self.dataset_names(c, CAROL)), names[1:] + ["limit-20"])
 
@@ -531,7 +538,7 @@ class CognitoSyncTests(unittest.TestCase):
 
         collected, token, pages = [], None, 0
         while True:
-            arguments = dict(IdentityPoolId=POOL, IdentityId=ALICE, DatasetName=name,
+            arguments = dict(IdentityPoolId=self.pool, IdentityId=ALICE, DatasetName=name,
                              LastSyncCount=0, MaxResults=10)
             if token:
                 arguments["NextToken"] = token
@@ -571,14 +578,14 @@ class CognitoSyncTests(unittest.TestCase):
         last_count = listed["DatasetSyncCount"]
         self.assertEqual(last_count, 2)
 
-        deleted = c.delete_dataset(IdentityPoolId=POOL, IdentityId=ALICE, DatasetName=name)
+        deleted = c.delete_dataset(IdentityPoolId=self.pool, IdentityId=ALICE, DatasetName=name)
         self.assert_ok(deleted)
         self.assertEqual(deleted["Dataset"]["DatasetName"], name)
 
         with self.assert_error(c, "ResourceNotFoundException", 404):
-            c.describe_dataset(IdentityPoolId=POOL, IdentityId=ALICE, DatasetName=name)
+            c.describe_dataset(IdentityPoolId=self.pool, IdentityId=ALICE, DatasetName=name)
 
-        after = c.list_records(IdentityPoolId=POOL, IdentityId=ALICE, DatasetName=name,
+        after = c.list_records(IdentityPoolId=self.pool, IdentityId=ALICE, DatasetName=name,
                                LastSyncCount=last_count)
         self.assertIs(after["DatasetExists"], False)
         self.assertIs(after["DatasetDeletedAfterRequestedSyncCount"], True)
@@ -586,11 +593,11 @@ class CognitoSyncTests(unittest.TestCase):
 
         next_second()
         with self.assert_error(c, "ResourceNotFoundException", 404):
-            c.delete_dataset(IdentityPoolId=POOL, IdentityId=ALICE, DatasetName=name)
+            c.delete_dataset(IdentityPoolId=self.pool, IdentityId=ALICE, DatasetName=name)
         self.assertNotIn(name, self.dataset_names(c, ALICE))
 
         token = self.session_token(c, ALICE, name)
-        rewritten = c.update_records(IdentityPoolId=POOL, IdentityId=ALICE, DatasetName=name,
+        rewritten = c.update_records(IdentityPoolId=self.pool, IdentityId=ALICE, DatasetName=name,
                                      SyncSessionToken=token, RecordPatches=[replace("k", "again", 0)])
         self.assertEqual([r["Key"] for r in rewritten["Records"]], ["k"])
         records, relisted = self.records(c, ALICE, name)
@@ -603,32 +610,33 @@ class CognitoSyncTests(unittest.TestCase):
     # ---- 7. devices and subscriptions
 
     def test_07_devices_and_subscriptions(self):
+        self.pool = PUSH_POOL
         name = self.dataset()
         with self.assert_error(self.alice, "InvalidConfigurationException", 400):
-            self.alice.register_device(IdentityPoolId=POOL, IdentityId=ALICE, Platform="GCM", Token="tok-1")
+            self.alice.register_device(IdentityPoolId=self.pool, IdentityId=ALICE, Platform="GCM", Token="tok-1")
 
-        configured = self.dev.set_identity_pool_configuration(IdentityPoolId=POOL, PushSync=PUSH_SYNC)
-        self.assertEqual(configured["IdentityPoolId"], POOL)
+        configured = self.dev.set_identity_pool_configuration(IdentityPoolId=self.pool, PushSync=PUSH_SYNC)
+        self.assertEqual(configured["IdentityPoolId"], self.pool)
         self.assertEqual(configured["PushSync"], PUSH_SYNC)
-        fetched = self.dev.get_identity_pool_configuration(IdentityPoolId=POOL)
-        self.assertEqual(fetched["IdentityPoolId"], POOL)
+        fetched = self.dev.get_identity_pool_configuration(IdentityPoolId=self.pool)
+        self.assertEqual(fetched["IdentityPoolId"], self.pool)
         self.assertEqual(fetched["PushSync"], PUSH_SYNC)
 
-        device = self.alice.register_device(IdentityPoolId=POOL, IdentityId=ALICE,
+        device = self.alice.register_device(IdentityPoolId=self.pool, IdentityId=ALICE,
                                             Platform="GCM", Token="tok-1")["DeviceId"]
         self.assertIsInstance(device, str)
         self.assertTrue(device)
-        again = self.alice.register_device(IdentityPoolId=POOL, IdentityId=ALICE,
+        again = self.alice.register_device(IdentityPoolId=self.pool, IdentityId=ALICE,
                                            Platform="GCM", Token="tok-1")["DeviceId"]
         self.assertEqual(again, device)
-        websocket = self.alice.register_device(IdentityPoolId=POOL, IdentityId=ALICE,
+        websocket = self.alice.register_device(IdentityPoolId=self.pool, IdentityId=ALICE,
                                                Platform="WEBSOCKET", Token="ws-tok-1")["DeviceId"]
         self.assertIsInstance(websocket, str)
         self.assertTrue(websocket)
         self.assertNotEqual(websocket, device)
 
         self.update(self.alice, ALICE, name, [replace("k", "v", 0)])
-        target = dict(IdentityPoolId=POOL, IdentityId=ALICE, DatasetName=name)
+        target = dict(IdentityPoolId=self.pool, IdentityId=ALICE, DatasetName=name)
         self.assert_ok(self.alice.subscribe_to_dataset(DeviceId=device, **target))
         self.assert_ok(self.alice.unsubscribe_from_dataset(DeviceId=device, **target))
         self.assert_ok(self.alice.subscribe_to_dataset(DeviceId=websocket, **target))
@@ -641,33 +649,33 @@ class CognitoSyncTests(unittest.TestCase):
         # ALICE's device is not BOB's, even on BOB's own dataset.
         self.update(self.bob, BOB, name, [replace("k", "v", 0)])
         with self.assert_error(self.bob, "ResourceNotFoundException", 404):
-            self.bob.subscribe_to_dataset(IdentityPoolId=POOL, IdentityId=BOB, DatasetName=name,
+            self.bob.subscribe_to_dataset(IdentityPoolId=self.pool, IdentityId=BOB, DatasetName=name,
                                           DeviceId=device)
 
     # ---- 8. Cognito events
 
     def test_08_cognito_events(self):
         events = {"SyncTrigger": SYNC_TRIGGER_ARN}
-        self.assert_ok(self.dev.set_cognito_events(IdentityPoolId=POOL, Events=events))
-        self.assertEqual(self.dev.get_cognito_events(IdentityPoolId=POOL)["Events"], events)
+        self.assert_ok(self.dev.set_cognito_events(IdentityPoolId=self.pool, Events=events))
+        self.assertEqual(self.dev.get_cognito_events(IdentityPoolId=self.pool)["Events"], events)
 
         with self.assert_error(self.dev, "InvalidParameterException", 400):
-            self.dev.set_cognito_events(IdentityPoolId=POOL, Events={
+            self.dev.set_cognito_events(IdentityPoolId=self.pool, Events={
                 "SyncTrigger": SYNC_TRIGGER_ARN,
                 "Other": "arn:aws:lambda:us-east-1:123456789012:function:g"})
-        self.assertEqual(self.dev.get_cognito_events(IdentityPoolId=POOL)["Events"], events)
+        self.assertEqual(self.dev.get_cognito_events(IdentityPoolId=self.pool)["Events"], events)
 
         with self.assert_error(self.alice, "NotAuthorizedException", 403):
-            self.alice.set_cognito_events(IdentityPoolId=POOL, Events=events)
+            self.alice.set_cognito_events(IdentityPoolId=self.pool, Events=events)
         with self.assert_error(self.alice, "NotAuthorizedException", 403):
-            self.alice.get_cognito_events(IdentityPoolId=POOL)
+            self.alice.get_cognito_events(IdentityPoolId=self.pool)
 
     # ---- 9. pool usage
 
     def test_09_identity_pool_usage(self):
         self.update(self.alice, ALICE, self.dataset(), [replace("k", "v", 0)])
 
-        usage = self.dev.describe_identity_pool_usage(IdentityPoolId=POOL)["IdentityPoolUsage"]
+        usage = self.dev.describe_identity_pool_usage(IdentityPoolId=self.pool)["IdentityPoolUsage"]
         self.assertEqual(usage["IdentityPoolId"], POOL)
         self.assertGreaterEqual(usage["SyncSessionsCount"], 1)
         self.assertGreater(usage["DataStorage"], 0)
@@ -682,25 +690,26 @@ class CognitoSyncTests(unittest.TestCase):
     # ---- 10. bulk publish
 
     def test_10_bulk_publish(self):
+        self.pool = BULK_POOL
         name = self.dataset()
         self.update(self.alice, ALICE, name, [replace("k", "v", 0), replace("gone", "soon", 0)])
         self.update(self.alice, ALICE, name, [remove("gone", 1)])
 
         with self.assert_error(self.dev, "InvalidParameterException", 400):
-            self.dev.bulk_publish(IdentityPoolId=POOL)
+            self.dev.bulk_publish(IdentityPoolId=self.pool)
 
         configured = self.dev.set_identity_pool_configuration(
-            IdentityPoolId=POOL, PushSync=PUSH_SYNC, CognitoStreams=COGNITO_STREAMS)
+            IdentityPoolId=self.pool, PushSync=PUSH_SYNC, CognitoStreams=COGNITO_STREAMS)
         self.assertEqual(configured["CognitoStreams"], COGNITO_STREAMS)
         self.assertEqual(configured["PushSync"], PUSH_SYNC)
-        self.assertEqual(self.dev.get_identity_pool_configuration(IdentityPoolId=POOL)["CognitoStreams"],
+        self.assertEqual(self.dev.get_identity_pool_configuration(IdentityPoolId=self.pool)["CognitoStreams"],
                          COGNITO_STREAMS)
 
-        self.assertEqual(self.dev.bulk_publish(IdentityPoolId=POOL)["IdentityPoolId"], POOL)
+        self.assertEqual(self.dev.bulk_publish(IdentityPoolId=self.pool)["IdentityPoolId"], self.pool)
 
         deadline = time.monotonic() + 10
         while True:
-            details = self.dev.get_bulk_publish_details(IdentityPoolId=POOL)
+            details = self.dev.get_bulk_publish_details(IdentityPoolId=self.pool)
             status = details.get("BulkPublishStatus")
             if status in ("SUCCEEDED", "FAILED") or time.monotonic() > deadline:
                 break
@@ -721,7 +730,7 @@ class CognitoSyncTests(unittest.TestCase):
             self.assertIsInstance(entry, dict, line)
             for field in ("identityPoolId", "identityId", "datasetName", "key", "syncCount"):
                 self.assertIn(field, entry, line)
-            self.assertEqual(entry["identityPoolId"], POOL, line)
+            self.assertEqual(entry["identityPoolId"], self.pool, line)
             published.append(entry)
         mine = [e for e in published if e["identityId"] == ALICE and e["datasetName"] == name]
         live = [e for e in mine if e["key"] == "k"]
@@ -734,7 +743,7 @@ class CognitoSyncTests(unittest.TestCase):
 
         next_second()
         with self.assert_error(self.dev, "AlreadyStreamedException", 400):
-            self.dev.bulk_publish(IdentityPoolId=POOL)
+            self.dev.bulk_publish(IdentityPoolId=self.pool)
 
     # ---- 11. authorization and signatures
 
@@ -743,7 +752,7 @@ class CognitoSyncTests(unittest.TestCase):
         alice, bob = self.alice, self.bob
         self.update(bob, BOB, name, [replace("k", "bob", 0)])
         bobs_token = self.session_token(bob, BOB, name)
-        on_bob = dict(IdentityPoolId=POOL, IdentityId=BOB)
+        on_bob = dict(IdentityPoolId=self.pool, IdentityId=BOB)
         attempts = {
             "ListDatasets": lambda: alice.list_datasets(**on_bob),
             "ListRecords": lambda: alice.list_records(DatasetName=name, **on_bob),
@@ -762,15 +771,15 @@ class CognitoSyncTests(unittest.TestCase):
         self.assertEqual({k: (r["Value"], r["SyncCount"]) for k, r in records.items()}, {"k": ("bob", 1)})
 
         pool_operations = {
-            "DescribeIdentityPoolUsage": lambda c: c.describe_identity_pool_usage(IdentityPoolId=POOL),
+            "DescribeIdentityPoolUsage": lambda c: c.describe_identity_pool_usage(IdentityPoolId=self.pool),
             "ListIdentityPoolUsage": lambda c: c.list_identity_pool_usage(),
-            "GetIdentityPoolConfiguration": lambda c: c.get_identity_pool_configuration(IdentityPoolId=POOL),
-            "SetIdentityPoolConfiguration": lambda c: c.set_identity_pool_configuration(IdentityPoolId=POOL),
-            "GetCognitoEvents": lambda c: c.get_cognito_events(IdentityPoolId=POOL),
+            "GetIdentityPoolConfiguration": lambda c: c.get_identity_pool_configuration(IdentityPoolId=self.pool),
+            "SetIdentityPoolConfiguration": lambda c: c.set_identity_pool_configuration(IdentityPoolId=self.pool),
+            "GetCognitoEvents": lambda c: c.get_cognito_events(IdentityPoolId=self.pool),
             "SetCognitoEvents": lambda c: c.set_cognito_events(
-                IdentityPoolId=POOL, Events={"SyncTrigger": SYNC_TRIGGER_ARN}),
-            "BulkPublish": lambda c: c.bulk_publish(IdentityPoolId=POOL),
-            "GetBulkPublishDetails": lambda c: c.get_bulk_publish_details(IdentityPoolId=POOL),
+                IdentityPoolId=self.pool, Events={"SyncTrigger": SYNC_TRIGGER_ARN}),
+            "BulkPublish": lambda c: c.bulk_publish(IdentityPoolId=self.pool),
+            "GetBulkPublishDetails": lambda c: c.get_bulk_publish_details(IdentityPoolId=self.pool),
         }
         for operation, attempt in pool_operations.items():
             for label, client in (("ALICE", alice), ("BOB", bob)):
@@ -784,7 +793,7 @@ class CognitoSyncTests(unittest.TestCase):
             with self.subTest(label):
                 client = make_client(self.url, key)
                 with self.assert_error(client, "NotAuthorizedException", 403):
-                    client.list_datasets(IdentityPoolId=POOL, IdentityId=ALICE)
+                    client.list_datasets(IdentityPoolId=self.pool, IdentityId=ALICE)
 
         list_url = self.url + datasets_path(ALICE)
 
@@ -814,7 +823,7 @@ class CognitoSyncTests(unittest.TestCase):
         update_url = self.url + datasets_path(ALICE) + "/" + quoted(tampered_name)
         update_request = sign("POST", update_url, body=signed_body)
         self.assert_raw_not_authorized(*send_signed(update_request, body=forged_body))
-        listed = alice.list_records(IdentityPoolId=POOL, IdentityId=ALICE, DatasetName=tampered_name)
+        listed = alice.list_records(IdentityPoolId=self.pool, IdentityId=ALICE, DatasetName=tampered_name)
         self.assertIs(listed["DatasetExists"], False)
         self.assertEqual(listed.get("Records", []), [])
 
@@ -853,6 +862,16 @@ class CognitoSyncTests(unittest.TestCase):
         # The developer key reaches both identities.
         self.assertIn(alice_only, self.dataset_names(self.dev, ALICE))
         self.assertNotIn(alice_only, self.dataset_names(self.dev, BOB))
+
+
+def load_tests(loader, standard_tests, pattern):
+    """Runs the tests in reverse order when OFFLINE_SYNC_TEST_ORDER=reverse (`make cognito-test`
+    runs both orders: no test may depend on another having run first)."""
+    if os.environ.get("OFFLINE_SYNC_TEST_ORDER") != "reverse":
+        return standard_tests
+    reverse = unittest.TestLoader()
+    reverse.sortTestMethodsUsing = lambda a, b: (a < b) - (a > b)
+    return reverse.loadTestsFromTestCase(CognitoSyncTests)
 
 
 if __name__ == "__main__":

@@ -2,6 +2,7 @@ import Crypto
 import Foundation
 import OfflineSync
 import OfflineSyncEncryptedFile
+import OfflineSyncTestSupport
 
 /// Keys and derivations shared by the tests.
 enum TestKeys {
@@ -15,25 +16,16 @@ enum TestKeys {
     static let cheapPBKDF2 = EncryptedFileStore.KeyDerivation.pbkdf2SHA256(iterations: 10)
 }
 
-/// A temporary directory, removed by `cleanUp()`.
+/// A test's temporary directory, with the store file's conventional path in it.
 struct TempDirectory {
     let url: URL
 
-    init() throws {
-        url = FileManager.default.temporaryDirectory.appendingPathComponent("offline-sync-enc-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
-    }
-
     func file(_ name: String = "store.osync") -> String { url.appendingPathComponent(name).path }
-
-    func cleanUp() { try? FileManager.default.removeItem(at: url) }
 }
 
 /// Runs `body` with a fresh temporary directory, removing it afterwards even on failure.
 func withTempDirectory<T>(_ body: (TempDirectory) async throws -> T) async throws -> T {
-    let directory = try TempDirectory()
-    defer { directory.cleanUp() }
-    return try await body(directory)
+    try await withTemporaryDirectory { try await body(TempDirectory(url: $0)) }
 }
 
 /// The bytes of a file.

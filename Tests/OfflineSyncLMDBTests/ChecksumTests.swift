@@ -3,6 +3,7 @@ import Foundation
 import OfflineSync
 @testable import OfflineSyncLMDB
 import OfflineSyncStoreKit
+import OfflineSyncTestSupport
 import Testing
 
 /// Every record carries the CRC-32C of its encoding and every index entry is checked against

@@ -2,6 +2,7 @@ import Dispatch
 import Foundation
 import OfflineSync
 import OfflineSyncLMDB
+import OfflineSyncTestSupport
 import Testing
 
 /// Reader slots are given back, reads run beside a write, and writes are serialized.

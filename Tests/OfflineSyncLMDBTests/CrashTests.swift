@@ -1,6 +1,7 @@
 import Foundation
 import OfflineSync
 import OfflineSyncLMDB
+import OfflineSyncTestSupport
 import Testing
 
 #if os(Linux)

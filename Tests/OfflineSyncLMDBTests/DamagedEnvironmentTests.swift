@@ -1,6 +1,7 @@
 import Foundation
 import OfflineSync
 import OfflineSyncLMDB
+import OfflineSyncTestSupport
 import Testing
 
 /// Directories that are not OfflineSync LMDB stores open with a typed error and are left

@@ -3,6 +3,7 @@ import OfflineSync
 import OfflineSyncConformance
 import OfflineSyncLMDB
 import OfflineSyncStoreKit
+import OfflineSyncTestSupport
 import Testing
 
 /// The index plans (equality on an index prefix, walking an index in order, first records by

@@ -1,6 +1,7 @@
 import Foundation
 import OfflineSync
 import OfflineSyncLMDB
+import OfflineSyncTestSupport
 import Testing
 
 /// The map grows by itself when writes fill it, without losing a transaction.

@@ -1,6 +1,7 @@
 import Foundation
 import OfflineSync
 import OfflineSyncLMDB
+import OfflineSyncTestSupport
 import Testing
 
 @Suite("The lmdb scheme of StoreRegistry")

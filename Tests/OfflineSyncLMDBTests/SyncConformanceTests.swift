@@ -16,13 +16,8 @@ let lmdbBackend: @Sendable (URL) async throws -> ConformanceBackend = { director
 struct LMDBServiceConformanceTests {
     let suite = RemoteStoreConformance(makeBackend: lmdbBackend)
 
-    @Test func pushOutcomes() async throws { try await suite.pushOutcomes() }
-    @Test func conflicts() async throws { try await suite.conflicts() }
-    @Test func idempotentReplay() async throws { try await suite.idempotentReplay() }
-    @Test func cursorPulls() async throws { try await suite.cursorPulls() }
-    @Test func concurrentWriters() async throws { try await suite.concurrentWriters() }
-    @Test func tombstones() async throws { try await suite.tombstones() }
-    @Test func identityIsolation() async throws { try await suite.identityIsolation() }
+    @Test(arguments: RemoteStoreConformance.Group.allCases)
+    func group(_ group: RemoteStoreConformance.Group) async throws { try await suite.check(group) }
 }
 
 @Suite("Conformance: sync scenarios, LMDB clients, service over LMDB")
@@ -31,10 +26,6 @@ struct LMDBScenarioTests {
         makeLocal: { try await LMDBStore(directory: $0.appendingPathComponent("client-env")) },
         makeBackend: lmdbBackend)
 
-    @Test func offlineEdits() async throws { try await suite.offlineEdits() }
-    @Test func collapse() async throws { try await suite.collapse() }
-    @Test func conflictPolicies() async throws { try await suite.conflictPolicies() }
-    @Test func purge() async throws { try await suite.purge() }
-    @Test func incrementalPull() async throws { try await suite.incrementalPull() }
-    @Test func implicitPush() async throws { try await suite.implicitPush() }
+    @Test(arguments: SyncScenarioConformance.Group.allCases)
+    func group(_ group: SyncScenarioConformance.Group) async throws { try await suite.check(group) }
 }

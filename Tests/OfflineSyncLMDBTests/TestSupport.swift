@@ -2,40 +2,12 @@ import COfflineSyncLMDB
 import Foundation
 import OfflineSync
 import OfflineSyncLMDB
-
-/// Runs `body` with a fresh temporary directory that is removed afterwards, even on failure.
-func withTemporaryDirectory<T>(_ body: (URL) async throws -> T) async throws -> T {
-    let url = FileManager.default.temporaryDirectory
-        .appendingPathComponent("OfflineSyncLMDBTests-\(UUID().uuidString)", isDirectory: true)
-    try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
-    defer { try? FileManager.default.removeItem(at: url) }
-    return try await body(url)
-}
+import OfflineSyncTestSupport
 
 /// Opens a store in `directory`, runs `body`, and closes the store, even when `body` throws.
 func withStore<T>(in directory: URL, options: LMDBStore.Options = .init(),
                   _ body: (LMDBStore) async throws -> T) async throws -> T {
-    let store = try await LMDBStore(directory: directory, options: options)
-    do {
-        let result = try await body(store)
-        try await store.close()
-        return result
-    } catch {
-        try? await store.close()
-        throw error
-    }
-}
-
-/// The ``SyncError`` `body` throws, or `nil` when it succeeds or throws something else.
-func syncError(_ body: () async throws -> Void) async -> SyncError? {
-    do {
-        try await body()
-        return nil
-    } catch let error as SyncError {
-        return error
-    } catch {
-        return nil
-    }
+    try await withClosing(try await LMDBStore(directory: directory, options: options), body)
 }
 
 /// A 64-bit FNV-1a digest of every regular file under `directory`, by relative path.
@@ -91,12 +63,4 @@ final class RawEnvironment {
     private func check(_ rc: Int32) throws {
         guard rc == MDB_SUCCESS else { throw SyncError(.storageFailure, "raw LMDB: \(String(cString: mdb_strerror(rc)))") }
     }
-}
-
-/// A reference-type box, so a test can smuggle a value out of a `@Sendable` closure.
-final class Box<T>: @unchecked Sendable {
-    // @unchecked Sendable: tests only write it inside a store closure and read it after that
-    // closure's `await` returned, which orders the accesses.
-    var value: T
-    init(_ value: T) { self.value = value }
 }

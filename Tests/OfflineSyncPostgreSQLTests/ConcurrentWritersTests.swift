@@ -2,6 +2,7 @@ import Foundation
 import OfflineSync
 import OfflineSyncPostgreSQL
 import OfflineSyncService
+import OfflineSyncTestSupport
 import Testing
 
 /// Two service instances, each over its own PostgreSQLStore (its own pool) on one schema —
@@ -37,12 +38,10 @@ struct ConcurrentWritersTests {
     }
 
     /// Every applied change, in the order the pushes returned.
-    final class Ledger: @unchecked Sendable {
-        // @unchecked Sendable: `changes` is only touched while holding `lock`.
-        private let lock = NSLock()
-        private var stored: [Change] = []
-        func add(_ change: Change) { lock.withLock { stored.append(change) } }
-        var changes: [Change] { lock.withLock { stored } }
+    final class Ledger: Sendable {
+        private let stored = Box<[Change]>([])
+        func add(_ change: Change) { stored.withLock { $0.append(change) } }
+        var changes: [Change] { stored.value }
     }
 
     /// The sequence number in a service cursor (`epoch:sequence`).

@@ -37,13 +37,11 @@ let postgresBackend: @Sendable (URL) async throws -> ConformanceBackend = { dire
 struct PostgreSQLServiceConformanceTests {
     let suite = RemoteStoreConformance(makeBackend: postgresBackend)
 
-    @Test func pushOutcomes() async throws { guard TestServer.require() != nil else { return }; try await suite.pushOutcomes() }
-    @Test func conflicts() async throws { guard TestServer.require() != nil else { return }; try await suite.conflicts() }
-    @Test func idempotentReplay() async throws { guard TestServer.require() != nil else { return }; try await suite.idempotentReplay() }
-    @Test func cursorPulls() async throws { guard TestServer.require() != nil else { return }; try await suite.cursorPulls() }
-    @Test func concurrentWriters() async throws { guard TestServer.require() != nil else { return }; try await suite.concurrentWriters() }
-    @Test func tombstones() async throws { guard TestServer.require() != nil else { return }; try await suite.tombstones() }
-    @Test func identityIsolation() async throws { guard TestServer.require() != nil else { return }; try await suite.identityIsolation() }
+    @Test(arguments: RemoteStoreConformance.Group.allCases)
+    func group(_ group: RemoteStoreConformance.Group) async throws {
+        guard TestServer.require() != nil else { return }
+        try await suite.check(group)
+    }
 }
 
 @Suite("Conformance: sync scenarios, PostgreSQL clients, service over PostgreSQL", .enabled(if: TestServer.shouldRun, TestServer.skipMessage))
@@ -52,12 +50,11 @@ struct PostgreSQLScenarioTests {
         makeLocal: { try await makeStore($0.appendingPathComponent("client")) },
         makeBackend: postgresBackend)
 
-    @Test func offlineEdits() async throws { guard TestServer.require() != nil else { return }; try await suite.offlineEdits() }
-    @Test func collapse() async throws { guard TestServer.require() != nil else { return }; try await suite.collapse() }
-    @Test func conflictPolicies() async throws { guard TestServer.require() != nil else { return }; try await suite.conflictPolicies() }
-    @Test func purge() async throws { guard TestServer.require() != nil else { return }; try await suite.purge() }
-    @Test func incrementalPull() async throws { guard TestServer.require() != nil else { return }; try await suite.incrementalPull() }
-    @Test func implicitPush() async throws { guard TestServer.require() != nil else { return }; try await suite.implicitPush() }
+    @Test(arguments: SyncScenarioConformance.Group.allCases)
+    func group(_ group: SyncScenarioConformance.Group) async throws {
+        guard TestServer.require() != nil else { return }
+        try await suite.check(group)
+    }
 }
 
 /// Two service instances over two store objects on one PostgreSQL schema — as several
@@ -75,8 +72,9 @@ let sharedPostgresBackend: @Sendable (URL) async throws -> ConformanceBackend = 
 struct PostgreSQLSharedServiceTests {
     let suite = RemoteStoreConformance(makeBackend: sharedPostgresBackend)
 
-    @Test func concurrentWriters() async throws { guard TestServer.require() != nil else { return }; try await suite.concurrentWriters() }
-    @Test func pushOutcomes() async throws { guard TestServer.require() != nil else { return }; try await suite.pushOutcomes() }
-    @Test func idempotentReplay() async throws { guard TestServer.require() != nil else { return }; try await suite.idempotentReplay() }
-    @Test func cursorPulls() async throws { guard TestServer.require() != nil else { return }; try await suite.cursorPulls() }
+    @Test(arguments: [.concurrentWriters, .pushOutcomes, .idempotentReplay, .cursorPulls] as [RemoteStoreConformance.Group])
+    func group(_ group: RemoteStoreConformance.Group) async throws {
+        guard TestServer.require() != nil else { return }
+        try await suite.check(group)
+    }
 }

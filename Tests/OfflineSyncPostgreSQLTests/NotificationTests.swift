@@ -3,23 +3,25 @@ import Foundation
 import OfflineSync
 @testable import OfflineSyncPostgreSQL
 import OfflineSyncStoreKit
+import OfflineSyncTestSupport
 import Testing
 
 /// What a listening task received, with arrival times.
-final class Inbox: @unchecked Sendable {
-    // @unchecked Sendable: every property is only touched while holding `lock`.
-    private let lock = NSLock()
-    private var received: [(payload: String, at: ContinuousClock.Instant)] = []
-    private var failure: (any Error)?
-    private var done = false
+final class Inbox: Sendable {
+    private struct State {
+        var received: [(payload: String, at: ContinuousClock.Instant)] = []
+        var failure: (any Error)?
+        var done = false
+    }
+    private let state = Box(State())
 
-    var payloads: [String] { lock.withLock { received.map(\.payload) } }
-    var arrivals: [ContinuousClock.Instant] { lock.withLock { received.map(\.at) } }
-    var error: (any Error)? { lock.withLock { failure } }
-    var ended: Bool { lock.withLock { done } }
+    var payloads: [String] { state.value.received.map(\.payload) }
+    var arrivals: [ContinuousClock.Instant] { state.value.received.map(\.at) }
+    var error: (any Error)? { state.value.failure }
+    var ended: Bool { state.value.done }
 
-    func add(_ payload: String) { lock.withLock { received.append((payload, .now)) } }
-    func end(_ error: (any Error)?) { lock.withLock { failure = error; done = true } }
+    func add(_ payload: String) { state.withLock { $0.received.append((payload, .now)) } }
+    func end(_ error: (any Error)?) { state.withLock { $0.failure = error; $0.done = true } }
 
     /// Iterates `notifications` in a task of its own until it ends; cancel the task to stop.
     static func collecting(_ notifications: PostgreSQLNotifications) -> (Inbox, Task<Void, Never>) {
@@ -36,27 +38,6 @@ final class Inbox: @unchecked Sendable {
     }
 }
 
-/// A value set from a transaction body and read by the test.
-final class Box<T: Sendable>: @unchecked Sendable {
-    // @unchecked Sendable: `value` is only touched while holding `lock`.
-    private let lock = NSLock()
-    private var stored: T
-    init(_ value: T) { stored = value }
-    var value: T {
-        get { lock.withLock { stored } }
-        set { lock.withLock { stored = newValue } }
-    }
-}
-
-/// Polls `condition` every 10 ms until it holds or `timeout` passes; returns whether it held.
-func eventually(timeout: Duration = .seconds(5), _ condition: () async throws -> Bool) async rethrows -> Bool {
-    let deadline = ContinuousClock.now + timeout
-    while ContinuousClock.now < deadline {
-        if try await condition() { return true }
-        try? await Task.sleep(for: .milliseconds(10))
-    }
-    return try await condition()
-}
 
 @Suite("PostgreSQLStore: LISTEN/NOTIFY across store instances", .enabled(if: TestServer.shouldRun, TestServer.skipMessage))
 struct NotificationTests {

@@ -1,15 +1,14 @@
 import Foundation
 import OfflineSync
 @testable import OfflineSyncPostgreSQL
+import OfflineSyncTestSupport
 import Testing
 
 /// Counts attempts across re-runs of a write body.
-final class Counter: @unchecked Sendable {
-    // @unchecked Sendable: `value` is only touched while holding `lock`.
-    private let lock = NSLock()
-    private var value = 0
-    func next() -> Int { lock.withLock { value += 1; return value } }
-    var current: Int { lock.withLock { value } }
+final class Counter: Sendable {
+    private let value = Box(0)
+    func next() -> Int { value.withLock { $0 += 1; return $0 } }
+    var current: Int { value.value }
 }
 
 @Suite("PostgreSQLStore: errors, killed connections, concurrency, registry",

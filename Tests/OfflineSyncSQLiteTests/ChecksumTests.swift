@@ -1,6 +1,7 @@
 import Foundation
 import OfflineSync
 @testable import OfflineSyncSQLite
+import OfflineSyncTestSupport
 import Testing
 
 /// Every row carries the CRC-32C of its columns: a byte changed on disk (or by another

@@ -1,6 +1,8 @@
 import Foundation
 import OfflineSync
+import OfflineSyncConformance
 import OfflineSyncSQLite
+import OfflineSyncTestSupport
 import Testing
 
 /// Damaged, foreign and non-SQLite files open with a typed error and are left byte for byte as
@@ -68,7 +70,7 @@ struct CorruptFileTests {
         try await withTemporaryDirectory { directory in
             let path = directory.appendingPathComponent("g.sqlite").path
             let original = try await Self.makeStoreFile(at: path)
-            var rng = SplitMix(seed: 7)
+            var rng = SplitMix64(seed: 7)
 
             var header = original
             for i in 0..<100 { header[i] = UInt8(truncatingIfNeeded: rng.next()) }

@@ -2,6 +2,7 @@ import Foundation
 import OfflineSync
 import OfflineSyncDatasets
 import OfflineSyncSQLite
+import OfflineSyncTestSupport
 import Testing
 
 @Suite("Datasets in a SQLite file")

@@ -1,6 +1,7 @@
 import Foundation
 import OfflineSync
 import OfflineSyncSQLite
+import OfflineSyncTestSupport
 import Testing
 
 @Suite("SQLiteStore names")

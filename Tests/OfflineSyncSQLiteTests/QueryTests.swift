@@ -1,7 +1,9 @@
 import Foundation
 import OfflineSync
+import OfflineSyncConformance
 import OfflineSyncSQLite
 import OfflineSyncStoreKit
+import OfflineSyncTestSupport
 import Testing
 
 /// Differential tests: every query's result must equal ``QueryEvaluator`` on the same records.
@@ -35,7 +37,7 @@ struct QueryTests {
                                  .date(Timestamp(millisecondsSince1970: 5)), [1], ["k": 1], .int(.max), 9.3e18]
 
     static func records() -> [Record] {
-        var rng = SplitMix(seed: 0x5EED)
+        var rng = SplitMix64(seed: 0x5EED)
         let versions: [String?] = [nil, "v1", "v2", "V1", "é", ""]
         let stamps: [Timestamp?] = [nil, Timestamp(millisecondsSince1970: 10), Timestamp(millisecondsSince1970: 20),
                                     Timestamp(millisecondsSince1970: -5)]

@@ -2,6 +2,7 @@ import Foundation
 import OfflineSync
 import OfflineSyncSQLite
 import OfflineSyncStoreKit
+import OfflineSyncTestSupport
 import Testing
 
 @Suite("SQLiteStore round trips")

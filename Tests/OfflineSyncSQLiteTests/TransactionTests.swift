@@ -2,6 +2,7 @@ import Dispatch
 import Foundation
 import OfflineSync
 import OfflineSyncSQLite
+import OfflineSyncTestSupport
 import Testing
 
 struct AppError: Error, Equatable {}
@@ -61,8 +62,8 @@ struct TransactionTests {
         try await withTemporaryDirectory { directory in
             try await withStore(at: directory.appendingPathComponent("e.sqlite").path) { store in
                 try await store.defineTable(Self.counter)
-                let escapedWrite = Box<(any LocalWriteTransaction)?>(nil)
-                let escapedRead = Box<(any LocalReadTransaction)?>(nil)
+                let escapedWrite = UncheckedBox<(any LocalWriteTransaction)?>(nil)
+                let escapedRead = UncheckedBox<(any LocalReadTransaction)?>(nil)
                 try await store.write { transaction in
                     escapedWrite.value = transaction
                     _ = try transaction.schema(of: "counter")

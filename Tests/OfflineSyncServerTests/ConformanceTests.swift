@@ -16,13 +16,8 @@ let httpBackend: @Sendable (URL) async throws -> ConformanceBackend = { director
 struct HTTPRemoteConformanceTests {
     let suite = RemoteStoreConformance(makeBackend: httpBackend)
 
-    @Test func pushOutcomes() async throws { try await suite.pushOutcomes() }
-    @Test func conflicts() async throws { try await suite.conflicts() }
-    @Test func idempotentReplay() async throws { try await suite.idempotentReplay() }
-    @Test func cursorPulls() async throws { try await suite.cursorPulls() }
-    @Test func concurrentWriters() async throws { try await suite.concurrentWriters() }
-    @Test func tombstones() async throws { try await suite.tombstones() }
-    @Test func identityIsolation() async throws { try await suite.identityIsolation() }
+    @Test(arguments: RemoteStoreConformance.Group.allCases)
+    func group(_ group: RemoteStoreConformance.Group) async throws { try await suite.check(group) }
 }
 
 @Suite("Conformance: sync scenarios, SQLite clients over HTTP")
@@ -31,10 +26,6 @@ struct HTTPScenarioTests {
         makeLocal: { try await SQLiteStore(path: $0.appendingPathComponent("client.sqlite").path) },
         makeBackend: httpBackend)
 
-    @Test func offlineEdits() async throws { try await suite.offlineEdits() }
-    @Test func collapse() async throws { try await suite.collapse() }
-    @Test func conflictPolicies() async throws { try await suite.conflictPolicies() }
-    @Test func purge() async throws { try await suite.purge() }
-    @Test func incrementalPull() async throws { try await suite.incrementalPull() }
-    @Test func implicitPush() async throws { try await suite.implicitPush() }
+    @Test(arguments: SyncScenarioConformance.Group.allCases)
+    func group(_ group: SyncScenarioConformance.Group) async throws { try await suite.check(group) }
 }

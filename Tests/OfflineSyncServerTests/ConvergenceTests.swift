@@ -5,6 +5,7 @@ import OfflineSyncDatasets
 import OfflineSyncHTTP
 import OfflineSyncSQLite
 import OfflineSyncServer
+import OfflineSyncTestSupport
 import Synchronization
 import Testing
 

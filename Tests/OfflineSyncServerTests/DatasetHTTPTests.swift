@@ -5,6 +5,7 @@ import OfflineSyncHTTP
 import OfflineSyncSQLite
 import OfflineSyncServer
 import OfflineSyncService
+import OfflineSyncTestSupport
 import Testing
 
 /// Collects what a dataset's callbacks heard.
@@ -14,9 +15,14 @@ actor Heard {
 
     /// Waits up to `timeout` until `entry` was heard.
     func waitFor(_ entry: String, timeout: Duration = .seconds(20)) async -> Bool {
+        await waitUntil(timeout: timeout) { $0.contains(entry) }
+    }
+
+    /// Waits up to `timeout` until `condition` holds for what was heard.
+    func waitUntil(timeout: Duration = .seconds(20), _ condition: ([String]) -> Bool) async -> Bool {
         let deadline = ContinuousClock.now + timeout
         while ContinuousClock.now < deadline {
-            if entries.contains(entry) { return true }
+            if condition(entries) { return true }
             try? await Task.sleep(for: .milliseconds(20))
         }
         return false
@@ -196,19 +202,38 @@ struct DatasetHTTPTests {
             try await mirror.synchronize()
             let echo = try await mirror.lastSyncCount()
             #expect(await heard.waitFor("notified shared \(echo)"))
-            try await Task.sleep(for: .milliseconds(300))
-            #expect(await heard.entries.filter { $0.hasPrefix("synchronized") }.count == 1, "the echo caused no synchronize")
+            // The phone's next change is the signal: the tablet handles notices one at a time,
+            // so once it has synchronized that change, the echo's handling is over.
+            try await shared.put("greeting", "hello again")
+            try await shared.synchronize()
+            let next = try await shared.lastSyncCount()
+            func synchronizations(_ entries: [String]) -> Int { entries.filter { $0.hasPrefix("synchronized") }.count }
+            #expect(await heard.waitFor("notified shared \(next)"))
+            #expect(await heard.waitUntil { synchronizations($0) >= 2 })
+            #expect(synchronizations(await heard.entries) == 2, "the echo caused no synchronize")
 
-            // Bob's device never heard alice's dataset, though his own has the same name.
-            let aliceNotice = RemoteChangeEvent.dataset(DatasetNotification(
-                identityPoolId: Self.pool, identityId: Self.alice, datasetName: "shared", syncCount: count))
-            #expect(await bobEvents.waitFor(aliceNotice, timeout: .milliseconds(300)) == false)
-            // An unsubscribed device hears nothing more.
+            // Bob's device never heard alice's dataset, though his own has the same name: his own
+            // change's notice comes after every notice published before it, and alice's is not among them.
+            try await bobShared.put("mine", "bob again")
+            try await bobShared.synchronize()
+            let bobNotice = RemoteChangeEvent.dataset(DatasetNotification(
+                identityPoolId: Self.pool, identityId: Self.bob, datasetName: "shared", syncCount: try await bobShared.lastSyncCount()))
+            let beforeBob = try #require(await bobEvents.consume(through: bobNotice))
+            #expect(!beforeBob.contains { event in
+                if case .dataset(let notice) = event { return notice.identityId == Self.alice }
+                return false
+            }, "\(beforeBob)")
+            // An unsubscribed device hears nothing more: subscribed again, it hears the next
+            // change, and the one made while it was unsubscribed never came before it.
             try await tablet.datasets.unsubscribe("shared")
             try await shared.put("greeting", "hola")
             try await shared.synchronize()
             let later = try await shared.lastSyncCount()
-            try await Task.sleep(for: .milliseconds(300))
+            try await tablet.datasets.subscribe("shared")
+            try await shared.put("greeting", "ciao")
+            try await shared.synchronize()
+            let resubscribed = try await shared.lastSyncCount()
+            #expect(await heard.waitFor("notified shared \(resubscribed)"))
             #expect(await heard.entries.contains("notified shared \(later)") == false)
 
             pushTask.cancel()

@@ -2,6 +2,7 @@ import Foundation
 import OfflineSync
 import OfflineSyncHTTP
 import OfflineSyncServer
+import OfflineSyncTestSupport
 import OfflineSyncWire
 import Testing
 #if canImport(Glibc)

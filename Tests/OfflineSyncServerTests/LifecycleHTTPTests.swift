@@ -3,6 +3,7 @@ import OfflineSync
 import OfflineSyncHTTP
 import OfflineSyncServer
 import OfflineSyncSQLite
+import OfflineSyncTestSupport
 import Testing
 
 @Suite("Lifecycle over HTTP: a real server going away and coming back, live notifications")

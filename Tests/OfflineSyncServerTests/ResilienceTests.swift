@@ -2,11 +2,11 @@ import AsyncHTTPClient
 import Foundation
 import Hummingbird
 import Logging
-import NIOConcurrencyHelpers
 import NIOCore
 import OfflineSync
 import OfflineSyncHTTP
 import OfflineSyncServer
+import OfflineSyncTestSupport
 import OfflineSyncWire
 import Testing
 
@@ -15,13 +15,13 @@ import Testing
 struct FlakyProxy {
     let running: Task<Void, any Error>
     let port: Int
-    let requests: NIOLockedValueBox<Int>
+    let requests: Box<Int>
 
     static func start(target: String, failures: Int, status: HTTPResponse.Status, retryAfter: String?) async throws -> FlakyProxy {
-        let counter = NIOLockedValueBox(0)
+        let counter = Box(0)
         let router = Router()
         router.post("**") { request, _ -> Response in
-            let number = counter.withLockedValue { value -> Int in value += 1; return value }
+            let number = counter.withLock { value -> Int in value += 1; return value }
             let body = try await request.body.collect(upTo: 64 << 20)
             if number <= failures {
                 var headers: HTTPFields = [:]
@@ -66,7 +66,7 @@ struct ResilienceTests {
                 let results = try await remote.push([PushOperation(id: id, table: "t", itemId: "item-\(status.code)", kind: .insert,
                                                                   item: Record(id: "item-\(status.code)"), baseVersion: nil)])
                 guard case .applied = results[0].outcome else { Issue.record("not applied after retries: \(results)"); continue }
-                #expect(proxy.requests.withLockedValue { $0 } == 3, "two refusals, then the forwarded request")
+                #expect(proxy.requests.withLock { $0 } == 3, "two refusals, then the forwarded request")
                 if retryAfter != nil { #expect(ContinuousClock.now - started >= .seconds(1), "Retry-After was honoured") }
             }
             let page = try await live.remote("alice").pull(PullRequest(table: "t", limit: 10))
@@ -78,7 +78,7 @@ struct ResilienceTests {
             let remote = HTTPRemoteStore(baseURL: "http://127.0.0.1:\(proxy.port)",
                                          configuration: .init(maxAttempts: 3, initialBackoff: .milliseconds(10)), token: { token })
             await #expect(throws: SyncError.self) { try await remote.pull(PullRequest(table: "t", limit: 10)) }
-            #expect(proxy.requests.withLockedValue { $0 } == 3)
+            #expect(proxy.requests.withLock { $0 } == 3)
 
             // A refusal is final: no retry.
             let direct = HTTPRemoteStore(baseURL: live.baseURL, configuration: .init(maxAttempts: 5), token: { "bad token" })
@@ -144,7 +144,7 @@ struct ResilienceTests {
 
 /// A log handler that keeps every line, with its metadata, for inspection.
 struct CapturingLogHandler: LogHandler {
-    let lines: NIOLockedValueBox<[String]>
+    let lines: Box<[String]>
     var metadata: Logger.Metadata = [:]
     var logLevel: Logger.Level = .trace
 
@@ -155,7 +155,7 @@ struct CapturingLogHandler: LogHandler {
 
     func log(event: LogEvent) {
         let all = self.metadata.merging(event.metadata ?? [:]) { $1 }
-        lines.withLockedValue { $0.append("\(event.level) \(event.message) \(all)") }
+        lines.withLock { $0.append("\(event.level) \(event.message) \(all)") }
     }
 }
 
@@ -163,7 +163,7 @@ struct CapturingLogHandler: LogHandler {
 struct LogTests {
     @Test("structured request logs carry no token, key, secret or record value")
     func noSecrets() async throws {
-        let lines = NIOLockedValueBox<[String]>([])
+        let lines = Box<[String]>([])
         let logger = Logger(label: "capture") { _ in CapturingLogHandler(lines: lines) }
         try await LiveServer.with(configure: { $0.logger = logger }) { live in
             let token = try await live.token("alice")
@@ -177,7 +177,7 @@ struct LogTests {
                                body: Array(#"{"identity":"bob"}"#.utf8))
             _ = try await http(.POST, live.baseURL + "/v1/push", headers: [("Authorization", "Bearer forged.TOKEN.value")], body: [])
         }
-        let all = lines.withLockedValue { $0 }
+        let all = lines.withLock { $0 }
         #expect(all.count >= 5, "one line per request")
         #expect(all.contains { $0.contains("/v1/push") && $0.contains("status=200") || $0.contains("/v1/push") && $0.contains("200") })
         for line in all {

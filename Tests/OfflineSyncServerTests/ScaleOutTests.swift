@@ -4,6 +4,7 @@ import OfflineSyncDatasets
 import OfflineSyncHTTP
 import OfflineSyncSQLite
 import OfflineSyncServer
+import OfflineSyncTestSupport
 import Testing
 
 /// The PostgreSQL server the tests share (`OFFLINE_SYNC_TEST_POSTGRES_URL`, set by `Scripts/with-postgres.sh`).
@@ -47,15 +48,22 @@ actor EventLog<Element: Sendable & Equatable> {
 
     /// Waits up to `timeout` for `element`, consuming everything up to it.
     func waitFor(_ element: Element, timeout: Duration = .seconds(30)) async -> Bool {
+        await consume(through: element, timeout: timeout) != nil
+    }
+
+    /// Waits up to `timeout` for `element` and consumes everything up to it; returns what
+    /// came before it (`nil` on timeout). The sequence keeps its order, so this is how a test
+    /// proves that something was *not* delivered before a later element.
+    func consume(through element: Element, timeout: Duration = .seconds(30)) async -> [Element]? {
         let deadline = ContinuousClock.now + timeout
         while ContinuousClock.now < deadline {
             if let index = seen.firstIndex(of: element) {
-                seen.removeFirst(index + 1)
-                return true
+                defer { seen.removeFirst(index + 1) }
+                return Array(seen[..<index])
             }
             try? await Task.sleep(for: .milliseconds(20))
         }
-        return false
+        return nil
     }
 
     func stop() { task?.cancel() }

@@ -8,6 +8,7 @@ import OfflineSyncHTTP
 import OfflineSyncServer
 import OfflineSyncService
 import OfflineSyncSQLite
+import OfflineSyncTestSupport
 import Testing
 
 /// The token secret every test server uses.
@@ -17,15 +18,6 @@ let testAdminKey = "test-admin-key"
 
 /// A logger that drops everything (tests that read logs make their own).
 let quietLogger = Logger(label: "test") { _ in SwiftLogNoOpLogHandler() }
-
-/// Runs `body` with a fresh temporary directory that is removed afterwards, even on failure.
-func withTemporaryDirectory<T>(_ body: (URL) async throws -> T) async throws -> T {
-    let url = FileManager.default.temporaryDirectory
-        .appendingPathComponent("OfflineSyncServerTests-\(UUID().uuidString)", isDirectory: true)
-    try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
-    defer { try? FileManager.default.removeItem(at: url) }
-    return try await body(url)
-}
 
 /// A live server on a loopback port over a SQLite file, for one test.
 struct LiveServer: Sendable {

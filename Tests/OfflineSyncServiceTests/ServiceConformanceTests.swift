@@ -17,13 +17,8 @@ let sqliteBackend: @Sendable (URL) async throws -> ConformanceBackend = { direct
 struct SQLiteServiceConformanceTests {
     let suite = RemoteStoreConformance(makeBackend: sqliteBackend)
 
-    @Test func pushOutcomes() async throws { try await suite.pushOutcomes() }
-    @Test func conflicts() async throws { try await suite.conflicts() }
-    @Test func idempotentReplay() async throws { try await suite.idempotentReplay() }
-    @Test func cursorPulls() async throws { try await suite.cursorPulls() }
-    @Test func concurrentWriters() async throws { try await suite.concurrentWriters() }
-    @Test func tombstones() async throws { try await suite.tombstones() }
-    @Test func identityIsolation() async throws { try await suite.identityIsolation() }
+    @Test(arguments: RemoteStoreConformance.Group.allCases)
+    func group(_ group: RemoteStoreConformance.Group) async throws { try await suite.check(group) }
 }
 
 @Suite("Conformance: sync scenarios, SQLite file clients, service over SQLite")
@@ -32,24 +27,16 @@ struct SQLiteFileScenarioTests {
         makeLocal: { try await SQLiteStore(path: $0.appendingPathComponent("client.sqlite").path) },
         makeBackend: sqliteBackend)
 
-    @Test func offlineEdits() async throws { try await suite.offlineEdits() }
-    @Test func collapse() async throws { try await suite.collapse() }
-    @Test func conflictPolicies() async throws { try await suite.conflictPolicies() }
-    @Test func purge() async throws { try await suite.purge() }
-    @Test func incrementalPull() async throws { try await suite.incrementalPull() }
-    @Test func implicitPush() async throws { try await suite.implicitPush() }
+    @Test(arguments: SyncScenarioConformance.Group.allCases)
+    func group(_ group: SyncScenarioConformance.Group) async throws { try await suite.check(group) }
 }
 
 @Suite("Conformance: sync scenarios, SQLite in-memory clients")
 struct SQLiteMemoryScenarioTests {
     let suite = SyncScenarioConformance(makeLocal: { _ in try await SQLiteStore.inMemory() }, makeBackend: sqliteBackend)
 
-    @Test func offlineEdits() async throws { try await suite.offlineEdits() }
-    @Test func collapse() async throws { try await suite.collapse() }
-    @Test func conflictPolicies() async throws { try await suite.conflictPolicies() }
-    @Test func purge() async throws { try await suite.purge() }
-    @Test func incrementalPull() async throws { try await suite.incrementalPull() }
-    @Test func implicitPush() async throws { try await suite.implicitPush() }
+    @Test(arguments: SyncScenarioConformance.Group.allCases)
+    func group(_ group: SyncScenarioConformance.Group) async throws { try await suite.check(group) }
 }
 
 @Suite("OfflineSyncService")

@@ -9,16 +9,8 @@ import Testing
 @Suite struct InMemoryConformanceTests {
     let suite = LocalStoreConformance(capabilities: .init(persistent: false)) { _ in InMemoryStore() }
 
-    @Test func valueRoundTrip() async throws { try await suite.valueRoundTrip() }
-    @Test func crud() async throws { try await suite.crud() }
-    @Test func queries() async throws { try await suite.queries() }
-    @Test func transactions() async throws { try await suite.transactions() }
-    @Test func concurrency() async throws { try await suite.concurrency() }
-    @Test func durability() async throws { try await suite.durability() }
-    @Test func names() async throws { try await suite.names() }
-    @Test func corruptFiles() async throws { try await suite.corruptFiles() }
-    @Test func systemTables() async throws { try await suite.systemTables() }
-    @Test func schemaEvolution() async throws { try await suite.schemaEvolution() }
+    @Test(arguments: LocalStoreConformance.Group.allCases)
+    func group(_ group: LocalStoreConformance.Group) async throws { try await suite.check(group) }
 
     /// Every group has cases, and the in-memory store skips exactly the ones needing persistence or a file.
     @Test func skipsOnlyWhatNeedsCapabilities() async throws {

@@ -3,6 +3,7 @@ import Foundation
 import OfflineSyncDatasets
 import OfflineSyncService
 import OfflineSyncStoreKit
+import OfflineSyncTestSupport
 import Testing
 
 /// Keeps a context's events (by ``name(_:)``) as they come, for waiting and order checks.
@@ -43,6 +44,18 @@ actor EventRecorder {
     }
 
     func clear() { names.removeAll() }
+
+    /// Publishes a marker through the context's own event stream and waits until it arrives.
+    /// Each subscriber gets events in publication order, so every event published before the
+    /// marker has then been recorded: the signal a test waits on before asserting that
+    /// something was *not* reported. The marker is not kept.
+    func barrier(_ context: SyncContext) async -> Bool {
+        let marker = SyncEvent.pullProgress(table: "__barrier", done: -1, total: -1)
+        context.broadcaster.publish(marker)
+        let arrived = await waitFor(name(marker))
+        names.removeAll { $0 == name(marker) }
+        return arrived
+    }
 }
 
 @Suite("Lifecycle: start, stop, clear and the network monitor")
@@ -74,8 +87,8 @@ struct LifecycleTests {
         #expect(await events.waitFor("networkStatus(false)"))
         _ = try await h.client.table("notes").insert(Record(id: "offline", fields: ["title": "written offline"]))
         #expect(try await h.client.table("notes").get("offline")?["title"] == "written offline")
-        try await Task.sleep(for: .milliseconds(100))
-        #expect(await events.names.contains("enqueued(insert)"))
+        #expect(await events.waitFor("enqueued(insert)"))
+        #expect(await events.barrier(h.client))
         #expect(await events.lifecycle == ["networkStatus(false)"], "nothing but local work while offline")
         #expect(h.network.pushCount == 0)
 
@@ -99,7 +112,7 @@ struct LifecycleTests {
         await events.clear()
         monitor.set(online: false)
         monitor.set(online: true)
-        try await Task.sleep(for: .milliseconds(100))
+        #expect(await events.barrier(h.client))
         #expect(await events.lifecycle.isEmpty)
     }
 
@@ -158,7 +171,8 @@ struct LifecycleTests {
         try await dataset.put("k2", "v2")
         dataset.synchronizeOnConnectivity(DatasetSyncCallbacks(onSuccess: { _, _ in log.add("second") },
                                                                onFailure: { _, _ in log.add("second failed") }))
-        try await Task.sleep(for: .milliseconds(100))
+        // The signal: the deferred run is parked on the monitor, waiting for it to report online.
+        #expect(await eventually { monitor.listenerCount > 0 })
         #expect(log.all.isEmpty)
         await #expect(throws: SyncError.self) {
             _ = try await service.describeDataset(pool: pool, identity: identity, name: "later")
@@ -166,8 +180,7 @@ struct LifecycleTests {
         monitor.set(online: true)
         let deadline = ContinuousClock.now + .seconds(10)
         while log.all.isEmpty && ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(10)) }
-        try await Task.sleep(for: .milliseconds(100))
-        #expect(log.all == ["second"])
+        #expect(log.all == ["second"])   // and "first" never comes: the check after "third" below
         #expect(try await service.describeDataset(pool: pool, identity: identity, name: "later").numRecords == 2)
         // Online, it runs at once.
         try await dataset.put("k3", "v3")

@@ -2,6 +2,7 @@ import Foundation
 import OfflineSync
 import OfflineSyncConformance
 import OfflineSyncStoreKit
+import OfflineSyncTestSupport
 import Testing
 
 /// A third party's scheme, registered at run time: an in-memory store per location path.
@@ -14,12 +15,10 @@ private func memoryAdapter(opened: OpenLog) -> StoreRegistry.Adapter {
 }
 
 /// What the test adapter was asked to open (the lock orders the adapter's writes before the test's reads).
-private final class OpenLog: @unchecked Sendable {
-    // @unchecked Sendable: every access holds `lock`.
-    private let lock = NSLock()
-    private var entries: [(path: String, secret: StoreSecret?)] = []
-    func add(_ path: String, secret: StoreSecret?) { lock.withLock { entries.append((path, secret)) } }
-    var last: (path: String, secret: StoreSecret?)? { lock.withLock { entries.last } }
+private final class OpenLog: Sendable {
+    private let entries = Box<[(path: String, secret: StoreSecret?)]>([])
+    func add(_ path: String, secret: StoreSecret?) { entries.withLock { $0.append((path, secret)) } }
+    var last: (path: String, secret: StoreSecret?)? { entries.value.last }
 }
 
 @Suite("StoreRegistry chooses adapters at run time")

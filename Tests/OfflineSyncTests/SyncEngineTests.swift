@@ -2,25 +2,23 @@ import Foundation
 @testable import OfflineSync
 import OfflineSyncService
 import OfflineSyncStoreKit
+import OfflineSyncTestSupport
 import Testing
 
 /// A remote that forwards to the real in-process service, but can be told to fail the way a
 /// network does: unreachable before sending, or the answer lost after the service applied it.
-final class FaultyNetwork: RemoteStore, @unchecked Sendable {
-    // @unchecked Sendable: `mode` and `pushes` are only touched while holding `lock`.
+final class FaultyNetwork: RemoteStore, Sendable {
     enum Mode { case up, down, loseResponses }
-    private let lock = NSLock()
-    private var mode: Mode = .up
-    private var pushes = 0
+    private let state = Box<(mode: Mode, pushes: Int)>((.up, 0))
     let base: any RemoteStore
 
     init(_ base: any RemoteStore) { self.base = base }
 
-    func set(_ mode: Mode) { lock.withLock { self.mode = mode } }
-    var pushCount: Int { lock.withLock { pushes } }
+    func set(_ mode: Mode) { state.withLock { $0.mode = mode } }
+    var pushCount: Int { state.value.pushes }
 
     func push(_ operations: [PushOperation]) async throws -> [PushResult] {
-        let mode = lock.withLock { pushes += 1; return self.mode }
+        let mode = state.withLock { $0.pushes += 1; return $0.mode }
         switch mode {
         case .down: throw SyncError(.transient, "network unreachable")
         case .loseResponses:
@@ -31,7 +29,7 @@ final class FaultyNetwork: RemoteStore, @unchecked Sendable {
     }
 
     func pull(_ request: PullRequest) async throws -> PullPage {
-        if lock.withLock({ mode }) == .down { throw SyncError(.transient, "network unreachable") }
+        if state.value.mode == .down { throw SyncError(.transient, "network unreachable") }
         return try await base.pull(request)
     }
 }

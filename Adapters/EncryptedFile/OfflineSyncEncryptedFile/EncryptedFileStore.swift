@@ -1,5 +1,6 @@
 import Crypto
 import Foundation
+import Synchronization
 import OfflineSync
 import OfflineSyncStoreKit
 
@@ -26,7 +27,7 @@ import OfflineSyncStoreKit
 /// megabytes. Docs/EncryptedFileFormat.md describes the format.
 public final class EncryptedFileStore: LocalStore, @unchecked Sendable {
     // @unchecked Sendable: `tables` is thread-safe; `log` is only touched on `queue`;
-    // `closed` only holding `closedLock`.
+    // `closed` is atomic.
 
     /// The authenticated cipher that seals frames.
     public enum Cipher: UInt8, Sendable, Hashable {
@@ -71,8 +72,8 @@ public final class EncryptedFileStore: LocalStore, @unchecked Sendable {
     private let tables = MemoryTables()
     private let queue: DispatchQueue
     private var log: OpenLog?
-    private let closedLock = NSLock()
-    private var closed = false
+    /// Set once by ``close()``; checked before every operation.
+    private let closed = Atomic(false)
 
     /// Reads run here: in memory, but off Swift's cooperative pool because they may wait for a
     /// committing writer for a moment.
@@ -144,7 +145,7 @@ public final class EncryptedFileStore: LocalStore, @unchecked Sendable {
     /// frames were appended (a failed compaction leaves the file as it was, still complete).
     /// Closing twice is harmless.
     public func close() async throws {
-        closedLock.withLock { closed = true }
+        closed.store(true, ordering: .releasing)
         try await Self.run(on: queue) { [self] in
             guard let log else { return }
             if options.compactOnClose && log.appendedBytes > 0 && log.failure == nil {
@@ -156,7 +157,7 @@ public final class EncryptedFileStore: LocalStore, @unchecked Sendable {
     }
 
     private func checkOpen() throws {
-        if closedLock.withLock({ closed }) { throw SyncError(.storeClosed, "the encrypted-file store \(path) is closed") }
+        if closed.load(ordering: .acquiring) { throw SyncError(.storeClosed, "the encrypted-file store \(path) is closed") }
     }
 
     /// The open log; on `queue` only.

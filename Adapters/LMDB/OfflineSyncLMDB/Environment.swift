@@ -1,7 +1,7 @@
 import COfflineSyncLMDB
 import Foundation
 import OfflineSync
-import OfflineSyncStoreKit
+import Synchronization
 
 /// Owns the `MDB_env` of an open store, the handles of its sub-databases, and the gate that
 /// lets the map grow while no transaction is active.
@@ -15,7 +15,8 @@ final class Environment: @unchecked Sendable {
     // @unchecked Sendable: `env` is set once in `init` and only freed by `close()`, which runs
     // once every transaction has ended (the store's activity count is zero); LMDB's env is
     // thread-safe for that use. `databases`, `entries`, `activeReaders`, `growing` and
-    // `mapSize` are only touched while holding `condition`.
+    // `mapSize` are only touched while holding `condition` (an NSCondition rather than a
+    // Mutex, because resizing blocks the writer's thread until the readers have left).
     private(set) var env: OpaquePointer?
     let directory: String
     let options: LMDBStore.Options
@@ -190,16 +191,15 @@ final class Environment: @unchecked Sendable {
 /// The environment directories open in this process. LMDB forbids opening one environment
 /// twice in a process (closing the second handle would drop the first one's locks), so a
 /// second open is refused with ``SyncError/Code/busy``.
-final class OpenDirectories: @unchecked Sendable {
-    // @unchecked Sendable: `paths` is only touched while holding `lock`.
+final class OpenDirectories: Sendable {
     static let shared = OpenDirectories()
-    private let lock = NSLock()
-    private var paths = Set<String>()
+    /// The canonical paths of the environments open now.
+    private let paths = Mutex(Set<String>())
 
     /// Claims a directory; returns its canonical path.
     func claim(_ directory: String) throws -> String {
         let path = URL(fileURLWithPath: directory).resolvingSymlinksInPath().standardizedFileURL.path
-        try lock.withLock {
+        try paths.withLock { paths in
             guard paths.insert(path).inserted else {
                 throw SyncError(.busy, "the LMDB environment '\(directory)' is already open in this process; share one LMDBStore")
             }
@@ -208,6 +208,6 @@ final class OpenDirectories: @unchecked Sendable {
     }
 
     func release(_ path: String) {
-        _ = lock.withLock { paths.remove(path) }
+        _ = paths.withLock { $0.remove(path) }
     }
 }

@@ -1,6 +1,5 @@
 import COfflineSyncLMDB
 import OfflineSync
-import OfflineSyncStoreKit
 
 extension WriteTransaction {
     /// Creates a table, or migrates it to a changed schema, inside this transaction.

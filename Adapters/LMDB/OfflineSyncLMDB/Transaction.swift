@@ -1,7 +1,6 @@
 import COfflineSyncLMDB
 import Foundation
 import OfflineSync
-import OfflineSyncStoreKit
 
 /// A read transaction: one `MDB_RDONLY` snapshot, lent to a closure on a reader queue and
 /// ended (``end()``) when the closure returns; afterwards every call throws

@@ -1,5 +1,6 @@
 import COfflineSyncPostgreSQL
 import Foundation
+import Synchronization
 import OfflineSync
 import OfflineSyncStoreKit
 #if canImport(Glibc)
@@ -18,11 +19,10 @@ import Darwin
 /// ``cancel()`` writes a byte to the self-pipe, so the thread wakes at once, closes the
 /// connection and finishes the stream without an error. A lost connection finishes the stream
 /// with ``SyncError/Code/transient``.
-final class PGListener: @unchecked Sendable {
-    // @unchecked Sendable: `cancelled`, `finished` and `waiters` are only touched while holding
-    // `lock`; the pipe descriptors are written only while holding `lock` and closed (under
-    // `lock`) by the thread once it no longer polls them; every other property is immutable
-    // and Sendable. The PGConnection never leaves the listener's thread.
+final class PGListener: Sendable {
+    // The PGConnection never leaves the listener's thread. The wake-up pipe is written only
+    // while holding `state` and closed (holding `state`) by the thread once it no longer polls
+    // it, so a cancel never writes to a closed (or reused) descriptor.
     /// The channel, exactly as given (case-sensitive).
     let channel: String
     /// The payloads, in the order the server delivered them.
@@ -30,10 +30,12 @@ final class PGListener: @unchecked Sendable {
     private let continuation: AsyncThrowingStream<String, any Error>.Continuation
     private let wakeRead: Int32
     private let wakeWrite: Int32
-    private let lock = NSLock()
-    private var cancelled = false
-    private var finished = false
-    private var waiters: [CheckedContinuation<Void, Never>] = []
+    private struct State {
+        var cancelled = false
+        var finished = false
+        var waiters: [CheckedContinuation<Void, Never>] = []
+    }
+    private let state = Mutex(State())
     private let ended: @Sendable (PGListener) -> Void
 
     /// Creates a listener (not started). `ended` runs on the listener's thread once it has
@@ -69,9 +71,9 @@ final class PGListener: @unchecked Sendable {
     /// Wakes the thread, which closes the connection and finishes the stream. Harmless when
     /// already cancelled or ended; never blocks.
     func cancel() {
-        lock.withLock {
-            guard !cancelled, !finished else { return }
-            cancelled = true
+        state.withLock { state in
+            guard !state.cancelled, !state.finished else { return }
+            state.cancelled = true
             var byte: UInt8 = 1
             _ = withUnsafePointer(to: &byte) { write(wakeWrite, $0, 1) }
         }
@@ -80,16 +82,16 @@ final class PGListener: @unchecked Sendable {
     /// Returns once the thread has closed its connection and ended.
     func waitUntilEnded() async {
         await withCheckedContinuation { (waiter: CheckedContinuation<Void, Never>) in
-            let done = lock.withLock {
-                if finished { return true }
-                waiters.append(waiter)
+            let done = state.withLock { state in
+                if state.finished { return true }
+                state.waiters.append(waiter)
                 return false
             }
             if done { waiter.resume() }
         }
     }
 
-    private var isCancelled: Bool { lock.withLock { cancelled } }
+    private var isCancelled: Bool { state.withLock { $0.cancelled } }
 
     /// The thread's body.
     private func run(connect: @Sendable () throws -> PGConnection, password: String?,
@@ -160,12 +162,12 @@ final class PGListener: @unchecked Sendable {
 
     /// Marks the thread ended, closes the pipe and wakes whoever waits for it.
     private func end() {
-        let pending: [CheckedContinuation<Void, Never>] = lock.withLock {
-            finished = true
+        let pending: [CheckedContinuation<Void, Never>] = state.withLock { state in
+            state.finished = true
             Self.closeDescriptor(wakeRead)
             Self.closeDescriptor(wakeWrite)
-            defer { waiters = [] }
-            return waiters
+            defer { state.waiters = [] }
+            return state.waiters
         }
         for waiter in pending { waiter.resume() }
         ended(self)
@@ -182,16 +184,13 @@ private final class NoticeLog {
 
 /// The store's notification side: the pool `notify` runs on, the way to open a dedicated
 /// connection, and every open listener, so closing the store ends them.
-final class PGNotificationHub: @unchecked Sendable {
-    // @unchecked Sendable: `listeners` and `closed` are only touched while holding `lock`;
-    // the other properties are immutable and Sendable.
+final class PGNotificationHub: Sendable {
     /// The store's pool (`notify` borrows a connection from it).
     let pool: CheckoutPool<PGWorker>
     private let connect: @Sendable () throws -> PGConnection
     private let password: String?
-    private let lock = NSLock()
-    private var listeners: [ObjectIdentifier: PGListener] = [:]
-    private var closed = false
+    /// The open listeners, and whether the hub refuses new ones.
+    private let state = Mutex<(listeners: [ObjectIdentifier: PGListener], closed: Bool)>(([:], false))
 
     /// Creates the hub of a store: `connect` opens a connection configured as the pool's are.
     init(pool: CheckoutPool<PGWorker>, connect: @escaping @Sendable () throws -> PGConnection, password: String?) {
@@ -201,18 +200,18 @@ final class PGNotificationHub: @unchecked Sendable {
     }
 
     /// How many listeners are open.
-    var openListeners: Int { lock.withLock { listeners.count } }
+    var openListeners: Int { state.withLock { $0.listeners.count } }
 
     /// Opens a dedicated connection listening on `channel`; returns once `LISTEN` is in effect.
     /// Throws ``SyncError/Code/storeClosed`` after ``close()`` and what connecting threw.
     func listen(channel: String) async throws -> PGListener {
         let listener = try PGListener(channel: channel) { [weak self] ended in
             guard let self else { return }
-            _ = self.lock.withLock { self.listeners.removeValue(forKey: ObjectIdentifier(ended)) }
+            _ = self.state.withLock { $0.listeners.removeValue(forKey: ObjectIdentifier(ended)) }
         }
-        let accepted = lock.withLock {
-            if closed { return false }
-            listeners[ObjectIdentifier(listener)] = listener
+        let accepted = state.withLock { state in
+            if state.closed { return false }
+            state.listeners[ObjectIdentifier(listener)] = listener
             return true
         }
         guard accepted else { throw SyncError(.storeClosed, "the PostgreSQL store is closed") }
@@ -222,9 +221,9 @@ final class PGNotificationHub: @unchecked Sendable {
 
     /// Refuses new listeners, ends every open one and waits until their connections are closed.
     func close() async {
-        let open: [PGListener] = lock.withLock {
-            closed = true
-            return Array(listeners.values)
+        let open: [PGListener] = state.withLock { state in
+            state.closed = true
+            return Array(state.listeners.values)
         }
         for listener in open { listener.cancel() }
         for listener in open { await listener.waitUntilEnded() }

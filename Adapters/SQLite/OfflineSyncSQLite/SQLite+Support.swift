@@ -1,6 +1,5 @@
 import COfflineSyncSQLite3
 import OfflineSync
-import OfflineSyncStoreKit
 
 /// A value bound to, or read from, a statement: SQLite's five storage classes.
 enum SQLValue {

@@ -11,7 +11,7 @@ public enum RemoteChangeEvent: Sendable, Hashable {
     /// The channel dropped; it reconnects by itself with backoff.
     case disconnected
     /// Push sync: a dataset the device subscribed to changed on the remote (only on a
-    /// channel opened with the id of a device registered for ``PushPlatform/webSocket``).
+    /// channel opened with the id of a device registered for WebSocket push, `PushPlatform.webSocket` in OfflineSyncDatasets).
     case dataset(DatasetNotification)
 }
 
@@ -44,57 +44,26 @@ extension NetworkMonitor {
     }
 }
 
-/// Keeps the latest status and tells every subscriber about changes.
-final class StatusBroadcaster: Sendable {
-    private struct State {
-        var current: Bool?
-        var subscribers: [UUID: AsyncStream<Bool>.Continuation] = [:]
-    }
-    private let state: Mutex<State>
-
-    init(_ initial: Bool?) { state = Mutex(State(current: initial)) }
-
-    var current: Bool? { state.withLock { $0.current } }
-
-    func subscribe() -> AsyncStream<Bool> {
-        let (stream, continuation) = AsyncStream.makeStream(of: Bool.self, bufferingPolicy: .bufferingNewest(1))
-        let id = UUID()
-        let current = state.withLock { state -> Bool? in
-            state.subscribers[id] = continuation
-            return state.current
-        }
-        if let current { continuation.yield(current) }
-        continuation.onTermination = { [weak self] _ in _ = self?.state.withLock { $0.subscribers.removeValue(forKey: id) } }
-        return stream
-    }
-
-    /// Records `status`; tells the subscribers when it changed.
-    func set(_ status: Bool) {
-        let targets = state.withLock { state -> [AsyncStream<Bool>.Continuation] in
-            guard state.current != status else { return [] }
-            state.current = status
-            return Array(state.subscribers.values)
-        }
-        for continuation in targets { continuation.yield(status) }
-    }
-}
-
 /// A monitor whose status is set from outside: by the app, from the platform's reachability
 /// API, or by a test.
 public final class ManualNetworkMonitor: NetworkMonitor {
-    private let broadcaster: StatusBroadcaster
+    private let broadcaster = Broadcaster<SingleTopic, Bool>(bufferingPolicy: .bufferingNewest(1), replaysLatest: true)
 
     /// Creates a monitor with an initial status.
-    public init(online: Bool) { broadcaster = StatusBroadcaster(online) }
+    public init(online: Bool) { broadcaster.publish(online) }
 
     /// Sets the status; subscribers hear of changes only.
-    public func set(online: Bool) { broadcaster.set(online) }
+    public func set(online: Bool) { broadcaster.publishIfChanged(online, to: .all) }
 
     /// The current status.
-    public var isOnline: Bool { broadcaster.current ?? false }
+    public var isOnline: Bool { broadcaster.latest ?? false }
 
     /// See ``NetworkMonitor/statuses()``.
     public func statuses() -> AsyncStream<Bool> { broadcaster.subscribe() }
+
+    /// How many ``statuses()`` streams are open: a test's signal that something is parked
+    /// waiting for the network.
+    var listenerCount: Int { broadcaster.subscriptionCount }
 }
 
 /// The default monitor: probes the remote (for example `GET /health`) every `interval` while
@@ -104,7 +73,8 @@ public final class ProbingNetworkMonitor: NetworkMonitor {
     private let probe: @Sendable () async -> Bool
     private let interval: Duration
     private let backoff: Backoff
-    private let broadcaster = StatusBroadcaster(nil)
+    /// The latest probe's verdict, replayed to each new subscriber; none before the first probe.
+    private let broadcaster = Broadcaster<SingleTopic, Bool>(bufferingPolicy: .bufferingNewest(1), replaysLatest: true)
     private let loop = Mutex<(task: Task<Void, Never>?, listeners: Int)>((nil, 0))
 
     /// Creates a monitor around `probe`, which returns whether the remote answered.
@@ -144,7 +114,7 @@ public final class ProbingNetworkMonitor: NetworkMonitor {
         while !Task.isCancelled {
             let online = await probe()
             if Task.isCancelled { return }
-            broadcaster.set(online)
+            broadcaster.publishIfChanged(online, to: .all)
             let wait: Duration
             if online {
                 backoff.reset()

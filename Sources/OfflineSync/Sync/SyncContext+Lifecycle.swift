@@ -72,7 +72,7 @@ extension SyncContext {
     /// One online period: live notifications, then sync runs until cancelled.
     private func runSession(tables: [String], queryId: String) async {
         guard let source = remote as? RemoteChangeSource else {
-            broadcaster.emit(.subscriptionsEstablished)
+            broadcaster.publish(.subscriptionsEstablished)
             await syncUntilDone(tables: tables, queryId: queryId)
             return
         }
@@ -84,7 +84,7 @@ extension SyncContext {
             case .subscribed:
                 if !established {
                     established = true
-                    broadcaster.emit(.subscriptionsEstablished)
+                    broadcaster.publish(.subscriptionsEstablished)
                 }
                 // First time, or back after a drop: catch up on everything.
                 await syncUntilDone(tables: tables, queryId: queryId)

@@ -73,7 +73,8 @@ public final class SyncContext: Sendable {
     public let remote: any RemoteStore
     /// The settings.
     public let options: SyncOptions
-    let broadcaster = EventBroadcaster()
+    /// The sync events: every subscriber keeps its own unbounded buffer, so a slow one misses nothing.
+    let broadcaster = Broadcaster<SingleTopic, SyncEvent>(bufferingPolicy: .unbounded)
     private let gate = SerialGate()
     let network = NetworkState()
     let lifecycle = LifecycleState()
@@ -113,8 +114,8 @@ public final class SyncContext: Sendable {
                 ? nil : try txn.first(in: SystemTables.operations, matching: .all) == nil
             return (value, transaction.events, isEmpty)
         }
-        for event in events { broadcaster.emit(event) }
-        if let isEmpty { broadcaster.emit(.outboxStatus(isEmpty: isEmpty)) }
+        for event in events { broadcaster.publish(event) }
+        if let isEmpty { broadcaster.publish(.outboxStatus(isEmpty: isEmpty)) }
         return value
     }
 
@@ -236,10 +237,10 @@ public final class SyncContext: Sendable {
             summary.applied += settled.applied
             summary.failed += settled.failed
             summary.conflictsResolved += settled.resolved
-            for event in settled.events { broadcaster.emit(event) }
+            for event in settled.events { broadcaster.publish(event) }
             done += settled.settled
-            broadcaster.emit(.pushProgress(done: done, total: done + remaining))
-            broadcaster.emit(.outboxStatus(isEmpty: isEmpty))
+            broadcaster.publish(.pushProgress(done: done, total: done + remaining))
+            broadcaster.publish(.outboxStatus(isEmpty: isEmpty))
             let missing = batch.count - batch.filter { outcomes[$0.sendId] != nil }.count
             if missing > 0 {
                 throw SyncError(.transient, "the remote answered \(batch.count - missing) of \(batch.count) operations; the rest stay queued")
@@ -276,7 +277,7 @@ public final class SyncContext: Sendable {
     /// yet answered) are skipped, and the batch ends before the first operation on one of
     /// their items.
     static func selectBatch(_ txn: any LocalReadTransaction, limit: Int, excluding inFlight: [QueuedOperation] = []) throws -> [QueuedOperation] {
-        func key(_ op: QueuedOperation) -> String { "\(op.table.utf8.count):\(op.table)/\(op.itemId)" }
+        func key(_ op: QueuedOperation) -> String { CompositeKey.slashed(op.table, last: op.itemId) }
         let blocked = Set(try txn.records(in: SystemTables.operations, matching: Query(Field("state") == "failed"))
             .map { key(try QueuedOperation(record: $0)) })
         let sent = Set(inFlight.map(\.id))
@@ -477,7 +478,7 @@ public final class SyncContext: Sendable {
                 }
                 return try txn.first(in: SystemTables.operations, matching: .all) == nil
             }
-            self.broadcaster.emit(.outboxStatus(isEmpty: isEmpty))
+            self.broadcaster.publish(.outboxStatus(isEmpty: isEmpty))
         }
     }
 
@@ -534,10 +535,10 @@ public final class SyncContext: Sendable {
             summary.deleted += counts.deleted
             summary.skippedPending += counts.skippedPending
             done += page.records.count
-            broadcaster.emit(.pullProgress(table: table, done: done, total: done + page.remaining))
+            broadcaster.publish(.pullProgress(table: table, done: done, total: done + page.remaining))
             if !more { break }
         }
-        broadcaster.emit(.modelSynced(ModelSyncedEvent(
+        broadcaster.publish(.modelSynced(ModelSyncedEvent(
             table: table, isFullSync: summary.isFullSync, isDeltaSync: !summary.isFullSync, added: summary.added,
             updated: summary.updated, deleted: summary.deleted, skippedPending: summary.skippedPending)))
         return summary
@@ -605,7 +606,7 @@ public final class SyncContext: Sendable {
                 }
                 return try txn.first(in: SystemTables.operations, matching: .all) == nil
             }
-            if force { self.broadcaster.emit(.outboxStatus(isEmpty: isEmpty)) }
+            if force { self.broadcaster.publish(.outboxStatus(isEmpty: isEmpty)) }
         }
     }
 
@@ -617,17 +618,17 @@ public final class SyncContext: Sendable {
     public func sync(_ tables: [String], queryId: String = "default") async throws {
         for table in tables { try Names.validateAppTable(table) }
         try await gate.run {
-            self.broadcaster.emit(.syncQueriesStarted(tables: tables))
+            self.broadcaster.publish(.syncQueriesStarted(tables: tables))
             for table in tables { _ = try await self.pullLocked(table, query: .all, queryId: queryId) }
-            self.broadcaster.emit(.syncQueriesReady)
+            self.broadcaster.publish(.syncQueriesReady)
             _ = try await self.pushLocked()
             let isEmpty = try await self.store.read { try $0.first(in: SystemTables.operations, matching: .all) == nil }
-            self.broadcaster.emit(.outboxStatus(isEmpty: isEmpty))
-            self.broadcaster.emit(.ready)
+            self.broadcaster.publish(.outboxStatus(isEmpty: isEmpty))
+            self.broadcaster.publish(.ready)
         }
     }
 
     func networkReachable(_ active: Bool) {
-        if network.set(active) { broadcaster.emit(.networkStatus(active: active)) }
+        if network.set(active) { broadcaster.publish(.networkStatus(active: active)) }
     }
 }

@@ -59,7 +59,7 @@ public enum SystemTables {
 
     /// The id of a `__config` row: unambiguous for any table name and key.
     static func configId(table: String, key: String) -> String {
-        "\(table.utf8.count):\(table)/\(key)"
+        CompositeKey.slashed(table, last: key)
     }
 
     /// Reads a `__config` value.

@@ -19,11 +19,11 @@ extension DatasetService {
         }
     }
 
-    static func scope(pool: String, identity: String) -> String { "\(pool.utf8.count):\(pool)\(identity.utf8.count):\(identity)" }
+    static func scope(pool: String, identity: String) -> String { CompositeKey.packed(pool, identity) }
     static func datasetId(scope: String, name: String) -> String { "\(scope)\(name)" }
-    static func recordId(scope: String, dataset: String, key: String) -> String { "\(scope)\(dataset.utf8.count):\(dataset)\(key)" }
+    static func recordId(scope: String, dataset: String, key: String) -> String { scope + CompositeKey.packed(dataset, last: key) }
     static func subscriptionId(scope: String, dataset: String, device: String) -> String {
-        "\(scope)\(dataset.utf8.count):\(dataset)\(device)"
+        scope + CompositeKey.packed(dataset, last: device)
     }
 
     static func pageSize(_ maxResults: Int?) throws -> Int {

@@ -1,17 +1,16 @@
 import Foundation
 import OfflineSync
+import Synchronization
 
 /// The reference ``LocalStore``: everything in memory, evaluated by ``QueryEvaluator``.
 ///
 /// It is what the conformance suite compares other adapters against, and a fast store for
 /// tests and previews. Nothing survives the process. It is ``MemoryTables`` with a commit
 /// hook that keeps nothing: writes are serialized, a failed transaction leaves nothing.
-public final class InMemoryStore: LocalStore, @unchecked Sendable {
-    // @unchecked Sendable: `tables` is thread-safe itself; `closed` is only accessed
-    // holding `lock`.
+public final class InMemoryStore: LocalStore, Sendable {
     private let tables = MemoryTables()
-    private let lock = NSLock()
-    private var closed = false
+    /// Set once by ``close()``; checked before every operation.
+    private let closed = Atomic(false)
 
     /// Creates an empty store.
     public init() {}
@@ -37,10 +36,10 @@ public final class InMemoryStore: LocalStore, @unchecked Sendable {
 
     /// See ``LocalStore/close()``.
     public func close() async throws {
-        lock.withLock { closed = true }
+        closed.store(true, ordering: .releasing)
     }
 
     private func checkOpen() throws {
-        if lock.withLock({ closed }) { throw SyncError(.storeClosed, "the in-memory store is closed") }
+        if closed.load(ordering: .acquiring) { throw SyncError(.storeClosed, "the in-memory store is closed") }
     }
 }

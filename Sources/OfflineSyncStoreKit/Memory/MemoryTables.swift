@@ -31,6 +31,8 @@ import OfflineSync
 public final class MemoryTables: @unchecked Sendable {
     // @unchecked Sendable: every access to `tables` (and the Table objects in it) holds
     // `lock`; `snapshot` iterates copies of the row dictionaries, values no one else can reach.
+    // An NSLock rather than a Mutex: the lock is held while the caller's closures run and
+    // return results of any type, which a Mutex's `sending` result would refuse.
     private let lock = NSLock()
     private var tables: [ExactString: Table] = [:]
 
