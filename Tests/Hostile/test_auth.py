@@ -892,9 +892,9 @@ class T0RoutesAndTokens(AuthTestCase):
                     self.assertIn(str(DENIAL[kind]), operation["responses"],
                                   "the document does not list the denial status %s" % DENIAL[kind])
         registered = collections.Counter()
-        for name in sorted(os.listdir(SERVER_SOURCES)):
-            if name.endswith(".swift"):
-                with open(os.path.join(SERVER_SOURCES, name), encoding="utf-8") as f:
+        for directory, _, names in sorted(os.walk(SERVER_SOURCES)):
+            for name in sorted(n for n in names if n.endswith(".swift")):
+                with open(os.path.join(directory, name), encoding="utf-8") as f:
                     registered.update(m.upper() for m in re.findall(r"\brouter\.(get|post|put|delete|patch|head)\(",
                                                                     f.read()))
         self.assertEqual(registered, collections.Counter(method for method, _ in documented),
