@@ -102,7 +102,7 @@ struct Demo {
         case .outboxStatus(let isEmpty): return "outboxStatus(isEmpty: \(isEmpty))"
         case let .pushProgress(done, total): return "pushProgress(\(done)/\(total))"
         case let .pullProgress(table, done, total): return "pullProgress(\(table) \(done)/\(total))"
-        case let .conflictResolved(table, itemId, resolution): return "conflictResolved(\(table), \(itemId), \(resolution))"
+        case let .conflictResolved(table, itemId, resolution): return "conflictResolved(\(table), \(itemId), \(resolution.name))"
         }
     }
 

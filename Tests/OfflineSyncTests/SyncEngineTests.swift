@@ -81,7 +81,7 @@ func name(_ event: SyncEvent) -> String {
     case .outboxStatus(let isEmpty): return "outboxStatus(\(isEmpty))"
     case .pushProgress(let done, let total): return "pushProgress(\(done)/\(total))"
     case .pullProgress(_, let done, let total): return "pullProgress(\(done)/\(total))"
-    case .conflictResolved(_, _, let resolution): return "conflictResolved(\(resolution))"
+    case .conflictResolved(_, _, let resolution): return "conflictResolved(\(resolution.name))"
     }
 }
 
@@ -277,7 +277,7 @@ struct SyncEngineTests {
                 try await store.write { txn in
                     var sequence: Int64 = 0
                     for kind in [first, second] {
-                        _ = try OperationQueue.enqueue(txn, table: "t", itemId: "x", kind: kind, item: Record(id: "x"),
+                        _ = try Outbox.enqueue(txn, table: "t", itemId: "x", kind: kind, item: Record(id: "x"),
                                                        baseVersion: nil, changedFields: [], transaction: "tx",
                                                        sequence: { sequence += 1; return sequence }, now: .now())
                     }
@@ -324,7 +324,7 @@ struct SyncEngineTests {
         try await h.client.pull("notes", queryId: "q")
         // A cursor from another incarnation of the table (for example a restored backup).
         try await h.client.store.write { txn in
-            try SystemTables.setConfigValue(txn, table: "notes", key: SyncContext.cursorKey("q"), keyType: "cursor",
+            try SystemTables.setConfigValue(txn, table: "notes", key: ConfigTable.cursorKey("q"), keyType: "cursor",
                                             value: "old-epoch:99")
         }
         let summary = try await h.client.pull("notes", queryId: "q")

@@ -92,3 +92,17 @@ public enum OperationErrorResolution: Sendable, Hashable {
     /// Drop the operation; the local copy is removed and comes back with the next pull.
     case discard
 }
+
+extension ConflictResolution {
+    /// The case's name (`takeServer`, `keepClient`, `merged`, `discardClient`, `leaveForApp`)
+    /// for logs and summaries; a merged record's fields are left out.
+    public var name: String {
+        switch self {
+        case .takeServer: return "takeServer"
+        case .keepClient: return "keepClient"
+        case .merged: return "merged"
+        case .discardClient: return "discardClient"
+        case .leaveForApp: return "leaveForApp"
+        }
+    }
+}

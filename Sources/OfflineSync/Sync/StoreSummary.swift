@@ -95,10 +95,10 @@ public struct StoreSummary: Sendable, Hashable, Codable {
             var operations: [Operation] = []
             if names.contains(SystemTables.operations) {
                 for state in [OperationState.pending, .attempted, .failed] {
-                    let n = try tx.count(in: SystemTables.operations, matching: Field("state") == .string(state.rawValue))
+                    let n = try tx.count(in: SystemTables.operations, matching: OperationsTable.Column.state.field == .string(state.rawValue))
                     if n > 0 { byState[state.rawValue] = n }
                 }
-                let first = try tx.records(in: SystemTables.operations, matching: Query(order: [SortKey("sequence")], limit: limit))
+                let first = try tx.records(in: SystemTables.operations, matching: Query(order: [OperationsTable.Column.sequence.sorted()], limit: limit))
                 operations = try first.map { record in
                     let op = try QueuedOperation(record: record)
                     return Operation(sequence: op.sequence, table: op.table, itemId: op.itemId, kind: op.kind.rawValue,
@@ -109,7 +109,7 @@ public struct StoreSummary: Sendable, Hashable, Codable {
             var errors: [OperationErrorSummary] = []
             if names.contains(SystemTables.operationErrors) {
                 errorCount = try tx.count(in: SystemTables.operationErrors, matching: .all)
-                let first = try tx.records(in: SystemTables.operationErrors, matching: Query(order: [SortKey("createdAt")], limit: limit))
+                let first = try tx.records(in: SystemTables.operationErrors, matching: Query(order: [SortKey(OperationErrorsTable.Column.createdAt.rawValue)], limit: limit))
                 errors = first.map { record in
                     let error = OperationError(record: record)
                     return OperationErrorSummary(table: error.table, itemId: error.itemId, kind: error.kind.rawValue, status: error.status,
@@ -118,11 +118,13 @@ public struct StoreSummary: Sendable, Hashable, Codable {
             }
             var cursors: [Cursor] = []
             if names.contains(SystemTables.config) {
-                let prefix = SyncContext.cursorKey("")
-                let rows = try tx.records(in: SystemTables.config, matching: Query(Field("keyType") == "cursor", order: [SortKey("table")]))
+                let prefix = ConfigTable.cursorKey("")
+                let rows = try tx.records(in: SystemTables.config, matching: Query(
+                    ConfigTable.Column.keyType.field == .string(ConfigTable.KeyType.cursor.rawValue),
+                    order: [SortKey(ConfigTable.Column.table.rawValue)]))
                 for row in rows {
-                    guard let table = row["table"].stringValue, let key = row["key"].stringValue,
-                          let value = row["value"].stringValue else { continue }
+                    guard let table = row[ConfigTable.Column.table.rawValue].stringValue, let key = row[ConfigTable.Column.key.rawValue].stringValue,
+                          let value = row[ConfigTable.Column.value.rawValue].stringValue else { continue }
                     let queryId = key.hasPrefix(prefix) ? String(key.dropFirst(prefix.count)) : key
                     cursors.append(Cursor(table: table, queryId: queryId, cursor: value))
                 }

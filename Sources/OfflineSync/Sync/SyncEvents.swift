@@ -47,5 +47,5 @@ public enum SyncEvent: Sendable, Hashable {
     /// Pull progress of one table: changes applied so far out of the total known now.
     case pullProgress(table: String, done: Int, total: Int)
     /// A conflict was resolved by the resolver (not left for the app).
-    case conflictResolved(table: String, itemId: String, resolution: String)
+    case conflictResolved(table: String, itemId: String, resolution: ConflictResolution)
 }

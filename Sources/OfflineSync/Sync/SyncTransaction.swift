@@ -86,11 +86,11 @@ public final class SyncTransaction {
 
     private func queue(table: String, itemId: String, kind: OperationKind, item: Record, baseVersion: String?,
                        changedFields: [String]) throws {
-        try OperationQueue.enqueue(
+        try Outbox.enqueue(
             txn, table: table, itemId: itemId, kind: kind, item: item, baseVersion: baseVersion,
             changedFields: changedFields.sorted(by: Value.utf8Less), transaction: id,
             sequence: {
-                let next = try nextSequence ?? OperationQueue.nextSequence(txn)
+                let next = try nextSequence ?? Outbox.nextSequence(txn)
                 nextSequence = next + 1
                 return next
             }, now: now)

@@ -1,0 +1,220 @@
+import Foundation
+
+/// The outbox: the one owner of `__operations` and `__operation_errors`. Everything that
+/// selects, queues, marks, settles or fails an operation goes through it, inside the local
+/// transaction that changes the item, so a record and its queue entry always commit together.
+enum Outbox {
+    // MARK: Reading
+
+    /// The newest queued operation on an item, if any.
+    static func latest(_ txn: any LocalReadTransaction, table: String, itemId: String) throws -> QueuedOperation? {
+        let query = Query(onItem(table: table, itemId: itemId), order: [OperationsTable.Column.sequence.sorted(ascending: false)], limit: 1)
+        return try txn.records(in: OperationsTable.name, matching: query).first.map(QueuedOperation.init(record:))
+    }
+
+    /// Every queued operation on an item, oldest first.
+    static func all(_ txn: any LocalReadTransaction, table: String, itemId: String) throws -> [QueuedOperation] {
+        let query = Query(onItem(table: table, itemId: itemId), order: [OperationsTable.Column.sequence.sorted()])
+        return try txn.records(in: OperationsTable.name, matching: query).map(QueuedOperation.init(record:))
+    }
+
+    /// Every queued operation, in queue order.
+    static func all(_ txn: any LocalReadTransaction) throws -> [QueuedOperation] {
+        try txn.records(in: OperationsTable.name, matching: Query(order: [OperationsTable.Column.sequence.sorted()])).map(QueuedOperation.init(record:))
+    }
+
+    /// The operation with local id `id`, if it is still queued.
+    static func operation(_ txn: any LocalReadTransaction, id: String) throws -> QueuedOperation? {
+        try txn.record(in: OperationsTable.name, id: id).map(QueuedOperation.init(record:))
+    }
+
+    /// Whether nothing is queued (failed operations count as queued).
+    static func isEmpty(_ txn: any LocalReadTransaction) throws -> Bool {
+        try txn.first(in: OperationsTable.name, matching: .all) == nil
+    }
+
+    /// How many operations are queued, failed ones included, optionally on one table.
+    static func count(_ txn: any LocalReadTransaction, table: String? = nil) throws -> Int {
+        try txn.count(in: OperationsTable.name, matching: table.map { OperationsTable.Column.table.field == .string($0) } ?? .all)
+    }
+
+    /// How many queued operations may still be sent (not failed).
+    static func sendableCount(_ txn: any LocalReadTransaction) throws -> Int {
+        try txn.count(in: OperationsTable.name, matching: OperationsTable.sendable)
+    }
+
+    /// The ids of the items of `table`, among `itemIds`, that have queued operations.
+    static func itemsWithOperations(_ txn: any LocalReadTransaction, table: String, among itemIds: [String]) throws -> Set<String> {
+        guard !itemIds.isEmpty else { return [] }
+        let rows = try txn.records(in: OperationsTable.name, matching: Query(
+            OperationsTable.Column.table.field == .string(table) && OperationsTable.Column.itemId.field.isIn(itemIds.map(Value.string))))
+        return Set(rows.compactMap { $0[OperationsTable.Column.itemId.rawValue].stringValue })
+    }
+
+    /// The recorded failures, oldest first.
+    static func errors(_ txn: any LocalReadTransaction) throws -> [OperationError] {
+        try txn.records(in: OperationErrorsTable.name, matching: Query(order: [SortKey(OperationErrorsTable.Column.createdAt.rawValue)]))
+            .map(OperationError.init(record:))
+    }
+
+    private static func onItem(table: String, itemId: String) -> QueryPredicate {
+        OperationsTable.Column.itemId.field == .string(itemId) && OperationsTable.Column.table.field == .string(table)
+    }
+
+    /// The next free sequence number.
+    static func nextSequence(_ txn: any LocalReadTransaction) throws -> Int64 {
+        let last = try txn.first(in: OperationsTable.name, matching: Query(order: [OperationsTable.Column.sequence.sorted(ascending: false)]))
+        return (last?[OperationsTable.Column.sequence.rawValue].intValue ?? 0) + 1
+    }
+
+    // MARK: Writing
+
+    /// Stores `operation` (new or changed).
+    static func save(_ operation: QueuedOperation, _ txn: any LocalWriteTransaction) throws {
+        try txn.upsert(operation.record, in: OperationsTable.name)
+    }
+
+    /// Takes `operation` off the queue.
+    static func remove(_ operation: QueuedOperation, _ txn: any LocalWriteTransaction) throws {
+        try txn.delete(id: operation.id, in: OperationsTable.name)
+    }
+
+    /// Marks `batch` attempted (it may be applied from now on) and returns it so.
+    static func markAttempted(_ batch: [QueuedOperation], _ txn: any LocalWriteTransaction) throws -> [QueuedOperation] {
+        var batch = batch
+        for index in batch.indices {
+            batch[index].state = .attempted
+            batch[index].attempts += 1
+            try save(batch[index], txn)
+        }
+        return batch
+    }
+
+    /// Marks `operation` failed and records why; later operations on its item wait behind it.
+    static func fail(_ operation: QueuedOperation, status: Int?, message: String, server: Record?, now: Timestamp,
+                     _ txn: any LocalWriteTransaction) throws -> OperationError {
+        var failed = operation
+        failed.state = .failed
+        try save(failed, txn)
+        let error = OperationError(operation: failed, status: status, message: message, serverRecord: server, now: now)
+        try txn.upsert(error.record, in: OperationErrorsTable.name)
+        return error
+    }
+
+    /// Forgets the recorded failures of an operation (it is being resolved).
+    static func removeErrors(of operationId: String, _ txn: any LocalWriteTransaction) throws {
+        let column = OperationErrorsTable.Column.operationId.field
+        for stale in try txn.records(in: OperationErrorsTable.name, matching: Query(column == .string(operationId))) {
+            try txn.delete(id: stale.id, in: OperationErrorsTable.name)
+        }
+    }
+
+    /// Drops every queued operation of `table` and their recorded failures.
+    static func removeAll(of table: String, _ txn: any LocalWriteTransaction) throws {
+        for (name, column) in [(OperationsTable.name, OperationsTable.Column.table.field), (OperationErrorsTable.name, OperationErrorsTable.Column.table.field)] {
+            for row in try txn.records(in: name, matching: Query(column == .string(table))) {
+                try txn.delete(id: row.id, in: name)
+            }
+        }
+    }
+
+    // MARK: Batches
+
+    /// The next batch: the longest run of sendable operations in queue order with at most
+    /// one operation per item (a second one waits for the first's outcome, so it is sent on
+    /// the new version), skipping items blocked by a failed operation, cut at `limit` unless
+    /// that would split a local transaction. Operations of `inFlight` (a batch sent and not
+    /// yet answered) are skipped, and the batch ends before the first operation on one of
+    /// their items.
+    static func nextBatch(_ txn: any LocalReadTransaction, limit: Int, excluding inFlight: [QueuedOperation] = []) throws -> [QueuedOperation] {
+        func key(_ op: QueuedOperation) -> String { CompositeKey.slashed(op.table, last: op.itemId) }
+        let blocked = Set(try txn.records(in: OperationsTable.name, matching: Query(OperationsTable.failed))
+            .map { key(try QueuedOperation(record: $0)) })
+        let sent = Set(inFlight.map(\.id))
+        let busyItems = Set(inFlight.map(key))
+        var batch: [QueuedOperation] = []
+        var items = Set<String>()
+        var offset = 0
+        let pageSize = max(limit, 100)
+        // The batch in flight is left out by the store, so its rows are neither read nor decoded.
+        let wanted: QueryPredicate = sent.isEmpty
+            ? OperationsTable.sendable
+            : OperationsTable.sendable && .not(.isIn(SystemField.id, sent.map { .string($0) }))
+        scan: while true {
+            let rows = try txn.records(in: OperationsTable.name, matching: Query(
+                wanted, order: [OperationsTable.Column.sequence.sorted()], limit: pageSize, offset: offset))
+            if rows.isEmpty { break }
+            offset += rows.count
+            for row in rows {
+                let operation = try QueuedOperation(record: row)
+                let itemKey = key(operation)
+                if blocked.contains(itemKey) { continue }
+                if items.contains(itemKey) || busyItems.contains(itemKey) { break scan }
+                if let last = batch.last, batch.count >= limit,
+                   last.transaction != operation.transaction || batch.count >= limit * 10 { break scan }
+                batch.append(operation)
+                items.insert(itemKey)
+            }
+        }
+        return batch
+    }
+
+    // MARK: Queuing
+
+    /// What queuing a change did.
+    enum Effect {
+        /// A new operation joined the queue.
+        case appended(QueuedOperation)
+        /// The change was folded into the item's pending operation.
+        case collapsed(QueuedOperation)
+        /// An insert and a delete cancelled out: nothing will be sent.
+        case cancelled
+    }
+
+    /// Queues a change, collapsing it into the item's newest operation when that one is still
+    /// pending (never sent). Pairs (first, second):
+    /// insert+update → insert with the new item; insert+delete → both vanish;
+    /// update+update → update with the new item; update+delete → delete;
+    /// delete+insert → update with the new item; any other pair → `invalidOperationSequence`.
+    /// An operation that was sent (attempted) or failed is never rewritten: the change queues behind it.
+    @discardableResult
+    static func enqueue(_ txn: any LocalWriteTransaction, table: String, itemId: String, kind: OperationKind,
+                        item: Record?, baseVersion: String?, changedFields: [String], transaction: String,
+                        sequence: () throws -> Int64, now: Timestamp) throws -> Effect {
+        if var previous = try latest(txn, table: table, itemId: itemId), previous.state == .pending {
+            let merged = Set(previous.changedFields).union(changedFields).sorted(by: Value.utf8Less)
+            switch (previous.kind, kind) {
+            case (.insert, .update):
+                previous.item = item
+                previous.changedFields = merged
+            case (.insert, .delete):
+                try remove(previous, txn)
+                return .cancelled
+            case (.update, .update):
+                previous.item = item
+                previous.changedFields = merged
+            case (.update, .delete):
+                previous.kind = .delete
+                previous.item = item
+            case (.delete, .insert):
+                // Every field of the deleted item and of the new one may differ from the base.
+                let oldFields = previous.item.map { Array($0.fields.keys) } ?? []
+                previous.kind = .update
+                previous.item = item
+                previous.changedFields = Set(changedFields).union(oldFields).sorted(by: Value.utf8Less)
+            default:
+                throw SyncError(.invalidOperationSequence,
+                                "cannot queue \(kind.rawValue) after a pending \(previous.kind.rawValue) of item '\(itemId)' in table '\(table)'")
+            }
+            previous.changedAt = now
+            previous.transaction = transaction
+            try save(previous, txn)
+            return .collapsed(previous)
+        }
+        let operation = QueuedOperation(id: UUID.random().uuidString, sequence: try sequence(), table: table, itemId: itemId,
+                                        kind: kind, item: item, baseVersion: baseVersion, transaction: transaction,
+                                        changedFields: changedFields, now: now)
+        try save(operation, txn)
+        return .appended(operation)
+    }
+}

@@ -1,0 +1,89 @@
+import Foundation
+
+extension SyncContext {
+    // MARK: Pull
+
+    /// Brings the remote's changes to a table into the local store, page by page.
+    ///
+    /// If the table has queued operations they are pushed first (implicit push). Each page
+    /// and its cursor are applied in one local transaction, so an interrupted pull resumes
+    /// where it stopped. A record with a queued local operation is never overwritten.
+    /// With a `queryId` the pull is incremental: it continues from the cursor stored under
+    /// that id in `__config`. Without one it pulls everything.
+    @discardableResult
+    public func pull(_ table: String, query: Query = .all, queryId: String? = nil) async throws -> PullSummary {
+        try Names.validateAppTable(table)
+        return try await gate.run { try await self.pullLocked(table, query: query, queryId: queryId) }
+    }
+
+    func pullLocked(_ table: String, query: Query, queryId: String?) async throws -> PullSummary {
+        if try await pendingOperationCount(table: table) > 0 {
+            _ = try await pushLocked()
+        }
+        var cursor: String? = nil
+        if let queryId { cursor = try await self.cursor(table: table, queryId: queryId) }
+        var summary = PullSummary(table: table, isFullSync: cursor == nil)
+        var done = 0
+        let remote = self.remote
+        let predicate = query.predicate, pageSize = options.pullPageSize
+        func fetch(after cursor: String?) -> Task<PullPage, any Error> {
+            Task { try await remote.pull(PullRequest(table: table, predicate: predicate, cursor: cursor, limit: pageSize)) }
+        }
+        // The next page is fetched while this one is applied: at most two pages are held.
+        var next = fetch(after: cursor)
+        defer { next.cancel() }
+        while true {
+            let page: PullPage
+            do {
+                page = try await next.value
+                networkReachable(true)
+            } catch {
+                networkReachable(false)
+                throw error
+            }
+            let more = page.remaining > 0 && !page.records.isEmpty
+            if more { next = fetch(after: page.nextCursor) }
+            if page.cursorReset { summary.isFullSync = true }
+            let counts = try await store.write { txn in
+                try SyncContext.applyPage(page, table: table, queryId: queryId, txn: txn)
+            }
+            summary.pages += 1
+            summary.received += page.records.count
+            summary.added += counts.added
+            summary.updated += counts.updated
+            summary.deleted += counts.deleted
+            summary.skippedPending += counts.skippedPending
+            done += page.records.count
+            broadcaster.publish(.pullProgress(table: table, done: done, total: done + page.remaining))
+            if !more { break }
+        }
+        broadcaster.publish(.modelSynced(ModelSyncedEvent(
+            table: table, isFullSync: summary.isFullSync, isDeltaSync: !summary.isFullSync, added: summary.added,
+            updated: summary.updated, deleted: summary.deleted, skippedPending: summary.skippedPending)))
+        return summary
+    }
+
+    static func applyPage(_ page: PullPage, table: String, queryId: String?,
+                          txn: any LocalWriteTransaction) throws -> PullSummary {
+        var counts = PullSummary(table: table)
+        let withOperations = try Outbox.itemsWithOperations(txn, table: table, among: page.records.map(\.id))
+        for record in page.records {
+            if withOperations.contains(record.id) { counts.skippedPending += 1; continue }
+            let existing = try txn.record(in: table, id: record.id)
+            if record.deleted {
+                if existing != nil { try txn.delete(id: record.id, in: table); counts.deleted += 1 }
+            } else {
+                let incoming = Record(id: record.id, fields: record.fields, version: record.version,
+                                      updatedAt: record.updatedAt)
+                if existing == incoming { continue } // already up to date: no write, not an update
+                try txn.upsert(incoming, in: table)
+                if existing != nil { counts.updated += 1 } else { counts.added += 1 }
+            }
+        }
+        if let queryId {
+            try ConfigTable.setValue(txn, table: table, key: ConfigTable.cursorKey(queryId),
+                                     keyType: ConfigTable.KeyType.cursor.rawValue, value: page.nextCursor)
+        }
+        return counts
+    }
+}

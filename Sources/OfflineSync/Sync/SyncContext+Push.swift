@@ -1,0 +1,102 @@
+import Foundation
+
+extension SyncContext {
+    // MARK: Push
+
+    /// Sends every pushable operation, in queue order across tables, in batches, until the
+    /// queue holds only failed operations (and those waiting behind them).
+    ///
+    /// If the remote cannot be reached, throws and leaves every operation in the queue, in
+    /// order, unchanged except that the ones sent are marked attempted (the remote may have
+    /// applied them; they are resent with the same ids and never rewritten).
+    @discardableResult
+    public func push() async throws -> PushSummary {
+        try await gate.run { try await self.pushLocked() }
+    }
+
+    func pushLocked() async throws -> PushSummary {
+        var summary = PushSummary()
+        var done = 0
+        let batchSize = options.pushBatchSize
+        let remote = self.remote
+        func send(_ batch: [QueuedOperation]) -> (batch: [QueuedOperation], answer: Task<[PushResult], any Error>) {
+            let operations = batch.map(\.pushOperation)
+            return (batch, Task { try await remote.push(operations) })
+        }
+        // Two batches overlap: while the remote applies one, the next is chosen and marked
+        // attempted (it never holds an operation on an item of the batch in flight, so it never
+        // depends on its outcome); once the answer comes, the next is sent, and the answered
+        // batch is settled in the same local transaction that chooses the one after. Batches
+        // are still sent, and applied, one after the other in queue order.
+        var inFlight: (batch: [QueuedOperation], answer: Task<[PushResult], any Error>)?
+        var prepared: [QueuedOperation]?
+        defer { inFlight?.answer.cancel() }
+        while true {
+            if inFlight == nil {
+                let batch = try await markAttempted { txn in try Outbox.nextBatch(txn, limit: batchSize) }
+                if batch.isEmpty { break }
+                inFlight = send(batch)
+            }
+            guard let (batch, answer) = inFlight else { break }
+            if prepared == nil {
+                prepared = try await markAttempted { txn in try Outbox.nextBatch(txn, limit: batchSize, excluding: batch) }
+            }
+            let results: [PushResult]
+            do {
+                results = try await answer.value
+                networkReachable(true)
+            } catch {
+                inFlight = nil
+                networkReachable(false)
+                throw error
+            }
+            let next = prepared ?? []
+            prepared = nil
+            inFlight = next.isEmpty ? nil : send(next)
+            summary.batches += 1
+            summary.sent += batch.count
+
+            var outcomes: [String: PushOutcome] = [:]
+            for result in results where outcomes[result.operationId] == nil { outcomes[result.operationId] = result.outcome }
+            var decisions: [String: ConflictResolution] = [:]
+            for operation in batch {
+                guard case .conflict(let server)? = outcomes[operation.sendId] else { continue }
+                if operation.attempts > options.maxConflictRetries {
+                    decisions[operation.id] = .leaveForApp
+                    continue
+                }
+                let conflict = SyncConflict(
+                    table: operation.table, itemId: operation.itemId, kind: operation.kind,
+                    clientRecord: operation.item, serverRecord: server, baseVersion: operation.baseVersion,
+                    clientChangedAt: operation.changedAt, changedFields: operation.changedFields,
+                    attempts: operation.attempts)
+                decisions[operation.id] = await options.conflictResolver.resolve(conflict)
+            }
+            let answered = outcomes, decided = decisions
+            let (settled, following, remaining, isEmpty) = try await store.write { txn in
+                let settled = try SyncContext.settle(batch, outcomes: answered, decisions: decided, txn: txn)
+                let following = next.isEmpty ? nil : try Outbox.markAttempted(
+                    try Outbox.nextBatch(txn, limit: batchSize, excluding: next), txn)
+                return (settled, following, try Outbox.sendableCount(txn), try Outbox.isEmpty(txn))
+            }
+            prepared = following
+            summary.applied += settled.applied
+            summary.failed += settled.failed
+            summary.conflictsResolved += settled.resolved
+            for event in settled.events { broadcaster.publish(event) }
+            done += settled.settled
+            broadcaster.publish(.pushProgress(done: done, total: done + remaining))
+            broadcaster.publish(.outboxStatus(isEmpty: isEmpty))
+            let missing = batch.count - batch.filter { outcomes[$0.sendId] != nil }.count
+            if missing > 0 {
+                throw SyncError(.transient, "the remote answered \(batch.count - missing) of \(batch.count) operations; the rest stay queued")
+            }
+        }
+        return summary
+    }
+
+    /// Chooses a batch with `select` and marks its operations attempted, in one transaction.
+    private func markAttempted(_ select: @escaping @Sendable (any LocalReadTransaction) throws -> [QueuedOperation]) async throws -> [QueuedOperation] {
+        try await store.write { txn in try Outbox.markAttempted(try select(txn), txn) }
+    }
+}

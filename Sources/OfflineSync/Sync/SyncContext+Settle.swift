@@ -1,0 +1,160 @@
+import Foundation
+
+extension SyncContext {
+    // MARK: Settle
+
+    struct Settled: Sendable {
+        var events: [SyncEvent] = []
+        var applied = 0
+        var failed = 0
+        var resolved = 0
+        var settled = 0
+    }
+
+    /// Applies a batch's outcomes in one local transaction.
+    static func settle(_ batch: [QueuedOperation], outcomes: [String: PushOutcome],
+                       decisions: [String: ConflictResolution], txn: any LocalWriteTransaction) throws -> Settled {
+        var result = Settled()
+        let now = Timestamp.now()
+        for operation in batch {
+            guard let outcome = outcomes[operation.sendId] else { continue }
+            result.settled += 1
+            switch outcome {
+            case .applied(let server):
+                try Outbox.remove(operation, txn)
+                try adoptServerVersion(server, for: operation, txn: txn)
+                result.applied += 1
+                result.events.append(.outboxMutationProcessed(table: operation.table, record: server, kind: operation.kind))
+            case .conflict(let server):
+                let decision = decisions[operation.id] ?? .leaveForApp
+                switch decision {
+                case .leaveForApp:
+                    result.events.append(try fail(operation, status: 409, message: "conflict: the remote holds another version",
+                                                  server: server, now: now, txn: txn))
+                    result.failed += 1
+                    continue
+                case .takeServer:
+                    try Outbox.remove(operation, txn)
+                    // A newer local edit keeps its old base: it meets the server's record as a
+                    // conflict of its own instead of silently overwriting the change that won.
+                    if try Outbox.latest(txn, table: operation.table, itemId: operation.itemId) == nil {
+                        try adoptServerVersion(server, for: operation, txn: txn)
+                    }
+                case .discardClient:
+                    try Outbox.remove(operation, txn)
+                    if try Outbox.latest(txn, table: operation.table, itemId: operation.itemId) == nil {
+                        try txn.delete(id: operation.itemId, in: operation.table)
+                    }
+                case .keepClient:
+                    try resend(operation, item: operation.item, server: server, txn: txn)
+                case .merged(let merged):
+                    try resend(operation, item: Record(id: operation.itemId, fields: merged.fields), server: server, txn: txn)
+                }
+                result.resolved += 1
+                result.events.append(.conflictResolved(table: operation.table, itemId: operation.itemId,
+                                                       resolution: decision))
+            case .rejected(let reason, let status):
+                result.events.append(try fail(operation, status: status, message: reason, server: nil, now: now, txn: txn))
+                result.failed += 1
+            }
+        }
+        return result
+    }
+
+    /// After the remote settled an item: the next queued operation on it (if any) is rebased
+    /// on the remote's version and the local copy keeps its pending fields; otherwise the
+    /// local copy becomes the remote's record (or goes, for a tombstone).
+    static func adoptServerVersion(_ server: Record, for operation: QueuedOperation,
+                                   txn: any LocalWriteTransaction) throws {
+        if var next = try Outbox.all(txn, table: operation.table, itemId: operation.itemId).first {
+            if next.kind != .insert && next.state == .pending {
+                next.baseVersion = server.deleted ? nil : server.version
+                if server.deleted && next.kind == .update { next.kind = .insert }
+                try Outbox.save(next, txn)
+            }
+            if var local = try txn.record(in: operation.table, id: operation.itemId), !server.deleted {
+                local.version = server.version
+                local.updatedAt = server.updatedAt
+                try txn.upsert(local, in: operation.table)
+            }
+        } else {
+            if server.deleted {
+                try txn.delete(id: operation.itemId, in: operation.table)
+            } else {
+                try txn.upsert(Record(id: operation.itemId, fields: server.fields, version: server.version,
+                                      updatedAt: server.updatedAt), in: operation.table)
+            }
+        }
+    }
+
+    /// Requeues an operation with a fresh send id on the remote's current version.
+    static func resend(_ operation: QueuedOperation, item: Record?, server: Record, txn: any LocalWriteTransaction) throws {
+        var again = operation
+        again.sendId = UUID.random().uuidString
+        again.state = .pending
+        again.item = item.map { Record(id: operation.itemId, fields: $0.fields) } ?? operation.item
+        if server.deleted {
+            if operation.kind == .delete {
+                // Already gone remotely: nothing left to send.
+                try Outbox.remove(operation, txn)
+                return
+            }
+            again.kind = .insert
+            again.baseVersion = nil
+        } else {
+            if again.kind == .insert { again.kind = .update }
+            again.baseVersion = server.version
+        }
+        try Outbox.save(again, txn)
+        let isLatest = try Outbox.latest(txn, table: operation.table, itemId: operation.itemId)?.id == operation.id
+        if var local = try txn.record(in: operation.table, id: operation.itemId) {
+            local.version = server.deleted ? nil : server.version
+            local.updatedAt = server.updatedAt
+            if isLatest, let fields = again.item?.fields, again.kind != .delete { local.fields = fields }
+            try txn.upsert(local, in: operation.table)
+        }
+    }
+
+    /// Marks an operation failed and records why.
+    static func fail(_ operation: QueuedOperation, status: Int?, message: String, server: Record?, now: Timestamp,
+                     txn: any LocalWriteTransaction) throws -> SyncEvent {
+        let error = try Outbox.fail(operation, status: status, message: message, server: server, now: now, txn)
+        return .outboxMutationFailed(table: operation.table, record: operation.item, kind: operation.kind, error: error)
+    }
+
+    /// Settles an entry of ``operationErrors()``.
+    public func resolve(_ error: OperationError, with resolution: OperationErrorResolution) async throws {
+        try await gate.run {
+            let isEmpty = try await self.store.write { txn -> Bool in
+                guard let operation = try Outbox.operation(txn, id: error.operationId) else {
+                    throw SyncError(.notFound, "operation '\(error.operationId)' is no longer queued")
+                }
+                try Outbox.removeErrors(of: operation.id, txn)
+                switch resolution {
+                case .retry, .retryWith:
+                    var item = operation.item
+                    if case .retryWith(let record) = resolution { item = record }
+                    if let server = error.serverRecord {
+                        try SyncContext.resend(operation, item: item, server: server, txn: txn)
+                    } else {
+                        var again = operation
+                        again.state = .pending
+                        again.sendId = UUID.random().uuidString
+                        again.item = item.map { Record(id: operation.itemId, fields: $0.fields) }
+                        try Outbox.save(again, txn)
+                    }
+                case .takeServer, .discard:
+                    try Outbox.remove(operation, txn)
+                    let hasLater = try Outbox.latest(txn, table: operation.table, itemId: operation.itemId) != nil
+                    if case .takeServer = resolution, let server = error.serverRecord {
+                        if !hasLater { try SyncContext.adoptServerVersion(server, for: operation, txn: txn) }
+                    } else if !hasLater {
+                        try txn.delete(id: operation.itemId, in: operation.table)
+                    }
+                }
+                return try Outbox.isEmpty(txn)
+            }
+            self.broadcaster.publish(.outboxStatus(isEmpty: isEmpty))
+        }
+    }
+}

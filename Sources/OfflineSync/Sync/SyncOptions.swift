@@ -1,0 +1,57 @@
+import Foundation
+
+/// Settings of a ``SyncContext``.
+public struct SyncOptions: Sendable {
+    /// Decides conflicts the remote reports. Default: ``ConflictPolicy/serverWins``.
+    public var conflictResolver: any ConflictResolver
+    /// The most operations sent in one push request (a larger local transaction is still
+    /// sent whole, up to ten times this).
+    public var pushBatchSize: Int
+    /// The most records asked for per pull page.
+    public var pullPageSize: Int
+    /// After this many sends, a still-conflicting operation is left for the app.
+    public var maxConflictRetries: Int
+
+    /// Creates options.
+    public init(conflictResolver: any ConflictResolver = ConflictPolicy.serverWins, pushBatchSize: Int = 500,
+                pullPageSize: Int = 500, maxConflictRetries: Int = 5) {
+        self.conflictResolver = conflictResolver
+        self.pushBatchSize = max(1, pushBatchSize)
+        self.pullPageSize = max(1, pullPageSize)
+        self.maxConflictRetries = max(1, maxConflictRetries)
+    }
+}
+
+/// What a ``SyncContext/push()`` did.
+public struct PushSummary: Sendable, Hashable {
+    /// Requests sent.
+    public var batches = 0
+    /// Operations sent (resends included).
+    public var sent = 0
+    /// Operations the remote applied.
+    public var applied = 0
+    /// Conflicts settled by the resolver.
+    public var conflictsResolved = 0
+    /// Operations that moved to `__operation_errors`.
+    public var failed = 0
+}
+
+/// What a ``SyncContext/pull(_:query:queryId:)`` did.
+public struct PullSummary: Sendable, Hashable {
+    /// The table.
+    public var table: String
+    /// Pages received.
+    public var pages = 0
+    /// Records received (tombstones included), whether or not they changed anything.
+    public var received = 0
+    /// New local records.
+    public var added = 0
+    /// Local records that changed (a record received unchanged is not counted).
+    public var updated = 0
+    /// Removed local records.
+    public var deleted = 0
+    /// Remote changes not applied because the item has a local operation queued.
+    public var skippedPending = 0
+    /// Whether the pull started from the beginning.
+    public var isFullSync = true
+}
