@@ -30,7 +30,7 @@ SWIFT ?= swift
 PKG_CONFIG_MODULES := sqlite3 lmdb libpq
 APT_PACKAGES := pkg-config libsqlite3-dev liblmdb-dev libpq-dev postgresql curl
 
-.PHONY: deps build test test-steps architecture-check openapi-check conformance-cli corrupt-sweep crash-trials cognito-test hostile-test soak demo serve token bench clean
+.PHONY: deps build docs test test-steps architecture-check openapi-check conformance-cli corrupt-sweep crash-trials cognito-test hostile-test soak demo serve token bench clean
 
 deps:
 	@if ! command -v $(SWIFT) >/dev/null 2>&1; then \
@@ -203,6 +203,12 @@ bench: deps
 	$(SWIFT) build -c release --product offline-sync
 	$(SWIFT) build -c release --product offline-sync-harness
 	Scripts/with-postgres.sh $(SWIFT) run -c release --skip-build offline-sync-harness bench
+
+# The DocC documentation of the core and the adapter toolkit (Docs/ guides included as
+# articles), as .doccarchive bundles under .build/plugins/Swift-DocC/outputs; any DocC
+# warning fails it.
+docs: deps
+	$(SWIFT) package generate-documentation --target OfflineSync --target OfflineSyncStoreKit --warnings-as-errors
 
 clean:
 	@if command -v $(SWIFT) >/dev/null 2>&1; then $(SWIFT) package clean; else rm -rf .build; fi

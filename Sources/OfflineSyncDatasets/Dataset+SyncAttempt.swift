@@ -58,13 +58,13 @@ extension Dataset {
         _ = try await remote.deleteDataset(name)
         let identity = manager.identity, name = self.name, datasetId = datasetRowId
         try await manager.store.write { txn in
-            guard var row = try txn.record(in: DatasetTables.datasets, id: datasetId) else { return }
+            guard var row = try DatasetTables.DatasetRow.find(txn, id: datasetId) else { return }
             if gone {
-                _ = try txn.delete(id: datasetId, in: DatasetTables.datasets)
+                try DatasetTables.DatasetRow.delete(txn, id: datasetId)
             } else {
-                row.fields["deletePending"] = false
-                row.fields["lastSyncCount"] = 0
-                try txn.upsert(row, in: DatasetTables.datasets)
+                row.deletePending = false
+                row.lastSyncCount = 0
+                try row.save(txn)
                 try Self.rebase(txn, identity: identity, dataset: name)
             }
         }
@@ -92,23 +92,20 @@ extension Dataset {
         let identity = manager.identity, name = self.name, datasetId = datasetRowId
         if await callbacks.onDatasetDeleted(self, name) {
             try await manager.store.write { txn in
-                for record in try DatasetTables.records(txn, identity: identity, dataset: name) {
-                    _ = try txn.delete(id: DatasetTables.recordId(identity: identity, dataset: name, key: record.key),
-                                       in: DatasetTables.records)
-                }
-                if exists, var row = try txn.record(in: DatasetTables.datasets, id: datasetId) {
-                    row.fields["lastSyncCount"] = 0
-                    try txn.upsert(row, in: DatasetTables.datasets)
+                try DatasetTables.removeRecords(txn, identity: identity, dataset: name)
+                if exists, var row = try DatasetTables.DatasetRow.find(txn, id: datasetId) {
+                    row.lastSyncCount = 0
+                    try row.save(txn)
                 } else {
-                    _ = try txn.delete(id: datasetId, in: DatasetTables.datasets)
+                    try DatasetTables.DatasetRow.delete(txn, id: datasetId)
                 }
             }
             return exists ? .again : .done
         }
         try await manager.store.write { txn in
-            guard var row = try txn.record(in: DatasetTables.datasets, id: datasetId) else { return }
-            row.fields["lastSyncCount"] = 0
-            try txn.upsert(row, in: DatasetTables.datasets)
+            guard var row = try DatasetTables.DatasetRow.find(txn, id: datasetId) else { return }
+            row.lastSyncCount = 0
+            try row.save(txn)
             try Self.rebase(txn, identity: identity, dataset: name)
         }
         return .again
@@ -119,9 +116,9 @@ extension Dataset {
     func reportMerges(remoteNames: [String], _ callbacks: DatasetSyncCallbacks) async throws {
         let identity = manager.identity, name = self.name
         let mergedHere = try await manager.store.read { txn in
-            try txn.records(in: DatasetTables.datasets, matching: Query(
-                Field("identity") == .string(identity) && Field("mergedFrom") == .string(name) && Field("deletedLocally") == false))
-                .compactMap { $0["name"].stringValue }
+            try DatasetTables.DatasetRow.all(txn, Query(
+                DatasetTables.DatasetRow.live(identity: identity) && DatasetTables.DatasetRow.field(.mergedFrom) == .string(name)))
+                .map(\.name)
         }
         let merged = Array(Set(remoteNames).union(mergedHere)).sorted()
         if !merged.isEmpty, !(await callbacks.onDatasetsMerged(self, merged)) {
@@ -187,9 +184,9 @@ extension Dataset {
             guard size <= DatasetManager.maxDatasetBytes else {
                 throw SyncError(.limitExceeded, "the resolved dataset would hold more than \(DatasetManager.maxDatasetBytes) bytes")
             }
-            if var row = try txn.record(in: DatasetTables.datasets, id: datasetId) {
-                row.fields["lastSyncCount"] = .int(datasetSyncCount)
-                try txn.upsert(row, in: DatasetTables.datasets)
+            if var row = try DatasetTables.DatasetRow.find(txn, id: datasetId) {
+                row.lastSyncCount = datasetSyncCount
+                try row.save(txn)
             }
             return changed
         }
@@ -249,9 +246,9 @@ extension Dataset {
             // Only when this update came right after what was fetched is nothing missed by
             // moving the sync count past it; otherwise the next synchronize fetches the
             // changes in between (our own among them, harmlessly).
-            if newest == datasetSyncCount + 1, var row = try txn.record(in: DatasetTables.datasets, id: datasetId) {
-                row.fields["lastSyncCount"] = .int(newest)
-                try txn.upsert(row, in: DatasetTables.datasets)
+            if newest == datasetSyncCount + 1, var row = try DatasetTables.DatasetRow.find(txn, id: datasetId) {
+                row.lastSyncCount = newest
+                try row.save(txn)
             }
         }
         return .done

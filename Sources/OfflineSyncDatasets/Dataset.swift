@@ -69,7 +69,7 @@ public final class Dataset: Sendable {
     /// The dataset's sync count when it was last synchronized (0: never).
     public func lastSyncCount() async throws -> Int64 {
         let id = DatasetTables.datasetId(identity: identity, name: name)
-        return try await store.read { txn in try txn.record(in: DatasetTables.datasets, id: id)?["lastSyncCount"].intValue ?? 0 }
+        return try await store.read { txn in try DatasetTables.DatasetRow.find(txn, id: id)?.lastSyncCount ?? 0 }
     }
 
     /// Bytes of keys and values the dataset holds (UTF-8).
@@ -83,14 +83,12 @@ public final class Dataset: Sendable {
         let identity = self.identity, name = self.name
         try await store.write { txn in
             let id = DatasetTables.datasetId(identity: identity, name: name)
-            guard var row = try txn.record(in: DatasetTables.datasets, id: id) else { return }
-            for record in try DatasetTables.records(txn, identity: identity, dataset: name) {
-                _ = try txn.delete(id: DatasetTables.recordId(identity: identity, dataset: name, key: record.key), in: DatasetTables.records)
-            }
-            row.fields["deletedLocally"] = true
-            row.fields["deletePending"] = true
-            row.fields["lastModified"] = .date(Timestamp.now())
-            try txn.upsert(row, in: DatasetTables.datasets)
+            guard var row = try DatasetTables.DatasetRow.find(txn, id: id) else { return }
+            try DatasetTables.removeRecords(txn, identity: identity, dataset: name)
+            row.deletedLocally = true
+            row.deletePending = true
+            row.lastModified = Timestamp.now()
+            try row.save(txn)
         }
     }
 
@@ -99,7 +97,7 @@ public final class Dataset: Sendable {
         let identity = self.identity, name = self.name
         try await store.write { txn in
             let datasetId = DatasetTables.datasetId(identity: identity, name: name)
-            guard var dataset = try txn.record(in: DatasetTables.datasets, id: datasetId), dataset["deletedLocally"].boolValue != true else {
+            guard var dataset = try DatasetTables.DatasetRow.find(txn, id: datasetId), !dataset.deletedLocally else {
                 throw SyncError(.notFound, "dataset '\(name)' was deleted; open it again to use it")
             }
             var size = try DatasetTables.records(txn, identity: identity, dataset: name).reduce(0) { $0 + $1.sizeInBytes }
@@ -122,63 +120,9 @@ public final class Dataset: Sendable {
             }
             for record in updated { try DatasetTables.store(record, identity: identity, dataset: name, txn: txn) }
             if !updated.isEmpty {
-                dataset.fields["lastModified"] = .date(now)
-                try txn.upsert(dataset, in: DatasetTables.datasets)
+                dataset.lastModified = now
+                try dataset.save(txn)
             }
         }
-    }
-}
-
-/// The two tables datasets live in, under the reserved prefix.
-enum DatasetTables {
-    static let datasets = "__datasets"
-    static let records = "__dataset_records"
-
-    static let datasetsSchema = TableSchema(datasets, fields: [
-        FieldDefinition("identity", .string, indexed: true), FieldDefinition("name", .string),
-        FieldDefinition("lastSyncCount", .int), FieldDefinition("deletedLocally", .bool),
-        FieldDefinition("created", .date), FieldDefinition("lastModified", .date), FieldDefinition("deletePending", .bool),
-        FieldDefinition("mergedFrom", .string),
-    ], undeclaredFields: .reject)
-
-    static let recordsSchema = TableSchema(records, fields: [
-        FieldDefinition("identity", .string), FieldDefinition("dataset", .string), FieldDefinition("key", .string),
-        FieldDefinition("value", .string), FieldDefinition("syncCount", .int), FieldDefinition("lastModified", .date),
-        FieldDefinition("modified", .bool),
-    ], indexes: [IndexDefinition(["identity", "dataset"])], undeclaredFields: .reject)
-
-    static func define(in store: any LocalStore) async throws {
-        try await store.defineTable(datasetsSchema)
-        try await store.defineTable(recordsSchema)
-    }
-
-    static func datasetId(identity: String, name: String) -> String { CompositeKey.slashed(identity, last: name) }
-
-    static func recordId(identity: String, dataset: String, key: String) -> String {
-        CompositeKey.slashed(identity, dataset, last: key)
-    }
-
-    static func decode(_ row: Record) -> DatasetRecord {
-        DatasetRecord(key: row["key"].stringValue ?? "", value: row["value"].stringValue,
-                      syncCount: row["syncCount"].intValue ?? 0,
-                      lastModified: row["lastModified"].dateValue ?? Timestamp(millisecondsSince1970: 0),
-                      isModified: row["modified"].boolValue ?? false)
-    }
-
-    static func record(_ txn: any LocalReadTransaction, identity: String, dataset: String, key: String) throws -> DatasetRecord? {
-        try txn.record(in: records, id: recordId(identity: identity, dataset: dataset, key: key)).map(decode)
-    }
-
-    static func records(_ txn: any LocalReadTransaction, identity: String, dataset: String) throws -> [DatasetRecord] {
-        try txn.records(in: records, matching: Query(
-            Field("identity") == .string(identity) && Field("dataset") == .string(dataset), order: [SortKey("key")])).map(decode)
-    }
-
-    static func store(_ record: DatasetRecord, identity: String, dataset: String, txn: any LocalWriteTransaction) throws {
-        try txn.upsert(Record(id: recordId(identity: identity, dataset: dataset, key: record.key), fields: [
-            "identity": .string(identity), "dataset": .string(dataset), "key": .string(record.key),
-            "value": record.value.map(Value.string) ?? .null, "syncCount": .int(record.syncCount),
-            "lastModified": .date(record.lastModified), "modified": .bool(record.isModified),
-        ]), in: records)
     }
 }

@@ -100,10 +100,9 @@ public final class DatasetManager: Sendable {
         let identity = self.identity
         try await store.write { txn in
             let id = DatasetTables.datasetId(identity: identity, name: name)
-            let existing = try txn.record(in: DatasetTables.datasets, id: id)
-            if let existing, existing["deletedLocally"].boolValue != true { return }
-            let live = try txn.count(in: DatasetTables.datasets,
-                                     matching: Field("identity") == .string(identity) && Field("deletedLocally") == false)
+            let existing = try DatasetTables.DatasetRow.find(txn, id: id)
+            if let existing, !existing.deletedLocally { return }
+            let live = try DatasetTables.DatasetRow.count(txn, DatasetTables.DatasetRow.live(identity: identity))
             guard live < Self.maxDatasets else {
                 throw SyncError(.limitExceeded, "an identity may have at most \(Self.maxDatasets) datasets")
             }
@@ -111,16 +110,13 @@ public final class DatasetManager: Sendable {
                 // Deleted locally and opened again: it starts afresh; its remote deletion is
                 // still pending (`deletePending`), so the next synchronize deletes the remote
                 // copy first and then sends what the dataset holds by then.
-                revived.fields["deletedLocally"] = false
-                revived.fields["lastModified"] = .date(Timestamp.now())
-                try txn.upsert(revived, in: DatasetTables.datasets)
+                revived.deletedLocally = false
+                revived.lastModified = Timestamp.now()
+                try revived.save(txn)
                 return
             }
             let now = Timestamp.now()
-            try txn.upsert(Record(id: id, fields: [
-                "identity": .string(identity), "name": .string(name), "lastSyncCount": 0, "deletedLocally": false,
-                "deletePending": false, "created": .date(now), "lastModified": .date(now),
-            ]), in: DatasetTables.datasets)
+            try DatasetTables.DatasetRow(identity: identity, name: name, created: now, lastModified: now).save(txn)
         }
         return Dataset(manager: self, name: name)
     }
@@ -129,17 +125,15 @@ public final class DatasetManager: Sendable {
     public func listDatasets() async throws -> [DatasetMetadata] {
         let identity = self.identity
         return try await store.read { txn in
-            let rows = try txn.records(in: DatasetTables.datasets, matching: Query(
-                Field("identity") == .string(identity) && Field("deletedLocally") == false, order: [SortKey("name")]))
+            let rows = try DatasetTables.DatasetRow.all(txn, Query(DatasetTables.DatasetRow.live(identity: identity),
+                                                                  order: [DatasetTables.DatasetRow.sorted(.name)]))
             return try rows.map { row in
-                let name = row["name"].stringValue ?? ""
-                let records = try DatasetTables.records(txn, identity: identity, dataset: name)
+                let records = try DatasetTables.records(txn, identity: identity, dataset: row.name)
                 let live = records.filter { $0.value != nil }
                 return DatasetMetadata(
-                    name: name, creationDate: row["created"].dateValue ?? Timestamp(millisecondsSince1970: 0),
-                    lastModifiedDate: row["lastModified"].dateValue ?? Timestamp(millisecondsSince1970: 0),
+                    name: row.name, creationDate: row.created, lastModifiedDate: row.lastModified,
                     storageSizeBytes: live.reduce(0) { $0 + $1.sizeInBytes }, recordCount: live.count,
-                    lastSyncCount: row["lastSyncCount"].intValue ?? 0)
+                    lastSyncCount: row.lastSyncCount)
             }
         }
     }
@@ -149,9 +143,11 @@ public final class DatasetManager: Sendable {
     public func wipeData() async throws {
         let identity = self.identity
         try await store.write { txn in
-            for table in [DatasetTables.records, DatasetTables.datasets] {
+            let tables = [(DatasetTables.RecordRow.table, DatasetTables.RecordRow.field(.identity)),
+                          (DatasetTables.DatasetRow.table, DatasetTables.DatasetRow.field(.identity))]
+            for (table, identityField) in tables {
                 while true {
-                    let rows = try txn.records(in: table, matching: Query(Field("identity") == .string(identity), limit: 1000))
+                    let rows = try txn.records(in: table, matching: Query(identityField == .string(identity), limit: 1000))
                     if rows.isEmpty { break }
                     for row in rows { _ = try txn.delete(id: row.id, in: table) }
                 }

@@ -141,12 +141,11 @@ extension Dataset {
     func localState() async throws -> LocalState {
         let id = DatasetTables.datasetId(identity: manager.identity, name: name)
         return try await manager.store.read { txn in
-            guard let row = try txn.record(in: DatasetTables.datasets, id: id) else {
+            guard let row = try DatasetTables.DatasetRow.find(txn, id: id) else {
                 return LocalState(exists: false, lastSyncCount: 0, deletePending: false, deletedLocally: false)
             }
-            return LocalState(exists: true, lastSyncCount: row["lastSyncCount"].intValue ?? 0,
-                              deletePending: row["deletePending"].boolValue ?? false,
-                              deletedLocally: row["deletedLocally"].boolValue ?? false)
+            return LocalState(exists: true, lastSyncCount: row.lastSyncCount, deletePending: row.deletePending,
+                              deletedLocally: row.deletedLocally)
         }
     }
 
@@ -167,8 +166,7 @@ extension Dataset {
     static func rebase(_ txn: any LocalWriteTransaction, identity: String, dataset: String) throws {
         for var record in try DatasetTables.records(txn, identity: identity, dataset: dataset) {
             if record.value == nil {
-                _ = try txn.delete(id: DatasetTables.recordId(identity: identity, dataset: dataset, key: record.key),
-                                   in: DatasetTables.records)
+                try DatasetTables.removeRecord(txn, identity: identity, dataset: dataset, key: record.key)
             } else {
                 record.syncCount = 0
                 record.isModified = true
@@ -196,36 +194,33 @@ extension DatasetManager {
         })
         return try await store.write { txn in
             var moved: [String] = []
-            let rows = try txn.records(in: DatasetTables.datasets, matching: Query(Field("identity") == .string(previous),
-                                                                                  order: [SortKey("name")]))
+            let rows = try DatasetTables.DatasetRow.all(txn, Query(DatasetTables.DatasetRow.field(.identity) == .string(previous), order: [DatasetTables.DatasetRow.sorted(.name)]))
             for row in rows {
-                let name = row["name"].stringValue ?? ""
+                let name = row.name
                 let records = try DatasetTables.records(txn, identity: previous, dataset: name)
-                for record in records {
-                    _ = try txn.delete(id: DatasetTables.recordId(identity: previous, dataset: name, key: record.key), in: DatasetTables.records)
-                }
-                _ = try txn.delete(id: row.id, in: DatasetTables.datasets)
-                if row["deletedLocally"].boolValue == true { continue }
+                try DatasetTables.removeRecords(txn, identity: previous, dataset: name)
+                try DatasetTables.DatasetRow.delete(txn, id: row.id)
+                if row.deletedLocally { continue }
                 var newName = name
                 var mergedFrom: String?
-                let clash = try txn.record(in: DatasetTables.datasets, id: DatasetTables.datasetId(identity: identity, name: name))
-                if let clash, clash["deletedLocally"].boolValue != true {
+                let clash = try DatasetTables.DatasetRow.find(txn, id: DatasetTables.datasetId(identity: identity, name: name))
+                if let clash, !clash.deletedLocally {
                     newName = String((String(name.prefix(max(1, 128 - suffix.count))) + suffix).suffix(128))
                     mergedFrom = name
-                    if try txn.record(in: DatasetTables.datasets, id: DatasetTables.datasetId(identity: identity, name: newName)) != nil {
+                    if try DatasetTables.DatasetRow.find(txn, id: DatasetTables.datasetId(identity: identity, name: newName)) != nil {
                         throw SyncError(.duplicateId, "dataset '\(newName)' already exists; delete it before merging again")
                     }
                 }
-                var fields = row.fields
-                fields["identity"] = .string(identity)
-                fields["name"] = .string(newName)
-                fields["lastSyncCount"] = 0
-                fields["deletePending"] = false
-                fields["mergedFrom"] = mergedFrom.map(Value.string) ?? .null
-                fields["lastModified"] = .date(Timestamp.now())
-                let previousRow = try txn.record(in: DatasetTables.datasets, id: DatasetTables.datasetId(identity: identity, name: newName))
-                if previousRow?["deletePending"].boolValue == true { fields["deletePending"] = true }
-                try txn.upsert(Record(id: DatasetTables.datasetId(identity: identity, name: newName), fields: fields), in: DatasetTables.datasets)
+                var taken = row
+                taken.id = DatasetTables.datasetId(identity: identity, name: newName)
+                taken.identity = identity
+                taken.name = newName
+                taken.lastSyncCount = 0
+                taken.mergedFrom = mergedFrom
+                taken.lastModified = Timestamp.now()
+                // A deletion of the target's dataset of that name still has to reach the remote.
+                taken.deletePending = try DatasetTables.DatasetRow.find(txn, id: taken.id)?.deletePending == true
+                try taken.save(txn)
                 for var record in records where record.value != nil {
                     record.syncCount = 0
                     record.isModified = true
@@ -254,12 +249,10 @@ extension DatasetManager {
         try await store.write { txn in
             let now = Timestamp.now()
             for dataset in found {
-                let id = DatasetTables.datasetId(identity: identity, name: dataset.name)
-                if try txn.record(in: DatasetTables.datasets, id: id) != nil { continue }
-                try txn.upsert(Record(id: id, fields: [
-                    "identity": .string(identity), "name": .string(dataset.name), "lastSyncCount": 0, "deletedLocally": false,
-                    "deletePending": false, "created": .date(dataset.creationDate), "lastModified": .date(now),
-                ]), in: DatasetTables.datasets)
+                let row = DatasetTables.DatasetRow(identity: identity, name: dataset.name, created: dataset.creationDate,
+                                                   lastModified: now)
+                if try DatasetTables.DatasetRow.find(txn, id: row.id) != nil { continue }
+                try row.save(txn)
             }
         }
         return all
@@ -309,9 +302,8 @@ extension DatasetManager {
         }
         let identity = self.identity, name = notification.datasetName
         let id = DatasetTables.datasetId(identity: identity, name: name)
-        guard let row = try? await store.read({ txn in try txn.record(in: DatasetTables.datasets, id: id) }),
-              row["deletedLocally"].boolValue != true,
-              notification.syncCount > (row["lastSyncCount"].intValue ?? 0) else { return false }
+        guard let row = try? await store.read({ txn in try DatasetTables.DatasetRow.find(txn, id: id) }), !row.deletedLocally,
+              notification.syncCount > row.lastSyncCount else { return false }
         // Checked again once it is this dataset's turn: a synchronize in flight (the one
         // whose update caused this very notice, say) may already have brought the count up.
         do {

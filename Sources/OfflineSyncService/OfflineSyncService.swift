@@ -26,10 +26,8 @@ public final class OfflineSyncService: Sendable {
     private let defined = DefinedTables()
     private let remainingCounts = RemainingCounts()
 
-    /// The service's own bookkeeping tables.
+    /// The service's columns in every app table's rows (stripped from what clients see).
     enum Meta {
-        static let tables = "__srv_tables"
-        static let operations = "__srv_operations"
         static let owner = "__owner"
         static let item = "__item"
         static let sequence = "__seq"
@@ -51,12 +49,8 @@ public final class OfflineSyncService: Sendable {
             byName[schema.name] = schema
         }
         self.schemas = byName
-        try await store.defineTable(TableSchema(Meta.tables, fields: [
-            FieldDefinition("epoch", .string), FieldDefinition("sequence", .int),
-        ], undeclaredFields: .reject))
-        try await store.defineTable(TableSchema(Meta.operations, fields: [
-            FieldDefinition("outcome", .bytes), FieldDefinition("createdAt", .date, indexed: true),
-        ], undeclaredFields: .reject))
+        try await store.defineTable(SequenceRow.schema)
+        try await store.defineTable(OutcomeRow.schema)
         for schema in schemas { try await ensureTable(schema.name) }
     }
 
@@ -88,10 +82,8 @@ public final class OfflineSyncService: Sendable {
         }
         try await store.defineTable(storageSchema(for: table))
         try await store.write { txn in
-            if try txn.record(in: Meta.tables, id: table) == nil {
-                try txn.upsert(Record(id: table, fields: [
-                    "epoch": .string(UUID().uuidString.lowercased()), "sequence": .int(0),
-                ]), in: Meta.tables)
+            if try SequenceRow.find(txn, id: table) == nil {
+                try SequenceRow(id: table, epoch: UUID().uuidString.lowercased(), sequence: 0).save(txn)
             }
         }
         defined.insert(table)
@@ -135,9 +127,8 @@ public final class OfflineSyncService: Sendable {
             let now = Timestamp.now()
             for operation in operations {
                 let key = Self.rowId(owner: identity, item: operation.id)
-                if let stored = try txn.record(in: Meta.operations, id: key),
-                   let bytes = stored["outcome"].bytesValue {
-                    results.append(PushResult(operationId: operation.id, outcome: try Self.decodeOutcome(bytes)))
+                if let stored = try OutcomeRow.find(txn, id: key) {
+                    results.append(PushResult(operationId: operation.id, outcome: try stored.pushOutcome()))
                     continue
                 }
                 let outcome: PushOutcome
@@ -147,14 +138,11 @@ public final class OfflineSyncService: Sendable {
                     outcome = try Self.apply(operation, identity: identity, schema: schemas[operation.table]!,
                                              now: now, txn: txn, sequences: &sequences)
                 }
-                try txn.upsert(Record(id: key, fields: [
-                    "outcome": .bytes(Self.encodeOutcome(outcome)), "createdAt": .date(now),
-                ]), in: Meta.operations)
+                try OutcomeRow(id: key, outcome: outcome, createdAt: now).save(txn)
                 results.append(PushResult(operationId: operation.id, outcome: outcome))
             }
             for (table, state) in sequences {
-                try txn.upsert(Record(id: table, fields: ["epoch": .string(state.epoch), "sequence": .int(state.next - 1)]),
-                               in: Meta.tables)
+                try SequenceRow(id: table, epoch: state.epoch, sequence: state.next - 1).save(txn)
             }
             return results
         }
@@ -195,10 +183,8 @@ public final class OfflineSyncService: Sendable {
             return .rejected(reason: "field name '\(reserved)' uses the reserved prefix '\(Names.reservedPrefix)'", status: 400)
         }
         var state = try sequences[table] ?? {
-            guard let row = try txn.record(in: Meta.tables, id: table), let epoch = row["epoch"].stringValue else {
-                throw SyncError(.corrupted, "the sequence row of table '\(table)' is missing")
-            }
-            return (epoch, (row["sequence"].intValue ?? 0) + 1)
+            let row = try SequenceRow.of(txn, table: table)
+            return (row.epoch, row.sequence + 1)
         }()
         let sequence = state.next
         fields[Meta.owner] = .string(identity)
@@ -231,9 +217,8 @@ public final class OfflineSyncService: Sendable {
         let table = request.table
         let remainingCounts = self.remainingCounts
         return try await store.read { txn in
-            guard let meta = try txn.record(in: Meta.tables, id: table), let epoch = meta["epoch"].stringValue else {
-                throw SyncError(.corrupted, "the sequence row of table '\(table)' is missing")
-            }
+            let meta = try SequenceRow.of(txn, table: table)
+            let epoch = meta.epoch
             var after: Int64 = 0
             var reset = false
             if let cursor = request.cursor {
@@ -249,7 +234,7 @@ public final class OfflineSyncService: Sendable {
                 mine && Field(Meta.sequence) > .int(after) && wanted,
                 order: [SortKey(Meta.sequence)], limit: limit))
             let last = rows.last?[Meta.sequence].intValue ?? after
-            let tableSequence = meta["sequence"].intValue ?? 0
+            let tableSequence = meta.sequence
             let key = RemainingCounts.Key(table: table, identity: identity, predicate: predicate)
             let remaining: Int
             if rows.count < limit {
@@ -348,44 +333,11 @@ public final class OfflineSyncService: Sendable {
         try await store.write { txn in
             var removed = 0
             while true {
-                let rows = try txn.records(in: Meta.operations, matching: Query(Field("createdAt") < .date(date), limit: 1000))
+                let rows = try txn.records(in: OutcomeRow.table, matching: Query(OutcomeRow.field(.createdAt) < .date(date), limit: 1000))
                 if rows.isEmpty { return removed }
-                for row in rows { try txn.delete(id: row.id, in: Meta.operations) }
+                for row in rows { try OutcomeRow.delete(txn, id: row.id) }
                 removed += rows.count
             }
-        }
-    }
-
-    // MARK: Outcome encoding
-
-    static func encodeOutcome(_ outcome: PushOutcome) -> [UInt8] {
-        let value: Value
-        switch outcome {
-        case .applied(let record):
-            value = ["kind": "applied", "record": .bytes(ValueCodec.encode(record))]
-        case .conflict(let record):
-            value = ["kind": "conflict", "record": .bytes(ValueCodec.encode(record))]
-        case let .rejected(reason, status):
-            value = ["kind": "rejected", "reason": .string(reason), "status": status.map { .int(Int64($0)) } ?? .null]
-        }
-        return ValueCodec.encode(value)
-    }
-
-    static func decodeOutcome(_ bytes: [UInt8]) throws -> PushOutcome {
-        guard case .object(let object) = try ValueCodec.decode(bytes), let kind = object["kind"]?.stringValue else {
-            throw SyncError(.corrupted, "a stored push outcome is unreadable")
-        }
-        switch kind {
-        case "applied", "conflict":
-            guard let recordBytes = object["record"]?.bytesValue else {
-                throw SyncError(.corrupted, "a stored push outcome has no record")
-            }
-            let record = try ValueCodec.decodeRecord(recordBytes)
-            return kind == "applied" ? .applied(record) : .conflict(serverRecord: record)
-        case "rejected":
-            return .rejected(reason: object["reason"]?.stringValue ?? "", status: object["status"]?.intValue.map { Int($0) })
-        default:
-            throw SyncError(.corrupted, "a stored push outcome has an unknown kind")
         }
     }
 }

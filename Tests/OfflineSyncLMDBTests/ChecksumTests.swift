@@ -134,8 +134,8 @@ struct ChecksumTests {
             try Self.rawWrite(directory) { txn, open in
                 let index = try open("i.1.0.0")
                 var nowhere: [UInt8] = [], moved: [UInt8] = []
-                IndexKey.append(.int(1000), to: &nowhere)
-                IndexKey.append(.int(2000), to: &moved)
+                LMDBIndexKey.append(.int(1000), to: &nowhere)
+                LMDBIndexKey.append(.int(2000), to: &moved)
                 try Self.put(txn, index, nowhere, Array("r999".utf8))
                 try Self.put(txn, index, moved, Array("r010".utf8))
             }
@@ -162,15 +162,15 @@ struct ChecksumTests {
         try rawWrite(directory) { txn, open in
             let records = try open("t.1")
             for entry in try entries(txn, records) { try put(txn, records, entry.key, Array(entry.value.dropLast(4))) }
-            try put(txn, try open(Layout.metaDatabase), Layout.versionKey, BigEndian.bytes(1))
+            try put(txn, try open(LMDBLayout.metaDatabase), LMDBLayout.versionKey, BigEndian.bytes(1))
         }
     }
 
     static func version(_ directory: URL) throws -> UInt64? {
         var version: UInt64?
         try rawWrite(directory) { txn, open in
-            let meta = try open(Layout.metaDatabase)
-            version = try entries(txn, meta).first { $0.key == Layout.versionKey }.flatMap { BigEndian.uint64($0.value) }
+            let meta = try open(LMDBLayout.metaDatabase)
+            version = try entries(txn, meta).first { $0.key == LMDBLayout.versionKey }.flatMap { BigEndian.uint64($0.value) }
         }
         return version
     }

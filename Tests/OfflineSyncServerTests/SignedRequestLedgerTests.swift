@@ -46,14 +46,14 @@ struct SignedRequestLedgerTests {
             let old = Timestamp(millisecondsSince1970: Timestamp.now().millisecondsSince1970 - 3_600_000)
             try await store.write { txn in
                 for n in 0..<20 {
-                    try txn.upsert(Record(id: "old-\(n)", fields: ["at": .date(old), "answer": .bytes([1])]), in: SignedRequestLedger.table)
+                    try txn.upsert(Record(id: "old-\(n)", fields: ["at": .date(old), "answer": .bytes([1])]), in: SignedRequestLedger.SignatureRow.table)
                 }
             }
             #expect(try await ledger.claim("new", window: .seconds(900)) == .claimed)
-            let left = try await store.read { txn in try txn.records(in: SignedRequestLedger.table, matching: Query()).count }
+            let left = try await store.read { txn in try txn.records(in: SignedRequestLedger.SignatureRow.table, matching: Query()).count }
             #expect(left == 20 - 16 + 1, "one claim forgets at most 16 old signatures")
             #expect(try await ledger.claim("newer", window: .seconds(900)) == .claimed)
-            let remaining = try await store.read { txn in try txn.records(in: SignedRequestLedger.table, matching: Query()).map(\.id) }
+            let remaining = try await store.read { txn in try txn.records(in: SignedRequestLedger.SignatureRow.table, matching: Query()).map(\.id) }
             #expect(Set(remaining) == ["new", "newer"])
         }
     }

@@ -3,7 +3,7 @@ import Foundation
 import OfflineSync
 
 /// The on-disk format; Docs/EncryptedFileFormat.md describes it byte by byte.
-enum FileFormat {
+enum EncryptedFileFormat {
     static let magic: [UInt8] = Array("OSYNCEF".utf8) + [0]
     static let version: UInt16 = 1
     /// Header length: fields (104) + verifier (44) + SHA-256 (32).
@@ -82,7 +82,7 @@ extension EncryptedFileStore.Cipher {
 
     /// Opens nonce ‖ ciphertext ‖ tag; returns `nil` if authentication fails.
     func open(_ body: [UInt8], key: SymmetricKey, aad: [UInt8]) -> [UInt8]? {
-        guard body.count >= FileFormat.nonceSize + FileFormat.tagSize else { return nil }
+        guard body.count >= EncryptedFileFormat.nonceSize + EncryptedFileFormat.tagSize else { return nil }
         do {
             switch self {
             case .aesGCM:
@@ -99,9 +99,9 @@ extension EncryptedFileStore.Cipher {
 }
 
 /// The fixed-size header at the start of the file.
-struct FileHeader {
+struct EncryptedFileHeader {
     var cipher: EncryptedFileStore.Cipher
-    var kdf: FileFormat.KDFID
+    var kdf: EncryptedFileFormat.KDFID
     var kdfParameters: (UInt32, UInt32, UInt32)
     var kdfSalt: [UInt8]
     var fileSalt: [UInt8]
@@ -137,23 +137,23 @@ struct FileHeader {
     func fileKey(master: SecretBytes) -> SymmetricKey {
         master.withUnsafeBytes { bytes in
             HKDF<SHA256>.deriveKey(inputKeyMaterial: SymmetricKey(data: bytes), salt: fileSalt,
-                                   info: FileFormat.fileKeyInfo + [cipher.rawValue], outputByteCount: 32)
+                                   info: EncryptedFileFormat.fileKeyInfo + [cipher.rawValue], outputByteCount: 32)
         }
     }
 
     /// The authenticated fields (bytes 0..<104).
     private var fieldBytes: [UInt8] {
-        var out = FileFormat.magic
-        FileFormat.appendLE(FileFormat.version, to: &out)
+        var out = EncryptedFileFormat.magic
+        EncryptedFileFormat.appendLE(EncryptedFileFormat.version, to: &out)
         out.append(cipher.rawValue)
         out.append(kdf.rawValue)
-        FileFormat.appendLE(kdfParameters.0, to: &out)
-        FileFormat.appendLE(kdfParameters.1, to: &out)
-        FileFormat.appendLE(kdfParameters.2, to: &out)
+        EncryptedFileFormat.appendLE(kdfParameters.0, to: &out)
+        EncryptedFileFormat.appendLE(kdfParameters.1, to: &out)
+        EncryptedFileFormat.appendLE(kdfParameters.2, to: &out)
         out += kdfSalt
         out += fileSalt
-        FileFormat.appendLE(baseEnd, to: &out)
-        FileFormat.appendLE(baseFrames, to: &out)
+        EncryptedFileFormat.appendLE(baseEnd, to: &out)
+        EncryptedFileFormat.appendLE(baseFrames, to: &out)
         return out
     }
 
@@ -161,36 +161,36 @@ struct FileHeader {
     /// SHA-256 of everything before it.
     func encode(fileKey: SymmetricKey) throws -> [UInt8] {
         var out = fieldBytes
-        precondition(out.count == FileFormat.authenticatedHeaderSize)
-        try cipher.seal(FileFormat.verifierPlaintext, key: fileKey, aad: out, into: &out)
+        precondition(out.count == EncryptedFileFormat.authenticatedHeaderSize)
+        try cipher.seal(EncryptedFileFormat.verifierPlaintext, key: fileKey, aad: out, into: &out)
         out += Array(SHA256.hash(data: out))
-        precondition(out.count == FileFormat.headerSize)
+        precondition(out.count == EncryptedFileFormat.headerSize)
         return out
     }
 
     /// Parses a header whose magic was already checked. Throws ``SyncError/Code/corrupted``
     /// when the checksum or a field is wrong, ``SyncError/Code/unsupported`` for a newer format.
     init(parsing bytes: [UInt8], path: String) throws {
-        precondition(bytes.count == FileFormat.headerSize)
-        let digest = Array(SHA256.hash(data: bytes[0..<FileFormat.checksummedHeaderSize]))
-        guard digest == Array(bytes[FileFormat.checksummedHeaderSize...]) else {
+        precondition(bytes.count == EncryptedFileFormat.headerSize)
+        let digest = Array(SHA256.hash(data: bytes[0..<EncryptedFileFormat.checksummedHeaderSize]))
+        guard digest == Array(bytes[EncryptedFileFormat.checksummedHeaderSize...]) else {
             throw SyncError(.corrupted, "the header of \(path) is damaged (checksum mismatch)")
         }
-        let version = FileFormat.readLE(UInt16.self, bytes, at: 8)
-        guard version == FileFormat.version else {
-            throw SyncError(.unsupported, "\(path) has encrypted-file format \(version); this version reads format \(FileFormat.version)")
+        let version = EncryptedFileFormat.readLE(UInt16.self, bytes, at: 8)
+        guard version == EncryptedFileFormat.version else {
+            throw SyncError(.unsupported, "\(path) has encrypted-file format \(version); this version reads format \(EncryptedFileFormat.version)")
         }
-        guard let cipher = EncryptedFileStore.Cipher(rawValue: bytes[10]), let kdf = FileFormat.KDFID(rawValue: bytes[11]) else {
+        guard let cipher = EncryptedFileStore.Cipher(rawValue: bytes[10]), let kdf = EncryptedFileFormat.KDFID(rawValue: bytes[11]) else {
             throw SyncError(.corrupted, "the header of \(path) names an unknown cipher or key derivation")
         }
         self.cipher = cipher
         self.kdf = kdf
-        kdfParameters = (FileFormat.readLE(UInt32.self, bytes, at: 12), FileFormat.readLE(UInt32.self, bytes, at: 16),
-                         FileFormat.readLE(UInt32.self, bytes, at: 20))
+        kdfParameters = (EncryptedFileFormat.readLE(UInt32.self, bytes, at: 12), EncryptedFileFormat.readLE(UInt32.self, bytes, at: 16),
+                         EncryptedFileFormat.readLE(UInt32.self, bytes, at: 20))
         kdfSalt = Array(bytes[24..<56])
         fileSalt = Array(bytes[56..<88])
-        baseEnd = FileFormat.readLE(UInt64.self, bytes, at: 88)
-        baseFrames = FileFormat.readLE(UInt64.self, bytes, at: 96)
+        baseEnd = EncryptedFileFormat.readLE(UInt64.self, bytes, at: 88)
+        baseFrames = EncryptedFileFormat.readLE(UInt64.self, bytes, at: 96)
         if let derivation {
             do {
                 try derivation.validate()
@@ -198,31 +198,31 @@ struct FileHeader {
                 throw SyncError(.corrupted, "the header of \(path) records key-derivation parameters out of range")
             }
         }
-        guard baseEnd >= UInt64(FileFormat.headerSize), (baseEnd == UInt64(FileFormat.headerSize)) == (baseFrames == 0) else {
+        guard baseEnd >= UInt64(EncryptedFileFormat.headerSize), (baseEnd == UInt64(EncryptedFileFormat.headerSize)) == (baseFrames == 0) else {
             throw SyncError(.corrupted, "the header of \(path) describes an impossible snapshot")
         }
     }
 
     /// Whether `fileKey` opens the verifier of the header `bytes`.
     static func verify(_ bytes: [UInt8], cipher: EncryptedFileStore.Cipher, fileKey: SymmetricKey) -> Bool {
-        let aad = Array(bytes[0..<FileFormat.authenticatedHeaderSize])
-        let sealed = Array(bytes[FileFormat.authenticatedHeaderSize..<FileFormat.checksummedHeaderSize])
-        return cipher.open(sealed, key: fileKey, aad: aad) == FileFormat.verifierPlaintext
+        let aad = Array(bytes[0..<EncryptedFileFormat.authenticatedHeaderSize])
+        let sealed = Array(bytes[EncryptedFileFormat.authenticatedHeaderSize..<EncryptedFileFormat.checksummedHeaderSize])
+        return cipher.open(sealed, key: fileKey, aad: aad) == EncryptedFileFormat.verifierPlaintext
     }
 }
 
 /// Builds one frame: length, check, then the sealed change set.
 func makeFrame(_ plaintext: [UInt8], sequence: UInt64, cipher: EncryptedFileStore.Cipher, key: SymmetricKey) throws -> [UInt8] {
-    var frame = [UInt8](repeating: 0, count: FileFormat.frameHeaderSize)
-    frame.reserveCapacity(FileFormat.frameHeaderSize + FileFormat.nonceSize + plaintext.count + FileFormat.tagSize)
-    try cipher.seal(plaintext, key: key, aad: FileFormat.frameAAD(sequence: sequence), into: &frame)
-    let length = frame.count - FileFormat.frameHeaderSize
-    guard length <= FileFormat.maxFrameBody else {
-        throw SyncError(.limitExceeded, "a transaction of \(length) encoded bytes exceeds the encrypted-file limit of \(FileFormat.maxFrameBody)")
+    var frame = [UInt8](repeating: 0, count: EncryptedFileFormat.frameHeaderSize)
+    frame.reserveCapacity(EncryptedFileFormat.frameHeaderSize + EncryptedFileFormat.nonceSize + plaintext.count + EncryptedFileFormat.tagSize)
+    try cipher.seal(plaintext, key: key, aad: EncryptedFileFormat.frameAAD(sequence: sequence), into: &frame)
+    let length = frame.count - EncryptedFileFormat.frameHeaderSize
+    guard length <= EncryptedFileFormat.maxFrameBody else {
+        throw SyncError(.limitExceeded, "a transaction of \(length) encoded bytes exceeds the encrypted-file limit of \(EncryptedFileFormat.maxFrameBody)")
     }
     var head: [UInt8] = []
-    FileFormat.appendLE(UInt32(length), to: &head)
-    FileFormat.appendLE(FileFormat.frameCheck(length: UInt32(length), sequence: sequence), to: &head)
-    frame.replaceSubrange(0..<FileFormat.frameHeaderSize, with: head)
+    EncryptedFileFormat.appendLE(UInt32(length), to: &head)
+    EncryptedFileFormat.appendLE(EncryptedFileFormat.frameCheck(length: UInt32(length), sequence: sequence), to: &head)
+    frame.replaceSubrange(0..<EncryptedFileFormat.frameHeaderSize, with: head)
     return frame
 }

@@ -71,7 +71,7 @@ public final class EncryptedFileStore: LocalStore, @unchecked Sendable {
     private let options: Options
     private let tables = MemoryTables()
     private let queue: DispatchQueue
-    private var log: OpenLog?
+    private var log: EncryptedFileOpenLog?
     /// Set once by ``close()``; checked before every operation.
     private let closed = Atomic(false)
 
@@ -97,7 +97,7 @@ public final class EncryptedFileStore: LocalStore, @unchecked Sendable {
         self.options = options
         queue = DispatchQueue(label: "OfflineSync.EncryptedFileStore")
         let tables = self.tables
-        log = try await Self.run(on: queue) { try OpenLog.open(path: path, key: key, options: options, tables: tables) }
+        log = try await Self.run(on: queue) { try EncryptedFileOpenLog.open(path: path, key: key, options: options, tables: tables) }
     }
 
     deinit {
@@ -161,7 +161,7 @@ public final class EncryptedFileStore: LocalStore, @unchecked Sendable {
     }
 
     /// The open log; on `queue` only.
-    private func openLog() throws -> OpenLog {
+    private func openLog() throws -> EncryptedFileOpenLog {
         guard let log else { throw SyncError(.storeClosed, "the encrypted-file store \(path) is closed") }
         if let failure = log.failure { throw failure }
         return log
@@ -170,7 +170,7 @@ public final class EncryptedFileStore: LocalStore, @unchecked Sendable {
     /// Compacts when the file holds too many superseded record versions (see
     /// ``Options/compactionRatio``). A failure is not the transaction's: it is durable
     /// already, and the old file is intact.
-    private func compactIfDue(_ log: OpenLog) {
+    private func compactIfDue(_ log: EncryptedFileOpenLog) {
         guard log.appendedBytes >= UInt64(max(options.minimumCompactionBytes, 0)) else { return }
         let versions = Double(log.snapshotRecords + log.appendedRecords)
         if versions > options.compactionRatio * Double(max(tables.recordCount, 1)) { try? log.compact(tables) }
@@ -185,11 +185,11 @@ public final class EncryptedFileStore: LocalStore, @unchecked Sendable {
 }
 
 /// The open file and its keys. Used only on the store's queue.
-final class OpenLog: @unchecked Sendable {
+final class EncryptedFileOpenLog: @unchecked Sendable {
     // @unchecked Sendable: created on the store's queue and then only used there.
     let path: String
-    private(set) var file: LogFile
-    private(set) var header: FileHeader
+    private(set) var file: EncryptedFileLog
+    private(set) var header: EncryptedFileHeader
     private let master: SecretBytes
     private var fileKey: SymmetricKey
     private var nextSequence: UInt64
@@ -203,7 +203,7 @@ final class OpenLog: @unchecked Sendable {
     /// Set when the file may no longer match memory (a failed sync); every later write throws it.
     private(set) var failure: SyncError?
 
-    private init(path: String, file: LogFile, header: FileHeader, master: SecretBytes, fileKey: SymmetricKey,
+    private init(path: String, file: EncryptedFileLog, header: EncryptedFileHeader, master: SecretBytes, fileKey: SymmetricKey,
                  nextSequence: UInt64, end: UInt64, snapshotRecords: Int, appendedRecords: Int) {
         self.path = path
         self.file = file
@@ -248,7 +248,7 @@ final class OpenLog: @unchecked Sendable {
     /// Writes `tables` as a fresh file beside this one and renames it over it.
     func compact(_ tables: MemoryTables) throws {
         if let failure { throw failure }
-        let written = try OpenLog.writeFile(path: path, cipher: header.cipher, derivation: header.derivation,
+        let written = try EncryptedFileOpenLog.writeFile(path: path, cipher: header.cipher, derivation: header.derivation,
                                             kdfSalt: header.kdfSalt, master: master) { emit in
             try tables.snapshot(emit)
         }
@@ -268,15 +268,15 @@ final class OpenLog: @unchecked Sendable {
     private static func writeFile(path: String, cipher: EncryptedFileStore.Cipher,
                                   derivation: EncryptedFileStore.KeyDerivation?, kdfSalt: [UInt8], master: SecretBytes,
                                   content: ((ChangeSet) throws -> Void) throws -> Void) throws
-        -> (file: LogFile, header: FileHeader, fileKey: SymmetricKey, records: Int) {
+        -> (file: EncryptedFileLog, header: EncryptedFileHeader, fileKey: SymmetricKey, records: Int) {
         let temporary = path + ".compacting"
-        LogFile.remove(temporary)
-        let file = try LogFile.create(temporary)
+        EncryptedFileLog.remove(temporary)
+        let file = try EncryptedFileLog.create(temporary)
         do {
-            var header = FileHeader(cipher: cipher, derivation: derivation, kdfSalt: kdfSalt,
-                                    fileSalt: FileFormat.random(32), baseEnd: 0, baseFrames: 0)
+            var header = EncryptedFileHeader(cipher: cipher, derivation: derivation, kdfSalt: kdfSalt,
+                                    fileSalt: EncryptedFileFormat.random(32), baseEnd: 0, baseFrames: 0)
             let fileKey = header.fileKey(master: master)
-            var offset = UInt64(FileFormat.headerSize)
+            var offset = UInt64(EncryptedFileFormat.headerSize)
             var sequence: UInt64 = 0
             var records = 0
             try content { changes in
@@ -290,11 +290,11 @@ final class OpenLog: @unchecked Sendable {
             header.baseFrames = sequence
             try file.write(try header.encode(fileKey: fileKey), at: 0)
             try file.sync()
-            try LogFile.replace(path, with: temporary)
+            try EncryptedFileLog.replace(path, with: temporary)
             return (file, header, fileKey, records)
         } catch {
             file.close()
-            LogFile.remove(temporary)
+            EncryptedFileLog.remove(temporary)
             throw error
         }
     }
@@ -303,8 +303,8 @@ final class OpenLog: @unchecked Sendable {
 
     /// Opens or creates the file and replays it into `tables`.
     static func open(path: String, key: EncryptedFileStore.Key, options: EncryptedFileStore.Options,
-                     tables: MemoryTables) throws -> OpenLog {
-        if let file = try LogFile.openExisting(path) {
+                     tables: MemoryTables) throws -> EncryptedFileOpenLog {
+        if let file = try EncryptedFileLog.openExisting(path) {
             do {
                 return try openExisting(file, key: key, tables: tables)
             } catch {
@@ -323,30 +323,52 @@ final class OpenLog: @unchecked Sendable {
             master = key.bytes
         case .passphrase(let chosen):
             derivation = chosen
-            kdfSalt = FileFormat.random(32)
+            kdfSalt = EncryptedFileFormat.random(32)
             master = try chosen.derive(key.bytes, salt: kdfSalt)
         }
         let written = try writeFile(path: path, cipher: options.cipher, derivation: derivation, kdfSalt: kdfSalt,
                                     master: master) { _ in }
-        return OpenLog(path: path, file: written.file, header: written.header, master: master,
+        return EncryptedFileOpenLog(path: path, file: written.file, header: written.header, master: master,
                        fileKey: written.fileKey, nextSequence: 0, end: written.header.baseEnd,
                        snapshotRecords: 0, appendedRecords: 0)
     }
 
-    private static func openExisting(_ file: LogFile, key: EncryptedFileStore.Key, tables: MemoryTables) throws -> OpenLog {
-        let path = file.path
+    private static func openExisting(_ file: EncryptedFileLog, key: EncryptedFileStore.Key, tables: MemoryTables) throws -> EncryptedFileOpenLog {
         let size = try file.size()
-        let magicLength = FileFormat.magic.count
-        guard size >= UInt64(magicLength), try file.read(magicLength, at: 0) == FileFormat.magic else {
-            throw SyncError(.notADatabase, "\(path) is not an OfflineSync encrypted-file store")
+        let (header, headerBytes) = try readHeader(file, size: size)
+        let (master, fileKey) = try unlock(header, headerBytes, with: key, path: file.path)
+        guard header.baseEnd <= size else {
+            throw SyncError(.corrupted, "\(file.path) ends inside its compacted data (truncated)")
         }
-        guard size >= UInt64(FileFormat.headerSize) else {
-            throw SyncError(.corrupted, "\(path) ends inside its header")
+        let replay = try replayFrames(file, size: size, header: header, fileKey: fileKey, into: tables)
+        if let tornAt = replay.tornAt {
+            // A crash interrupted the last append: drop the incomplete frame.
+            try file.truncate(to: tornAt)
+            try file.sync()
         }
-        let headerBytes = try file.read(FileFormat.headerSize, at: 0)
-        let header = try FileHeader(parsing: headerBytes, path: path)
+        return EncryptedFileOpenLog(path: file.path, file: file, header: header, master: master, fileKey: fileKey,
+                                    nextSequence: replay.frames, end: replay.tornAt ?? replay.end,
+                                    snapshotRecords: replay.snapshotRecords, appendedRecords: replay.appendedRecords)
+    }
 
-        // The key, checked against the verifier before anything else is read.
+    /// Step 1 of opening: the magic bytes (``SyncError/Code/notADatabase`` without them) and
+    /// the parsed header.
+    private static func readHeader(_ file: EncryptedFileLog, size: UInt64) throws -> (EncryptedFileHeader, [UInt8]) {
+        let magicLength = EncryptedFileFormat.magic.count
+        guard size >= UInt64(magicLength), try file.read(magicLength, at: 0) == EncryptedFileFormat.magic else {
+            throw SyncError(.notADatabase, "\(file.path) is not an OfflineSync encrypted-file store")
+        }
+        guard size >= UInt64(EncryptedFileFormat.headerSize) else {
+            throw SyncError(.corrupted, "\(file.path) ends inside its header")
+        }
+        let headerBytes = try file.read(EncryptedFileFormat.headerSize, at: 0)
+        return (try EncryptedFileHeader(parsing: headerBytes, path: file.path), headerBytes)
+    }
+
+    /// Step 2: the master and file keys, checked against the header's verifier before
+    /// anything else is read (``SyncError/Code/wrongKey`` otherwise; the file is untouched).
+    private static func unlock(_ header: EncryptedFileHeader, _ headerBytes: [UInt8], with key: EncryptedFileStore.Key,
+                               path: String) throws -> (master: SecretBytes, fileKey: SymmetricKey) {
         let master: SecretBytes
         switch (key.material, header.derivation) {
         case (.raw, nil):
@@ -359,82 +381,86 @@ final class OpenLog: @unchecked Sendable {
             throw SyncError(.wrongKey, "\(path) is protected by a raw key, not a passphrase; the file is unchanged")
         }
         let fileKey = header.fileKey(master: master)
-        guard FileHeader.verify(headerBytes, cipher: header.cipher, fileKey: fileKey) else {
+        guard EncryptedFileHeader.verify(headerBytes, cipher: header.cipher, fileKey: fileKey) else {
             throw SyncError(.wrongKey, "the key or passphrase does not open \(path); the file is unchanged")
         }
-        guard header.baseEnd <= size else {
-            throw SyncError(.corrupted, "\(path) ends inside its compacted data (truncated)")
-        }
+        return (master, fileKey)
+    }
 
-        // Frames: the snapshot must be complete; after it, only the last frame may be torn.
-        var offset = UInt64(FileFormat.headerSize)
-        var sequence: UInt64 = 0
+    /// What replaying a file's frames found.
+    private struct Replay {
+        /// Frames applied; the next frame's sequence number.
+        var frames: UInt64 = 0
+        /// The end of the last whole frame.
+        var end = UInt64(EncryptedFileFormat.headerSize)
+        /// Where a torn last frame starts, to be cut off.
         var tornAt: UInt64?
-        var snapshotRecords = 0, appendedRecords = 0
+        var snapshotRecords = 0
+        var appendedRecords = 0
+    }
+
+    /// Step 3: applies every frame to `tables`. The snapshot (up to the header's `baseEnd`)
+    /// must be complete; after it, only the last frame may be torn (cut short, or zeros a
+    /// crash left). Anything else is ``SyncError/Code/corrupted``, naming the frame.
+    private static func replayFrames(_ file: EncryptedFileLog, size: UInt64, header: EncryptedFileHeader,
+                                     fileKey: SymmetricKey, into tables: MemoryTables) throws -> Replay {
+        var replay = Replay()
         func damaged(_ what: String) -> SyncError {
-            SyncError(.corrupted, "\(path): frame \(sequence) at offset \(offset) \(what)")
+            SyncError(.corrupted, "\(file.path): frame \(replay.frames) at offset \(replay.end) \(what)")
         }
-        while offset < size {
-            let inSnapshot = offset < header.baseEnd
-            let remaining = size - offset
-            if remaining < UInt64(FileFormat.frameHeaderSize) {
+        while replay.end < size {
+            let offset = replay.end, inSnapshot = offset < header.baseEnd
+            if size - offset < UInt64(EncryptedFileFormat.frameHeaderSize) {
                 if inSnapshot { throw damaged("is cut short") }
-                tornAt = offset
+                replay.tornAt = offset
                 break
             }
-            let head = try file.read(FileFormat.frameHeaderSize, at: offset)
-            let length = FileFormat.readLE(UInt32.self, head, at: 0)
-            let check = FileFormat.readLE(UInt32.self, head, at: 4)
-            guard check == FileFormat.frameCheck(length: length, sequence: sequence) else {
+            let head = try file.read(EncryptedFileFormat.frameHeaderSize, at: offset)
+            let length = EncryptedFileFormat.readLE(UInt32.self, head, at: 0)
+            let check = EncryptedFileFormat.readLE(UInt32.self, head, at: 4)
+            guard check == EncryptedFileFormat.frameCheck(length: length, sequence: replay.frames) else {
                 if !inSnapshot, try isZero(file, from: offset, to: size) {
-                    tornAt = offset
+                    replay.tornAt = offset
                     break
                 }
                 throw damaged("has a damaged length")
             }
-            guard Int(length) >= FileFormat.nonceSize + FileFormat.tagSize, Int(length) <= FileFormat.maxFrameBody else {
+            guard Int(length) >= EncryptedFileFormat.nonceSize + EncryptedFileFormat.tagSize, Int(length) <= EncryptedFileFormat.maxFrameBody else {
                 throw damaged("has an impossible length")
             }
-            let frameEnd = offset + UInt64(FileFormat.frameHeaderSize) + UInt64(length)
+            let frameEnd = offset + UInt64(EncryptedFileFormat.frameHeaderSize) + UInt64(length)
             if frameEnd > size {
                 if inSnapshot { throw damaged("is cut short") }
-                tornAt = offset
+                replay.tornAt = offset
                 break
             }
             if inSnapshot && frameEnd > header.baseEnd { throw damaged("overruns the compacted data") }
-            let body = try file.read(Int(length), at: offset + UInt64(FileFormat.frameHeaderSize))
-            guard let plaintext = header.cipher.open(body, key: fileKey, aad: FileFormat.frameAAD(sequence: sequence)) else {
+            let body = try file.read(Int(length), at: offset + UInt64(EncryptedFileFormat.frameHeaderSize))
+            guard let plaintext = header.cipher.open(body, key: fileKey, aad: EncryptedFileFormat.frameAAD(sequence: replay.frames)) else {
                 throw damaged("fails authentication (damaged, reordered or from another file)")
             }
             do {
                 let changes = try ChangeSet(decoding: plaintext)
                 try tables.apply(changes)
-                if inSnapshot { snapshotRecords += changes.recordCount } else { appendedRecords += changes.recordCount }
+                if inSnapshot { replay.snapshotRecords += changes.recordCount } else { replay.appendedRecords += changes.recordCount }
             } catch {
                 throw damaged("holds an invalid change set")
             }
-            offset = frameEnd
-            sequence += 1
-            if offset == header.baseEnd && sequence != header.baseFrames {
+            replay.end = frameEnd
+            replay.frames += 1
+            if replay.end == header.baseEnd && replay.frames != header.baseFrames {
                 throw damaged("ends the compacted data with the wrong frame count")
             }
         }
-        if header.baseFrames == 0 && header.baseEnd != UInt64(FileFormat.headerSize) {
-            throw SyncError(.corrupted, "\(path): the header describes an impossible snapshot")
+        if header.baseFrames == 0 && header.baseEnd != UInt64(EncryptedFileFormat.headerSize) {
+            throw SyncError(.corrupted, "\(file.path): the header describes an impossible snapshot")
         }
-        if let tornAt {
-            // A crash interrupted the last append: drop the incomplete frame.
-            try file.truncate(to: tornAt)
-            try file.sync()
-            offset = tornAt
-        }
-        return OpenLog(path: path, file: file, header: header, master: master, fileKey: fileKey,
-                       nextSequence: sequence, end: offset, snapshotRecords: snapshotRecords, appendedRecords: appendedRecords)
+        return replay
     }
 
     /// Whether every byte from `start` to `end` is zero (what some file systems leave after a
     /// crash during an append).
-    private static func isZero(_ file: LogFile, from start: UInt64, to end: UInt64) throws -> Bool {
+    private static func isZero(_ file: EncryptedFileLog, from start: UInt64, to end: UInt64) throws -> Bool {
         var offset = start
         while offset < end {
             let count = Int(min(end - offset, 1 << 20))

@@ -36,7 +36,7 @@ enum LMDBFailure {
 
 /// Thrown inside a write transaction when LMDB reports `MDB_MAP_FULL`; the writer grows the
 /// map and replays the transaction's log. Never escapes the store.
-struct MapFull: Error {}
+struct LMDBMapFull: Error {}
 
 /// Calls `body` with an `MDB_val` over `bytes` (valid only during the call).
 @inline(__always)

@@ -92,12 +92,12 @@ public final class LMDBStore: LocalStore {
     /// The options the store was opened with.
     public let options: Options
 
-    private let environment: Environment
+    private let environment: LMDBEnvironment
     private let meta: MDB_dbi
     private let writer: DispatchQueue
     private let closer = DispatchQueue(label: "OfflineSyncLMDB.close")
     private let readers: CheckoutPool<DispatchQueue>
-    private let activity = Activity()
+    private let activity = LMDBActivity()
 
     /// Opens the store in the environment directory `directory`, creating the directory and
     /// the environment if they are missing.
@@ -112,17 +112,17 @@ public final class LMDBStore: LocalStore {
     /// ``SyncError/Code/storageFailure`` (or ``SyncError/Code/busy``).
     public init(directory: String, options: Options = .init()) async throws {
         let writer = DispatchQueue(label: "OfflineSyncLMDB.writer")
-        let (environment, meta) = try await perform(on: writer) { () throws -> (Environment, MDB_dbi) in
-            let claim = try OpenDirectories.shared.claim(directory)
+        let (environment, meta) = try await perform(on: writer) { () throws -> (LMDBEnvironment, MDB_dbi) in
+            let claim = try LMDBOpenDirectories.shared.claim(directory)
             do {
-                if try EnvironmentFile.prepare(directory) == .existing {
-                    try EnvironmentFile.probe(directory, verifyPages: options.verifyPagesOnOpen)
+                if try LMDBEnvironmentFile.prepare(directory) == .existing {
+                    try LMDBEnvironmentFile.probe(directory, verifyPages: options.verifyPagesOnOpen)
                 }
             } catch {
-                OpenDirectories.shared.release(claim)
+                LMDBOpenDirectories.shared.release(claim)
                 throw error
             }
-            let environment = try Environment(directory: directory, options: options, claim: claim, writer: writer)
+            let environment = try LMDBEnvironment(directory: directory, options: options, claim: claim, writer: writer)
             do {
                 let meta = try Self.bootstrap(environment)
                 try Self.upgrade(environment, meta)
@@ -150,20 +150,20 @@ public final class LMDBStore: LocalStore {
 
     /// Marks a new environment, checks an existing one's marker under the write lock, and
     /// opens every sub-database so transactions can use their handles.
-    private static func bootstrap(_ environment: Environment) throws -> MDB_dbi {
+    private static func bootstrap(_ environment: LMDBEnvironment) throws -> MDB_dbi {
         let txn = try environment.begin(readOnly: false)
         var committed = false
         defer { if !committed { mdb_txn_abort(txn) } }
-        guard let meta = try EnvironmentFile.checkMarker(txn, directory: environment.directory, create: true) else {
+        guard let meta = try LMDBEnvironmentFile.checkMarker(txn, directory: environment.directory, create: true) else {
             throw SyncError(.storageFailure, "LMDB: the meta database could not be created")
         }
-        var opened: [String: MDB_dbi] = [Layout.metaDatabase: meta]
+        var opened: [String: MDB_dbi] = [LMDBLayout.metaDatabase: meta]
         var names: [(String, UInt32)] = []
-        let reader = ReadTransaction(environment: environment, meta: meta, txn: txn)
+        let reader = LMDBReadTransaction(environment: environment, meta: meta, txn: txn)
         defer { reader.end() }
-        try reader.scan(meta, from: Layout.tablePrefix) { key, value in
-            guard key.buffer.starts(with: Layout.tablePrefix) else { return false }
-            let entry = try TableEntry(decoding: value.bytes)
+        try reader.scan(meta, from: LMDBLayout.tablePrefix) { key, value in
+            guard key.buffer.starts(with: LMDBLayout.tablePrefix) else { return false }
+            let entry = try LMDBTable(decoding: value.bytes)
             names.append((entry.database, 0))
             for position in entry.indexes.indices { names.append((entry.indexDatabase(position), UInt32(MDB_DUPSORT))) }
             return true
@@ -188,20 +188,20 @@ public final class LMDBStore: LocalStore {
     /// the format version becomes 2. A record that does not decode throws
     /// ``SyncError/Code/corrupted`` and nothing is changed, so a damaged old store is never
     /// sealed with checksums that would vouch for its damage.
-    private static func upgrade(_ environment: Environment, _ meta: MDB_dbi) throws {
+    private static func upgrade(_ environment: LMDBEnvironment, _ meta: MDB_dbi) throws {
         let txn = try environment.begin(readOnly: false)
-        let transaction = WriteTransaction(environment: environment, meta: meta, txn: txn)
+        let transaction = LMDBWriteTransaction(environment: environment, meta: meta, txn: txn)
         defer { transaction.end() }
         do {
-            guard let stored = try transaction.get(meta, Layout.versionKey),
-                  BigEndian.uint64(stored.buffer) == Layout.uncheckedFormatVersion else {
+            guard let stored = try transaction.get(meta, LMDBLayout.versionKey),
+                  BigEndian.uint64(stored.buffer) == LMDBLayout.uncheckedFormatVersion else {
                 transaction.abort()
                 return
             }
-            var entries: [TableEntry] = []
-            try transaction.scan(meta, from: Layout.tablePrefix) { key, value in
-                guard key.buffer.starts(with: Layout.tablePrefix) else { return false }
-                entries.append(try TableEntry(decoding: value.bytes))
+            var entries: [LMDBTable] = []
+            try transaction.scan(meta, from: LMDBLayout.tablePrefix) { key, value in
+                guard key.buffer.starts(with: LMDBLayout.tablePrefix) else { return false }
+                entries.append(try LMDBTable(decoding: value.bytes))
                 return true
             }
             for entry in entries {
@@ -218,12 +218,12 @@ public final class LMDBStore: LocalStore {
                     guard let last = batch.last else { break }
                     for row in batch {
                         _ = try ValueCodec.decodeRecord(row.value)
-                        try transaction.put(entry.database, row.key, Layout.sealed(row.value))
+                        try transaction.put(entry.database, row.key, LMDBLayout.sealed(row.value))
                     }
                     after = last.key
                 }
             }
-            try transaction.put(Layout.metaDatabase, Layout.versionKey, BigEndian.bytes(Layout.formatVersion))
+            try transaction.put(LMDBLayout.metaDatabase, LMDBLayout.versionKey, BigEndian.bytes(LMDBLayout.formatVersion))
             try transaction.commit()
         } catch {
             transaction.abort()
@@ -257,7 +257,7 @@ public final class LMDBStore: LocalStore {
             let txn = try environment.begin(readOnly: true)
             // Aborting a read transaction frees its reader slot (MDB_NOTLS).
             defer { mdb_txn_abort(txn) }
-            let transaction = ReadTransaction(environment: environment, meta: meta, txn: txn)
+            let transaction = LMDBReadTransaction(environment: environment, meta: meta, txn: txn)
             defer { transaction.end() }
             return try body(transaction)
         }
@@ -271,13 +271,13 @@ public final class LMDBStore: LocalStore {
         try await write(internal: body)
     }
 
-    private func write<T: Sendable>(internal body: @escaping @Sendable (WriteTransaction) throws -> T) async throws -> T {
+    private func write<T: Sendable>(internal body: @escaping @Sendable (LMDBWriteTransaction) throws -> T) async throws -> T {
         try activity.enter()
         defer { activity.leave() }
         let environment = self.environment, meta = self.meta
         return try await perform(on: writer) {
             let txn = try environment.begin(readOnly: false)
-            let transaction = WriteTransaction(environment: environment, meta: meta, txn: txn)
+            let transaction = LMDBWriteTransaction(environment: environment, meta: meta, txn: txn)
             defer { transaction.end() }
             do {
                 let result = try body(transaction)

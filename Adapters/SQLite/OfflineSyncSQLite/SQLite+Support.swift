@@ -2,7 +2,7 @@ import COfflineSyncSQLite3
 import OfflineSync
 
 /// A value bound to, or read from, a statement: SQLite's five storage classes.
-enum SQLValue {
+enum SQLiteValue {
     case null
     case int(Int64)
     case double(Double)
@@ -44,7 +44,7 @@ enum SQLiteFailure {
 
 /// SQL identifier quoting: every table, column and index name the adapter writes into SQL
 /// goes through here, so no name is ever spliced raw.
-enum SQLName {
+enum SQLiteName {
     /// The prefix of the adapter's own schema objects (catalog, indexes, migration table).
     /// Table names starting with it, in any letter case, are refused.
     static let internalPrefix = "__osync_"
@@ -103,6 +103,3 @@ enum SQLName {
     }
 }
 
-
-/// The adapter keys caches and name maps by exact bytes, with the core's key type.
-typealias ExactKey = ExactString

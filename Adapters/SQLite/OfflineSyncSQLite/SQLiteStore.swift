@@ -90,11 +90,11 @@ public final class SQLiteStore: LocalStore {
     /// The options the store was opened with.
     public let options: Options
 
-    private let writer: ConnectionWorker
-    private let readers: CheckoutPool<ConnectionWorker>?
+    private let writer: SQLiteConnectionWorker
+    private let readers: CheckoutPool<SQLiteConnectionWorker>?
     private let isInMemory: Bool
 
-    private init(path: String, options: Options, writer: ConnectionWorker, readers: CheckoutPool<ConnectionWorker>?, isInMemory: Bool) {
+    private init(path: String, options: Options, writer: SQLiteConnectionWorker, readers: CheckoutPool<SQLiteConnectionWorker>?, isInMemory: Bool) {
         self.path = path
         self.options = options
         self.writer = writer
@@ -116,21 +116,21 @@ public final class SQLiteStore: LocalStore {
     /// store of a newer format, ``SyncError/Code/busy`` when another process keeps it locked
     /// and ``SyncError/Code/storageFailure`` when SQLite cannot open it.
     public convenience init(path: String, options: Options = .init()) async throws {
-        let writer = ConnectionWorker(label: "OfflineSyncSQLite.writer")
+        let writer = SQLiteConnectionWorker(label: "OfflineSyncSQLite.writer")
         try await writer.perform {
-            try StoreFile.checkHeader(atPath: path)
+            try SQLiteStoreFile.checkHeader(atPath: path)
             if FileManager.default.fileExists(atPath: path) {
-                try StoreFile.probe(path: path, busyTimeoutMilliseconds: options.busyTimeoutMilliseconds,
+                try SQLiteStoreFile.probe(path: path, busyTimeoutMilliseconds: options.busyTimeoutMilliseconds,
                                     quickCheck: options.quickCheckOnOpen)
             }
         }
-        try await writer.open { try StoreFile.openWriter(path: path, inMemory: false, options: options) }
-        var workers: [ConnectionWorker] = []
+        try await writer.open { try SQLiteStoreFile.openWriter(path: path, inMemory: false, options: options) }
+        var workers: [SQLiteConnectionWorker] = []
         do {
             for number in 0..<max(0, options.readerCount) {
-                let worker = ConnectionWorker(label: "OfflineSyncSQLite.reader\(number)")
+                let worker = SQLiteConnectionWorker(label: "OfflineSyncSQLite.reader\(number)")
                 try await worker.open {
-                    try Connection.open(path: path, flags: SQLITE_OPEN_READONLY,
+                    try SQLiteConnection.open(path: path, flags: SQLITE_OPEN_READONLY,
                                         busyTimeoutMilliseconds: options.busyTimeoutMilliseconds)
                 }
                 workers.append(worker)
@@ -149,8 +149,8 @@ public final class SQLiteStore: LocalStore {
     /// ``Options/quickCheckOnOpen`` do not apply. Throws ``SyncError/Code/storageFailure``
     /// when SQLite cannot open it.
     public static func inMemory(options: Options = .init()) async throws -> SQLiteStore {
-        let writer = ConnectionWorker(label: "OfflineSyncSQLite.memory")
-        try await writer.open { try StoreFile.openWriter(path: ":memory:", inMemory: true, options: options) }
+        let writer = SQLiteConnectionWorker(label: "OfflineSyncSQLite.memory")
+        try await writer.open { try SQLiteStoreFile.openWriter(path: ":memory:", inMemory: true, options: options) }
         return SQLiteStore(path: ":memory:", options: options, writer: writer, readers: nil, isInMemory: true)
     }
 
@@ -164,9 +164,9 @@ public final class SQLiteStore: LocalStore {
     /// type; ``SyncError/Code/storeClosed`` after ``close()``. A failure changes nothing.
     public func defineTable(_ schema: TableSchema) async throws {
         try schema.validate()
-        try SQLName.validateTableName(schema.name)
+        try SQLiteName.validateTableName(schema.name)
         try await writer.run { connection in
-            try SchemaDefinition.define(schema, on: connection)
+            try SQLiteSchemaDefinition.define(schema, on: connection)
         }
     }
 
@@ -174,7 +174,7 @@ public final class SQLiteStore: LocalStore {
     /// in-memory store); it sees one consistent snapshot, even while a write commits.
     /// Rethrows what `body` throws; throws ``SyncError/Code/storeClosed`` after ``close()``.
     public func read<T: Sendable>(_ body: @escaping @Sendable (any LocalReadTransaction) throws -> T) async throws -> T {
-        let work: @Sendable (Connection) throws -> T = { connection in
+        let work: @Sendable (SQLiteConnection) throws -> T = { connection in
             try connection.transaction(immediate: false) {
                 let transaction = SQLiteReadTransaction(connection: connection)
                 defer { transaction.end() }

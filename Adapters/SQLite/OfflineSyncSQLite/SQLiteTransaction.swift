@@ -6,11 +6,11 @@ import OfflineSyncStoreKit
 /// queue; once the closure returns (or from any other thread) every call throws
 /// ``SyncError/Code/storeClosed``.
 class SQLiteReadTransaction: LocalReadTransaction {
-    private var connection: Connection?
+    private var connection: SQLiteConnection?
     private let queueKey: DispatchSpecificKey<Bool>?
-    private var tableMemo: [ExactKey: TableInfo] = [:]
+    private var tableMemo: [ExactString: SQLiteTable] = [:]
 
-    init(connection: Connection) {
+    init(connection: SQLiteConnection) {
         self.connection = connection
         self.queueKey = connection.queueKey
     }
@@ -22,7 +22,7 @@ class SQLiteReadTransaction: LocalReadTransaction {
     }
 
     /// The connection, while the transaction is open and the caller is on its queue.
-    func live() throws -> Connection {
+    func live() throws -> SQLiteConnection {
         // Checked first, from any thread, without touching mutable state: only the
         // connection's own queue may go on to read `connection`.
         guard let queueKey, DispatchQueue.getSpecific(key: queueKey) == true, let connection else {
@@ -32,12 +32,12 @@ class SQLiteReadTransaction: LocalReadTransaction {
     }
 
     /// The table's mapping, read from the catalog once per transaction.
-    func table(_ name: String) throws -> TableInfo {
+    func table(_ name: String) throws -> SQLiteTable {
         let connection = try live()
-        let key = ExactKey(name)
+        let key = ExactString(name)
         if let info = tableMemo[key] { return info }
         let row = try connection.withStatement(
-            "SELECT \"num\", \"schema\" FROM \(SQLName.catalog) WHERE \"name\" = ?1", [.text(name)]
+            "SELECT \"num\", \"schema\" FROM \(SQLiteName.catalog) WHERE \"name\" = ?1", [.text(name)]
         ) { statement -> (Int64, [UInt8])? in
             guard try statement.step() else { return nil }
             return (statement.int64(0), statement.blob(1))
@@ -45,11 +45,11 @@ class SQLiteReadTransaction: LocalReadTransaction {
         guard let (number, bytes) = row else {
             throw SyncError(.tableNotDefined, "table '\(name)' is not defined")
         }
-        let info: TableInfo
+        let info: SQLiteTable
         if let cached = connection.tableInfoCache[key], cached.number == number, cached.schemaBytes == bytes {
             info = cached
         } else {
-            info = TableInfo(number: number, schema: try ValueCodec.decodeSchema(bytes), schemaBytes: bytes)
+            info = SQLiteTable(number: number, schema: try ValueCodec.decodeSchema(bytes), schemaBytes: bytes)
             connection.tableInfoCache[key] = info
         }
         tableMemo[key] = info
@@ -62,7 +62,7 @@ class SQLiteReadTransaction: LocalReadTransaction {
 
     func tables() throws -> [TableSchema] {
         let connection = try live()
-        let schemas = try connection.withStatement("SELECT \"schema\" FROM \(SQLName.catalog)") { statement in
+        let schemas = try connection.withStatement("SELECT \"schema\" FROM \(SQLiteName.catalog)") { statement in
             var result: [TableSchema] = []
             while try statement.step() { result.append(try ValueCodec.decodeSchema(statement.blob(0))) }
             return result
@@ -81,11 +81,11 @@ class SQLiteReadTransaction: LocalReadTransaction {
         let info = try self.table(table)
         try query.validate(against: info.schema)
         let connection = try live()
-        let translator = QueryTranslator(table: info)
+        let translator = SQLiteQueryTranslator(table: info)
         let (filter, rest) = translator.split(query.predicate)
         let order = translator.orderBy(query.order)
         var sql = "SELECT \(info.selectList) FROM \(info.sqlName)"
-        var bindings: [SQLValue] = []
+        var bindings: [SQLiteValue] = []
         if let filter {
             sql += " WHERE " + filter.sql
             bindings = filter.bindings
@@ -139,7 +139,7 @@ class SQLiteReadTransaction: LocalReadTransaction {
         let info = try self.table(table)
         try Query(predicate).validate(against: info.schema)
         let connection = try live()
-        let (filter, rest) = QueryTranslator(table: info).split(predicate)
+        let (filter, rest) = SQLiteQueryTranslator(table: info).split(predicate)
         let whereClause = filter.map { " WHERE " + $0.sql } ?? ""
         let bindings = filter?.bindings ?? []
         if rest.isEmpty {

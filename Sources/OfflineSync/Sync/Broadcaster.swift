@@ -56,10 +56,14 @@ package final class Broadcaster<Topic: Hashable & Sendable, Element: Sendable>: 
 
     /// Yields `element` to every subscriber of `topic`.
     package func publish(_ element: Element, to topic: Topic) {
-        state.withLock { state in
-            if replaysLatest { state.latest[topic] = element }
-            state.subscribers[topic]?.values.forEach { $0.yield(element) }
-        }
+        state.withLock { state in deliver(element, to: topic, in: &state) }
+    }
+
+    /// Records and yields `element`; the caller holds the lock, so every subscriber sees
+    /// publications in one order.
+    private func deliver(_ element: Element, to topic: Topic, in state: inout State) {
+        if replaysLatest { state.latest[topic] = element }
+        state.subscribers[topic]?.values.forEach { $0.yield(element) }
     }
 
     /// The last element published to `topic`, when the broadcaster replays.
@@ -97,8 +101,7 @@ extension Broadcaster where Element: Equatable {
     package func publishIfChanged(_ element: Element, to topic: Topic) -> Bool {
         state.withLock { state in
             guard state.latest[topic] != element else { return false }
-            if replaysLatest { state.latest[topic] = element }
-            state.subscribers[topic]?.values.forEach { $0.yield(element) }
+            deliver(element, to: topic, in: &state)
             return true
         }
     }

@@ -1,3 +1,4 @@
+import Foundation
 import OfflineSync
 
 /// Makes a SigV4-signed request that changes something run once while its date is valid.
@@ -20,15 +21,27 @@ final class SignedRequestLedger: Sendable {
         case inProgress
     }
 
-    static let table = "__cs_signatures"
+    /// `__cs_signatures`: one row per signature claimed, keyed by the signature.
+    struct SignatureRow: StoredRow {
+        static let table = "__cs_signatures"
+        enum CodingKeys: String, CodingKey { case id, at, answer }
+
+        var id: String
+        /// When the request was claimed.
+        var at: Timestamp
+        /// The answer's bytes, once the request succeeded.
+        var answer: Data?
+
+        static let schema = TableSchema(table, fields: [column(.at, .date, indexed: true), column(.answer, .bytes)],
+                                        undeclaredFields: .reject)
+    }
+
     private let store: any LocalStore
 
     /// Opens the ledger in `store`, defining its table.
     init(store: any LocalStore) async throws {
         self.store = store
-        try await store.defineTable(TableSchema(Self.table, fields: [
-            FieldDefinition("at", .date, indexed: true), FieldDefinition("answer", .bytes),
-        ], undeclaredFields: .reject))
+        try await store.defineTable(SignatureRow.schema)
     }
 
     /// Claims `signature` for this run; see ``Claim``.
@@ -37,13 +50,13 @@ final class SignedRequestLedger: Sendable {
         let cutoff = Timestamp(millisecondsSince1970: now.millisecondsSince1970 - window.components.seconds * 1000)
         let stale = now.millisecondsSince1970 - abandonAfter.components.seconds * 1000
         return try await store.write { txn in
-            if let row = try txn.record(in: Self.table, id: signature) {
-                if case .bytes(let answer) = row["answer"] { return .answered(answer) }
-                if let at = row["at"].dateValue, at.millisecondsSince1970 > stale { return .inProgress }
+            if let row = try SignatureRow.find(txn, id: signature) {
+                if let answer = row.answer { return .answered(Array(answer)) }
+                if row.at.millisecondsSince1970 > stale { return .inProgress }
             }
-            try txn.upsert(Record(id: signature, fields: ["at": .date(now)]), in: Self.table)
-            for old in try txn.records(in: Self.table, matching: Query(Field("at") < .date(cutoff), limit: 16)) {
-                _ = try txn.delete(id: old.id, in: Self.table)
+            try SignatureRow(id: signature, at: now).save(txn)
+            for old in try txn.records(in: SignatureRow.table, matching: Query(SignatureRow.field(.at) < .date(cutoff), limit: 16)) {
+                try SignatureRow.delete(txn, id: old.id)
             }
             return .claimed
         }
@@ -52,15 +65,15 @@ final class SignedRequestLedger: Sendable {
     /// Keeps the answer of a claimed request that succeeded, for its replays.
     func complete(_ signature: String, answer: [UInt8]) async throws {
         try await store.write { txn in
-            guard var row = try txn.record(in: Self.table, id: signature) else { return }
-            row["answer"] = .bytes(answer)
-            try txn.upsert(row, in: Self.table)
+            guard var row = try SignatureRow.find(txn, id: signature) else { return }
+            row.answer = Data(answer)
+            try row.save(txn)
         }
     }
 
     /// Forgets a claimed signature whose request failed, so the same bytes may run again
     /// (an error is not replayed: the server's data may have moved on since).
     func release(_ signature: String) async throws {
-        try await store.write { txn in _ = try txn.delete(id: signature, in: Self.table) }
+        try await store.write { txn in _ = try SignatureRow.delete(txn, id: signature) }
     }
 }

@@ -12,25 +12,25 @@ extension DatasetService {
         let now = Timestamp.now()
         let day: Int64 = 86_400_000
         try await store.write { txn in
-            guard var row = try txn.record(in: Tables.pools, id: pool) else {
+            guard var row = try PoolRow.find(txn, id: pool) else {
                 throw SyncError(.notFound, "identity pool '\(pool)' does not exist")
             }
-            guard row["streamName"].stringValue != nil, row["streamingStatus"].stringValue == "ENABLED" else {
+            guard row.isStreaming else {
                 throw SyncError(.invalidValue, "bulk publish needs Cognito streams configured and enabled for the pool")
             }
-            let started = row["bulkStart"].dateValue?.millisecondsSince1970 ?? 0
-            switch row["bulkStatus"].stringValue {
-            case "IN_PROGRESS" where now.millisecondsSince1970 - started < 3_600_000:
+            let started = row.bulkStart?.millisecondsSince1970 ?? 0
+            switch row.bulkStatus {
+            case .inProgress? where now.millisecondsSince1970 - started < 3_600_000:
                 throw SyncError(.busy, "a bulk publish of this pool is in progress")
-            case "SUCCEEDED" where now.millisecondsSince1970 - (row["bulkComplete"].dateValue?.millisecondsSince1970 ?? 0) < day:
+            case .succeeded? where now.millisecondsSince1970 - (row.bulkComplete?.millisecondsSince1970 ?? 0) < day:
                 throw SyncError(.rejected, "this pool was published less than 24 hours ago")
             default: break
             }
-            row.fields["bulkStatus"] = "IN_PROGRESS"
-            row.fields["bulkStart"] = .date(now)
-            row.fields["bulkComplete"] = .null
-            row.fields["bulkFailure"] = .null
-            try txn.upsert(row, in: Tables.pools)
+            row.bulkStatus = .inProgress
+            row.bulkStart = now
+            row.bulkComplete = nil
+            row.bulkFailure = nil
+            try row.save(txn)
         }
         var failure: String?
         do {
@@ -39,23 +39,20 @@ extension DatasetService {
             failure = (error as? SyncError)?.message ?? "publishing failed"
         }
         try await store.write { [failure] txn in
-            guard var row = try txn.record(in: Tables.pools, id: pool) else { return }
-            row.fields["bulkStatus"] = .string(failure == nil ? "SUCCEEDED" : "FAILED")
-            row.fields["bulkComplete"] = .date(Timestamp.now())
-            row.fields["bulkFailure"] = failure.map(Value.string) ?? .null
-            try txn.upsert(row, in: Tables.pools)
+            guard var row = try PoolRow.find(txn, id: pool) else { return }
+            row.bulkStatus = failure == nil ? .succeeded : .failed
+            row.bulkComplete = Timestamp.now()
+            row.bulkFailure = failure
+            try row.save(txn)
         }
     }
 
     /// The pool's last bulk publish, or ``SyncError/Code/notFound`` for an unknown pool.
     public func bulkPublishDetails(pool: String) async throws -> BulkPublishDetails {
         try Self.validateId(pool, what: "IdentityPoolId")
-        guard let row = try await store.read({ txn in try txn.record(in: Tables.pools, id: pool) }) else {
-            throw SyncError(.notFound, "identity pool '\(pool)' does not exist")
-        }
-        return BulkPublishDetails(identityPoolId: pool, status: row["bulkStatus"].stringValue ?? "NOT_STARTED",
-                                  startTime: row["bulkStart"].dateValue, completeTime: row["bulkComplete"].dateValue,
-                                  failureMessage: row["bulkFailure"].stringValue)
+        let row = try await existingPool(pool)
+        return BulkPublishDetails(identityPoolId: pool, status: row.bulkStatus?.rawValue ?? "NOT_STARTED",
+                                  startTime: row.bulkStart, completeTime: row.bulkComplete, failureMessage: row.bulkFailure)
     }
 
     /// Streams the pool's records page by page (datasets by id, records by key).
@@ -65,25 +62,23 @@ extension DatasetService {
         var datasetOffset = 0
         while true {
             let datasets = try await store.read { [datasetOffset] txn in
-                try txn.records(in: Tables.datasets, matching: Query(
-                    Field("pool") == .string(pool) && Field("live") == true, order: [SortKey(SystemField.id)], limit: 100,
-                    offset: datasetOffset))
+                try DatasetRow.all(txn, Query(DatasetRow.field(.pool) == .string(pool) && DatasetRow.field(.live) == true,
+                                              order: [SortKey(SystemField.id)], limit: 100, offset: datasetOffset))
             }
             for dataset in datasets {
-                let scope = dataset["scope"].stringValue ?? "", name = dataset["name"].stringValue ?? ""
-                let identity = dataset["identity"].stringValue ?? ""
+                let scope = dataset.scope, name = dataset.name, identity = dataset.identity
                 var after: String?
                 while true {
                     let page = try await store.read { [after] txn in
-                        var predicate = Field("scope") == .string(scope) && Field("dataset") == .string(name)
-                        if let after { predicate = predicate && Field("key") > .string(after) }
-                        return try txn.records(in: Tables.records, matching: Query(predicate, order: [SortKey("key")], limit: 500))
+                        var predicate = RecordRow.of(scope: scope, dataset: name)
+                        if let after { predicate = predicate && RecordRow.field(.key) > .string(after) }
+                        return try RecordRow.all(txn, Query(predicate, order: [RecordRow.sorted(.key)], limit: 500))
                     }
                     if page.isEmpty { break }
                     try await streamSink.publish(stream: streamName, records: page.map {
-                        DatasetStreamRecord(identityPoolId: pool, identityId: identity, datasetName: name, record: Self.record($0))
+                        DatasetStreamRecord(identityPoolId: pool, identityId: identity, datasetName: name, record: $0.remote)
                     })
-                    after = page.last?["key"].stringValue
+                    after = page.last?.key
                     if page.count < 500 { break }
                 }
             }

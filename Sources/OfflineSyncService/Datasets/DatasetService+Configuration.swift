@@ -6,19 +6,22 @@ extension DatasetService {
     /// The pool's push-sync and streams configuration, or ``SyncError/Code/notFound``.
     public func configuration(pool: String) async throws -> PoolConfiguration {
         try Self.validateId(pool, what: "IdentityPoolId")
-        guard let row = try await store.read({ txn in try txn.record(in: Tables.pools, id: pool) }) else {
-            throw SyncError(.notFound, "identity pool '\(pool)' does not exist")
-        }
-        return Self.configuration(row)
+        return Self.configuration(try await existingPool(pool))
     }
 
-    static func configuration(_ row: Record) -> PoolConfiguration {
-        let arns = (row["applicationArns"].arrayValue ?? []).compactMap(\.stringValue)
-        let push = arns.isEmpty && row["pushRoleArn"].stringValue == nil
-            ? nil : PushSyncConfiguration(applicationArns: arns, roleArn: row["pushRoleArn"].stringValue)
-        let streams = row["streamName"].stringValue.map {
-            StreamsConfiguration(streamName: $0, roleArn: row["streamRoleArn"].stringValue,
-                                 enabled: row["streamingStatus"].stringValue == "ENABLED")
+    /// The pool's row, or ``SyncError/Code/notFound``.
+    func existingPool(_ pool: String) async throws -> PoolRow {
+        guard let row = try await store.read({ txn in try PoolRow.find(txn, id: pool) }) else {
+            throw SyncError(.notFound, "identity pool '\(pool)' does not exist")
+        }
+        return row
+    }
+
+    static func configuration(_ row: PoolRow) -> PoolConfiguration {
+        let arns = row.applicationArns ?? []
+        let push = arns.isEmpty && row.pushRoleArn == nil ? nil : PushSyncConfiguration(applicationArns: arns, roleArn: row.pushRoleArn)
+        let streams = row.streamName.map {
+            StreamsConfiguration(streamName: $0, roleArn: row.streamRoleArn, enabled: row.streamingStatus == .enabled)
         }
         return PoolConfiguration(identityPoolId: row.id, pushSync: push, streams: streams)
     }
@@ -41,15 +44,15 @@ extension DatasetService {
         return try await store.write { txn in
             var row = try Self.ensurePool(txn, pool: pool, now: now)
             if let pushSync {
-                row.fields["applicationArns"] = .array(pushSync.applicationArns.map(Value.string))
-                row.fields["pushRoleArn"] = pushSync.roleArn.map(Value.string) ?? .null
+                row.applicationArns = pushSync.applicationArns
+                row.pushRoleArn = pushSync.roleArn
             }
             if let streams {
-                row.fields["streamName"] = .string(streams.streamName)
-                row.fields["streamRoleArn"] = streams.roleArn.map(Value.string) ?? .null
-                row.fields["streamingStatus"] = .string(streams.enabled ? "ENABLED" : "DISABLED")
+                row.streamName = streams.streamName
+                row.streamRoleArn = streams.roleArn
+                row.streamingStatus = streams.enabled ? .enabled : .disabled
             }
-            try txn.upsert(row, in: Tables.pools)
+            try row.save(txn)
             return Self.configuration(row)
         }
     }
@@ -63,10 +66,8 @@ extension DatasetService {
     /// The pool's Cognito events (at most one: event type → target), or ``SyncError/Code/notFound``.
     public func events(pool: String) async throws -> [String: String] {
         try Self.validateId(pool, what: "IdentityPoolId")
-        guard let row = try await store.read({ txn in try txn.record(in: Tables.pools, id: pool) }) else {
-            throw SyncError(.notFound, "identity pool '\(pool)' does not exist")
-        }
-        guard let type = row["eventType"].stringValue, let target = row["eventTarget"].stringValue else { return [:] }
+        let row = try await existingPool(pool)
+        guard let type = row.eventType, let target = row.eventTarget else { return [:] }
         return [type: target]
     }
 
@@ -81,9 +82,9 @@ extension DatasetService {
         let now = Timestamp.now()
         try await store.write { txn in
             var row = try Self.ensurePool(txn, pool: pool, now: now)
-            row.fields["eventType"] = events.first.map { Value.string($0.key) } ?? .null
-            row.fields["eventTarget"] = events.first.map { Value.string($0.value) } ?? .null
-            try txn.upsert(row, in: Tables.pools)
+            row.eventType = events.first?.key
+            row.eventTarget = events.first?.value
+            try row.save(txn)
         }
     }
 }

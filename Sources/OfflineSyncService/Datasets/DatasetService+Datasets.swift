@@ -12,10 +12,10 @@ extension DatasetService {
         let scope = Self.scope(pool: pool, identity: identity)
         if let after, after[0] != "d" { throw SyncError(.invalidValue, "nextToken is not one this service issued") }
         return try await store.read { txn in
-            var predicate = Field("scope") == .string(scope) && Field("live") == true
-            if let after { predicate = predicate && Field("name") > .string(after[1]) }
-            let rows = try txn.records(in: Tables.datasets, matching: Query(predicate, order: [SortKey("name")], limit: limit + 1))
-            let page = rows.prefix(limit).map(Self.dataset)
+            var predicate = DatasetRow.live(scope: scope)
+            if let after { predicate = predicate && DatasetRow.field(.name) > .string(after[1]) }
+            let rows = try DatasetRow.all(txn, Query(predicate, order: [DatasetRow.sorted(.name)], limit: limit + 1))
+            let page = rows.prefix(limit).map(\.remote)
             let next = rows.count > limit ? page.last.map { Self.encodeToken(["d", $0.name]) } : nil
             return RemoteDatasetList(datasets: Array(page), nextToken: next)
         }
@@ -30,7 +30,7 @@ extension DatasetService {
         guard let row = try await store.read({ txn in try Self.liveDataset(txn, scope: scope, name: name) }) else {
             throw SyncError(.notFound, "dataset '\(name)' does not exist")
         }
-        return Self.dataset(row)
+        return row.remote
     }
 
     /// Deletes the dataset (its records go; its row stays, remembering the deletion).
@@ -45,31 +45,29 @@ extension DatasetService {
             guard var row = try Self.liveDataset(txn, scope: scope, name: name) else {
                 throw SyncError(.notFound, "dataset '\(name)' does not exist")
             }
-            let before = Self.dataset(row)
+            let before = row.remote
             while true {
-                let records = try txn.records(in: Tables.records, matching: Query(
-                    Field("scope") == .string(scope) && Field("dataset") == .string(name), limit: 1000))
+                let records = try txn.records(in: RecordRow.table, matching: Query(RecordRow.of(scope: scope, dataset: name), limit: 1000))
                 if records.isEmpty { break }
-                for record in records { _ = try txn.delete(id: record.id, in: Tables.records) }
+                for record in records { try RecordRow.delete(txn, id: record.id) }
             }
             Self.markDeleted(&row, now: now, caller: caller)
-            try txn.upsert(row, in: Tables.datasets)
+            try row.save(txn)
             return before
         }
     }
 
     /// Turns a dataset row into the memory of a deletion: its sync count moves on by one and
     /// is remembered as the deletion's, so clients that synchronized before are told.
-    static func markDeleted(_ row: inout Record, now: Timestamp, caller: String) {
-        let count = (row["syncCount"].intValue ?? 0) + 1
-        row.fields["syncCount"] = .int(count)
-        row.fields["deletedAt"] = .int(count)
-        row.fields["live"] = false
-        row.fields["storage"] = 0
-        row.fields["count"] = 0
-        row.fields["lastModified"] = .date(now)
-        row.fields["lastModifiedBy"] = .string(caller)
-        row.fields["mergedFrom"] = .null
+    static func markDeleted(_ row: inout DatasetRow, now: Timestamp, caller: String) {
+        row.syncCount += 1
+        row.deletedAt = row.syncCount
+        row.live = false
+        row.storage = 0
+        row.count = 0
+        row.lastModified = now
+        row.lastModifiedBy = caller
+        row.mergedFrom = nil
     }
 
     /// Moves every dataset of identity `from` into identity `into`, as Cognito does when two
@@ -89,10 +87,9 @@ extension DatasetService {
         return try await store.write { txn in
             try Self.ensurePool(txn, pool: pool, now: now)
             var names: [String] = []
-            let datasets = try txn.records(in: Tables.datasets, matching: Query(
-                Field("scope") == .string(source) && Field("live") == true, order: [SortKey("name")]))
+            let datasets = try DatasetRow.all(txn, Query(DatasetRow.live(scope: source), order: [DatasetRow.sorted(.name)]))
             for var old in datasets {
-                let name = old["name"].stringValue ?? ""
+                let name = old.name
                 var newName = name
                 var mergedFrom: String?
                 if try Self.liveDataset(txn, scope: target, name: name) != nil {
@@ -105,31 +102,31 @@ extension DatasetService {
                     }
                 }
                 let targetId = Self.datasetId(scope: target, name: newName)
-                let previous = try txn.record(in: Tables.datasets, id: targetId)
-                let syncCount = max(old["syncCount"].intValue ?? 0, previous?["syncCount"].intValue ?? 0) + 1
-                let records = try txn.records(in: Tables.records, matching: Query(
-                    Field("scope") == .string(source) && Field("dataset") == .string(name)))
-                for record in records {
+                let previous = try DatasetRow.find(txn, id: targetId)
+                let syncCount = max(old.syncCount, previous?.syncCount ?? 0) + 1
+                for record in try RecordRow.all(txn, Query(RecordRow.of(scope: source, dataset: name))) {
                     var moved = record
-                    moved.id = Self.recordId(scope: target, dataset: newName, key: record["key"].stringValue ?? "")
-                    moved.fields["scope"] = .string(target)
-                    moved.fields["dataset"] = .string(newName)
-                    moved.fields["syncCount"] = .int(syncCount)
-                    try txn.upsert(moved, in: Tables.records)
-                    _ = try txn.delete(id: record.id, in: Tables.records)
+                    moved.id = Self.recordId(scope: target, dataset: newName, key: record.key)
+                    moved.scope = target
+                    moved.dataset = newName
+                    moved.syncCount = syncCount
+                    try moved.save(txn)
+                    try RecordRow.delete(txn, id: record.id)
                 }
-                var fields = old.fields
-                fields["scope"] = .string(target)
-                fields["identity"] = .string(into)
-                fields["name"] = .string(newName)
-                fields["syncCount"] = .int(syncCount)
-                fields["lastModified"] = .date(now)
-                fields["lastModifiedBy"] = .string(caller)
-                fields["mergedFrom"] = mergedFrom.map(Value.string) ?? .null
-                if let deletedAt = previous?["deletedAt"].intValue { fields["deletedAt"] = .int(deletedAt) }
-                try txn.upsert(Record(id: targetId, fields: fields), in: Tables.datasets)
+                var merged = old
+                merged.id = targetId
+                merged.scope = target
+                merged.identity = into
+                merged.name = newName
+                merged.syncCount = syncCount
+                merged.lastModified = now
+                merged.lastModifiedBy = caller
+                merged.mergedFrom = mergedFrom
+                // The deletion mark of a dataset the target once had under that name stays.
+                if let deletedAt = previous?.deletedAt { merged.deletedAt = deletedAt }
+                try merged.save(txn)
                 Self.markDeleted(&old, now: now, caller: caller)
-                try txn.upsert(old, in: Tables.datasets)
+                try old.save(txn)
                 names.append(newName)
             }
             return names

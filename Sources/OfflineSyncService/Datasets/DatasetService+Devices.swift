@@ -14,17 +14,15 @@ extension DatasetService {
         let now = Timestamp.now()
         return try await store.write { txn in
             let poolRow = try Self.ensurePool(txn, pool: pool, now: now)
-            if platform != .webSocket, (poolRow["applicationArns"].arrayValue ?? []).isEmpty {
+            if platform != .webSocket, (poolRow.applicationArns ?? []).isEmpty {
                 throw SyncError(.invalidConfiguration, "push sync is not configured for identity pool '\(pool)'")
             }
-            if let existing = try txn.first(in: Tables.devices, matching: Query(
-                Field("scope") == .string(scope) && Field("platform") == .string(platform.rawValue) && Field("token") == .string(token))) {
+            if let existing = try DeviceRow.first(txn, Query(DeviceRow.field(.scope) == .string(scope)
+                && DeviceRow.field(.platform) == .string(platform.rawValue) && DeviceRow.field(.token) == .string(token))) {
                 return existing.id
             }
             let id = UUID().uuidString.lowercased()
-            try txn.upsert(Record(id: id, fields: [
-                "scope": .string(scope), "platform": .string(platform.rawValue), "token": .string(token),
-            ]), in: Tables.devices)
+            try DeviceRow(id: id, scope: scope, platform: platform.rawValue, token: token).save(txn)
             return id
         }
     }
@@ -35,9 +33,8 @@ extension DatasetService {
         let scope = try subscriptionScope(pool: pool, identity: identity, dataset: dataset)
         try await store.write { txn in
             try Self.requireDevice(txn, scope: scope, deviceId: deviceId)
-            try txn.upsert(Record(id: Self.subscriptionId(scope: scope, dataset: dataset, device: deviceId), fields: [
-                "scope": .string(scope), "dataset": .string(dataset), "device": .string(deviceId),
-            ]), in: Tables.subscriptions)
+            try SubscriptionRow(id: Self.subscriptionId(scope: scope, dataset: dataset, device: deviceId), scope: scope,
+                                dataset: dataset, device: deviceId).save(txn)
         }
     }
 
@@ -47,7 +44,7 @@ extension DatasetService {
         let scope = try subscriptionScope(pool: pool, identity: identity, dataset: dataset)
         try await store.write { txn in
             try Self.requireDevice(txn, scope: scope, deviceId: deviceId)
-            _ = try txn.delete(id: Self.subscriptionId(scope: scope, dataset: dataset, device: deviceId), in: Tables.subscriptions)
+            try SubscriptionRow.delete(txn, id: Self.subscriptionId(scope: scope, dataset: dataset, device: deviceId))
         }
     }
 
@@ -55,7 +52,7 @@ extension DatasetService {
     public func isSubscribed(pool: String, identity: String, dataset: String, deviceId: String) async throws -> Bool {
         let scope = Self.scope(pool: pool, identity: identity)
         return try await store.read { txn in
-            try txn.record(in: Tables.subscriptions, id: Self.subscriptionId(scope: scope, dataset: dataset, device: deviceId)) != nil
+            try SubscriptionRow.find(txn, id: Self.subscriptionId(scope: scope, dataset: dataset, device: deviceId)) != nil
         }
     }
 
@@ -63,8 +60,8 @@ extension DatasetService {
     public func device(pool: String, identity: String, deviceId: String) async throws -> PushPlatform? {
         let scope = Self.scope(pool: pool, identity: identity)
         return try await store.read { txn in
-            guard let row = try txn.record(in: Tables.devices, id: deviceId), row["scope"].stringValue == scope else { return nil }
-            return row["platform"].stringValue.flatMap(PushPlatform.init(rawValue:))
+            guard let row = try DeviceRow.find(txn, id: deviceId), row.scope == scope else { return nil }
+            return PushPlatform(rawValue: row.platform)
         }
     }
 
@@ -76,7 +73,7 @@ extension DatasetService {
     }
 
     static func requireDevice(_ txn: any LocalReadTransaction, scope: String, deviceId: String) throws {
-        guard let row = try txn.record(in: Tables.devices, id: deviceId), row["scope"].stringValue == scope else {
+        guard let row = try DeviceRow.find(txn, id: deviceId), row.scope == scope else {
             throw SyncError(.notFound, "no device with that id is registered for this identity")
         }
     }

@@ -31,31 +31,31 @@ extension DatasetService {
         }
         let token = session ?? "", start = cursor
         return try await store.read { txn in
-            let row = try txn.record(in: Tables.datasets, id: Self.datasetId(scope: scope, name: name))
-            let exists = row?["live"].boolValue == true
+            let row = try DatasetRow.find(txn, id: Self.datasetId(scope: scope, name: name))
+            let exists = row?.live == true
             var records: [RemoteDatasetRecord] = []
             var next: String?
             if exists {
-                var predicate = Field("scope") == .string(scope) && Field("dataset") == .string(name)
-                    && Field("syncCount") > .int(lastSyncCount)
+                let syncCount = RecordRow.field(.syncCount)
+                var predicate = RecordRow.of(scope: scope, dataset: name) && syncCount > .int(lastSyncCount)
                 if let cursor = start {
-                    predicate = predicate && (Field("syncCount") > .int(cursor.count)
-                        || (Field("syncCount") == .int(cursor.count) && Field("key") > .string(cursor.key)))
+                    predicate = predicate && (syncCount > .int(cursor.count)
+                        || (syncCount == .int(cursor.count) && RecordRow.field(.key) > .string(cursor.key)))
                 }
-                let rows = try txn.records(in: Tables.records, matching: Query(
-                    predicate, order: [SortKey("syncCount"), SortKey("key")], limit: limit + 1))
-                records = rows.prefix(limit).map(Self.record)
+                let rows = try RecordRow.all(txn, Query(
+                    predicate, order: [RecordRow.sorted(.syncCount), RecordRow.sorted(.key)], limit: limit + 1))
+                records = rows.prefix(limit).map(\.remote)
                 if rows.count > limit, let last = records.last {
                     next = Self.encodeToken(["r", String(last.syncCount), last.key])
                 }
             }
-            let merged = exists ? try txn.records(in: Tables.datasets, matching: Query(
-                Field("scope") == .string(scope) && Field("live") == true && Field("mergedFrom") == .string(name),
-                order: [SortKey("name")])).compactMap { $0["name"].stringValue } : []
-            let deletedAt = row?["deletedAt"].intValue ?? 0
+            let merged = exists ? try DatasetRow.all(txn, Query(
+                DatasetRow.live(scope: scope) && DatasetRow.field(.mergedFrom) == .string(name),
+                order: [DatasetRow.sorted(.name)])).map(\.name) : []
+            let deletedAt = row?.deletedAt ?? 0
             return RemoteRecordsPage(
-                records: records, nextToken: next, datasetSyncCount: row?["syncCount"].intValue ?? 0,
-                lastModifiedBy: exists ? row?["lastModifiedBy"].stringValue : nil, mergedDatasetNames: merged,
+                records: records, nextToken: next, datasetSyncCount: row?.syncCount ?? 0,
+                lastModifiedBy: exists ? row?.lastModifiedBy : nil, mergedDatasetNames: merged,
                 datasetExists: exists, datasetDeletedAfterRequestedSyncCount: lastSyncCount > 0 && deletedAt > lastSyncCount,
                 syncSessionToken: token)
         }
@@ -66,24 +66,22 @@ extension DatasetService {
             + UUID().uuidString.lowercased().replacingOccurrences(of: "-", with: "")
         try await store.write { txn in
             var poolRow = try Self.ensurePool(txn, pool: pool, now: now)
-            poolRow.fields["sessions"] = .int((poolRow["sessions"].intValue ?? 0) + 1)
-            try txn.upsert(poolRow, in: Tables.pools)
-            try txn.upsert(Record(id: token, fields: ["scope": .string(scope), "dataset": .string(dataset), "created": .date(now)]),
-                           in: Tables.sessions)
+            poolRow.sessions += 1
+            try poolRow.save(txn)
+            try SessionRow(id: token, scope: scope, dataset: dataset, created: now).save(txn)
             // Expired sessions go a few at a time, so no request pays for a large sweep.
-            let cutoff = Timestamp(millisecondsSince1970: now.millisecondsSince1970 - Self.sessionLifetime)
-            for old in try txn.records(in: Tables.sessions, matching: Query(Field("created") < .date(cutoff), limit: 16)) {
-                _ = try txn.delete(id: old.id, in: Tables.sessions)
+            let cutoff = Timestamp(millisecondsSince1970: now.millisecondsSince1970 - Self.sessionLifetimeMilliseconds)
+            for old in try txn.records(in: SessionRow.table, matching: Query(SessionRow.field(.created) < .date(cutoff), limit: 16)) {
+                try SessionRow.delete(txn, id: old.id)
             }
         }
         return token
     }
 
     private func checkSession(_ token: String, scope: String, dataset: String, now: Timestamp) async throws {
-        let row = try await store.read { txn in try txn.record(in: Tables.sessions, id: token) }
-        guard let row, row["scope"].stringValue == scope, row["dataset"].stringValue == dataset,
-              let created = row["created"].dateValue,
-              now.millisecondsSince1970 - created.millisecondsSince1970 <= Self.sessionLifetime else {
+        let row = try await store.read { txn in try SessionRow.find(txn, id: token) }
+        guard let row, row.scope == scope, row.dataset == dataset,
+              now.millisecondsSince1970 - row.created.millisecondsSince1970 <= Self.sessionLifetimeMilliseconds else {
             throw SyncError(.invalidValue, "the sync session token is unknown, expired or for another dataset; list the records again")
         }
     }
@@ -111,10 +109,10 @@ extension DatasetService {
             let poolRow = try Self.ensurePool(txn, pool: pool, now: now)
             var dataset = try Self.openForUpdate(txn, pool: pool, identity: identity, scope: scope, name: name,
                                                  caller: caller, now: now)
-            var storage = dataset["storage"].intValue ?? 0
-            var count = dataset["count"].intValue ?? 0
-            let syncCount = (dataset["syncCount"].intValue ?? 0) + (patches.isEmpty ? 0 : 1)
-            var written: [Record] = []
+            var storage = dataset.storage
+            var count = dataset.count
+            let syncCount = dataset.syncCount + (patches.isEmpty ? 0 : 1)
+            var written: [RecordRow] = []
             for patch in patches {
                 let (record, bytes, records) = try Self.patched(txn, patch, scope: scope, dataset: name, syncCount: syncCount,
                                                                 caller: caller, now: now)
@@ -125,17 +123,16 @@ extension DatasetService {
             guard storage <= Int64(DatasetManager.maxDatasetBytes) else {
                 throw SyncError(.limitExceeded, "a dataset may hold at most \(DatasetManager.maxDatasetBytes) bytes of keys and values")
             }
-            for record in written { try txn.upsert(record, in: Tables.records) }
-            dataset.fields["syncCount"] = .int(syncCount)
-            dataset.fields["storage"] = .int(storage)
-            dataset.fields["count"] = .int(count)
+            for record in written { try record.save(txn) }
+            dataset.syncCount = syncCount
+            dataset.storage = storage
+            dataset.count = count
             if !patches.isEmpty {
-                dataset.fields["lastModified"] = .date(now)
-                dataset.fields["lastModifiedBy"] = .string(caller)
+                dataset.lastModified = now
+                dataset.lastModifiedBy = caller
             }
-            try txn.upsert(dataset, in: Tables.datasets)
-            let streaming = poolRow["streamingStatus"].stringValue == "ENABLED" && poolRow["streamName"].stringValue != nil
-            return (UpdateResult(records: written.map(Self.record), syncCount: syncCount), streaming)
+            try dataset.save(txn)
+            return (UpdateResult(records: written.map(\.remote), syncCount: syncCount), poolRow.isStreaming)
         }
         if result.1, !result.0.records.isEmpty {
             await stream(pool: pool, records: result.0.records.map {
@@ -166,48 +163,41 @@ extension DatasetService {
     /// again, keeping its sync count and deletion mark, unless the identity already has the
     /// most live datasets allowed (``SyncError/Code/limitExceeded``).
     static func openForUpdate(_ txn: any LocalWriteTransaction, pool: String, identity: String, scope: String,
-                              name: String, caller: String, now: Timestamp) throws -> Record {
+                              name: String, caller: String, now: Timestamp) throws -> DatasetRow {
         let id = datasetId(scope: scope, name: name)
-        let row = try txn.record(in: Tables.datasets, id: id)
-        if let row, row["live"].boolValue == true { return row }
-        let live = try txn.count(in: Tables.datasets, matching: Field("scope") == .string(scope) && Field("live") == true)
+        let row = try DatasetRow.find(txn, id: id)
+        if let row, row.live { return row }
+        let live = try DatasetRow.count(txn, DatasetRow.live(scope: scope))
         guard live < DatasetManager.maxDatasets else {
             throw SyncError(.limitExceeded, "an identity may have at most \(DatasetManager.maxDatasets) datasets")
         }
-        var fields: [String: Value] = [
-            "pool": .string(pool), "scope": .string(scope), "identity": .string(identity), "name": .string(name),
-            "syncCount": .int(row?["syncCount"].intValue ?? 0), "created": .date(now), "lastModified": .date(now),
-            "lastModifiedBy": .string(caller), "live": true, "storage": 0, "count": 0,
-        ]
-        if let deletedAt = row?["deletedAt"].intValue { fields["deletedAt"] = .int(deletedAt) }
-        return Record(id: id, fields: fields)
+        return DatasetRow(id: id, pool: pool, scope: scope, identity: identity, name: name, syncCount: row?.syncCount ?? 0,
+                          created: now, lastModified: now, lastModifiedBy: caller, live: true, deletedAt: row?.deletedAt,
+                          storage: 0, count: 0, mergedFrom: nil)
     }
 
     /// The record row `patch` leaves, with the change it makes to the dataset's bytes and
     /// record count. Throws ``SyncError/Code/conflict`` when the record's sync count is not
     /// the patch's.
     static func patched(_ txn: any LocalReadTransaction, _ patch: RecordPatch, scope: String, dataset: String,
-                        syncCount: Int64, caller: String, now: Timestamp) throws -> (Record, bytes: Int64, records: Int64) {
+                        syncCount: Int64, caller: String, now: Timestamp) throws -> (RecordRow, bytes: Int64, records: Int64) {
         let recordId = recordId(scope: scope, dataset: dataset, key: patch.key)
-        let current = try txn.record(in: Tables.records, id: recordId)
-        guard (current?["syncCount"].intValue ?? 0) == patch.syncCount else {
+        let current = try RecordRow.find(txn, id: recordId)
+        guard (current?.syncCount ?? 0) == patch.syncCount else {
             throw SyncError(.conflict, "a record changed on the server since sync count \(patch.syncCount); list the records again")
         }
         var bytes: Int64 = 0, records: Int64 = 0
-        if let value = current?["value"].stringValue {
+        if let value = current?.value {
             bytes -= Int64(patch.key.utf8.count + value.utf8.count)
             records -= 1
         }
-        var fields: [String: Value] = [
-            "scope": .string(scope), "dataset": .string(dataset), "key": .string(patch.key), "syncCount": .int(syncCount),
-            "lastModified": .date(now), "lastModifiedBy": .string(caller),
-        ]
+        var row = RecordRow(id: recordId, scope: scope, dataset: dataset, key: patch.key, value: nil, syncCount: syncCount,
+                            lastModified: now, lastModifiedBy: caller, deviceLastModified: patch.deviceLastModifiedDate)
         if patch.op == .replace, let value = patch.value {
-            fields["value"] = .string(value)
+            row.value = value
             bytes += Int64(patch.key.utf8.count + value.utf8.count)
             records += 1
         }
-        if let device = patch.deviceLastModifiedDate { fields["deviceLastModified"] = .date(device) }
-        return (Record(id: recordId, fields: fields), bytes, records)
+        return (row, bytes, records)
     }
 }

@@ -9,10 +9,9 @@ extension DatasetService {
         try Self.validateId(identity, what: "IdentityId")
         let scope = Self.scope(pool: pool, identity: identity)
         return try await store.read { txn in
-            let rows = try txn.records(in: Tables.datasets, matching: Query(Field("scope") == .string(scope) && Field("live") == true))
-            return IdentityUsage(identityId: identity, identityPoolId: pool,
-                                 lastModifiedDate: rows.compactMap { $0["lastModified"].dateValue }.max(),
-                                 datasetCount: rows.count, dataStorage: rows.reduce(0) { $0 + ($1["storage"].intValue ?? 0) })
+            let rows = try DatasetRow.all(txn, Query(DatasetRow.live(scope: scope)))
+            return IdentityUsage(identityId: identity, identityPoolId: pool, lastModifiedDate: rows.map(\.lastModified).max(),
+                                 datasetCount: rows.count, dataStorage: rows.reduce(0) { $0 + $1.storage })
         }
     }
 
@@ -32,30 +31,30 @@ extension DatasetService {
         if let after, after[0] != "p" { throw SyncError(.invalidValue, "nextToken is not one this service issued") }
         return try await store.read { txn in
             let predicate: QueryPredicate = after.map { Field(SystemField.id) > .string($0[1]) } ?? .all
-            let rows = try txn.records(in: Tables.pools, matching: Query(predicate, order: [SortKey(SystemField.id)], limit: limit + 1))
+            let rows = try txn.records(in: PoolRow.table, matching: Query(predicate, order: [SortKey(SystemField.id)], limit: limit + 1))
             let pools = try rows.prefix(limit).compactMap { try Self.usage(txn, pool: $0.id) }
             return (pools, rows.count > limit ? pools.last.map { Self.encodeToken(["p", $0.identityPoolId]) } : nil)
         }
     }
 
     static func usage(_ txn: any LocalReadTransaction, pool: String) throws -> PoolUsage? {
-        guard let row = try txn.record(in: Tables.pools, id: pool) else { return nil }
+        guard let row = try PoolRow.find(txn, id: pool) else { return nil }
         // Storage and the last change come from the datasets themselves, so an update never
         // has to write the pool's row (one row every update of the pool would contend on).
         var storage: Int64 = 0
-        var lastModified = row["lastModified"].dateValue
+        var lastModified: Timestamp? = row.lastModified
         var offset = 0
         while true {
-            let page = try txn.records(in: Tables.datasets, matching: Query(
-                Field("pool") == .string(pool), order: [SortKey(SystemField.id)], limit: 1000, offset: offset))
+            let page = try DatasetRow.all(txn, Query(
+                DatasetRow.field(.pool) == .string(pool), order: [SortKey(SystemField.id)], limit: 1000, offset: offset))
             for dataset in page {
-                if dataset["live"].boolValue == true { storage += dataset["storage"].intValue ?? 0 }
-                if let date = dataset["lastModified"].dateValue, lastModified.map({ date > $0 }) ?? true { lastModified = date }
+                if dataset.live { storage += dataset.storage }
+                if lastModified.map({ dataset.lastModified > $0 }) ?? true { lastModified = dataset.lastModified }
             }
             if page.count < 1000 { break }
             offset += page.count
         }
-        return PoolUsage(identityPoolId: pool, syncSessionsCount: row["sessions"].intValue ?? 0, dataStorage: storage,
+        return PoolUsage(identityPoolId: pool, syncSessionsCount: row.sessions, dataStorage: storage,
                          lastModifiedDate: lastModified)
     }
 }

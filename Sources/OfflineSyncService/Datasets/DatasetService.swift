@@ -27,56 +27,24 @@ public final class DatasetService: Sendable {
     public let store: any LocalStore
     let streamSink: (any DatasetStreamSink)?
 
-    /// How long a sync session token is accepted, in milliseconds (one hour).
-    public static let sessionLifetime: Int64 = 3_600_000
+    /// How long a sync session token is accepted (one hour).
+    public static let sessionLifetime: Duration = .seconds(3600)
+    /// ``sessionLifetime`` in milliseconds, as the session rows' timestamps count.
+    static let sessionLifetimeMilliseconds = sessionLifetime.components.seconds * 1000
     /// The largest page of records or datasets.
     public static let maxPageSize = 1000
     /// The page size when none is asked for.
     public static let defaultPageSize = 100
-
-    enum Tables {
-        static let pools = "__cs_pools"
-        static let datasets = "__cs_datasets"
-        static let records = "__cs_records"
-        static let sessions = "__cs_sessions"
-        static let devices = "__cs_devices"
-        static let subscriptions = "__cs_subscriptions"
-    }
 
     /// Opens the service over `store`, defining its tables. Records streamed by bulk publish
     /// and by updates to pools whose streams are enabled go to `streamSink`.
     public init(store: any LocalStore, streamSink: (any DatasetStreamSink)? = nil) async throws {
         self.store = store
         self.streamSink = streamSink
-        try await store.defineTable(TableSchema(Tables.pools, fields: [
-            FieldDefinition("created", .date), FieldDefinition("lastModified", .date), FieldDefinition("sessions", .int),
-            FieldDefinition("applicationArns", .array), FieldDefinition("pushRoleArn", .string),
-            FieldDefinition("streamName", .string), FieldDefinition("streamRoleArn", .string),
-            FieldDefinition("streamingStatus", .string), FieldDefinition("eventType", .string),
-            FieldDefinition("eventTarget", .string), FieldDefinition("bulkStatus", .string),
-            FieldDefinition("bulkStart", .date), FieldDefinition("bulkComplete", .date), FieldDefinition("bulkFailure", .string),
-        ], undeclaredFields: .reject))
-        try await store.defineTable(TableSchema(Tables.datasets, fields: [
-            FieldDefinition("pool", .string, indexed: true), FieldDefinition("scope", .string, indexed: true),
-            FieldDefinition("identity", .string), FieldDefinition("name", .string), FieldDefinition("syncCount", .int),
-            FieldDefinition("created", .date), FieldDefinition("lastModified", .date), FieldDefinition("lastModifiedBy", .string),
-            FieldDefinition("live", .bool), FieldDefinition("deletedAt", .int), FieldDefinition("storage", .int),
-            FieldDefinition("count", .int), FieldDefinition("mergedFrom", .string),
-        ], undeclaredFields: .reject))
-        try await store.defineTable(TableSchema(Tables.records, fields: [
-            FieldDefinition("scope", .string), FieldDefinition("dataset", .string), FieldDefinition("key", .string),
-            FieldDefinition("value", .string), FieldDefinition("syncCount", .int), FieldDefinition("lastModified", .date),
-            FieldDefinition("lastModifiedBy", .string), FieldDefinition("deviceLastModified", .date),
-        ], indexes: [IndexDefinition(["scope", "dataset", "syncCount"])], undeclaredFields: .reject))
-        try await store.defineTable(TableSchema(Tables.sessions, fields: [
-            FieldDefinition("scope", .string), FieldDefinition("dataset", .string), FieldDefinition("created", .date, indexed: true),
-        ], undeclaredFields: .reject))
-        try await store.defineTable(TableSchema(Tables.devices, fields: [
-            FieldDefinition("scope", .string, indexed: true), FieldDefinition("platform", .string), FieldDefinition("token", .string),
-        ], undeclaredFields: .reject))
-        try await store.defineTable(TableSchema(Tables.subscriptions, fields: [
-            FieldDefinition("scope", .string), FieldDefinition("dataset", .string), FieldDefinition("device", .string),
-        ], indexes: [IndexDefinition(["scope", "dataset"])], undeclaredFields: .reject))
+        for schema in [PoolRow.schema, DatasetRow.schema, RecordRow.schema, SessionRow.schema, DeviceRow.schema,
+                       SubscriptionRow.schema] {
+            try await store.defineTable(schema)
+        }
     }
 
     /// A ``DatasetRemote`` for one identity of `pool`, for in-process use.

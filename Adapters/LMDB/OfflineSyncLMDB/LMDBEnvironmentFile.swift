@@ -10,7 +10,7 @@ import OfflineSync
 /// root pages) without opening it, then open a valid file read-only and lock-free
 /// (`MDB_RDONLY | MDB_NOLOCK`, so neither `data.mdb` nor `lock.mdb` is touched) to find the
 /// OfflineSync marker.
-enum EnvironmentFile {
+enum LMDBEnvironmentFile {
     static let dataFile = "data.mdb"
     static let lockFile = "lock.mdb"
 
@@ -157,7 +157,7 @@ enum EnvironmentFile {
     /// `corrupted` verdict is checked again with LMDB's reader lock when `lock.mdb` exists
     /// (another process may be using the environment).
     ///
-    /// With `verifyPages`, every page LMDB would follow is checked first (``PageVerifier``),
+    /// With `verifyPages`, every page LMDB would follow is checked first (``LMDBPageVerifier``),
     /// inside the read transaction, so no page of that snapshot can be reused meanwhile.
     static func probe(_ directory: String, verifyPages: Bool) throws {
         do {
@@ -184,7 +184,7 @@ enum EnvironmentFile {
         var txn: OpaquePointer?
         try LMDBFailure.check(mdb_txn_begin(env, nil, UInt32(MDB_RDONLY), &txn), "reading '\(directory)'")
         defer { mdb_txn_abort(txn) }
-        if verifyPages { try PageVerifier.verify((directory as NSString).appendingPathComponent(dataFile)) }
+        if verifyPages { try LMDBPageVerifier.verify((directory as NSString).appendingPathComponent(dataFile)) }
         try checkMarker(txn!, directory: directory, create: false)
     }
 
@@ -193,7 +193,7 @@ enum EnvironmentFile {
     @discardableResult
     static func checkMarker(_ txn: OpaquePointer, directory: String, create: Bool) throws -> MDB_dbi? {
         var meta = MDB_dbi()
-        let rc = mdb_dbi_open(txn, Layout.metaDatabase, 0, &meta)
+        let rc = mdb_dbi_open(txn, LMDBLayout.metaDatabase, 0, &meta)
         if rc == MDB_NOTFOUND {
             var main = MDB_dbi()
             try LMDBFailure.check(mdb_dbi_open(txn, nil, 0, &main), "opening the main database of '\(directory)'")
@@ -203,23 +203,23 @@ enum EnvironmentFile {
                 throw SyncError(.foreignDatabase, "'\(directory)' is an LMDB environment of another application (no OfflineSync marker)")
             }
             guard create else { return nil }
-            try LMDBFailure.check(mdb_dbi_open(txn, Layout.metaDatabase, UInt32(MDB_CREATE), &meta), "creating the meta database")
-            try put(txn, meta, Layout.formatKey, Layout.marker)
-            try put(txn, meta, Layout.versionKey, BigEndian.bytes(Layout.formatVersion))
-            try put(txn, meta, Layout.nextTableKey, BigEndian.bytes(1))
+            try LMDBFailure.check(mdb_dbi_open(txn, LMDBLayout.metaDatabase, UInt32(MDB_CREATE), &meta), "creating the meta database")
+            try put(txn, meta, LMDBLayout.formatKey, LMDBLayout.marker)
+            try put(txn, meta, LMDBLayout.versionKey, BigEndian.bytes(LMDBLayout.formatVersion))
+            try put(txn, meta, LMDBLayout.nextTableKey, BigEndian.bytes(1))
             return meta
         }
         if rc == MDB_INCOMPATIBLE {
             throw SyncError(.foreignDatabase, "'\(directory)' is an LMDB environment of another application")
         }
         try LMDBFailure.check(rc, "opening the meta database of '\(directory)'")
-        guard try get(txn, meta, Layout.formatKey) == Layout.marker else {
+        guard try get(txn, meta, LMDBLayout.formatKey) == LMDBLayout.marker else {
             throw SyncError(.foreignDatabase, "'\(directory)' is an LMDB environment of another application (no OfflineSync marker)")
         }
-        guard let versionBytes = try get(txn, meta, Layout.versionKey), let version = BigEndian.uint64(versionBytes) else {
+        guard let versionBytes = try get(txn, meta, LMDBLayout.versionKey), let version = BigEndian.uint64(versionBytes) else {
             throw SyncError(.corrupted, "'\(directory)' lacks the OfflineSync format version")
         }
-        if version > Layout.formatVersion {
+        if version > LMDBLayout.formatVersion {
             throw SyncError(.unsupported, "'\(directory)' is an OfflineSync LMDB store of a newer format (version \(version))")
         }
         return meta

@@ -11,7 +11,7 @@ func perform<T: Sendable>(on queue: DispatchQueue, _ work: @escaping @Sendable (
 }
 
 /// Counts the operations in flight, so closing waits for them and later ones are refused.
-final class Activity: @unchecked Sendable {
+final class LMDBActivity: @unchecked Sendable {
     // @unchecked Sendable: `count` and `closed` are only touched while holding `condition`.
     // An NSCondition rather than a Mutex, because closing blocks its thread until the count
     // reaches zero, which needs a condition variable.

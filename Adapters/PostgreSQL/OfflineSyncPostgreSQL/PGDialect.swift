@@ -40,9 +40,6 @@ struct PGDialect: SQLDialect {
     }
 }
 
-/// The translator of a PostgreSQL table's queries.
-typealias PGQueryTranslator = SQLPredicateTranslator<PGDialect>
-
 extension SQLPredicateTranslator where Dialect == PGDialect {
     /// A translator for `table`, within PostgreSQL's 65,535 parameters per statement.
     init(table: PGTable) {

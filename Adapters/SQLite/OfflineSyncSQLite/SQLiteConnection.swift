@@ -4,9 +4,9 @@ import OfflineSync
 
 /// Owns one SQLite connection handle and its cache of prepared statements.
 ///
-/// Not `Sendable`: a connection lives inside a ``ConnectionWorker`` and is only ever used on
+/// Not `Sendable`: a connection lives inside a ``SQLiteConnectionWorker`` and is only ever used on
 /// that worker's serial queue, lent to closures the way GRDB lends its `Database`.
-final class Connection {
+final class SQLiteConnection {
     /// The open handle, or `nil` once closed.
     private(set) var db: OpaquePointer?
     /// The file (or `:memory:`) the connection opened, for error messages.
@@ -14,10 +14,10 @@ final class Connection {
     /// Identifies the queue the connection is confined to (set by its worker).
     var queueKey: DispatchSpecificKey<Bool>?
     /// Decoded catalog entries, reused while their stored schema bytes are unchanged.
-    var tableInfoCache: [ExactKey: TableInfo] = [:]
+    var tableInfoCache: [ExactString: SQLiteTable] = [:]
     /// Keyed by the SQL's exact bytes: `String` equality is canonical equivalence, which would
     /// hand the statement of table "é" to table "e\u{301}".
-    private var statements: [ExactKey: Statement] = [:]
+    private var statements: [ExactString: SQLiteStatement] = [:]
 
     /// The most prepared statements kept between transactions (keyed by SQL text).
     static let statementCacheLimit = 256
@@ -32,7 +32,7 @@ final class Connection {
     /// Opens a connection with `sqlite3_open_v2` flags (plus no-mutex and extended result codes),
     /// turns off double-quoted string literals (so a quoted name that matches no column is an
     /// error, never a string) and sets the busy timeout.
-    static func open(path: String, flags: Int32, busyTimeoutMilliseconds: Int32) throws -> Connection {
+    static func open(path: String, flags: Int32, busyTimeoutMilliseconds: Int32) throws -> SQLiteConnection {
         var handle: OpaquePointer?
         let rc = sqlite3_open_v2(path, &handle, flags | SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_EXRESCODE, nil)
         guard rc == SQLITE_OK, let handle else {
@@ -46,7 +46,7 @@ final class Connection {
             sqlite3_close_v2(handle)
             throw error
         }
-        let connection = Connection(db: handle, path: path)
+        let connection = SQLiteConnection(db: handle, path: path)
         sqlite3_busy_timeout(handle, busyTimeoutMilliseconds)
         return connection
     }
@@ -59,18 +59,18 @@ final class Connection {
 
     /// Runs `body` with the prepared statement for `sql`, bound to `bindings`, then resets it.
     /// Statements are cached by SQL text; a statement already being stepped is not lent twice.
-    func withStatement<T>(_ sql: String, _ bindings: [SQLValue] = [], _ body: (Statement) throws -> T) throws -> T {
+    func withStatement<T>(_ sql: String, _ bindings: [SQLiteValue] = [], _ body: (SQLiteStatement) throws -> T) throws -> T {
         let db = try handle()
-        let key = ExactKey(sql)
-        let statement: Statement
+        let key = ExactString(sql)
+        let statement: SQLiteStatement
         var owned = false
         if let cached = statements[key], !cached.inUse {
             statement = cached
         } else if statements[key] == nil {
-            statement = try Statement(db: db, sql: sql, persistent: true)
+            statement = try SQLiteStatement(db: db, sql: sql, persistent: true)
             statements[key] = statement
         } else {
-            statement = try Statement(db: db, sql: sql, persistent: false)
+            statement = try SQLiteStatement(db: db, sql: sql, persistent: false)
             owned = true
         }
         statement.inUse = true
@@ -84,7 +84,7 @@ final class Connection {
     }
 
     /// Runs `sql` to completion, ignoring any rows.
-    func execute(_ sql: String, _ bindings: [SQLValue] = []) throws {
+    func execute(_ sql: String, _ bindings: [SQLiteValue] = []) throws {
         try withStatement(sql, bindings) { statement in
             while try statement.step() {}
         }
@@ -92,13 +92,13 @@ final class Connection {
 
     /// Runs a one-off statement (DDL) without caching it.
     func executeUncached(_ sql: String) throws {
-        let statement = try Statement(db: try handle(), sql: sql, persistent: false)
+        let statement = try SQLiteStatement(db: try handle(), sql: sql, persistent: false)
         defer { statement.finalize() }
         while try statement.step() {}
     }
 
     /// The first column of the first row `sql` returns, or `nil` when it returns no row.
-    func scalar(_ sql: String, _ bindings: [SQLValue] = []) throws -> SQLValue? {
+    func scalar(_ sql: String, _ bindings: [SQLiteValue] = []) throws -> SQLiteValue? {
         try withStatement(sql, bindings) { statement in
             try statement.step() ? try statement.value(0) : nil
         }
@@ -148,16 +148,16 @@ final class Connection {
     }
 }
 
-/// Owns one ``Connection`` and the serial dispatch queue it is confined to. `async` callers hop
+/// Owns one ``SQLiteConnection`` and the serial dispatch queue it is confined to. `async` callers hop
 /// onto the queue with a checked continuation, so blocking SQLite calls never run on Swift's
 /// cooperative pool.
-final class ConnectionWorker: @unchecked Sendable {
+final class SQLiteConnectionWorker: @unchecked Sendable {
     // @unchecked Sendable: `connection` is read and written only inside blocks running on
     // `queue`, which is serial, so one thread at a time touches it and its C handle. `queue`
     // and `queueKey` are immutable and thread-safe.
     private let queue: DispatchQueue
     private let queueKey = DispatchSpecificKey<Bool>()
-    private var connection: Connection?
+    private var connection: SQLiteConnection?
 
     /// Creates a worker with no connection yet.
     init(label: String) {
@@ -175,7 +175,7 @@ final class ConnectionWorker: @unchecked Sendable {
     }
 
     /// Opens the connection on the worker's queue.
-    func open(_ make: @escaping @Sendable () throws -> Connection) async throws {
+    func open(_ make: @escaping @Sendable () throws -> SQLiteConnection) async throws {
         try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
             queue.async {
                 do {
@@ -192,7 +192,7 @@ final class ConnectionWorker: @unchecked Sendable {
 
     /// Runs `work` with the connection on the worker's queue. Throws
     /// ``SyncError/Code/storeClosed`` once the worker is closed.
-    func run<T: Sendable>(_ work: @escaping @Sendable (Connection) throws -> T) async throws -> T {
+    func run<T: Sendable>(_ work: @escaping @Sendable (SQLiteConnection) throws -> T) async throws -> T {
         try await withCheckedThrowingContinuation { continuation in
             queue.async {
                 guard let connection = self.connection else {

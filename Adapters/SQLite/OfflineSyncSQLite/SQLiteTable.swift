@@ -2,9 +2,6 @@ import COfflineSyncSQLite3
 import OfflineSync
 import OfflineSyncStoreKit
 
-/// Where a field a query names lives in SQL.
-typealias ColumnRef = SQLColumn
-
 /// A defined table as SQL sees it: its schema, its quoted names and the statements that read
 /// and write its rows. Built from a catalog row; immutable.
 ///
@@ -14,7 +11,7 @@ typealias ColumnRef = SQLColumn
 /// a type so SQLite never converts what it stores, and last `sum` (INTEGER): the CRC-32C of
 /// every other column of the row (``checksum(of:)``), checked on every read so a damaged
 /// byte is ``SyncError/Code/corrupted``, never data (format 2; format 1 had no `sum`).
-struct TableInfo {
+struct SQLiteTable {
     /// The catalog row number (stable across migrations; names the table's indexes).
     let number: Int64
     let schema: TableSchema
@@ -24,7 +21,7 @@ struct TableInfo {
     let sqlName: String
     /// The quoted column of each declared field, in schema order.
     let fieldColumns: [String]
-    private let fieldIndex: [ExactKey: Int]
+    private let fieldIndex: [ExactString: Int]
 
     /// Every column, `sum` last.
     let selectList: String
@@ -47,10 +44,10 @@ struct TableInfo {
         self.number = number
         self.schema = schema
         self.schemaBytes = schemaBytes
-        sqlName = SQLName.quote(schema.name)
-        fieldColumns = schema.fields.map { SQLName.fieldColumn($0.name) }
-        var index: [ExactKey: Int] = [:]
-        for (position, field) in schema.fields.enumerated() { index[ExactKey(field.name)] = position }
+        sqlName = SQLiteName.quote(schema.name)
+        fieldColumns = schema.fields.map { SQLiteName.fieldColumn($0.name) }
+        var index: [ExactString: Int] = [:]
+        for (position, field) in schema.fields.enumerated() { index[ExactString(field.name)] = position }
         fieldIndex = index
         let columns = Self.systemColumns + fieldColumns + [Self.sumColumnName]
         selectList = columns.joined(separator: ", ")
@@ -64,7 +61,7 @@ struct TableInfo {
     }
 
     /// `CREATE TABLE` for this layout under the quoted name `sqlName` — exactly as SQLite keeps
-    /// it in `sqlite_master`, which ``StoreFile/verifySchema(_:formatVersion:path:)`` relies on.
+    /// it in `sqlite_master`, which ``SQLiteStoreFile/verifySchema(_:formatVersion:path:)`` relies on.
     /// Without `checksummed`, the layout of format 1 (no `sum` column).
     func createTableSQL(named sqlName: String, checksummed: Bool = true) -> String {
         let system = "\"id\" TEXT NOT NULL PRIMARY KEY, \"version\" TEXT, \"updatedAt\" INTEGER, \"deleted\" INTEGER NOT NULL, \"extra\" BLOB"
@@ -76,8 +73,8 @@ struct TableInfo {
     /// SQLite keeps them in `sqlite_master`.
     var createIndexSQL: [(name: String, sql: String)] {
         indexColumns.enumerated().map { position, columns in
-            ("\(SQLName.indexPrefix(table: number))\(position)",
-             "CREATE INDEX \(SQLName.index(table: number, position: position)) ON \(sqlName) (\(columns.joined(separator: ", ")))")
+            ("\(SQLiteName.indexPrefix(table: number))\(position)",
+             "CREATE INDEX \(SQLiteName.index(table: number, position: position)) ON \(sqlName) (\(columns.joined(separator: ", ")))")
         }
     }
 
@@ -91,15 +88,15 @@ struct TableInfo {
     /// The column lists of the indexes the schema asks for: one per `indexed` field, then
     /// the composite ``TableSchema/indexes``.
     var indexColumns: [[String]] {
-        var result = schema.fields.filter(\.indexed).map { [SQLName.fieldColumn($0.name)] }
+        var result = schema.fields.filter(\.indexed).map { [SQLiteName.fieldColumn($0.name)] }
         for index in schema.indexes {
-            result.append(index.fields.map { column($0)?.sql ?? SQLName.fieldColumn($0) })
+            result.append(index.fields.map { column($0)?.sql ?? SQLiteName.fieldColumn($0) })
         }
         return result
     }
 
     /// Whether both describe the same columns (names byte for byte, types, order).
-    func hasSameColumns(as other: TableInfo) -> Bool {
+    func hasSameColumns(as other: SQLiteTable) -> Bool {
         schema.fields.count == other.schema.fields.count
             && zip(schema.fields, other.schema.fields).allSatisfy {
                 $0.type == $1.type && $0.name.utf8.elementsEqual($1.name.utf8)
@@ -108,20 +105,20 @@ struct TableInfo {
 
     /// The declared field with this exact name, if any.
     func declaredField(_ name: String) -> FieldDefinition? {
-        fieldIndex[ExactKey(name)].map { schema.fields[$0] }
+        fieldIndex[ExactString(name)].map { schema.fields[$0] }
     }
 
     /// The column behind a system property or declared field; `nil` for an undeclared field
     /// (kept in `extra`, so SQL cannot see it).
-    func column(_ field: String) -> ColumnRef? {
+    func column(_ field: String) -> SQLColumn? {
         switch field {
-        case SystemField.id: return ColumnRef(sql: "\"id\"", type: .string)
-        case SystemField.version: return ColumnRef(sql: "\"version\"", type: .string)
-        case SystemField.updatedAt: return ColumnRef(sql: "\"updatedAt\"", type: .date)
-        case SystemField.deleted: return ColumnRef(sql: "\"deleted\"", type: .bool)
+        case SystemField.id: return SQLColumn(sql: "\"id\"", type: .string)
+        case SystemField.version: return SQLColumn(sql: "\"version\"", type: .string)
+        case SystemField.updatedAt: return SQLColumn(sql: "\"updatedAt\"", type: .date)
+        case SystemField.deleted: return SQLColumn(sql: "\"deleted\"", type: .bool)
         default:
-            guard let position = fieldIndex[ExactKey(field)] else { return nil }
-            return ColumnRef(sql: fieldColumns[position], type: schema.fields[position].type)
+            guard let position = fieldIndex[ExactString(field)] else { return nil }
+            return SQLColumn(sql: fieldColumns[position], type: schema.fields[position].type)
         }
     }
 
@@ -130,17 +127,17 @@ struct TableInfo {
     /// The parameters of ``upsert`` (and ``insertSQL(into:)``) for a record: system columns,
     /// the undeclared fields as one encoded object, each declared field's column value, then
     /// the checksum of all of them.
-    func bindings(for record: Record) -> [SQLValue] {
-        var values: [SQLValue] = [
+    func bindings(for record: Record) -> [SQLiteValue] {
+        var values: [SQLiteValue] = [
             .text(record.id),
-            record.version.map(SQLValue.text) ?? .null,
+            record.version.map(SQLiteValue.text) ?? .null,
             record.updatedAt.map { .int($0.millisecondsSince1970) } ?? .null,
             .int(record.deleted ? 1 : 0),
         ]
         var extra: [String: Value] = [:]
         var declared = [Value](repeating: .null, count: schema.fields.count)
         for (name, value) in record.fields {
-            if let position = fieldIndex[ExactKey(name)] {
+            if let position = fieldIndex[ExactString(name)] {
                 declared[position] = value
             } else {
                 extra[name] = value
@@ -156,7 +153,7 @@ struct TableInfo {
 
     /// The CRC-32C of a row's columns as SQLite stores them: per column its storage class,
     /// then an integer's or a double's 8 bytes, or a text's or blob's length and bytes.
-    static func checksum(of values: [SQLValue]) -> UInt32 {
+    static func checksum(of values: [SQLiteValue]) -> UInt32 {
         var sum = CRC32C()
         for value in values {
             switch value {
@@ -180,7 +177,7 @@ struct TableInfo {
     }
 
     /// ``checksum(of:)`` of the current row's columns before ``sumColumn``, read in place.
-    func checksum(of statement: Statement) -> UInt32 {
+    func checksum(of statement: SQLiteStatement) -> UInt32 {
         var sum = CRC32C()
         for column in 0..<sumColumn {
             let storage = statement.columnType(column)
@@ -206,7 +203,7 @@ struct TableInfo {
 
     /// How a declared field's value is stored: bool as 0/1, int, double as REAL, string as
     /// TEXT, bytes as BLOB, date as INTEGER ms, arrays, objects and `any` as a ``ValueCodec`` BLOB.
-    static func columnValue(_ value: Value, _ type: FieldType) -> SQLValue {
+    static func columnValue(_ value: Value, _ type: FieldType) -> SQLiteValue {
         switch (type, value) {
         case (_, .null): return .null
         case (.array, _), (.object, _), (.any, _): return .blob(ValueCodec.encode(value))
@@ -222,7 +219,7 @@ struct TableInfo {
 
     /// Decodes the current row of a statement that selected ``selectList``, checking its
     /// `sum` first; with `verify: false`, of one that selected ``uncheckedSelectList``.
-    func decodeRow(_ statement: Statement, verify: Bool = true) throws -> Record {
+    func decodeRow(_ statement: SQLiteStatement, verify: Bool = true) throws -> Record {
         if verify {
             guard statement.columnType(sumColumn) == SQLITE_INTEGER,
                   statement.int64(sumColumn) == Int64(checksum(of: statement)) else {
@@ -271,7 +268,7 @@ struct TableInfo {
         return Record(id: id, fields: fields, version: version, updatedAt: updatedAt, deleted: deleted)
     }
 
-    private func decodeField(_ statement: Statement, _ column: Int32, _ field: FieldDefinition) throws -> Value {
+    private func decodeField(_ statement: SQLiteStatement, _ column: Int32, _ field: FieldDefinition) throws -> Value {
         let storage = statement.columnType(column)
         if storage == SQLITE_NULL { return .null }
         switch (field.type, storage) {

@@ -11,7 +11,7 @@ import Darwin
 
 /// One open file descriptor with positioned reads and writes, used only on the store's queue.
 /// Errors name the file and the system error, never data.
-final class LogFile {
+final class EncryptedFileLog {
     let path: String
     private(set) var fd: Int32
 
@@ -24,13 +24,13 @@ final class LogFile {
 
     /// Opens an existing file for reading and writing (nothing is written until asked) and
     /// takes an exclusive advisory lock on it. Returns `nil` if the file does not exist.
-    static func openExisting(_ path: String) throws -> LogFile? {
+    static func openExisting(_ path: String) throws -> EncryptedFileLog? {
         let fd = open(path, O_RDWR | O_CLOEXEC)
         if fd < 0 {
             if errno == ENOENT { return nil }
             throw failure("cannot open", path)
         }
-        let file = LogFile(path: path, fd: fd)
+        let file = EncryptedFileLog(path: path, fd: fd)
         try file.lock()
         var info = stat()
         guard fstat(fd, &info) == 0 else { throw failure("cannot stat", path) }
@@ -42,10 +42,10 @@ final class LogFile {
 
     /// Creates a new file (failing if it exists), readable and writable by the owner only,
     /// and locks it.
-    static func create(_ path: String) throws -> LogFile {
+    static func create(_ path: String) throws -> EncryptedFileLog {
         let fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
         guard fd >= 0 else { throw failure("cannot create", path) }
-        let file = LogFile(path: path, fd: fd)
+        let file = EncryptedFileLog(path: path, fd: fd)
         try file.lock()
         return file
     }
@@ -56,14 +56,14 @@ final class LogFile {
             if code == EWOULDBLOCK {
                 throw SyncError(.busy, "\(path) is open in another store instance or process")
             }
-            throw LogFile.failure("cannot lock", path, code)
+            throw EncryptedFileLog.failure("cannot lock", path, code)
         }
     }
 
     /// The file's current length.
     func size() throws -> UInt64 {
         var info = stat()
-        guard fstat(fd, &info) == 0 else { throw LogFile.failure("cannot stat", path) }
+        guard fstat(fd, &info) == 0 else { throw EncryptedFileLog.failure("cannot stat", path) }
         return UInt64(info.st_size)
     }
 
@@ -76,7 +76,7 @@ final class LogFile {
                 let n = pread(fd, buffer.baseAddress! + done, count - done, off_t(offset) + off_t(done))
                 if n < 0 {
                     if errno == EINTR { continue }
-                    throw LogFile.failure("cannot read", path)
+                    throw EncryptedFileLog.failure("cannot read", path)
                 }
                 if n == 0 { throw SyncError(.corrupted, "\(path) ended while reading (it changed while being opened)") }
                 done += n
@@ -93,7 +93,7 @@ final class LogFile {
                 let n = pwrite(fd, buffer.baseAddress! + done, buffer.count - done, off_t(offset) + off_t(done))
                 if n < 0 {
                     if errno == EINTR { continue }
-                    throw LogFile.failure("cannot write", path)
+                    throw EncryptedFileLog.failure("cannot write", path)
                 }
                 done += n
             }
@@ -107,12 +107,12 @@ final class LogFile {
         #else
         let result = fdatasync(fd)
         #endif
-        guard result == 0 else { throw LogFile.failure("cannot sync", path) }
+        guard result == 0 else { throw EncryptedFileLog.failure("cannot sync", path) }
     }
 
     /// Cuts the file to `length` bytes.
     func truncate(to length: UInt64) throws {
-        guard ftruncate(fd, off_t(length)) == 0 else { throw LogFile.failure("cannot truncate", path) }
+        guard ftruncate(fd, off_t(length)) == 0 else { throw EncryptedFileLog.failure("cannot truncate", path) }
     }
 
     /// Closes the descriptor (and releases the lock); later calls do nothing.

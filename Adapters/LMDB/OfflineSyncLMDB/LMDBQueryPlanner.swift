@@ -17,9 +17,9 @@ import OfflineSyncStoreKit
 /// 4. otherwise every record of the table is decoded and tested, one at a time.
 ///
 /// `count(.all)` reads the entry count of the records database without decoding anything.
-struct QueryPlanner {
-    let transaction: ReadTransaction
-    let entry: TableEntry
+struct LMDBQueryPlanner {
+    let transaction: LMDBReadTransaction
+    let entry: LMDBTable
 
     func records(_ query: Query) throws -> [Record] {
         let dbi = try transaction.recordsDatabase(entry)
@@ -39,7 +39,7 @@ struct QueryPlanner {
         }
         var matched: [Record] = []
         try transaction.scan(dbi) { _, value in
-            let record = try ReadTransaction.decode(value)
+            let record = try LMDBReadTransaction.decode(value)
             if QueryEvaluator.matches(record, query.predicate) { matched.append(record) }
             return true
         }
@@ -54,7 +54,7 @@ struct QueryPlanner {
         }
         var count = 0
         try transaction.scan(dbi) { _, value in
-            if QueryEvaluator.matches(try ReadTransaction.decode(value), predicate) { count += 1 }
+            if QueryEvaluator.matches(try LMDBReadTransaction.decode(value), predicate) { count += 1 }
             return true
         }
         return count
@@ -66,7 +66,7 @@ struct QueryPlanner {
         for conjunct in Self.conjuncts(predicate) {
             guard case let .compare(field, .equal, literal) = conjunct,
                   let declared = entry.schema.field(named: field),
-                  IndexKey.isExactEquality(literal, declared.type) else { continue }
+                  LMDBIndexKey.isExactEquality(literal, declared.type) else { continue }
             equalities[ExactString(field)] = literal
         }
         guard !equalities.isEmpty else { return nil }
@@ -76,10 +76,10 @@ struct QueryPlanner {
             var length = 0
             for field in fields {
                 guard let literal = equalities[ExactString(field)] else { break }
-                IndexKey.append(literal, to: &prefix)
+                LMDBIndexKey.append(literal, to: &prefix)
                 length += 1
             }
-            if length > 0, (prefix.count < IndexKey.maxLength), length > (best?.length ?? 0) {
+            if length > 0, (prefix.count < LMDBIndexKey.maxLength), length > (best?.length ?? 0) {
                 best = (position, prefix, length)
             }
         }
@@ -100,7 +100,7 @@ struct QueryPlanner {
     /// file: ``SyncError/Code/corrupted`` rather than a wrong answer.
     private func indexed(_ dbi: MDB_dbi, _ fields: [String], _ indexKey: MDB_val, _ recordKey: MDB_val) throws -> Record {
         guard let record = try transaction.fetch(dbi, key: recordKey.bytes),
-              IndexKey.key(record, fields).elementsEqual(indexKey.buffer) else {
+              LMDBIndexKey.key(record, fields).elementsEqual(indexKey.buffer) else {
             throw SyncError(.corrupted, "table '\(entry.schema.name)': an index entry does not match its record: the store file is damaged")
         }
         return record
@@ -114,7 +114,7 @@ struct QueryPlanner {
     /// Plan 2: the matching records in index order up to `needed`, plus every record that ties
     /// with the last on the ordering field, or `nil` when no index fits.
     private func orderedScan(_ key: SortKey, _ predicate: QueryPredicate, needed: Int, dbi: MDB_dbi) throws -> [Record]? {
-        guard let declared = entry.schema.field(named: key.field), IndexKey.isFixedWidth(declared.type),
+        guard let declared = entry.schema.field(named: key.field), LMDBIndexKey.isFixedWidth(declared.type),
               let position = entry.indexes.firstIndex(where: { $0.first.map { $0.utf8.elementsEqual(key.field.utf8) } ?? false })
         else { return nil }
         let index = try transaction.indexDatabase(entry, position)
@@ -147,11 +147,11 @@ struct QueryPlanner {
             if done {
                 guard let shared = sharedPrefix, key.buffer.starts(with: shared) else { return false }
             }
-            let record = try ReadTransaction.decode(value)
+            let record = try LMDBReadTransaction.decode(value)
             if QueryEvaluator.matches(record, predicate) { matched.append(record) }
             if !done, matched.count >= needed {
                 done = true
-                if key.mv_size > Layout.directIdLength { sharedPrefix = Array(key.buffer.prefix(Layout.directIdLength + 1)) }
+                if key.mv_size > LMDBLayout.directIdLength { sharedPrefix = Array(key.buffer.prefix(LMDBLayout.directIdLength + 1)) }
             }
             return true
         }

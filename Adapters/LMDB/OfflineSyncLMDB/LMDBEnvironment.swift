@@ -11,7 +11,7 @@ import Synchronization
 /// closes the gate to new readers, waits for the active ones to finish, resizes, and opens it
 /// again. Write transactions run one at a time on the writer queue, which is what calls
 /// ``grow(to:)``, after aborting its own transaction.
-final class Environment: @unchecked Sendable {
+final class LMDBEnvironment: @unchecked Sendable {
     // @unchecked Sendable: `env` is set once in `init` and only freed by `close()`, which runs
     // once every transaction has ended (the store's activity count is zero); LMDB's env is
     // thread-safe for that use. `databases`, `entries`, `activeReaders`, `growing` and
@@ -30,14 +30,14 @@ final class Environment: @unchecked Sendable {
     /// How many callers of ``grow(adoptOnly:)`` are waiting or resizing.
     private var growing = 0
     private var databases: [String: MDB_dbi] = [:]
-    private var entries: [ExactString: TableEntry] = [:]
+    private var entries: [ExactString: LMDBTable] = [:]
     private var mapSizeValue: Int
     private var growthCount = 0
 
-    /// The canonical directory this environment holds in ``OpenDirectories``.
+    /// The canonical directory this environment holds in ``LMDBOpenDirectories``.
     private let claim: String
 
-    /// Opens the environment of a directory already claimed in ``OpenDirectories``; the claim
+    /// Opens the environment of a directory already claimed in ``LMDBOpenDirectories``; the claim
     /// is released when opening fails or the environment closes.
     init(directory: String, options: LMDBStore.Options, claim: String, writer: DispatchQueue) throws {
         self.writer = writer
@@ -48,7 +48,7 @@ final class Environment: @unchecked Sendable {
         do {
             try LMDBFailure.check(mdb_env_create(&handle), "creating an environment")
         } catch {
-            OpenDirectories.shared.release(claim)
+            LMDBOpenDirectories.shared.release(claim)
             throw error
         }
         guard let handle else { throw SyncError(.storageFailure, "LMDB returned no environment") }
@@ -62,7 +62,7 @@ final class Environment: @unchecked Sendable {
             try LMDBFailure.check(mdb_reader_check(handle, &dead), "clearing stale reader slots")
         } catch {
             mdb_env_close(handle)
-            OpenDirectories.shared.release(claim)
+            LMDBOpenDirectories.shared.release(claim)
             throw error
         }
         env = handle
@@ -140,10 +140,10 @@ final class Environment: @unchecked Sendable {
     }
 
     /// A decoded table entry equal to `bytes`, or decodes and remembers it.
-    func entry(named name: String, bytes: UnsafeRawBufferPointer) throws -> TableEntry {
+    func entry(named name: String, bytes: UnsafeRawBufferPointer) throws -> LMDBTable {
         let key = ExactString(name)
         if let cached = condition.withLock({ entries[key] }), cached.bytes.elementsEqual(bytes) { return cached }
-        let entry = try TableEntry(decoding: Array(bytes))
+        let entry = try LMDBTable(decoding: Array(bytes))
         condition.withLock { entries[key] = entry }
         return entry
     }
@@ -153,7 +153,7 @@ final class Environment: @unchecked Sendable {
         condition.withLock {
             if let env {
                 mdb_env_close(env)
-                OpenDirectories.shared.release(claim)
+                LMDBOpenDirectories.shared.release(claim)
             }
             env = nil
             databases = [:]
@@ -191,8 +191,8 @@ final class Environment: @unchecked Sendable {
 /// The environment directories open in this process. LMDB forbids opening one environment
 /// twice in a process (closing the second handle would drop the first one's locks), so a
 /// second open is refused with ``SyncError/Code/busy``.
-final class OpenDirectories: Sendable {
-    static let shared = OpenDirectories()
+final class LMDBOpenDirectories: Sendable {
+    static let shared = LMDBOpenDirectories()
     /// The canonical paths of the environments open now.
     private let paths = Mutex(Set<String>())
 

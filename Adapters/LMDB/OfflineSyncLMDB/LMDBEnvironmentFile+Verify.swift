@@ -24,7 +24,7 @@ import Darwin
 /// it out of order, so it is caught here, where no query would have missed it. Like SQLite's
 /// `PRAGMA quick_check`, it reads every page once and does not look inside values, which
 /// LMDB does not checksum: the store's records carry their own CRC-32C for that.
-struct PageVerifier {
+struct LMDBPageVerifier {
     /// LMDB's page flags.
     static let branch: UInt16 = 0x01, leaf: UInt16 = 0x02, overflow: UInt16 = 0x04, meta: UInt16 = 0x08
     static let leaf2: UInt16 = 0x20, subPage: UInt16 = 0x40
@@ -44,8 +44,8 @@ struct PageVerifier {
 
         /// The order of a database with LMDB's `flags` (`md_flags`).
         init(flags: UInt16) {
-            keysByBytes = flags & (PageVerifier.reverseKey | PageVerifier.integerKey) == 0
-            valuesByBytes = flags & PageVerifier.dupSort != 0 && flags & (PageVerifier.integerDup | PageVerifier.reverseDup) == 0
+            keysByBytes = flags & (LMDBPageVerifier.reverseKey | LMDBPageVerifier.integerKey) == 0
+            valuesByBytes = flags & LMDBPageVerifier.dupSort != 0 && flags & (LMDBPageVerifier.integerDup | LMDBPageVerifier.reverseDup) == 0
         }
 
         /// A tree of one key's values: its keys are those values.
@@ -75,23 +75,23 @@ struct PageVerifier {
         let fd = open(path, O_RDONLY)
         guard fd >= 0 else { throw SyncError(.storageFailure, "cannot read '\(path)': errno \(errno)") }
         defer { close(fd) }
-        var head = [UInt8](repeating: 0, count: EnvironmentFile.metaEnd)
+        var head = [UInt8](repeating: 0, count: LMDBEnvironmentFile.metaEnd)
         guard pread(fd, &head, head.count, 0) == head.count else { throw corrupted(path, "its first meta page cannot be read") }
-        let pageSize = Int(EnvironmentFile.load32(head, EnvironmentFile.pageSizeOffset))
+        let pageSize = Int(LMDBEnvironmentFile.load32(head, LMDBEnvironmentFile.pageSizeOffset))
         var metas: [(txn: UInt64, last: UInt64, free: UInt64, main: UInt64, freeFlags: UInt16, mainFlags: UInt16)] = []
         for number in 0..<2 {
-            var page = [UInt8](repeating: 0, count: EnvironmentFile.metaEnd)
+            var page = [UInt8](repeating: 0, count: LMDBEnvironmentFile.metaEnd)
             guard pread(fd, &page, page.count, off_t(number * pageSize)) == page.count else { continue }
-            guard EnvironmentFile.load64(page, 0) == UInt64(number), EnvironmentFile.load16(page, 10) & meta != 0,
-                  EnvironmentFile.load32(page, EnvironmentFile.magicOffset) == EnvironmentFile.magic else { continue }
+            guard LMDBEnvironmentFile.load64(page, 0) == UInt64(number), LMDBEnvironmentFile.load16(page, 10) & meta != 0,
+                  LMDBEnvironmentFile.load32(page, LMDBEnvironmentFile.magicOffset) == LMDBEnvironmentFile.magic else { continue }
             // A database record's flags sit 4 bytes into it, its root 40 bytes in.
-            metas.append((EnvironmentFile.load64(page, EnvironmentFile.txnIDOffset), EnvironmentFile.load64(page, EnvironmentFile.lastPageOffset),
-                          EnvironmentFile.load64(page, EnvironmentFile.freeRootOffset), EnvironmentFile.load64(page, EnvironmentFile.mainRootOffset),
-                          EnvironmentFile.load16(page, EnvironmentFile.freeRootOffset - 36), EnvironmentFile.load16(page, EnvironmentFile.mainRootOffset - 36)))
+            metas.append((LMDBEnvironmentFile.load64(page, LMDBEnvironmentFile.txnIDOffset), LMDBEnvironmentFile.load64(page, LMDBEnvironmentFile.lastPageOffset),
+                          LMDBEnvironmentFile.load64(page, LMDBEnvironmentFile.freeRootOffset), LMDBEnvironmentFile.load64(page, LMDBEnvironmentFile.mainRootOffset),
+                          LMDBEnvironmentFile.load16(page, LMDBEnvironmentFile.freeRootOffset - 36), LMDBEnvironmentFile.load16(page, LMDBEnvironmentFile.mainRootOffset - 36)))
         }
         // LMDB reads through the meta page with the higher transaction id.
         guard let newest = metas.max(by: { $0.txn < $1.txn }) else { throw corrupted(path, "it has no valid meta page") }
-        var verifier = PageVerifier(fd: fd, path: path, pageSize: pageSize, lastPage: newest.last,
+        var verifier = LMDBPageVerifier(fd: fd, path: path, pageSize: pageSize, lastPage: newest.last,
                                     visited: [UInt64](repeating: 0, count: Int(newest.last / 64) + 1))
         try verifier.walk(newest.free, depth: 0, freeList: true, order: Order(flags: newest.freeFlags), bounds: .none)
         try verifier.walk(newest.main, depth: 0, freeList: false, order: Order(flags: newest.mainFlags), bounds: .none)
@@ -131,15 +131,15 @@ struct PageVerifier {
         guard depth < Self.maximumDepth else { throw Self.corrupted(path, "its trees are deeper than \(Self.maximumDepth) levels") }
         try claim(root)
         let page = try read(root)
-        guard EnvironmentFile.load64(page, 0) == root else { throw Self.corrupted(path, "page \(root) carries the number \(EnvironmentFile.load64(page, 0))") }
-        let flags = EnvironmentFile.load16(page, 10)
+        guard LMDBEnvironmentFile.load64(page, 0) == root else { throw Self.corrupted(path, "page \(root) carries the number \(LMDBEnvironmentFile.load64(page, 0))") }
+        let flags = LMDBEnvironmentFile.load16(page, 10)
         let kind = flags & (Self.branch | Self.leaf | Self.overflow | Self.meta)
         guard kind == Self.branch || kind == Self.leaf else {
             throw Self.corrupted(path, "page \(root) has the flags \(flags), not those of a branch or leaf page")
         }
         if flags & Self.leaf2 != 0 {
             // Fixed-size keys packed after the header (MDB_DUPFIXED; this store creates none).
-            let keySize = Int(EnvironmentFile.load16(page, 8)), keys = try Self.keyCount(page, 0, pageSize, path: path, page: root)
+            let keySize = Int(LMDBEnvironmentFile.load16(page, 8)), keys = try Self.keyCount(page, 0, pageSize, path: path, page: root)
             guard keySize > 0, Self.header + keys * keySize <= pageSize else { throw Self.corrupted(path, "page \(root) holds keys past its end") }
             return
         }
@@ -147,44 +147,44 @@ struct PageVerifier {
         var keys: [ArraySlice<UInt8>] = []
         keys.reserveCapacity(nodes.count)
         for node in nodes {
-            let keySize = Int(EnvironmentFile.load16(page, node + 6))
+            let keySize = Int(LMDBEnvironmentFile.load16(page, node + 6))
             guard node + Self.nodeHeader + keySize <= pageSize else { throw Self.corrupted(path, "a node of page \(root) ends past the page") }
             keys.append(page[(node + Self.nodeHeader)..<(node + Self.nodeHeader + keySize)])
         }
         // A branch page's first key is never compared: its child holds everything below the second.
         if order.keysByBytes { try checkOrder(keys, from: kind == Self.branch ? 1 : 0, within: bounds, page: root) }
         for (position, node) in nodes.enumerated() {
-            let nodeFlags = EnvironmentFile.load16(page, node + 4), keySize = Int(EnvironmentFile.load16(page, node + 6))
+            let nodeFlags = LMDBEnvironmentFile.load16(page, node + 4), keySize = Int(LMDBEnvironmentFile.load16(page, node + 6))
             if kind == Self.branch {
-                let child = UInt64(EnvironmentFile.load16(page, node)) | UInt64(EnvironmentFile.load16(page, node + 2)) << 16 | UInt64(nodeFlags) << 32
+                let child = UInt64(LMDBEnvironmentFile.load16(page, node)) | UInt64(LMDBEnvironmentFile.load16(page, node + 2)) << 16 | UInt64(nodeFlags) << 32
                 let childBounds = Bounds(lower: position == 0 ? bounds.lower : keys[position],
                                          upper: position + 1 < keys.count ? keys[position + 1] : bounds.upper)
                 try walk(child, depth: depth + 1, freeList: freeList, order: order, bounds: childBounds)
                 continue
             }
-            let dataSize = Int(EnvironmentFile.load16(page, node)) | Int(EnvironmentFile.load16(page, node + 2)) << 16
+            let dataSize = Int(LMDBEnvironmentFile.load16(page, node)) | Int(LMDBEnvironmentFile.load16(page, node + 2)) << 16
             let data = node + Self.nodeHeader + keySize
             let stored = nodeFlags & Self.bigData != 0 ? 8 : dataSize
             guard data + stored <= pageSize else { throw Self.corrupted(path, "a node of page \(root) ends past the page") }
             if nodeFlags & Self.bigData != 0 {
-                let pages = try overflowPages(EnvironmentFile.load64(page, data), dataSize: dataSize)
+                let pages = try overflowPages(LMDBEnvironmentFile.load64(page, data), dataSize: dataSize)
                 if freeList {
-                    let run = try (0..<pages).flatMap { try read(EnvironmentFile.load64(page, data) + $0) }
+                    let run = try (0..<pages).flatMap { try read(LMDBEnvironmentFile.load64(page, data) + $0) }
                     try collectFree(run, at: Self.header, size: dataSize)
                 }
             } else if nodeFlags & Self.subData != 0 {
                 guard dataSize == Self.databaseRecordSize else { throw Self.corrupted(path, "a database record in page \(root) has \(dataSize) bytes") }
                 // A named database (its own flags), or the tree of one key's many values.
-                let subOrder = nodeFlags & Self.dupData != 0 ? Order(valuesOf: order) : Order(flags: EnvironmentFile.load16(page, data + 4))
-                try walk(EnvironmentFile.load64(page, data + 40), depth: 0, freeList: false, order: subOrder, bounds: .none)
+                let subOrder = nodeFlags & Self.dupData != 0 ? Order(valuesOf: order) : Order(flags: LMDBEnvironmentFile.load16(page, data + 4))
+                try walk(LMDBEnvironmentFile.load64(page, data + 40), depth: 0, freeList: false, order: subOrder, bounds: .none)
             } else if nodeFlags & Self.dupData != 0 {
                 // The values of one key, inline as a sub-page.
                 guard dataSize >= Self.header else { throw Self.corrupted(path, "a sub-page in page \(root) is too short") }
-                guard EnvironmentFile.load16(page, data + 10) & Self.leaf != 0 else { throw Self.corrupted(path, "a sub-page in page \(root) is not a leaf") }
-                if EnvironmentFile.load16(page, data + 10) & Self.leaf2 == 0 {
+                guard LMDBEnvironmentFile.load16(page, data + 10) & Self.leaf != 0 else { throw Self.corrupted(path, "a sub-page in page \(root) is not a leaf") }
+                if LMDBEnvironmentFile.load16(page, data + 10) & Self.leaf2 == 0 {
                     var values: [ArraySlice<UInt8>] = []
                     for sub in try Self.nodes(page, base: data, size: dataSize, path: path, page: root) {
-                        let end = sub + Self.nodeHeader + Int(EnvironmentFile.load16(page, sub + 6))
+                        let end = sub + Self.nodeHeader + Int(LMDBEnvironmentFile.load16(page, sub + 6))
                         guard end <= data + dataSize else {
                             throw Self.corrupted(path, "a sub-page node in page \(root) ends past its sub-page")
                         }
@@ -216,9 +216,9 @@ struct PageVerifier {
     /// The free list's values: a count, then that many page numbers.
     private mutating func collectFree(_ bytes: [UInt8], at offset: Int, size: Int) throws {
         guard size >= 8, offset + size <= bytes.count else { throw Self.corrupted(path, "a free-list entry is malformed") }
-        let count = EnvironmentFile.load64(bytes, offset)
+        let count = LMDBEnvironmentFile.load64(bytes, offset)
         guard count <= UInt64(size / 8 - 1) else { throw Self.corrupted(path, "a free-list entry counts \(count) pages in \(size) bytes") }
-        for i in 0..<Int(count) { freePages.append(EnvironmentFile.load64(bytes, offset + 8 + 8 * i)) }
+        for i in 0..<Int(count) { freePages.append(LMDBEnvironmentFile.load64(bytes, offset + 8 + 8 * i)) }
     }
 
     /// Checks the run of overflow pages starting at `first` that holds `dataSize` bytes, and
@@ -226,10 +226,10 @@ struct PageVerifier {
     private mutating func overflowPages(_ first: UInt64, dataSize: Int) throws -> UInt64 {
         guard first >= 2, first <= lastPage else { throw Self.corrupted(path, "a value points to page \(first), outside the file's pages") }
         let page = try read(first)
-        guard EnvironmentFile.load64(page, 0) == first, EnvironmentFile.load16(page, 10) & Self.overflow != 0 else {
+        guard LMDBEnvironmentFile.load64(page, 0) == first, LMDBEnvironmentFile.load16(page, 10) & Self.overflow != 0 else {
             throw Self.corrupted(path, "page \(first) is not the overflow page a value points to")
         }
-        let count = UInt64(EnvironmentFile.load32(page, 12))
+        let count = UInt64(LMDBEnvironmentFile.load32(page, 12))
         guard count >= 1, first + count - 1 <= lastPage, UInt64(dataSize) <= count * UInt64(pageSize) - UInt64(Self.header) else {
             throw Self.corrupted(path, "the overflow pages at \(first) do not fit the file or their value")
         }
@@ -240,16 +240,16 @@ struct PageVerifier {
     /// The offsets of the nodes of the (sub-)page at `base`, each checked to start inside it.
     private static func nodes(_ page: [UInt8], base: Int, size: Int, path: String, page number: UInt64) throws -> [Int] {
         let count = try keyCount(page, base, size, path: path, page: number)
-        let upper = Int(EnvironmentFile.load16(page, base + 14))
+        let upper = Int(LMDBEnvironmentFile.load16(page, base + 14))
         return try (0..<count).map { i in
-            let offset = Int(EnvironmentFile.load16(page, base + header + 2 * i))
+            let offset = Int(LMDBEnvironmentFile.load16(page, base + header + 2 * i))
             guard offset >= upper, offset + nodeHeader <= size else { throw corrupted(path, "a node pointer of page \(number) lies outside its nodes") }
             return base + offset
         }
     }
 
     private static func keyCount(_ page: [UInt8], _ base: Int, _ size: Int, path: String, page number: UInt64) throws -> Int {
-        let lower = Int(EnvironmentFile.load16(page, base + 12)), upper = Int(EnvironmentFile.load16(page, base + 14))
+        let lower = Int(LMDBEnvironmentFile.load16(page, base + 12)), upper = Int(LMDBEnvironmentFile.load16(page, base + 14))
         guard lower >= header, lower <= upper, upper <= size, (lower - header) % 2 == 0 else {
             throw corrupted(path, "page \(number) has invalid bounds (\(lower), \(upper))")
         }

@@ -1,11 +1,11 @@
 import COfflineSyncSQLite3
 import OfflineSync
 
-/// Owns one prepared statement. Used only by its ``Connection``, on that connection's queue.
+/// Owns one prepared statement. Used only by its ``SQLiteConnection``, on that connection's queue.
 ///
 /// The owner finalizes it explicitly (``finalize()``); `deinit` finalizes a statement that
 /// was never finalized so nothing leaks.
-final class Statement {
+final class SQLiteStatement {
     private(set) var handle: OpaquePointer?
     private let db: OpaquePointer
     /// Whether a caller is stepping it right now (a cached statement is never lent twice).
@@ -49,7 +49,7 @@ final class Statement {
     }
 
     /// Binds values to the parameters `?1…?n`.
-    func bind(_ values: [SQLValue]) throws {
+    func bind(_ values: [SQLiteValue]) throws {
         guard let handle else { throw SyncError(.storeClosed, "the statement was finalized") }
         for (offset, value) in values.enumerated() {
             let index = Int32(offset + 1)
@@ -142,7 +142,7 @@ final class Statement {
     }
 
     /// The value of a column of the current row as one of SQLite's storage classes.
-    func value(_ column: Int32) throws -> SQLValue {
+    func value(_ column: Int32) throws -> SQLiteValue {
         switch columnType(column) {
         case SQLITE_INTEGER: return .int(int64(column))
         case SQLITE_FLOAT: return .double(double(column))

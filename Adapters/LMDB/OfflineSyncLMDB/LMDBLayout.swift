@@ -5,13 +5,13 @@ import OfflineSyncStoreKit
 ///
 /// - `offlinesync.meta`: the marker (`format` → ``marker``), the format version
 ///   (`version` → 8-byte big-endian), the next table number (`next-table`), and one entry per
-///   table: `table:` + the table name's UTF-8 bytes → ``TableEntry``.
+///   table: `table:` + the table name's UTF-8 bytes → ``LMDBTable``.
 /// - `t.<n>`: the records of table number `n`, key ``recordKey(_:)``, value
 ///   ``recordValue(_:)``: the record as ``ValueCodec`` encodes it, then the CRC-32C of those
 ///   bytes (format 2; format 1 had no checksum and is upgraded when opened).
 /// - `i.<n>.<g>.<k>`: index `k` of generation `g` of table `n` (`MDB_DUPSORT`): key
-///   ``IndexKey`` of the indexed values, data the record key.
-enum Layout {
+///   ``LMDBIndexKey`` of the indexed values, data the record key.
+enum LMDBLayout {
     /// The name of the meta sub-database.
     static let metaDatabase = "offlinesync.meta"
     /// The marker kept under `format` in the meta sub-database.
@@ -91,7 +91,7 @@ enum Layout {
 }
 
 /// A table as stored in the meta sub-database: its number, index generation and schema.
-struct TableEntry {
+struct LMDBTable {
     let number: UInt64
     let generation: UInt64
     let schema: TableSchema
@@ -123,17 +123,17 @@ struct TableEntry {
         schema.fields.filter(\.indexed).map { [$0.name] } + schema.indexes.map(\.fields)
     }
 
-    var database: String { Layout.tableDatabase(number) }
+    var database: String { LMDBLayout.tableDatabase(number) }
 
     func indexDatabase(_ position: Int) -> String {
-        Layout.indexDatabase(number, generation: generation, position: position)
+        LMDBLayout.indexDatabase(number, generation: generation, position: position)
     }
 }
 
 /// The key of an index entry: each indexed value in an order-preserving form, concatenated,
 /// cut at ``maxLength`` bytes. Cut keys only make index scans return extra candidates, which
 /// the query evaluator filters out; plans that rely on index order use fixed-width fields only.
-enum IndexKey {
+enum LMDBIndexKey {
     /// The longest index key (LMDB keys are at most 511 bytes).
     static let maxLength = 480
 

@@ -5,17 +5,17 @@ import OfflineSync
 /// A read transaction: one `MDB_RDONLY` snapshot, lent to a closure on a reader queue and
 /// ended (``end()``) when the closure returns; afterwards every call throws
 /// ``SyncError/Code/storeClosed``. Not `Sendable`: used on one queue only.
-class ReadTransaction: LocalReadTransaction {
-    let environment: Environment
+class LMDBReadTransaction: LocalReadTransaction {
+    let environment: LMDBEnvironment
     let meta: MDB_dbi
     /// The LMDB transaction; `nil` once ended.
     var txn: OpaquePointer?
     /// Table entries already looked up in this transaction.
-    var entries: [ExactString: TableEntry] = [:]
+    var entries: [ExactString: LMDBTable] = [:]
     /// Why the transaction can no longer be used, when it failed rather than ended.
     var failure: SyncError?
 
-    init(environment: Environment, meta: MDB_dbi, txn: OpaquePointer) {
+    init(environment: LMDBEnvironment, meta: MDB_dbi, txn: OpaquePointer) {
         self.environment = environment
         self.meta = meta
         self.txn = txn
@@ -85,11 +85,11 @@ class ReadTransaction: LocalReadTransaction {
     // MARK: Tables
 
     /// The entry of a defined table. Throws ``SyncError/Code/tableNotDefined``.
-    func entry(_ table: String) throws -> TableEntry {
+    func entry(_ table: String) throws -> LMDBTable {
         _ = try handle()
         let key = ExactString(table)
         if let cached = entries[key] { return cached }
-        guard let value = try get(meta, Layout.tableKey(table)) else {
+        guard let value = try get(meta, LMDBLayout.tableKey(table)) else {
             _ = try handle()
             throw SyncError(.tableNotDefined, "table '\(table)' is not defined")
         }
@@ -99,33 +99,33 @@ class ReadTransaction: LocalReadTransaction {
     }
 
     /// The records sub-database of a table.
-    func recordsDatabase(_ entry: TableEntry) throws -> MDB_dbi {
+    func recordsDatabase(_ entry: LMDBTable) throws -> MDB_dbi {
         guard let dbi = try database(entry.database) else {
             throw SyncError(.corrupted, "the LMDB store lacks the records database of table '\(entry.schema.name)'")
         }
         return dbi
     }
 
-    func indexDatabase(_ entry: TableEntry, _ position: Int) throws -> MDB_dbi {
+    func indexDatabase(_ entry: LMDBTable, _ position: Int) throws -> MDB_dbi {
         guard let dbi = try database(entry.indexDatabase(position)) else {
             throw SyncError(.corrupted, "the LMDB store lacks an index database of table '\(entry.schema.name)'")
         }
         return dbi
     }
 
-    /// Decodes a stored record, checking its checksum (``Layout/decodeRecord(_:)``).
+    /// Decodes a stored record, checking its checksum (``LMDBLayout/decodeRecord(_:)``).
     static func decode(_ value: MDB_val) throws -> Record {
-        try Layout.decodeRecord(value.buffer)
+        try LMDBLayout.decodeRecord(value.buffer)
     }
 
     /// The key and record of an id, or `nil`.
     func find(_ dbi: MDB_dbi, id: String) throws -> (key: [UInt8], record: Record)? {
-        if !Layout.isLong(id) {
-            let key = Layout.recordKey(id)
+        if !LMDBLayout.isLong(id) {
+            let key = LMDBLayout.recordKey(id)
             guard let value = try get(dbi, key) else { return nil }
             return (key, try Self.decode(value))
         }
-        let base = Layout.longKeyBase(Array(id.utf8))
+        let base = LMDBLayout.longKeyBase(Array(id.utf8))
         var found: (key: [UInt8], record: Record)?
         try scan(dbi, from: base) { key, value in
             guard key.buffer.starts(with: base) else { return false }
@@ -147,9 +147,9 @@ class ReadTransaction: LocalReadTransaction {
 
     func tables() throws -> [TableSchema] {
         var result: [TableSchema] = []
-        try scan(meta, from: Layout.tablePrefix) { key, value in
-            guard key.buffer.starts(with: Layout.tablePrefix) else { return false }
-            guard let name = String(validating: key.buffer[Layout.tablePrefix.count...], as: UTF8.self) else {
+        try scan(meta, from: LMDBLayout.tablePrefix) { key, value in
+            guard key.buffer.starts(with: LMDBLayout.tablePrefix) else { return false }
+            guard let name = String(validating: key.buffer[LMDBLayout.tablePrefix.count...], as: UTF8.self) else {
                 throw SyncError(.corrupted, "the LMDB store's meta database holds a table name that is not UTF-8")
             }
             result.append(try environment.entry(named: name, bytes: value.buffer).schema)
@@ -166,20 +166,20 @@ class ReadTransaction: LocalReadTransaction {
     func records(in table: String, matching query: Query) throws -> [Record] {
         let entry = try entry(table)
         try query.validate(against: entry.schema)
-        return try QueryPlanner(transaction: self, entry: entry).records(query)
+        return try LMDBQueryPlanner(transaction: self, entry: entry).records(query)
     }
 
     func count(in table: String, matching predicate: QueryPredicate) throws -> Int {
         let entry = try entry(table)
         try Query(predicate).validate(against: entry.schema)
-        return try QueryPlanner(transaction: self, entry: entry).count(predicate)
+        return try LMDBQueryPlanner(transaction: self, entry: entry).count(predicate)
     }
 }
 
 /// A write transaction on the writer queue. Every change is also appended to a log, so when
 /// LMDB reports `MDB_MAP_FULL` the transaction can be aborted, the map grown, and the log
 /// replayed into a new transaction without the body noticing.
-final class WriteTransaction: ReadTransaction, LocalWriteTransaction {
+final class LMDBWriteTransaction: LMDBReadTransaction, LocalWriteTransaction {
     enum LogEntry {
         case open(String, UInt32)
         case put(String, [UInt8], [UInt8])
@@ -239,7 +239,7 @@ final class WriteTransaction: ReadTransaction, LocalWriteTransaction {
         log.append(entry)
         do {
             try apply(entry)
-        } catch is MapFull {
+        } catch is LMDBMapFull {
             try recover()
         }
     }
@@ -265,7 +265,7 @@ final class WriteTransaction: ReadTransaction, LocalWriteTransaction {
         case let .empty(name):
             rc = mdb_drop(txn, try resolve(name), 0)
         }
-        if rc == MDB_MAP_FULL { throw MapFull() }
+        if rc == MDB_MAP_FULL { throw LMDBMapFull() }
         try LMDBFailure.check(rc, "writing")
     }
 
@@ -302,7 +302,7 @@ final class WriteTransaction: ReadTransaction, LocalWriteTransaction {
             do {
                 for entry in log { try apply(entry) }
                 return
-            } catch is MapFull {
+            } catch is LMDBMapFull {
                 mdb_txn_abort(fresh)
                 txn = nil
             }
@@ -347,7 +347,7 @@ final class WriteTransaction: ReadTransaction, LocalWriteTransaction {
         let indexes = entry.indexes
         let key: [UInt8]
         var previous: Record?
-        if Layout.isLong(record.id) {
+        if LMDBLayout.isLong(record.id) {
             if let existing = try find(dbi, id: record.id) {
                 key = existing.key
                 previous = existing.record
@@ -355,14 +355,14 @@ final class WriteTransaction: ReadTransaction, LocalWriteTransaction {
                 key = try freeLongKey(dbi, id: record.id)
             }
         } else {
-            key = Layout.recordKey(record.id)
+            key = LMDBLayout.recordKey(record.id)
             if !indexes.isEmpty { previous = try get(dbi, key).map(Self.decode) }
         }
-        try put(entry.database, key, Layout.recordValue(record))
+        try put(entry.database, key, LMDBLayout.recordValue(record))
         for (position, fields) in indexes.enumerated() {
-            let newKey = IndexKey.key(record, fields)
+            let newKey = LMDBIndexKey.key(record, fields)
             if let previous {
-                let oldKey = IndexKey.key(previous, fields)
+                let oldKey = LMDBIndexKey.key(previous, fields)
                 if oldKey == newKey { continue }
                 try remove(entry.indexDatabase(position), oldKey, key)
             }
@@ -376,14 +376,14 @@ final class WriteTransaction: ReadTransaction, LocalWriteTransaction {
         guard let existing = try find(dbi, id: id) else { return false }
         try remove(entry.database, existing.key)
         for (position, fields) in entry.indexes.enumerated() {
-            try remove(entry.indexDatabase(position), IndexKey.key(existing.record, fields), existing.key)
+            try remove(entry.indexDatabase(position), LMDBIndexKey.key(existing.record, fields), existing.key)
         }
         return true
     }
 
     /// The first unused probe of a long id's key.
     private func freeLongKey(_ dbi: MDB_dbi, id: String) throws -> [UInt8] {
-        let base = Layout.longKeyBase(Array(id.utf8))
+        let base = LMDBLayout.longKeyBase(Array(id.utf8))
         var used = Set<UInt8>()
         try scan(dbi, from: base) { key, _ in
             guard key.buffer.starts(with: base), key.mv_size == base.count + 1 else { return false }

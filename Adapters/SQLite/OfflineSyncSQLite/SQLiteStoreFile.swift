@@ -5,7 +5,7 @@ import OfflineSyncStoreKit
 
 /// Checks an existing file before the adapter lets SQLite write to it, so a corrupt,
 /// truncated, foreign or non-SQLite file is refused with a typed error and left untouched.
-enum StoreFile {
+enum SQLiteStoreFile {
     /// The 16-byte magic string at the start of every SQLite 3 database.
     static let magic: [UInt8] = Array("SQLite format 3".utf8) + [0]
 
@@ -71,7 +71,7 @@ enum StoreFile {
     /// passes. Throws ``SyncError/Code/foreignDatabase``, ``SyncError/Code/notADatabase``,
     /// ``SyncError/Code/corrupted`` or ``SyncError/Code/unsupported`` (a newer format).
     static func probe(path: String, busyTimeoutMilliseconds: Int32, quickCheck: Bool) throws {
-        let connection = try Connection.open(path: path, flags: SQLITE_OPEN_READONLY,
+        let connection = try SQLiteConnection.open(path: path, flags: SQLITE_OPEN_READONLY,
                                              busyTimeoutMilliseconds: busyTimeoutMilliseconds)
         defer { connection.close(checkpoint: false) }
         let objects = try integer(connection, "SELECT count(*) FROM sqlite_master")
@@ -97,36 +97,36 @@ enum StoreFile {
 
     /// The catalog table's definition, after `CREATE TABLE`.
     static let catalogDefinition =
-        "\(SQLName.catalog) (\"num\" INTEGER PRIMARY KEY, \"name\" TEXT NOT NULL UNIQUE, \"schema\" BLOB NOT NULL)"
+        "\(SQLiteName.catalog) (\"num\" INTEGER PRIMARY KEY, \"name\" TEXT NOT NULL UNIQUE, \"schema\" BLOB NOT NULL)"
 
     /// Checks that `sqlite_master` holds exactly the objects this adapter creates for the
     /// tables its catalog lists — the catalog, each table, each index, each primary key's
-    /// automatic index — with exactly the definitions it writes (``TableInfo/createTableSQL(named:checksummed:)``,
-    /// ``TableInfo/createIndexSQL``), and that every catalog row decodes to a schema of its own
+    /// automatic index — with exactly the definitions it writes (``SQLiteTable/createTableSQL(named:checksummed:)``,
+    /// ``SQLiteTable/createIndexSQL``), and that every catalog row decodes to a schema of its own
     /// name. `PRAGMA quick_check` does not look inside the definitions, so without this a
     /// flipped bit in a column name would open as a store whose queries fail or, worse, read
     /// another column. Throws ``SyncError/Code/corrupted``, naming the first damaged object.
     /// Cheap: it reads `sqlite_master` and the catalog, never a table's rows.
-    static func verifySchema(_ connection: Connection, formatVersion: Int64, path: String) throws {
+    static func verifySchema(_ connection: SQLiteConnection, formatVersion: Int64, path: String) throws {
         // Compared byte for byte: two names or definitions that differ only in their Unicode
         // normalisation are different to SQLite.
         struct Object: Equatable {
-            var type: ExactKey
-            var table: ExactKey
-            var sql: ExactKey?
+            var type: ExactString
+            var table: ExactString
+            var sql: ExactString?
             init(type: String, table: String, sql: String?) {
-                self.type = ExactKey(type)
-                self.table = ExactKey(table)
-                self.sql = sql.map(ExactKey.init)
+                self.type = ExactString(type)
+                self.table = ExactString(table)
+                self.sql = sql.map(ExactString.init)
             }
         }
         let damaged = { (what: String) in SyncError(.corrupted, "'\(path)' has a damaged schema: \(what)") }
-        var found: [ExactKey: Object] = [:]
+        var found: [ExactString: Object] = [:]
         try connection.withStatement("SELECT \"type\", \"name\", \"tbl_name\", \"sql\" FROM sqlite_master") { statement in
             while try statement.step() {
                 let sql: String? = statement.columnType(3) == SQLITE_NULL ? nil : try statement.text(3)
                 let name = try statement.text(1)
-                guard found.updateValue(Object(type: try statement.text(0), table: try statement.text(2), sql: sql), forKey: ExactKey(name)) == nil else {
+                guard found.updateValue(Object(type: try statement.text(0), table: try statement.text(2), sql: sql), forKey: ExactString(name)) == nil else {
                     throw damaged("two schema objects are named '\(name)'")
                 }
             }
@@ -134,19 +134,19 @@ enum StoreFile {
         // `ANALYZE` (run by hand, say) adds statistics tables; they hold no data of ours.
         found = found.filter { !($0.key.value.hasPrefix("sqlite_stat") && $0.value.type.value == "table") }
 
-        var expected: [ExactKey: Object] = [:]
-        let catalogName = SQLName.catalogName
-        expected[ExactKey(catalogName)] = Object(type: "table", table: catalogName, sql: "CREATE TABLE \(catalogDefinition)")
-        expected[ExactKey("sqlite_autoindex_\(catalogName)_1")] = Object(type: "index", table: catalogName, sql: nil)
-        guard found[ExactKey(catalogName)] == expected[ExactKey(catalogName)] else {
-            throw damaged(found[ExactKey(catalogName)] == nil ? "the catalog table is missing" : "the catalog table's definition differs from the one this adapter writes")
+        var expected: [ExactString: Object] = [:]
+        let catalogName = SQLiteName.catalogName
+        expected[ExactString(catalogName)] = Object(type: "table", table: catalogName, sql: "CREATE TABLE \(catalogDefinition)")
+        expected[ExactString("sqlite_autoindex_\(catalogName)_1")] = Object(type: "index", table: catalogName, sql: nil)
+        guard found[ExactString(catalogName)] == expected[ExactString(catalogName)] else {
+            throw damaged(found[ExactString(catalogName)] == nil ? "the catalog table is missing" : "the catalog table's definition differs from the one this adapter writes")
         }
         // Every table is found by name through the catalog's unique index: a damaged entry
         // there would make a table vanish. The catalog is small, so SQLite's full check of it
         // (index entries against rows, which `quick_check` skips) costs next to nothing.
-        let catalogVerdict = try pragmaVerdict(connection, "PRAGMA integrity_check(\(SQLName.catalog))")
+        let catalogVerdict = try pragmaVerdict(connection, "PRAGMA integrity_check(\(SQLiteName.catalog))")
         guard catalogVerdict == "ok" else { throw damaged("the catalog fails SQLite's integrity check: \(catalogVerdict)") }
-        for entry in try SchemaDefinition.catalogEntries(connection) {
+        for entry in try SQLiteSchemaDefinition.catalogEntries(connection) {
             let schema: TableSchema
             do {
                 schema = try ValueCodec.decodeSchema(entry.bytes)
@@ -156,12 +156,12 @@ enum StoreFile {
             guard schema.name.utf8.elementsEqual(entry.name.utf8) else {
                 throw damaged("the catalog row of table '\(entry.name)' holds the schema of table '\(schema.name)'")
             }
-            let info = TableInfo(number: entry.number, schema: schema, schemaBytes: entry.bytes)
+            let info = SQLiteTable(number: entry.number, schema: schema, schemaBytes: entry.bytes)
             let sql = info.createTableSQL(named: info.sqlName, checksummed: formatVersion != Int64(uncheckedFormatVersion))
-            expected[ExactKey(entry.name)] = Object(type: "table", table: entry.name, sql: sql)
-            expected[ExactKey("sqlite_autoindex_\(entry.name)_1")] = Object(type: "index", table: entry.name, sql: nil)
+            expected[ExactString(entry.name)] = Object(type: "table", table: entry.name, sql: sql)
+            expected[ExactString("sqlite_autoindex_\(entry.name)_1")] = Object(type: "index", table: entry.name, sql: nil)
             for index in info.createIndexSQL {
-                expected[ExactKey(index.name)] = Object(type: "index", table: entry.name, sql: index.sql)
+                expected[ExactString(index.name)] = Object(type: "index", table: entry.name, sql: index.sql)
             }
         }
         for (name, object) in expected.sorted(by: { $0.key.value < $1.key.value }) where found[name] != object {
@@ -174,7 +174,7 @@ enum StoreFile {
     }
 
     /// The first line a `quick_check` or `integrity_check` pragma answers ("ok" when sound).
-    private static func pragmaVerdict(_ connection: Connection, _ pragma: String) throws -> String {
+    private static func pragmaVerdict(_ connection: SQLiteConnection, _ pragma: String) throws -> String {
         try connection.withStatement(pragma) { statement -> String in
             guard try statement.step(), case .text(let text) = try statement.value(0) else { return "" }
             return text
@@ -189,12 +189,12 @@ enum StoreFile {
     /// rowid, so memory stays bounded), and the format version becomes 2. A row that does
     /// not decode throws ``SyncError/Code/corrupted`` and the caller rolls everything back, so
     /// a damaged old file is never sealed with checksums that would vouch for its damage.
-    static func upgradeUncheckedFormat(_ connection: Connection) throws {
-        for entry in try SchemaDefinition.catalogEntries(connection) {
-            let info = TableInfo(number: entry.number, schema: try ValueCodec.decodeSchema(entry.bytes), schemaBytes: entry.bytes)
-            try connection.executeUncached("ALTER TABLE \(info.sqlName) ADD COLUMN \(TableInfo.sumColumnName) INTEGER")
+    static func upgradeUncheckedFormat(_ connection: SQLiteConnection) throws {
+        for entry in try SQLiteSchemaDefinition.catalogEntries(connection) {
+            let info = SQLiteTable(number: entry.number, schema: try ValueCodec.decodeSchema(entry.bytes), schemaBytes: entry.bytes)
+            try connection.executeUncached("ALTER TABLE \(info.sqlName) ADD COLUMN \(SQLiteTable.sumColumnName) INTEGER")
             let select = "SELECT \(info.uncheckedSelectList), rowid FROM \(info.sqlName) WHERE rowid > ?1 ORDER BY rowid LIMIT 256"
-            let update = "UPDATE \(info.sqlName) SET \(TableInfo.sumColumnName) = ?1 WHERE rowid = ?2"
+            let update = "UPDATE \(info.sqlName) SET \(SQLiteTable.sumColumnName) = ?1 WHERE rowid = ?2"
             var after = Int64.min
             while true {
                 // The rowid comes right after the unchecked columns, where `sum` will be.
@@ -215,7 +215,7 @@ enum StoreFile {
     }
 
     /// The integer `sql` returns.
-    static func integer(_ connection: Connection, _ sql: String) throws -> Int64 {
+    static func integer(_ connection: SQLiteConnection, _ sql: String) throws -> Int64 {
         guard case .int(let value)? = try connection.scalar(sql) else {
             throw SyncError(.storageFailure, "'\(connection.path)': '\(sql)' returned no integer")
         }
@@ -224,8 +224,8 @@ enum StoreFile {
 
     /// Opens the writer connection, marks a new database as an OfflineSync store (application
     /// id, format version, catalog) and switches a file to WAL with the chosen synchronous mode.
-    static func openWriter(path: String, inMemory: Bool, options: SQLiteStore.Options) throws -> Connection {
-        let connection = try Connection.open(path: path, flags: SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE,
+    static func openWriter(path: String, inMemory: Bool, options: SQLiteStore.Options) throws -> SQLiteConnection {
+        let connection = try SQLiteConnection.open(path: path, flags: SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE,
                                              busyTimeoutMilliseconds: options.busyTimeoutMilliseconds)
         do {
             try connection.execute("PRAGMA synchronous = \(options.synchronous.sqlKeyword)")

@@ -1,23 +1,17 @@
 import OfflineSync
 import OfflineSyncStoreKit
 
-/// A piece of parameterised SQL: text with `?` placeholders and the values bound to them.
-struct SQLFragment {
-    var sql: String
-    var bindings: [SQLValue]
-}
-
 /// SQLite's side of the core's ``SQLPredicateTranslator``: `?` placeholders, 1/0/NULL as
 /// booleans (SQLite's AND / OR / NOT follow the evaluator's Kleene logic), byte-exact
 /// substring, prefix and suffix tests over blobs, and SQLite's own null ordering (first
 /// ascending, last descending, as the evaluator orders).
 struct SQLiteDialect: SQLDialect {
-    let table: TableInfo
+    let table: SQLiteTable
 
     func column(_ field: String) -> SQLColumn? { table.column(field) }
 
     /// A scalar literal as stored in a column of its own type.
-    func parameter(_ literal: Value) -> SQLValue? {
+    func parameter(_ literal: Value) -> SQLiteValue? {
         switch literal {
         case .bool(let b): return .int(b ? 1 : 0)
         case .int(let i): return .int(i)
@@ -34,13 +28,13 @@ struct SQLiteDialect: SQLDialect {
     var falseSQL: String { "0" }
     var unknownSQL: String { "NULL" }
 
-    func contains(_ column: SQLColumn, _ needle: String, bind: (SQLValue) -> String) -> String {
+    func contains(_ column: SQLColumn, _ needle: String, bind: (SQLiteValue) -> String) -> String {
         // instr over blobs: byte-exact and case-sensitive (LIKE would fold ASCII case).
         // An empty needle is found in every string (instr returns 1), as in the evaluator.
         "(instr(CAST(\(column.sql) AS BLOB), \(bind(.blob(Array(needle.utf8))))) > 0)"
     }
 
-    func hasPrefix(_ column: SQLColumn, _ prefix: String, bind: (SQLValue) -> String) -> String {
+    func hasPrefix(_ column: SQLColumn, _ prefix: String, bind: (SQLiteValue) -> String) -> String {
         // Over blobs, length() and substr() count bytes, so the prefix compares byte for
         // byte. substr() of a zero-length blob is NULL, hence the explicit length test
         // (a shorter string is false, not unknown) and the empty prefix as a constant.
@@ -51,7 +45,7 @@ struct SQLiteDialect: SQLDialect {
         return "(CASE WHEN \(column.sql) IS NULL THEN NULL WHEN length(\(blob)) < \(length) THEN 0 ELSE substr(\(blob), 1, \(count)) = \(value) END)"
     }
 
-    func hasSuffix(_ column: SQLColumn, _ suffix: String, bind: (SQLValue) -> String) -> String? {
+    func hasSuffix(_ column: SQLColumn, _ suffix: String, bind: (SQLiteValue) -> String) -> String? {
         // As hasPrefix, counting from the end: substr() with a negative start takes that
         // many bytes from the right of a blob. A shorter string would yield the whole blob,
         // which cannot equal the longer suffix, but the length test keeps that explicit; the
@@ -65,27 +59,5 @@ struct SQLiteDialect: SQLDialect {
 
     func orderTerm(_ column: SQLColumn, ascending: Bool) -> String {
         "\(column.sql) \(ascending ? "ASC" : "DESC")"
-    }
-}
-
-/// Translates predicates and ordering for a SQLite table (see ``SQLPredicateTranslator``).
-struct QueryTranslator {
-    let table: TableInfo
-
-    /// Bound values above this many in one conjunct make it fall back to the evaluator
-    /// (SQLite caps the number of parameters per statement).
-    static let maxBindings = 10_000
-
-    /// The query split into the conjuncts SQL can evaluate (as one fragment, `nil` when none)
-    /// and the rest, which the caller evaluates row by row.
-    func split(_ predicate: QueryPredicate) -> (sql: SQLFragment?, rest: [QueryPredicate]) {
-        var translator = SQLPredicateTranslator(dialect: SQLiteDialect(table: table), maxParameters: Self.maxBindings)
-        let (sql, rest) = translator.split(predicate)
-        return (sql.map { SQLFragment(sql: $0, bindings: translator.parameters) }, rest)
-    }
-
-    /// `ORDER BY` for the keys then `id`, or `nil` when a key is an undeclared field.
-    func orderBy(_ keys: [SortKey]) -> String? {
-        SQLPredicateTranslator(dialect: SQLiteDialect(table: table), maxParameters: Self.maxBindings).orderBy(keys)
     }
 }

@@ -3,9 +3,10 @@ import OfflineSync
 import OfflineSyncStoreKit
 import Testing
 
-/// The shortcuts of the queued-write path keep their observable behaviour.
-@Suite("Core write path")
-struct CorePathTests {
+/// The building blocks every queued write uses — random ids, records' null fields, the value
+/// codec's byte order and its refusal of NaN — keep their observable behaviour.
+@Suite("Records, values and ids")
+struct RecordValueTests {
     @Test func randomUUIDsAreVersion4AndDistinct() {
         var seen = Set<UUID>()
         for _ in 0..<2_000 {

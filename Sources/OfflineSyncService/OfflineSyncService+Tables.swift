@@ -1,0 +1,91 @@
+import Foundation
+import OfflineSync
+import OfflineSyncStoreKit
+
+// The service's two bookkeeping tables, each declared once: its row, its columns (the
+// coding keys) and its schema.
+
+extension OfflineSyncService {
+    /// `__srv_tables`: one row per served table, keyed by the table's name: the epoch that
+    /// prefixes its versions and cursors (a new epoch tells clients their cursors are void)
+    /// and the last change sequence it assigned.
+    struct SequenceRow: StoredRow {
+        static let table = "__srv_tables"
+        enum CodingKeys: String, CodingKey { case id, epoch, sequence }
+
+        var id: String
+        var epoch: String
+        var sequence: Int64
+
+        static let schema = TableSchema(table, fields: [column(.epoch, .string), column(.sequence, .int)],
+                                        undeclaredFields: .reject)
+
+        /// The row of `table`; ``SyncError/Code/corrupted`` when it is missing.
+        static func of(_ txn: any LocalReadTransaction, table: String) throws -> SequenceRow {
+            guard let row = try find(txn, id: table) else {
+                throw SyncError(.corrupted, "the sequence row of table '\(table)' is missing")
+            }
+            return row
+        }
+    }
+
+    /// `__srv_operations`: the outcome of every pushed operation, keyed by
+    /// ``rowId(owner:item:)`` of the identity and the operation id, so a replayed batch is
+    /// answered with its first outcome. Pruned by ``pruneOperationOutcomes(olderThan:)``.
+    struct OutcomeRow: StoredRow {
+        static let table = "__srv_operations"
+        enum CodingKeys: String, CodingKey { case id, outcome, createdAt }
+
+        var id: String
+        /// The outcome in ``ValueCodec``'s encoding (see ``init(id:outcome:createdAt:)``).
+        var outcome: Data
+        var createdAt: Timestamp
+
+        static let schema = TableSchema(table, fields: [column(.outcome, .bytes), column(.createdAt, .date, indexed: true)],
+                                        undeclaredFields: .reject)
+
+        /// The keys of the encoded outcome object.
+        private enum Key: String { case kind, record, reason, status }
+        /// The kinds of outcome, as stored.
+        private enum Kind: String { case applied, conflict, rejected }
+
+        init(id: String, outcome: PushOutcome, createdAt: Timestamp) {
+            let value: Value
+            switch outcome {
+            case .applied(let record):
+                value = .object([Key.kind.rawValue: .string(Kind.applied.rawValue), Key.record.rawValue: .bytes(ValueCodec.encode(record))])
+            case .conflict(let record):
+                value = .object([Key.kind.rawValue: .string(Kind.conflict.rawValue), Key.record.rawValue: .bytes(ValueCodec.encode(record))])
+            case let .rejected(reason, status):
+                value = .object([Key.kind.rawValue: .string(Kind.rejected.rawValue), Key.reason.rawValue: .string(reason),
+                                 Key.status.rawValue: status.map { .int(Int64($0)) } ?? .null])
+            }
+            self.init(id: id, outcome: Data(ValueCodec.encode(value)), createdAt: createdAt)
+        }
+
+        init(id: String, outcome: Data, createdAt: Timestamp) {
+            self.id = id
+            self.outcome = outcome
+            self.createdAt = createdAt
+        }
+
+        /// The stored outcome; ``SyncError/Code/corrupted`` when it does not decode.
+        func pushOutcome() throws -> PushOutcome {
+            guard case .object(let object) = try ValueCodec.decode(Array(outcome)),
+                  let kind = object[Key.kind.rawValue]?.stringValue.flatMap(Kind.init(rawValue:)) else {
+                throw SyncError(.corrupted, "a stored push outcome is unreadable")
+            }
+            switch kind {
+            case .applied, .conflict:
+                guard let recordBytes = object[Key.record.rawValue]?.bytesValue else {
+                    throw SyncError(.corrupted, "a stored push outcome has no record")
+                }
+                let record = try ValueCodec.decodeRecord(recordBytes)
+                return kind == .applied ? .applied(record) : .conflict(serverRecord: record)
+            case .rejected:
+                return .rejected(reason: object[Key.reason.rawValue]?.stringValue ?? "",
+                                 status: object[Key.status.rawValue]?.intValue.map { Int($0) })
+            }
+        }
+    }
+}
