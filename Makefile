@@ -94,6 +94,7 @@ test-steps: deps openapi-check architecture-check
 	$(MAKE) --no-print-directory hostile-test
 	$(SWIFT) build --package-path $(EXAMPLE) --build-tests
 	$(SWIFT) test --package-path $(EXAMPLE)
+	$(MAKE) --no-print-directory docs
 
 # The module table of Docs/Architecture.md matches Package.swift, every import is declared, and
 # no source file or function grows past the size limits (Scripts/check-architecture.py).

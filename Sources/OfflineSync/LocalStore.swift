@@ -7,7 +7,7 @@ public protocol LocalReadTransaction: AnyObject {
     func tables() throws -> [TableSchema]
     /// The record with this id, or `nil`.
     func record(in table: String, id: String) throws -> Record?
-    /// The records matching the query, in the query's order (see ``QueryEvaluator``).
+    /// The records matching the query, in the query's order (the reference evaluator, `QueryEvaluator` in `OfflineSyncStoreKit`, defines the result).
     /// Throws ``SyncError/Code/invalidQuery`` for a query that does not fit the schema.
     func records(in table: String, matching query: Query) throws -> [Record]
     /// The number of records matching the predicate.
@@ -26,7 +26,7 @@ public protocol LocalWriteTransaction: LocalReadTransaction {
 
 /// What a storage adapter implements: tables of records, queries, and atomic transactions.
 ///
-/// The contract, which ``OfflineSyncConformance`` checks for every adapter:
+/// The contract, which the `OfflineSyncConformance` suite checks for every adapter:
 /// - **atomic**: a transaction whose closure throws, or whose process dies, leaves nothing;
 /// - **durable**: once `write` returns, the change survives a crash of the process;
 /// - **serializable**: concurrent write transactions behave as if run one after another,

@@ -5,7 +5,7 @@ import Synchronization
 ///
 /// A borrower gets an idle resource at once or waits — suspended, never blocking a thread —
 /// until one is returned; waiters are served in arrival order. Closing the pool refuses later
-/// borrowers and fails every waiting one with ``SyncError/Code/storeClosed``; resources on
+/// borrowers and fails every waiting one with `SyncError/Code/storeClosed`; resources on
 /// loan stay with their borrowers, who return them as usual. The SQLite, LMDB and PostgreSQL
 /// adapters bound their readers and connections with it.
 public final class CheckoutPool<Resource: Sendable>: Sendable {
@@ -29,7 +29,7 @@ public final class CheckoutPool<Resource: Sendable>: Sendable {
     }
 
     /// Borrows an idle resource, waiting for one if none is. Throws
-    /// ``SyncError/Code/storeClosed`` once the pool is closed.
+    /// `SyncError/Code/storeClosed` once the pool is closed.
     public func acquire() async throws -> Resource {
         try await withCheckedThrowingContinuation { continuation in
             let ready = state.withLock { state -> Result<Resource, any Error>? in
@@ -60,7 +60,7 @@ public final class CheckoutPool<Resource: Sendable>: Sendable {
         return try await body(resource)
     }
 
-    /// Refuses later borrowers and fails the waiting ones with ``SyncError/Code/storeClosed``.
+    /// Refuses later borrowers and fails the waiting ones with `SyncError/Code/storeClosed`.
     /// Returns ``resources`` for the caller to shut down.
     @discardableResult
     public func close() -> [Resource] {

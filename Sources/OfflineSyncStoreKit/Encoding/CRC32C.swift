@@ -1,7 +1,7 @@
 import OfflineSync
 /// CRC-32C (Castagnoli, the polynomial iSCSI, ext4 and LevelDB use), for adapters that keep a
 /// checksum beside each record so a damaged byte is reported as
-/// ``SyncError/Code/corrupted`` instead of being read back as data.
+/// `SyncError/Code/corrupted` instead of being read back as data.
 ///
 /// Feed bytes in any number of pieces, then read ``value``:
 ///

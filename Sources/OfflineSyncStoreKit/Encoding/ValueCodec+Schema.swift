@@ -20,7 +20,7 @@ extension ValueCodec {
     }
 
     /// Decodes a schema produced by ``encode(_:)-(TableSchema)``. Throws
-    /// ``SyncError/Code/corrupted`` for anything else.
+    /// `SyncError/Code/corrupted` for anything else.
     public static func decodeSchema(_ bytes: [UInt8]) throws -> TableSchema {
         try bytes.withUnsafeBytes { try decodeSchema($0) }
     }

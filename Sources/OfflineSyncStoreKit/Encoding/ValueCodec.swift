@@ -6,7 +6,7 @@ import OfflineSync
 /// their 8 IEEE bytes (little-endian, so `-0.0` and every bit pattern survive), strings and
 /// bytes a varint length and the raw bytes, arrays and objects a varint count and their
 /// elements. Decoding checks every length against the input and fails with
-/// ``SyncError/Code/corrupted`` rather than trapping.
+/// `SyncError/Code/corrupted` rather than trapping.
 public enum ValueCodec {
     private enum Tag: UInt8 {
         case null = 0, `false` = 1, `true` = 2, int = 3, double = 4, string = 5, bytes = 6, date = 7, array = 8, object = 9
@@ -24,7 +24,7 @@ public enum ValueCodec {
         return out
     }
 
-    /// Decodes a value produced by ``encode(_:)``. Throws ``SyncError/Code/corrupted``.
+    /// Decodes a value produced by `encode(_:)`. Throws `SyncError/Code/corrupted`.
     public static func decode(_ bytes: [UInt8]) throws -> Value {
         try bytes.withUnsafeBufferPointer { buffer in
             var reader = Reader(buffer: UnsafeRawBufferPointer(buffer))
@@ -63,7 +63,7 @@ public enum ValueCodec {
         writeEntries(record.fields, into: &out)
     }
 
-    /// Decodes a record produced by ``encode(_:)-(Record)``. Throws ``SyncError/Code/corrupted``.
+    /// Decodes a record produced by ``encode(_:)-(Record)``. Throws `SyncError/Code/corrupted`.
     public static func decodeRecord(_ bytes: [UInt8]) throws -> Record {
         try bytes.withUnsafeBufferPointer { try decodeRecord(UnsafeRawBufferPointer($0)) }
     }

@@ -1,7 +1,7 @@
 import OfflineSync
 /// What one committed transaction or table definition changed, as ``MemoryTables`` hands it
 /// to a commit hook: table definitions, then per table the records upserted and the ids
-/// deleted. ``encode()`` turns it into compact bytes that ``init(decoding:)`` reads back, so
+/// deleted. ``encode()`` turns it into compact bytes that `init(decoding:)` reads back, so
 /// an adapter can persist it and replay it with ``MemoryTables/apply(_:)``.
 ///
 /// Encoding (version 1): a format byte `1`; a varint count of definitions, each a varint
@@ -74,13 +74,13 @@ public struct ChangeSet: Sendable, Hashable {
         return out
     }
 
-    /// Reads the bytes ``encode()`` produced. Throws ``SyncError/Code/corrupted`` for anything
+    /// Reads the bytes ``encode()`` produced. Throws `SyncError/Code/corrupted` for anything
     /// else (never traps).
     public init(decoding bytes: [UInt8]) throws {
         self = try bytes.withUnsafeBytes { try ChangeSet(decoding: $0) }
     }
 
-    /// Reads the bytes ``encode()`` produced from raw memory. Throws ``SyncError/Code/corrupted``.
+    /// Reads the bytes ``encode()`` produced from raw memory. Throws `SyncError/Code/corrupted`.
     public init(decoding buffer: UnsafeRawBufferPointer) throws {
         var reader = Reader(buffer: buffer)
         guard try reader.byte() == ChangeSet.format else { throw SyncError(.corrupted, "unknown change set format") }

@@ -2,7 +2,7 @@ import Foundation
 import OfflineSync
 import Synchronization
 
-/// The reference ``LocalStore``: everything in memory, evaluated by ``QueryEvaluator``.
+/// The reference `LocalStore`: everything in memory, evaluated by ``QueryEvaluator``.
 ///
 /// It is what the conformance suite compares other adapters against, and a fast store for
 /// tests and previews. Nothing survives the process. It is ``MemoryTables`` with a commit
@@ -15,26 +15,26 @@ public final class InMemoryStore: LocalStore, Sendable {
     /// Creates an empty store.
     public init() {}
 
-    /// See ``LocalStore/defineTable(_:)``.
+    /// See `LocalStore/defineTable(_:)`.
     public func defineTable(_ schema: TableSchema) async throws {
         try schema.validate()
         try checkOpen()
         try tables.define(schema) { _ in }
     }
 
-    /// See ``LocalStore/read(_:)``.
+    /// See `LocalStore/read(_:)`.
     public func read<T: Sendable>(_ body: @escaping @Sendable (any LocalReadTransaction) throws -> T) async throws -> T {
         try checkOpen()
         return try tables.read(body)
     }
 
-    /// See ``LocalStore/write(_:)``.
+    /// See `LocalStore/write(_:)`.
     public func write<T: Sendable>(_ body: @escaping @Sendable (any LocalWriteTransaction) throws -> T) async throws -> T {
         try checkOpen()
         return try tables.write(body, commit: { _ in })
     }
 
-    /// See ``LocalStore/close()``.
+    /// See `LocalStore/close()`.
     public func close() async throws {
         closed.store(true, ordering: .releasing)
     }

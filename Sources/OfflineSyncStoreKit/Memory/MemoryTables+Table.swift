@@ -281,6 +281,6 @@ extension Value {
 }
 
 extension ExactString {
-    /// Whether the UTF-8 bytes order before `other`'s (``Value/utf8Less(_:_:)``).
+    /// Whether the UTF-8 bytes order before `other`'s (`Value/utf8Less(_:_:)`).
     func utf8Less(than other: ExactString) -> Bool { Value.utf8Less(value, other.value) }
 }

@@ -44,12 +44,12 @@ public final class MemoryTables: @unchecked Sendable {
     // MARK: - Schema
 
     /// Defines a table, or migrates it to a changed schema: checks names
-    /// (``TableSchema/validate()``) and that every stored record fits the new declared field
+    /// (`TableSchema/validate()`) and that every stored record fits the new declared field
     /// types, then calls `commit` with a change set holding the definition, then applies it.
     /// Defining a table exactly as it is already defined changes nothing and does not call
     /// `commit`.
     ///
-    /// Throws ``SyncError/Code/invalidName``, ``SyncError/Code/schemaMismatch``, or what
+    /// Throws `SyncError/Code/invalidName`, `SyncError/Code/schemaMismatch`, or what
     /// `commit` throws; on any error nothing changes.
     public func define(_ schema: TableSchema, commit: (ChangeSet) throws -> Void) throws {
         try schema.validate()
@@ -85,7 +85,7 @@ public final class MemoryTables: @unchecked Sendable {
     // MARK: - Transactions
 
     /// Runs `body` in a read transaction that sees one consistent state. The transaction is
-    /// lent to `body` and throws ``SyncError/Code/storeClosed`` if used after it returned.
+    /// lent to `body` and throws `SyncError/Code/storeClosed` if used after it returned.
     public func read<T>(_ body: (any LocalReadTransaction) throws -> T) rethrows -> T {
         lock.lock()
         defer { lock.unlock() }
@@ -118,7 +118,7 @@ public final class MemoryTables: @unchecked Sendable {
 
     /// Applies a change set produced by ``write(_:commit:)`` or ``define(_:commit:)`` (when an
     /// adapter replays its log): definitions first, then upserts and deletes, without running
-    /// the checks again. Throws ``SyncError/Code/tableNotDefined`` (changing nothing) if it
+    /// the checks again. Throws `SyncError/Code/tableNotDefined` (changing nothing) if it
     /// changes records of a table that is neither defined nor defined by the change set.
     public func apply(_ changes: ChangeSet) throws {
         lock.lock()

@@ -57,7 +57,7 @@ extension SQLDialect {
     public func hasSuffix(_ column: SQLColumn, _ suffix: String, bind: (Parameter) -> String) -> String? { nil }
 }
 
-/// Translates ``QueryPredicate``s and ordering keys into parameterised SQL whose
+/// Translates `QueryPredicate`s and ordering keys into parameterised SQL whose
 /// three-valued result equals ``QueryEvaluator`` exactly, for everything that names only
 /// system properties and declared scalar fields, through a ``SQLDialect``. Anything else is
 /// left to the evaluator: ``split(_:)`` returns the conjuncts SQL evaluates and the rest.
