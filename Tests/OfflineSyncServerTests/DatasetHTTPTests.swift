@@ -20,12 +20,7 @@ actor Heard {
 
     /// Waits up to `timeout` until `condition` holds for what was heard.
     func waitUntil(timeout: Duration = .seconds(20), _ condition: ([String]) -> Bool) async -> Bool {
-        let deadline = ContinuousClock.now + timeout
-        while ContinuousClock.now < deadline {
-            if condition(entries) { return true }
-            try? await Task.sleep(for: .milliseconds(20))
-        }
-        return false
+        await eventually(timeout: timeout) { condition(entries) }
     }
 }
 

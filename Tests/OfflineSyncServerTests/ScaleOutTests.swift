@@ -55,15 +55,11 @@ actor EventLog<Element: Sendable & Equatable> {
     /// came before it (`nil` on timeout). The sequence keeps its order, so this is how a test
     /// proves that something was *not* delivered before a later element.
     func consume(through element: Element, timeout: Duration = .seconds(30)) async -> [Element]? {
-        let deadline = ContinuousClock.now + timeout
-        while ContinuousClock.now < deadline {
-            if let index = seen.firstIndex(of: element) {
-                defer { seen.removeFirst(index + 1) }
-                return Array(seen[..<index])
-            }
-            try? await Task.sleep(for: .milliseconds(20))
+        guard await eventually(timeout: timeout, { seen.contains(element) }), let index = seen.firstIndex(of: element) else {
+            return nil
         }
-        return nil
+        defer { seen.removeFirst(index + 1) }
+        return Array(seen[..<index])
     }
 
     func stop() { task?.cancel() }

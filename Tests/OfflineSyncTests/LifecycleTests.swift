@@ -24,12 +24,7 @@ actor EventRecorder {
 
     /// Waits up to `timeout` until `entry` has been seen `count` times.
     func waitFor(_ entry: String, count: Int = 1, timeout: Duration = .seconds(20)) async -> Bool {
-        let deadline = ContinuousClock.now + timeout
-        while ContinuousClock.now < deadline {
-            if names.filter({ $0 == entry }).count >= count { return true }
-            try? await Task.sleep(for: .milliseconds(10))
-        }
-        return false
+        await eventually(timeout: timeout) { names.filter { $0 == entry }.count >= count }
     }
 
     /// The lifecycle events only (no outbox or progress detail: a pull sends its table's

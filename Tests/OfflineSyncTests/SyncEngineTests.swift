@@ -324,7 +324,7 @@ struct SyncEngineTests {
         try await h.client.pull("notes", queryId: "q")
         // A cursor from another incarnation of the table (for example a restored backup).
         try await h.client.store.write { txn in
-            try SystemTables.setConfigValue(txn, table: "notes", key: ConfigTable.cursorKey("q"), keyType: "cursor",
+            try SystemTables.setConfigValue(txn, table: "notes", key: ConfigRow.cursorKey("q"), keyType: "cursor",
                                             value: "old-epoch:99")
         }
         let summary = try await h.client.pull("notes", queryId: "q")

@@ -95,12 +95,12 @@ public struct StoreSummary: Sendable, Hashable, Codable {
             var operations: [Operation] = []
             if names.contains(SystemTables.operations) {
                 for state in [OperationState.pending, .attempted, .failed] {
-                    let n = try tx.count(in: SystemTables.operations, matching: OperationsTable.Column.state.field == .string(state.rawValue))
+                    let n = try tx.count(in: SystemTables.operations, matching: OperationRow.field(.state) == .string(state.rawValue))
                     if n > 0 { byState[state.rawValue] = n }
                 }
-                let first = try tx.records(in: SystemTables.operations, matching: Query(order: [OperationsTable.Column.sequence.sorted()], limit: limit))
+                let first = try tx.records(in: SystemTables.operations, matching: Query(order: [OperationRow.sorted(.sequence)], limit: limit))
                 operations = try first.map { record in
-                    let op = try QueuedOperation(record: record)
+                    let op = try QueuedOperation(row: record)
                     return Operation(sequence: op.sequence, table: op.table, itemId: op.itemId, kind: op.kind.rawValue,
                                      state: op.state.rawValue, attempts: op.attempts, createdAt: op.createdAt.millisecondsSince1970)
                 }
@@ -109,22 +109,20 @@ public struct StoreSummary: Sendable, Hashable, Codable {
             var errors: [OperationErrorSummary] = []
             if names.contains(SystemTables.operationErrors) {
                 errorCount = try tx.count(in: SystemTables.operationErrors, matching: .all)
-                let first = try tx.records(in: SystemTables.operationErrors, matching: Query(order: [SortKey(OperationErrorsTable.Column.createdAt.rawValue)], limit: limit))
-                errors = first.map { record in
-                    let error = OperationError(record: record)
+                let first = try tx.records(in: SystemTables.operationErrors, matching: Query(order: [OperationErrorRow.sorted(.createdAt)], limit: limit))
+                errors = try first.map { record in
+                    let error = try OperationError(row: record)
                     return OperationErrorSummary(table: error.table, itemId: error.itemId, kind: error.kind.rawValue, status: error.status,
                                                  message: error.message, createdAt: error.createdAt.millisecondsSince1970)
                 }
             }
             var cursors: [Cursor] = []
             if names.contains(SystemTables.config) {
-                let prefix = ConfigTable.cursorKey("")
-                let rows = try tx.records(in: SystemTables.config, matching: Query(
-                    ConfigTable.Column.keyType.field == .string(ConfigTable.KeyType.cursor.rawValue),
-                    order: [SortKey(ConfigTable.Column.table.rawValue)]))
+                let prefix = ConfigRow.cursorKey("")
+                let rows = try ConfigRow.all(tx, Query(ConfigRow.field(.keyType) == .string(ConfigRow.KeyType.cursor.rawValue),
+                                                       order: [ConfigRow.sorted(.table)]))
                 for row in rows {
-                    guard let table = row[ConfigTable.Column.table.rawValue].stringValue, let key = row[ConfigTable.Column.key.rawValue].stringValue,
-                          let value = row[ConfigTable.Column.value.rawValue].stringValue else { continue }
+                    let table = row.table, key = row.key, value = row.value
                     let queryId = key.hasPrefix(prefix) ? String(key.dropFirst(prefix.count)) : key
                     cursors.append(Cursor(table: table, queryId: queryId, cursor: value))
                 }

@@ -81,8 +81,8 @@ extension SyncContext {
             }
         }
         if let queryId {
-            try ConfigTable.setValue(txn, table: table, key: ConfigTable.cursorKey(queryId),
-                                     keyType: ConfigTable.KeyType.cursor.rawValue, value: page.nextCursor)
+            try ConfigRow.setValue(txn, table: table, key: ConfigRow.cursorKey(queryId),
+                                     keyType: ConfigRow.KeyType.cursor.rawValue, value: page.nextCursor)
         }
         return counts
     }

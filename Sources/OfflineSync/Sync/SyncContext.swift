@@ -90,7 +90,7 @@ public final class SyncContext: Sendable {
     /// The stored pull cursor of a query id, if any.
     public func cursor(table: String, queryId: String) async throws -> String? {
         try await store.read { txn in
-            try ConfigTable.value(txn, table: table, key: ConfigTable.cursorKey(queryId))
+            try ConfigRow.value(txn, table: table, key: ConfigRow.cursorKey(queryId))
         }
     }
 
@@ -109,8 +109,8 @@ public final class SyncContext: Sendable {
                     throw SyncError(.pendingOperations, "table '\(table)' has \(pending) queued operations; push them or purge with force")
                 }
                 try Outbox.removeAll(of: table, txn)
-                for row in try txn.records(in: ConfigTable.name, matching: Query(ConfigTable.cursors(of: table))) {
-                    try txn.delete(id: row.id, in: ConfigTable.name)
+                for row in try txn.records(in: ConfigRow.table, matching: Query(ConfigRow.cursors(of: table))) {
+                    try txn.delete(id: row.id, in: ConfigRow.table)
                 }
                 while true {
                     let rows = try txn.records(in: table, matching: Query(query.predicate, limit: 1000))

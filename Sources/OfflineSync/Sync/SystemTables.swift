@@ -4,18 +4,18 @@ import Foundation
 /// under the reserved `__` prefix, through the ordinary ``LocalStore`` API.
 public enum SystemTables {
     /// The operation queue (Azure's `MS_TableOperations`).
-    public static let operations = OperationsTable.name
+    public static let operations = OperationRow.table
     /// Operations the remote rejected or the app must resolve (`MS_TableOperationErrors`).
-    public static let operationErrors = OperationErrorsTable.name
+    public static let operationErrors = OperationErrorRow.table
     /// Per-table settings: pull cursors per query id, dataset sync counts, schema versions (`MS_TableConfig`).
-    public static let config = ConfigTable.name
+    public static let config = ConfigRow.table
 
     /// The schema of `__operations`.
-    public static let operationsSchema = OperationsTable.schema
+    public static let operationsSchema = OperationRow.schema
     /// The schema of `__operation_errors`.
-    public static let operationErrorsSchema = OperationErrorsTable.schema
+    public static let operationErrorsSchema = OperationErrorRow.schema
     /// The schema of `__config`.
-    public static let configSchema = ConfigTable.schema
+    public static let configSchema = ConfigRow.schema
 
     /// All three schemas.
     public static let all = [operationsSchema, operationErrorsSchema, configSchema]
@@ -27,13 +27,13 @@ public enum SystemTables {
 
     /// Reads a `__config` value.
     public static func configValue(_ txn: any LocalReadTransaction, table: String, key: String) throws -> String? {
-        try ConfigTable.value(txn, table: table, key: key)
+        try ConfigRow.value(txn, table: table, key: key)
     }
 
     /// Writes (or with `nil`, removes) a `__config` value.
     public static func setConfigValue(_ txn: any LocalWriteTransaction, table: String, key: String,
                                       keyType: String, value: String?) throws {
-        try ConfigTable.setValue(txn, table: table, key: key, keyType: keyType, value: value)
+        try ConfigRow.setValue(txn, table: table, key: key, keyType: keyType, value: value)
     }
 }
 

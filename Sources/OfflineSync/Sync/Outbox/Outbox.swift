@@ -8,75 +8,75 @@ enum Outbox {
 
     /// The newest queued operation on an item, if any.
     static func latest(_ txn: any LocalReadTransaction, table: String, itemId: String) throws -> QueuedOperation? {
-        let query = Query(onItem(table: table, itemId: itemId), order: [OperationsTable.Column.sequence.sorted(ascending: false)], limit: 1)
-        return try txn.records(in: OperationsTable.name, matching: query).first.map(QueuedOperation.init(record:))
+        let query = Query(onItem(table: table, itemId: itemId), order: [OperationRow.sorted(.sequence, ascending: false)], limit: 1)
+        return try txn.records(in: OperationRow.table, matching: query).first.map(QueuedOperation.init(row:))
     }
 
     /// Every queued operation on an item, oldest first.
     static func all(_ txn: any LocalReadTransaction, table: String, itemId: String) throws -> [QueuedOperation] {
-        let query = Query(onItem(table: table, itemId: itemId), order: [OperationsTable.Column.sequence.sorted()])
-        return try txn.records(in: OperationsTable.name, matching: query).map(QueuedOperation.init(record:))
+        let query = Query(onItem(table: table, itemId: itemId), order: [OperationRow.sorted(.sequence)])
+        return try txn.records(in: OperationRow.table, matching: query).map(QueuedOperation.init(row:))
     }
 
     /// Every queued operation, in queue order.
     static func all(_ txn: any LocalReadTransaction) throws -> [QueuedOperation] {
-        try txn.records(in: OperationsTable.name, matching: Query(order: [OperationsTable.Column.sequence.sorted()])).map(QueuedOperation.init(record:))
+        try txn.records(in: OperationRow.table, matching: Query(order: [OperationRow.sorted(.sequence)])).map(QueuedOperation.init(row:))
     }
 
     /// The operation with local id `id`, if it is still queued.
     static func operation(_ txn: any LocalReadTransaction, id: String) throws -> QueuedOperation? {
-        try txn.record(in: OperationsTable.name, id: id).map(QueuedOperation.init(record:))
+        try txn.record(in: OperationRow.table, id: id).map(QueuedOperation.init(row:))
     }
 
     /// Whether nothing is queued (failed operations count as queued).
     static func isEmpty(_ txn: any LocalReadTransaction) throws -> Bool {
-        try txn.first(in: OperationsTable.name, matching: .all) == nil
+        try txn.first(in: OperationRow.table, matching: .all) == nil
     }
 
     /// How many operations are queued, failed ones included, optionally on one table.
     static func count(_ txn: any LocalReadTransaction, table: String? = nil) throws -> Int {
-        try txn.count(in: OperationsTable.name, matching: table.map { OperationsTable.Column.table.field == .string($0) } ?? .all)
+        try txn.count(in: OperationRow.table, matching: table.map { OperationRow.field(.table) == .string($0) } ?? .all)
     }
 
     /// How many queued operations may still be sent (not failed).
     static func sendableCount(_ txn: any LocalReadTransaction) throws -> Int {
-        try txn.count(in: OperationsTable.name, matching: OperationsTable.sendable)
+        try txn.count(in: OperationRow.table, matching: OperationRow.sendable)
     }
 
     /// The ids of the items of `table`, among `itemIds`, that have queued operations.
     static func itemsWithOperations(_ txn: any LocalReadTransaction, table: String, among itemIds: [String]) throws -> Set<String> {
         guard !itemIds.isEmpty else { return [] }
-        let rows = try txn.records(in: OperationsTable.name, matching: Query(
-            OperationsTable.Column.table.field == .string(table) && OperationsTable.Column.itemId.field.isIn(itemIds.map(Value.string))))
-        return Set(rows.compactMap { $0[OperationsTable.Column.itemId.rawValue].stringValue })
+        let rows = try txn.records(in: OperationRow.table, matching: Query(
+            OperationRow.field(.table) == .string(table) && OperationRow.field(.itemId).isIn(itemIds.map(Value.string))))
+        return Set(rows.compactMap { $0[OperationRow.CodingKeys.itemId.rawValue].stringValue })
     }
 
     /// The recorded failures, oldest first.
     static func errors(_ txn: any LocalReadTransaction) throws -> [OperationError] {
-        try txn.records(in: OperationErrorsTable.name, matching: Query(order: [SortKey(OperationErrorsTable.Column.createdAt.rawValue)]))
-            .map(OperationError.init(record:))
+        try txn.records(in: OperationErrorRow.table, matching: Query(order: [OperationErrorRow.sorted(.createdAt)]))
+            .map(OperationError.init(row:))
     }
 
     private static func onItem(table: String, itemId: String) -> QueryPredicate {
-        OperationsTable.Column.itemId.field == .string(itemId) && OperationsTable.Column.table.field == .string(table)
+        OperationRow.field(.itemId) == .string(itemId) && OperationRow.field(.table) == .string(table)
     }
 
     /// The next free sequence number.
     static func nextSequence(_ txn: any LocalReadTransaction) throws -> Int64 {
-        let last = try txn.first(in: OperationsTable.name, matching: Query(order: [OperationsTable.Column.sequence.sorted(ascending: false)]))
-        return (last?[OperationsTable.Column.sequence.rawValue].intValue ?? 0) + 1
+        let last = try txn.first(in: OperationRow.table, matching: Query(order: [OperationRow.sorted(.sequence, ascending: false)]))
+        return (last?[OperationRow.CodingKeys.sequence.rawValue].intValue ?? 0) + 1
     }
 
     // MARK: Writing
 
     /// Stores `operation` (new or changed).
     static func save(_ operation: QueuedOperation, _ txn: any LocalWriteTransaction) throws {
-        try txn.upsert(operation.record, in: OperationsTable.name)
+        try txn.upsert(operation.record(), in: OperationRow.table)
     }
 
     /// Takes `operation` off the queue.
     static func remove(_ operation: QueuedOperation, _ txn: any LocalWriteTransaction) throws {
-        try txn.delete(id: operation.id, in: OperationsTable.name)
+        try txn.delete(id: operation.id, in: OperationRow.table)
     }
 
     /// Marks `batch` attempted (it may be applied from now on) and returns it so.
@@ -97,21 +97,21 @@ enum Outbox {
         failed.state = .failed
         try save(failed, txn)
         let error = OperationError(operation: failed, status: status, message: message, serverRecord: server, now: now)
-        try txn.upsert(error.record, in: OperationErrorsTable.name)
+        try OperationErrorRow(error).save(txn)
         return error
     }
 
     /// Forgets the recorded failures of an operation (it is being resolved).
     static func removeErrors(of operationId: String, _ txn: any LocalWriteTransaction) throws {
-        let column = OperationErrorsTable.Column.operationId.field
-        for stale in try txn.records(in: OperationErrorsTable.name, matching: Query(column == .string(operationId))) {
-            try txn.delete(id: stale.id, in: OperationErrorsTable.name)
+        let column = OperationErrorRow.field(.operationId)
+        for stale in try txn.records(in: OperationErrorRow.table, matching: Query(column == .string(operationId))) {
+            try txn.delete(id: stale.id, in: OperationErrorRow.table)
         }
     }
 
     /// Drops every queued operation of `table` and their recorded failures.
     static func removeAll(of table: String, _ txn: any LocalWriteTransaction) throws {
-        for (name, column) in [(OperationsTable.name, OperationsTable.Column.table.field), (OperationErrorsTable.name, OperationErrorsTable.Column.table.field)] {
+        for (name, column) in [(OperationRow.table, OperationRow.field(.table)), (OperationErrorRow.table, OperationErrorRow.field(.table))] {
             for row in try txn.records(in: name, matching: Query(column == .string(table))) {
                 try txn.delete(id: row.id, in: name)
             }
@@ -128,8 +128,8 @@ enum Outbox {
     /// their items.
     static func nextBatch(_ txn: any LocalReadTransaction, limit: Int, excluding inFlight: [QueuedOperation] = []) throws -> [QueuedOperation] {
         func key(_ op: QueuedOperation) -> String { CompositeKey.slashed(op.table, last: op.itemId) }
-        let blocked = Set(try txn.records(in: OperationsTable.name, matching: Query(OperationsTable.failed))
-            .map { key(try QueuedOperation(record: $0)) })
+        let blocked = Set(try txn.records(in: OperationRow.table, matching: Query(OperationRow.failed))
+            .map { key(try QueuedOperation(row: $0)) })
         let sent = Set(inFlight.map(\.id))
         let busyItems = Set(inFlight.map(key))
         var batch: [QueuedOperation] = []
@@ -138,15 +138,15 @@ enum Outbox {
         let pageSize = max(limit, 100)
         // The batch in flight is left out by the store, so its rows are neither read nor decoded.
         let wanted: QueryPredicate = sent.isEmpty
-            ? OperationsTable.sendable
-            : OperationsTable.sendable && .not(.isIn(SystemField.id, sent.map { .string($0) }))
+            ? OperationRow.sendable
+            : OperationRow.sendable && .not(.isIn(SystemField.id, sent.map { .string($0) }))
         scan: while true {
-            let rows = try txn.records(in: OperationsTable.name, matching: Query(
-                wanted, order: [OperationsTable.Column.sequence.sorted()], limit: pageSize, offset: offset))
+            let rows = try txn.records(in: OperationRow.table, matching: Query(
+                wanted, order: [OperationRow.sorted(.sequence)], limit: pageSize, offset: offset))
             if rows.isEmpty { break }
             offset += rows.count
             for row in rows {
-                let operation = try QueuedOperation(record: row)
+                let operation = try QueuedOperation(row: row)
                 let itemKey = key(operation)
                 if blocked.contains(itemKey) { continue }
                 if items.contains(itemKey) || busyItems.contains(itemKey) { break scan }

@@ -1,0 +1,47 @@
+/// A row of `__config` (Azure's `MS_TableConfig`): one per-table setting as a string, keyed
+/// by table and key — pull cursors per query id, dataset sync counts, schema versions.
+struct ConfigRow: StoredRow {
+    static let table = "__config"
+    enum CodingKeys: String, CodingKey { case id, table, key, keyType, value }
+
+    /// What a row holds, in its `keyType` column.
+    enum KeyType: String {
+        /// A pull cursor; the key is ``cursorKey(_:)`` of the query id.
+        case cursor
+    }
+
+    var id: String
+    var table: String
+    var key: String
+    var keyType: String
+    var value: String
+
+    static let schema = TableSchema(table, fields: [
+        column(.table, .string, indexed: true),
+        column(.key, .string),
+        column(.keyType, .string),
+        column(.value, .string),
+    ], undeclaredFields: .reject)
+
+    /// The id of a row: unambiguous for any table name and key.
+    static func id(table: String, key: String) -> String { CompositeKey.slashed(table, last: key) }
+
+    /// The key of the pull cursor of a query id.
+    static func cursorKey(_ queryId: String) -> String { "cursor:" + queryId }
+
+    /// The rows of `table` holding pull cursors.
+    static func cursors(of table: String) -> QueryPredicate {
+        field(.table) == .string(table) && field(.keyType) == .string(KeyType.cursor.rawValue)
+    }
+
+    static func value(_ txn: any LocalReadTransaction, table: String, key: String) throws -> String? {
+        try find(txn, id: id(table: table, key: key))?.value
+    }
+
+    /// Writes (or with `nil`, removes) a value.
+    static func setValue(_ txn: any LocalWriteTransaction, table: String, key: String, keyType: String, value: String?) throws {
+        let id = id(table: table, key: key)
+        guard let value else { try delete(txn, id: id); return }
+        try ConfigRow(id: id, table: table, key: key, keyType: keyType, value: value).save(txn)
+    }
+}
