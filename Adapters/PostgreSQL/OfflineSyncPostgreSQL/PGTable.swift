@@ -28,24 +28,21 @@ struct PGTable {
     private let written: [String]
     /// Rows per multi-row upsert: as many as fit PostgreSQL's 65,535 parameters, at most 500.
     let rowsPerStatement: Int
-    private let fieldIndex: [ExactString: Int]
+    /// Where each field lives.
+    let layout: SQLTableLayout
     /// Whether each declared field has a JSON mirror column.
     private let mirrored: [Bool]
 
-    static let systemColumns = ["\"id\"", "\"version\"", "\"updatedAt\"", "\"deleted\"", "\"extra\""]
-    static let firstFieldColumn = 5
 
     init(number: Int64, schema: TableSchema, quotedSchema: String) {
         self.number = number
         self.schema = schema
         sqlName = "\(quotedSchema).\"\(Self.tableName(number))\""
-        var index: [ExactString: Int] = [:]
-        for (position, field) in schema.fields.enumerated() { index[ExactString(field.name)] = position }
-        fieldIndex = index
+        layout = SQLTableLayout(schema)
         mirrored = schema.fields.map { !$0.type.isScalar }
         let fieldColumns = schema.fields.indices.map(Self.fieldColumn)
-        selectList = (Self.systemColumns + fieldColumns).joined(separator: ", ")
-        var written = Self.systemColumns + fieldColumns
+        selectList = (SQLTableLayout.systemColumns + fieldColumns).joined(separator: ", ")
+        var written = SQLTableLayout.systemColumns + fieldColumns
         for (position, mirror) in mirrored.enumerated() where mirror { written.append(Self.jsonColumn(position)) }
         self.written = written
         rowsPerStatement = max(1, min(500, 65_535 / written.count))
@@ -151,15 +148,7 @@ struct PGTable {
     /// The column behind a system property or declared field; `nil` for an undeclared field
     /// (kept in `extra`, so SQL cannot see it).
     func column(_ field: String) -> SQLColumn? {
-        switch field {
-        case SystemField.id: return SQLColumn(sql: "\"id\"", type: .string)
-        case SystemField.version: return SQLColumn(sql: "\"version\"", type: .string)
-        case SystemField.updatedAt: return SQLColumn(sql: "\"updatedAt\"", type: .date)
-        case SystemField.deleted: return SQLColumn(sql: "\"deleted\"", type: .bool)
-        default:
-            guard let position = fieldIndex[ExactString(field)] else { return nil }
-            return SQLColumn(sql: Self.fieldColumn(position), type: schema.fields[position].type)
-        }
+        layout.column(field, fieldColumn: Self.fieldColumn)
     }
 
     // MARK: Rows
@@ -173,17 +162,9 @@ struct PGTable {
             record.updatedAt.map { .int64($0.millisecondsSince1970) } ?? .null,
             .bool(record.deleted),
         ]
-        values.reserveCapacity(Self.firstFieldColumn + 2 * schema.fields.count)
-        var extra: [String: Value] = [:]
-        var declared = [Value](repeating: .null, count: schema.fields.count)
-        for (name, value) in record.fields {
-            if let position = fieldIndex[ExactString(name)] {
-                declared[position] = value
-            } else {
-                extra[name] = value
-            }
-        }
-        values.append(extra.isEmpty ? .null : .bytes(ValueCodec.encode(.object(extra))))
+        values.reserveCapacity(SQLTableLayout.firstFieldColumn + 2 * schema.fields.count)
+        let (declared, extra) = layout.split(record.fields)
+        values.append(extra.map(PGParameter.bytes) ?? .null)
         for (position, value) in declared.enumerated() {
             values.append(mirrored[position] ? (value.isNull ? .null : .bytes(ValueCodec.encode(value))) : Self.parameter(value))
         }
@@ -227,7 +208,7 @@ struct PGTable {
         }
         let checkClashes = !fields.isEmpty
         for (position, field) in schema.fields.enumerated() {
-            let column = Self.firstFieldColumn + position
+            let column = SQLTableLayout.firstFieldColumn + position
             if result.isNull(row, column) { continue }
             let value = try decodeField(result, row, column, field)
             if checkClashes, fields.index(forKey: field.name) != nil {

@@ -21,7 +21,8 @@ struct SQLiteTable {
     let sqlName: String
     /// The quoted column of each declared field, in schema order.
     let fieldColumns: [String]
-    private let fieldIndex: [ExactString: Int]
+    /// Where each field lives.
+    let layout: SQLTableLayout
 
     /// Every column, `sum` last.
     let selectList: String
@@ -33,10 +34,8 @@ struct SQLiteTable {
     let upsert: String
     let deleteByID: String
 
-    /// The system columns, in the order rows are selected and written.
-    static let systemColumns = ["\"id\"", "\"version\"", "\"updatedAt\"", "\"deleted\"", "\"extra\""]
     /// Column position of the first declared field in ``selectList``.
-    static let firstFieldColumn: Int32 = 5
+    static let firstFieldColumn = Int32(SQLTableLayout.firstFieldColumn)
     /// The checksum column.
     static let sumColumnName = "\"sum\""
 
@@ -46,10 +45,8 @@ struct SQLiteTable {
         self.schemaBytes = schemaBytes
         sqlName = SQLiteName.quote(schema.name)
         fieldColumns = schema.fields.map { SQLiteName.fieldColumn($0.name) }
-        var index: [ExactString: Int] = [:]
-        for (position, field) in schema.fields.enumerated() { index[ExactString(field.name)] = position }
-        fieldIndex = index
-        let columns = Self.systemColumns + fieldColumns + [Self.sumColumnName]
+        layout = SQLTableLayout(schema)
+        let columns = SQLTableLayout.systemColumns + fieldColumns + [Self.sumColumnName]
         selectList = columns.joined(separator: ", ")
         uncheckedSelectList = columns.dropLast().joined(separator: ", ")
         sumColumn = Int32(columns.count - 1)
@@ -80,7 +77,7 @@ struct SQLiteTable {
 
     /// A plain `INSERT` of a full row into the quoted table `sqlName` (used by migrations).
     func insertSQL(into sqlName: String) -> String {
-        let count = Self.systemColumns.count + fieldColumns.count + 1
+        let count = SQLTableLayout.systemColumns.count + fieldColumns.count + 1
         let placeholders = (1...count).map { "?\($0)" }.joined(separator: ", ")
         return "INSERT INTO \(sqlName) (\(selectList)) VALUES (\(placeholders))"
     }
@@ -105,21 +102,13 @@ struct SQLiteTable {
 
     /// The declared field with this exact name, if any.
     func declaredField(_ name: String) -> FieldDefinition? {
-        fieldIndex[ExactString(name)].map { schema.fields[$0] }
+        layout.position(of: name).map { schema.fields[$0] }
     }
 
     /// The column behind a system property or declared field; `nil` for an undeclared field
     /// (kept in `extra`, so SQL cannot see it).
     func column(_ field: String) -> SQLColumn? {
-        switch field {
-        case SystemField.id: return SQLColumn(sql: "\"id\"", type: .string)
-        case SystemField.version: return SQLColumn(sql: "\"version\"", type: .string)
-        case SystemField.updatedAt: return SQLColumn(sql: "\"updatedAt\"", type: .date)
-        case SystemField.deleted: return SQLColumn(sql: "\"deleted\"", type: .bool)
-        default:
-            guard let position = fieldIndex[ExactString(field)] else { return nil }
-            return SQLColumn(sql: fieldColumns[position], type: schema.fields[position].type)
-        }
+        layout.column(field) { fieldColumns[$0] }
     }
 
     // MARK: Rows
@@ -134,16 +123,8 @@ struct SQLiteTable {
             record.updatedAt.map { .int($0.millisecondsSince1970) } ?? .null,
             .int(record.deleted ? 1 : 0),
         ]
-        var extra: [String: Value] = [:]
-        var declared = [Value](repeating: .null, count: schema.fields.count)
-        for (name, value) in record.fields {
-            if let position = fieldIndex[ExactString(name)] {
-                declared[position] = value
-            } else {
-                extra[name] = value
-            }
-        }
-        values.append(extra.isEmpty ? .null : .blob(ValueCodec.encode(.object(extra))))
+        let (declared, extra) = layout.split(record.fields)
+        values.append(extra.map(SQLiteValue.blob) ?? .null)
         for (position, field) in schema.fields.enumerated() {
             values.append(Self.columnValue(declared[position], field.type))
         }

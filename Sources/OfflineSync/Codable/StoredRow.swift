@@ -17,6 +17,9 @@ package protocol StoredRow: Codable, Sendable {
 }
 
 extension StoredRow {
+    /// A column's field name, for code that reads or writes the row by hand.
+    package static func name(_ column: CodingKeys) -> String { column.rawValue }
+
     /// A column in a query.
     package static func field(_ column: CodingKeys) -> Field { Field(column.rawValue) }
 

@@ -48,7 +48,7 @@ enum Outbox {
         guard !itemIds.isEmpty else { return [] }
         let rows = try txn.records(in: OperationRow.table, matching: Query(
             OperationRow.field(.table) == .string(table) && OperationRow.field(.itemId).isIn(itemIds.map(Value.string))))
-        return Set(rows.compactMap { $0[OperationRow.CodingKeys.itemId.rawValue].stringValue })
+        return Set(rows.compactMap { $0[OperationRow.name(.itemId)].stringValue })
     }
 
     /// The recorded failures, oldest first.
@@ -64,7 +64,7 @@ enum Outbox {
     /// The next free sequence number.
     static func nextSequence(_ txn: any LocalReadTransaction) throws -> Int64 {
         let last = try txn.first(in: OperationRow.table, matching: Query(order: [OperationRow.sorted(.sequence, ascending: false)]))
-        return (last?[OperationRow.CodingKeys.sequence.rawValue].intValue ?? 0) + 1
+        return (last?[OperationRow.name(.sequence)].intValue ?? 0) + 1
     }
 
     // MARK: Writing

@@ -1,0 +1,62 @@
+import OfflineSync
+
+/// How the SQL adapters lay out an app table: the four system properties and `extra` in
+/// fixed columns (``systemColumns``), then one column per declared field in schema order.
+/// Undeclared fields are kept together in `extra`, encoded with ``ValueCodec``, where SQL
+/// cannot see them: a query on one is answered by the reference evaluator.
+///
+/// The layout knows where each field lives and splits a record's fields between the
+/// declared columns and `extra`; the adapter chooses each column's name and SQL type.
+public struct SQLTableLayout: Sendable {
+    /// The system columns, quoted, in the order rows are selected and written: `id`,
+    /// `version`, `updatedAt`, `deleted`, `extra`.
+    public static let systemColumns = ["\"id\"", "\"version\"", "\"updatedAt\"", "\"deleted\"", "\"extra\""]
+    /// The position of the first declared field's column among a row's columns.
+    public static let firstFieldColumn = systemColumns.count
+
+    /// The table's schema.
+    public let schema: TableSchema
+    private let positions: [ExactString: Int]
+
+    /// The layout of `schema`'s table.
+    public init(_ schema: TableSchema) {
+        self.schema = schema
+        var positions: [ExactString: Int] = [:]
+        for (position, field) in schema.fields.enumerated() { positions[ExactString(field.name)] = position }
+        self.positions = positions
+    }
+
+    /// The position among the declared fields of the field with exactly this name (names
+    /// that differ only in Unicode normalization are different fields).
+    public func position(of field: String) -> Int? { positions[ExactString(field)] }
+
+    /// The column behind a system property or a declared field; `nil` for an undeclared
+    /// field. `fieldColumn` names a declared field's column from its position.
+    public func column(_ field: String, fieldColumn: (Int) -> String) -> SQLColumn? {
+        switch field {
+        case SystemField.id: return SQLColumn(sql: "\"id\"", type: .string)
+        case SystemField.version: return SQLColumn(sql: "\"version\"", type: .string)
+        case SystemField.updatedAt: return SQLColumn(sql: "\"updatedAt\"", type: .date)
+        case SystemField.deleted: return SQLColumn(sql: "\"deleted\"", type: .bool)
+        default:
+            guard let position = position(of: field) else { return nil }
+            return SQLColumn(sql: fieldColumn(position), type: schema.fields[position].type)
+        }
+    }
+
+    /// A record's fields split for writing: the declared fields' values by position
+    /// (`.null` where the record has none) and the `extra` column's bytes (`nil` when every
+    /// field is declared).
+    public func split(_ fields: [String: Value]) -> (declared: [Value], extra: [UInt8]?) {
+        var extra: [String: Value] = [:]
+        var declared = [Value](repeating: .null, count: schema.fields.count)
+        for (name, value) in fields {
+            if let position = position(of: name) {
+                declared[position] = value
+            } else {
+                extra[name] = value
+            }
+        }
+        return (declared, extra.isEmpty ? nil : ValueCodec.encode(.object(extra)))
+    }
+}
