@@ -52,6 +52,8 @@ let package = Package(
         .package(url: "https://github.com/vapor/jwt-kit", from: "5.7.1"),
         // `make docs`: swift package generate-documentation. Plugins only; no product links it.
         .package(url: "https://github.com/swiftlang/swift-docc-plugin", from: "1.5.0"),
+        // The sync rules document (`offline-sync serve --rules FILE`).
+        .package(url: "https://github.com/jpsim/Yams", from: "6.2.2"),
     ],
     targets: [
         // Core: records, queries, the store protocols, queue, sync context, events. No C library,
@@ -102,6 +104,7 @@ let package = Package(
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
+                .product(name: "Yams", package: "Yams"),
             ],
             path: "Sources/OfflineSyncServer"
         ),
