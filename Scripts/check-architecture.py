@@ -158,7 +158,8 @@ def code_lines(path):
     return out
 
 
-DECLARATION = re.compile(r"\b(func\s+[^\s(<]+|init[?!]?\s*[(<]|deinit\b|subscript\s*[(<])")
+# `init(` after a dot is a call (`self.init(…)`, `Foo.init(…)`), not a declaration.
+DECLARATION = re.compile(r"\b(func\s+[^\s(<]+|(?<!\.)init[?!]?\s*[(<]|deinit\b|subscript\s*[(<])")
 
 
 def long_functions(lines):
