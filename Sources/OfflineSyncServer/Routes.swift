@@ -89,7 +89,15 @@ struct Routes: Sendable {
             }
             lifetime = seconds
         }
-        let token = try await decode { try await server.tokens.mint(identity: identity, lifetime: .seconds(lifetime)) }
+        var roles: Set<String> = []
+        if let value = body["roles"] {
+            guard case .array(let items) = value else { throw APIError(.badRequest, "invalidRequest", "'roles' must be an array of strings") }
+            for item in items {
+                guard case .string(let role) = item else { throw APIError(.badRequest, "invalidRequest", "'roles' must be an array of strings") }
+                roles.insert(role)
+            }
+        }
+        let token = try await decode { try await server.tokens.mint(identity: identity, roles: roles, lifetime: .seconds(lifetime)) }
         return Self.json(.object([("token", .string(token))]))
     }
 

@@ -1,9 +1,11 @@
 import Foundation
 import JWTKit
 import OfflineSync
+import OfflineSyncService
 
 /// Mints and verifies the bearer tokens that carry a client's identity: JSON Web Tokens
-/// signed with HMAC-SHA256 over a server secret (`sub` is the identity, `exp` the expiry).
+/// signed with HMAC-SHA256 over a server secret (`sub` is the identity, `exp` the expiry,
+/// `roles` the roles sync rules may require; a token without roles carries no `roles` claim).
 ///
 /// Verification refuses, without saying which: a malformed token or one spelled otherwise
 /// than minted (padding, spare bits), a header naming another algorithm (`none` included)
@@ -28,23 +30,48 @@ public struct TokenAuthority: Sendable {
         self.keys = keys
     }
 
-    /// A token for `identity`, valid for `lifetime` from `now`.
-    public func mint(identity: String, lifetime: Duration = .seconds(24 * 3600), now: Date = Date()) async throws -> String {
+    /// A token for `identity` with `roles`, valid for `lifetime` from `now`. Throws
+    /// ``SyncError/Code/invalidValue`` for a role that is empty, over 128 bytes or holds a
+    /// control character, or more than 64 roles.
+    public func mint(identity: String, roles: Set<String> = [], lifetime: Duration = .seconds(24 * 3600),
+                     now: Date = Date()) async throws -> String {
         try Self.validate(identity: identity)
+        try Self.validate(roles: roles)
         let seconds = Double(lifetime.components.seconds) + Double(lifetime.components.attoseconds) / 1e18
         let claims = IdentityClaims(sub: SubjectClaim(value: identity), iss: IssuerClaim(value: Self.issuer),
-                                    iat: IssuedAtClaim(value: now), exp: ExpirationClaim(value: now.addingTimeInterval(seconds)))
+                                    iat: IssuedAtClaim(value: now), exp: ExpirationClaim(value: now.addingTimeInterval(seconds)),
+                                    roles: roles.isEmpty ? nil : roles.sorted())
         return try await keys.sign(claims)
     }
 
     /// The identity a valid token carries. Throws ``SyncError/Code/authenticationFailed``
     /// (with no detail) for anything else.
     public func identity(fromToken token: String) async throws -> String {
+        try await claims(fromToken: token).identity
+    }
+
+    /// The claims a valid token carries: its identity and roles. Throws
+    /// ``SyncError/Code/authenticationFailed`` (with no detail) for anything else, a token
+    /// with invalid roles included.
+    public func claims(fromToken token: String) async throws -> Claims {
         guard token.utf8.count <= 8192, Self.isCanonical(token) else { throw Self.refused }
         let claims: IdentityClaims
         do { claims = try await keys.verify(token, as: IdentityClaims.self) } catch { throw Self.refused }
-        do { try Self.validate(identity: claims.sub.value) } catch { throw Self.refused }
-        return claims.sub.value
+        let roles = Set(claims.roles ?? [])
+        do {
+            try Self.validate(identity: claims.sub.value)
+            try Self.validate(roles: roles)
+        } catch {
+            throw Self.refused
+        }
+        return Claims(identity: claims.sub.value, roles: roles)
+    }
+
+    static func validate(roles: Set<String>) throws {
+        guard roles.count <= 64 else { throw SyncError(.invalidValue, "a token carries at most 64 roles") }
+        for role in roles where role.isEmpty || role.utf8.count > 128 || role.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) {
+            throw SyncError(.invalidValue, "a role is 1 to 128 bytes with no control characters")
+        }
     }
 
     static let refused = SyncError(.authenticationFailed, "missing, invalid or expired token")
@@ -84,6 +111,8 @@ struct IdentityClaims: JWTPayload {
     var iss: IssuerClaim
     var iat: IssuedAtClaim
     var exp: ExpirationClaim
+    /// Absent from tokens without roles, so those stay exactly as they were minted before.
+    var roles: [String]?
 
     func verify(using algorithm: some JWTAlgorithm) async throws {
         try exp.verifyNotExpired()

@@ -178,11 +178,14 @@ struct TokenCommand: AsyncParsableCommand {
     @Option(help: "How long the token is valid, in seconds.")
     var lifetime: Int = 24 * 3600
 
+    @Option(name: .customLong("role"), help: "A role the token grants, for sync rules that require one (repeatable).")
+    var roles: [String] = []
+
     @OptionGroup var dataArguments: ServerDataArguments
 
     func run() async throws {
         guard lifetime > 0 else { throw ValidationError("--lifetime must be positive") }
         let authority = try await TokenAuthority(secret: try dataArguments.tokenSecret(create: false))
-        print(try await authority.mint(identity: identity, lifetime: .seconds(lifetime)))
+        print(try await authority.mint(identity: identity, roles: Set(roles), lifetime: .seconds(lifetime)))
     }
 }
