@@ -1,0 +1,95 @@
+import OfflineSync
+
+/// Decides about single rows under ``SyncRules``: may this caller read this stored row, may
+/// it make this change. Memberships and owners are looked up in the service's store through
+/// the transaction the decision is part of, so a decision and the write it allows see the
+/// same data.
+///
+/// Rows are the service's stored rows: app fields plus the owner, the item id and the change
+/// sequence under the reserved prefix (``OfflineSyncService``'s `Meta` columns). A deleted
+/// row (a tombstone) admits through no grant that needs a membership or an owned row to
+/// exist; the row itself is judged as stored, tombstone or not, so the identities that could
+/// read a row can read its deletion.
+struct RuleEvaluator: Sendable {
+    let rules: SyncRules
+
+    /// How the evaluator finds rows of other tables: the stored row of `table` with item id
+    /// `item` as the caller `identity` would address it (owner-only tables keep one row per
+    /// identity and item; shared tables one per item).
+    let rowLocator: @Sendable (_ table: String, _ item: String, _ identity: String) -> String
+
+    // MARK: Reading
+
+    /// Whether `claims` may read `row` of `table`.
+    func canRead(_ row: Record, in table: String, claims: Claims, _ txn: any LocalReadTransaction) throws -> Bool {
+        guard let tableRules = rules.rules(for: table) else { return false }
+        for grant in tableRules.read where try admits(grant, row, claims, txn) { return true }
+        return false
+    }
+
+    // MARK: Writing
+
+    /// Whether `claims` may apply `kind` to `table`: an insert judged on the row as it would
+    /// be stored, a delete on the stored row, an update on both (so no one moves a row out of
+    /// their own reach or into another's).
+    func canWrite(_ kind: OperationKind, in table: String, current: Record?, proposed: Record?, claims: Claims,
+                  _ txn: any LocalReadTransaction) throws -> Bool {
+        guard let tableRules = rules.rules(for: table) else { return false }
+        let judged: [Record]
+        switch kind {
+        case .insert: judged = proposed.map { [$0] } ?? []
+        case .update: judged = [current, proposed].compactMap { $0 }
+        case .delete: judged = current.map { [$0] } ?? []
+        }
+        guard !judged.isEmpty else { return false }
+        for row in judged {
+            var allowed = false
+            for grant in tableRules.write where grant.operations.contains(kind) {
+                if try admits(grant, row, claims, txn) { allowed = true; break }
+            }
+            if !allowed { return false }
+        }
+        return true
+    }
+
+    // MARK: Grants
+
+    private func admits(_ grant: Grant, _ row: Record, _ claims: Claims, _ txn: any LocalReadTransaction) throws -> Bool {
+        guard grant.conditions.allSatisfy({ $0.holds(for: claims) }) else { return false }
+        switch grant.kind {
+        case .owner:
+            return row[OfflineSyncService.Meta.owner].stringValue == claims.identity
+        case .everyone:
+            return true
+        case .identityField(let field):
+            return row[field].stringValue == claims.identity
+        case let .member(name, key, roles):
+            guard let membership = rules.memberships[name], let group = Self.value(of: key, in: row) else { return false }
+            return try isMember(claims.identity, of: group, through: membership, roles: roles, txn)
+        case let .ownerOf(table, key):
+            guard let item = Self.value(of: key, in: row)?.stringValue else { return false }
+            let id = rowLocator(table, item, claims.identity)
+            guard let owned = try txn.record(in: table, id: id), !owned.deleted else { return false }
+            return owned[OfflineSyncService.Meta.owner].stringValue == claims.identity
+        }
+    }
+
+    /// Whether a live row of the membership's table makes `identity` a member of `group`
+    /// (with one of `roles`, when given).
+    func isMember(_ identity: String, of group: Value, through membership: Membership, roles: [String]?,
+                  _ txn: any LocalReadTransaction) throws -> Bool {
+        var predicate = Field(membership.member) == .string(identity) && Field(membership.group) == group
+            && Field(SystemField.deleted) == false
+        if let roles, let role = membership.role {
+            predicate = predicate && Field(role).isIn(roles.map(Value.string))
+        }
+        return try txn.first(in: membership.table, matching: Query(predicate)) != nil
+    }
+
+    /// A row's value for a grant's key: the item id for ``SystemField/id``, else the field
+    /// (`nil` when absent or null: such a row matches no group).
+    static func value(of key: String, in row: Record) -> Value? {
+        let value = key == SystemField.id ? row[OfflineSyncService.Meta.item] : row[key]
+        return value.isNull ? nil : value
+    }
+}
