@@ -117,4 +117,18 @@ struct SyncRulesYAMLTests {
             #expect(error.message.contains("missing.yaml"))
         }
     }
+
+    @Test("every worked example in Docs/SyncRules.md is a valid rules document")
+    func documentedExamplesAreValid() throws {
+        let docs = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+            .appendingPathComponent("Docs/SyncRules.md")
+        let text = try String(contentsOf: docs, encoding: .utf8)
+        let blocks = text.components(separatedBy: "```yaml\n").dropFirst().map { $0.components(separatedBy: "```")[0] }
+        let documents = blocks.filter { $0.hasPrefix("version: 1\n") && !$0.contains("<") }
+        #expect(documents.count == 3)
+        for (index, yaml) in documents.enumerated() {
+            let rules = try SyncRules(yaml: yaml, source: "SyncRules.md example \(index + 1)")
+            #expect(!rules.tables.isEmpty)
+        }
+    }
 }
