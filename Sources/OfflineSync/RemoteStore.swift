@@ -90,13 +90,17 @@ public struct PullPage: Sendable, Hashable {
     /// `true` when the cursor sent belonged to an earlier incarnation of the table (it was
     /// reset or restored), so this page restarts from the beginning: a full resync.
     public var cursorReset: Bool
+    /// Ids of rows that left the identity's view (sync rules: a membership ended, a row moved
+    /// to a group it is not in): the client deletes its copies, which were not deleted remotely.
+    public var removed: [String]
 
     /// Creates a page.
-    public init(records: [Record], nextCursor: String, remaining: Int, cursorReset: Bool = false) {
+    public init(records: [Record], nextCursor: String, remaining: Int, cursorReset: Bool = false, removed: [String] = []) {
         self.records = records
         self.nextCursor = nextCursor
         self.remaining = remaining
         self.cursorReset = cursorReset
+        self.removed = removed
     }
 }
 

@@ -88,4 +88,37 @@ extension OfflineSyncService {
             }
         }
     }
+
+    /// `__srv_view`: the view log of shared tables. One entry per (identity, table, item): the
+    /// table's change sequence of the last time that identity's view of the row changed, and
+    /// whether the row is in view now. A pull of a shared table reads the caller's entries
+    /// after its cursor, in sequence order, through the (identity, table, sequence) index.
+    struct ViewRow: StoredRow {
+        static let table = "__srv_view"
+        enum CodingKeys: String, CodingKey { case id, identity, table, item, sequence, visible }
+
+        var id: String
+        var identity: String
+        var table: String
+        var item: String
+        var sequence: Int64
+        /// `false`: the row left the identity's view (a pull sends its id as removed).
+        var visible: Bool
+
+        static let schema = TableSchema(table, fields: [
+            column(.identity, .string), column(.table, .string), column(.item, .string),
+            column(.sequence, .int), column(.visible, .bool),
+        ], indexes: [IndexDefinition([CodingKeys.identity.rawValue, CodingKeys.table.rawValue, CodingKeys.sequence.rawValue])],
+           undeclaredFields: .reject)
+
+        /// The entry's id: unambiguous for any identity, table and item.
+        static func id(identity: String, table: String, item: String) -> String {
+            CompositeKey.packed(identity, table, last: item)
+        }
+
+        /// The caller's entries of `table` after `sequence`.
+        static func after(_ sequence: Int64, identity: String, table: String) -> QueryPredicate {
+            field(.identity) == .string(identity) && field(.table) == .string(table) && field(.sequence) > .int(sequence)
+        }
+    }
 }

@@ -16,8 +16,13 @@ import OfflineSyncStoreKit
 /// - **Idempotency.** The outcome of every operation id is stored in the same transaction
 ///   that applied it; a replayed operation gets that first outcome back, never a second
 ///   application and never a false conflict.
-/// - **Identity isolation.** Every row belongs to the identity that created it; an
-///   identity can neither read nor change another's rows, even with the same ids.
+/// - **Sync rules.** Who reads and writes which rows is decided by ``SyncRules``
+///   (Docs/SyncRules.md). Tables whose rules are owner-only (all of them without rules) keep
+///   each identity's rows apart, even with the same ids. Other tables are *shared*: one row
+///   per item id, checked against the rules on every write (a refusal is a 403 outcome that
+///   carries nothing the caller may not read) and served through a per-identity view log,
+///   so a pull brings exactly the rows the caller may read, with rows that came into view
+///   (move-in) and the ids of rows that left it (move-out, ``PullPage/removed``).
 public final class OfflineSyncService: Sendable {
     /// The store holding the service's data.
     public let store: any LocalStore
@@ -25,6 +30,9 @@ public final class OfflineSyncService: Sendable {
     private let allowUndeclaredTables: Bool
     private let defined = DefinedTables()
     private let remainingCounts = RemainingCounts()
+    /// Who may read and write which rows.
+    public let rules: SyncRules
+    let evaluator: RuleEvaluator
 
     /// The service's columns in every app table's rows (stripped from what clients see).
     enum Meta {
@@ -38,10 +46,18 @@ public final class OfflineSyncService: Sendable {
 
     /// Opens a service over `store`, declaring the given app tables (their declared fields
     /// become typed columns in SQL stores). With `allowUndeclaredTables`, pushes to other
-    /// tables create them with no declared fields; without it they are rejected.
-    public init(store: any LocalStore, schemas: [TableSchema] = [], allowUndeclaredTables: Bool = true) async throws {
+    /// tables create them with no declared fields; without it they are rejected. `rules`
+    /// decide who reads and writes what (owner-only tables without them); invalid rules are
+    /// ``SyncError/Code/invalidConfiguration``.
+    public init(store: any LocalStore, schemas: [TableSchema] = [], allowUndeclaredTables: Bool = true,
+                rules: SyncRules = .ownerOnly) async throws {
+        try rules.validate()
         self.store = store
         self.allowUndeclaredTables = allowUndeclaredTables
+        self.rules = rules
+        evaluator = RuleEvaluator(rules: rules) { table, item, identity in
+            Self.isShared(table, under: rules) ? item : Self.rowId(owner: identity, item: item)
+        }
         var byName: [String: TableSchema] = [:]
         for schema in schemas {
             try Names.validateAppTable(schema.name)
@@ -51,12 +67,24 @@ public final class OfflineSyncService: Sendable {
         self.schemas = byName
         try await store.defineTable(SequenceRow.schema)
         try await store.defineTable(OutcomeRow.schema)
+        try await store.defineTable(ViewRow.schema)
         for schema in schemas { try await ensureTable(schema.name) }
     }
 
     /// A ``RemoteStore`` for one identity, for in-process use.
     public func remote(for identity: String) -> any RemoteStore {
-        IdentityRemote(service: self, identity: identity)
+        IdentityRemote(service: self, claims: Claims(identity: identity))
+    }
+
+    /// A ``RemoteStore`` for a caller with these claims (roles for the rules' conditions).
+    public func remote(for claims: Claims) -> any RemoteStore {
+        IdentityRemote(service: self, claims: claims)
+    }
+
+    /// Whether `table` is shared under `rules`: served, and not owner-only.
+    static func isShared(_ table: String, under rules: SyncRules) -> Bool {
+        guard let tableRules = rules.rules(for: table) else { return false }
+        return !tableRules.isOwnerOnly
     }
 
     // MARK: Tables
@@ -69,6 +97,15 @@ public final class OfflineSyncService: Sendable {
         fields.append(FieldDefinition(Meta.sequence, .int))
         var indexes = app.indexes
         indexes.append(IndexDefinition([Meta.owner, Meta.sequence]))
+        if Self.isShared(table, under: rules) {
+            indexes.append(IndexDefinition([Meta.sequence]))
+            // The fields the rules look rows up by: declared as strings unless the app
+            // declares them, so the store can index them.
+            for name in lookupFields(of: table) {
+                if !fields.contains(where: { $0.name == name }) { fields.append(FieldDefinition(name, .string)) }
+                indexes.append(IndexDefinition([name]))
+            }
+        }
         return TableSchema(table, fields: fields, indexes: indexes, undeclaredFields: app.undeclaredFields)
     }
 
@@ -77,7 +114,7 @@ public final class OfflineSyncService: Sendable {
     private func ensureTable(_ table: String) async throws {
         if defined.contains(table) { return }
         try Names.validateAppTable(table)
-        guard schemas[table] != nil || allowUndeclaredTables else {
+        guard schemas[table] != nil || allowUndeclaredTables, rules.rules(for: table) != nil else {
             throw SyncError(.rejected, "table '\(table)' is not served")
         }
         try await store.defineTable(storageSchema(for: table))
@@ -100,7 +137,7 @@ public final class OfflineSyncService: Sendable {
                       updatedAt: row.updatedAt, deleted: row.deleted)
     }
 
-    private static func validateIdentity(_ identity: String) throws {
+    static func validateIdentity(_ identity: String) throws {
         if identity.isEmpty || identity.utf8.count > 256 || identity.utf8.contains(0) {
             throw SyncError(.rejected, "invalid identity")
         }
@@ -111,6 +148,13 @@ public final class OfflineSyncService: Sendable {
     /// Applies a batch for `identity`, in order, in one transaction, and returns one result
     /// per operation. Operation ids seen before return their stored outcome.
     public func push(identity: String, _ operations: [PushOperation]) async throws -> [PushResult] {
+        try await push(claims: Claims(identity: identity), operations)
+    }
+
+    /// Applies a batch for the caller with `claims` (see ``push(identity:_:)``); the rules'
+    /// claim conditions see them.
+    public func push(claims: Claims, _ operations: [PushOperation]) async throws -> [PushResult] {
+        let identity = claims.identity
         try Self.validateIdentity(identity)
         var unserved: [String: String] = [:]
         for table in Set(operations.map(\.table)) {
@@ -134,6 +178,9 @@ public final class OfflineSyncService: Sendable {
                 let outcome: PushOutcome
                 if let reason = refused[operation.table] {
                     outcome = .rejected(reason: reason, status: 404)
+                } else if Self.isShared(operation.table, under: self.rules) {
+                    outcome = try self.applyShared(operation, claims: claims, schema: schemas[operation.table]!,
+                                                   now: now, txn: txn, sequences: &sequences)
                 } else {
                     outcome = try Self.apply(operation, identity: identity, schema: schemas[operation.table]!,
                                              now: now, txn: txn, sequences: &sequences)
@@ -201,7 +248,7 @@ public final class OfflineSyncService: Sendable {
         return .applied(publicRecord(row))
     }
 
-    private static func version(epoch: String, sequence: Int64) -> String {
+    static func version(epoch: String, sequence: Int64) -> String {
         "\(epoch.prefix(8))-\(String(sequence, radix: 36))"
     }
 
@@ -210,8 +257,17 @@ public final class OfflineSyncService: Sendable {
     /// Returns the next page of `identity`'s changes to a table after the request's cursor,
     /// in commit order, with the exact count of matching changes after it.
     public func pull(identity: String, _ request: PullRequest) async throws -> PullPage {
+        try await pull(claims: Claims(identity: identity), request)
+    }
+
+    /// The next page for the caller with `claims` (see ``pull(identity:_:)``). For a shared
+    /// table the page holds the rows in the caller's view and ``PullPage/removed`` the ids that
+    /// left it.
+    public func pull(claims: Claims, _ request: PullRequest) async throws -> PullPage {
+        let identity = claims.identity
         try Self.validateIdentity(identity)
         try await ensureTable(request.table)
+        if Self.isShared(request.table, under: rules) { return try await pullShared(claims: claims, request) }
         let predicate = try Self.mapPredicate(request.predicate)
         let limit = min(max(request.limit, 1), Self.maxPageSize)
         let table = request.table
@@ -287,6 +343,7 @@ public final class OfflineSyncService: Sendable {
     public func record(identity: String, table: String, id: String) async throws -> Record? {
         try Self.validateIdentity(identity)
         try await ensureTable(table)
+        try refuseShared(table)
         return try await store.read { txn in
             try txn.record(in: table, id: Self.rowId(owner: identity, item: id)).map(Self.publicRecord)
         }
@@ -295,11 +352,20 @@ public final class OfflineSyncService: Sendable {
     private func scopedQuery(identity: String, table: String, predicate: QueryPredicate, includeDeleted: Bool) async throws -> QueryPredicate {
         try Self.validateIdentity(identity)
         try await ensureTable(table)
+        try refuseShared(table)
         var parts: [QueryPredicate] = [Field(Meta.owner) == .string(identity)]
         let mapped = try Self.mapPredicate(predicate)
         if mapped != .all { parts.append(mapped) }
         if !includeDeleted { parts.append(Field(SystemField.deleted) == false) }
         return .and(parts)
+    }
+
+    /// The list APIs (the Datasync tables routes) serve owner-only tables; shared tables are
+    /// pulled until those routes apply the rules too.
+    private func refuseShared(_ table: String) throws {
+        if Self.isShared(table, under: rules) {
+            throw SyncError(.rejected, "table '\(table)' is shared by the sync rules; the list API does not serve shared tables yet")
+        }
     }
 
     /// Maps a client predicate onto the service's rows: `id` is the item id; reserved names are refused.
@@ -340,62 +406,4 @@ public final class OfflineSyncService: Sendable {
             }
         }
     }
-}
-
-/// The service seen by one identity.
-struct IdentityRemote: RemoteStore {
-    let service: OfflineSyncService
-    let identity: String
-
-    func push(_ operations: [PushOperation]) async throws -> [PushResult] {
-        try await service.push(identity: identity, operations)
-    }
-
-    func pull(_ request: PullRequest) async throws -> PullPage {
-        try await service.pull(identity: identity, request)
-    }
-}
-
-/// The exact count of matching changes after the last page's cursor, per table, identity and
-/// predicate, with the table's sequence when it was counted. A paging client's next request
-/// starts at that cursor; if the table's sequence has not moved, the count after the new page
-/// is the old count minus the page's rows, so a long pull costs one count, not one per page.
-final class RemainingCounts: Sendable {
-    struct Key: Hashable {
-        var table: String
-        var identity: String
-        var predicate: QueryPredicate
-    }
-    struct Entry {
-        var epoch: String
-        var after: Int64
-        var tableSequence: Int64
-        var remaining: Int
-    }
-    private let entries = Mutex<[Key: Entry]>([:])
-    /// How many counts are kept; past it the cache starts over, which costs one recount per pull.
-    static let capacity = 4096
-
-    func remaining(_ key: Key, epoch: String, after: Int64, tableSequence: Int64) -> Int? {
-        entries.withLock { entries in
-            guard let entry = entries[key], entry.epoch == epoch, entry.after == after, entry.tableSequence == tableSequence else {
-                return nil
-            }
-            return entry.remaining
-        }
-    }
-
-    func store(_ key: Key, epoch: String, after: Int64, tableSequence: Int64, remaining: Int) {
-        entries.withLock { entries in
-            if entries.count >= Self.capacity, entries[key] == nil { entries.removeAll(keepingCapacity: true) }
-            entries[key] = Entry(epoch: epoch, after: after, tableSequence: tableSequence, remaining: remaining)
-        }
-    }
-}
-
-/// Tables already defined in the store, to skip redefinition on the hot path.
-final class DefinedTables: Sendable {
-    private let names = Mutex(Set<String>())
-    func contains(_ name: String) -> Bool { names.withLock { $0.contains(name) } }
-    func insert(_ name: String) { _ = names.withLock { $0.insert(name) } }
 }

@@ -78,6 +78,14 @@ extension Wire {
         out.append(contentsOf: String(page.remaining).utf8)
         out.append(contentsOf: #","cursorReset":"#.utf8)
         out.append(contentsOf: (page.cursorReset ? "true" : "false").utf8)
+        if !page.removed.isEmpty {
+            out.append(contentsOf: #","removed":["#.utf8)
+            for (index, id) in page.removed.enumerated() {
+                if index > 0 { out.append(UInt8(ascii: ",")) }
+                JSON.writeString(id, into: &out)
+            }
+            out.append(UInt8(ascii: "]"))
+        }
         out.append(UInt8(ascii: "}"))
         return out
     }

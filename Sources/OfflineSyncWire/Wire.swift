@@ -253,21 +253,33 @@ public enum Wire {
                            cursor: try reader.optionalString("cursor"), limit: Int(limit))
     }
 
-    /// `{"records", "nextCursor", "remaining", "cursorReset"}`.
+    /// `{"records", "nextCursor", "remaining", "cursorReset"}`, and `"removed"` (ids that left
+    /// the view under sync rules) only when there are some, so pages without removals read
+    /// as they always have.
     public static func json(_ page: PullPage) -> JSON {
-        .object([("records", .array(page.records.map(json))), ("nextCursor", .string(page.nextCursor)),
-                 ("remaining", .number(String(page.remaining))), ("cursorReset", .bool(page.cursorReset))])
+        var members: [(String, JSON)] = [("records", .array(page.records.map(json))), ("nextCursor", .string(page.nextCursor)),
+                                         ("remaining", .number(String(page.remaining))), ("cursorReset", .bool(page.cursorReset))]
+        if !page.removed.isEmpty { members.append(("removed", .array(page.removed.map(JSON.string)))) }
+        return .object(members)
     }
 
     /// The page a JSON object encodes.
     public static func pullPage(_ json: JSON, path: String = "page") throws -> PullPage {
-        let reader = try ObjectReader(json, path: path, allowed: ["records", "nextCursor", "remaining", "cursorReset"])
+        let reader = try ObjectReader(json, path: path, allowed: ["records", "nextCursor", "remaining", "cursorReset", "removed"])
         guard case .array(let items) = try reader.required("records") else { throw invalid(path, "'records' must be an array") }
         let remaining = try reader.optionalInt("remaining") ?? 0
         guard remaining >= 0 else { throw invalid(path, "'remaining' is negative") }
+        var removed: [String] = []
+        if let value = reader["removed"] {
+            guard case .array(let ids) = value else { throw invalid(path, "'removed' must be an array of ids") }
+            removed = try ids.map { id in
+                guard case .string(let text) = id else { throw invalid(path, "'removed' must be an array of ids") }
+                return text
+            }
+        }
         return PullPage(records: try items.enumerated().map { try record($1, path: "\(path).records[\($0)]") },
                         nextCursor: try reader.string("nextCursor"), remaining: Int(remaining),
-                        cursorReset: try reader.optionalBool("cursorReset") ?? false)
+                        cursorReset: try reader.optionalBool("cursorReset") ?? false, removed: removed)
     }
 }
 

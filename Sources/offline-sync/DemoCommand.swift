@@ -103,6 +103,7 @@ struct Demo {
         case let .pushProgress(done, total): return "pushProgress(\(done)/\(total))"
         case let .pullProgress(table, done, total): return "pullProgress(\(table) \(done)/\(total))"
         case let .conflictResolved(table, itemId, resolution): return "conflictResolved(\(table), \(itemId), \(resolution.name))"
+        case let .removedFromView(table, ids): return "removedFromView(\(table), \(ids.count) rows)"
         }
     }
 

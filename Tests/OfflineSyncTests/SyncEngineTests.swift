@@ -82,6 +82,7 @@ func name(_ event: SyncEvent) -> String {
     case .pushProgress(let done, let total): return "pushProgress(\(done)/\(total))"
     case .pullProgress(_, let done, let total): return "pullProgress(\(done)/\(total))"
     case .conflictResolved(_, _, let resolution): return "conflictResolved(\(resolution.name))"
+    case .removedFromView(let table, let ids): return "removedFromView(\(table), \(ids.count))"
     }
 }
 

@@ -41,32 +41,43 @@ extension SyncContext {
                 networkReachable(false)
                 throw error
             }
-            let more = page.remaining > 0 && !page.records.isEmpty
+            let more = page.remaining > 0 && !(page.records.isEmpty && page.removed.isEmpty)
             if more { next = fetch(after: page.nextCursor) }
             if page.cursorReset { summary.isFullSync = true }
-            let counts = try await store.write { txn in
+            let (counts, removedIds) = try await store.write { txn in
                 try SyncContext.applyPage(page, table: table, queryId: queryId, txn: txn)
             }
+            if !removedIds.isEmpty { broadcaster.publish(.removedFromView(table: table, ids: removedIds)) }
             summary.pages += 1
             summary.received += page.records.count
             summary.added += counts.added
             summary.updated += counts.updated
             summary.deleted += counts.deleted
             summary.skippedPending += counts.skippedPending
-            done += page.records.count
+            summary.removedFromView += counts.removedFromView
+            done += page.records.count + page.removed.count
             broadcaster.publish(.pullProgress(table: table, done: done, total: done + page.remaining))
             if !more { break }
         }
         broadcaster.publish(.modelSynced(ModelSyncedEvent(
             table: table, isFullSync: summary.isFullSync, isDeltaSync: !summary.isFullSync, added: summary.added,
-            updated: summary.updated, deleted: summary.deleted, skippedPending: summary.skippedPending)))
+            updated: summary.updated, deleted: summary.deleted, skippedPending: summary.skippedPending,
+            removedFromView: summary.removedFromView)))
         return summary
     }
 
+    /// Applies one page in one local transaction: its records, its removals (rows that left
+    /// the view) and its cursor. Rows with a pending local operation are left alone. Returns
+    /// the counts and the ids removed.
     static func applyPage(_ page: PullPage, table: String, queryId: String?,
-                          txn: any LocalWriteTransaction) throws -> PullSummary {
+                          txn: any LocalWriteTransaction) throws -> (PullSummary, [String]) {
         var counts = PullSummary(table: table)
-        let withOperations = try Outbox.itemsWithOperations(txn, table: table, among: page.records.map(\.id))
+        let withOperations = try Outbox.itemsWithOperations(txn, table: table, among: page.records.map(\.id) + page.removed)
+        var removedIds: [String] = []
+        for id in page.removed where !withOperations.contains(id) {
+            if try txn.delete(id: id, in: table) { removedIds.append(id) }
+        }
+        counts.removedFromView = removedIds.count
         for record in page.records {
             if withOperations.contains(record.id) { counts.skippedPending += 1; continue }
             let existing = try txn.record(in: table, id: record.id)
@@ -84,6 +95,6 @@ extension SyncContext {
             try ConfigRow.setValue(txn, table: table, key: ConfigRow.cursorKey(queryId),
                                      keyType: ConfigRow.KeyType.cursor.rawValue, value: page.nextCursor)
         }
-        return counts
+        return (counts, removedIds)
     }
 }

@@ -16,6 +16,9 @@ public struct ModelSyncedEvent: Sendable, Hashable {
     public var deleted: Int
     /// Remote changes not applied because the record has a pending local operation.
     public var skippedPending: Int
+    /// Local records removed because they left the identity's view under the server's sync
+    /// rules (a membership ended), although no one deleted them.
+    public var removedFromView: Int = 0
 }
 
 /// One event of a ``SyncContext``, named after Amplify DataStore's hub events.
@@ -48,4 +51,8 @@ public enum SyncEvent: Sendable, Hashable {
     case pullProgress(table: String, done: Int, total: Int)
     /// A conflict was resolved by the resolver (not left for the app).
     case conflictResolved(table: String, itemId: String, resolution: ConflictResolution)
+    /// A pull removed these local records because they left the identity's view under the
+    /// server's sync rules (see ``ModelSyncedEvent/removedFromView``); ids with a pending local
+    /// operation are kept until the push's answer settles them.
+    case removedFromView(table: String, ids: [String])
 }

@@ -52,6 +52,8 @@ public struct PullSummary: Sendable, Hashable {
     public var deleted = 0
     /// Remote changes not applied because the item has a local operation queued.
     public var skippedPending = 0
+    /// Local records removed because they left the identity's view (sync rules).
+    public var removedFromView = 0
     /// Whether the pull started from the beginning.
     public var isFullSync = true
 }

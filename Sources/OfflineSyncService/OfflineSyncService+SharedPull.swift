@@ -1,0 +1,77 @@
+import OfflineSync
+import OfflineSyncStoreKit
+
+// Pulls of shared tables. A caller that an `everyone` read grant admits reads the table in
+// change-sequence order, as owner-only tables are read; any other caller reads its view log.
+// Either way every row served is checked by the full rules with the caller's claims first.
+
+extension OfflineSyncService {
+    /// The two ways a shared table is read; the cursor names the one it belongs to, and a
+    /// cursor of the other way (the caller's roles changed) starts the pull over.
+    private enum PullMode: String {
+        case table = "t", view = "v"
+    }
+
+    func pullShared(claims: Claims, _ request: PullRequest) async throws -> PullPage {
+        let predicate = try Self.mapPredicate(request.predicate)
+        let limit = min(max(request.limit, 1), Self.maxPageSize)
+        let table = request.table
+        let direct = rules.rules(for: table)?.read.contains { grant in
+            grant.kind == .everyone && grant.conditions.allSatisfy { $0.holds(for: claims) }
+        } ?? false
+        let mode: PullMode = direct ? .table : .view
+        return try await store.read { txn in
+            let epoch = try SequenceRow.of(txn, table: table).epoch
+            var after: Int64 = 0, reset = false
+            if let cursor = request.cursor {
+                let parts = cursor.split(separator: ":")
+                guard parts.count == 3, let sequence = Int64(parts[2]), sequence >= 0, PullMode(rawValue: String(parts[1])) != nil else {
+                    throw SyncError(.invalidCursor, "the cursor is not one this service issued")
+                }
+                if parts[0] == epoch, parts[1] == mode.rawValue { after = sequence } else { reset = true }
+            }
+            let fresh = request.cursor == nil || reset
+            var page: (records: [Record], removed: [String], last: Int64, remaining: Int)
+            switch mode {
+            case .table: page = try self.tablePage(table, after: after, limit: limit, predicate: predicate, claims: claims, txn)
+            case .view: page = try self.viewPage(table, after: after, limit: limit, predicate: predicate, claims: claims, fresh: fresh, txn)
+            }
+            return PullPage(records: page.records, nextCursor: "\(epoch):\(mode.rawValue):\(page.last)", remaining: page.remaining,
+                            cursorReset: reset, removed: page.removed)
+        }
+    }
+
+    /// A page of the table's changes in sequence order (an `everyone` grant admits the caller).
+    private func tablePage(_ table: String, after: Int64, limit: Int, predicate: QueryPredicate, claims: Claims,
+                           _ txn: any LocalReadTransaction) throws -> (records: [Record], removed: [String], last: Int64, remaining: Int) {
+        let wanted: QueryPredicate = predicate == .all ? .all : (predicate || Field(SystemField.deleted) == true)
+        let rows = try txn.records(in: table, matching: Query(Field(Meta.sequence) > .int(after) && wanted,
+                                                              order: [SortKey(Meta.sequence)], limit: limit))
+        let last = rows.last?[Meta.sequence].intValue ?? after
+        let remaining = rows.count < limit ? 0 : try txn.count(in: table, matching: Field(Meta.sequence) > .int(last) && wanted)
+        var records: [Record] = []
+        for row in rows where try evaluator.canRead(row, in: table, claims: claims, txn) { records.append(Self.publicRecord(row)) }
+        return (records, [], last, remaining)
+    }
+
+    /// A page of the caller's view log: rows in view (checked again, claims included) and
+    /// the ids of rows that left it. A first pull skips the departures: the client has none
+    /// of those rows.
+    private func viewPage(_ table: String, after: Int64, limit: Int, predicate: QueryPredicate, claims: Claims, fresh: Bool,
+                          _ txn: any LocalReadTransaction) throws -> (records: [Record], removed: [String], last: Int64, remaining: Int) {
+        let entries = try ViewRow.all(txn, Query(ViewRow.after(after, identity: claims.identity, table: table),
+                                                 order: [ViewRow.sorted(.sequence)], limit: limit))
+        var records: [Record] = [], removed: [String] = []
+        for entry in entries {
+            if entry.visible, let row = try txn.record(in: table, id: entry.item),
+               try evaluator.canRead(row, in: table, claims: claims, txn) {
+                if row.deleted || predicate == .all || QueryEvaluator.matches(row, predicate) { records.append(Self.publicRecord(row)) }
+            } else if !fresh {
+                removed.append(entry.item)
+            }
+        }
+        let last = entries.last?.sequence ?? after
+        let remaining = entries.count < limit ? 0 : try ViewRow.count(txn, ViewRow.after(last, identity: claims.identity, table: table))
+        return (records, removed, last, remaining)
+    }
+}
