@@ -30,11 +30,10 @@ extension OfflineSyncService {
                 }
                 if parts[0] == epoch, parts[1] == mode.rawValue { after = sequence } else { reset = true }
             }
-            let fresh = request.cursor == nil || reset
             var page: (records: [Record], removed: [String], last: Int64, remaining: Int)
             switch mode {
             case .table: page = try self.tablePage(table, after: after, limit: limit, predicate: predicate, claims: claims, txn)
-            case .view: page = try self.viewPage(table, after: after, limit: limit, predicate: predicate, claims: claims, fresh: fresh, txn)
+            case .view: page = try self.viewPage(table, after: after, limit: limit, predicate: predicate, claims: claims, txn)
             }
             return PullPage(records: page.records, nextCursor: "\(epoch):\(mode.rawValue):\(page.last)", remaining: page.remaining,
                             cursorReset: reset, removed: page.removed)
@@ -55,9 +54,9 @@ extension OfflineSyncService {
     }
 
     /// A page of the caller's view log: rows in view (checked again, claims included) and
-    /// the ids of rows that left it. A first pull skips the departures: the client has none
-    /// of those rows.
-    private func viewPage(_ table: String, after: Int64, limit: Int, predicate: QueryPredicate, claims: Claims, fresh: Bool,
+    /// the ids of rows that left it — on a first pull too, since the client may hold rows it
+    /// wrote itself and may not read back.
+    private func viewPage(_ table: String, after: Int64, limit: Int, predicate: QueryPredicate, claims: Claims,
                           _ txn: any LocalReadTransaction) throws -> (records: [Record], removed: [String], last: Int64, remaining: Int) {
         let entries = try ViewRow.all(txn, Query(ViewRow.after(after, identity: claims.identity, table: table),
                                                  order: [ViewRow.sorted(.sequence)], limit: limit))
@@ -66,7 +65,7 @@ extension OfflineSyncService {
             if entry.visible, let row = try txn.record(in: table, id: entry.item),
                try evaluator.canRead(row, in: table, claims: claims, txn) {
                 if row.deleted || predicate == .all || QueryEvaluator.matches(row, predicate) { records.append(Self.publicRecord(row)) }
-            } else if !fresh {
+            } else {
                 removed.append(entry.item)
             }
         }

@@ -117,6 +117,16 @@ public final class OfflineSyncService: Sendable {
         guard schemas[table] != nil || allowUndeclaredTables, rules.rules(for: table) != nil else {
             throw SyncError(.rejected, "table '\(table)' is not served")
         }
+        try await defineStorage(table)
+        if Self.isShared(table, under: rules) {
+            // The rules look rows up in the tables they name (memberships, owned rows), so
+            // those exist before the first decision about a shared row.
+            for other in rules.tables.keys.sorted() where !defined.contains(other) { try await defineStorage(other) }
+        }
+    }
+
+    /// Defines the table's storage and its sequence row.
+    private func defineStorage(_ table: String) async throws {
         try await store.defineTable(storageSchema(for: table))
         try await store.write { txn in
             if try SequenceRow.find(txn, id: table) == nil {

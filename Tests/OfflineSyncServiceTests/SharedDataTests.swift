@@ -1,6 +1,7 @@
 import Foundation
 import OfflineSync
 import OfflineSyncService
+import OfflineSyncSQLite
 import OfflineSyncStoreKit
 import OfflineSyncTestSupport
 import Testing
@@ -21,9 +22,16 @@ struct SharedDataTests {
         ])
     static let tables = ["lists", "list_members", "todos"]
 
-    /// A client of `identity`, with the three tables.
-    static func client(_ service: OfflineSyncService, _ identity: String) async throws -> SyncContext {
-        let context = try await SyncContext(store: InMemoryStore(), remote: service.remote(for: identity))
+    /// A client of `identity`, with the three tables, on a store in memory or (given a
+    /// directory) in a SQLite file.
+    static func client(_ service: OfflineSyncService, _ identity: String, in directory: URL? = nil) async throws -> SyncContext {
+        let store: any LocalStore
+        if let directory {
+            store = try await SQLiteStore(path: directory.appendingPathComponent("\(identity).sqlite").path)
+        } else {
+            store = InMemoryStore()
+        }
+        let context = try await SyncContext(store: store, remote: service.remote(for: identity))
         for table in tables { try await context.defineTable(TableSchema(table)) }
         return context
     }
@@ -92,7 +100,35 @@ struct SharedDataTests {
         #expect(try await bob.table("lists").get("L1")?["name"] == "groceries")
     }
 
+    @Test("a store written without rules opens under rules with every owner-only row intact")
+    func existingStoreOpensUnchanged() async throws {
+        try await withTemporaryDirectory { directory in
+            let path = directory.appendingPathComponent("server.sqlite").path
+            let before = try await SQLiteStore(path: path)
+            let plain = try await OfflineSyncService(store: before)
+            for identity in ["alice", "bob"] {
+                let results = try await plain.push(identity: identity, [PushOperation(
+                    id: "op-\(identity)", table: "notes", itemId: "n1", kind: .insert,
+                    item: Record(id: "n1", fields: ["text": .string("\(identity)'s note")]), baseVersion: nil)])
+                #expect(results.count == 1)
+            }
+            try await before.close()
+
+            let after = try await SQLiteStore(path: path)
+            let shared = try await OfflineSyncService(store: after, rules: Self.rules)
+            for identity in ["alice", "bob"] {
+                let page = try await shared.pull(identity: identity, PullRequest(table: "notes", cursor: nil, limit: 100))
+                #expect(page.records.map(\.id) == ["n1"])
+                #expect(page.records.first?["text"] == .string("\(identity)'s note"))
+            }
+            try await after.close()
+        }
+    }
+
     // MARK: The differential test
+
+    /// 20 seeds, or `OFFLINE_SYNC_SHARED_SEEDS` of them (for long runs).
+    static let seedCount = Int(ProcessInfo.processInfo.environment["OFFLINE_SYNC_SHARED_SEEDS"] ?? "") ?? 20
 
     /// What the rules let `identity` read, computed straight from the server's rows: a
     /// second, independent statement of the shared-lists rules.
@@ -135,14 +171,27 @@ struct SharedDataTests {
         return view
     }
 
-    @Test("random shares, revocations and writes: after every sync a client holds exactly what the rules let it read",
-          arguments: 0..<20)
+    @Test("random shares, revocations and writes: after every sync a client holds exactly what the rules let it read (odd seeds on SQLite files)",
+          arguments: 0..<SharedDataTests.seedCount)
     func differential(seed: Int) async throws {
+        try await withTemporaryDirectory { directory in
+            try await differential(seed: seed, in: seed % 2 == 1 ? directory : nil)
+        }
+    }
+
+    /// One seeded run; with a directory, the server and every client keep SQLite files there.
+    func differential(seed: Int, in directory: URL?) async throws {
         var rng = SplitMix(seed: UInt64(seed) &* 0x9E37_79B9_7F4A_7C15 &+ 1)
         let identities = ["ann", "ben", "cat", "dan"]
-        let service = try await OfflineSyncService(store: InMemoryStore(), rules: Self.rules)
+        let serverStore: any LocalStore
+        if let directory {
+            serverStore = try await SQLiteStore(path: directory.appendingPathComponent("server.sqlite").path)
+        } else {
+            serverStore = InMemoryStore()
+        }
+        let service = try await OfflineSyncService(store: serverStore, rules: Self.rules)
         var clients: [String: SyncContext] = [:]
-        for identity in identities { clients[identity] = try await Self.client(service, identity) }
+        for identity in identities { clients[identity] = try await Self.client(service, identity, in: directory) }
         var lists: [(id: String, owner: String)] = []
         let trace = ProcessInfo.processInfo.environment["SHARED_TRACE"] == String(seed)
         for step in 0..<60 {
@@ -190,6 +239,7 @@ struct SharedDataTests {
             let expected = try await Self.oracle(service, identity), actual = try await Self.local(clients[identity]!)
             #expect(actual == expected, "seed \(seed), at the end: \(identity)'s tables differ from what the rules let it read")
         }
+        try await serverStore.close()
     }
 }
 
