@@ -201,6 +201,13 @@ struct WireWriterTests {
         let page = PullPage(records: records, nextCursor: "e:9", remaining: 3, cursorReset: true)
         #expect(Wire.encode(page) == Wire.json(page).encoded)
         #expect(try Wire.pullPage(JSON.parse(Wire.encode(page))) == page)
+        // Ids that left the view under sync rules: written only when there are some.
+        let withRemovals = PullPage(records: Array(records.prefix(2)), nextCursor: "e:v:12", remaining: 0,
+                                    removed: ["gone", "quote \" é", ""])
+        #expect(Wire.encode(withRemovals) == Wire.json(withRemovals).encoded)
+        #expect(try Wire.pullPage(JSON.parse(Wire.encode(withRemovals))) == withRemovals)
+        #expect(!String(decoding: Wire.encode(page), as: UTF8.self).contains("removed"))
+        #expect(throws: SyncError.self) { try Wire.pullPage(JSON.parse(Array(#"{"records":[],"nextCursor":"c","removed":[1]}"#.utf8))) }
         let operations = records.map { PushOperation(id: "op-\($0.id)", table: "t", itemId: $0.id, kind: $0.deleted ? .delete : .update,
                                                      item: $0.deleted ? nil : $0, baseVersion: $0.version) }
         #expect(Wire.encode(operations: operations) == JSON.object([("operations", .array(operations.map(Wire.json)))]).encoded)
