@@ -33,7 +33,7 @@ struct Routes: Sendable {
     }
 
     func push(_ request: Request, _ context: SyncRequestContext) async throws -> Response {
-        let identity = try await authenticate(request)
+        let claims = try await authenticateClaims(request)
         let body = try await readJSON(request)
         guard case .object = body, case .array(let items)? = body["operations"] else {
             throw APIError(.badRequest, "invalidRequest", "the body must be an object with an 'operations' array")
@@ -47,30 +47,37 @@ struct Routes: Sendable {
         for operation in operations where !seen.insert(operation.id).inserted {
             throw APIError(.badRequest, "invalidRequest", "operation id '\(operation.id)' appears twice in one push")
         }
-        let results = try await call { try await service.push(identity: identity, operations) }
-        await announce(identity: identity, results: results, operations: operations)
-        return Self.json(bytes: Wire.encode(results: results))
+        let report = try await call { try await service.pushReporting(claims: claims, operations) }
+        await announce(identity: claims.identity, results: report.results, operations: operations, viewsChanged: report.viewsChanged)
+        return Self.json(bytes: Wire.encode(results: report.results))
     }
 
     func pull(_ request: Request, _ context: SyncRequestContext) async throws -> Response {
-        let identity = try await authenticate(request)
+        let claims = try await authenticateClaims(request)
         let body = try await readJSON(request)
         let pull = try await decode { try Wire.pullRequest(body) }
         guard pull.limit <= configuration.maxPageSize else {
             throw APIError(.badRequest, "pageSizeExceeded", "'limit' may be at most \(configuration.maxPageSize)")
         }
-        let page = try await call { try await service.pull(identity: identity, pull) }
+        let page = try await call { try await service.pull(claims: claims, pull) }
         return Self.json(bytes: Wire.encode(page))
     }
 
-    /// Announces the tables a push changed.
-    func announce(identity: String, results: [PushResult], operations: [PushOperation]) async {
-        var tables = Set<String>()
-        for (result, operation) in zip(results, operations) {
-            if case .applied = result.outcome { tables.insert(operation.table) }
+    /// Announces the tables a push changed: to the writer for its own rows, and for shared
+    /// tables to every identity whose view changed (and to no other).
+    func announce(identity: String, results: [PushResult], operations: [PushOperation],
+                  viewsChanged: [String: Set<String>] = [:]) async {
+        var notices = Set<ChangeNotice>()
+        for (result, operation) in zip(results, operations) where viewsChanged[operation.table] == nil {
+            if case .applied = result.outcome, !service.isShared(operation.table) {
+                notices.insert(ChangeNotice(identity: identity, table: operation.table))
+            }
         }
-        if !tables.isEmpty {
-            await server.feed.publish(tables.sorted().map { ChangeNotice(identity: identity, table: $0) })
+        for (table, identities) in viewsChanged {
+            for reader in identities { notices.insert(ChangeNotice(identity: reader, table: table)) }
+        }
+        if !notices.isEmpty {
+            await server.feed.publish(notices.sorted { ($0.identity, $0.table) < ($1.identity, $1.table) })
         }
     }
 
@@ -196,11 +203,16 @@ struct Routes: Sendable {
 
     /// The identity of the request's bearer token; 401 without detail otherwise.
     func authenticate(_ request: Request) async throws -> String {
+        try await authenticateClaims(request).identity
+    }
+
+    /// The claims of the request's bearer token (identity and roles); 401 without detail otherwise.
+    func authenticateClaims(_ request: Request) async throws -> Claims {
         guard let header = request.headers[.authorization] else { throw APIError.unauthorized }
         let parts = header.split(separator: " ", maxSplits: 1)
         guard parts.count == 2, parts[0].lowercased() == "bearer" else { throw APIError.unauthorized }
         do {
-            return try await server.tokens.identity(fromToken: String(parts[1]).trimmingCharacters(in: .whitespaces))
+            return try await server.tokens.claims(fromToken: String(parts[1]).trimmingCharacters(in: .whitespaces))
         } catch {
             throw APIError.unauthorized
         }

@@ -108,7 +108,8 @@ extension OfflineSyncService {
         static let schema = TableSchema(table, fields: [
             column(.identity, .string), column(.table, .string), column(.item, .string),
             column(.sequence, .int), column(.visible, .bool),
-        ], indexes: [IndexDefinition([CodingKeys.identity.rawValue, CodingKeys.table.rawValue, CodingKeys.sequence.rawValue])],
+        ], indexes: [IndexDefinition([CodingKeys.identity.rawValue, CodingKeys.table.rawValue, CodingKeys.sequence.rawValue]),
+                     IndexDefinition([CodingKeys.table.rawValue, CodingKeys.sequence.rawValue])],
            undeclaredFields: .reject)
 
         /// The entry's id: unambiguous for any identity, table and item.

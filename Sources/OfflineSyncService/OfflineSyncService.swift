@@ -81,6 +81,9 @@ public final class OfflineSyncService: Sendable {
         IdentityRemote(service: self, claims: claims)
     }
 
+    /// Whether `table` is shared under the service's rules (rows readable beyond their owner).
+    public func isShared(_ table: String) -> Bool { Self.isShared(table, under: rules) }
+
     /// Whether `table` is shared under `rules`: served, and not owner-only.
     static func isShared(_ table: String, under rules: SyncRules) -> Bool {
         guard let tableRules = rules.rules(for: table) else { return false }
@@ -164,6 +167,21 @@ public final class OfflineSyncService: Sendable {
     /// Applies a batch for the caller with `claims` (see ``push(identity:_:)``); the rules'
     /// claim conditions see them.
     public func push(claims: Claims, _ operations: [PushOperation]) async throws -> [PushResult] {
+        try await pushReporting(claims: claims, operations).results
+    }
+
+    /// What a push did: one result per operation, and for each shared table it changed, the
+    /// identities whose view of it changed — whom a server notifies (every identity that can
+    /// read a changed row, and any that just lost one).
+    public struct PushReport: Sendable, Hashable {
+        /// One result per operation, in order.
+        public var results: [PushResult]
+        /// Shared tables the push changed, each with the identities whose view changed.
+        public var viewsChanged: [String: Set<String>]
+    }
+
+    /// Applies a batch (see ``push(claims:_:)``) and reports whose views it changed.
+    public func pushReporting(claims: Claims, _ operations: [PushOperation]) async throws -> PushReport {
         let identity = claims.identity
         try Self.validateIdentity(identity)
         var unserved: [String: String] = [:]
@@ -198,10 +216,19 @@ public final class OfflineSyncService: Sendable {
                 try OutcomeRow(id: key, outcome: outcome, createdAt: now).save(txn)
                 results.append(PushResult(operationId: operation.id, outcome: outcome))
             }
+            var viewsChanged: [String: Set<String>] = [:]
             for (table, state) in sequences {
+                if Self.isShared(table, under: self.rules) {
+                    // The view log entries this push wrote are those after the table's last
+                    // committed sequence (the row is saved just below).
+                    let committed = try SequenceRow.of(txn, table: table).sequence
+                    let entries = try ViewRow.all(txn, Query(ViewRow.field(.table) == .string(table)
+                        && ViewRow.field(.sequence) > .int(committed)))
+                    if !entries.isEmpty { viewsChanged[table] = Set(entries.map(\.identity)) }
+                }
                 try SequenceRow(id: table, epoch: state.epoch, sequence: state.next - 1).save(txn)
             }
-            return results
+            return PushReport(results: results, viewsChanged: viewsChanged)
         }
     }
 

@@ -105,6 +105,11 @@ struct ServeCommand: AsyncParsableCommand {
             """))
     var cognitoKeys: [String] = []
 
+    @Option(help: ArgumentHelp("A sync rules document (environment: OFFLINE_SYNC_RULES).", discussion: """
+        YAML, as Docs/SyncRules.md describes: which rows each identity may read and write         (shared lists, teams, public tables, roles). Without one every table is owner-only. An         invalid document stops the server before it listens, naming the line and the problem.
+        """))
+    var rules: String?
+
     func run() async throws {
         let environment = ProcessInfo.processInfo.environment
         guard let level = Logger.Level(rawValue: logLevel) else { throw ValidationError("unknown log level '\(logLevel)'") }
@@ -121,10 +126,12 @@ struct ServeCommand: AsyncParsableCommand {
             try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
             storeText = "sqlite://" + directory.standardizedFileURL.appendingPathComponent("server.sqlite").path
         }
+        let rulesPath = self.rules ?? environment["OFFLINE_SYNC_RULES"]
+        let syncRules = try rulesPath.map(SyncRules.init(contentsOfFile:)) ?? .ownerOnly
         let storeArguments = try StoreArguments.parse(["--store", storeText])
         let (location, adapter) = try StoreRegistry.builtIn.resolve(try storeArguments.url())
         let store = try await adapter.open(location, try storeArguments.options(for: location))
-        let service = try await OfflineSyncService(store: store)
+        let service = try await OfflineSyncService(store: store, rules: syncRules)
         var feed: any ChangeFeed = LocalChangeFeed()
         if let postgres = store as? PostgreSQLStore {
             let channel = "offline_sync_changes"

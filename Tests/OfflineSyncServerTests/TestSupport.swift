@@ -26,9 +26,10 @@ struct LiveServer: Sendable {
     let running: RunningSyncServer
     var baseURL: String { running.baseURL }
 
-    static func start(in directory: URL, configure: (inout SyncServer.Configuration) -> Void = { _ in }) async throws -> LiveServer {
+    static func start(in directory: URL, rules: SyncRules = .ownerOnly,
+                      configure: (inout SyncServer.Configuration) -> Void = { _ in }) async throws -> LiveServer {
         let store = try await SQLiteStore(path: directory.appendingPathComponent("server.sqlite").path)
-        let service = try await OfflineSyncService(store: store)
+        let service = try await OfflineSyncService(store: store, rules: rules)
         var configuration = SyncServer.Configuration(port: 0, tokenSecret: testSecret, adminKey: testAdminKey, logger: quietLogger)
         configure(&configuration)
         let server = try await SyncServer(service: service, configuration: configuration)
@@ -48,10 +49,10 @@ struct LiveServer: Sendable {
     }
 
     /// Runs `body` against a fresh server and stops it afterwards, even on failure.
-    static func with<T>(configure: (inout SyncServer.Configuration) -> Void = { _ in },
+    static func with<T>(rules: SyncRules = .ownerOnly, configure: (inout SyncServer.Configuration) -> Void = { _ in },
                         _ body: (LiveServer) async throws -> T) async throws -> T {
         try await withTemporaryDirectory { directory in
-            let live = try await start(in: directory, configure: configure)
+            let live = try await start(in: directory, rules: rules, configure: configure)
             do {
                 let result = try await body(live)
                 try await live.stop()

@@ -1,0 +1,73 @@
+import Foundation
+import OfflineSync
+import OfflineSyncHTTP
+import OfflineSyncServer
+import OfflineSyncService
+import OfflineSyncTestSupport
+import Testing
+
+/// Shared lists through the live server: the native routes pass the token's claims to the
+/// rules, notifications reach every identity whose view changed and no other.
+@Suite("Shared data over HTTP: rules on the native routes, notifications to every reader")
+struct SharedHTTPTests {
+    static let rules = SyncRules(
+        memberships: ["list_members": Membership(table: "list_members", member: "user_id", group: "list_id")],
+        tables: [
+            "lists": TableRules(read: [Grant(.owner), Grant(.member("list_members", key: SystemField.id, roles: nil))],
+                                write: [Grant(.owner)]),
+            "todos": TableRules(read: [Grant(.member("list_members", key: "list_id", roles: nil))],
+                                write: [Grant(.member("list_members", key: "list_id", roles: nil))]),
+            "list_members": TableRules(read: [Grant(.member("list_members", key: "list_id", roles: nil)), Grant(.identityField("user_id")),
+                                              Grant(.ownerOf("lists", key: "list_id"))],
+                                       write: [Grant(.ownerOf("lists", key: "list_id"))]),
+        ])
+
+    static func insert(_ id: String, _ table: String, _ fields: [String: Value]) -> PushOperation {
+        PushOperation(id: "op-\(table)-\(id)", table: table, itemId: id, kind: .insert, item: Record(id: id, fields: fields), baseVersion: nil)
+    }
+
+    @Test("bob hears of a list alice shares with him and pulls it; carol hears nothing and pulls nothing; bob's removal reaches him as removed ids")
+    func shareOverHTTP() async throws {
+        try await LiveServer.with(rules: Self.rules) { live in
+            let alice = try await live.remote("alice"), bob = try await live.remote("bob"), carol = try await live.remote("carol")
+            var bobEvents = bob.changes().makeAsyncIterator(), carolEvents = carol.changes().makeAsyncIterator()
+            #expect(await bobEvents.next() == .subscribed)
+            #expect(await carolEvents.next() == .subscribed)
+
+            let results = try await alice.push([
+                Self.insert("L1", "lists", ["name": "groceries"]),
+                Self.insert("m-bob", "list_members", ["list_id": "L1", "user_id": "bob"]),
+                Self.insert("m-alice", "list_members", ["list_id": "L1", "user_id": "alice"]),
+                Self.insert("t1", "todos", ["list_id": "L1", "title": "milk"]),
+            ])
+            #expect(results.allSatisfy { if case .applied = $0.outcome { true } else { false } })
+            #expect(await bobEvents.next() == .changed(table: "list_members"))
+            #expect(await bobEvents.next() == .changed(table: "lists"))
+            #expect(await bobEvents.next() == .changed(table: "todos"))
+
+            let page = try await bob.pull(PullRequest(table: "todos"))
+            #expect(page.records.map(\.id) == ["t1"])
+            #expect(page.records.first?["title"] == "milk")
+            #expect(try await carol.pull(PullRequest(table: "todos")).records.isEmpty)
+            #expect(try await carol.pull(PullRequest(table: "lists")).records.isEmpty)
+
+            // Carol's own change is the next thing she hears: nothing of alice's came before it.
+            _ = try await carol.push([Self.insert("n1", "notes", ["text": "mine"])])
+            #expect(await carolEvents.next() == .changed(table: "notes"))
+
+            // Carol may not write into a list she is not in: a 403 that carries nothing.
+            let refused = try await carol.push([Self.insert("t2", "todos", ["list_id": "L1", "title": "spam"])])
+            guard case let .rejected(reason, status) = refused.first?.outcome else { Issue.record("not refused"); return }
+            #expect(status == 403)
+            #expect(!reason.contains("milk") && !reason.contains("groceries"))
+
+            // Alice removes bob: he hears of it, and his next pull of todos says t1 left his view.
+            _ = try await alice.push([PushOperation(id: "op-remove-bob", table: "list_members", itemId: "m-bob", kind: .delete,
+                                                    item: nil, baseVersion: nil)])
+            #expect(await bobEvents.next() == .changed(table: "list_members"))
+            let after = try await bob.pull(PullRequest(table: "todos", cursor: page.nextCursor))
+            #expect(after.records.isEmpty)
+            #expect(after.removed == ["t1"])
+        }
+    }
+}
