@@ -200,7 +200,7 @@ let package = Package(
         // What every test target shares: temporary directories, typed-error helpers, boxes.
         .target(
             name: "OfflineSyncTestSupport",
-            dependencies: ["OfflineSync"],
+            dependencies: ["OfflineSync", "OfflineSyncService"],
             path: "Tests/OfflineSyncTestSupport"
         ),
         .testTarget(

@@ -123,7 +123,7 @@ extension OfflineSyncService {
         for (dependent, grants) in rules.tables.sorted(by: { $0.key < $1.key }) {
             var keys: [String] = []
             for case let .member(used, key, _) in grants.read.map(\.kind) where used == name && !keys.contains(key) { keys.append(key) }
-            guard !keys.isEmpty, try SequenceRow.find(txn, id: dependent) != nil else { continue }
+            guard !keys.isEmpty else { continue }
             for key in keys {
                 for row in try rows(of: dependent, whereKey: key, is: group, txn) {
                     try record(row, of: dependent, for: member, txn, &sequences)
@@ -160,13 +160,12 @@ extension OfflineSyncService {
             case .identityField(let field):
                 if let identity = row[field].stringValue { identities.insert(identity) }
             case let .member(name, key, _):
-                guard let membership = rules.memberships[name], let group = RuleEvaluator.value(of: key, in: row),
-                      try SequenceRow.find(txn, id: membership.table) != nil else { continue }
+                guard let membership = rules.memberships[name], let group = RuleEvaluator.value(of: key, in: row) else { continue }
                 let members = try txn.records(in: membership.table, matching: Query(
                     Field(membership.group) == group && Field(SystemField.deleted) == false))
                 identities.formUnion(members.compactMap { $0[membership.member].stringValue })
             case let .ownerOf(target, key):
-                guard let item = RuleEvaluator.value(of: key, in: row), try SequenceRow.find(txn, id: target) != nil else { continue }
+                guard let item = RuleEvaluator.value(of: key, in: row) else { continue }
                 let owners = try txn.records(in: target, matching: Query(Field(Meta.item) == item && Field(SystemField.deleted) == false))
                 identities.formUnion(owners.compactMap { $0[Meta.owner].stringValue })
             }

@@ -32,6 +32,8 @@ public final class OfflineSyncService: Sendable {
     private let remainingCounts = RemainingCounts()
     /// Who may read and write which rows.
     public let rules: SyncRules
+    /// ``SyncRules/sharedTables``, worked out once.
+    let sharedTables: Set<String>
     let evaluator: RuleEvaluator
 
     /// The service's columns in every app table's rows (stripped from what clients see).
@@ -55,8 +57,10 @@ public final class OfflineSyncService: Sendable {
         self.store = store
         self.allowUndeclaredTables = allowUndeclaredTables
         self.rules = rules
+        let shared = rules.sharedTables
+        sharedTables = shared
         evaluator = RuleEvaluator(rules: rules) { table, item, identity in
-            Self.isShared(table, under: rules) ? item : Self.rowId(owner: identity, item: item)
+            shared.contains(table) ? item : Self.rowId(owner: identity, item: item)
         }
         var byName: [String: TableSchema] = [:]
         for schema in schemas {
@@ -81,14 +85,8 @@ public final class OfflineSyncService: Sendable {
         IdentityRemote(service: self, claims: claims)
     }
 
-    /// Whether `table` is shared under the service's rules (rows readable beyond their owner).
-    public func isShared(_ table: String) -> Bool { Self.isShared(table, under: rules) }
-
-    /// Whether `table` is shared under `rules`: served, and not owner-only.
-    static func isShared(_ table: String, under rules: SyncRules) -> Bool {
-        guard let tableRules = rules.rules(for: table) else { return false }
-        return !tableRules.isOwnerOnly
-    }
+    /// Whether `table` is shared under the service's rules (see ``SyncRules/sharedTables``).
+    public func isShared(_ table: String) -> Bool { sharedTables.contains(table) }
 
     // MARK: Tables
 
@@ -100,7 +98,7 @@ public final class OfflineSyncService: Sendable {
         fields.append(FieldDefinition(Meta.sequence, .int))
         var indexes = app.indexes
         indexes.append(IndexDefinition([Meta.owner, Meta.sequence]))
-        if Self.isShared(table, under: rules) {
+        if isShared(table) {
             indexes.append(IndexDefinition([Meta.sequence]))
             // The fields the rules look rows up by: declared as strings unless the app
             // declares them, so the store can index them.
@@ -121,10 +119,10 @@ public final class OfflineSyncService: Sendable {
             throw SyncError(.rejected, "table '\(table)' is not served")
         }
         try await defineStorage(table)
-        if Self.isShared(table, under: rules) {
-            // The rules look rows up in the tables they name (memberships, owned rows), so
+        if isShared(table) {
+            // Decisions look rows up in the other shared tables (memberships, owned rows), so
             // those exist before the first decision about a shared row.
-            for other in rules.tables.keys.sorted() where !defined.contains(other) { try await defineStorage(other) }
+            for other in sharedTables.sorted() where !defined.contains(other) { try await defineStorage(other) }
         }
     }
 
@@ -206,7 +204,7 @@ public final class OfflineSyncService: Sendable {
                 let outcome: PushOutcome
                 if let reason = refused[operation.table] {
                     outcome = .rejected(reason: reason, status: 404)
-                } else if Self.isShared(operation.table, under: self.rules) {
+                } else if self.isShared(operation.table) {
                     outcome = try self.applyShared(operation, claims: claims, schema: schemas[operation.table]!,
                                                    now: now, txn: txn, sequences: &sequences)
                 } else {
@@ -218,7 +216,7 @@ public final class OfflineSyncService: Sendable {
             }
             var viewsChanged: [String: Set<String>] = [:]
             for (table, state) in sequences {
-                if Self.isShared(table, under: self.rules) {
+                if self.isShared(table) {
                     // The view log entries this push wrote are those after the table's last
                     // committed sequence (the row is saved just below).
                     let committed = try SequenceRow.of(txn, table: table).sequence
@@ -304,7 +302,7 @@ public final class OfflineSyncService: Sendable {
         let identity = claims.identity
         try Self.validateIdentity(identity)
         try await ensureTable(request.table)
-        if Self.isShared(request.table, under: rules) { return try await pullShared(claims: claims, request) }
+        if isShared(request.table) { return try await pullShared(claims: claims, request) }
         let predicate = try Self.mapPredicate(request.predicate)
         let limit = min(max(request.limit, 1), Self.maxPageSize)
         let table = request.table
@@ -400,7 +398,7 @@ public final class OfflineSyncService: Sendable {
     /// The list APIs (the Datasync tables routes) serve owner-only tables; shared tables are
     /// pulled until those routes apply the rules too.
     private func refuseShared(_ table: String) throws {
-        if Self.isShared(table, under: rules) {
+        if isShared(table) {
             throw SyncError(.rejected, "table '\(table)' is shared by the sync rules; the list API does not serve shared tables yet")
         }
     }

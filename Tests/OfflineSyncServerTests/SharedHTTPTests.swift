@@ -10,17 +10,7 @@ import Testing
 /// rules, notifications reach every identity whose view changed and no other.
 @Suite("Shared data over HTTP: rules on the native routes, notifications to every reader")
 struct SharedHTTPTests {
-    static let rules = SyncRules(
-        memberships: ["list_members": Membership(table: "list_members", member: "user_id", group: "list_id")],
-        tables: [
-            "lists": TableRules(read: [Grant(.owner), Grant(.member("list_members", key: SystemField.id, roles: nil))],
-                                write: [Grant(.owner)]),
-            "todos": TableRules(read: [Grant(.member("list_members", key: "list_id", roles: nil))],
-                                write: [Grant(.member("list_members", key: "list_id", roles: nil))]),
-            "list_members": TableRules(read: [Grant(.member("list_members", key: "list_id", roles: nil)), Grant(.identityField("user_id")),
-                                              Grant(.ownerOf("lists", key: "list_id"))],
-                                       write: [Grant(.ownerOf("lists", key: "list_id"))]),
-        ])
+    static let rules = sharedListsRules(ownerReadsMembers: true)
 
     static func insert(_ id: String, _ table: String, _ fields: [String: Value]) -> PushOperation {
         PushOperation(id: "op-\(table)-\(id)", table: table, itemId: id, kind: .insert, item: Record(id: id, fields: fields), baseVersion: nil)

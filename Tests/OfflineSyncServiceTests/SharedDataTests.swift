@@ -10,16 +10,7 @@ import Testing
 /// stores, the service is the one the server runs.
 @Suite("Shared data: rules-enforced writes, move-in and move-out, against an independent oracle")
 struct SharedDataTests {
-    static let rules = SyncRules(
-        memberships: ["list_members": Membership(table: "list_members", member: "user_id", group: "list_id")],
-        tables: [
-            "lists": TableRules(read: [Grant(.owner), Grant(.member("list_members", key: SystemField.id, roles: nil))],
-                                write: [Grant(.owner)]),
-            "todos": TableRules(read: [Grant(.member("list_members", key: "list_id", roles: nil))],
-                                write: [Grant(.member("list_members", key: "list_id", roles: nil))]),
-            "list_members": TableRules(read: [Grant(.member("list_members", key: "list_id", roles: nil)), Grant(.identityField("user_id"))],
-                                       write: [Grant(.ownerOf("lists", key: "list_id"))]),
-        ])
+    static let rules = sharedListsRules(ownerReadsMembers: false)
     static let tables = ["lists", "list_members", "todos"]
 
     /// A client of `identity`, with the three tables, on a store in memory or (given a
@@ -85,6 +76,29 @@ struct SharedDataTests {
         #expect(summaries.map(\.removedFromView) == [1, 1, 0])
         #expect(summaries.map(\.deleted) == [0, 1, 0])
         #expect(try await alice.table("todos").get("t1")?["title"] == "oat milk", "the refused edit changed nothing")
+    }
+
+    @Test("a membership table whose own rules are owner-only still moves rows in and out of its members' views")
+    func ownerOnlyMembershipTable() async throws {
+        let rules = SyncRules(
+            memberships: ["crew": Membership(table: "crew", member: "user_id", group: "team_id")],
+            tables: ["crew": .ownerOnly,
+                     "docs": TableRules(read: [Grant(.member("crew", key: "team_id", roles: nil))],
+                                        write: [Grant(.member("crew", key: "team_id", roles: nil))])])
+        #expect(rules.sharedTables == ["crew", "docs"])
+        let service = try await OfflineSyncService(store: InMemoryStore(), rules: rules)
+        let alice = service.remote(for: "alice"), bob = service.remote(for: "bob")
+        func insert(_ id: String, _ table: String, _ fields: [String: Value]) -> PushOperation {
+            PushOperation(id: "op-\(id)", table: table, itemId: id, kind: .insert, item: Record(id: id, fields: fields), baseVersion: nil)
+        }
+        _ = try await alice.push([insert("c-alice", "crew", ["team_id": "T", "user_id": "alice"]),
+                                  insert("d1", "docs", ["team_id": "T", "text": "plan"])])
+        #expect(try await bob.pull(PullRequest(table: "docs")).records.isEmpty)
+        _ = try await alice.push([insert("c-bob", "crew", ["team_id": "T", "user_id": "bob"])])
+        let page = try await bob.pull(PullRequest(table: "docs"))
+        #expect(page.records.map(\.id) == ["d1"], "move-in through a membership added after the row")
+        _ = try await alice.push([PushOperation(id: "op-out", table: "crew", itemId: "c-bob", kind: .delete, item: nil, baseVersion: nil)])
+        #expect(try await bob.pull(PullRequest(table: "docs", cursor: page.nextCursor)).removed == ["d1"])
     }
 
     @Test("a write the rules refuse on a row the caller may read is undone by the next pull")

@@ -46,6 +46,19 @@ public struct SyncRules: Sendable, Hashable {
     /// The rules of a server without a rules document: every table owner-only.
     public static let ownerOnly = SyncRules()
 
+    /// The tables kept shared — one row per item id, served through the view log: those
+    /// whose rules are not owner-only, and those other grants look rows up in (membership
+    /// tables and `owner_of` targets), since their changes move rows in and out of views.
+    /// Every other table keeps each identity's rows apart, as without rules.
+    public var sharedTables: Set<String> {
+        var shared = Set(tables.filter { !$0.value.isOwnerOnly }.keys)
+        shared.formUnion(memberships.values.map(\.table))
+        for grant in tables.values.flatMap({ $0.read + $0.write }) {
+            if case let .ownerOf(target, _) = grant.kind { shared.insert(target) }
+        }
+        return shared
+    }
+
     /// The rules that apply to `table`: its own, or the default's (`nil` under
     /// ``DefaultAccess/deny``).
     public func rules(for table: String) -> TableRules? {
@@ -94,8 +107,9 @@ public struct TableRules: Sendable, Hashable {
     /// Each identity reads and writes the rows it created.
     public static let ownerOnly = TableRules(read: [Grant(.owner)], write: [Grant(.owner)])
 
-    /// Whether every grant is ``Grant/Kind/owner`` without conditions: such a table keeps
-    /// its rows per identity, as the service always has (ids are per identity, no row is shared).
+    /// Whether every grant is ``Grant/Kind/owner`` without conditions: unless other grants
+    /// look rows up in it (``SyncRules/sharedTables``), such a table keeps its rows per
+    /// identity, as the service always has (ids are per identity, no row is shared).
     public var isOwnerOnly: Bool {
         (read + write).allSatisfy { $0.kind == .owner && $0.conditions.isEmpty && $0.operations == Grant.allOperations }
             && !read.isEmpty && !write.isEmpty
