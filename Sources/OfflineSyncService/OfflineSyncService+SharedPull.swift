@@ -40,17 +40,41 @@ extension OfflineSyncService {
         }
     }
 
-    /// A page of the table's changes in sequence order (an `everyone` grant admits the caller).
+    /// A page of the table's changes in sequence order (an `everyone` grant admits the caller),
+    /// merged with the caller's own view entries: those exist only where the table's order
+    /// cannot tell it (a compensating write after a refused change re-sends an unchanged row).
     private func tablePage(_ table: String, after: Int64, limit: Int, predicate: QueryPredicate, claims: Claims,
                            _ txn: any LocalReadTransaction) throws -> (records: [Record], removed: [String], last: Int64, remaining: Int) {
         let wanted: QueryPredicate = predicate == .all ? .all : (predicate || Field(SystemField.deleted) == true)
         let rows = try txn.records(in: table, matching: Query(Field(Meta.sequence) > .int(after) && wanted,
                                                               order: [SortKey(Meta.sequence)], limit: limit))
-        let last = rows.last?[Meta.sequence].intValue ?? after
-        let remaining = rows.count < limit ? 0 : try txn.count(in: table, matching: Field(Meta.sequence) > .int(last) && wanted)
-        var records: [Record] = []
-        for row in rows where try evaluator.canRead(row, in: table, claims: claims, txn) { records.append(Self.publicRecord(row)) }
-        return (records, [], last, remaining)
+        let entries = try ViewRow.all(txn, Query(ViewRow.after(after, identity: claims.identity, table: table),
+                                                 order: [ViewRow.sorted(.sequence)], limit: limit))
+        // Both streams share the table's sequence: merge them and keep the first `limit`.
+        var merged: [(sequence: Int64, item: String, row: Record?)] =
+            rows.map { ($0[Meta.sequence].intValue ?? 0, $0.id, $0) } + entries.map { ($0.sequence, $0.item, nil) }
+        merged.sort { $0.sequence < $1.sequence }
+        if merged.count > limit { merged.removeLast(merged.count - limit) }
+        let last = merged.last?.sequence ?? after
+        var latest: [String: Int] = [:]
+        for (index, change) in merged.enumerated() { latest[change.item] = index }
+        var records: [Record] = [], removed: [String] = []
+        for (index, change) in merged.enumerated() where latest[change.item] == index {
+            guard let row = try change.row ?? txn.record(in: table, id: change.item),
+                  try evaluator.canRead(row, in: table, claims: claims, txn) else {
+                removed.append(change.item)
+                continue
+            }
+            if change.row != nil || row.deleted || predicate == .all || QueryEvaluator.matches(row, predicate) {
+                records.append(Self.publicRecord(row))
+            }
+        }
+        var remaining = 0
+        if rows.count == limit || entries.count == limit || merged.count < rows.count + entries.count {
+            remaining = try txn.count(in: table, matching: Field(Meta.sequence) > .int(last) && wanted)
+                + ViewRow.count(txn, ViewRow.after(last, identity: claims.identity, table: table))
+        }
+        return (records, removed, last, remaining)
     }
 
     /// A page of the caller's view log: rows in view (checked again, claims included) and

@@ -114,6 +114,76 @@ struct SharedDataTests {
         #expect(try await bob.table("lists").get("L1")?["name"] == "groceries")
     }
 
+    /// Bob (a member) renames alice's list, which the rules let him read but not change,
+    /// under `policy`; returns his context after a push and a pull.
+    static func refusedRename(policy: ConflictPolicy) async throws -> SyncContext {
+        let service = try await OfflineSyncService(store: InMemoryStore(), rules: Self.rules)
+        let alice = try await Self.client(service, "alice")
+        let bobStore = InMemoryStore()
+        let bob = try await SyncContext(store: bobStore, remote: service.remote(for: "bob"),
+                                        options: SyncOptions(conflictResolver: policy))
+        for table in tables { try await bob.defineTable(TableSchema(table)) }
+        _ = try await alice.table("lists").insert(Record(id: "L1", fields: ["name": "groceries"]))
+        _ = try await alice.table("list_members").insert(Record(id: "m-bob", fields: ["list_id": "L1", "user_id": "bob"]))
+        try await Self.sync(alice)
+        for table in tables { _ = try await bob.pull(table, queryId: table) }
+        _ = try await bob.table("lists").update(Record(id: "L1", fields: ["name": "bob's now"]))
+        _ = try await bob.push()
+        return bob
+    }
+
+    @Test("a refused write is compensated or kept for the app by the conflict policy, and recorded either way",
+          arguments: ConflictPolicy.allCases)
+    func refusalFollowsPolicy(policy: ConflictPolicy) async throws {
+        let bob = try await Self.refusedRename(policy: policy)
+        let errors = try await bob.operationErrors()
+        #expect(errors.count == 1)
+        #expect(errors.first?.code == .forbidden)
+        #expect(errors.first?.clientRecord?["name"] == "bob's now", "the refused change stays inspectable")
+        let pulled = try await bob.pull("lists", queryId: "lists")
+        if policy == .clientWins {
+            #expect(errors.first?.compensated == false)
+            #expect(try await bob.pendingOperationCount() == 1, "kept for the app: the operation waits")
+            #expect(try await bob.table("lists").get("L1")?["name"] == "bob's now", "the pull leaves a pending item alone")
+            #expect(pulled.skippedPending == 1)
+        } else {
+            #expect(errors.first?.compensated == true)
+            #expect(try await bob.pendingOperationCount() == 0, "compensated: nothing is left to send")
+            #expect(try await bob.table("lists").get("L1")?["name"] == "groceries", "the server's state is back")
+        }
+        for error in errors { try await bob.resolve(error, with: .discard) }
+        #expect(try await bob.operationErrors().isEmpty)
+    }
+
+    @Test("a compensated refusal is only dismissed: retrying it is a clear error")
+    func compensatedRefusalCannotBeRetried() async throws {
+        let bob = try await Self.refusedRename(policy: .serverWins)
+        let error = try #require(try await bob.operationErrors().first)
+        #expect(await syncErrorCode { try await bob.resolve(error, with: .retry) } == .notFound)
+        #expect(try await bob.operationErrors().count == 1, "a refused resolve changes nothing")
+    }
+
+    @Test("a public table read directly: a refused edit by a reader without the writer role comes back with the next pull")
+    func compensationOnDirectRead() async throws {
+        let admin = Condition(claim: "roles", values: ["admin"])
+        let rules = SyncRules(tables: ["catalog": TableRules(read: [Grant(.everyone)], write: [Grant(.everyone, when: [admin])])])
+        let service = try await OfflineSyncService(store: InMemoryStore(), rules: rules)
+        let editor = try await SyncContext(store: InMemoryStore(), remote: service.remote(for: Claims(identity: "ed", roles: ["admin"])))
+        let reader = try await SyncContext(store: InMemoryStore(), remote: service.remote(for: Claims(identity: "rita")))
+        for context in [editor, reader] { try await context.defineTable(TableSchema("catalog")) }
+        for index in 0..<5 { _ = try await editor.table("catalog").insert(Record(id: "p\(index)", fields: ["price": .int(10)])) }
+        _ = try await editor.push()
+        _ = try await reader.pull("catalog", queryId: "all")
+        _ = try await reader.table("catalog").update(Record(id: "p2", fields: ["price": .int(1)]))
+        _ = try await reader.push()
+        #expect(try await reader.operationErrors().first?.compensated == true)
+        #expect(try await reader.table("catalog").get("p2") == nil, "compensated: the local copy went")
+        let summary = try await reader.pull("catalog", queryId: "all")
+        #expect(summary.added == 1, "the delta pull brings the unchanged row back")
+        #expect(try await reader.table("catalog").get("p2")?["price"] == .int(10))
+        #expect(try await reader.table("catalog").count() == 5)
+    }
+
     @Test("a store written without rules opens under rules with every owner-only row intact")
     func existingStoreOpensUnchanged() async throws {
         try await withTemporaryDirectory { directory in

@@ -34,10 +34,46 @@ public enum ConflictResolution: Sendable, Hashable {
     case leaveForApp
 }
 
+/// A write the remote's sync rules refused (HTTP 403): the identity may not make it, so
+/// sending it again cannot succeed. The remote sends no copy of the row — the caller may not
+/// be allowed to read it.
+public struct SyncRefusal: Sendable, Hashable {
+    /// The table.
+    public var table: String
+    /// The item's id.
+    public var itemId: String
+    /// The kind of the client's operation.
+    public var kind: OperationKind
+    /// The client's record (for a delete, the record as it was before the delete).
+    public var clientRecord: Record?
+    /// The remote's reason, which names the table, the item and the operation, never a value.
+    public var reason: String
+}
+
+/// How to settle a write the sync rules refused. Either way the refusal is recorded in
+/// `__operation_errors` and announced by ``SyncEvent/outboxMutationFailed(table:record:kind:error:)``.
+public enum RefusalResolution: Sendable, Hashable {
+    /// The compensating write (Realm's name): the operation leaves the queue and the local
+    /// copy is removed, so the next pull puts back the server's state — the row as the
+    /// identity may read it, or nothing when it may not. The error entry stays, marked
+    /// ``OperationError/compensated``, for the app to inspect and dismiss.
+    case compensate
+    /// Keep the operation (failed) and the local copy for the app, as for any other
+    /// rejection; a pull does not overwrite the item while the operation waits.
+    case keepForApp
+}
+
 /// Decides conflicts, one operation at a time. May be asynchronous (for example, to ask the user).
 public protocol ConflictResolver: Sendable {
     /// Returns how to settle the conflict.
     func resolve(_ conflict: SyncConflict) async -> ConflictResolution
+    /// Returns how to settle a write the sync rules refused. The default compensates.
+    func resolveRefusal(_ refusal: SyncRefusal) async -> RefusalResolution
+}
+
+extension ConflictResolver {
+    /// Compensates: the local copy goes back to the server's state (see ``RefusalResolution/compensate``).
+    public func resolveRefusal(_ refusal: SyncRefusal) async -> RefusalResolution { .compensate }
 }
 
 /// The built-in conflict policies.
@@ -70,15 +106,32 @@ public enum ConflictPolicy: String, Sendable, Hashable, CaseIterable, ConflictRe
             return .merged(merged)
         }
     }
+
+    /// ``clientWins`` keeps a refused write for the app (the client's change is never thrown
+    /// away silently); the other policies compensate, as they take the server's side.
+    public func resolveRefusal(_ refusal: SyncRefusal) async -> RefusalResolution {
+        self == .clientWins ? .keepForApp : .compensate
+    }
 }
 
 /// A resolver from a closure.
 public struct ClosureConflictResolver: ConflictResolver {
     private let body: @Sendable (SyncConflict) async -> ConflictResolution
-    /// Wraps `body`.
-    public init(_ body: @escaping @Sendable (SyncConflict) async -> ConflictResolution) { self.body = body }
+    private let refusal: @Sendable (SyncRefusal) async -> RefusalResolution
+    /// Wraps `body`; writes the sync rules refuse are compensated.
+    public init(_ body: @escaping @Sendable (SyncConflict) async -> ConflictResolution) {
+        self.init(body, refusal: { _ in .compensate })
+    }
+    /// Wraps `body`, and `refusal` for writes the sync rules refuse.
+    public init(_ body: @escaping @Sendable (SyncConflict) async -> ConflictResolution,
+                refusal: @escaping @Sendable (SyncRefusal) async -> RefusalResolution) {
+        self.body = body
+        self.refusal = refusal
+    }
     /// Calls the closure.
     public func resolve(_ conflict: SyncConflict) async -> ConflictResolution { await body(conflict) }
+    /// Calls the refusal closure.
+    public func resolveRefusal(_ refusal: SyncRefusal) async -> RefusalResolution { await self.refusal(refusal) }
 }
 
 /// How the app settles an entry of ``SyncContext/operationErrors()``.

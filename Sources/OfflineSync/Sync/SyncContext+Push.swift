@@ -59,7 +59,14 @@ extension SyncContext {
             var outcomes: [String: PushOutcome] = [:]
             for result in results where outcomes[result.operationId] == nil { outcomes[result.operationId] = result.outcome }
             var decisions: [String: ConflictResolution] = [:]
+            var refusals: [String: RefusalResolution] = [:]
             for operation in batch {
+                if case .rejected(let reason, 403)? = outcomes[operation.sendId] {
+                    refusals[operation.id] = await options.conflictResolver.resolveRefusal(SyncRefusal(
+                        table: operation.table, itemId: operation.itemId, kind: operation.kind,
+                        clientRecord: operation.item, reason: reason))
+                    continue
+                }
                 guard case .conflict(let server)? = outcomes[operation.sendId] else { continue }
                 if operation.attempts > options.maxConflictRetries {
                     decisions[operation.id] = .leaveForApp
@@ -72,9 +79,9 @@ extension SyncContext {
                     attempts: operation.attempts)
                 decisions[operation.id] = await options.conflictResolver.resolve(conflict)
             }
-            let answered = outcomes, decided = decisions
+            let answered = outcomes, decided = decisions, refused = refusals
             let (settled, following, remaining, isEmpty) = try await store.write { txn in
-                let settled = try SyncContext.settle(batch, outcomes: answered, decisions: decided, txn: txn)
+                let settled = try SyncContext.settle(batch, outcomes: answered, decisions: decided, refusals: refused, txn: txn)
                 let following = next.isEmpty ? nil : try Outbox.markAttempted(
                     try Outbox.nextBatch(txn, limit: batchSize, excluding: next), txn)
                 return (settled, following, try Outbox.sendableCount(txn), try Outbox.isEmpty(txn))

@@ -13,7 +13,8 @@ extension SyncContext {
 
     /// Applies a batch's outcomes in one local transaction.
     static func settle(_ batch: [QueuedOperation], outcomes: [String: PushOutcome],
-                       decisions: [String: ConflictResolution], txn: any LocalWriteTransaction) throws -> Settled {
+                       decisions: [String: ConflictResolution], refusals: [String: RefusalResolution] = [:],
+                       txn: any LocalWriteTransaction) throws -> Settled {
         var result = Settled()
         let now = Timestamp.now()
         for operation in batch {
@@ -54,8 +55,17 @@ extension SyncContext {
                 result.events.append(.conflictResolved(table: operation.table, itemId: operation.itemId,
                                                        resolution: decision))
             case .rejected(let reason, let status):
-                result.events.append(try fail(operation, status: status, message: reason, server: nil, now: now, txn: txn))
+                let compensate = status == 403 && refusals[operation.id] == .compensate
+                result.events.append(try fail(operation, status: status, message: reason, server: nil, now: now,
+                                              compensated: compensate, txn: txn))
                 result.failed += 1
+                // The compensating write: with no later operation on the item, the local copy
+                // goes, and the next pull brings the server's state back (the remote records a
+                // fresh view entry for the caller when it may read the row). A later operation
+                // is sent in its turn and settled the same way.
+                if compensate, try Outbox.latest(txn, table: operation.table, itemId: operation.itemId) == nil {
+                    try txn.delete(id: operation.itemId, in: operation.table)
+                }
             }
         }
         return result
@@ -117,8 +127,9 @@ extension SyncContext {
 
     /// Marks an operation failed and records why.
     static func fail(_ operation: QueuedOperation, status: Int?, message: String, server: Record?, now: Timestamp,
-                     txn: any LocalWriteTransaction) throws -> SyncEvent {
-        let error = try Outbox.fail(operation, status: status, message: message, server: server, now: now, txn)
+                     compensated: Bool = false, txn: any LocalWriteTransaction) throws -> SyncEvent {
+        let error = try Outbox.fail(operation, status: status, message: message, server: server, now: now,
+                                    compensated: compensated, txn)
         return .outboxMutationFailed(table: operation.table, record: operation.item, kind: operation.kind, error: error)
     }
 
@@ -126,6 +137,14 @@ extension SyncContext {
     public func resolve(_ error: OperationError, with resolution: OperationErrorResolution) async throws {
         try await gate.run {
             let isEmpty = try await self.store.write { txn -> Bool in
+                if error.compensated {
+                    // Nothing is queued any more: the entry is only a record, and it is dismissed.
+                    guard case .discard = resolution else {
+                        throw SyncError(.notFound, "operation '\(error.operationId)' was compensated and is no longer queued; dismiss it with .discard and write again")
+                    }
+                    try Outbox.removeErrors(of: error.operationId, txn)
+                    return try Outbox.isEmpty(txn)
+                }
                 guard let operation = try Outbox.operation(txn, id: error.operationId) else {
                     throw SyncError(.notFound, "operation '\(error.operationId)' is no longer queued")
                 }

@@ -107,7 +107,8 @@ public struct QueuedOperation: Sendable, Hashable {
 public struct OperationError: Sendable, Hashable {
     /// The error row's id.
     public var id: String
-    /// The failed operation (still in the queue, in state ``OperationState/failed``).
+    /// The failed operation: still in the queue, in state ``OperationState/failed`` —
+    /// unless ``compensated``.
     public var operationId: String
     /// The table.
     public var table: String
@@ -125,8 +126,25 @@ public struct OperationError: Sendable, Hashable {
     public var clientRecord: Record?
     /// When the failure was recorded.
     public var createdAt: Timestamp
+    /// `true` when the sync rules refused the write and it was settled by a compensating
+    /// write (``RefusalResolution/compensate``): the operation is no longer queued and the
+    /// local copy went back to the server's state. The entry is a record for the app; resolve
+    /// it with ``OperationErrorResolution/discard`` to dismiss it.
+    public var compensated: Bool
 
-    init(operation: QueuedOperation, status: Int?, message: String, serverRecord: Record?, now: Timestamp) {
+    /// The failure as a ``SyncError`` code: `forbidden` for a write the sync rules refused
+    /// (403), `conflict` (409), `notFound` (404), `rejected` for anything else.
+    public var code: SyncError.Code {
+        switch status {
+        case 403: return .forbidden
+        case 409: return .conflict
+        case 404: return .notFound
+        default: return .rejected
+        }
+    }
+
+    init(operation: QueuedOperation, status: Int?, message: String, serverRecord: Record?, now: Timestamp,
+         compensated: Bool = false) {
         id = UUID.random().uuidString
         operationId = operation.id
         table = operation.table
@@ -137,5 +155,6 @@ public struct OperationError: Sendable, Hashable {
         self.serverRecord = serverRecord
         clientRecord = operation.item
         createdAt = now
+        self.compensated = compensated
     }
 }

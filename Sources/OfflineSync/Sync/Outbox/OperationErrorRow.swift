@@ -3,7 +3,7 @@
 struct OperationErrorRow: StoredRow {
     static let table = "__operation_errors"
     enum CodingKeys: String, CodingKey {
-        case id, operationId, table, itemId, kind, status, message, serverItem, clientItem, createdAt
+        case id, operationId, table, itemId, kind, status, message, serverItem, clientItem, createdAt, compensated
     }
 
     /// A server record with its system properties, as the `serverItem` object keeps it.
@@ -27,6 +27,9 @@ struct OperationErrorRow: StoredRow {
     /// The client's item's fields (its id is `itemId`).
     var clientItem: [String: Value]?
     var createdAt: Timestamp
+    /// Whether the operation was settled by a compensating write; absent in rows written
+    /// before refusals existed (read as `false`).
+    var compensated: Bool?
 
     static let schema = TableSchema(table, fields: [
         column(.operationId, .string, indexed: true),
@@ -38,6 +41,7 @@ struct OperationErrorRow: StoredRow {
         column(.serverItem, .object),
         column(.clientItem, .object),
         column(.createdAt, .date),
+        column(.compensated, .bool),
     ], undeclaredFields: .reject)
 
     init(_ error: OperationError) {
@@ -53,6 +57,7 @@ struct OperationErrorRow: StoredRow {
         }
         clientItem = error.clientRecord?.fields
         createdAt = error.createdAt
+        compensated = error.compensated ? true : nil
     }
 }
 
@@ -72,5 +77,6 @@ extension OperationError {
         }
         clientRecord = row.clientItem.map { Record(id: row.itemId, fields: $0) }
         createdAt = row.createdAt
+        compensated = row.compensated ?? false
     }
 }

@@ -91,12 +91,15 @@ enum Outbox {
     }
 
     /// Marks `operation` failed and records why; later operations on its item wait behind it.
+    /// Marks `operation` failed and records why — or, when `compensated`, removes it and
+    /// records why it went.
     static func fail(_ operation: QueuedOperation, status: Int?, message: String, server: Record?, now: Timestamp,
-                     _ txn: any LocalWriteTransaction) throws -> OperationError {
+                     compensated: Bool = false, _ txn: any LocalWriteTransaction) throws -> OperationError {
         var failed = operation
         failed.state = .failed
-        try save(failed, txn)
-        let error = OperationError(operation: failed, status: status, message: message, serverRecord: server, now: now)
+        if compensated { try remove(operation, txn) } else { try save(failed, txn) }
+        let error = OperationError(operation: failed, status: status, message: message, serverRecord: server, now: now,
+                                   compensated: compensated)
         try OperationErrorRow(error).save(txn)
         return error
     }
