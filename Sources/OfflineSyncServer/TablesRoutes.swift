@@ -8,7 +8,8 @@ import OfflineSyncService
 import OfflineSyncWire
 
 /// The Datasync / Azure Mobile Apps–compatible tables API, `/tables/{table}[/{id}]`, over
-/// the same service and the same per-identity rows as the native API (see `Docs/Protocol.md`,
+/// the same service and the same rules as the native API: a caller lists, reads and writes the
+/// rows the sync rules give it, and nothing else (see `Docs/Protocol.md`,
 /// "Tables API").
 extension Routes {
     func addTables(to router: Router<SyncRequestContext>) {
@@ -22,9 +23,9 @@ extension Routes {
     /// The API versions accepted in `ZUMO-API-VERSION` (header or query parameter).
     static let apiVersionHeader = HTTPField.Name("ZUMO-API-VERSION")!
 
-    /// Checks the protocol version and the token; returns the identity and the table.
-    func tablesRequest(_ request: Request, _ context: SyncRequestContext) async throws -> (identity: String, table: String) {
-        let identity = try await authenticate(request)
+    /// Checks the protocol version and the token; returns the caller's claims and the table.
+    func tablesRequest(_ request: Request, _ context: SyncRequestContext) async throws -> (claims: Claims, table: String) {
+        let claims = try await authenticateClaims(request)
         let version = request.headers[Self.apiVersionHeader]
             ?? request.uri.queryParameters.first { $0.key.lowercased() == "zumo-api-version" }.map { String($0.value) }
         if let version, !(version.hasPrefix("2.") || version.hasPrefix("3.")) {
@@ -39,7 +40,7 @@ extension Routes {
         do { try Names.validateAppTable(table) } catch let error as SyncError {
             throw APIError(.badRequest, "invalidTable", error.message)
         }
-        return (identity, table)
+        return (claims, table)
     }
 
     func entityId(_ context: SyncRequestContext) throws -> String {
@@ -53,7 +54,7 @@ extension Routes {
     // MARK: GET list
 
     func list(_ request: Request, _ context: SyncRequestContext) async throws -> Response {
-        let (identity, table) = try await tablesRequest(request, context)
+        let (claims, table) = try await tablesRequest(request, context)
         let parameters = Self.queryParameters(request.uri.query ?? "")
         var query: ODataQuery
         do { query = try ODataQuery.parse(parameters) } catch let error as SyncError {
@@ -63,7 +64,7 @@ extension Routes {
         var rows: [Record] = []
         if pageSize > 0 {
             rows = try await call {
-                try await service.query(identity: identity, table: table, predicate: query.filter, order: query.orderBy,
+                try await service.query(claims: claims, table: table, predicate: query.filter, order: query.orderBy,
                                         offset: query.skip, limit: pageSize + 1, includeDeleted: query.includeDeleted)
             }
         }
@@ -72,7 +73,7 @@ extension Routes {
         var members: [(key: String, value: JSON)] = [("items", .array(rows.map { DatasyncFormat.json($0, select: query.select) }))]
         if query.count {
             let count = try await call {
-                try await service.count(identity: identity, table: table, predicate: query.filter, includeDeleted: query.includeDeleted)
+                try await service.count(claims: claims, table: table, predicate: query.filter, includeDeleted: query.includeDeleted)
             }
             members.append(("count", .number(String(count))))
         }
@@ -101,10 +102,10 @@ extension Routes {
     // MARK: GET one
 
     func read(_ request: Request, _ context: SyncRequestContext) async throws -> Response {
-        let (identity, table) = try await tablesRequest(request, context)
+        let (claims, table) = try await tablesRequest(request, context)
         let id = try entityId(context)
         let includeDeleted = Self.queryParameters(request.uri.query ?? "").contains { $0.name == "__includedeleted" && $0.value == "true" }
-        guard let record = try await call({ try await service.record(identity: identity, table: table, id: id) }) else {
+        guard let record = try await call({ try await service.record(claims: claims, table: table, id: id) }) else {
             throw APIError(.notFound, "notFound", "no entity '\(id)' in table '\(table)'")
         }
         if record.deleted && !includeDeleted { return entityResponse(record, status: .gone) }
@@ -121,13 +122,13 @@ extension Routes {
     // MARK: POST
 
     func create(_ request: Request, _ context: SyncRequestContext) async throws -> Response {
-        let (identity, table) = try await tablesRequest(request, context)
+        let (claims, table) = try await tablesRequest(request, context)
         let body = try await entityBody(request)
         let item = try decodeEntity(body, table: table, fallbackId: nil)
-        if let existing = try await call({ try await service.record(identity: identity, table: table, id: item.id) }) {
+        if let existing = try await call({ try await service.record(claims: claims, table: table, id: item.id) }) {
             return entityResponse(existing, status: .conflict)
         }
-        let record = try await apply(identity: identity, PushOperation(id: Self.operationId(), table: table, itemId: item.id,
+        let record = try await apply(claims: claims, PushOperation(id: Self.operationId(), table: table, itemId: item.id,
                                                                           kind: .insert, item: item, baseVersion: nil),
                                      conflict: .conflict)
         var response = entityResponse(record, status: .created)
@@ -138,14 +139,14 @@ extension Routes {
     // MARK: PUT
 
     func replace(_ request: Request, _ context: SyncRequestContext) async throws -> Response {
-        let (identity, table) = try await tablesRequest(request, context)
+        let (claims, table) = try await tablesRequest(request, context)
         let id = try entityId(context)
         let body = try await entityBody(request)
         let item = try decodeEntity(body, table: table, fallbackId: id)
         guard item.id == id else { throw APIError(.badRequest, "idMismatch", "the entity's id does not match the id in the path") }
-        let current = try await existing(identity: identity, table: table, id: id)
+        let current = try await existing(claims: claims, table: table, id: id)
         try checkPreconditions(request, current)
-        let record = try await apply(identity: identity, PushOperation(id: Self.operationId(), table: table, itemId: id, kind: .update,
+        let record = try await apply(claims: claims, PushOperation(id: Self.operationId(), table: table, itemId: id, kind: .update,
                                                                           item: item, baseVersion: current.version),
                                      conflict: .preconditionFailed)
         return entityResponse(record, status: .ok)
@@ -154,11 +155,11 @@ extension Routes {
     // MARK: DELETE
 
     func remove(_ request: Request, _ context: SyncRequestContext) async throws -> Response {
-        let (identity, table) = try await tablesRequest(request, context)
+        let (claims, table) = try await tablesRequest(request, context)
         let id = try entityId(context)
-        let current = try await existing(identity: identity, table: table, id: id)
+        let current = try await existing(claims: claims, table: table, id: id)
         try checkPreconditions(request, current)
-        _ = try await apply(identity: identity, PushOperation(id: Self.operationId(), table: table, itemId: id, kind: .delete,
+        _ = try await apply(claims: claims, PushOperation(id: Self.operationId(), table: table, itemId: id, kind: .delete,
                                                              item: nil, baseVersion: current.version),
                             conflict: .preconditionFailed)
         return Response(status: .noContent)
@@ -167,8 +168,8 @@ extension Routes {
     // MARK: Helpers
 
     /// The live record, or 404 / 410.
-    func existing(identity: String, table: String, id: String) async throws -> Record {
-        guard let current = try await call({ try await service.record(identity: identity, table: table, id: id) }) else {
+    func existing(claims: Claims, table: String, id: String) async throws -> Record {
+        guard let current = try await call({ try await service.record(claims: claims, table: table, id: id) }) else {
             throw APIError(.notFound, "notFound", "no entity '\(id)' in table '\(table)'")
         }
         if current.deleted { throw EntityError(status: .gone, record: current, routes: self) }
@@ -187,17 +188,22 @@ extension Routes {
     }
 
     /// Pushes one operation and returns the applied record; a conflict is answered with
-    /// `conflict` and the server's entity, a rejection with 400 (or its own status).
-    func apply(identity: String, _ operation: PushOperation, conflict: HTTPResponse.Status) async throws -> Record {
-        let results = try await call { try await service.push(identity: identity, [operation]) }
-        switch results[0].outcome {
+    /// `conflict` and the server's entity, a write the sync rules refuse with 403 (no entity:
+    /// the caller may not be allowed to read it), any other rejection with 400 (or 404).
+    func apply(claims: Claims, _ operation: PushOperation, conflict: HTTPResponse.Status) async throws -> Record {
+        let report = try await call { try await service.pushReporting(claims: claims, [operation]) }
+        await announce(identity: claims.identity, results: report.results, operations: [operation], viewsChanged: report.viewsChanged)
+        switch report.results[0].outcome {
         case .applied(let record):
-            await announce(identity: identity, results: results, operations: [operation])
             return record
         case .conflict(let server):
             throw EntityError(status: server.deleted && conflict != .conflict ? .gone : conflict, record: server, routes: self)
         case let .rejected(reason, status):
-            throw APIError(status == 404 ? .notFound : .badRequest, "rejected", reason)
+            switch status {
+            case 403: throw APIError(.forbidden, "forbidden", reason)
+            case 404: throw APIError(.notFound, "rejected", reason)
+            default: throw APIError(.badRequest, "rejected", reason)
+            }
         }
     }
 

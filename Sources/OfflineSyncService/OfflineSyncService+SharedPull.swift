@@ -16,10 +16,7 @@ extension OfflineSyncService {
         let predicate = try Self.mapPredicate(request.predicate)
         let limit = min(max(request.limit, 1), Self.maxPageSize)
         let table = request.table
-        let direct = rules.rules(for: table)?.read.contains { grant in
-            grant.kind == .everyone && grant.conditions.allSatisfy { $0.holds(for: claims) }
-        } ?? false
-        let mode: PullMode = direct ? .table : .view
+        let mode: PullMode = readsDirectly(table, claims: claims) ? .table : .view
         return try await store.read { txn in
             let epoch = try SequenceRow.of(txn, table: table).epoch
             var after: Int64 = 0, reset = false

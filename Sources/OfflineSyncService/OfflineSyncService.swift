@@ -355,13 +355,28 @@ public final class OfflineSyncService: Sendable {
     /// names are refused with ``SyncError/Code/invalidQuery``.
     public func query(identity: String, table: String, predicate: QueryPredicate = .all, order: [SortKey] = [],
                       offset: Int = 0, limit: Int? = nil, includeDeleted: Bool = false) async throws -> [Record] {
-        let query = try await scopedQuery(identity: identity, table: table, predicate: predicate, includeDeleted: includeDeleted)
-        let keys = try order.map { key -> SortKey in
-            if key.field.hasPrefix(Names.reservedPrefix) {
-                throw SyncError(.invalidQuery, "field name '\(key.field)' uses the reserved prefix")
-            }
-            return SortKey(key.field == SystemField.id ? Meta.item : key.field, ascending: key.ascending)
+        try await query(claims: Claims(identity: identity), table: table, predicate: predicate, order: order,
+                        offset: offset, limit: limit, includeDeleted: includeDeleted)
+    }
+
+    /// The records of a table the caller with `claims` may read (see
+    /// ``query(identity:table:predicate:order:offset:limit:includeDeleted:)``): its own rows of
+    /// an owner-only table; the rows the rules let it read of a shared one.
+    public func query(claims: Claims, table: String, predicate: QueryPredicate = .all, order: [SortKey] = [],
+                      offset: Int = 0, limit: Int? = nil, includeDeleted: Bool = false) async throws -> [Record] {
+        let mapped = try await listPredicate(claims: claims, table: table, predicate: predicate)
+        for key in order where key.field.hasPrefix(Names.reservedPrefix) {
+            throw SyncError(.invalidQuery, "field name '\(key.field)' uses the reserved prefix")
         }
+        if isShared(table) {
+            let rows = try await store.read { txn in
+                try self.readableRows(claims: claims, table: table, matching: mapped, includeDeleted: includeDeleted, txn)
+            }
+            // Public records carry the item id as their id, so the order's final key is the id.
+            return QueryEvaluator.apply(Query(order: order, limit: limit, offset: offset), to: rows.map(Self.publicRecord))
+        }
+        let query = Self.ownedPredicate(claims.identity, mapped, includeDeleted: includeDeleted)
+        let keys = order.map { SortKey($0.field == SystemField.id ? Meta.item : $0.field, ascending: $0.ascending) }
         let rows = try await store.read { txn in
             try txn.records(in: table, matching: Query(query, order: keys, limit: limit, offset: offset))
         }
@@ -370,37 +385,53 @@ public final class OfflineSyncService: Sendable {
 
     /// How many of `identity`'s records of a table match `predicate` (tombstones only with `includeDeleted`).
     public func count(identity: String, table: String, predicate: QueryPredicate = .all, includeDeleted: Bool = false) async throws -> Int {
-        let query = try await scopedQuery(identity: identity, table: table, predicate: predicate, includeDeleted: includeDeleted)
+        try await count(claims: Claims(identity: identity), table: table, predicate: predicate, includeDeleted: includeDeleted)
+    }
+
+    /// How many records of a table the caller with `claims` may read and `predicate` matches;
+    /// rows the rules hide are never counted.
+    public func count(claims: Claims, table: String, predicate: QueryPredicate = .all, includeDeleted: Bool = false) async throws -> Int {
+        let mapped = try await listPredicate(claims: claims, table: table, predicate: predicate)
+        if isShared(table) {
+            return try await store.read { txn in
+                try self.readableRows(claims: claims, table: table, matching: mapped, includeDeleted: includeDeleted, txn).count
+            }
+        }
+        let query = Self.ownedPredicate(claims.identity, mapped, includeDeleted: includeDeleted)
         return try await store.read { txn in try txn.count(in: table, matching: query) }
     }
 
     /// `identity`'s record `id` of a table (a tombstone included), or `nil`.
     public func record(identity: String, table: String, id: String) async throws -> Record? {
-        try Self.validateIdentity(identity)
+        try await record(claims: Claims(identity: identity), table: table, id: id)
+    }
+
+    /// The record `id` of a table (a tombstone included) when the caller with `claims` may
+    /// read it; `nil` when there is none or the rules hide it — the two are never told apart.
+    public func record(claims: Claims, table: String, id: String) async throws -> Record? {
+        try Self.validateIdentity(claims.identity)
         try await ensureTable(table)
-        try refuseShared(table)
+        if isShared(table) {
+            return try await store.read { txn in try self.readableRecord(claims: claims, table: table, id: id, txn) }
+        }
         return try await store.read { txn in
-            try txn.record(in: table, id: Self.rowId(owner: identity, item: id)).map(Self.publicRecord)
+            try txn.record(in: table, id: Self.rowId(owner: claims.identity, item: id)).map(Self.publicRecord)
         }
     }
 
-    private func scopedQuery(identity: String, table: String, predicate: QueryPredicate, includeDeleted: Bool) async throws -> QueryPredicate {
-        try Self.validateIdentity(identity)
+    /// Validates the caller and the table, and maps the client's predicate onto stored names.
+    private func listPredicate(claims: Claims, table: String, predicate: QueryPredicate) async throws -> QueryPredicate {
+        try Self.validateIdentity(claims.identity)
         try await ensureTable(table)
-        try refuseShared(table)
+        return try Self.mapPredicate(predicate)
+    }
+
+    /// `identity`'s rows of an owner-only table that match `mapped`.
+    private static func ownedPredicate(_ identity: String, _ mapped: QueryPredicate, includeDeleted: Bool) -> QueryPredicate {
         var parts: [QueryPredicate] = [Field(Meta.owner) == .string(identity)]
-        let mapped = try Self.mapPredicate(predicate)
         if mapped != .all { parts.append(mapped) }
         if !includeDeleted { parts.append(Field(SystemField.deleted) == false) }
         return .and(parts)
-    }
-
-    /// The list APIs (the Datasync tables routes) serve owner-only tables; shared tables are
-    /// pulled until those routes apply the rules too.
-    private func refuseShared(_ table: String) throws {
-        if isShared(table) {
-            throw SyncError(.rejected, "table '\(table)' is shared by the sync rules; the list API does not serve shared tables yet")
-        }
     }
 
     /// Maps a client predicate onto the service's rows: `id` is the item id; reserved names are refused.

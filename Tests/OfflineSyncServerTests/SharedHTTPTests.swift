@@ -60,4 +60,54 @@ struct SharedHTTPTests {
             #expect(after.removed == ["t1"])
         }
     }
+
+    @Test("the tables API serves a shared table as the caller's data view: lists, counts, reads and writes stay inside it")
+    func tablesDataView() async throws {
+        try await LiveServer.with(rules: Self.rules) { live in
+            let alice = try await live.remote("alice")
+            _ = try await alice.push([
+                Self.insert("L1", "lists", ["name": "shared"]), Self.insert("L2", "lists", ["name": "private"]),
+                Self.insert("m-alice-1", "list_members", ["list_id": "L1", "user_id": "alice"]),
+                Self.insert("m-bob", "list_members", ["list_id": "L1", "user_id": "bob"]),
+                Self.insert("m-alice-2", "list_members", ["list_id": "L2", "user_id": "alice"]),
+                Self.insert("t1", "todos", ["list_id": "L1", "title": "milk"]),
+                Self.insert("t2", "todos", ["list_id": "L2", "title": "secret"]),
+            ])
+            let bob = TablesClient(baseURL: live.baseURL, token: try await live.token("bob"))
+            let carol = TablesClient(baseURL: live.baseURL, token: try await live.token("carol"))
+            let listed = try await bob.list("$count=true")
+            #expect(listed.response.status == 200)
+            #expect(listed.ids == ["t1"])
+            #expect(listed.count == 1, "the count holds only rows bob may read")
+            #expect(try await bob.list("$filter=" + encode("title eq 'secret'") + "&$count=true").count == 0)
+            #expect(try await carol.list("$count=true").count == 0)
+
+            // A hidden row and a missing one get the same answer.
+            let hidden = try await bob.send(.GET, "/tables/todos/t2"), missing = try await bob.send(.GET, "/tables/todos/t9")
+            #expect(hidden.status == 404 && missing.status == 404)
+            #expect(!hidden.text.contains("secret"))
+            #expect(try await bob.send(.PUT, "/tables/todos/t2", json: #"{"id":"t2","list_id":"L2","title":"x"}"#).status == 404)
+            #expect(try await bob.send(.DELETE, "/tables/todos/t2").status == 404)
+
+            // Writes inside the view work; writes the rules refuse are 403s that carry nothing.
+            let edited = try await bob.send(.PUT, "/tables/todos/t1", json: #"{"id":"t1","list_id":"L1","title":"oat milk"}"#)
+            #expect(edited.status == 200)
+            #expect(edited.string("title") == "oat milk")
+            let intoPrivate = try await bob.send(.POST, "/tables/todos", json: #"{"id":"t3","list_id":"L2","title":"spam"}"#)
+            #expect(intoPrivate.status == 403)
+            #expect(intoPrivate.errorCode == "forbidden")
+            #expect(!intoPrivate.text.contains("secret") && !intoPrivate.text.contains("private"))
+            let created = try await bob.send(.POST, "/tables/todos", json: #"{"id":"t4","list_id":"L1","title":"bread"}"#)
+            #expect(created.status == 201)
+            #expect(try await alice.pull(PullRequest(table: "todos")).records.map(\.id).sorted() == ["t1", "t2", "t4"])
+            #expect(try await bob.send(.DELETE, "/tables/todos/t4").status == 204)
+            #expect(try await bob.list("__includedeleted=true").ids == ["t1", "t4"], "a tombstone in view is listed on request")
+
+            // Alice removes bob: the view empties, and the rows he could read are now hidden.
+            _ = try await alice.push([PushOperation(id: "op-remove-bob", table: "list_members", itemId: "m-bob", kind: .delete,
+                                                    item: nil, baseVersion: nil)])
+            #expect(try await bob.list("$count=true").count == 0)
+            #expect(try await bob.send(.GET, "/tables/todos/t1").status == 404)
+        }
+    }
 }
