@@ -90,6 +90,7 @@ test-steps: deps openapi-check architecture-check
 	$(MAKE) --no-print-directory corrupt-sweep
 	$(MAKE) --no-print-directory crash-trials
 	Scripts/serve-smoke.sh "$$($(SWIFT) build --show-bin-path)/offline-sync"
+	"$$($(SWIFT) build --show-bin-path)/offline-sync" demo
 	$(MAKE) --no-print-directory cognito-test
 	$(MAKE) --no-print-directory hostile-test
 	$(SWIFT) build --package-path $(EXAMPLE) --build-tests

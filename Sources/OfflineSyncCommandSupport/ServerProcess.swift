@@ -21,12 +21,13 @@ public struct ServerProcess {
         return sibling
     }
 
-    /// Starts the server over `data` with `secret` as its token secret and waits for its
-    /// "listening on" line. Throws when the server exits before it listens.
-    public static func start(data: URL, secret: String) throws -> ServerProcess {
+    /// Starts the server over `data` with `secret` as its token secret (and `serve`'s
+    /// `extraArguments`, such as `--rules FILE`) and waits for its "listening on" line.
+    /// Throws when the server exits before it listens.
+    public static func start(data: URL, secret: String, extraArguments: [String] = []) throws -> ServerProcess {
         let process = Process()
         process.executableURL = try toolExecutable()
-        process.arguments = ["serve", "--port", "0", "--data", data.path, "--log-level", "warning"]
+        process.arguments = ["serve", "--port", "0", "--data", data.path, "--log-level", "warning"] + extraArguments
         var environment = ProcessInfo.processInfo.environment
         environment["OFFLINE_SYNC_TOKEN_SECRET"] = secret
         environment["OFFLINE_SYNC_STORE"] = nil

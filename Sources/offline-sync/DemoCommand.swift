@@ -9,9 +9,10 @@ import OfflineSyncSQLite
 import OfflineSyncServer
 
 /// `offline-sync demo`: a sync server (this tool's `serve`, as a child process on a loopback
-/// port, over a SQLite file) and two clients with their own SQLite files talking to it over
-/// HTTP; one works offline, both edit the same record, a policy resolves it, and the other
-/// client hears of the changes through the server's notification channel.
+/// port, over a SQLite file, with sync rules) and clients with their own SQLite files talking
+/// to it over HTTP; one works offline, both edit the same record, a policy resolves it, and
+/// the other client hears of the changes through the server's notification channel. Then
+/// datasets, and a list shared between two people under the rules.
 struct DemoCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "demo",
@@ -91,7 +92,7 @@ struct Demo {
         case .subscriptionsEstablished: return "subscriptionsEstablished"
         case .syncQueriesStarted(let tables): return "syncQueriesStarted(\(tables.joined(separator: ", ")))"
         case .modelSynced(let m):
-            return "modelSynced(\(m.table), \(m.isFullSync ? "full" : "delta"), added \(m.added), updated \(m.updated), deleted \(m.deleted))"
+            return "modelSynced(\(m.table), \(m.isFullSync ? "full" : "delta"), added \(m.added), updated \(m.updated), deleted \(m.deleted), removed from view \(m.removedFromView))"
         case .syncQueriesReady: return "syncQueriesReady"
         case .ready: return "ready"
         case let .outboxMutationEnqueued(table, record, kind): return "outboxMutationEnqueued(\(table), \(kind.rawValue) \(record.id))"
@@ -112,7 +113,10 @@ struct Demo {
 
     func run() async throws -> Bool {
         let secret = (0..<32).map { _ in String(format: "%02x", UInt8.random(in: .min ... .max)) }.joined()
-        let server = try ServerProcess.start(data: root.appendingPathComponent("server"), secret: secret)
+        let rules = root.appendingPathComponent("rules.yaml")
+        try Demo.rulesDocument.write(to: rules, atomically: true, encoding: .utf8)
+        let server = try ServerProcess.start(data: root.appendingPathComponent("server"), secret: secret,
+                                             extraArguments: ["--rules", rules.path])
         do {
             let ok = try await run(server: server, secret: secret)
             say("\n== Stopping the server (SIGTERM: requests in flight finish first)")
@@ -146,7 +150,10 @@ struct Demo {
         listener.cancel()
         let ok = try await summarize(clients)
         for watcher in watchers { watcher.cancel() }
-        return ok
+        let shared = try await sharingScenario(server: server, secret: secret)
+        step("Sharing summary")
+        say("   shared lists behaved as the rules say: \(shared ? "yes" : "NO")")
+        return ok && shared
     }
 
     /// Opens both clients' stores and sync contexts over HTTP, with one identity's token.
