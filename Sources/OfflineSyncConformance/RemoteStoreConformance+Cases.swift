@@ -56,6 +56,7 @@ extension RemoteStoreConformance {
         case .concurrentWriters: return concurrentCases
         case .tombstones: return tombstoneCases
         case .identityIsolation: return isolationCases
+        case .sharedRules: return rulesCases
         }
     }
 

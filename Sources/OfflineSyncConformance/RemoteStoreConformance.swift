@@ -29,22 +29,33 @@ public struct RemoteStoreConformance: ConformanceSuite {
         case tombstones
         /// No identity reads or changes another's rows.
         case identityIsolation
+        /// Under the shared-lists rules (``RemoteStoreConformance/sharedListsRules``): move-in,
+        /// move-out, overlapping memberships, refused writes, no leaks.
+        case sharedRules
     }
 
     let makeBackend: @Sendable (URL) async throws -> ConformanceBackend
+    let makeSharedListsBackend: (@Sendable (URL) async throws -> ConformanceBackend)?
 
     /// Creates the suite. `makeBackend` builds a fresh, empty backend in the given directory
-    /// for each case.
-    public init(makeBackend: @escaping @Sendable (_ directory: URL) async throws -> ConformanceBackend) {
+    /// for each case; `makeSharedListsBackend` one that serves ``sharedListsRules``, for the
+    /// ``Group/sharedRules`` cases (without it, those cases fail: a backend must share data).
+    public init(makeBackend: @escaping @Sendable (_ directory: URL) async throws -> ConformanceBackend,
+                makeSharedListsBackend: (@Sendable (_ directory: URL) async throws -> ConformanceBackend)? = nil) {
         self.makeBackend = makeBackend
+        self.makeSharedListsBackend = makeSharedListsBackend
     }
 
     /// Runs every case of a group.
     public func run(_ group: Group) async -> [ConformanceCaseResult] {
-        let makeBackend = makeBackend
-        return await runWithFixture(group: group.rawValue, Self.cases(of: group),
-                                    setUp: { try await must(await makeBackend($0), "making the backend") },
-                                    tearDown: { try await $0.shutdown() })
+        let makeBackend = makeBackend, makeShared = makeSharedListsBackend
+        return await runWithFixture(group: group.rawValue, Self.cases(of: group), setUp: { directory in
+            guard group == .sharedRules else { return try await must(await makeBackend(directory), "making the backend") }
+            guard let makeShared else {
+                throw failure("no backend under the shared-lists rules: pass makeSharedListsBackend to RemoteStoreConformance")
+            }
+            return try await must(await makeShared(directory), "making the shared-lists backend")
+        }, tearDown: { try await $0.shutdown() })
     }
 
     /// ``Group/pushOutcomes``
@@ -61,4 +72,6 @@ public struct RemoteStoreConformance: ConformanceSuite {
     public func tombstones() async throws { try await check(.tombstones) }
     /// ``Group/identityIsolation``
     public func identityIsolation() async throws { try await check(.identityIsolation) }
+    /// ``Group/sharedRules``
+    public func sharedRules() async throws { try await check(.sharedRules) }
 }

@@ -3,6 +3,7 @@ import OfflineSync
 import OfflineSyncConformance
 import OfflineSyncLMDB
 import OfflineSyncService
+import OfflineSyncTestSupport
 import Testing
 
 /// The service over an LMDB environment.
@@ -12,9 +13,16 @@ let lmdbBackend: @Sendable (URL) async throws -> ConformanceBackend = { director
     return ConformanceBackend(remote: { service.remote(for: $0) }, shutdown: { try await store.close() })
 }
 
+/// The service over an LMDB environment, under the shared-lists rules.
+let lmdbSharedBackend: @Sendable (URL) async throws -> ConformanceBackend = { directory in
+    let store = try await LMDBStore(directory: directory.appendingPathComponent("service-env"))
+    let service = try await OfflineSyncService(store: store, rules: sharedListsRules(ownerReadsMembers: false))
+    return ConformanceBackend(remote: { service.remote(for: $0) }, shutdown: { try await store.close() })
+}
+
 @Suite("Conformance: service over LMDB")
 struct LMDBServiceConformanceTests {
-    let suite = RemoteStoreConformance(makeBackend: lmdbBackend)
+    let suite = RemoteStoreConformance(makeBackend: lmdbBackend, makeSharedListsBackend: lmdbSharedBackend)
 
     @Test(arguments: RemoteStoreConformance.Group.allCases)
     func group(_ group: RemoteStoreConformance.Group) async throws { try await suite.check(group) }

@@ -3,6 +3,7 @@ import OfflineSync
 import OfflineSyncConformance
 import OfflineSyncPostgreSQL
 import OfflineSyncService
+import OfflineSyncTestSupport
 import Testing
 
 /// A store on the test server in a schema of its own, derived from the directory.
@@ -33,9 +34,16 @@ let postgresBackend: @Sendable (URL) async throws -> ConformanceBackend = { dire
     return ConformanceBackend(remote: { service.remote(for: $0) }, shutdown: { try await store.close() })
 }
 
+/// The service over a PostgreSQL store, under the shared-lists rules.
+let postgresSharedBackend: @Sendable (URL) async throws -> ConformanceBackend = { directory in
+    let store = try await makeStore(directory.appendingPathComponent("service"))
+    let service = try await OfflineSyncService(store: store, rules: sharedListsRules(ownerReadsMembers: false))
+    return ConformanceBackend(remote: { service.remote(for: $0) }, shutdown: { try await store.close() })
+}
+
 @Suite("Conformance: service over PostgreSQL", .enabled(if: TestServer.shouldRun, TestServer.skipMessage))
 struct PostgreSQLServiceConformanceTests {
-    let suite = RemoteStoreConformance(makeBackend: postgresBackend)
+    let suite = RemoteStoreConformance(makeBackend: postgresBackend, makeSharedListsBackend: postgresSharedBackend)
 
     @Test(arguments: RemoteStoreConformance.Group.allCases)
     func group(_ group: RemoteStoreConformance.Group) async throws {
@@ -68,11 +76,24 @@ let sharedPostgresBackend: @Sendable (URL) async throws -> ConformanceBackend = 
                               shutdown: { try await first.close(); try await second.close() })
 }
 
+/// Two service instances under the shared-lists rules on one PostgreSQL schema: each remote
+/// alternates between them, so a membership written through one moves rows for a pull
+/// through the other.
+let sharedPostgresRulesBackend: @Sendable (URL) async throws -> ConformanceBackend = { directory in
+    let first = try await makeStore(directory.appendingPathComponent("shared"))
+    let second = try await makeStore(directory.appendingPathComponent("shared"))
+    let rules = sharedListsRules(ownerReadsMembers: false)
+    let services = [try await OfflineSyncService(store: first, rules: rules), try await OfflineSyncService(store: second, rules: rules)]
+    let turn = Counter()
+    return ConformanceBackend(remote: { services[turn.next() % 2].remote(for: $0) },
+                              shutdown: { try await first.close(); try await second.close() })
+}
+
 @Suite("Conformance: two service instances sharing one PostgreSQL schema", .enabled(if: TestServer.shouldRun, TestServer.skipMessage))
 struct PostgreSQLSharedServiceTests {
-    let suite = RemoteStoreConformance(makeBackend: sharedPostgresBackend)
+    let suite = RemoteStoreConformance(makeBackend: sharedPostgresBackend, makeSharedListsBackend: sharedPostgresRulesBackend)
 
-    @Test(arguments: [.concurrentWriters, .pushOutcomes, .idempotentReplay, .cursorPulls] as [RemoteStoreConformance.Group])
+    @Test(arguments: [.concurrentWriters, .pushOutcomes, .idempotentReplay, .cursorPulls, .sharedRules] as [RemoteStoreConformance.Group])
     func group(_ group: RemoteStoreConformance.Group) async throws {
         guard TestServer.require() != nil else { return }
         try await suite.check(group)

@@ -1,5 +1,6 @@
 import Foundation
 import OfflineSync
+import OfflineSyncConformance
 import OfflineSyncServer
 import OfflineSyncService
 import OfflineSyncTestSupport
@@ -130,5 +131,10 @@ struct SyncRulesYAMLTests {
             let rules = try SyncRules(yaml: yaml, source: "SyncRules.md example \(index + 1)")
             #expect(!rules.tables.isEmpty)
         }
+    }
+
+    @Test("the conformance suite's shared-lists document is the Swift value the in-process backends use")
+    func conformanceRulesMatch() throws {
+        #expect(try SyncRules(yaml: RemoteStoreConformance.sharedListsRules) == sharedListsRules(ownerReadsMembers: false))
     }
 }

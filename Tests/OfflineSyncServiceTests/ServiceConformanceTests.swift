@@ -4,6 +4,7 @@ import OfflineSyncConformance
 import OfflineSyncSQLite
 import OfflineSyncService
 import OfflineSyncStoreKit
+import OfflineSyncTestSupport
 import Testing
 
 /// A service over a SQLite file in `directory`.
@@ -13,9 +14,16 @@ let sqliteBackend: @Sendable (URL) async throws -> ConformanceBackend = { direct
     return ConformanceBackend(remote: { service.remote(for: $0) }, shutdown: { try await store.close() })
 }
 
+/// A service over a SQLite file in `directory`, under the shared-lists rules.
+let sqliteSharedBackend: @Sendable (URL) async throws -> ConformanceBackend = { directory in
+    let store = try await SQLiteStore(path: directory.appendingPathComponent("service.sqlite").path)
+    let service = try await OfflineSyncService(store: store, rules: sharedListsRules(ownerReadsMembers: false))
+    return ConformanceBackend(remote: { service.remote(for: $0) }, shutdown: { try await store.close() })
+}
+
 @Suite("Conformance: service over SQLite (file)")
 struct SQLiteServiceConformanceTests {
-    let suite = RemoteStoreConformance(makeBackend: sqliteBackend)
+    let suite = RemoteStoreConformance(makeBackend: sqliteBackend, makeSharedListsBackend: sqliteSharedBackend)
 
     @Test(arguments: RemoteStoreConformance.Group.allCases)
     func group(_ group: RemoteStoreConformance.Group) async throws { try await suite.check(group) }

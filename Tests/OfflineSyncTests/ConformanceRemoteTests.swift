@@ -3,6 +3,7 @@ import OfflineSync
 import OfflineSyncConformance
 import OfflineSyncService
 import OfflineSyncStoreKit
+import OfflineSyncTestSupport
 import Testing
 
 /// The RemoteStore groups against the service over the in-memory store, and the sync
@@ -13,7 +14,11 @@ struct InMemoryServiceConformanceTests {
         let service = try await OfflineSyncService(store: InMemoryStore())
         return ConformanceBackend(remote: { service.remote(for: $0) }, shutdown: { try await service.store.close() })
     }
-    let remote = RemoteStoreConformance(makeBackend: backend)
+    static let sharedBackend: @Sendable (URL) async throws -> ConformanceBackend = { _ in
+        let service = try await OfflineSyncService(store: InMemoryStore(), rules: sharedListsRules(ownerReadsMembers: false))
+        return ConformanceBackend(remote: { service.remote(for: $0) }, shutdown: { try await service.store.close() })
+    }
+    let remote = RemoteStoreConformance(makeBackend: backend, makeSharedListsBackend: sharedBackend)
     let scenarios = SyncScenarioConformance(makeLocal: { _ in InMemoryStore() }, makeBackend: backend)
 
     @Test func pushOutcomes() async throws { try await remote.pushOutcomes() }
@@ -23,6 +28,7 @@ struct InMemoryServiceConformanceTests {
     @Test func concurrentWriters() async throws { try await remote.concurrentWriters() }
     @Test func tombstones() async throws { try await remote.tombstones() }
     @Test func identityIsolation() async throws { try await remote.identityIsolation() }
+    @Test func sharedRules() async throws { try await remote.sharedRules() }
 
     @Test func offlineEdits() async throws { try await scenarios.offlineEdits() }
     @Test func collapse() async throws { try await scenarios.collapse() }
