@@ -228,7 +228,7 @@ let package = Package(
             dependencies: [
                 "OfflineSyncTestSupport", "OfflineSync", "OfflineSyncDatasets", "OfflineSyncStoreKit", "OfflineSyncService", "OfflineSyncWire",
                 "OfflineSyncOData", "OfflineSyncServer", "OfflineSyncHTTP", "OfflineSyncConformance", "OfflineSyncSQLite",
-                "OfflineSyncPostgreSQL",
+                "OfflineSyncPostgreSQL", "OfflineSyncLMDB",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Hummingbird", package: "hummingbird"),

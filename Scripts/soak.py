@@ -13,9 +13,12 @@ It runs, in turn:
 1. the crash trials (Tests/Reliability/crash_trials.py) with --trials per configuration;
 2. the convergence test (ConvergenceTests) with --clients clients and --rounds rounds, once per
    seed, under each conflict policy;
-3. the corrupt-store sweep of every file adapter with large case counts, and PostgreSQL's
+3. the shared-data differential tests (SharedDataTests in process, SharedDifferentialTests through a
+   SQLite server and two PostgreSQL server instances, SQLite and LMDB clients, partitions, every
+   conflict policy) with --shared-seeds seeds each;
+4. the corrupt-store sweep of every file adapter with large case counts, and PostgreSQL's
    damaged-catalog sweep (CorruptSchemaTests) with 200 random cases;
-4. the hostile-request and authentication-attack tests, schemathesis with more examples;
+5. the hostile-request and authentication-attack tests, schemathesis with more examples;
 
 then writes the Markdown report with one table per configuration, the date, the machine and the
 commit. It exits with status 1 when any part failed (the report is written either way, and says
@@ -90,6 +93,17 @@ def convergence(clients, rounds, seeds, first_seed):
             failures.append("seed %d:\n%s" % (seed, "\n".join(l for l in output.splitlines() if "✘" in l or "replay" in l)[-3000:]))
     return {"results": results, "failures": failures, "seconds": time.time() - started, "clients": clients, "rounds": rounds,
             "seeds": seeds, "first_seed": first_seed}
+
+
+def shared_data(seeds):
+    """The shared-lists differential tests with `seeds` seeds: every client's tables equal
+    what the rules let its identity read after every sync (see the tests' doc comments)."""
+    status, output, seconds = run(["swift", "test", "--skip-build", "--filter", "SharedDataTests|SharedDifferentialTests"],
+                                  env={"OFFLINE_SYNC_SHARED_SEEDS": str(seeds)})
+    failing = [l for l in output.splitlines() if "✘" in l]
+    failed_seeds = sorted(set(int(m) for l in failing for m in re.findall(r"seed → (\d+)", l)))
+    return {"status": status, "seeds": seeds, "seconds": seconds, "failed_seeds": failed_seeds,
+            "tail": "\n".join(failing)[-3000:]}
 
 
 def sweeps(tool, scratch, seed):
@@ -177,7 +191,7 @@ def unknown(value):
     return "—" if value is None else value
 
 
-def report(args, crash, converge, sweep, attacks):
+def report(args, crash, converge, shared, sweep, attacks):
     lines = ["# Reliability figures", "",
              "Written by `make soak` on %s, commit %s, on %s (debug build)." % (
                  datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), commit(), machine()),
@@ -227,6 +241,22 @@ def report(args, crash, converge, sweep, attacks):
     lines.append("")
     for failure in converge["failures"]:
         lines += ["```", failure.strip(), "```", ""]
+
+    lines += ["## Shared data under sync rules", "",
+              "The shared-lists differential tests with %d seeds each: four identities create lists, add and remove members" % shared["seeds"],
+              "(only a list's owner may), write todos into lists (refused unless a member) and edit them, at random; after every",
+              "sync a client's tables must equal what the rules let its identity read, computed from the server's stored rows by",
+              "an independent oracle. `SharedDataTests` runs in process (odd seeds on SQLite files); `SharedDifferentialTests`",
+              "runs through live servers — even seeds one server on SQLite, odd seeds two `offline-sync serve` processes sharing",
+              "PostgreSQL — with SQLite and LMDB clients behind partitions that cut and heal, and the seed choosing the conflict",
+              "policy (all four in turn).", "",
+              "| figure | value |", "|---|---:|",
+              "| seeds per test | %d |" % shared["seeds"],
+              "| failed seeds | %s |" % (", ".join(str(s) for s in shared["failed_seeds"]) or "none"),
+              "| exit status | %d |" % shared["status"],
+              "| seconds | %.0f |" % shared["seconds"], ""]
+    if shared["status"] != 0:
+        lines += ["```", shared["tail"].strip(), "```", ""]
 
     lines += ["## Corrupt and foreign stores", "",
               "`offline-sync-harness corrupt-sweep` per adapter: damaged copies of a 300-record store file, each opened in a child process.",
@@ -278,6 +308,8 @@ def report(args, crash, converge, sweep, attacks):
               "  runs in `make test`.",
               "- Convergence: `Tests/OfflineSyncServerTests/ConvergenceTests.swift`; replay a seed with",
               "  `OFFLINE_SYNC_CONVERGENCE_SEED=N OFFLINE_SYNC_CONVERGENCE_CLIENTS=20 OFFLINE_SYNC_CONVERGENCE_ROUNDS=20 swift test --filter ConvergenceTests`.",
+              "- Shared data: `Tests/OfflineSyncServiceTests/SharedDataTests.swift` and",
+              "  `Tests/OfflineSyncServerTests/SharedDifferentialTests.swift`; replay a seed's steps with `SHARED_TRACE=N`.",
               "- Corrupt stores: `offline-sync-harness corrupt-sweep --help`; `make corrupt-sweep` is the short form.",
               "- Hostile requests: `make hostile-test` is the short form.", ""]
     return "\n".join(lines)
@@ -290,6 +322,7 @@ def main():
     parser.add_argument("--rounds", type=int, default=20)
     parser.add_argument("--seeds", type=int, default=5)
     parser.add_argument("--examples", type=int, default=200)
+    parser.add_argument("--shared-seeds", type=int, default=200)
     parser.add_argument("--seed", type=int, default=int(time.time()))
     parser.add_argument("--out", default=os.path.join(ROOT, "Docs", "Reliability.md"))
     args = parser.parse_args()
@@ -297,13 +330,15 @@ def main():
     with tempfile.TemporaryDirectory(prefix="offline-sync-soak-") as scratch:
         crash = crash_trials(tool, args.trials, args.seed, scratch)
         converge = convergence(args.clients, args.rounds, args.seeds, args.seed)
+        shared = shared_data(args.shared_seeds)
         sweep = sweeps(tool, scratch, args.seed)
         attacks = hostile(tool, args.examples)
-    text = report(args, crash, converge, sweep, attacks)
+    text = report(args, crash, converge, shared, sweep, attacks)
     with open(args.out, "w") as f:
         f.write(text)
     print("soak: wrote %s" % args.out)
     failed = [name for name, status in [("crash trials", crash["status"]), ("convergence", 1 if converge["failures"] else 0),
+                                        ("shared data", shared["status"]),
                                         ("hostile requests", attacks["status"]),
                                         ("5xx or leaked secrets", 0 if attacks["fives"] == 0 and attacks["secrets_found"] == 0 else 1)] + [("sweep " + n, s["status"]) for n, s in sweep.items()]
               if status != 0]

@@ -11,7 +11,7 @@ import Testing
 @Suite("Shared data: rules-enforced writes, move-in and move-out, against an independent oracle")
 struct SharedDataTests {
     static let rules = sharedListsRules(ownerReadsMembers: false)
-    static let tables = ["lists", "list_members", "todos"]
+    static let tables = sharedListsTables
 
     /// A client of `identity`, with the three tables, on a store in memory or (given a
     /// directory) in a SQLite file.
@@ -27,16 +27,8 @@ struct SharedDataTests {
         return context
     }
 
-    /// Pushes, settles every refusal by discarding the refused change (the server's copy comes
-    /// back with the pull), and pulls every table incrementally.
     @discardableResult
-    static func sync(_ context: SyncContext) async throws -> [PullSummary] {
-        _ = try await context.push()
-        for error in try await context.operationErrors() { try await context.resolve(error, with: .discard) }
-        var summaries: [PullSummary] = []
-        for table in tables { summaries.append(try await context.pull(table, queryId: table)) }
-        return summaries
-    }
+    static func sync(_ context: SyncContext) async throws -> [PullSummary] { try await sharedListsSync(context) }
 
     @Test("alice shares a list with bob, bob edits a todo, alice removes bob: his copies go and his offline edit is refused")
     func shareAndRevoke() async throws {
@@ -214,45 +206,12 @@ struct SharedDataTests {
     /// 20 seeds, or `OFFLINE_SYNC_SHARED_SEEDS` of them (for long runs).
     static let seedCount = Int(ProcessInfo.processInfo.environment["OFFLINE_SYNC_SHARED_SEEDS"] ?? "") ?? 20
 
-    /// What the rules let `identity` read, computed straight from the server's rows: a
-    /// second, independent statement of the shared-lists rules.
     static func oracle(_ service: OfflineSyncService, _ identity: String) async throws -> [String: [String: Record]] {
-        let all = try await service.store.read { txn -> [String: [Record]] in
-            var all: [String: [Record]] = [:]
-            for table in tables where try txn.tables().contains(where: { $0.name == table }) {
-                all[table] = try txn.records(in: table, matching: .all).filter { !$0.deleted }
-            }
-            return all
-        }
-        let memberships = (all["list_members"] ?? []).compactMap { row -> (String, String)? in
-            guard let list = row["list_id"].stringValue, let user = row["user_id"].stringValue else { return nil }
-            return (list, user)
-        }
-        let mine = Set(memberships.filter { $0.1 == identity }.map(\.0))
-        func publicCopy(_ row: Record) -> Record {
-            Record(id: row.id, fields: row.fields.filter { !$0.key.hasPrefix("__") }, version: row.version, updatedAt: row.updatedAt)
-        }
-        var view: [String: [String: Record]] = [:]
-        for (table, rows) in all {
-            let visible = rows.filter { row in
-                switch table {
-                case "lists": return row["__owner"].stringValue == identity || mine.contains(row.id)
-                case "todos": return row["list_id"].stringValue.map(mine.contains) ?? false
-                default: return row["user_id"].stringValue == identity || (row["list_id"].stringValue.map(mine.contains) ?? false)
-                }
-            }
-            if !visible.isEmpty { view[table] = Dictionary(uniqueKeysWithValues: visible.map { ($0.id, publicCopy($0)) }) }
-        }
-        return view
+        try await sharedListsOracle(serverStore: service.store, identity: identity)
     }
 
     static func local(_ context: SyncContext) async throws -> [String: [String: Record]] {
-        var view: [String: [String: Record]] = [:]
-        for table in tables {
-            let rows = try await context.table(table).query()
-            if !rows.isEmpty { view[table] = Dictionary(uniqueKeysWithValues: rows.map { ($0.id, $0) }) }
-        }
-        return view
+        try await sharedListsLocalView(context)
     }
 
     @Test("random shares, revocations and writes: after every sync a client holds exactly what the rules let it read (odd seeds on SQLite files)",
@@ -276,46 +235,15 @@ struct SharedDataTests {
         let service = try await OfflineSyncService(store: serverStore, rules: Self.rules)
         var clients: [String: SyncContext] = [:]
         for identity in identities { clients[identity] = try await Self.client(service, identity, in: directory) }
-        var lists: [(id: String, owner: String)] = []
+        var lists: [String] = []
         let trace = ProcessInfo.processInfo.environment["SHARED_TRACE"] == String(seed)
         for step in 0..<60 {
             let who = identities[Int(rng.next() % 4)], client = clients[who]!
-            let action = rng.next() % 6
-            if trace { print("step \(step): \(who) action \(action)") }
-            switch action {
-            case 0:
-                let id = "L\(step)"
-                _ = try await client.table("lists").insert(Record(id: id, fields: ["name": .string("list \(step)")]))
-                _ = try await client.table("list_members").insert(Record(id: "m-\(id)-\(who)", fields: ["list_id": .string(id), "user_id": .string(who)]))
-                lists.append((id, who))
-            case 1 where !lists.isEmpty:
-                // Anyone may try to add a member; only the list's owner succeeds.
-                let list = lists[Int(rng.next() % UInt64(lists.count))], member = identities[Int(rng.next() % 4)]
-                let id = "m-\(list.id)-\(member)"
-                if trace { print("  add \(id)") }
-                if try await client.table("list_members").get(id) == nil {
-                    _ = try await client.table("list_members").insert(Record(id: id, fields: ["list_id": .string(list.id), "user_id": .string(member)]))
-                }
-            case 2:
-                // Remove one of the memberships this client sees (refused unless it owns the list).
-                if let row = try await client.table("list_members").query().randomElement(using: &rng) {
-                    if trace { print("  delete \(row.id)") }
-                    try await client.table("list_members").delete(row.id)
-                }
-            case 3 where !lists.isEmpty:
-                let list = lists[Int(rng.next() % UInt64(lists.count))]
-                let id = "t\(step)"
-                _ = try await client.table("todos").insert(Record(id: id, fields: ["list_id": .string(list.id), "title": .string("todo \(step)")]))
-            case 4:
-                if var row = try await client.table("todos").query().randomElement(using: &rng) {
-                    row.fields["title"] = .string("edited \(step) by \(who)")
-                    _ = try await client.table("todos").update(row)
-                }
-            default:
-                try await Self.sync(client)
-                let expected = try await Self.oracle(service, who), actual = try await Self.local(client)
-                #expect(actual == expected, "seed \(seed), step \(step): \(who)'s tables differ from what the rules let it read")
-            }
+            if try await sharedListsRandomStep(client, who: who, identities: identities, step: step, lists: &lists,
+                                               random: &rng, trace: trace) { continue }
+            try await Self.sync(client)
+            let expected = try await Self.oracle(service, who), actual = try await Self.local(client)
+            #expect(actual == expected, "seed \(seed), step \(step): \(who)'s tables differ from what the rules let it read")
         }
         for identity in identities {
             try await Self.sync(clients[identity]!)

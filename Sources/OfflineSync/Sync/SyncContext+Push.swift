@@ -58,27 +58,7 @@ extension SyncContext {
 
             var outcomes: [String: PushOutcome] = [:]
             for result in results where outcomes[result.operationId] == nil { outcomes[result.operationId] = result.outcome }
-            var decisions: [String: ConflictResolution] = [:]
-            var refusals: [String: RefusalResolution] = [:]
-            for operation in batch {
-                if case .rejected(let reason, 403)? = outcomes[operation.sendId] {
-                    refusals[operation.id] = await options.conflictResolver.resolveRefusal(SyncRefusal(
-                        table: operation.table, itemId: operation.itemId, kind: operation.kind,
-                        clientRecord: operation.item, reason: reason))
-                    continue
-                }
-                guard case .conflict(let server)? = outcomes[operation.sendId] else { continue }
-                if operation.attempts > options.maxConflictRetries {
-                    decisions[operation.id] = .leaveForApp
-                    continue
-                }
-                let conflict = SyncConflict(
-                    table: operation.table, itemId: operation.itemId, kind: operation.kind,
-                    clientRecord: operation.item, serverRecord: server, baseVersion: operation.baseVersion,
-                    clientChangedAt: operation.changedAt, changedFields: operation.changedFields,
-                    attempts: operation.attempts)
-                decisions[operation.id] = await options.conflictResolver.resolve(conflict)
-            }
+            let (decisions, refusals) = await decide(batch, outcomes: outcomes)
             let answered = outcomes, decided = decisions, refused = refusals
             let (settled, following, remaining, isEmpty) = try await store.write { txn in
                 let settled = try SyncContext.settle(batch, outcomes: answered, decisions: decided, refusals: refused, txn: txn)
@@ -100,6 +80,33 @@ extension SyncContext {
             }
         }
         return summary
+    }
+
+    /// Asks the resolver about every conflict and every refusal (403) of an answered batch.
+    private func decide(_ batch: [QueuedOperation], outcomes: [String: PushOutcome]) async
+        -> (decisions: [String: ConflictResolution], refusals: [String: RefusalResolution]) {
+        var decisions: [String: ConflictResolution] = [:]
+        var refusals: [String: RefusalResolution] = [:]
+        for operation in batch {
+            if case .rejected(let reason, 403)? = outcomes[operation.sendId] {
+                refusals[operation.id] = await options.conflictResolver.resolveRefusal(SyncRefusal(
+                    table: operation.table, itemId: operation.itemId, kind: operation.kind,
+                    clientRecord: operation.item, reason: reason))
+                continue
+            }
+            guard case .conflict(let server)? = outcomes[operation.sendId] else { continue }
+            if operation.attempts > options.maxConflictRetries {
+                decisions[operation.id] = .leaveForApp
+                continue
+            }
+            let conflict = SyncConflict(
+                table: operation.table, itemId: operation.itemId, kind: operation.kind,
+                clientRecord: operation.item, serverRecord: server, baseVersion: operation.baseVersion,
+                clientChangedAt: operation.changedAt, changedFields: operation.changedFields,
+                attempts: operation.attempts)
+            decisions[operation.id] = await options.conflictResolver.resolve(conflict)
+        }
+        return (decisions, refusals)
     }
 
     /// Chooses a batch with `select` and marks its operations attempted, in one transaction.
