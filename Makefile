@@ -124,7 +124,7 @@ cognito-test: deps
 hostile-test: deps
 	$(SWIFT) build --product offline-sync
 	@python3 -c "import schemathesis" 2>/dev/null || python3 -m pip install --quiet schemathesis
-	OFFLINE_SYNC_BIN="$$($(SWIFT) build --show-bin-path)/offline-sync" python3 -m unittest -v Tests/Hostile/test_hostile.py Tests/Hostile/test_auth.py
+	OFFLINE_SYNC_BIN="$$($(SWIFT) build --show-bin-path)/offline-sync" python3 -m unittest -v Tests/Hostile/test_hostile.py Tests/Hostile/test_auth.py Tests/Hostile/test_leaks.py
 
 # Damaged copies of a SQLite, an LMDB and an encrypted store file (truncated at 24 offsets, 40
 # single-bit flips, 24 zeroed pages, 8 files of other formats), each opened in a child process:

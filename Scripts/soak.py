@@ -144,7 +144,8 @@ def sweeps(tool, scratch, seed):
 
 
 def hostile(tool, examples):
-    status, output, seconds = run([sys.executable, "-m", "unittest", "-v", "Tests/Hostile/test_hostile.py", "Tests/Hostile/test_auth.py"],
+    status, output, seconds = run([sys.executable, "-m", "unittest", "-v", "Tests/Hostile/test_hostile.py", "Tests/Hostile/test_auth.py",
+                                   "Tests/Hostile/test_leaks.py"],
                                   env={"OFFLINE_SYNC_BIN": tool, "HOSTILE_MAX_EXAMPLES": str(examples)})
     generated = re.search(r"schemathesis: (\d+) test cases generated, exit code (\d+)", output)
     ran = re.search(r"Ran (\d+) tests", output)
@@ -290,7 +291,8 @@ def report(args, crash, converge, shared, sweep, attacks):
             f.get("cases", "?"), ", undetected" if name == "encrypted-file" else "", f.get("failures", "?")), ""]
 
     lines += ["## Hostile requests and authentication attacks", "",
-              "`Tests/Hostile/test_hostile.py` and `Tests/Hostile/test_auth.py` against a live `offline-sync serve`,",
+              "`Tests/Hostile/test_hostile.py`, `Tests/Hostile/test_auth.py` and `Tests/Hostile/test_leaks.py` (sync rules:",
+              "nothing unreadable in any answer, count or notification) against a live `offline-sync serve`,",
               "schemathesis at %d examples per operation." % args.examples, "",
               "| figure | value |", "|---|---:|",
               "| tests run | %s |" % unknown(attacks["tests"]),

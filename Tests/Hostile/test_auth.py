@@ -200,11 +200,12 @@ class _Server:
             self.env.pop(name, None)
         self.proc = None
 
-    def start(self):
+    def start(self, extra=()):
+        """Starts the server with the module's keys and `extra` arguments of `serve`."""
         command = [_binary(), "serve", "--port", "0", "--data", self.tmp, "--log-level", "debug",
                    "--cognito-key", "%s:%s" % DEV_KEY,
                    "--cognito-key", "%s:%s:%s" % (ALICE_KEY + (ALICE,)),
-                   "--cognito-key", "%s:%s:%s" % (BOB_KEY + (BOB,))]
+                   "--cognito-key", "%s:%s:%s" % (BOB_KEY + (BOB,))] + list(extra)
         self.proc = subprocess.Popen(command, cwd=self.tmp, env=self.env, stdin=subprocess.DEVNULL,
                                      stdout=self.log_file, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + 30
