@@ -91,8 +91,7 @@ enum Outbox {
     }
 
     /// Marks `operation` failed and records why; later operations on its item wait behind it.
-    /// Marks `operation` failed and records why — or, when `compensated`, removes it and
-    /// records why it went.
+    /// When `compensated`, the operation is removed instead, and the record says why it went.
     static func fail(_ operation: QueuedOperation, status: Int?, message: String, server: Record?, now: Timestamp,
                      compensated: Bool = false, _ txn: any LocalWriteTransaction) throws -> OperationError {
         var failed = operation
