@@ -28,39 +28,58 @@ enum SyncBench {
 
     static func secret() -> String { (0..<32).map { _ in String(format: "%02x", UInt8.random(in: .min ... .max)) }.joined() }
 
-    /// Starts `offline-sync serve` over `data/server.sqlite` (copied from `seed` when given).
-    static func startServer(directory: URL, seed: URL? = nil) throws -> (ServerProcess, String) {
+    /// Starts `offline-sync serve` over `data/server.sqlite` (copied from `seed` when given),
+    /// with the sync rules document `rules` when given.
+    static func startServer(directory: URL, seed: URL? = nil, rules: String? = nil) throws -> (ServerProcess, String) {
         let data = directory.appendingPathComponent("server")
         try FileManager.default.createDirectory(at: data, withIntermediateDirectories: true)
         if let seed { try FileManager.default.copyItem(at: seed, to: data.appendingPathComponent("server.sqlite")) }
+        var arguments: [String] = []
+        if let rules {
+            let file = directory.appendingPathComponent("rules.yaml")
+            try Data(rules.utf8).write(to: file)
+            arguments = ["--rules", file.path]
+        }
         let secret = secret()
-        return (try ServerProcess.start(data: data, secret: secret), secret)
+        return (try ServerProcess.start(data: data, secret: secret, extraArguments: arguments), secret)
     }
 
-    static func remote(_ server: ServerProcess, secret: String) async throws -> HTTPRemoteStore {
-        let token = try await TokenAuthority(secret: Array(secret.utf8)).mint(identity: identity)
+    /// A remote for `identity` (the bench's own by default) with a token granting `roles`.
+    static func remote(_ server: ServerProcess, secret: String, identity: String = identity,
+                       roles: Set<String> = []) async throws -> HTTPRemoteStore {
+        let token = try await TokenAuthority(secret: Array(secret.utf8)).mint(identity: identity, roles: roles)
         return HTTPRemoteStore(baseURL: server.baseURL, token: { token })
     }
 
     /// A server database holding `count` records of `identity` in `items`, made once and kept
     /// in `bench-work/` (seeding is not what is measured).
     static func seed(count: Int) async throws -> URL {
+        try await cachedSeed("seed-\(count)", describing: "\(count) records") { service in
+            for start in stride(from: 0, to: count, by: 1000) {
+                let operations = (start..<min(start + 1000, count)).map { i in
+                    PushOperation(id: "seed-\(i)", table: "items", itemId: String(format: "item-%07d", i), kind: .insert,
+                                  item: record(i), baseVersion: nil)
+                }
+                _ = try await service.push(identity: identity, operations)
+            }
+        }
+    }
+
+    /// The server database `bench-work/<name>.sqlite`, built once by `build` through a service
+    /// under `rules` and kept (seeding is not what is measured). It is built under a partial
+    /// name and renamed when complete, so an interrupted seeding starts over.
+    static func cachedSeed(_ name: String, describing: String, rules: SyncRules = .ownerOnly,
+                           build: (OfflineSyncService) async throws -> Void) async throws -> URL {
         let directory = URL(fileURLWithPath: "bench-work", isDirectory: true)
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        let file = directory.appendingPathComponent("seed-\(count).sqlite")
+        let file = directory.appendingPathComponent("\(name).sqlite")
         if FileManager.default.fileExists(atPath: file.path) { return file }
-        let partial = directory.appendingPathComponent("seed-\(count).partial.sqlite")
+        let partial = directory.appendingPathComponent("\(name).partial.sqlite")
         for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: partial.path + suffix) }
-        FileHandle.standardError.write(Data("seeding \(count) records into \(file.path) (once)…\n".utf8))
+        FileHandle.standardError.write(Data("seeding \(describing) into \(file.path) (once)…\n".utf8))
         let store = try await SQLiteStore(path: partial.path)
-        let service = try await OfflineSyncService(store: store)
-        for start in stride(from: 0, to: count, by: 1000) {
-            let operations = (start..<min(start + 1000, count)).map { i in
-                PushOperation(id: "seed-\(i)", table: "items", itemId: String(format: "item-%07d", i), kind: .insert,
-                              item: record(i), baseVersion: nil)
-            }
-            _ = try await service.push(identity: identity, operations)
-        }
+        let service = try await OfflineSyncService(store: store, rules: rules)
+        try await build(service)
         try await service.pruneOperationOutcomes(olderThan: Timestamp(millisecondsSince1970: Timestamp.now().millisecondsSince1970 + 60_000))
         try await store.close()
         for suffix in ["-wal", "-shm"] { try? FileManager.default.removeItem(atPath: partial.path + suffix) }
@@ -178,7 +197,8 @@ enum Pull1m: BenchWorkload {
 }
 
 /// `pull-delta`: an incremental pull of 100 changed records from a 1,000,000-row table,
-/// against the same from a 10,000-row table (best of 5 rounds each).
+/// against the same from a 10,000-row table (best of 5 rounds each), on a server with sync
+/// rules.
 enum PullDelta: BenchWorkload {
     static let name = "pull-delta"
     static let baseline = "same-delta-from-10k-rows"
@@ -194,7 +214,9 @@ enum PullDelta: BenchWorkload {
 
     static func run(directory: URL, rows: Int) async throws -> Double {
         let seed = try await SyncBench.seed(count: rows)
-        let (server, secret) = try SyncBench.startServer(directory: directory, seed: seed)
+        // The rules engine is on: `items` is owner-only by the document's default, beside
+        // the shared tables of the sharing workloads.
+        let (server, secret) = try SyncBench.startServer(directory: directory, seed: seed, rules: SharedBench.rules)
         defer { _ = server.stop() }
         let remote = try await SyncBench.remote(server, secret: secret)
         let store = try await SQLiteStore(path: directory.appendingPathComponent("client.sqlite").path)

@@ -29,7 +29,8 @@ extension BenchWorkload {
 
 /// Every workload `bench` knows, in the order it runs them.
 let benchWorkloads: [any BenchWorkload.Type] = [LocalWritesSQLite.self, LocalWritesLMDB.self, LocalWritesEncryptedFile.self,
-                                                LocalWritesPostgreSQL.self, Push10k.self, Pull1m.self, PullDelta.self]
+                                                LocalWritesPostgreSQL.self, Push10k.self, Pull1m.self, PullDelta.self,
+                                                PullDeltaShared.self, MoveIn.self, MoveOut.self]
 
 /// `offline-sync-harness bench`: runs each workload side by side with its baseline, each in its own
 /// process (so peak memory is its own), prints a table and writes `bench-results.json`.
