@@ -102,9 +102,16 @@ public final class OfflineSyncService: Sendable {
             indexes.append(IndexDefinition([Meta.sequence]))
             // The fields the rules look rows up by: declared as strings unless the app
             // declares them, so the store can index them.
+            // A membership is looked up by group and member together (is this identity in
+            // this group?): one index on both, so the lookup costs the same for a member of
+            // 5,000 groups as for a member of one. Other lookups go by one field.
+            for membership in rules.memberships.values where membership.table == table {
+                let pair = IndexDefinition([membership.group, membership.member])
+                if !indexes.contains(pair) { indexes.append(pair) }
+            }
             for name in lookupFields(of: table) {
                 if !fields.contains(where: { $0.name == name }) { fields.append(FieldDefinition(name, .string)) }
-                indexes.append(IndexDefinition([name]))
+                if !indexes.contains(where: { $0.fields.first == name }) { indexes.append(IndexDefinition([name])) }
             }
         }
         return TableSchema(table, fields: fields, indexes: indexes, undeclaredFields: app.undeclaredFields)
