@@ -50,6 +50,11 @@ public struct SyncServer: Sendable {
         /// The access keys of the Cognito Sync API (AWS Signature Version 4, service
         /// `cognito-sync`). Without any, that API accepts only the server's bearer tokens.
         public var cognitoKeys: [CognitoAccessKey]
+        /// How long a graceful shutdown may wait for connections to finish before the server
+        /// cancels them and stops anyway: a client that never closes its socket cannot hold a
+        /// stopping server open. A push cut off this way rolls back whole, as any failed
+        /// transaction does.
+        public var shutdownGracePeriod: Duration = .seconds(10)
 
         /// Creates a configuration.
         public init(host: String = "127.0.0.1", port: Int = 8080, tokenSecret: [UInt8], adminKey: String? = nil,
@@ -114,14 +119,16 @@ public struct SyncServer: Sendable {
 
     /// Runs until SIGTERM or SIGINT, then shuts down gracefully: the listener closes, requests
     /// in flight complete (a push is one transaction, so it is applied whole or not at all),
-    /// notification sockets are closed, and the call returns.
+    /// notification sockets are closed, and the call returns — within
+    /// ``Configuration/shutdownGracePeriod``, after which what is left is cancelled.
     ///
     /// `onListening` is called with the bound port once the server accepts connections.
     public func run(onListening: @escaping @Sendable (Int) async -> Void = { _ in }) async throws {
         let app = makeApplication(onServerRunning: { channel in await onListening(channel.localAddress?.port ?? 0) })
-        let group = ServiceGroup(configuration: .init(services: [app], gracefulShutdownSignals: [.sigterm, .sigint],
-                                                      logger: configuration.logger))
-        try await group.run()
+        var groupConfiguration = ServiceGroupConfiguration(services: [app], gracefulShutdownSignals: [.sigterm, .sigint],
+                                                           logger: configuration.logger)
+        groupConfiguration.maximumGracefulShutdownDuration = configuration.shutdownGracePeriod
+        try await ServiceGroup(configuration: groupConfiguration).run()
     }
 
     /// Starts serving in the background and returns once the listener is bound.
@@ -130,7 +137,9 @@ public struct SyncServer: Sendable {
         let app = makeApplication(onServerRunning: { channel in
             boundContinuation.yield(channel.localAddress?.port ?? 0)
         })
-        let group = ServiceGroup(configuration: .init(services: [app], logger: configuration.logger))
+        var groupConfiguration = ServiceGroupConfiguration(services: [app], logger: configuration.logger)
+        groupConfiguration.maximumGracefulShutdownDuration = configuration.shutdownGracePeriod
+        let group = ServiceGroup(configuration: groupConfiguration)
         let task = Task {
             defer { boundContinuation.finish() }
             try await group.run()

@@ -68,7 +68,7 @@ struct ServeCommand: AsyncParsableCommand {
         discussion: """
             Defaults: 127.0.0.1, port 8080, data in ./offline-sync-data/ on SQLite. Clients need a \
             token: mint one with `offline-sync token --identity NAME`. SIGTERM or SIGINT stops the \
-            server gracefully: requests in flight finish first.
+            server gracefully: requests in flight finish first (within 10 seconds; then the rest is cancelled).
             """)
 
     @Option(help: "The address to bind (environment: OFFLINE_SYNC_HOST).")

@@ -50,7 +50,7 @@ struct GracefulShutdownTests {
             for result in replay {
                 guard case .applied = result.outcome else { Issue.record("a replay is not answered with its first outcome"); break }
             }
-            #expect(again.stop() == 0)
+            #expect(await again.stopped() == 0)
         }
     }
 

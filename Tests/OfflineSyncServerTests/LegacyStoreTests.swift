@@ -85,7 +85,7 @@ struct LegacyStoreTests {
             let records = try await datasets.listRecords(dataset: "profile", lastSyncCount: 0, nextToken: nil, maxResults: nil,
                                                          syncSessionToken: nil)
             #expect(records.records.map { "\($0.key)=\($0.value ?? "")" } == ["name=Alice"])
-            #expect(server.stop() == 0)
+            #expect(await server.stopped() == 0)
         }
     }
 }

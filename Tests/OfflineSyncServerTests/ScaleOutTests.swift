@@ -174,8 +174,8 @@ struct ScaleOutTests {
             for log in [heardOnOne, heardOnTwo, bobHeard, pushedOnOne, bobPushed] { await log.stop() }
             try await storeX.close()
             try await storeY.close()
-            #expect(one.stop() == 0)
-            #expect(two.stop() == 0)
+            #expect(await one.stopped() == 0)
+            #expect(await two.stopped() == 0)
         }
     }
 
@@ -243,8 +243,8 @@ struct ScaleOutTests {
             let beforeOwn = await bobHeard.consume(through: .changed(table: "notes"))
             #expect(beforeOwn?.contains(.changed(table: "todos")) == false, "bob heard of a todo he can no longer read")
             for log in [aliceHeard, bobHeard, carolHeard] { await log.stop() }
-            #expect(one.stop() == 0)
-            #expect(two.stop() == 0)
+            #expect(await one.stopped() == 0)
+            #expect(await two.stopped() == 0)
         }
     }
 }

@@ -70,10 +70,21 @@ final class ServerProcess: @unchecked Sendable {
         return (process.terminationStatus, String(decoding: rest, as: UTF8.self))
     }
 
-    /// Stops with SIGTERM (or SIGKILL if it is still running after that).
+    /// Stops with SIGTERM and waits for the exit status, blocking the calling thread (for
+    /// `defer`, on a test's error path).
     func stop() -> Int32 {
         if process.isRunning { signal(SIGTERM) }
         return waitForExit().status
+    }
+
+    /// Stops with SIGTERM and waits for the exit status on a thread outside Swift's
+    /// cooperative pool: the server's graceful shutdown waits for this process's clients to
+    /// close their connections, which needs the pool, so blocking it here could hold both
+    /// sides until the server's grace period ends.
+    func stopped() async -> Int32 {
+        await withCheckedContinuation { continuation in
+            DispatchQueue.global().async { continuation.resume(returning: self.stop()) }
+        }
     }
 }
 
