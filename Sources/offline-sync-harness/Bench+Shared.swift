@@ -106,6 +106,38 @@ enum SharedBench {
         return (context, store)
     }
 
+    /// Runs `body` with the seeder's remote and `user`'s client, on a server over the
+    /// `big` list's seed, and closes the client's store afterwards.
+    static func withBigList(directory: URL, user: String,
+                            _ body: (HTTPRemoteStore, SyncContext, SQLiteStore) async throws -> Double) async throws -> Double {
+        let (server, secret) = try SyncBench.startServer(directory: directory, seed: try await bigListSeed(), rules: rules)
+        defer { _ = server.stop() }
+        let writer = try await SyncBench.remote(server, secret: secret, identity: "seeder", roles: ["seeder"])
+        let (context, store) = try await client(user, server: server, secret: secret, directory: directory)
+        let seconds = try await body(writer, context, store)
+        try await store.close()
+        return seconds
+    }
+
+    /// Runs `body` with the bench identity's remote and a client with `items` defined, on a
+    /// server holding `count` rows of that identity, and closes the client's store afterwards.
+    static func withOwnRows(_ count: Int, directory: URL,
+                            _ body: (HTTPRemoteStore, SyncContext, SQLiteStore) async throws -> Double) async throws -> Double {
+        let (server, secret) = try SyncBench.startServer(directory: directory, seed: try await SyncBench.seed(count: count))
+        defer { _ = server.stop() }
+        let remote = try await SyncBench.remote(server, secret: secret)
+        let store = try await SQLiteStore(path: directory.appendingPathComponent("client.sqlite").path)
+        let context = try await SyncContext(store: store, remote: remote, options: SyncOptions(pullPageSize: 1000))
+        try await context.defineTable(SyncBench.schema)
+        let seconds = try await body(remote, context, store)
+        try await store.close()
+        return seconds
+    }
+
+    static func localItems(_ store: SQLiteStore) async throws -> Int {
+        try await store.read { try $0.count(in: "items", matching: .all) }
+    }
+
     static func localTodos(_ store: SQLiteStore) async throws -> Int {
         try await store.read { try $0.count(in: "list_todos", matching: .all) }
     }
@@ -169,34 +201,25 @@ enum MoveIn: BenchWorkload {
     static var fixedRecords: Int? { count }
 
     static func ours(directory: URL, records: Int, batch: Int) async throws -> Double {
-        let (server, secret) = try SyncBench.startServer(directory: directory, seed: try await SharedBench.bigListSeed(),
-                                                         rules: SharedBench.rules)
-        defer { _ = server.stop() }
-        let writer = try await SyncBench.remote(server, secret: secret, identity: "seeder", roles: ["seeder"])
-        let (context, store) = try await SharedBench.client("newcomer", server: server, secret: secret, directory: directory)
-        _ = try await context.pull("list_todos", queryId: "all")   // nothing in view yet
-        let seconds = try await LocalWrites.measure {
-            try await SharedBench.push(writer, [SharedBench.insert(SharedBench.membership("newcomer", in: "big"), into: "list_members")])
-            _ = try await context.pull("list_todos", queryId: "all")
+        try await SharedBench.withBigList(directory: directory, user: "newcomer") { writer, context, store in
+            _ = try await context.pull("list_todos", queryId: "all")   // nothing in view yet
+            let seconds = try await LocalWrites.measure {
+                try await SharedBench.push(writer, [SharedBench.insert(SharedBench.membership("newcomer", in: "big"), into: "list_members")])
+                _ = try await context.pull("list_todos", queryId: "all")
+            }
+            let stored = try await SharedBench.localTodos(store)
+            guard stored == count else { throw SyncError(.storageFailure, "move-in stored \(stored) of \(count) todos") }
+            return seconds
         }
-        let stored = try await SharedBench.localTodos(store)
-        guard stored == count else { throw SyncError(.storageFailure, "move-in stored \(stored) of \(count) todos") }
-        try await store.close()
-        return seconds
     }
 
     static func raw(directory: URL, records: Int, batch: Int) async throws -> Double {
-        let (server, secret) = try SyncBench.startServer(directory: directory, seed: try await SyncBench.seed(count: count))
-        defer { _ = server.stop() }
-        let store = try await SQLiteStore(path: directory.appendingPathComponent("client.sqlite").path)
-        let context = try await SyncContext(store: store, remote: try await SyncBench.remote(server, secret: secret),
-                                            options: SyncOptions(pullPageSize: 1000))
-        try await context.defineTable(SyncBench.schema)
-        let seconds = try await LocalWrites.measure { _ = try await context.pull("items", queryId: "all") }
-        let stored = try await store.read { try $0.count(in: "items", matching: .all) }
-        guard stored == count else { throw SyncError(.storageFailure, "the first pull stored \(stored) of \(count)") }
-        try await store.close()
-        return seconds
+        try await SharedBench.withOwnRows(count, directory: directory) { _, context, store in
+            let seconds = try await LocalWrites.measure { _ = try await context.pull("items", queryId: "all") }
+            let stored = try await SharedBench.localItems(store)
+            guard stored == count else { throw SyncError(.storageFailure, "the first pull stored \(stored) of \(count)") }
+            return seconds
+        }
     }
 }
 
@@ -211,47 +234,38 @@ enum MoveOut: BenchWorkload {
     static var fixedRecords: Int? { count }
 
     static func ours(directory: URL, records: Int, batch: Int) async throws -> Double {
-        let (server, secret) = try SyncBench.startServer(directory: directory, seed: try await SharedBench.bigListSeed(),
-                                                         rules: SharedBench.rules)
-        defer { _ = server.stop() }
-        let writer = try await SyncBench.remote(server, secret: secret, identity: "seeder", roles: ["seeder"])
-        let (context, store) = try await SharedBench.client("leaver", server: server, secret: secret, directory: directory)
-        let membership = SharedBench.membership("leaver", in: "big")
-        try await SharedBench.push(writer, [SharedBench.insert(membership, into: "list_members")])
-        _ = try await context.pull("list_todos", queryId: "all")
-        guard try await SharedBench.localTodos(store) == count else { throw SyncError(.storageFailure, "move-out's move-in fell short") }
-        var summary: PullSummary?
-        let seconds = try await LocalWrites.measure {
-            try await SharedBench.push(writer, [PushOperation(id: "remove-leaver", table: "list_members", itemId: membership.id,
-                                                              kind: .delete, item: nil, baseVersion: nil)])
-            summary = try await context.pull("list_todos", queryId: "all")
+        try await SharedBench.withBigList(directory: directory, user: "leaver") { writer, context, store in
+            let membership = SharedBench.membership("leaver", in: "big")
+            try await SharedBench.push(writer, [SharedBench.insert(membership, into: "list_members")])
+            _ = try await context.pull("list_todos", queryId: "all")
+            guard try await SharedBench.localTodos(store) == count else { throw SyncError(.storageFailure, "move-out's move-in fell short") }
+            var summary: PullSummary?
+            let seconds = try await LocalWrites.measure {
+                try await SharedBench.push(writer, [PushOperation(id: "remove-leaver", table: "list_members", itemId: membership.id,
+                                                                  kind: .delete, item: nil, baseVersion: nil)])
+                summary = try await context.pull("list_todos", queryId: "all")
+            }
+            let stored = try await SharedBench.localTodos(store)
+            guard stored == 0, summary?.removedFromView == count else {
+                throw SyncError(.storageFailure, "move-out left \(stored) todos, counted \(summary?.removedFromView ?? 0) removals")
+            }
+            return seconds
         }
-        let stored = try await SharedBench.localTodos(store)
-        guard stored == 0, summary?.removedFromView == count else {
-            throw SyncError(.storageFailure, "move-out left \(stored) todos, counted \(summary?.removedFromView ?? 0) removals")
-        }
-        try await store.close()
-        return seconds
     }
 
     static func raw(directory: URL, records: Int, batch: Int) async throws -> Double {
-        let (server, secret) = try SyncBench.startServer(directory: directory, seed: try await SyncBench.seed(count: count))
-        defer { _ = server.stop() }
-        let remote = try await SyncBench.remote(server, secret: secret)
-        let store = try await SQLiteStore(path: directory.appendingPathComponent("client.sqlite").path)
-        let context = try await SyncContext(store: store, remote: remote, options: SyncOptions(pullPageSize: 1000))
-        try await context.defineTable(SyncBench.schema)
-        _ = try await context.pull("items", queryId: "all")
-        try await SharedBench.push(remote, (0..<count).map { i in
-            PushOperation(id: "delete-\(i)", table: "items", itemId: String(format: "item-%07d", i), kind: .delete, item: nil, baseVersion: nil)
-        })
-        var summary: PullSummary?
-        let seconds = try await LocalWrites.measure { summary = try await context.pull("items", queryId: "all") }
-        let stored = try await store.read { try $0.count(in: "items", matching: .all) }
-        guard stored == 0, summary?.deleted == count else {
-            throw SyncError(.storageFailure, "the deletions' pull left \(stored) rows, deleted \(summary?.deleted ?? 0)")
+        try await SharedBench.withOwnRows(count, directory: directory) { remote, context, store in
+            _ = try await context.pull("items", queryId: "all")
+            try await SharedBench.push(remote, (0..<count).map { i in
+                PushOperation(id: "delete-\(i)", table: "items", itemId: String(format: "item-%07d", i), kind: .delete, item: nil, baseVersion: nil)
+            })
+            var summary: PullSummary?
+            let seconds = try await LocalWrites.measure { summary = try await context.pull("items", queryId: "all") }
+            let stored = try await SharedBench.localItems(store)
+            guard stored == 0, summary?.deleted == count else {
+                throw SyncError(.storageFailure, "the deletions' pull left \(stored) rows, deleted \(summary?.deleted ?? 0)")
+            }
+            return seconds
         }
-        try await store.close()
-        return seconds
     }
 }

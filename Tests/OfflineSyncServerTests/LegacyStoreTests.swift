@@ -66,7 +66,7 @@ struct LegacyStoreTests {
                 let expected = stored[identity]?.values.filter { !$0.deleted }.sorted { $0.id < $1.id } ?? []
                 let live = page.records.filter { !$0.deleted }.sorted { $0.id < $1.id }
                 #expect(live == expected, "\(identity)'s todos: ids, fields, versions and times as stored")
-                // The tables API serves the same rows, under the same ETags.
+                // The tables API lists the same rows.
                 let list = try await TablesClient(baseURL: server.baseURL, token: token).list("")
                 #expect(list.ids.sorted() == expected.map(\.id))
             }
