@@ -1,4 +1,5 @@
 import OfflineSync
+import OfflineSyncWire
 
 /// The `$filter` parser: tokens to a syntax tree (precedence `not` > comparison > `and` >
 /// `or`), then the tree to a ``QueryPredicate`` with OData's null semantics (see
@@ -31,7 +32,7 @@ struct ODataFilterParser {
     /// OData functions that are refused by name.
     static let unsupportedFunctions: Set<String> = [
         "tolower", "toupper", "trim", "length", "indexof", "substring", "concat", "year", "month", "day", "hour", "minute",
-        "second", "fractionalseconds", "date", "time", "now", "round", "floor", "ceiling", "cast", "isof", "any", "all",
+        "second", "fractionalseconds", "date", "time", "now", "round", "floor", "ceiling", "isof", "any", "all",
         "matchesPattern", "totaloffsetminutes", "totalseconds", "maxdatetime", "mindatetime", "geo.distance",
         "geo.intersects", "geo.length", "replace",
     ]
@@ -136,12 +137,41 @@ struct ODataFilterParser {
                 arguments.append(try parseOr())
                 switch current.kind {
                 case .comma: advance()
-                case .close: advance(); return .call(name, arguments, token.position)
+                case .close:
+                    advance()
+                    return name == "cast" ? try cast(arguments, token.position) : .call(name, arguments, token.position)
                 default: throw unexpected(current, expecting: "',' or ')' in the arguments of '\(ODataSyntax.clip(name))'")
                 }
             }
         case .close, .comma, .end:
             throw unexpected(token, expecting: "an operand")
+        }
+    }
+
+    /// `cast(literal, Edm.Type)` as the literal it makes. The Datasync clients write their
+    /// delta filter's date this way: `(updatedAt gt cast(2024-08-23T20:22:54.291Z,Edm.DateTimeOffset))`
+    /// (CommunityToolkit/Datasync, `PullOperationManager_Tests.PrepareQueryDescription_NQ_S`).
+    /// A date-time may be bare or quoted; `Edm.DateTime` is the older protocol's name for the
+    /// same type. Other target types, and a field as the first argument, are refused.
+    func cast(_ arguments: [Node], _ position: Int) throws -> Node {
+        guard arguments.count == 2, case .member(let type, _) = arguments[1] else {
+            throw error("cast takes a literal and a type: cast(2024-01-01T00:00:00Z,Edm.DateTimeOffset)", at: position)
+        }
+        guard type == "Edm.DateTimeOffset" || type == "Edm.DateTime" else {
+            throw error("cast to '\(ODataSyntax.clip(type))' is not supported (only Edm.DateTimeOffset and Edm.DateTime)", at: position)
+        }
+        switch arguments[0] {
+        case .literal(.date(let stamp), let at):
+            return .literal(.date(stamp), at)
+        case .literal(.string(let text), let at):
+            let scalars = Array(text.unicodeScalars)
+            var reader = WireDate.Reader(s: scalars, i: 0)
+            guard let stamp = reader.read(requireZone: false), reader.i == scalars.count else {
+                throw error("'\(ODataSyntax.clip(text))' is not a date-time to cast to \(type)", at: at)
+            }
+            return .literal(.date(stamp), at)
+        default:
+            throw error("cast to \(type) takes a date-time literal", at: arguments[0].position)
         }
     }
 
@@ -164,9 +194,9 @@ struct ODataFilterParser {
         case .literal(let value, let position):
             let token = ODataToken(kind: .literal(value), position: position)
             throw error("expected a condition, found \(token.described), a literal that is not true or false", at: position)
-        case .member(let name, _):
+        case .member(let name, let at):
             // A boolean field alone: true when true, false when false, null (unknown) when null.
-            return .compare(name, .equal, .bool(positive))
+            return .compare(try field(name, at), .equal, .bool(positive))
         case .call:
             let (predicate, _) = try function(node)
             return positive ? predicate : .not(predicate)
@@ -203,8 +233,8 @@ struct ODataFilterParser {
             side = inner
         }
         switch side {
-        case .member(let name, _) where negations == 0:
-            return Self.fieldComparison(name, op, literal, positive: positive)
+        case .member(let name, let at) where negations == 0:
+            return Self.fieldComparison(try field(name, at), op, literal, positive: positive)
         case .member, .call:
             // An unsupported function is named before anything else is said about the comparison.
             var call: (QueryPredicate, String)?
@@ -218,8 +248,8 @@ struct ODataFilterParser {
             // `not x eq b` is `(not x) eq b`, which is `x eq (not b)`: both are false when x is null.
             let want = negations % 2 == 0 ? b : !b
             guard let (predicate, field) = call else {
-                guard case .member(let name, _) = side else { throw error("expected a field", at: position) }
-                return Self.fieldComparison(name, op, .bool(want), positive: positive)
+                guard case .member(let name, let at) = side else { throw error("expected a field", at: position) }
+                return Self.fieldComparison(try field(name, at), op, .bool(want), positive: positive)
             }
             let holds = want ? predicate : .not(predicate)
             let failsOrNull: QueryPredicate = .or([.isNull(field), want ? .not(predicate) : predicate])
@@ -227,6 +257,15 @@ struct ODataFilterParser {
         default:
             throw error("comparisons need a field and a literal, but '\(Self.name(op))' has no field", at: position)
         }
+    }
+
+    /// `name` as a field: a type's qualified name (`Edm.String`) is not one.
+    func field(_ name: String, _ position: Int) throws -> String {
+        guard !name.contains(".") else {
+            throw error("'\(ODataSyntax.clip(name))' is a type name, not a field; types appear only in cast(…, \(ODataSyntax.clip(name)))",
+                        at: position)
+        }
+        return name
     }
 
     static func name(_ op: ComparisonOperator) -> String {
@@ -272,6 +311,7 @@ struct ODataFilterParser {
               case .literal(.string(let text), _) = arguments[needleFirst ? 0 : 1] else {
             throw error("\(name) takes a field and a string literal: \(usage)", at: position)
         }
+        _ = try self.field(field, position)
         switch name {
         case "startswith": return (.hasPrefix(field, text), field)
         case "endswith": return (.hasSuffix(field, text), field)

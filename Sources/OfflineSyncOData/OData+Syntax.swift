@@ -154,6 +154,13 @@ enum ODataSyntax {
         mutating func word() throws -> ODataToken {
             let start = i
             while let c = peek(), ODataSyntax.isIdentifierPart(c) { i += 1 }
+            // A primitive type's qualified name (`Edm.DateTimeOffset`, the second argument of
+            // `cast`) is one word; no other dotted name is read.
+            if i - start == 3, s[start] == "E", s[start + 1] == "d", s[start + 2] == "m", peek() == ".",
+               let next = peek(1), ODataSyntax.isIdentifierStart(next) {
+                i += 1
+                while let c = peek(), ODataSyntax.isIdentifierPart(c) { i += 1 }
+            }
             let w = String(String.UnicodeScalarView(s[start..<i]))
             let position = start + 1
             if peek() == "'" {

@@ -136,6 +136,40 @@ struct ODataTests {
         #expect(try filter("t eq 292278994-08-17T07:12:55.807Z") == .compare("t", .equal, .date(Timestamp(millisecondsSince1970: .max))))
     }
 
+    /// The delta filter as the CommunityToolkit Datasync client writes it
+    /// (CommunityToolkit/Datasync, tests/CommunityToolkit.Datasync.Client.Test/Offline/Operations/
+    /// PullOperationManager_Tests.cs, `PrepareQueryDescription_NQ_S` and `_Q_S`), and as it is
+    /// sent: `QueryDescriptionExtensions.ToODataQueryString` escapes the filter with
+    /// `Uri.EscapeDataString`, which leaves only A–Z, a–z, 0–9 and `-._~` unescaped.
+    @Test func castDateLiteralsAsTheDatasyncClientSendsThem() throws {
+        let token = ms("2024-08-23T20:22:54.291Z")
+        let sent = "$filter=%28updatedAt%20gt%20cast%282024-08-23T20%3A22%3A54.291Z%2CEdm.DateTimeOffset%29%29"
+            + "&$orderby=updatedAt&$count=true&__includedeleted=true"
+        let query = try ODataQuery.parse(decode(sent))
+        #expect(query.filter == .compare("updatedAt", .greater, token))
+        #expect(query.orderBy == [SortKey("updatedAt")])
+        #expect(query.count && query.includeDeleted)
+        let combined = try ODataQuery.parse(decode(
+            "$filter=%28%28rating%20eq%20%27G%27%29%20and%20%28updatedAt%20gt%20cast%282024-08-23T20%3A22%3A54.291Z%2CEdm.DateTimeOffset%29%29%29"
+                + "&$orderby=updatedAt&$count=true&__includedeleted=true"))
+        #expect(combined.filter == .and([.compare("rating", .equal, "G"), .compare("updatedAt", .greater, token)]))
+        // The toolkit server's own filter tests write the same form on either side.
+        #expect(try filter("(releaseDate eq cast(1994-10-14T00:00:00.000Z,Edm.DateTimeOffset))")
+            == .compare("releaseDate", .equal, ms("1994-10-14T00:00:00.000Z")))
+        #expect(try filter("cast(1994-10-14T00:00:00.000Z,Edm.DateTimeOffset) lt releaseDate")
+            == .compare("releaseDate", .greater, ms("1994-10-14T00:00:00.000Z")))
+        // Quoted, with spaces, and the older name of the type.
+        #expect(try filter("t ge cast('2018-01-01T00:00:00Z', Edm.DateTimeOffset)") == .compare("t", .greaterOrEqual, ms("2018-01-01T00:00:00.000Z")))
+        #expect(try filter("t ge cast(2018-01-01T00:00:00Z,Edm.DateTime)") == .compare("t", .greaterOrEqual, ms("2018-01-01T00:00:00.000Z")))
+        // What cast does not do is a clear 400.
+        #expect(filterError("t gt cast(t2,Edm.DateTimeOffset)")?.message.contains("date-time literal") == true)
+        #expect(filterError("t gt cast(1,Edm.Int64)")?.message.contains("Edm.Int64") == true)
+        #expect(filterError("t gt cast('soon',Edm.DateTimeOffset)")?.message.contains("'soon'") == true)
+        #expect(filterError("t gt cast(2018-01-01T00:00:00Z)")?.message.contains("cast takes a literal and a type") == true)
+        #expect(filterError("t gt Edm.x") != nil)
+        #expect(filterError("Edm.DateTimeOffset eq 1") != nil)
+    }
+
     @Test func renderedDatesMatchFoundationAndReadBack() throws {
         var rng = SplitMix64(seed: 0xDA7E)
         let formatter = ISO8601DateFormatter()
@@ -226,7 +260,8 @@ struct ODataTests {
     @Test func unsupportedFunctionsAreClearErrors() {
         for (text, word) in [("tolower(s) eq 'a'", "tolower"), ("toupper(s) eq 'A'", "toupper"), ("length(s) gt 2", "length"),
                              ("year(t) eq 2024", "year"), ("indexof(s,'a') eq 1", "indexof"), ("frobnicate(s)", "frobnicate"),
-                             ("startswith(tolower(s),'a')", "tolower"), ("Startswith(s,'a')", "Startswith")] {
+                             ("startswith(tolower(s),'a')", "tolower"), ("Startswith(s,'a')", "Startswith"),
+                             ("isof(s, Edm.String)", "isof")] {
             let message = filterError(text)?.message ?? ""
             #expect(message.contains("'\(word)'"), "\(text): \(message)")
         }

@@ -205,6 +205,33 @@ struct TablesAPITests {
         }
     }
 
+    /// The first request of the CommunityToolkit Datasync client's incremental pull, byte for
+    /// byte: `PullOperationManager.PrepareQueryDescription` adds the delta filter, the
+    /// ordering, the count and `__includedeleted`, and `ToODataQueryString` escapes the
+    /// filter with `Uri.EscapeDataString` (CommunityToolkit/Datasync,
+    /// src/CommunityToolkit.Datasync.Client/Offline/Operations/PullOperationManager.cs and
+    /// Query/OData/QueryDescriptionExtensions.cs; the unescaped form is asserted in
+    /// PullOperationManager_Tests.cs).
+    @Test("GET list: the Datasync client's delta request with a cast(…,Edm.DateTimeOffset) token, tombstones included")
+    func datasyncClientDeltaRequest() async throws {
+        try await withClients { alice, _, _ in
+            for id in ["a", "b", "c"] {
+                #expect(try await alice.send(.POST, "/tables/todos", json: #"{"id":"\#(id)","title":"t"}"#).status == 201)
+            }
+            #expect(try await alice.send(.DELETE, "/tables/todos/b").status == 204)
+            func deltaQuery(_ token: String) -> String {
+                "$filter=%28updatedAt%20gt%20cast%28\(token)%2CEdm.DateTimeOffset%29%29&$orderby=updatedAt&$count=true&__includedeleted=true"
+            }
+            let all = try await alice.list(deltaQuery("2024-08-23T20%3A22%3A54.291Z"))
+            #expect(all.response.status == 200, "\(String(decoding: all.response.body, as: UTF8.self))")
+            #expect(Set(all.ids) == ["a", "b", "c"], "the tombstone of b is included")
+            #expect(all.count == 3)
+            let none = try await alice.list(deltaQuery("9999-01-01T00%3A00%3A00.000Z"))
+            #expect(none.response.status == 200)
+            #expect(none.ids.isEmpty && none.count == 0)
+        }
+    }
+
     @Test("GET list: OData $filter comparisons, logic, string functions and dates; bad queries are 400 with a reason")
     func filters() async throws {
         try await withClients { alice, _, _ in
@@ -225,6 +252,8 @@ struct TablesAPITests {
                 ("title eq 'Ask O''Brien'", ["d"]), ("missing eq null", ["a", "b", "c", "d"]), ("title eq null", []),
                 ("updatedAt gt 2000-01-01T00:00:00Z", ["a", "b", "c", "d"]), ("updatedAt lt 2000-01-01T00:00:00.000Z", []),
                 ("updatedAt gt datetimeoffset'2000-01-01T00:00:00Z'", ["a", "b", "c", "d"]),
+                ("(updatedAt gt cast(2000-01-01T00:00:00.000Z,Edm.DateTimeOffset))", ["a", "b", "c", "d"]),
+                ("updatedAt gt cast(9999-01-01T00:00:00.000Z,Edm.DateTimeOffset)", []),
                 ("deleted eq false", ["a", "b", "c", "d"]), ("id eq 'c'", ["c"]),
             ]
             for (filter, expected) in cases {
