@@ -134,7 +134,9 @@ struct ServeCommand: AsyncParsableCommand {
         let service = try await OfflineSyncService(store: store, rules: syncRules)
         var feed: any ChangeFeed = LocalChangeFeed()
         if let postgres = store as? PostgreSQLStore {
-            let channel = Self.changeChannel(schema: postgres.options.schema)
+            // Named after the store's schema: deployments on other schemas of the same
+            // database must not hear each other's changes (their identities are not ours).
+            let channel = try postgres.schemaChannel("offline_sync_changes")
             let relayed = RelayedChangeFeed(send: { try await postgres.notify(channel: channel, payload: $0) },
                                             receive: { try await postgres.notifications(channel: channel) })
             await relayed.waitUntilListening()
@@ -194,22 +196,5 @@ struct TokenCommand: AsyncParsableCommand {
         guard lifetime > 0 else { throw ValidationError("--lifetime must be positive") }
         let authority = try await TokenAuthority(secret: try dataArguments.tokenSecret(create: false))
         print(try await authority.mint(identity: identity, roles: Set(roles), lifetime: .seconds(lifetime)))
-    }
-}
-
-extension ServeCommand {
-    /// The `LISTEN`/`NOTIFY` channel of the server instances on one store: named after the
-    /// store's schema, because channels are database-wide and deployments on other schemas of
-    /// the same database must not hear each other's changes (their identities are not ours).
-    /// A 64-bit FNV-1a digest keeps it within PostgreSQL's 63 bytes whatever the schema's
-    /// name.
-    static func changeChannel(schema: String) -> String {
-        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
-        for byte in schema.utf8 {
-            hash ^= UInt64(byte)
-            hash = hash &* 0x100_0000_01b3
-        }
-        let digits = String(hash, radix: 16)
-        return "offline_sync_changes_" + String(repeating: "0", count: 16 - digits.count) + digits
     }
 }

@@ -84,9 +84,7 @@ enum LMDBLayout {
 
     /// The part shared by every probe of a long id's key.
     static func longKeyBase(_ utf8: [UInt8]) -> [UInt8] {
-        var hash: UInt64 = 0xcbf2_9ce4_8422_2325 // FNV-1a
-        for byte in utf8 { hash = (hash ^ UInt64(byte)) &* 0x0000_0100_0000_01B3 }
-        return Array(utf8.prefix(directIdLength)) + [0] + BigEndian.bytes(hash)
+        Array(utf8.prefix(directIdLength)) + [0] + BigEndian.bytes(FNV1a.hash64(utf8))
     }
 }
 

@@ -1,4 +1,5 @@
 import OfflineSync
+import OfflineSyncStoreKit
 
 /// PostgreSQL `LISTEN`/`NOTIFY` between processes sharing a database — how several sync
 /// server instances on one PostgreSQL tell each other that data changed.
@@ -13,7 +14,7 @@ import OfflineSync
 /// ```
 ///
 /// Channels are database-wide (not per store schema) and exact: `"Todo"` and `"todo"` are
-/// two channels. Delivery is PostgreSQL's: at most once, to listeners connected when the
+/// two channels. ``schemaChannel(_:)`` names one that belongs to this store alone. Delivery is PostgreSQL's: at most once, to listeners connected when the
 /// notifying transaction commits, in commit order per sender; a listener that reconnects
 /// must not assume it saw what was sent while it was away.
 extension PostgreSQLStore {
@@ -79,6 +80,17 @@ extension PostgreSQLStore {
     public func notifications(channel: String) async throws -> PostgreSQLNotifications {
         try Self.validateChannel(channel)
         return PostgreSQLNotifications(listener: try await notificationHub.listen(channel: channel))
+    }
+
+    /// `base`, `_` and 16 hex digits of an FNV-1a hash of this store's schema: a channel
+    /// of its own for each store in a database. Channels are database-wide, so processes
+    /// serving stores on other schemas of the same database do not hear what is sent on it.
+    /// Throws ``SyncError/Code/invalidName`` when the result is not a valid channel (`base`
+    /// longer than 46 bytes, or containing NUL).
+    public func schemaChannel(_ base: String) throws -> String {
+        let channel = base + "_" + FNV1a.hex64(options.schema.utf8)
+        try Self.validateChannel(channel)
+        return channel
     }
 
     static let notifyStatement = "SELECT pg_notify(convert_from($1, 'UTF8'), convert_from($2, 'UTF8'))"

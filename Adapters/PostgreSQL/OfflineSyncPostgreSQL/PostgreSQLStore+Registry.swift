@@ -1,6 +1,7 @@
 import COfflineSyncPostgreSQL
 import Foundation
 import OfflineSync
+import OfflineSyncStoreKit
 
 extension StoreRegistry.Adapter {
     /// The `postgres` scheme: a libpq URL, `postgres://user:password@host:port/dbname`, plus
@@ -75,18 +76,12 @@ struct PostgreSQLLocation {
     /// `_` and 16 hex digits of an FNV-1a hash of the directory's path — so the schemas a
     /// conformance run leaves share the prefix it was given.
     static func isolatedSchema(for directory: URL, base: String) -> String {
-        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
-        for byte in directory.standardizedFileURL.path.utf8 {
-            hash ^= UInt64(byte)
-            hash = hash &* 0x0000_0100_0000_01b3
-        }
-        let hex = String(hash, radix: 16)
         var prefix = ""
         for character in base {
             if prefix.utf8.count + character.utf8.count > 40 { break }
             prefix.append(character)
         }
-        return prefix + "_" + String(repeating: "0", count: 16 - hex.count) + hex
+        return prefix + "_" + FNV1a.hex64(directory.standardizedFileURL.path.utf8)
     }
 }
 
