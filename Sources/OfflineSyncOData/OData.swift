@@ -24,6 +24,9 @@ public struct ODataQuery: Sendable, Hashable {
     public var select: [String]?
     /// Whether `__includedeleted=true` asks for deleted items (tombstones) too.
     public var includeDeleted: Bool
+    /// The `$skiptoken` a server's `nextLink` carried, opaque to the client and to this
+    /// parser (the server that issued it decodes it), or `nil` when absent.
+    public var skipToken: String?
 
     /// The longest `$filter`, `$orderby` or `$select` value accepted, in Unicode scalars.
     public static let maxLength = 32_768
@@ -34,7 +37,7 @@ public struct ODataQuery: Sendable, Hashable {
 
     /// Creates a query; the defaults are those of a request without query options.
     public init(filter: QueryPredicate = .all, orderBy: [SortKey] = [], skip: Int = 0, top: Int? = nil,
-                count: Bool = false, select: [String]? = nil, includeDeleted: Bool = false) {
+                count: Bool = false, select: [String]? = nil, includeDeleted: Bool = false, skipToken: String? = nil) {
         self.filter = filter
         self.orderBy = orderBy
         self.skip = skip
@@ -42,6 +45,7 @@ public struct ODataQuery: Sendable, Hashable {
         self.count = count
         self.select = select
         self.includeDeleted = includeDeleted
+        self.skipToken = skipToken
     }
 
     /// Parses the query parameters (names and values already percent-decoded, in order).
@@ -82,6 +86,10 @@ public struct ODataQuery: Sendable, Hashable {
                 case "$top":
                     try once(key, name)
                     query.top = try ODataSyntax.nonNegative(value, option: "$top", max: maxTop)
+                case "$skiptoken":
+                    try once(key, name)
+                    guard !value.isEmpty else { throw SyncError(.invalidQuery, "$skiptoken is empty") }
+                    query.skipToken = value
                 case "$count":
                     try once("$count", name)
                     query.count = try ODataSyntax.boolean(value, option: "$count")
@@ -162,16 +170,18 @@ public struct ODataQuery: Sendable, Hashable {
         return try parser.parse()
     }
 
-    /// The query string (percent-encoded, `&`-joined, no leading `?`) that asks for the same query with another $skip — for `nextLink`.
+    /// The query string (percent-encoded, `&`-joined, no leading `?`) that asks for the same
+    /// query with another `$skip` and `$skiptoken` — for `nextLink`.
     ///
     /// Options are written in the order `$filter`, `$orderby`, `$select`, `$count`, `$skip`,
-    /// `$top`, `__includedeleted`, each only when it differs from its default; an empty
-    /// `$select` is left out. Parsing the result gives this query with `skip` replaced. The
+    /// `$skiptoken`, `$top`, `__includedeleted`, each only when it differs from its default;
+    /// an empty `$select` is left out. Parsing the result gives this query with `skip` and
+    /// `skipToken` replaced. The
     /// filter is written back in OData (so a filter ``parse(_:)`` produced reads back exactly
     /// the same); a predicate built in code is written as an equivalent OData filter, except
     /// that array and object literals, which OData cannot express, are written as text that
     /// ``parseFilter(_:)`` refuses.
-    public func queryString(skip: Int) -> String {
+    public func queryString(skip: Int, skipToken: String? = nil) -> String {
         var options: [(String, String)] = []
         if filter != .all { options.append(("$filter", ODataRenderer.filter(filter))) }
         if !orderBy.isEmpty {
@@ -180,6 +190,7 @@ public struct ODataQuery: Sendable, Hashable {
         if let select, !select.isEmpty { options.append(("$select", select.joined(separator: ","))) }
         if count { options.append(("$count", "true")) }
         if skip != 0 { options.append(("$skip", String(skip))) }
+        if let skipToken { options.append(("$skiptoken", skipToken)) }
         if let top { options.append(("$top", String(top))) }
         if includeDeleted { options.append(("__includedeleted", "true")) }
         return options.map { ODataRenderer.percentEncode($0.0) + "=" + ODataRenderer.percentEncode($0.1) }.joined(separator: "&")

@@ -16,12 +16,49 @@ enum DatasyncFormat {
         if wanted(SystemField.updatedAt) {
             members.append((SystemField.updatedAt, record.updatedAt.map { .string(WireDate.iso8601($0)) } ?? .null))
         }
-        if wanted(SystemField.version) { members.append((SystemField.version, record.version.map { .string($0) } ?? .null)) }
+        if wanted(SystemField.version) { members.append((SystemField.version, record.version.map { .string(version($0)) } ?? .null)) }
         if wanted(SystemField.deleted) { members.append((SystemField.deleted, .bool(record.deleted))) }
         for name in record.fields.keys.sorted(by: Value.utf8Less) where wanted(name) && !SystemField.all.contains(name) {
             members.append((name, json(record.fields[name]!)))
         }
         return .object(members)
+    }
+
+    /// A version as the tables API shows it: the base64 of the stored version's UTF-8.
+    ///
+    /// Datasync models may declare `byte[] Version` (CommunityToolkit `EntityResolver.cs`;
+    /// its `PullAsync_ViaDbSet_Works_ByteVersion` test), which needs valid base64; stored
+    /// versions (`1349d25f-5`) are not. Stores keep their versions as they are, and the
+    /// native API shows them unchanged.
+    static func version(_ stored: String) -> String {
+        Data(stored.utf8).base64EncodedString()
+    }
+
+    /// The stored version a tables-API version names: the decoded base64, or — for a client
+    /// still holding a version from before versions were base64 — the text itself (stored
+    /// versions contain `-`, which base64 never does, so the two never collide).
+    static func storedVersion(_ shown: String) -> String {
+        guard let data = Data(base64Encoded: shown), let text = String(data: data, encoding: .utf8) else { return shown }
+        return text
+    }
+
+    /// `predicate` with every version it compares with written as stored, so
+    /// `version eq '<a version this API showed>'` finds the row.
+    static func storedVersions(in predicate: QueryPredicate) -> QueryPredicate {
+        func stored(_ value: Value) -> Value {
+            if case .string(let shown) = value { return .string(storedVersion(shown)) }
+            return value
+        }
+        switch predicate {
+        case let .compare(field, op, value) where field == SystemField.version:
+            return .compare(field, op, stored(value))
+        case let .isIn(field, values) where field == SystemField.version:
+            return .isIn(field, values.map(stored))
+        case .and(let parts): return .and(parts.map(storedVersions))
+        case .or(let parts): return .or(parts.map(storedVersions))
+        case .not(let part): return .not(storedVersions(in: part))
+        default: return predicate
+        }
     }
 
     static func json(_ value: Value) -> JSON {

@@ -60,11 +60,23 @@ extension Routes {
         do { query = try ODataQuery.parse(parameters) } catch let error as SyncError {
             throw APIError(.badRequest, "invalidQuery", error.message)
         }
+        query.filter = DatasyncFormat.storedVersions(in: query.filter)
+        let order = TablesPaging.order(query.orderBy)
+        let keyset = TablesPaging.supportsKeyset(order, schema: service.schema(for: table))
+        var predicate = query.filter
+        if let token = query.skipToken {
+            guard keyset else {
+                throw APIError(.badRequest, "invalidQuery", "$skiptoken is not one this server issued for this $orderby")
+            }
+            do { predicate = .and([predicate, try TablesPaging.predicate(after: token, order: order)]) } catch let error as SyncError {
+                throw APIError(.badRequest, "invalidQuery", error.message)
+            }
+        }
         let pageSize = min(query.top ?? configuration.tablesPageSize, configuration.tablesPageSize)
         var rows: [Record] = []
         if pageSize > 0 {
             rows = try await call {
-                try await service.query(claims: claims, table: table, predicate: query.filter, order: query.orderBy,
+                try await service.query(claims: claims, table: table, predicate: predicate, order: order,
                                         offset: query.skip, limit: pageSize + 1, includeDeleted: query.includeDeleted)
             }
         }
@@ -79,8 +91,11 @@ extension Routes {
         }
         var next = query
         if let top = query.top { next.top = top - rows.count }
-        if more, (next.top ?? 1) > 0 {
-            members.append(("nextLink", .string("\(request.uri.path)?\(next.queryString(skip: query.skip + rows.count))")))
+        if more, (next.top ?? 1) > 0, let last = rows.last {
+            let link = keyset
+                ? next.queryString(skip: 0, skipToken: TablesPaging.token(after: last, order: order))
+                : next.queryString(skip: query.skip + rows.count)
+            members.append(("nextLink", .string(TablesPaging.nextLink(link, request: request))))
         } else {
             members.append(("nextLink", .null))
         }
@@ -232,14 +247,15 @@ extension Routes {
         for tag in header.split(separator: ",").map({ $0.trimmingCharacters(in: .whitespaces) }) {
             if tag == "*" { return true }
             if tag.hasPrefix("W/") { continue }
-            if let version = record.version, tag == "\"\(version)\"" { return true }
+            if let version = record.version,
+               tag == "\"\(DatasyncFormat.version(version))\"" || tag == "\"\(version)\"" { return true }
         }
         return false
     }
 
     func entityHeaders(_ record: Record) -> HTTPFields {
         var headers: HTTPFields = [:]
-        if let version = record.version { headers[.eTag] = "\"\(version)\"" }
+        if let version = record.version { headers[.eTag] = "\"\(DatasyncFormat.version(version))\"" }
         if let updated = record.updatedAt { headers[.lastModified] = WireDate.httpDate(updated) }
         return headers
     }

@@ -9,7 +9,7 @@ extension OfflineSyncService {
     /// that touches a row the caller may not read — is a 403 with no server copy; a conflict
     /// carries the server's copy only when the caller may read it.
     func applyShared(_ operation: PushOperation, claims: Claims, schema: TableSchema, now: Timestamp,
-                     txn: any LocalWriteTransaction, sequences: inout [String: (epoch: String, next: Int64)]) throws -> PushOutcome {
+                     txn: any LocalWriteTransaction, clocks: inout TableClocks) throws -> PushOutcome {
         do { try Names.validateId(operation.itemId) } catch let error as SyncError {
             return .rejected(reason: error.message, status: 400)
         }
@@ -44,12 +44,13 @@ extension OfflineSyncService {
         if let reserved = fields.keys.first(where: { $0.hasPrefix(Names.reservedPrefix) }) {
             return .rejected(reason: "field name '\(reserved)' uses the reserved prefix '\(Names.reservedPrefix)'", status: 400)
         }
-        let sequence = try Self.nextSequence(of: table, txn, &sequences)
+        let sequence = try Self.nextSequence(of: table, txn, &clocks)
         fields[Meta.owner] = .string(owner)
         fields[Meta.item] = .string(item)
         fields[Meta.sequence] = .int(sequence.value)
         let row = Record(id: item, fields: fields, version: Self.version(epoch: sequence.epoch, sequence: sequence.value),
-                         updatedAt: now, deleted: operation.kind == .delete)
+                         updatedAt: try Self.nextStamp(of: table, now: now, txn, &clocks),
+                         deleted: operation.kind == .delete)
         do { try schema.validate(row) } catch let error as SyncError {
             return .rejected(reason: error.message, status: 400)
         }
@@ -58,30 +59,17 @@ extension OfflineSyncService {
                                      proposed: operation.kind == .delete ? nil : row, claims: claims, txn) else {
             // The compensating write: the caller may read the row it may not change, so its
             // next pull brings the server's copy back, whatever its cursor.
-            if let live, readable { try record(live, of: table, for: claims.identity, txn, &sequences) }
+            if let live, readable { try record(live, of: table, for: claims.identity, txn, &clocks) }
             return forbidden
         }
         try txn.upsert(row, in: table)
-        try refreshViews(table: table, item: item, before: current, after: row, txn, &sequences)
+        try refreshViews(table: table, item: item, before: current, after: row, txn, &clocks)
         if try !evaluator.canRead(row, in: table, claims: claims, txn) {
             // A write the caller may make but not read back (a list's owner adding a member
             // whose rows only members read): its copy leaves the caller's device next pull.
-            try record(row, of: table, for: claims.identity, evenIfUnseen: true, txn, &sequences)
+            try record(row, of: table, for: claims.identity, evenIfUnseen: true, txn, &clocks)
         }
         return .applied(Self.publicRecord(row))
-    }
-
-    /// The next number of `table`'s change sequence, and its epoch.
-    static func nextSequence(of table: String, _ txn: any LocalReadTransaction,
-                             _ sequences: inout [String: (epoch: String, next: Int64)]) throws -> (epoch: String, value: Int64) {
-        var state = try sequences[table] ?? {
-            let row = try SequenceRow.of(txn, table: table)
-            return (row.epoch, row.sequence + 1)
-        }()
-        let value = state.next
-        state.next += 1
-        sequences[table] = state
-        return (state.epoch, value)
     }
 
     // MARK: The view log
@@ -91,11 +79,11 @@ extension OfflineSyncService {
     /// when the row is a membership, or a row other grants point at with `owner_of` — the
     /// entries of the rows whose readers it decides (move-in and move-out).
     func refreshViews(table: String, item: String, before: Record?, after: Record, _ txn: any LocalWriteTransaction,
-                      _ sequences: inout [String: (epoch: String, next: Int64)]) throws {
+                      _ clocks: inout TableClocks) throws {
         var candidates = Set<String>()
         for row in [before, after].compactMap({ $0 }) { candidates.formUnion(try readers(of: row, in: table, txn)) }
         for identity in candidates.sorted() {
-            try record(after, of: table, for: identity, txn, &sequences)
+            try record(after, of: table, for: identity, txn, &clocks)
         }
         for (name, membership) in rules.memberships.sorted(by: { $0.key < $1.key }) where membership.table == table {
             var affected: [(member: String, group: Value)] = []
@@ -105,12 +93,12 @@ extension OfflineSyncService {
                     affected.append((member, group))
                 }
             }
-            for (member, group) in affected { try refreshGroup(group, of: name, for: member, txn, &sequences) }
+            for (member, group) in affected { try refreshGroup(group, of: name, for: member, txn, &clocks) }
         }
         if let owner = after[Meta.owner].stringValue, before == nil || before?.deleted != after.deleted {
             for (dependent, key) in ownerOfDependents(of: table) {
                 for row in try rows(of: dependent, whereKey: key, is: .string(item), txn) {
-                    try record(row, of: dependent, for: owner, txn, &sequences)
+                    try record(row, of: dependent, for: owner, txn, &clocks)
                 }
             }
         }
@@ -119,14 +107,14 @@ extension OfflineSyncService {
     /// Re-records `member`'s view of every row that a `member` grant through the membership
     /// `name` ties to `group`.
     private func refreshGroup(_ group: Value, of name: String, for member: String, _ txn: any LocalWriteTransaction,
-                              _ sequences: inout [String: (epoch: String, next: Int64)]) throws {
+                              _ clocks: inout TableClocks) throws {
         for (dependent, grants) in rules.tables.sorted(by: { $0.key < $1.key }) {
             var keys: [String] = []
             for case let .member(used, key, _) in grants.read.map(\.kind) where used == name && !keys.contains(key) { keys.append(key) }
             guard !keys.isEmpty else { continue }
             for key in keys {
                 for row in try rows(of: dependent, whereKey: key, is: group, txn) {
-                    try record(row, of: dependent, for: member, txn, &sequences)
+                    try record(row, of: dependent, for: member, txn, &clocks)
                 }
             }
         }
@@ -137,12 +125,12 @@ extension OfflineSyncService {
     /// never had the row in view gets no entry for losing it, unless `evenIfUnseen` (it wrote
     /// the row, so its device holds a copy).
     private func record(_ row: Record, of table: String, for identity: String, evenIfUnseen: Bool = false,
-                        _ txn: any LocalWriteTransaction, _ sequences: inout [String: (epoch: String, next: Int64)]) throws {
+                        _ txn: any LocalWriteTransaction, _ clocks: inout TableClocks) throws {
         let item = row[Meta.item].stringValue ?? row.id
         let visible = try evaluator.canRead(row, in: table, claims: Claims(identity: identity), ignoringConditions: true, txn)
         let id = ViewRow.id(identity: identity, table: table, item: item)
         if !visible, !evenIfUnseen, try ViewRow.find(txn, id: id) == nil { return }
-        let sequence = try Self.nextSequence(of: table, txn, &sequences)
+        let sequence = try Self.nextSequence(of: table, txn, &clocks)
         try ViewRow(id: id, identity: identity, table: table, item: item, sequence: sequence.value, visible: visible).save(txn)
     }
 

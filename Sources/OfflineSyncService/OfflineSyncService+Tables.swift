@@ -8,16 +8,27 @@ import OfflineSyncStoreKit
 extension OfflineSyncService {
     /// `__srv_tables`: one row per served table, keyed by the table's name: the epoch that
     /// prefixes its versions and cursors (a new epoch tells clients their cursors are void)
-    /// and the last change sequence it assigned.
+    /// the last change sequence it assigned and the last `updatedAt` it stamped (see
+    /// ``TableClock``).
     struct SequenceRow: StoredRow {
         static let table = "__srv_tables"
-        enum CodingKeys: String, CodingKey { case id, epoch, sequence }
+        enum CodingKeys: String, CodingKey { case id, epoch, sequence, stamp }
 
         var id: String
         var epoch: String
         var sequence: Int64
+        /// `nil` until the table's first write (and in stores written before stamps were kept:
+        /// the first write then stamps the clock's time).
+        var stamp: Timestamp?
 
-        static let schema = TableSchema(table, fields: [column(.epoch, .string), column(.sequence, .int)],
+        init(id: String, epoch: String, sequence: Int64, stamp: Timestamp? = nil) {
+            self.id = id
+            self.epoch = epoch
+            self.sequence = sequence
+            self.stamp = stamp
+        }
+
+        static let schema = TableSchema(table, fields: [column(.epoch, .string), column(.sequence, .int), column(.stamp, .date)],
                                         undeclaredFields: .reject)
 
         /// The row of `table`; ``SyncError/Code/corrupted`` when it is missing.

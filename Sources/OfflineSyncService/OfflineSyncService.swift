@@ -198,7 +198,7 @@ public final class OfflineSyncService: Sendable {
         let schemas = Dictionary(uniqueKeysWithValues: Set(operations.map(\.table)).map { ($0, storageSchema(for: $0)) })
         let refused = unserved
         return try await store.write { txn in
-            var sequences: [String: (epoch: String, next: Int64)] = [:]
+            var clocks: TableClocks = [:]
             var results: [PushResult] = []
             results.reserveCapacity(operations.count)
             let now = Timestamp.now()
@@ -213,16 +213,16 @@ public final class OfflineSyncService: Sendable {
                     outcome = .rejected(reason: reason, status: 404)
                 } else if self.isShared(operation.table) {
                     outcome = try self.applyShared(operation, claims: claims, schema: schemas[operation.table]!,
-                                                   now: now, txn: txn, sequences: &sequences)
+                                                   now: now, txn: txn, clocks: &clocks)
                 } else {
                     outcome = try Self.apply(operation, identity: identity, schema: schemas[operation.table]!,
-                                             now: now, txn: txn, sequences: &sequences)
+                                             now: now, txn: txn, clocks: &clocks)
                 }
                 try OutcomeRow(id: key, outcome: outcome, createdAt: now).save(txn)
                 results.append(PushResult(operationId: operation.id, outcome: outcome))
             }
             var viewsChanged: [String: Set<String>] = [:]
-            for (table, state) in sequences {
+            for (table, clock) in clocks {
                 if self.isShared(table) {
                     // The view log entries this push wrote are those after the table's last
                     // committed sequence (the row is saved just below).
@@ -231,7 +231,7 @@ public final class OfflineSyncService: Sendable {
                         && ViewRow.field(.sequence) > .int(committed)))
                     if !entries.isEmpty { viewsChanged[table] = Set(entries.map(\.identity)) }
                 }
-                try SequenceRow(id: table, epoch: state.epoch, sequence: state.next - 1).save(txn)
+                try clock.row(table: table).save(txn)
             }
             return PushReport(results: results, viewsChanged: viewsChanged)
         }
@@ -239,7 +239,7 @@ public final class OfflineSyncService: Sendable {
 
     private static func apply(_ operation: PushOperation, identity: String, schema: TableSchema, now: Timestamp,
                               txn: any LocalWriteTransaction,
-                              sequences: inout [String: (epoch: String, next: Int64)]) throws -> PushOutcome {
+                              clocks: inout TableClocks) throws -> PushOutcome {
         do { try Names.validateId(operation.itemId) } catch let error as SyncError {
             return .rejected(reason: error.message, status: 400)
         }
@@ -271,22 +271,16 @@ public final class OfflineSyncService: Sendable {
         if let reserved = fields.keys.first(where: { $0.hasPrefix(Names.reservedPrefix) }) {
             return .rejected(reason: "field name '\(reserved)' uses the reserved prefix '\(Names.reservedPrefix)'", status: 400)
         }
-        var state = try sequences[table] ?? {
-            let row = try SequenceRow.of(txn, table: table)
-            return (row.epoch, row.sequence + 1)
-        }()
-        let sequence = state.next
+        let sequence = try nextSequence(of: table, txn, &clocks)
         fields[Meta.owner] = .string(identity)
         fields[Meta.item] = .string(operation.itemId)
-        fields[Meta.sequence] = .int(sequence)
-        let row = Record(id: id, fields: fields, version: version(epoch: state.epoch, sequence: sequence),
-                         updatedAt: now, deleted: operation.kind == .delete)
+        fields[Meta.sequence] = .int(sequence.value)
+        let row = Record(id: id, fields: fields, version: version(epoch: sequence.epoch, sequence: sequence.value),
+                         updatedAt: try nextStamp(of: table, now: now, txn, &clocks), deleted: operation.kind == .delete)
         do { try schema.validate(row) } catch let error as SyncError {
             return .rejected(reason: error.message, status: 400)
         }
         try txn.upsert(row, in: table)
-        state.next += 1
-        sequences[table] = state
         return .applied(publicRecord(row))
     }
 

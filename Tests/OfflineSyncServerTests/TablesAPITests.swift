@@ -180,8 +180,8 @@ struct TablesAPITests {
                 ids += page.ids
                 pages += 1
                 guard let next = page.next else { break }
-                #expect(next.hasPrefix("/tables/todos?"))
-                query = String(next.dropFirst("/tables/todos?".count))
+                #expect(!next.hasPrefix("/"), "the query alone, which the CommunityToolkit client sends as its next query")
+                query = next
                 if pages > 10 { break }
             }
             #expect(pages == 3)
@@ -189,7 +189,7 @@ struct TablesAPITests {
 
             let top = try await alice.list("$top=150")
             #expect(top.ids.count == 100)
-            let rest = try await alice.list(String(try #require(top.next).dropFirst("/tables/todos?".count)))
+            let rest = try await alice.list(try #require(top.next))
             #expect(rest.ids.count == 50)
             #expect(rest.next == nil)
             #expect(try await alice.list("$top=5&$skip=10").ids == (10..<15).map { String(format: "item-%03d", $0) })
