@@ -38,6 +38,12 @@ public indirect enum QueryPredicate: Sendable, Hashable {
     case or([QueryPredicate])
     /// The sub-predicate does not hold.
     case not(QueryPredicate)
+    /// `lhs <op> rhs` of two computed values (``QueryExpression``), compared as
+    /// ``compare(_:_:_:)`` compares a field with a literal: unknown when either is null.
+    case compareExpressions(QueryExpression, ComparisonOperator, QueryExpression)
+    /// The computed value is null — a null argument, or an input outside a function's
+    /// domain (never unknown).
+    case isNullExpression(QueryExpression)
 
     /// Every field name the predicate mentions.
     public var fieldNames: Set<String> {
@@ -47,6 +53,8 @@ public indirect enum QueryPredicate: Sendable, Hashable {
              .hasSuffix(let f, _): return [f]
         case .and(let ps), .or(let ps): return ps.reduce(into: Set<String>()) { $0.formUnion($1.fieldNames) }
         case .not(let p): return p.fieldNames
+        case let .compareExpressions(l, _, r): return l.fieldNames.union(r.fieldNames)
+        case .isNullExpression(let e): return e.fieldNames
         }
     }
 }
@@ -163,6 +171,11 @@ public struct Query: Sendable, Hashable {
             for p in ps { try validate(p, schema) }
         case .not(let p):
             try validate(p, schema)
+        case let .compareExpressions(l, _, r):
+            try l.validate(schema)
+            try r.validate(schema)
+        case .isNullExpression(let e):
+            try e.validate(schema)
         }
     }
 }

@@ -143,6 +143,17 @@ enum Render {
         case .not(let inner):
             let rendered = predicate(inner)
             return rendered.hasPrefix("(") ? "NOT " + rendered : "NOT (" + rendered + ")"
+        case let .compareExpressions(l, op, r): return "\(expression(l)) \(op.rawValue) \(expression(r))"
+        case .isNullExpression(let e): return "\(expression(e)) IS NULL"
+        }
+    }
+
+    /// An expression as a readable call: `lowercased(title)`.
+    static func expression(_ e: QueryExpression) -> String {
+        switch e {
+        case .field(let name): return fieldName(name)
+        case .literal(let literal): return value(literal)
+        case let .call(function, arguments): return "\(function.rawValue)(\(arguments.map(expression).joined(separator: ", ")))"
         }
     }
 

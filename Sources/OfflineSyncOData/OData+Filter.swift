@@ -14,10 +14,15 @@ struct ODataFilterParser {
         case and([Node])
         case or([Node])
         case compare(Node, ComparisonOperator, Node, Int)
+        /// `left add|sub|mul|div|mod right`.
+        case arithmetic(Node, QueryFunction, Node, Int)
+        /// `left in (literal, …)`.
+        case isIn(Node, [Node], Int)
 
         var position: Int {
             switch self {
-            case .literal(_, let p), .member(_, let p), .call(_, _, let p), .not(_, let p), .compare(_, _, _, let p): return p
+            case .literal(_, let p), .member(_, let p), .call(_, _, let p), .not(_, let p), .compare(_, _, _, let p),
+                 .arithmetic(_, _, _, let p), .isIn(_, _, let p): return p
             case .and(let parts), .or(let parts): return parts.first?.position ?? 0
             }
         }
@@ -29,10 +34,18 @@ struct ODataFilterParser {
     ]
     /// Supported functions, mapped to the predicate they make.
     static let functions: Set<String> = ["startswith", "endswith", "contains", "substringof"]
+    /// Functions that compute a value, and the ``QueryFunction`` each one is.
+    static let valueFunctions: [String: QueryFunction] = [
+        "tolower": .lowercased, "toupper": .uppercased, "trim": .trimmed, "length": .length, "indexof": .indexOf,
+        "substring": .substring, "concat": .concat, "year": .year, "month": .month, "day": .day, "hour": .hour,
+        "minute": .minute, "second": .second, "floor": .floor, "ceiling": .ceiling, "round": .round,
+    ]
+    /// The arithmetic operators, tightest first.
+    static let multiplicative: [String: QueryFunction] = ["mul": .multiply, "div": .divide, "mod": .modulo]
+    static let additive: [String: QueryFunction] = ["add": .add, "sub": .subtract]
     /// OData functions that are refused by name.
     static let unsupportedFunctions: Set<String> = [
-        "tolower", "toupper", "trim", "length", "indexof", "substring", "concat", "year", "month", "day", "hour", "minute",
-        "second", "fractionalseconds", "date", "time", "now", "round", "floor", "ceiling", "isof", "any", "all",
+        "fractionalseconds", "date", "time", "now", "isof", "any", "all",
         "matchesPattern", "totaloffsetminutes", "totalseconds", "maxdatetime", "mindatetime", "geo.distance",
         "geo.intersects", "geo.length", "replace",
     ]
@@ -90,12 +103,49 @@ struct ODataFilterParser {
     }
 
     mutating func parseComparison() throws -> Node {
-        let left = try parseUnary()
+        let left = try parseArithmetic(Self.additive)
+        if current.word == "in" { return try parseList(left) }
         guard let word = current.word, let op = Self.operators[word] else { return left }
         let position = current.position
         advance()
-        let right = try parseUnary()
+        let right = try parseArithmetic(Self.additive)
         return .compare(left, op, right, position)
+    }
+
+    /// `a add b sub c` (left-associative), each operand a `mul`/`div`/`mod` chain of unaries.
+    mutating func parseArithmetic(_ operators: [String: QueryFunction]) throws -> Node {
+        let tighter = operators == Self.additive
+        var left = tighter ? try parseArithmetic(Self.multiplicative) : try parseUnary()
+        while let word = current.word, let function = operators[word] {
+            let position = current.position
+            try enter(position)
+            defer { depth -= 1 }
+            advance()
+            let right = tighter ? try parseArithmetic(Self.multiplicative) : try parseUnary()
+            left = .arithmetic(left, function, right, position)
+        }
+        return left
+    }
+
+    /// `left in (literal, literal, …)`.
+    mutating func parseList(_ left: Node) throws -> Node {
+        let position = current.position
+        advance()
+        guard case .open = current.kind else { throw unexpected(current, expecting: "'(' after 'in'") }
+        advance()
+        var items: [Node] = []
+        while true {
+            guard case .literal(let value) = current.kind else { throw unexpected(current, expecting: "a literal in the 'in' list") }
+            items.append(.literal(value, current.position))
+            advance()
+            switch current.kind {
+            case .comma: advance()
+            case .close:
+                advance()
+                return .isIn(left, items, position)
+            default: throw unexpected(current, expecting: "',' or ')' in the 'in' list")
+            }
+        }
     }
 
     mutating func parseUnary() throws -> Node {
@@ -200,7 +250,19 @@ struct ODataFilterParser {
         case .call:
             let (predicate, _) = try function(node)
             return positive ? predicate : .not(predicate)
+        case .arithmetic(_, _, _, let position):
+            throw error("expected a condition, found arithmetic; compare it with something", at: position)
+        case let .isIn(left, items, _):
+            let values = items.compactMap { if case .literal(let value, _) = $0 { return value } else { return nil } }
+            return try membership(left, values, positive: positive)
         case let .compare(left, op, right, position):
+            for case let .call(name, _, at) in [left, right] where Self.valueFunctions[name] == nil && !Self.functions.contains(name) {
+                if Self.unsupportedFunctions.contains(name) { throw error("the function '\(name)' is not supported", at: at) }
+                throw error("unknown function '\(ODataSyntax.clip(name))'", at: at)
+            }
+            if Self.isValue(left), Self.isValue(right), !Self.isPlainPair(left, right) {
+                return Self.expressionComparison(try expression(left), op, try expression(right), positive: positive)
+            }
             switch (left, right) {
             case (.literal, .literal):
                 throw error("comparisons need a field and a literal, but '\(Self.name(op))' compares two literals", at: position)
@@ -237,7 +299,7 @@ struct ODataFilterParser {
             return Self.fieldComparison(try field(name, at), op, literal, positive: positive)
         case .member, .call:
             // An unsupported function is named before anything else is said about the comparison.
-            var call: (QueryPredicate, String)?
+            var call: (QueryPredicate, QueryPredicate)?
             if case .call = side { call = try function(side) }
             guard op == .equal || op == .notEqual, case .bool(let b) = literal else {
                 if negations > 0 {
@@ -252,7 +314,7 @@ struct ODataFilterParser {
                 return Self.fieldComparison(try field(name, at), op, .bool(want), positive: positive)
             }
             let holds = want ? predicate : .not(predicate)
-            let failsOrNull: QueryPredicate = .or([.isNull(field), want ? .not(predicate) : predicate])
+            let failsOrNull: QueryPredicate = .or([field, want ? .not(predicate) : predicate])
             return (op == .equal) == positive ? holds : failsOrNull
         default:
             throw error("comparisons need a field and a literal, but '\(Self.name(op))' has no field", at: position)
@@ -290,8 +352,8 @@ struct ODataFilterParser {
         }
     }
 
-    /// A supported function call: its predicate and the field it tests.
-    func function(_ node: Node) throws -> (QueryPredicate, String) {
+    /// A supported function call: its predicate, and the test for its subject being null.
+    func function(_ node: Node) throws -> (QueryPredicate, QueryPredicate) {
         guard case let .call(name, arguments, position) = node else {
             throw error("expected a function call", at: node.position)
         }
@@ -301,21 +363,36 @@ struct ODataFilterParser {
             }
             throw error("unknown function '\(ODataSyntax.clip(name))'", at: position)
         }
-        for case let .call(inner, _, innerPosition) in arguments where !Self.functions.contains(inner) {
-            throw error("the function '\(ODataSyntax.clip(inner))' is not supported", at: innerPosition)
+        for case let .call(inner, _, innerPosition) in arguments where Self.functions.contains(inner) {
+            throw error("'\(ODataSyntax.clip(inner))' is a condition, not a string", at: innerPosition)
         }
         let needleFirst = name == "substringof"
         let usage = needleFirst ? "substringof('text', field)" : "\(name)(field, 'text')"
-        guard arguments.count == 2,
-              case .member(let field, _) = arguments[needleFirst ? 1 : 0],
-              case .literal(.string(let text), _) = arguments[needleFirst ? 0 : 1] else {
-            throw error("\(name) takes a field and a string literal: \(usage)", at: position)
+        guard arguments.count == 2, case .literal(.string(let text), _) = arguments[needleFirst ? 0 : 1] else {
+            throw error("\(name) takes a string and a string literal: \(usage)", at: position)
         }
-        _ = try self.field(field, position)
+        let subject = arguments[needleFirst ? 1 : 0]
+        if case .member(let field, let at) = subject {
+            _ = try self.field(field, at)
+            switch name {
+            case "startswith": return (.hasPrefix(field, text), .isNull(field))
+            case "endswith": return (.hasSuffix(field, text), .isNull(field))
+            default: return (.contains(field, text), .isNull(field))
+            }
+        }
+        // A computed subject (`startswith(tolower(title),'a')`): the same test in functions.
+        let value = try expression(subject)
+        let length = QueryExpression.literal(.int(Int64(text.unicodeScalars.count)))
+        let predicate: QueryPredicate
         switch name {
-        case "startswith": return (.hasPrefix(field, text), field)
-        case "endswith": return (.hasSuffix(field, text), field)
-        default: return (.contains(field, text), field)
+        case "startswith":
+            predicate = .compareExpressions(.call(.substring, [value, .literal(.int(0)), length]), .equal, .literal(.string(text)))
+        case "endswith":
+            let start = QueryExpression.call(.subtract, [.call(.length, [value]), length])
+            predicate = .compareExpressions(.call(.substring, [value, start]), .equal, .literal(.string(text)))
+        default:
+            predicate = .compareExpressions(.call(.indexOf, [value, .literal(.string(text))]), .greaterOrEqual, .literal(.int(0)))
         }
+        return (predicate, .isNullExpression(value))
     }
 }

@@ -62,6 +62,35 @@ enum ODataRenderer {
             return parts.count == 1 ? parts[0] : join(parts, "or")
         case .contains, .hasPrefix, .hasSuffix:
             return Text(text: call(predicate)?.text ?? "false")
+        case let .compareExpressions(left, op, right):
+            return both(left, right, "\(expression(left)) \(ODataFilterParser.name(op)) \(expression(right))")
+        case .isNullExpression(let inner):
+            return Text(text: "\(expression(inner)) eq null")
+        }
+    }
+
+    /// `condition` where both values are set (OData compares nulls as values).
+    static func both(_ left: QueryExpression, _ right: QueryExpression, _ condition: String) -> Text {
+        var parts = [left, right].compactMap { side -> Text? in
+            if case .literal(let value) = side, !value.isNull { return nil }
+            return Text(text: "\(expression(side)) ne null")
+        }
+        parts.append(Text(text: condition))
+        return parts.count == 1 ? parts[0] : join(parts, "and")
+    }
+
+    /// An expression as OData writes it.
+    static func expression(_ expression: QueryExpression) -> String {
+        switch expression {
+        case .field(let name): return name
+        case .literal(let value): return literal(value)
+        case let .call(function, arguments):
+            let operators: [QueryFunction: String] = [.add: "add", .subtract: "sub", .multiply: "mul", .divide: "div", .modulo: "mod"]
+            if let op = operators[function], arguments.count == 2 {
+                return "(\(self.expression(arguments[0])) \(op) \(self.expression(arguments[1])))"
+            }
+            let name = ODataFilterParser.valueFunctions.first { $0.value == function }?.key ?? function.rawValue
+            return "\(name)(\(arguments.map { self.expression($0) }.joined(separator: ",")))"
         }
     }
 
@@ -108,6 +137,10 @@ enum ODataRenderer {
             return join([Text(text: "\(field) ne null")] + values.map { Text(text: "\(field) ne \(literal($0))") }, "and")
         case .contains, .hasPrefix, .hasSuffix:
             return Text(text: "not " + (call(predicate)?.text ?? "true"))
+        case let .compareExpressions(left, op, right):
+            return both(left, right, "not (\(expression(left)) \(ODataFilterParser.name(op)) \(expression(right)))")
+        case .isNullExpression(let inner):
+            return Text(text: "\(expression(inner)) ne null")
         }
     }
 

@@ -40,7 +40,8 @@ struct ODataToken {
 /// The lexer and the small option grammars shared by ``ODataQuery``'s parsers.
 enum ODataSyntax {
     /// Words that are operators and can never name a field.
-    static let keywords: Set<String> = ["and", "or", "not", "eq", "ne", "gt", "ge", "lt", "le"]
+    static let keywords: Set<String> = ["and", "or", "not", "eq", "ne", "gt", "ge", "lt", "le", "in",
+                                         "add", "sub", "mul", "div", "mod"]
     /// OData typed-literal prefixes (`guid'…'`) other than those supported, refused by name.
     static let unsupportedTypedLiterals: Set<String> = [
         "guid", "x", "time", "timeofday", "duration", "date", "geography", "geometry", "decimal", "int64",

@@ -134,7 +134,12 @@ public struct ODataQuery: Sendable, Hashable {
     /// - functions: `startswith(f,'s')` (``QueryPredicate/hasPrefix(_:_:)``),
     ///   `endswith(f,'s')` (``QueryPredicate/hasSuffix(_:_:)``), `contains(f,'s')` and the v2
     ///   `substringof('s',f)` (``QueryPredicate/contains(_:_:)``); a call may be compared with
-    ///   `true` or `false` (`startswith(f,'a') eq false`). Other functions are refused.
+    ///   `true` or `false` (`startswith(f,'a') eq false`).
+    /// - computed values (``QueryExpression``): `tolower`, `toupper`, `trim`, `length`,
+    ///   `indexof`, `substring`, `concat`, `year` … `second`, `floor`, `ceiling`, `round` and
+    ///   the operators `add sub mul div mod`, compared with literals or with each other as
+    ///   OData does (a null is a value to `eq`/`ne`, ordered comparisons with it are false);
+    ///   `f in (literal, …)`. Other functions are refused.
     /// - a field alone (`deleted`, `not done`) is a boolean test: `done` holds when the field
     ///   is `true`, `not done` when it is `false`.
     ///

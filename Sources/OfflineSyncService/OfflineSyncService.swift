@@ -454,6 +454,16 @@ public final class OfflineSyncService: Sendable {
         case let .and(ps): return .and(try ps.map(mapPredicate))
         case let .or(ps): return .or(try ps.map(mapPredicate))
         case let .not(p): return .not(try mapPredicate(p))
+        case let .compareExpressions(l, op, r): return .compareExpressions(try mapExpression(l, field), op, try mapExpression(r, field))
+        case let .isNullExpression(e): return .isNullExpression(try mapExpression(e, field))
+        }
+    }
+
+    private static func mapExpression(_ expression: QueryExpression, _ field: (String) throws -> String) throws -> QueryExpression {
+        switch expression {
+        case .field(let name): return .field(try field(name))
+        case .literal: return expression
+        case let .call(function, arguments): return .call(function, try arguments.map { try mapExpression($0, field) })
         }
     }
 

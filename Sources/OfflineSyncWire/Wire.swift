@@ -119,7 +119,8 @@ public enum Wire {
 
     // MARK: Predicates
 
-    /// `{"op": "all" | "compare" | "in" | "isNull" | "contains" | "hasPrefix" | "hasSuffix" | "and" | "or" | "not", …}`.
+    /// `{"op": "all" | "compare" | "in" | "isNull" | "contains" | "hasPrefix" | "hasSuffix" | "and" | "or" | "not"
+    /// | "compareExpressions" | "isNullExpression", …}` (the last two in Wire+Expressions.swift).
     public static func json(_ predicate: QueryPredicate) -> JSON {
         switch predicate {
         case .all: return .object([("op", .string("all"))])
@@ -138,6 +139,7 @@ public enum Wire {
         case .and(let parts): return .object([("op", .string("and")), ("of", .array(parts.map(json)))])
         case .or(let parts): return .object([("op", .string("or")), ("of", .array(parts.map(json)))])
         case .not(let inner): return .object([("op", .string("not")), ("of", json(inner))])
+        case .compareExpressions, .isNullExpression: return expressionPredicateJSON(predicate)!
         }
     }
 
@@ -177,6 +179,7 @@ public enum Wire {
             let reader = try ObjectReader(json, path: path, allowed: ["op", "of"])
             return .not(try predicate(try reader.required("of"), path: "\(path).of"))
         default:
+            if let predicate = try expressionPredicate(op, json, path: path) { return predicate }
             throw invalid(path, "unknown op '\(op)'")
         }
     }
@@ -284,7 +287,7 @@ public enum Wire {
 }
 
 /// Reads the members of one JSON object, refusing members it does not know.
-private struct ObjectReader {
+struct ObjectReader {
     let members: [(key: String, value: JSON)]
     let path: String
 

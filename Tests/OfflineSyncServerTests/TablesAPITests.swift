@@ -261,7 +261,7 @@ struct TablesAPITests {
                 #expect(result.response.status == 200, "\(filter): \(result.response.text)")
                 #expect(result.ids == expected, "\(filter)")
             }
-            for bad in ["n eq", "n eq 'x' and", "tolower(title) eq 'x'", "n eq 1 2", "(n eq 1", "__owner eq 'x'", "n eq 1)", "'a' eq 'b'"] {
+            for bad in ["n eq", "n eq 'x' and", "frobnicate(title) eq 'x'", "tolower(__owner) eq 'x'", "length(__item) gt 0", "n eq 1 2", "(n eq 1", "__owner eq 'x'", "n eq 1)", "'a' eq 'b'"] {
                 let result = try await alice.list("$filter=" + encode(bad))
                 #expect(result.response.status == 400, "\(bad)")
                 #expect(result.response.errorCode == "invalidQuery", "\(bad)")

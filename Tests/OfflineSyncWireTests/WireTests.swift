@@ -127,12 +127,16 @@ struct WireTests {
             .all, .compare("n", .greaterOrEqual, .double(-0.0)), .isIn("s", [.string("a"), .null, .int(2)]), .isNull("x"),
             .contains("s", "é\u{0}"), .hasPrefix("id", ""), .hasSuffix("s", "語\u{0}"), .and([]), .or([]),
             .not(.and([.compare("b", .equal, .bytes([1])), .or([.isNull("a"), .not(.compare("t", .less, .date(Timestamp(millisecondsSince1970: 5))))])])),
+            .compareExpressions(.call(.lowercased, [.field("s")]), .equal, .literal("a")),
+            .not(.isNullExpression(.call(.substring, [.field("s"), .literal(.int(1)), .call(.add, [.field("n"), .literal(.double(0.5))])]))),
         ]
         for predicate in predicates {
             #expect(try Wire.predicate(JSON.parse(Wire.json(predicate).encoded)) == predicate)
         }
         for bad in [#"{"op":"xor"}"#, #"{"op":"compare","field":"a","cmp":"~","value":1}"#, #"{"op":"in","field":"a","values":1}"#,
-                    #"{"op":"all","extra":1}"#, #"[]"#, #"{"op":"not"}"#] {
+                    #"{"op":"all","extra":1}"#, #"[]"#, #"{"op":"not"}"#,
+                    #"{"op":"isNullExpression","of":{"call":"frobnicate","args":[]}}"#,
+                    #"{"op":"compareExpressions","left":{"field":"a"},"cmp":"==","right":{"nothing":1}}"#] {
             #expect(throws: SyncError.self) { try Wire.predicate(JSON.parse(Array(bad.utf8))) }
         }
     }

@@ -78,6 +78,10 @@ public enum QueryEvaluator {
             case .false: return .true
             case .unknown: return .unknown
             }
+        case let .compareExpressions(lhs, op, rhs):
+            return compareExpressions(record, lhs, op, rhs)
+        case .isNullExpression(let expression):
+            return value(of: expression, in: record).isNull ? .true : .false
         }
     }
 
