@@ -4,7 +4,7 @@ import OfflineSync
 
 extension QueryEvaluator {
     /// The value of `expression` for `record`; `.null` when an argument is null, of the wrong
-    /// kind, or outside the function's domain (see ``QueryFunction``).
+    /// kind, or outside the function's domain (see `QueryFunction`).
     public static func value(of expression: QueryExpression, in record: Record) -> Value {
         switch expression {
         case .field(let name): return record[name]
@@ -17,7 +17,7 @@ extension QueryEvaluator {
         }
     }
 
-    /// `lhs op rhs` of two expressions, as ``QueryPredicate/compareExpressions(_:_:_:)`` means it.
+    /// `lhs op rhs` of two expressions, as `QueryPredicate.compareExpressions` means it.
     static func compareExpressions(_ record: Record, _ lhs: QueryExpression, _ op: ComparisonOperator,
                                    _ rhs: QueryExpression) -> Truth {
         compare(value(of: lhs, in: record), op, value(of: rhs, in: record))
