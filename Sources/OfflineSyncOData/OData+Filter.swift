@@ -309,12 +309,12 @@ struct ODataFilterParser {
             }
             // `not x eq b` is `(not x) eq b`, which is `x eq (not b)`: both are false when x is null.
             let want = negations % 2 == 0 ? b : !b
-            guard let (predicate, field) = call else {
+            guard let (predicate, nullTest) = call else {
                 guard case .member(let name, let at) = side else { throw error("expected a field", at: position) }
                 return Self.fieldComparison(try field(name, at), op, .bool(want), positive: positive)
             }
             let holds = want ? predicate : .not(predicate)
-            let failsOrNull: QueryPredicate = .or([field, want ? .not(predicate) : predicate])
+            let failsOrNull: QueryPredicate = .or([nullTest, want ? .not(predicate) : predicate])
             return (op == .equal) == positive ? holds : failsOrNull
         default:
             throw error("comparisons need a field and a literal, but '\(Self.name(op))' has no field", at: position)
