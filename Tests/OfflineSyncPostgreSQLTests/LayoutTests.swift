@@ -107,7 +107,7 @@ struct LayoutTests {
             }
             let query = Query(Field("name") == "n3" && Field("n") > .int(100), order: [SortKey("n")], limit: 10)
             let number = try Self.tableNumber(raw, schema, "things")
-            var translator = SQLPredicateTranslator<PGDialect>(table: PGTable(number: number, schema: Self.table, quotedSchema: "\"\(schema)\""))
+            var translator = SQLPredicateTranslator<PGDialect>(table: PGTable(number: number, schema: Self.table, quotedSchema: "\"\(schema)\""), textFunctions: true)
             let (filter, rest) = translator.split(query.predicate)
             #expect(rest.isEmpty)
             let orderBy = try #require(translator.orderBy(query.order))

@@ -96,23 +96,84 @@ struct ODataFunctionDifferentialTests {
         ("length(title) add n gt 10", ["c", "d", "f"]),
     ]
 
+    /// Strings holding U+0000, which SQLite's `length()` and `substr()` stop at and
+    /// PostgreSQL's `text` cannot hold: the SQL stores must still answer as the evaluator.
+    static let textSchema = TableSchema("texts", fields: [FieldDefinition("title", .string)])
+    static let texts: [Record] = [
+        Record(id: "p", fields: ["title": "a\u{0}bc"]), Record(id: "q", fields: ["title": "\u{0}"]),
+        Record(id: "r", fields: ["title": "abc"]), Record(id: "s", fields: ["title": "Ab\u{0}C"]),
+    ]
+    static let textCases: [(filter: String, ids: [String])] = [
+        ("length(title) eq 4", ["p", "s"]),
+        ("length(title) eq 1", ["q"]),
+        ("substring(title, 2) eq 'bc'", ["p"]),
+        ("indexof(title, 'c') eq 3", ["p"]),
+        ("toupper(title) eq 'ABC'", ["r"]),
+        ("concat(title, 'x') ne 'abcx'", ["p", "q", "s"]),
+        ("trim(title) eq title", ["p", "q", "r", "s"]),
+        ("startswith(tolower(title), 'ab')", ["r", "s"]),
+    ]
+
+    /// Numbers at the edges of the SQL functions: halves SQLite's `round()` gets wrong,
+    /// integers past 2⁵² held in doubles, integer overflow, float overflow and underflow.
+    static let numberSchema = TableSchema("numbers", fields: [FieldDefinition("x", .double), FieldDefinition("n", .int)])
+    static let numbers: [Record] = [
+        Record(id: "r1", fields: ["x": 0.49999999999999994, "n": .int(Int64.max)]),
+        Record(id: "r2", fields: ["x": -0.49999999999999994, "n": .int(Int64.min)]),
+        Record(id: "r3", fields: ["x": 4_503_599_627_370_497.0, "n": -1]),
+        Record(id: "r4", fields: ["x": 2.5, "n": 7]),
+        Record(id: "r5", fields: ["x": -2.5, "n": .null]),
+        Record(id: "r6", fields: ["x": 1e308, "n": 0]),
+        Record(id: "r7", fields: ["x": 1e-300, "n": 5]),
+        Record(id: "r8", fields: ["x": .null, "n": 3]),
+    ]
+    static let numberCases: [(filter: String, ids: [String])] = [
+        ("round(x) eq 0", ["r1", "r2", "r7"]),
+        ("round(x) eq 4503599627370497", ["r3"]),
+        ("round(x) eq -3", ["r5"]),
+        ("floor(x) eq -1", ["r2"]),
+        ("ceiling(x) eq 1", ["r1", "r7"]),
+        ("x mul 10 eq null", ["r6", "r8"]),
+        ("x mod 2 eq 0.5", ["r4"]),
+        ("x mod 0 eq null", ["r1", "r2", "r3", "r4", "r5", "r6", "r7", "r8"]),
+        ("x mul 1e-300 eq 0", ["r7"]),
+        ("n add 1 eq null", ["r1", "r5"]),
+        ("n sub 1 eq null", ["r2", "r5"]),
+        ("n div -1 eq null", ["r2", "r5"]),
+        ("n mod -1 eq 0", ["r1", "r2", "r3", "r4", "r6", "r7", "r8"]),
+        ("n mul n gt 0", ["r3", "r4", "r7", "r8"]),
+    ]
+
     func check(_ store: any LocalStore) async throws {
-        try await store.defineTable(Self.schema)
+        try await check(store, Self.schema, Self.records, Self.cases)
+        try await check(store, Self.textSchema, Self.texts, Self.textCases)
+        try await check(store, Self.numberSchema, Self.numbers, Self.numberCases)
+    }
+
+    private func check(_ store: any LocalStore, _ schema: TableSchema, _ records: [Record],
+                       _ cases: [(filter: String, ids: [String])]) async throws {
+        let table = schema.name
+        try await store.defineTable(schema)
         try await store.write { txn in
-            for (i, record) in Self.records.enumerated() {
+            for (i, record) in records.enumerated() {
                 var stamped = record
                 stamped.updatedAt = Timestamp(millisecondsSince1970: 1_700_000_000_000 + Int64(i))
-                try txn.upsert(stamped, in: "items")
+                try txn.upsert(stamped, in: table)
             }
         }
-        let stored = try await store.read { txn in try txn.records(in: "items", matching: Query.all) }
-        for (filter, expected) in Self.cases {
+        let stored = try await store.read { txn in try txn.records(in: table, matching: Query.all) }
+        for (filter, expected) in cases {
             let predicate = try ODataQuery.parseFilter(filter)
             let reference = QueryEvaluator.apply(Query(predicate), to: stored).map(\.id)
             #expect(reference == expected, "evaluator: \(filter)")
-            let answered = try await store.read { txn in try txn.records(in: "items", matching: Query(predicate)).map(\.id) }
+            let answered = try await store.read { txn in try txn.records(in: table, matching: Query(predicate)).map(\.id) }
             #expect(answered == reference, "store: \(filter)")
-            let counted = try await store.read { txn in try txn.count(in: "items", matching: predicate) }
+            // Ordered and limited, so the SQL stores' ORDER BY … LIMIT path runs too.
+            let firstTwo = try await store.read { txn in
+                try txn.records(in: table, matching: Query(predicate, order: [SortKey(SystemField.id, ascending: false)], limit: 2)).map(\.id)
+            }
+            #expect(firstTwo == Array(reference.reversed().prefix(2)), "ordered: \(filter)")
+            let counted = try await store.read { txn in try txn.count(in: table, matching: predicate) }
             #expect(counted == reference.count, "count: \(filter)")
         }
     }

@@ -79,6 +79,13 @@ final class PGConnection {
 
     deinit { assert(handle == nil, "PGConnection was not closed") }
 
+    /// Whether the server's encoding is UTF-8, from the `server_encoding` libpq received at
+    /// connect (no round trip).
+    var serverUsesUTF8: Bool {
+        guard let handle, let value = PQparameterStatus(handle, "server_encoding") else { return false }
+        return String(cString: value) == "UTF8"
+    }
+
     /// Connects with a libpq connection string or URL. Throws
     /// ``SyncError/Code/authenticationFailed`` when the server refuses the credentials and
     /// ``SyncError/Code/transient`` when it cannot be reached; messages name host and port,

@@ -8,6 +8,10 @@ import OfflineSyncStoreKit
 /// descending), which the table's `NULLS FIRST` indexes serve.
 struct PGDialect: SQLDialect {
     let table: PGTable
+    /// Whether the database stores text as UTF-8, so the string functions count and index
+    /// Unicode scalars as the evaluator does (`length`, `strpos` and `substr` count bytes in
+    /// a `SQL_ASCII` database); without it they are left to the evaluator.
+    let textFunctions: Bool
 
     func column(_ field: String) -> SQLColumn? { table.column(field) }
     func parameter(_ literal: Value) -> PGParameter? { literal.isNull ? nil : PGTable.parameter(literal) }
@@ -41,8 +45,9 @@ struct PGDialect: SQLDialect {
 }
 
 extension SQLPredicateTranslator where Dialect == PGDialect {
-    /// A translator for `table`, within PostgreSQL's 65,535 parameters per statement.
-    init(table: PGTable) {
-        self.init(dialect: PGDialect(table: table), maxParameters: 30_000)
+    /// A translator for `table`, within PostgreSQL's 65,535 parameters per statement;
+    /// `textFunctions` when the server's encoding is UTF-8 (``PGConnection/serverUsesUTF8``).
+    init(table: PGTable, textFunctions: Bool) {
+        self.init(dialect: PGDialect(table: table, textFunctions: textFunctions), maxParameters: 30_000)
     }
 }

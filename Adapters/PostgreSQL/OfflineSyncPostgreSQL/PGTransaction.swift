@@ -114,7 +114,7 @@ final class PGTransaction: LocalWriteTransaction {
     func records(in table: String, matching query: Query) throws -> [Record] {
         let info = try self.table(table)
         try query.validate(against: info.schema)
-        var translator = SQLPredicateTranslator<PGDialect>(table: info)
+        var translator = SQLPredicateTranslator<PGDialect>(table: info, textFunctions: try live().serverUsesUTF8)
         let (filter, rest) = translator.split(query.predicate)
         var sql = "SELECT \(info.selectList) FROM \(info.sqlName)"
         if let filter { sql += " WHERE " + filter }
@@ -147,7 +147,7 @@ final class PGTransaction: LocalWriteTransaction {
     func count(in table: String, matching predicate: QueryPredicate) throws -> Int {
         let info = try self.table(table)
         try Query(predicate).validate(against: info.schema)
-        var translator = SQLPredicateTranslator<PGDialect>(table: info)
+        var translator = SQLPredicateTranslator<PGDialect>(table: info, textFunctions: try live().serverUsesUTF8)
         let (filter, rest) = translator.split(predicate)
         let whereClause = filter.map { " WHERE " + $0 } ?? ""
         if rest.isEmpty {

@@ -1,7 +1,7 @@
 import OfflineSync
 import OfflineSyncStoreKit
 
-/// SQLite's side of the core's ``SQLPredicateTranslator``: `?` placeholders, 1/0/NULL as
+/// SQLite's side of the core's ``SQLPredicateTranslator``: `?NNN` placeholders, 1/0/NULL as
 /// booleans (SQLite's AND / OR / NOT follow the evaluator's Kleene logic), byte-exact
 /// substring, prefix and suffix tests over blobs, and SQLite's own null ordering (first
 /// ascending, last descending, as the evaluator orders).
@@ -23,7 +23,8 @@ struct SQLiteDialect: SQLDialect {
         }
     }
 
-    func placeholder(_ position: Int) -> String { "?" }
+    /// Numbered (`?NNN`), so SQL that repeats a computed argument binds it once.
+    func placeholder(_ position: Int) -> String { "?\(position)" }
     var trueSQL: String { "1" }
     var falseSQL: String { "0" }
     var unknownSQL: String { "NULL" }

@@ -94,7 +94,7 @@ class SQLiteReadTransaction: LocalReadTransaction {
 
         if rest.isEmpty, let order {
             // Everything in SQL.
-            sql += " \(order) LIMIT ? OFFSET ?"
+            sql += " \(order) LIMIT ?\(bindings.count + 1) OFFSET ?\(bindings.count + 2)"
             bindings += [.int(query.limit.map(Int64.init) ?? -1), .int(Int64(query.offset))]
             return try connection.withStatement(sql, bindings) { statement in
                 var result: [Record] = []

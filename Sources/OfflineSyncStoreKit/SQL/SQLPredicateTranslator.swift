@@ -50,6 +50,20 @@ public protocol SQLDialect {
     func hasSuffix(_ column: SQLColumn, _ suffix: String, bind: (Parameter) -> String) -> String?
     /// One ordering term: ascending puts nulls first, descending last.
     func orderTerm(_ column: SQLColumn, ascending: Bool) -> String
+
+    /// A column's value inside a computed expression (`QueryExpression`), or `nil` to leave
+    /// expressions that read it to ``QueryEvaluator`` (the default for every computed-value
+    /// requirement, so dialects written before them keep compiling and stay correct).
+    func value(of column: SQLColumn, bind: (Parameter) -> String) -> SQLValue?
+    /// A non-null literal inside a computed expression, or `nil`.
+    func value(of literal: Value, bind: (Parameter) -> String) -> SQLValue?
+    /// `function` applied to `arguments`, with the evaluator's result for every row (null
+    /// exactly where `QueryEvaluator.value(of:in:)` is null, never an error), or `nil` to
+    /// leave it to the evaluator. The translator adds the arguments' doubtful conditions.
+    func call(_ function: QueryFunction, _ arguments: [SQLValue], bind: (Parameter) -> String) -> SQLValue?
+    /// `lhs op rhs` of two computed values with the evaluator's three-valued result (SQL
+    /// NULL for unknown), or `nil` for kinds the dialect cannot compare exactly.
+    func compare(_ lhs: SQLValue, _ op: ComparisonOperator, _ rhs: SQLValue) -> String?
 }
 
 extension SQLDialect {
@@ -75,6 +89,8 @@ public struct SQLPredicateTranslator<Dialect: SQLDialect> {
     public let maxParameters: Int
     /// Predicate nesting deeper than this falls back to the evaluator.
     public let maxDepth: Int
+    /// The doubtful conditions of the conjunct being translated (see ``SQLValue/doubtful``).
+    var doubts: [String] = []
 
     /// A translator binding after `parameters` (already in the statement).
     public init(dialect: Dialect, parameters: [Dialect.Parameter] = [], maxParameters: Int, maxDepth: Int = 200) {
@@ -93,14 +109,23 @@ public struct SQLPredicateTranslator<Dialect: SQLDialect> {
     /// The predicate's top-level conjuncts split into those SQL evaluates (joined with
     /// `AND`, `nil` when none) and the rest, for ``QueryEvaluator``. A row matches the
     /// predicate exactly when the SQL part is true and every remaining conjunct is true.
+    ///
+    /// A conjunct whose computed values are doubtful for some rows is in both: SQL keeps the
+    /// rows where it holds or where a doubtful condition does, and the evaluator decides.
     public mutating func split(_ predicate: QueryPredicate) -> (sql: String?, rest: [QueryPredicate]) {
         var parts: [String] = []
         var rest: [QueryPredicate] = []
         for conjunct in predicate.conjuncts {
             if case .all = conjunct { continue }
             let mark = parameters.count
+            doubts = []
             if let sql = translate(conjunct, depth: 0), parameters.count <= maxParameters {
-                parts.append(sql)
+                if doubts.isEmpty {
+                    parts.append(sql)
+                } else {
+                    parts.append("(" + (doubts + [sql]).joined(separator: " OR ") + ")")
+                    rest.append(conjunct)
+                }
             } else {
                 parameters.removeSubrange(mark...)
                 rest.append(conjunct)
@@ -156,11 +181,10 @@ public struct SQLPredicateTranslator<Dialect: SQLDialect> {
         case .not(let inner):
             guard let sql = translate(inner, depth: depth + 1) else { return nil }
             return "(NOT \(sql))"
-        case .compareExpressions, .isNullExpression:
-            // Computed values are left to the evaluator for now (SQL translation of the
-            // functions is not written yet): the store reads the rows the other conjuncts
-            // select and filters them in Swift.
-            return nil
+        case let .compareExpressions(lhs, op, rhs):
+            return compareExpressions(lhs, op, rhs)
+        case .isNullExpression(let expression):
+            return isNull(expression)
         }
     }
 
@@ -177,17 +201,6 @@ public struct SQLPredicateTranslator<Dialect: SQLDialect> {
     /// Holds for every non-null value of the column when `holds`, fails otherwise; unknown on NULL.
     private func constant(_ column: SQLColumn, _ holds: Bool) -> String {
         "(CASE WHEN \(column.sql) IS NULL THEN \(dialect.unknownSQL) ELSE \(holds ? dialect.trueSQL : dialect.falseSQL) END)"
-    }
-
-    private static func sqlOperator(_ op: ComparisonOperator) -> String {
-        switch op {
-        case .equal: return "="
-        case .notEqual: return "<>"
-        case .less: return "<"
-        case .lessOrEqual: return "<="
-        case .greater: return ">"
-        case .greaterOrEqual: return ">="
-        }
     }
 
     private mutating func compare(_ column: SQLColumn, _ op: ComparisonOperator, _ literal: Value) -> String? {
@@ -215,7 +228,7 @@ public struct SQLPredicateTranslator<Dialect: SQLDialect> {
             return constant(column, holds)
         case .compare(let op, let value):
             guard let parameter = dialect.parameter(value) else { return nil }
-            return "(\(column.sql) \(Self.sqlOperator(op)) \(bind(parameter)))"
+            return "(\(column.sql) \(SQLFunctions.sqlOperator(op)) \(bind(parameter)))"
         }
     }
 
