@@ -19,6 +19,15 @@ extension LocalStoreConformance {
             let queries = QueryFixtures.randomQueries(seed: querySeed &+ 1, count: 200, ids: records.map(\.id))
             try await Differential.check(store, table: QueryFixtures.table, records: records, queries: queries, label: "random query")
         },
+        ConformanceCase("computedValues") { ctx in
+            // Filters that compute values (OData's tolower, length, year, add, round…): the
+            // store answers exactly as the evaluator, in SQL or in Swift.
+            let store = try await ctx.open()
+            let records = QueryFixtures.records(seed: querySeed, count: 300)
+            try await Differential.load(store, records)
+            let queries = QueryFixtures.randomExpressionQueries(seed: querySeed &+ 3, count: 250)
+            try await Differential.check(store, table: QueryFixtures.table, records: records, queries: queries, label: "computed-value query")
+        },
         ConformanceCase("queriesAfterChanges") { ctx in
             // Replacing, deleting and adding records keeps query results (and any index) exact.
             var store = try await ctx.open()
