@@ -105,6 +105,13 @@ func serverEntities(baseURL: String, token: String, table: String) async throws 
     }
 }
 
+/// Creates todos `t<i>` titled "v0" through `POST /tables/todos`, one request each.
+func seedTodos(_ client: TablesClient, _ range: Range<Int>) async throws {
+    for i in range {
+        #expect(try await client.send(.POST, "/tables/todos", json: #"{"id":"t\#(i)","title":"v0"}"#).status == 201)
+    }
+}
+
 @Suite("Server: the real Datasync clients' requests against a live offline-sync serve")
 struct DatasyncClientTests {
     @Test("the CommunityToolkit client's pull loop gets every insert, update and tombstone exactly once, incrementally")
@@ -112,9 +119,7 @@ struct DatasyncClientTests {
         try await LiveServer.with { live in
             let token = try await live.token("alice")
             let alice = TablesClient(baseURL: live.baseURL, token: token)
-            for i in 0..<250 {
-                #expect(try await alice.send(.POST, "/tables/todos", json: #"{"id":"t\#(i)","title":"v0"}"#).status == 201)
-            }
+            try await seedTodos(alice, 0..<250)
             var puller = ToolkitPuller(table: "todos")
             try await puller.pull(baseURL: live.baseURL, token: token)
             #expect(puller.entities.count == 250)
@@ -126,9 +131,7 @@ struct DatasyncClientTests {
                 #expect(try await alice.send(.PUT, "/tables/todos/t\(i)", json: #"{"id":"t\#(i)","title":"v1"}"#).status == 200)
             }
             for i in 30..<40 { #expect(try await alice.send(.DELETE, "/tables/todos/t\(i)").status == 204) }
-            for i in 250..<260 {
-                #expect(try await alice.send(.POST, "/tables/todos", json: #"{"id":"t\#(i)","title":"v0"}"#).status == 201)
-            }
+            try await seedTodos(alice, 250..<260)
             let before = puller.received.count
             try await puller.pull(baseURL: live.baseURL, token: token)
             #expect(puller.received.count - before == 50, "30 updates, 10 tombstones and 10 inserts, nothing else")
@@ -148,9 +151,7 @@ struct DatasyncClientTests {
         try await LiveServer.with { live in
             let token = try await live.token("alice")
             let alice = TablesClient(baseURL: live.baseURL, token: token)
-            for i in 0..<250 {
-                #expect(try await alice.send(.POST, "/tables/todos", json: #"{"id":"t\#(i)","title":"v0"}"#).status == 201)
-            }
+            try await seedTodos(alice, 0..<250)
             let first = try await alice.list("$orderby=updatedAt&__includedeleted=true")
             #expect(first.ids.count == 100)
             // Each update moves a row of the first page to the end: with $skip=100 the next
@@ -177,9 +178,7 @@ struct DatasyncClientTests {
         try await LiveServer.with { live in
             let token = try await live.token("alice")
             let alice = TablesClient(baseURL: live.baseURL, token: token)
-            for i in 0..<230 {
-                #expect(try await alice.send(.POST, "/tables/todos", json: #"{"id":"t\#(i)","title":"v0"}"#).status == 201)
-            }
+            try await seedTodos(alice, 0..<230)
             // Microsoft.Datasync.Client sends X-ZUMO-VERSION and X-ZUMO-INSTALLATION-ID beside
             // ZUMO-API-VERSION (Http/ServiceHttpClient.cs), reads nextLink with `new Uri(…)`,
             // which needs an absolute URL, and requests it as is (Table/RemoteTable.cs).

@@ -130,15 +130,12 @@ struct DatasyncConcurrencyTests {
     func twoPostgreSQLInstances() async throws {
         guard let url = TestPostgres.url else { Issue.record("OFFLINE_SYNC_TEST_POSTGRES_URL is not set but CI is"); return }
         try await withTemporaryDirectory { directory in
-            let store = TestPostgres.storeURL(url)
-            let one = try ServerProcess.start(data: directory.appendingPathComponent("one"), store: store)
-            defer { _ = one.stop() }
-            let two = try ServerProcess.start(data: directory.appendingPathComponent("two"), store: store)
-            defer { _ = two.stop() }
-            let token = try await TokenAuthority(secret: testSecret).mint(identity: "alice")
-            try await Self.run(servers: [one.baseURL, two.baseURL], token: token)
-            #expect(await one.stopped() == 0)
-            #expect(await two.stopped() == 0)
+            try await ServerProcess.withTwoInstances(sharing: url, in: directory) { one, two in
+                let token = try await TokenAuthority(secret: testSecret).mint(identity: "alice")
+                try await Self.run(servers: [one.baseURL, two.baseURL], token: token)
+                #expect(await one.stopped() == 0)
+                #expect(await two.stopped() == 0)
+            }
         }
     }
 }

@@ -129,3 +129,18 @@ struct RawConnection {
 
     func closeConnection() { close(fd) }
 }
+
+extension ServerProcess {
+    /// Runs `body` with two server processes sharing the test PostgreSQL database at `url`
+    /// (one fresh schema), each with its own data directory under `directory`. Both are
+    /// stopped afterwards; `body` ends them with `stopped()` to check their exit status.
+    static func withTwoInstances(sharing url: String, in directory: URL, extraArguments: [String] = [],
+                                 _ body: (ServerProcess, ServerProcess) async throws -> Void) async throws {
+        let store = TestPostgres.storeURL(url)
+        let one = try start(data: directory.appendingPathComponent("one"), store: store, extraArguments: extraArguments)
+        defer { _ = one.stop() }
+        let two = try start(data: directory.appendingPathComponent("two"), store: store, extraArguments: extraArguments)
+        defer { _ = two.stop() }
+        try await body(one, two)
+    }
+}
