@@ -59,6 +59,9 @@ public struct LocalStoreConformance: ConformanceSuite {
         case systemTables
         /// Redefining a table migrates data without losing it, or fails changing nothing.
         case schemaEvolution
+        /// Observed queries and records: first value, changes, nothing for unrelated or
+        /// result-neutral commits, bursts coalesced, rollback unseen, cancellation.
+        case observation
     }
 
     /// The store's capabilities.
@@ -131,6 +134,7 @@ public struct LocalStoreConformance: ConformanceSuite {
         case .corruptFiles: return corruptFileCases
         case .systemTables: return systemTableCases
         case .schemaEvolution: return schemaEvolutionCases
+        case .observation: return observationCases
         }
     }
 }

@@ -44,7 +44,7 @@ extension SyncContext {
             let more = page.remaining > 0 && !(page.records.isEmpty && page.removed.isEmpty)
             if more { next = fetch(after: page.nextCursor) }
             if page.cursorReset { summary.isFullSync = true }
-            let (counts, removedIds) = try await store.write { txn in
+            let (counts, removedIds) = try await observer.write { txn in
                 try SyncContext.applyPage(page, table: table, queryId: queryId, txn: txn)
             }
             if !removedIds.isEmpty { broadcaster.publish(.removedFromView(table: table, ids: removedIds)) }

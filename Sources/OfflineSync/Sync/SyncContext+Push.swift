@@ -60,7 +60,7 @@ extension SyncContext {
             for result in results where outcomes[result.operationId] == nil { outcomes[result.operationId] = result.outcome }
             let (decisions, refusals) = await decide(batch, outcomes: outcomes)
             let answered = outcomes, decided = decisions, refused = refusals
-            let (settled, following, remaining, isEmpty) = try await store.write { txn in
+            let (settled, following, remaining, isEmpty) = try await observer.write { txn in
                 let settled = try SyncContext.settle(batch, outcomes: answered, decisions: decided, refusals: refused, txn: txn)
                 let following = next.isEmpty ? nil : try Outbox.markAttempted(
                     try Outbox.nextBatch(txn, limit: batchSize, excluding: next), txn)
@@ -111,6 +111,6 @@ extension SyncContext {
 
     /// Chooses a batch with `select` and marks its operations attempted, in one transaction.
     private func markAttempted(_ select: @escaping @Sendable (any LocalReadTransaction) throws -> [QueuedOperation]) async throws -> [QueuedOperation] {
-        try await store.write { txn in try Outbox.markAttempted(try select(txn), txn) }
+        try await observer.write { txn in try Outbox.markAttempted(try select(txn), txn) }
     }
 }

@@ -136,7 +136,7 @@ extension SyncContext {
     /// Settles an entry of ``operationErrors()``.
     public func resolve(_ error: OperationError, with resolution: OperationErrorResolution) async throws {
         try await gate.run {
-            let isEmpty = try await self.store.write { txn -> Bool in
+            let isEmpty = try await self.observer.write { txn -> Bool in
                 if error.compensated {
                     // Nothing is queued any more: the entry is only a record, and it is dismissed.
                     guard case .discard = resolution else {

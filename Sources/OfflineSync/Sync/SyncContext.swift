@@ -23,12 +23,15 @@ public final class SyncContext: Sendable {
     let gate = SerialGate()
     let network = NetworkState()
     let lifecycle = LifecycleState()
+    /// Every write of the context goes through it, so observations see each commit.
+    public let observer: StoreObserver
 
     /// Opens a context: defines the system tables in `store` if needed.
     public init(store: any LocalStore, remote: any RemoteStore, options: SyncOptions = SyncOptions()) async throws {
         self.store = store
         self.remote = remote
         self.options = options
+        self.observer = StoreObserver(store: store)
         try await SystemTables.define(in: store)
     }
 
@@ -51,7 +54,7 @@ public final class SyncContext: Sendable {
 
     /// Runs `body` in one local transaction: the writes and their queue entries commit together.
     public func transaction<T: Sendable>(_ body: @escaping @Sendable (SyncTransaction) throws -> T) async throws -> T {
-        let (value, events, isEmpty) = try await store.write { txn in
+        let (value, events, isEmpty) = try await observer.write { txn in
             let transaction = SyncTransaction(txn)
             defer { transaction.isOpen = false }
             let value = try body(transaction)
@@ -103,7 +106,7 @@ public final class SyncContext: Sendable {
     public func purge(_ table: String, query: Query = .all, force: Bool = false) async throws {
         try Names.validateAppTable(table)
         try await gate.run {
-            let isEmpty = try await self.store.write { txn -> Bool in
+            let isEmpty = try await self.observer.write { txn -> Bool in
                 let pending = try Outbox.count(txn, table: table)
                 if pending > 0 && !force {
                     throw SyncError(.pendingOperations, "table '\(table)' has \(pending) queued operations; push them or purge with force")

@@ -1,0 +1,148 @@
+import Synchronization
+
+/// Watches a local store for its observations (``Observation``): writes made through
+/// ``write(_:)`` are recorded row by row and, once committed, wake the observations of the
+/// tables they touched. A ``SyncContext`` has one (``SyncContext/observer``) and writes
+/// through it — local writes, pulled pages, conflict resolutions, purges — so its
+/// observations see everything the context commits.
+///
+/// Waking an observation is a flag and a non-blocking signal under one lock: a writer never
+/// waits for an observer, and the query runs on the observer's task when it asks for its
+/// next value, so a burst of commits costs one query per observer, not one per commit.
+public final class StoreObserver: Sendable {
+    /// The store.
+    public let store: any LocalStore
+
+    /// What a watcher wants to hear about.
+    enum Interest: Sendable {
+        /// Any change to its tables (queries; the result decides whether anything shows).
+        case anyRow
+        /// A change to one record.
+        case record(String)
+    }
+
+    private struct Watcher {
+        var tables: Set<String>
+        var interest: Interest
+        /// A commit may have changed the watcher's value since its last read.
+        var dirty = false
+        /// The watcher is reading: any change to its tables may or may not be in what it reads.
+        var reading = false
+        let wake: AsyncStream<Void>.Continuation
+    }
+
+    private struct State {
+        var watchers: [UInt64: Watcher] = [:]
+        var byTable: [String: Set<UInt64>] = [:]
+        var nextId: UInt64 = 0
+    }
+
+    private let state = Mutex(State())
+
+    /// An observer of `store`.
+    public init(store: any LocalStore) {
+        self.store = store
+    }
+
+    /// Runs `body` in a write transaction of the store (see `LocalStore.write(_:)`) and,
+    /// after it commits, wakes the observations of the rows it wrote or deleted. A
+    /// transaction that throws commits nothing and wakes nothing.
+    public func write<T: Sendable>(_ body: @escaping @Sendable (any LocalWriteTransaction) throws -> T) async throws -> T {
+        let (value, changes) = try await store.write { txn in
+            let tracked = TrackedWriteTransaction(txn)
+            return (try body(tracked), tracked.changes)
+        }
+        announce(changes)
+        return value
+    }
+
+    /// Wakes the observations a committed change concerns. ``write(_:)`` calls it; call it
+    /// yourself for a commit made around this observer (`ids: nil` when the rows are unknown).
+    public func announce(_ changes: [TableChange]) {
+        state.withLock { state in
+            for change in changes {
+                guard let ids = state.byTable[change.table] else { continue }
+                for id in ids {
+                    guard var watcher = state.watchers[id], !watcher.dirty else { continue }
+                    guard watcher.reading || Self.concerns(change, watcher.interest) else { continue }
+                    watcher.dirty = true
+                    state.watchers[id] = watcher
+                    watcher.wake.yield(())
+                }
+            }
+        }
+    }
+
+    /// The records of `table` matching `query`, now and after every commit through this
+    /// observer that changes them (see ``Observation``). Errors (an unknown table, an
+    /// invalid query) are thrown by the first `next()`.
+    public func observe(_ table: String, _ query: Query = .all) -> Observation<[Record]> {
+        Observation(observer: self, tables: [table], interest: .anyRow) { txn in
+            try txn.records(in: table, matching: query)
+        }
+    }
+
+    /// The record of `table` with this id (`nil` while there is none), now and after every
+    /// commit that writes or deletes it.
+    public func observe(_ table: String, id: String) -> Observation<Record?> {
+        Observation(observer: self, tables: [table], interest: .record(id)) { txn in
+            try txn.record(in: table, id: id)
+        }
+    }
+
+    /// The number of live observations (each iterator of an ``Observation`` is one until
+    /// it ends or is dropped).
+    public var observationCount: Int { state.withLock { $0.watchers.count } }
+
+    private static func concerns(_ change: TableChange, _ interest: Interest) -> Bool {
+        guard let ids = change.ids else { return true }
+        switch interest {
+        case .anyRow: return !ids.isEmpty
+        case .record(let id): return ids.contains(id)
+        }
+    }
+
+    // MARK: Watchers (one per observation iterator)
+
+    /// Registers a watcher; its wake stream yields when a change concerns it and ends when
+    /// it is dropped or its task is cancelled, which unregisters it.
+    func register(tables: Set<String>, interest: Interest) -> (id: UInt64, wake: AsyncStream<Void>) {
+        let (stream, continuation) = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
+        let id = state.withLock { state in
+            let id = state.nextId
+            state.nextId += 1
+            state.watchers[id] = Watcher(tables: tables, interest: interest, wake: continuation)
+            for table in tables { state.byTable[table, default: []].insert(id) }
+            return id
+        }
+        continuation.onTermination = { [weak self] _ in self?.unregister(id) }
+        return (id, stream)
+    }
+
+    private func unregister(_ id: UInt64) {
+        state.withLock { state in
+            guard let watcher = state.watchers.removeValue(forKey: id) else { return }
+            for table in watcher.tables {
+                state.byTable[table]?.remove(id)
+                if state.byTable[table]?.isEmpty == true { state.byTable[table] = nil }
+            }
+        }
+    }
+
+    /// Marks the start of a read: the watcher is clean, and every change until
+    /// `endRead(_:)` makes it dirty again (the read may or may not include it).
+    func beginRead(_ id: UInt64) {
+        state.withLock { state in
+            state.watchers[id]?.dirty = false
+            state.watchers[id]?.reading = true
+        }
+    }
+
+    func endRead(_ id: UInt64) {
+        state.withLock { $0.watchers[id]?.reading = false }
+    }
+
+    func isDirty(_ id: UInt64) -> Bool {
+        state.withLock { $0.watchers[id]?.dirty ?? false }
+    }
+}
