@@ -4,7 +4,7 @@
 /// Every function is *null in, null out*: a null (or missing) argument, an argument of the
 /// wrong kind, or an input outside the function's domain (a division by zero, an integer
 /// overflow, a date outside the years 1–9999) makes the result null, never an error. The
-/// reference semantics are `QueryEvaluator.value(of:in:)` in OfflineSyncStoreKit; every
+/// reference semantics are `QueryEvaluator.value(of:in:)` (``QueryEvaluator``); every
 /// store gives the same results.
 public indirect enum QueryExpression: Sendable, Hashable {
     /// A field or system property of the record.

@@ -1,6 +1,6 @@
 import Synchronization
 
-/// Watches a local store for its observations (``Observation``): writes made through
+/// Watches a local store for its observations (``ObservedValue``): writes made through
 /// ``write(_:)`` are recorded row by row and, once committed, wake the observations of the
 /// tables they touched. A ``SyncContext`` has one (``SyncContext/observer``) and writes
 /// through it — local writes, pulled pages, conflict resolutions, purges — so its
@@ -19,6 +19,15 @@ public final class StoreObserver: Sendable {
         case anyRow
         /// A change to one record.
         case record(String)
+        /// A change to a row the watcher last showed, or a write of a row that matches the
+        /// predicate (a query without an offset: no other row can enter or leave its result).
+        case matching(QueryPredicate)
+
+        /// The interest of an observation of `query`: a query with an offset shifts when
+        /// rows before it come or go, so any change counts.
+        static func of(_ query: Query) -> Interest {
+            query.offset == 0 ? .matching(query.predicate) : .anyRow
+        }
     }
 
     private struct Watcher {
@@ -28,6 +37,8 @@ public final class StoreObserver: Sendable {
         var dirty = false
         /// The watcher is reading: any change to its tables may or may not be in what it reads.
         var reading = false
+        /// The ids of the rows the last read returned (for ``Interest/matching(_:)``).
+        var shown: Set<String> = []
         let wake: AsyncStream<Void>.Continuation
     }
 
@@ -64,7 +75,7 @@ public final class StoreObserver: Sendable {
                 guard let ids = state.byTable[change.table] else { continue }
                 for id in ids {
                     guard var watcher = state.watchers[id], !watcher.dirty else { continue }
-                    guard watcher.reading || Self.concerns(change, watcher.interest) else { continue }
+                    guard watcher.reading || Self.concerns(change, watcher) else { continue }
                     watcher.dirty = true
                     state.watchers[id] = watcher
                     watcher.wake.yield(())
@@ -74,31 +85,39 @@ public final class StoreObserver: Sendable {
     }
 
     /// The records of `table` matching `query`, now and after every commit through this
-    /// observer that changes them (see ``Observation``). Errors (an unknown table, an
+    /// observer that changes them (see ``ObservedValue``). Errors (an unknown table, an
     /// invalid query) are thrown by the first `next()`.
-    public func observe(_ table: String, _ query: Query = .all) -> Observation<[Record]> {
-        Observation(observer: self, tables: [table], interest: .anyRow) { txn in
-            try txn.records(in: table, matching: query)
-        }
+    public func observe(_ table: String, _ query: Query = .all) -> ObservedValue<[Record]> {
+        ObservedValue(observer: self, tables: [table], interest: .of(query),
+                      records: { try $0.records(in: table, matching: query) }, value: { $0 })
     }
 
     /// The record of `table` with this id (`nil` while there is none), now and after every
     /// commit that writes or deletes it.
-    public func observe(_ table: String, id: String) -> Observation<Record?> {
-        Observation(observer: self, tables: [table], interest: .record(id)) { txn in
-            try txn.record(in: table, id: id)
-        }
+    public func observe(_ table: String, id: String) -> ObservedValue<Record?> {
+        ObservedValue(observer: self, tables: [table], interest: .record(id),
+                      records: { try $0.record(in: table, id: id).map { [$0] } ?? [] }, value: { $0.first })
     }
 
-    /// The number of live observations (each iterator of an ``Observation`` is one until
+    /// The number of live observations (each iterator of an ``ObservedValue`` is one until
     /// it ends or is dropped).
     public var observationCount: Int { state.withLock { $0.watchers.count } }
 
-    private static func concerns(_ change: TableChange, _ interest: Interest) -> Bool {
+    /// Whether a change can alter what the watcher shows. Runs under the lock on the
+    /// writer's task, so it only looks at rows the change lists: a pulled page costs each
+    /// query observation at most one predicate test per row, until the first that counts.
+    private static func concerns(_ change: TableChange, _ watcher: Watcher) -> Bool {
         guard let ids = change.ids else { return true }
-        switch interest {
+        switch watcher.interest {
         case .anyRow: return !ids.isEmpty
         case .record(let id): return ids.contains(id)
+        case .matching(let predicate):
+            guard let written = change.written else { return !ids.isEmpty }
+            for id in ids {
+                if watcher.shown.contains(id) { return true }
+                if let record = written[id], QueryEvaluator.matches(record, predicate) { return true }
+            }
+            return false
         }
     }
 
@@ -138,8 +157,13 @@ public final class StoreObserver: Sendable {
         }
     }
 
-    func endRead(_ id: UInt64) {
-        state.withLock { $0.watchers[id]?.reading = false }
+    /// Marks the end of a read that returned the rows `shown` (`nil`: the read failed or
+    /// its value is not rows).
+    func endRead(_ id: UInt64, shown: Set<String>?) {
+        state.withLock { state in
+            state.watchers[id]?.reading = false
+            if let shown { state.watchers[id]?.shown = shown }
+        }
     }
 
     func isDirty(_ id: UInt64) -> Bool {

@@ -45,7 +45,7 @@ extension SyncContext {
             if more { next = fetch(after: page.nextCursor) }
             if page.cursorReset { summary.isFullSync = true }
             let (counts, removedIds) = try await observer.write { txn in
-                try SyncContext.applyPage(page, table: table, queryId: queryId, txn: txn)
+                try SyncContext.applyPage(page, table: table, queryId: queryId, isLast: !more, txn: txn)
             }
             if !removedIds.isEmpty { broadcaster.publish(.removedFromView(table: table, ids: removedIds)) }
             summary.pages += 1
@@ -67,9 +67,9 @@ extension SyncContext {
     }
 
     /// Applies one page in one local transaction: its records, its removals (rows that left
-    /// the view) and its cursor. Rows with a pending local operation are left alone. Returns
-    /// the counts and the ids removed.
-    static func applyPage(_ page: PullPage, table: String, queryId: String?,
+    /// the view), its cursor and, on the last page, the time the table was pulled. Rows with
+    /// a pending local operation are left alone. Returns the counts and the ids removed.
+    static func applyPage(_ page: PullPage, table: String, queryId: String?, isLast: Bool,
                           txn: any LocalWriteTransaction) throws -> (PullSummary, [String]) {
         var counts = PullSummary(table: table)
         let withOperations = try Outbox.itemsWithOperations(txn, table: table, among: page.records.map(\.id) + page.removed)
@@ -94,6 +94,10 @@ extension SyncContext {
         if let queryId {
             try ConfigRow.setValue(txn, table: table, key: ConfigRow.cursorKey(queryId),
                                      keyType: ConfigRow.KeyType.cursor.rawValue, value: page.nextCursor)
+        }
+        if isLast {
+            try ConfigRow.setValue(txn, table: table, key: ConfigRow.pulledAtKey, keyType: ConfigRow.KeyType.pulledAt.rawValue,
+                                   value: String(Timestamp.now().millisecondsSince1970))
         }
         return (counts, removedIds)
     }

@@ -99,8 +99,9 @@ public final class SyncContext: Sendable {
 
     // MARK: Purge
 
-    /// Removes local records matching the query and forgets the table's pull cursors, so the
-    /// next pull brings them back. Refuses with ``SyncError/Code/pendingOperations`` while the
+    /// Removes local records matching the query and forgets the table's pull cursors (and
+    /// that it was pulled: ``TableSyncStatus/isSynced`` turns false), so the next pull brings
+    /// them back. Refuses with ``SyncError/Code/pendingOperations`` while the
     /// table has queued operations, unless `force` is set, in which case those operations (and
     /// their errors) are dropped as well.
     public func purge(_ table: String, query: Query = .all, force: Bool = false) async throws {
@@ -115,6 +116,8 @@ public final class SyncContext: Sendable {
                 for row in try txn.records(in: ConfigRow.table, matching: Query(ConfigRow.cursors(of: table))) {
                     try txn.delete(id: row.id, in: ConfigRow.table)
                 }
+                try ConfigRow.setValue(txn, table: table, key: ConfigRow.pulledAtKey,
+                                       keyType: ConfigRow.KeyType.pulledAt.rawValue, value: nil)
                 while true {
                     let rows = try txn.records(in: table, matching: Query(query.predicate, limit: 1000))
                     if rows.isEmpty { break }

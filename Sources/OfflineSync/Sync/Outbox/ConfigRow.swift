@@ -8,6 +8,9 @@ struct ConfigRow: StoredRow {
     enum KeyType: String {
         /// A pull cursor; the key is ``cursorKey(_:)`` of the query id.
         case cursor
+        /// When a pull of the table last reached its end (milliseconds since 1970); the key
+        /// is ``pulledAtKey``.
+        case pulledAt
     }
 
     var id: String
@@ -28,6 +31,9 @@ struct ConfigRow: StoredRow {
 
     /// The key of the pull cursor of a query id.
     static func cursorKey(_ queryId: String) -> String { "cursor:" + queryId }
+
+    /// The key of the time a pull of the table last reached its end.
+    static let pulledAtKey = "pulledAt"
 
     /// The rows of `table` holding pull cursors.
     static func cursors(of table: String) -> QueryPredicate {

@@ -7,24 +7,34 @@
 /// Values are read when the iterator asks for the next one, so a consumer that is busy
 /// while many commits land gets one fresh value afterwards, never a backlog, and writers
 /// never wait for it. Each iterator is one observation with its own reads: iterate once per
-/// screen, not once per row.
-public struct Observation<Element: Sendable>: AsyncSequence, Sendable {
+/// screen, not once per row. (`LiveValue` keeps the latest value for a SwiftUI view.)
+public struct ObservedValue<Element: Sendable>: AsyncSequence, Sendable {
+    /// What one read produced: the value and, for values made of records, those records,
+    /// which decide whether two reads are equal and which rows the value shows.
+    struct Reading: Sendable {
+        var value: Element
+        var records: [Record]?
+    }
+
     let observer: StoreObserver
     let tables: Set<String>
     let interest: StoreObserver.Interest
-    let read: @Sendable (any LocalReadTransaction) throws -> Element
-    let same: @Sendable (Element, Element) -> Bool
+    let read: @Sendable (any LocalReadTransaction) throws -> Reading
+    let same: @Sendable (Reading, Reading) -> Bool
 
-    /// An observation of `tables` whose value `read` computes in a read transaction, and
-    /// which shows a new value only when it differs from the last by `same`.
+    /// An observation of a value made of records: `records` reads them, `value` makes the
+    /// element (a typed model decodes them), and equal records mean an equal value.
     init(observer: StoreObserver, tables: Set<String>, interest: StoreObserver.Interest,
-         read: @escaping @Sendable (any LocalReadTransaction) throws -> Element,
-         same: @escaping @Sendable (Element, Element) -> Bool) {
+         records: @escaping @Sendable (any LocalReadTransaction) throws -> [Record],
+         value: @escaping @Sendable ([Record]) throws -> Element) {
         self.observer = observer
         self.tables = tables
         self.interest = interest
-        self.read = read
-        self.same = same
+        self.read = { txn in
+            let rows = try records(txn)
+            return Reading(value: try value(rows), records: rows)
+        }
+        self.same = { $0.records == $1.records }
     }
 
     /// Starts the observation: commits from now on are noticed.
@@ -33,12 +43,12 @@ public struct Observation<Element: Sendable>: AsyncSequence, Sendable {
         return Iterator(observation: self, id: id, wake: wake.makeAsyncIterator())
     }
 
-    /// Yields the observation's values (see ``Observation``).
+    /// Yields the observation's values (see ``ObservedValue``).
     public struct Iterator: AsyncIteratorProtocol {
-        let observation: Observation
+        let observation: ObservedValue
         let id: UInt64
         var wake: AsyncStream<Void>.Iterator
-        var last: Element?
+        var last: Reading?
         var started = false
 
         /// The current value first, then the next different one; `nil` once the task is
@@ -48,23 +58,24 @@ public struct Observation<Element: Sendable>: AsyncSequence, Sendable {
                 guard await waitForChange() else { return nil }
             }
             started = true
+            let observer = observation.observer
             while true {
                 if Task.isCancelled { return nil }
-                observation.observer.beginRead(id)
-                let value: Element
+                observer.beginRead(id)
+                let reading: Reading
                 do {
-                    value = try await observation.observer.store.read(observation.read)
+                    reading = try await observer.store.read(observation.read)
                 } catch {
-                    observation.observer.endRead(id)
+                    observer.endRead(id, shown: nil)
                     throw error
                 }
-                observation.observer.endRead(id)
-                if let last, observation.same(last, value) {
+                observer.endRead(id, shown: reading.records.map { Set($0.lazy.map(\.id)) })
+                if let last, observation.same(last, reading) {
                     guard await waitForChange() else { return nil }
                     continue
                 }
-                last = value
-                return value
+                last = reading
+                return reading.value
             }
         }
 
@@ -79,9 +90,14 @@ public struct Observation<Element: Sendable>: AsyncSequence, Sendable {
     }
 }
 
-extension Observation where Element: Equatable {
+extension ObservedValue where Element: Equatable {
+    /// An observation of a value that `read` computes; equal values are skipped.
     init(observer: StoreObserver, tables: Set<String>, interest: StoreObserver.Interest,
          read: @escaping @Sendable (any LocalReadTransaction) throws -> Element) {
-        self.init(observer: observer, tables: tables, interest: interest, read: read, same: ==)
+        self.observer = observer
+        self.tables = tables
+        self.interest = interest
+        self.read = { txn in Reading(value: try read(txn), records: nil) }
+        self.same = { $0.value == $1.value }
     }
 }

@@ -1,4 +1,3 @@
-import OfflineSync
 /// The reference semantics of `Query`: every store must return exactly what this returns
 /// for the same records and query. Key/value adapters use it directly.
 public enum QueryEvaluator {

@@ -1,5 +1,3 @@
-import OfflineSync
-
 // The reference semantics of `QueryExpression`: what every store computes.
 
 extension QueryEvaluator {
