@@ -22,6 +22,7 @@ private struct Address: Codable, Sendable, Equatable {
 
 /// A model holding every supported kind of property.
 private struct Everything: SyncModel, Equatable {
+    static let tableName = "everything"
     var id: String
     var bool: Bool
     var int: Int
@@ -108,6 +109,7 @@ private struct Everything: SyncModel, Equatable {
 }
 
 private struct Synced: SyncModel, Equatable {
+    static let tableName = "synced"
     var id: String
     var title: String
     var version: String?
@@ -116,12 +118,14 @@ private struct Synced: SyncModel, Equatable {
 }
 
 private struct SyncedWithTimestamp: SyncModel, Equatable {
+    static let tableName = "synced"
     var id: String
     var version: String?
     var updatedAt: Timestamp?
 }
 
 private struct Plain: SyncModel, Equatable {
+    static let tableName = "plain"
     var id: String
     var title: String
 }
@@ -645,7 +649,7 @@ struct RecordCoderTests {
     }
 
     @Test func valueDictionaryFieldRoundTrips() throws {
-        struct Loose: SyncModel, Equatable { var id: String; var properties: [String: Value]; var any: Value }
+        struct Loose: SyncModel, Equatable { static let tableName = "loose"; var id: String; var properties: [String: Value]; var any: Value }
         let properties: [String: Value] = [
             "when": .date(Timestamp(millisecondsSince1970: 12)), "blob": .bytes([0xFF]), "big": .int(.max),
             "half": 0.5, "nested": ["list": [1, "two", .null]], "none": .null,
@@ -664,7 +668,7 @@ struct RecordCoderTests {
     }
 
     @Test func enumWithAssociatedValuesUsesNestedContainers() throws {
-        struct Drawing: SyncModel, Equatable { var id: String; var shape: Shape; var shapes: [Shape] }
+        struct Drawing: SyncModel, Equatable { static let tableName = "drawings"; var id: String; var shape: Shape; var shapes: [Shape] }
         let model = Drawing(id: "d", shape: .labeled("tag", 2), shapes: [.circle(radius: 1), .none, .rect(width: 3, height: 4)])
         let record = try encoder.encode(model)
         #expect(record["shape"] == ["labeled": ["_0": "tag", "_1": 2]])

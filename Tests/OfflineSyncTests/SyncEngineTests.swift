@@ -335,6 +335,7 @@ struct SyncEngineTests {
 }
 
 struct Todo: SyncModel, Equatable {
+    static let tableName = "todos"
     var id: String
     var title: String
     var done: Bool

@@ -31,21 +31,31 @@ extension SyncTable {
     /// a local write, a pulled page, a conflict resolution, a purge (see ``ObservedValue``).
     /// An invalid table name or query is thrown by the first `next()`.
     public func observe(_ query: Query = .all) -> ObservedValue<[Record]> {
-        let name = name
-        return ObservedValue(observer: context.observer, tables: [name], interest: .of(query), records: { txn in
-            try Names.validateAppTable(name)
-            return try txn.records(in: name, matching: query)
-        }, value: { $0 })
+        observation(query) { $0 }
     }
 
     /// The local record with this id (`nil` while there is none), now and after every commit
     /// that writes or deletes it.
     public func observe(id: String) -> ObservedValue<Record?> {
+        observation(id: id) { $0 }
+    }
+
+    /// An observation of the records matching `query`, shown as `value` makes them.
+    func observation<Element>(_ query: Query, value: @escaping @Sendable ([Record]) throws -> Element) -> ObservedValue<Element> {
+        let name = name
+        return ObservedValue(observer: context.observer, tables: [name], interest: .of(query), records: { txn in
+            try Names.validateAppTable(name)
+            return try txn.records(in: name, matching: query)
+        }, value: value)
+    }
+
+    /// An observation of one record, shown as `value` makes it.
+    func observation<Element>(id: String, value: @escaping @Sendable (Record?) throws -> Element) -> ObservedValue<Element> {
         let name = name
         return ObservedValue(observer: context.observer, tables: [name], interest: .record(id), records: { txn in
             try Names.validateAppTable(name)
             return try txn.record(in: name, id: id).map { [$0] } ?? []
-        }, value: { $0.first })
+        }, value: { try value($0.first) })
     }
 }
 

@@ -1,0 +1,85 @@
+/// A typed handle on an app table: ``SyncModel`` values in and out, mapped with
+/// ``RecordEncoder`` and ``RecordDecoder``. Writes are queued exactly as with ``SyncTable``.
+public struct TypedSyncTable<Model: SyncModel>: Sendable {
+    /// The untyped table underneath.
+    public let table: SyncTable
+
+    /// The model with this id, or `nil`. Throws `DecodingError` if the stored record does not fit `Model`.
+    public func get(_ id: String) async throws -> Model? {
+        try await table.get(id).map { try RecordDecoder().decode(Model.self, from: $0) }
+    }
+
+    /// The models matching the query, in its order.
+    public func query(_ query: Query = .all) async throws -> [Model] {
+        let decoder = RecordDecoder()
+        return try await table.query(query).map { try decoder.decode(Model.self, from: $0) }
+    }
+
+    /// The number of models matching the predicate.
+    public func count(_ predicate: QueryPredicate = .all) async throws -> Int { try await table.count(predicate) }
+
+    /// Inserts a model and queues the insert. Throws ``SyncError/Code/duplicateId`` or `EncodingError`.
+    public func insert(_ model: Model) async throws {
+        try await table.insert(try RecordEncoder().encode(model))
+    }
+
+    /// Replaces a model's fields and queues the update. Throws ``SyncError/Code/notFound``.
+    public func update(_ model: Model) async throws {
+        try await table.update(try RecordEncoder().encode(model))
+    }
+
+    /// Inserts or updates.
+    public func save(_ model: Model) async throws {
+        try await table.save(try RecordEncoder().encode(model))
+    }
+
+    /// Deletes a model by id and queues the delete. Throws ``SyncError/Code/notFound``.
+    public func delete(_ id: String) async throws { try await table.delete(id) }
+
+    /// Brings the remote's changes into the table (see ``SyncContext/pull(_:query:queryId:)``).
+    @discardableResult
+    public func pull(_ query: Query = .all, queryId: String? = nil) async throws -> PullSummary {
+        try await table.pull(query, queryId: queryId)
+    }
+
+    /// Removes local models matching the query (see ``SyncContext/purge(_:query:force:)``).
+    public func purge(_ query: Query = .all, force: Bool = false) async throws {
+        try await table.purge(query, force: force)
+    }
+
+    /// The models matching `query`, now and after every commit that changes them (see
+    /// ``ObservedValue``). Results are compared as records, so `Model` need not be
+    /// `Equatable`; a stored record that does not fit `Model` throws `DecodingError` from `next()`.
+    public func observe(_ query: Query = .all) -> ObservedValue<[Model]> {
+        table.observation(query) { records in
+            let decoder = RecordDecoder()
+            return try records.map { try decoder.decode(Model.self, from: $0) }
+        }
+    }
+
+    /// The model with this id (`nil` while there is none), now and after every commit that
+    /// writes or deletes it.
+    public func observe(id: String) -> ObservedValue<Model?> {
+        table.observation(id: id) { record in try record.map { try RecordDecoder().decode(Model.self, from: $0) } }
+    }
+
+    /// The table's sync state (see ``SyncTable/observeSyncStatus()``).
+    public func observeSyncStatus() -> ObservedValue<TableSyncStatus> { table.observeSyncStatus() }
+}
+
+extension SyncContext {
+    /// The typed handle on the model's table, ``SyncModel/tableName``.
+    public func table<Model: SyncModel>(_ model: Model.Type) -> TypedSyncTable<Model> {
+        TypedSyncTable(table: table(Model.tableName))
+    }
+
+    /// A typed handle on a table named otherwise than the model's ``SyncModel/tableName``.
+    public func table<Model: SyncModel>(_ name: String, as model: Model.Type) -> TypedSyncTable<Model> {
+        TypedSyncTable(table: table(name))
+    }
+
+    /// Defines (or migrates) the model's table with its ``SyncModel/schema``.
+    public func defineTable<Model: SyncModel>(_ model: Model.Type) async throws {
+        try await defineTable(try Model.schema)
+    }
+}
