@@ -30,7 +30,8 @@ extension BenchWorkload {
 /// Every workload `bench` knows, in the order it runs them.
 let benchWorkloads: [any BenchWorkload.Type] = [LocalWritesSQLite.self, LocalWritesLMDB.self, LocalWritesEncryptedFile.self,
                                                 LocalWritesPostgreSQL.self, Push10k.self, Pull1m.self, PullDelta.self,
-                                                PullDeltaShared.self, MoveIn.self, MoveOut.self]
+                                                PullDeltaShared.self, MoveIn.self, MoveOut.self, ObserveLatency.self,
+                                                ObserveBurst.self]
 
 /// `offline-sync-harness bench`: runs each workload side by side with its baseline, each in its own
 /// process (so peak memory is its own), prints a table and writes `bench-results.json`.
@@ -70,6 +71,8 @@ struct BenchCommand: AsyncParsableCommand {
                 extra["baselineRecordsPerSecond"] = Double(fixed) / raw.seconds
                 extra["speedup"] = raw.seconds / ours.seconds
             }
+            if let metrics = ours.metrics, !metrics.isEmpty { extra["metrics"] = metrics }
+            if let metrics = raw.metrics, !metrics.isEmpty { extra["baselineMetrics"] = metrics }
             rows.append(extra.merging([
                 "name": workload.name, "records": workload.fixedRecords ?? records, "transactionSize": batch,
                 "seconds": ours.seconds, "baseline": workload.baseline, "baselineSeconds": raw.seconds,
@@ -85,6 +88,13 @@ struct BenchCommand: AsyncParsableCommand {
             print(name + String(format: " %8d  %7d  %7.3f  ", row["records"] as! Int, batch, row["seconds"] as! Double) + baseline
                   + String(format: "%8.3f  %5.2f  %4d MiB", row["baselineSeconds"] as! Double, row["ratio"] as! Double,
                            (row["peakRSSBytes"] as! Int) / 1_048_576))
+        }
+        for row in rows {
+            guard let metrics = row["metrics"] as? [String: Double] else { continue }
+            let shown = metrics.sorted { $0.key < $1.key }.map { "\($0.key) \(String(format: "%.3f", $0.value))" }
+            let baseline = (row["baselineMetrics"] as? [String: Double])?.sorted { $0.key < $1.key }
+                .map { "\($0.key) \(String(format: "%.3f", $0.value))" } ?? []
+            print("\(row["name"] as! String): \(shown.joined(separator: ", "))" + (baseline.isEmpty ? "" : "; baseline: \(baseline.joined(separator: ", "))"))
         }
         print("machine: \(machine)")
         // Keep the figures of workloads that did not run this time.
@@ -108,6 +118,8 @@ struct BenchCommand: AsyncParsableCommand {
     struct WorkerResult: Decodable {
         var seconds: Double
         var peakRSSBytes: Int
+        /// What the workload reported through `BenchMetrics`.
+        var metrics: [String: Double]?
     }
 
     func runWorker(executable: String, workload: String, mode: String) throws -> WorkerResult {
@@ -170,7 +182,8 @@ struct BenchWorkerCommand: AsyncParsableCommand {
         case "raw": seconds = try await type.raw(directory: url, records: records, batch: batch)
         default: throw ValidationError("unknown mode \(mode)")
         }
-        print("{\"seconds\": \(seconds), \"peakRSSBytes\": \(Self.peakRSS())}")
+        let metrics = try JSONSerialization.data(withJSONObject: BenchMetrics.shared.all.filter { $0.value.isFinite })
+        print("{\"seconds\": \(seconds), \"peakRSSBytes\": \(Self.peakRSS()), \"metrics\": \(String(decoding: metrics, as: UTF8.self))}")
     }
 
     /// VmHWM from /proc/self/status, in bytes.
