@@ -2,20 +2,21 @@ import Observation
 import Synchronization
 
 /// The latest value of an ``ObservedValue``, for views that bind to it: an `@Observable`
-/// object (the Observation module, so SwiftUI redraws a view that reads ``value``) that
+/// object (the Observation module, so SwiftUI redraws a view that reads `value`) that
 /// iterates the observation on the main actor and publishes each value it yields.
 ///
 /// ```swift
 /// @State var todos = LiveValue(todoTable.observe(Query(Todo.Columns.done == false)), initial: [])
 /// ```
 ///
-/// It stops when it is deallocated or ``stop()`` is called. An error from the store (it was
-/// closed) ends it and is kept in ``error``; ``value`` keeps the last value read.
+/// It stops when it is deallocated or ``LiveValue/stop()`` is called. An error from the store
+/// (it was closed) ends it and is kept in ``LiveValue/error``; ``LiveValue/value`` keeps the
+/// last value read.
 @Observable @MainActor
 public final class LiveValue<Element: Sendable> {
     /// The latest value: `initial` until the first read completes.
     public private(set) var value: Element
-    /// Whether ``value`` has been read from the store at least once.
+    /// Whether ``LiveValue/value`` has been read from the store at least once.
     public private(set) var isLoaded = false
     /// The error that ended the observation, if one did.
     public private(set) var error: (any Error)?
@@ -41,7 +42,7 @@ public final class LiveValue<Element: Sendable> {
         self.task.withLock { $0 = task }
     }
 
-    /// Stops observing; ``value`` keeps its last value.
+    /// Stops observing; ``LiveValue/value`` keeps its last value.
     public func stop() {
         task.withLock { $0?.cancel() }
     }

@@ -30,7 +30,7 @@
 /// }
 /// ```
 ///
-/// The table's ``schema`` is derived from the coding keys and their types (see
+/// The table's ``SyncModel/schema`` is derived from the coding keys and their types (see
 /// ``SyncModel/derivedSchema()``); declare `schema` yourself to choose field types or the
 /// undeclared-field policy. Dates are kept to the millisecond. See ``RecordEncoder`` for the
 /// full value mapping.
@@ -41,7 +41,7 @@ public protocol SyncModel: Codable, Sendable {
     /// The name of the model's table (see ``Names``).
     static var tableName: String { get }
 
-    /// The table's schema. The default is ``derivedSchema()``.
+    /// The table's schema. The default is ``SyncModel/derivedSchema()``.
     static var schema: TableSchema { get throws }
 
     /// The indexes of the derived schema: an index of one column indexes that field; one of
@@ -57,13 +57,14 @@ extension SyncModel {
     /// The schema the model's `Decodable` conformance implies: one declared field per coding
     /// key other than the system properties, typed by the Swift type decoded for it (see
     /// ``RecordEncoder`` for the mapping; a nested struct or dictionary is an `object`, an
-    /// array or set an `array`, ``Value`` is `any`), with ``indexes``. Undeclared fields are
-    /// kept (``UndeclaredFieldPolicy/store``), so a newer app's fields survive an older one.
+    /// array or set an `array`, ``Value`` is `any`), with ``SyncModel/indexes``. Undeclared
+    /// fields are kept (``UndeclaredFieldPolicy/store``), so a newer app's fields survive an
+    /// older one.
     ///
     /// It runs the model's `init(from:)` against a probe decoder that answers every key with
     /// a placeholder. A raw-value enum field must be `CaseIterable` (its first case is the
     /// placeholder) or optional; an `init(from:)` that rejects placeholders makes this throw
-    /// ``SyncError/Code/invalidConfiguration``: declare ``schema`` yourself then.
+    /// ``SyncError/Code/invalidConfiguration``: declare ``SyncModel/schema`` yourself then.
     public static func derivedSchema() throws -> TableSchema {
         let fields = try SchemaProbe.fields(of: Self.self)
         var definitions = fields.map { FieldDefinition($0.name, $0.type) }
