@@ -2,7 +2,7 @@ import Foundation
 import OfflineSync
 import Synchronization
 
-/// The reference `LocalStore`: everything in memory, evaluated by ``QueryEvaluator``.
+/// The reference `LocalStore`: everything in memory, evaluated by `QueryEvaluator`.
 ///
 /// It is what the conformance suite compares other adapters against, and a fast store for
 /// tests and previews. Nothing survives the process. It is ``MemoryTables`` with a commit

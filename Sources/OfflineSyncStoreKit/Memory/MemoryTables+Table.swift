@@ -48,7 +48,7 @@ extension MemoryTables {
             return previous
         }
 
-        /// The records matching `query`, exactly as ``QueryEvaluator/apply(_:to:)`` orders them.
+        /// The records matching `query`, exactly as `QueryEvaluator/apply(_:to:)` orders them.
         func select(_ query: Query) -> [Record] {
             if let ids = candidates(query.predicate) {
                 let rows = self.rows
@@ -193,7 +193,7 @@ extension MemoryTables {
         }
     }
 
-    /// A value as a hash key, equal exactly when ``QueryEvaluator`` finds the values equal
+    /// A value as a hash key, equal exactly when `QueryEvaluator` finds the values equal
     /// (an integer and a double of the same number share a key). `nil` for null, arrays and
     /// objects, which an equality index does not cover.
     enum IndexKey: Hashable {
@@ -218,7 +218,7 @@ extension MemoryTables {
         }
     }
 
-    /// Every record's value of one field with its id, sorted by ``QueryEvaluator/orderCompare(_:_:)``
+    /// Every record's value of one field with its id, sorted by `QueryEvaluator/orderCompare(_:_:)`
     /// then id.
     struct OrderedIndex {
         var entries: [(value: Value, id: ExactString)] = []

@@ -3,7 +3,7 @@ import OfflineSync
 
 /// An in-memory table engine that key/value-style adapters build on: tables of records keyed
 /// by exact id, schema definition and migration with the checks every store makes, read and
-/// write transactions, and queries through ``QueryEvaluator``.
+/// write transactions, and queries through `QueryEvaluator`.
 ///
 /// Every change is described by a ``ChangeSet`` that is handed to a *commit hook* before the
 /// transaction ends, so an adapter can persist it first (append it to a log, put it in a
@@ -21,7 +21,7 @@ import OfflineSync
 /// Queries are answered from indexes the engine builds on demand and then keeps up to date:
 /// a hash index per field compared with `==` or `in` (a conjunction uses its most selective
 /// field), and a sorted index per field a limited query orders by (the id when it orders by
-/// nothing). Results are always exactly what ``QueryEvaluator`` returns on all the records.
+/// nothing). Results are always exactly what `QueryEvaluator` returns on all the records.
 ///
 /// Concurrency: transactions, definitions and replays run one at a time (serializable), each
 /// holding the engine's lock for its duration, commit hook included, so no reader ever sees a

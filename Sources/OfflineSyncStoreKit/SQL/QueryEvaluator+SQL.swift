@@ -1,6 +1,6 @@
 import OfflineSync
 /// How a SQL adapter evaluates a comparison between a typed numeric column and a literal of
-/// the other numeric kind exactly as ``QueryEvaluator`` does: either a comparison with a
+/// the other numeric kind exactly as `QueryEvaluator` does: either a comparison with a
 /// literal of the column's own kind, or a constant outcome (unknown when the column is null).
 public enum NumericComparisonPlan<Literal: Sendable & Hashable>: Sendable, Hashable {
     /// `column <op> literal`, with the literal converted to the column's kind.

@@ -49,7 +49,7 @@ public struct SQLValue: Sendable, Hashable {
 }
 
 extension SQLDialect {
-    /// No computed values in SQL: ``SQLPredicateTranslator`` leaves them to ``QueryEvaluator``.
+    /// No computed values in SQL: ``SQLPredicateTranslator`` leaves them to `QueryEvaluator`.
     public func value(of column: SQLColumn, bind: (Parameter) -> String) -> SQLValue? { nil }
     /// No computed values in SQL.
     public func value(of literal: Value, bind: (Parameter) -> String) -> SQLValue? { nil }

@@ -17,14 +17,14 @@ public struct SQLColumn: Sendable, Hashable {
 /// fields live, how values are bound and how the few dialect-specific expressions read.
 ///
 /// Every expression a dialect returns must evaluate to true, false or NULL (unknown) exactly
-/// as ``QueryEvaluator`` does for the same record, and must bind its parameters (through
+/// as `QueryEvaluator` does for the same record, and must bind its parameters (through
 /// `bind`) in the order their placeholders appear in its text.
 public protocol SQLDialect {
     /// A bound parameter value.
     associatedtype Parameter
 
     /// The column of a system property or declared field; `nil` for a field SQL cannot see
-    /// (an undeclared one), which leaves the predicate to ``QueryEvaluator``.
+    /// (an undeclared one), which leaves the predicate to `QueryEvaluator`.
     func column(_ field: String) -> SQLColumn?
     /// A scalar literal bound against a column of its own kind (bool, int, double, string,
     /// bytes, date), or `nil` when the dialect cannot bind it.
@@ -45,14 +45,14 @@ public protocol SQLDialect {
     func hasPrefix(_ column: SQLColumn, _ prefix: String, bind: (Parameter) -> String) -> String
     /// `column` (a string column) ends with `suffix`, byte for byte; a shorter string is
     /// false, not unknown, and an empty suffix ends every string. `nil` leaves the test to
-    /// ``QueryEvaluator`` (the default, so dialects written before this requirement keep
+    /// `QueryEvaluator` (the default, so dialects written before this requirement keep
     /// compiling and stay correct).
     func hasSuffix(_ column: SQLColumn, _ suffix: String, bind: (Parameter) -> String) -> String?
     /// One ordering term: ascending puts nulls first, descending last.
     func orderTerm(_ column: SQLColumn, ascending: Bool) -> String
 
     /// A column's value inside a computed expression (`QueryExpression`), or `nil` to leave
-    /// expressions that read it to ``QueryEvaluator`` (the default for every computed-value
+    /// expressions that read it to `QueryEvaluator` (the default for every computed-value
     /// requirement, so dialects written before them keep compiling and stay correct).
     func value(of column: SQLColumn, bind: (Parameter) -> String) -> SQLValue?
     /// A non-null literal inside a computed expression, or `nil`.
@@ -67,18 +67,18 @@ public protocol SQLDialect {
 }
 
 extension SQLDialect {
-    /// No SQL for suffix tests: ``SQLPredicateTranslator`` leaves them to ``QueryEvaluator``.
+    /// No SQL for suffix tests: ``SQLPredicateTranslator`` leaves them to `QueryEvaluator`.
     public func hasSuffix(_ column: SQLColumn, _ suffix: String, bind: (Parameter) -> String) -> String? { nil }
 }
 
 /// Translates `QueryPredicate`s and ordering keys into parameterised SQL whose
-/// three-valued result equals ``QueryEvaluator`` exactly, for everything that names only
+/// three-valued result equals `QueryEvaluator` exactly, for everything that names only
 /// system properties and declared scalar fields, through a ``SQLDialect``. Anything else is
 /// left to the evaluator: ``split(_:)`` returns the conjuncts SQL evaluates and the rest.
 ///
 /// The logic is shared by every SQL adapter: three-valued `NOT`/`AND`/`OR`, comparisons with
 /// null literals, integer-versus-double comparisons without rounding
-/// (``QueryEvaluator/planIntColumn(_:_:)``), `IN` lists with nulls and literals of other
+/// (`QueryEvaluator/planIntColumn(_:_:)`), `IN` lists with nulls and literals of other
 /// kinds. Values are always bound parameters.
 public struct SQLPredicateTranslator<Dialect: SQLDialect> {
     /// The dialect writing the SQL.
@@ -107,7 +107,7 @@ public struct SQLPredicateTranslator<Dialect: SQLDialect> {
     }
 
     /// The predicate's top-level conjuncts split into those SQL evaluates (joined with
-    /// `AND`, `nil` when none) and the rest, for ``QueryEvaluator``. A row matches the
+    /// `AND`, `nil` when none) and the rest, for `QueryEvaluator`. A row matches the
     /// predicate exactly when the SQL part is true and every remaining conjunct is true.
     ///
     /// A conjunct whose computed values are doubtful for some rows is in both: SQL keeps the
