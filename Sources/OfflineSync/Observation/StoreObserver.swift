@@ -88,15 +88,32 @@ public final class StoreObserver: Sendable {
     /// observer that changes them (see ``ObservedValue``). Errors (an unknown table, an
     /// invalid query) are thrown by the first `next()`.
     public func observe(_ table: String, _ query: Query = .all) -> ObservedValue<[Record]> {
-        ObservedValue(observer: self, tables: [table], interest: .of(query),
-                      records: { try $0.records(in: table, matching: query) }, value: { $0 })
+        observation(of: table, query) { $0 }
     }
 
     /// The record of `table` with this id (`nil` while there is none), now and after every
     /// commit that writes or deletes it.
     public func observe(_ table: String, id: String) -> ObservedValue<Record?> {
-        ObservedValue(observer: self, tables: [table], interest: .record(id),
-                      records: { try $0.record(in: table, id: id).map { [$0] } ?? [] }, value: { $0.first })
+        observation(of: table, id: id) { $0 }
+    }
+
+    /// An observation of the records of `table` matching `query`, shown as `value` makes
+    /// them; `check` runs first in each read (a `SyncTable` refuses system tables there).
+    func observation<Element>(of table: String, _ query: Query, check: @escaping @Sendable () throws -> Void = {},
+                              value: @escaping @Sendable ([Record]) throws -> Element) -> ObservedValue<Element> {
+        ObservedValue(observer: self, tables: [table], interest: .of(query), records: { txn in
+            try check()
+            return try txn.records(in: table, matching: query)
+        }, value: value)
+    }
+
+    /// An observation of one record of `table`, shown as `value` makes it.
+    func observation<Element>(of table: String, id: String, check: @escaping @Sendable () throws -> Void = {},
+                              value: @escaping @Sendable (Record?) throws -> Element) -> ObservedValue<Element> {
+        ObservedValue(observer: self, tables: [table], interest: .record(id), records: { txn in
+            try check()
+            return try txn.record(in: table, id: id).map { [$0] } ?? []
+        }, value: { try value($0.first) })
     }
 
     /// The number of live observations (each iterator of an ``ObservedValue`` is one until

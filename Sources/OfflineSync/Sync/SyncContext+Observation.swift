@@ -43,19 +43,13 @@ extension SyncTable {
     /// An observation of the records matching `query`, shown as `value` makes them.
     func observation<Element>(_ query: Query, value: @escaping @Sendable ([Record]) throws -> Element) -> ObservedValue<Element> {
         let name = name
-        return ObservedValue(observer: context.observer, tables: [name], interest: .of(query), records: { txn in
-            try Names.validateAppTable(name)
-            return try txn.records(in: name, matching: query)
-        }, value: value)
+        return context.observer.observation(of: name, query, check: { try Names.validateAppTable(name) }, value: value)
     }
 
     /// An observation of one record, shown as `value` makes it.
     func observation<Element>(id: String, value: @escaping @Sendable (Record?) throws -> Element) -> ObservedValue<Element> {
         let name = name
-        return ObservedValue(observer: context.observer, tables: [name], interest: .record(id), records: { txn in
-            try Names.validateAppTable(name)
-            return try txn.record(in: name, id: id).map { [$0] } ?? []
-        }, value: { try value($0.first) })
+        return context.observer.observation(of: name, id: id, check: { try Names.validateAppTable(name) }, value: value)
     }
 }
 
