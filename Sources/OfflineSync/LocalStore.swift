@@ -54,6 +54,23 @@ public protocol LocalStore: AnyObject, Sendable {
 
     /// Closes the store. Later calls throw ``SyncError/Code/storeClosed``.
     func close() async throws
+
+    /// A number that changes when a commit this store object did not make lands in the
+    /// store — another process on the same file (an app extension, a widget) — and stays the
+    /// same across this object's own commits; `nil` when the adapter cannot tell, which is
+    /// the default. While observations are live, ``StoreObserver`` polls it and, when it
+    /// changes, has every observation read again (the other process's rows are unknown).
+    ///
+    /// Must be cheap (it runs every ``SyncOptions/externalChangeInterval``) and must not wait
+    /// for a write lock another process holds. SQLite answers `PRAGMA data_version` of its
+    /// writer connection; LMDB compares the environment's last transaction id with its own.
+    func externalChangeToken() async throws -> UInt64?
+}
+
+extension LocalStore {
+    /// `nil`: this adapter does not see commits made elsewhere; observations see only the
+    /// commits of their own process.
+    public func externalChangeToken() async throws -> UInt64? { nil }
 }
 
 extension LocalReadTransaction {

@@ -110,5 +110,20 @@ extension LocalStoreConformance {
             try expectEqual(observer.observationCount, 0, "live observations after the task ended")
             try await observer.write { try $0.upsert(row("after", 1), in: observedTable.name) }
         },
+        // A token that moved with the store's own commits would make every observation read
+        // again after each of them (and a store that cannot tell answers nil, which is fine).
+        ConformanceCase("externalChangeTokenIgnoresOwnCommits") { ctx in
+            let (store, observer) = try await observedStore(ctx)
+            guard let before = try await store.externalChangeToken() else { return }
+            try await observer.write { try $0.upsert(row("own", 7), in: observedTable.name) }
+            try await store.write { _ = try $0.delete(id: "a", in: observedTable.name) }
+            try await store.defineTable(TableSchema("defined-later"))
+            struct Abort: Error {}
+            _ = try? await store.write { txn in
+                try txn.upsert(row("rolled-back", 0), in: observedTable.name)
+                throw Abort()
+            }
+            try expectEqual(try await store.externalChangeToken(), before, "the token after the store's own commits")
+        },
     ]
 }

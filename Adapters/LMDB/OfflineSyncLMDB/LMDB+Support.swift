@@ -38,6 +38,11 @@ enum LMDBFailure {
 /// map and replays the transaction's log. Never escapes the store.
 struct LMDBMapFull: Error {}
 
+/// A read transaction needed a sub-database this process has no handle for yet.
+struct LMDBUnopenedDatabase: Error {
+    let name: String
+}
+
 /// Calls `body` with an `MDB_val` over `bytes` (valid only during the call).
 @inline(__always)
 func withVal<T>(_ bytes: [UInt8], _ body: (inout MDB_val) throws -> T) rethrows -> T {

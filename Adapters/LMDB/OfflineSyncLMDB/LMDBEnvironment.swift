@@ -33,6 +33,10 @@ final class LMDBEnvironment: @unchecked Sendable {
     private var entries: [ExactString: LMDBTable] = [:]
     private var mapSizeValue: Int
     private var growthCount = 0
+    /// The last transaction id this store knows committed: its own, or one it found.
+    private var knownTransaction = 0
+    /// How many times commits by another process were found (``externalCommits()``).
+    private var externalEpoch: UInt64 = 0
 
     /// The canonical directory this environment holds in ``LMDBOpenDirectories``.
     private let claim: String
@@ -133,6 +137,30 @@ final class LMDBEnvironment: @unchecked Sendable {
         condition.withLock { databases[name] }
     }
 
+    /// Opens handles for sub-databases another process created, in a write transaction of
+    /// their own (run on the writer queue: no other transaction of the process opens a handle
+    /// meanwhile). A name the environment lacks throws ``SyncError/Code/corrupted``.
+    func openExisting(_ names: Set<String>) throws {
+        let txn = try begin(readOnly: false)
+        var committed = false
+        defer { if !committed { mdb_txn_abort(txn) } }
+        var opened: [String: MDB_dbi] = [:]
+        for name in names where committedDatabase(name) == nil {
+            var dbi = MDB_dbi()
+            let rc = mdb_dbi_open(txn, name, 0, &dbi)
+            if rc == MDB_NOTFOUND { throw SyncError(.corrupted, "'\(directory)' lacks the sub-database '\(name)' its meta database lists") }
+            try LMDBFailure.check(rc, "opening the sub-database '\(name)'")
+            opened[name] = dbi
+        }
+        committed = true
+        let rc = withCommitLock { () -> Int32 in
+            let rc = mdb_txn_commit(txn)
+            if rc == MDB_SUCCESS { adopt(opened) }
+            return rc
+        }
+        try LMDBFailure.check(rc, "committing the sub-database handles")
+    }
+
     /// Records handles opened by a transaction that committed.
     func adopt(_ opened: [String: MDB_dbi]) {
         guard !opened.isEmpty else { return }
@@ -146,6 +174,48 @@ final class LMDBEnvironment: @unchecked Sendable {
         let entry = try LMDBTable(decoding: Array(bytes))
         condition.withLock { entries[key] = entry }
         return entry
+    }
+
+    // MARK: Commits by other processes
+    //
+    // LMDB numbers write transactions: a write transaction gets the last committed id plus
+    // one. The writer queue notes each id it begins and commits, so an id it did not make
+    // means another process committed. All three run on the writer queue.
+
+    /// Takes the environment's last committed transaction as known (after opening).
+    func resetKnownTransaction() {
+        guard let env else { return }
+        var info = MDB_envinfo()
+        mdb_env_info(env, &info)
+        condition.withLock { knownTransaction = info.me_last_txnid }
+    }
+
+    /// A write transaction `id` began: unless the one before it was known, another process
+    /// committed in between.
+    func writeBegan(_ id: Int) {
+        condition.withLock {
+            if knownTransaction != id - 1 { externalEpoch &+= 1 }
+            knownTransaction = id - 1
+        }
+    }
+
+    /// The write transaction `id` committed.
+    func writeCommitted(_ id: Int) {
+        condition.withLock { knownTransaction = id }
+    }
+
+    /// A count that grows each time a commit by another process was found.
+    func externalCommits() throws -> UInt64 {
+        guard let env else { throw SyncError(.storeClosed, "the LMDB store is closed") }
+        var info = MDB_envinfo()
+        mdb_env_info(env, &info)
+        return condition.withLock {
+            if info.me_last_txnid != knownTransaction {
+                externalEpoch &+= 1
+                knownTransaction = info.me_last_txnid
+            }
+            return externalEpoch
+        }
     }
 
     /// Closes the environment. The caller guarantees no transaction is active.

@@ -126,6 +126,7 @@ public final class LMDBStore: LocalStore {
             do {
                 let meta = try Self.bootstrap(environment)
                 try Self.upgrade(environment, meta)
+                environment.resetKnownTransaction()
                 return (environment, meta)
             } catch {
                 environment.close()
@@ -245,11 +246,34 @@ public final class LMDBStore: LocalStore {
     /// Runs `body` in a read transaction on one of the reader queues; it sees one consistent
     /// snapshot, even while a write commits. Rethrows what `body` throws; throws
     /// ``SyncError/Code/storeClosed`` after ``close()``.
+    ///
+    /// When `body` meets a table another process defined, which this process has no LMDB
+    /// handle for yet, the handle is opened on the writer queue and `body` runs again in a new
+    /// snapshot (so a body may run twice).
     public func read<T: Sendable>(_ body: @escaping @Sendable (any LocalReadTransaction) throws -> T) async throws -> T {
         try activity.enter()
         defer { activity.leave() }
-        let queue = try await readers.acquire()
-        defer { readers.release(queue) }
+        let environment = self.environment
+        for _ in 0..<3 {
+            let queue = try await readers.acquire()
+            let attempt: (result: Result<T, any Error>, unopened: Set<String>)
+            do {
+                attempt = try await readOnce(on: queue, body)
+            } catch {
+                readers.release(queue)
+                throw error
+            }
+            readers.release(queue)
+            if attempt.unopened.isEmpty { return try attempt.result.get() }
+            try await perform(on: writer) { try environment.openExisting(attempt.unopened) }
+        }
+        throw SyncError(.busy, "LMDB: tables kept being defined by another process during a read; retry")
+    }
+
+    /// Runs `body` in one snapshot on `queue`: what it returned or threw, and the sub-databases
+    /// it met that this process has no handle for.
+    private func readOnce<T: Sendable>(on queue: DispatchQueue, _ body: @escaping @Sendable (any LocalReadTransaction) throws -> T)
+        async throws -> (result: Result<T, any Error>, unopened: Set<String>) {
         let environment = self.environment, meta = self.meta
         return try await perform(on: queue) {
             environment.enterRead()
@@ -259,7 +283,7 @@ public final class LMDBStore: LocalStore {
             defer { mdb_txn_abort(txn) }
             let transaction = LMDBReadTransaction(environment: environment, meta: meta, txn: txn)
             defer { transaction.end() }
-            return try body(transaction)
+            return (Result { try body(transaction) }, transaction.unopened)
         }
     }
 
@@ -277,17 +301,31 @@ public final class LMDBStore: LocalStore {
         let environment = self.environment, meta = self.meta
         return try await perform(on: writer) {
             let txn = try environment.begin(readOnly: false)
+            let id = mdb_txn_id(txn)
+            environment.writeBegan(id)
             let transaction = LMDBWriteTransaction(environment: environment, meta: meta, txn: txn)
             defer { transaction.end() }
             do {
                 let result = try body(transaction)
                 try transaction.commit()
+                environment.writeCommitted(id)
                 return result
             } catch {
                 transaction.abort()
                 throw error
             }
         }
+    }
+
+    /// Grows each time a commit by another process is found: LMDB numbers write transactions
+    /// one after another, and this store notes the numbers of its own, so a number it did not
+    /// make is another process's (app and extension may share an environment). Runs on the
+    /// writer queue; reads LMDB's shared lock region, never waits for another process.
+    public func externalChangeToken() async throws -> UInt64? {
+        try activity.enter()
+        defer { activity.leave() }
+        let environment = self.environment
+        return try await perform(on: writer) { try environment.externalCommits() }
     }
 
     /// The environment's map size, growth count, page size, bytes in use and reader table.

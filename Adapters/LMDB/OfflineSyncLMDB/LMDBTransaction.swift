@@ -31,12 +31,20 @@ class LMDBReadTransaction: LocalReadTransaction {
 
     // MARK: Low-level access
 
-    /// The handle of a sub-database, or `nil` when it does not exist.
+    /// Sub-databases this snapshot asked for that the process has no handle for: another
+    /// process created them. ``LMDBStore`` opens them and runs the read again.
+    var unopened: Set<String> = []
+
+    /// The handle of a sub-database the meta database lists. Throws ``LMDBUnopenedDatabase``
+    /// for one this process has no handle for (another process created it; a read transaction
+    /// may not open handles while others run), after noting it in ``unopened``.
     func database(_ name: String) throws -> MDB_dbi? {
         if let dbi = environment.committedDatabase(name) { return dbi }
         // A table committed by the writer just before this snapshot began: its handle is
         // published under the commit lock.
-        return environment.withCommitLock { environment.committedDatabase(name) }
+        if let dbi = environment.withCommitLock({ environment.committedDatabase(name) }) { return dbi }
+        unopened.insert(name)
+        throw LMDBUnopenedDatabase(name: name)
     }
 
     /// The value of `key`, valid until the transaction changes or ends.
@@ -191,9 +199,18 @@ final class LMDBWriteTransaction: LMDBReadTransaction, LocalWriteTransaction {
     /// Handles opened (created) in this transaction; valid only once it commits.
     private var opened: [String: MDB_dbi] = [:]
 
+    /// The handle of a sub-database, or `nil` when it does not exist. One another process
+    /// created is opened in this transaction (writes run one at a time, so no other
+    /// transaction of the process opens a handle meanwhile); it is kept once this commits.
     override func database(_ name: String) throws -> MDB_dbi? {
         if let dbi = opened[name] { return dbi }
-        return environment.committedDatabase(name)
+        if let dbi = environment.committedDatabase(name) { return dbi }
+        var dbi = MDB_dbi()
+        let rc = mdb_dbi_open(try handle(), name, 0, &dbi)
+        if rc == MDB_NOTFOUND { return nil }
+        try LMDBFailure.check(rc, "opening the sub-database '\(name)'")
+        opened[name] = dbi
+        return dbi
     }
 
     /// Creates (or opens) a sub-database in this transaction.

@@ -201,6 +201,20 @@ public final class SQLiteStore: LocalStore {
         }
     }
 
+    /// `PRAGMA data_version` of the writer connection: SQLite changes it when another
+    /// connection — another process, or another store object on the same file — commits,
+    /// and never for the writer's own commits, which are all of this store's. `nil` in
+    /// memory, where no other connection exists.
+    public func externalChangeToken() async throws -> UInt64? {
+        if isInMemory { return nil }
+        return try await writer.run { connection in
+            guard case .int(let version) = try connection.scalar("PRAGMA data_version") else {
+                throw SyncError(.storageFailure, "SQLite: PRAGMA data_version returned no integer")
+            }
+            return UInt64(bitPattern: version)
+        }
+    }
+
     /// Waits for the transactions already started, checkpoints the WAL into the database file,
     /// and closes every connection. Later calls throw ``SyncError/Code/storeClosed``; closing
     /// twice is harmless.

@@ -9,6 +9,11 @@ import Synchronization
 /// Waking an observation is a flag and a non-blocking signal under one lock: a writer never
 /// waits for an observer, and the query runs on the observer's task when it asks for its
 /// next value, so a burst of commits costs one query per observer, not one per commit.
+///
+/// Commits made by another process on the same store (an app extension) are seen when the
+/// adapter can tell (``LocalStore/externalChangeToken()``): while observations are live the
+/// observer asks every `externalChangeInterval`, and each change makes every observation
+/// read again, since the other process's rows are unknown.
 public final class StoreObserver: Sendable {
     /// The store.
     public let store: any LocalStore
@@ -49,10 +54,13 @@ public final class StoreObserver: Sendable {
     }
 
     private let state = Mutex(State())
+    private let external: ExternalChangePoller
 
-    /// An observer of `store`.
-    public init(store: any LocalStore) {
+    /// An observer of `store` that, while observations are live, asks the store every
+    /// `externalChangeInterval` whether another process committed to it.
+    public init(store: any LocalStore, externalChangeInterval: Duration = .milliseconds(100)) {
         self.store = store
+        self.external = ExternalChangePoller(interval: externalChangeInterval)
     }
 
     /// Runs `body` in a write transaction of the store (see `LocalStore.write(_:)`) and,
@@ -82,6 +90,12 @@ public final class StoreObserver: Sendable {
                 }
             }
         }
+    }
+
+    /// Wakes every observation: a commit was made elsewhere, to rows and tables unknown.
+    private func announceEverything() {
+        let tables = state.withLock { Array($0.byTable.keys) }
+        announce(tables.map { TableChange(table: $0, ids: nil) })
     }
 
     /// The records of `table` matching `query`, now and after every commit through this
@@ -152,6 +166,8 @@ public final class StoreObserver: Sendable {
             return id
         }
         continuation.onTermination = { [weak self] _ in self?.unregister(id) }
+        external.start(store: store, isNeeded: { [weak self] in self?.observationCount ?? 0 > 0 },
+                       changed: { [weak self] in self?.announceEverything() })
         return (id, stream)
     }
 

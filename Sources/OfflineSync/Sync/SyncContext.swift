@@ -31,7 +31,7 @@ public final class SyncContext: Sendable {
         self.store = store
         self.remote = remote
         self.options = options
-        self.observer = StoreObserver(store: store)
+        self.observer = StoreObserver(store: store, externalChangeInterval: options.externalChangeInterval)
         try await SystemTables.define(in: store)
     }
 

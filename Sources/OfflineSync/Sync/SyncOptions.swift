@@ -11,14 +11,21 @@ public struct SyncOptions: Sendable {
     public var pullPageSize: Int
     /// After this many sends, a still-conflicting operation is left for the app.
     public var maxConflictRetries: Int
+    /// How often, while observations are live, the store is asked whether another process
+    /// committed to it (``LocalStore/externalChangeToken()``): the longest a commit from an
+    /// app extension takes to reach this process's observations. Default 100 ms; nothing is
+    /// polled while no observation is live or when the adapter cannot tell.
+    public var externalChangeInterval: Duration
 
     /// Creates options.
     public init(conflictResolver: any ConflictResolver = ConflictPolicy.serverWins, pushBatchSize: Int = 500,
-                pullPageSize: Int = 500, maxConflictRetries: Int = 5) {
+                pullPageSize: Int = 500, maxConflictRetries: Int = 5,
+                externalChangeInterval: Duration = .milliseconds(100)) {
         self.conflictResolver = conflictResolver
         self.pushBatchSize = max(1, pushBatchSize)
         self.pullPageSize = max(1, pullPageSize)
         self.maxConflictRetries = max(1, maxConflictRetries)
+        self.externalChangeInterval = max(.milliseconds(1), externalChangeInterval)
     }
 }
 

@@ -1,0 +1,75 @@
+import Foundation
+import OfflineSync
+import OfflineSyncTestSupport
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// `offline-sync-harness <arguments>` in a child process: its standard output is collected
+/// line by line on a thread of its own, and a line can be sent to its standard input.
+final class HarnessChild: @unchecked Sendable {
+    // @unchecked Sendable: `process` and `input` are set in `init` and then only used through
+    // their own thread-safe methods; `collected` is a Box (a Mutex).
+    let process: Process
+    private let input: Pipe
+    private let collected = Box<(lines: [String], ended: Bool)>(([], false))
+
+    /// The built `offline-sync-harness` beside the test bundle (`swift build --build-tests` builds it).
+    static var tool: URL {
+        URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent("offline-sync-harness")
+    }
+
+    init(_ arguments: [String]) throws {
+        guard FileManager.default.isExecutableFile(atPath: Self.tool.path) else {
+            throw SyncError(.notFound, "\(Self.tool.path) is missing: build it first (swift build --build-tests)")
+        }
+        process = Process()
+        process.executableURL = Self.tool
+        process.arguments = arguments
+        input = Pipe()
+        let output = Pipe()
+        process.standardInput = input
+        process.standardOutput = output
+        try process.run()
+        let handle = output.fileHandleForReading
+        let thread = Thread { [collected] in
+            var line: [UInt8] = []
+            while true {
+                let chunk = handle.availableData
+                if chunk.isEmpty { break }
+                for byte in chunk {
+                    if byte == UInt8(ascii: "\n") {
+                        let text = String(decoding: line, as: UTF8.self)
+                        collected.withLock { $0.lines.append(text) }
+                        line.removeAll()
+                    } else {
+                        line.append(byte)
+                    }
+                }
+            }
+            collected.withLock { $0.ended = true }
+        }
+        thread.start()
+    }
+
+    /// Every line printed so far.
+    var lines: [String] { collected.value.lines }
+
+    /// Whether standard output has ended (the process exited or was killed).
+    var ended: Bool { collected.value.ended }
+
+    /// Sends one line to the child's standard input.
+    func send(_ line: String) {
+        input.fileHandleForWriting.write(Data((line + "\n").utf8))
+    }
+
+    /// Kills the child with SIGKILL and waits for it to be gone.
+    func kill() {
+        Glibc.kill(process.processIdentifier, SIGKILL)
+        process.waitUntilExit()
+    }
+
+    deinit {
+        if process.isRunning { kill() }
+    }
+}
