@@ -21,11 +21,16 @@ public struct ObservedValue<Element: Sendable>: AsyncSequence, Sendable {
     let interest: StoreObserver.Interest
     let read: @Sendable (any LocalReadTransaction) throws -> Reading
     let same: @Sendable (Reading, Reading) -> Bool
+    /// Brings the last records up to date from later commits' rows (``ResultPatch``), and
+    /// makes the value of records; `nil` for values that are not made of records.
+    let patch: (records: @Sendable ([Record], [TableChange]) -> [Record]?, value: @Sendable ([Record]) throws -> Element)?
 
     /// An observation of a value made of records: `records` reads them, `value` makes the
     /// element (a typed model decodes them), and equal records mean an equal value.
+    /// `patch`, when given, spares a read after commits whose rows it can apply.
     init(observer: StoreObserver, tables: Set<String>, interest: StoreObserver.Interest,
          records: @escaping @Sendable (any LocalReadTransaction) throws -> [Record],
+         patch: (@Sendable ([Record], [TableChange]) -> [Record]?)? = nil,
          value: @escaping @Sendable ([Record]) throws -> Element) {
         self.observer = observer
         self.tables = tables
@@ -35,11 +40,12 @@ public struct ObservedValue<Element: Sendable>: AsyncSequence, Sendable {
             return Reading(value: try value(rows), records: rows)
         }
         self.same = { $0.records == $1.records }
+        self.patch = patch.map { (records: $0, value: value) }
     }
 
     /// Starts the observation: commits from now on are noticed.
     public func makeAsyncIterator() -> Iterator {
-        let (id, wake) = observer.register(tables: tables, interest: interest)
+        let (id, wake) = observer.register(tables: tables, interest: interest, patches: patch != nil)
         return Iterator(observation: self, id: id, wake: wake.makeAsyncIterator())
     }
 
@@ -58,18 +64,10 @@ public struct ObservedValue<Element: Sendable>: AsyncSequence, Sendable {
                 guard await waitForChange() else { return nil }
             }
             started = true
-            let observer = observation.observer
             while true {
                 if Task.isCancelled { return nil }
-                observer.beginRead(id)
                 let reading: Reading
-                do {
-                    reading = try await observer.store.read(observation.read)
-                } catch {
-                    observer.endRead(id, shown: nil)
-                    throw error
-                }
-                observer.endRead(id, shown: reading.records.map { Set($0.lazy.map(\.id)) })
+                if let patched = try patched() { reading = patched } else { reading = try await read() }
                 if let last, observation.same(last, reading) {
                     guard await waitForChange() else { return nil }
                     continue
@@ -77,6 +75,31 @@ public struct ObservedValue<Element: Sendable>: AsyncSequence, Sendable {
                 last = reading
                 return reading.value
             }
+        }
+
+        /// Reads the value in a snapshot of the store.
+        private func read() async throws -> Reading {
+            let observer = observation.observer
+            observer.beginRead(id)
+            let reading: Reading
+            do {
+                reading = try await observer.store.read(observation.read)
+            } catch {
+                observer.endRead(id, shown: nil)
+                throw error
+            }
+            observer.endRead(id, shown: reading.records.map { Set($0.lazy.map(\.id)) })
+            return reading
+        }
+
+        /// The last value patched with the rows of the commits since (no read), or `nil` when
+        /// those commits cannot patch it: then the caller reads.
+        private func patched() throws -> Reading? {
+            guard let patch = observation.patch, let records = last?.records,
+                  let changes = observation.observer.beginPatch(id) else { return nil }
+            guard let rows = patch.records(records, changes) else { return nil }
+            observation.observer.endPatch(id, shown: Set(rows.lazy.map(\.id)))
+            return Reading(value: try patch.value(rows), records: rows)
         }
 
         /// Waits until a commit concerns the observation; `false` when the task is cancelled.
@@ -99,5 +122,6 @@ extension ObservedValue where Element: Equatable {
         self.interest = interest
         self.read = { txn in Reading(value: try read(txn), records: nil) }
         self.same = { $0.value == $1.value }
+        self.patch = nil
     }
 }

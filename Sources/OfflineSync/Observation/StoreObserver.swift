@@ -42,16 +42,42 @@ public final class StoreObserver: Sendable {
         var dirty = false
         /// The watcher is reading: any change to its tables may or may not be in what it reads.
         var reading = false
-        /// The ids of the rows the last read returned (for ``Interest/matching(_:)``).
+        /// The ids of the rows the last read or patch showed (for ``Interest/matching(_:)``).
         var shown: Set<String> = []
+        /// The watcher is patching its last result: like `reading`, but the changes meanwhile
+        /// are kept for the next patch.
+        var patching = false
+        /// The changes to its tables since the last read or patch, in commit order, while they
+        /// can patch the result (``ResultPatch``); `nil` once the watcher must read.
+        var pending: [TableChange]?
+        /// Rows listed by `pending`.
+        var pendingRows = 0
         let wake: AsyncStream<Void>.Continuation
+
+        /// Keeps `change` for the next patch, or gives patching up.
+        mutating func keep(_ change: TableChange) {
+            guard pending != nil else { return }
+            pendingRows += change.ids?.count ?? 0
+            if change.ordered, change.written != nil, pendingRows <= StoreObserver.patchLimit {
+                pending?.append(change)
+            } else {
+                pending = nil
+            }
+        }
     }
 
     private struct State {
         var watchers: [UInt64: Watcher] = [:]
         var byTable: [String: Set<UInt64>] = [:]
         var nextId: UInt64 = 0
+        /// Writes through ``StoreObserver/write(_:)`` started and not yet announced.
+        var writesInFlight = 0
+        /// Counts the times a write started while another was in flight.
+        var overlaps: UInt64 = 0
     }
+
+    /// Rows pending for one watcher past which it reads rather than patches.
+    static let patchLimit = 10_000
 
     private let state = Mutex(State())
     private let external: ExternalChangePoller
@@ -67,10 +93,28 @@ public final class StoreObserver: Sendable {
     /// after it commits, wakes the observations of the rows it wrote or deleted. A
     /// transaction that throws commits nothing and wakes nothing.
     public func write<T: Sendable>(_ body: @escaping @Sendable (any LocalWriteTransaction) throws -> T) async throws -> T {
-        let (value, changes) = try await store.write { txn in
-            let tracked = TrackedWriteTransaction(txn)
-            return (try body(tracked), tracked.changes)
+        let ticket = state.withLock { state in
+            state.writesInFlight += 1
+            if state.writesInFlight > 1 { state.overlaps &+= 1 }
+            return state.overlaps
         }
+        let value: T
+        var changes: [TableChange]
+        do {
+            (value, changes) = try await store.write { txn in
+                let tracked = TrackedWriteTransaction(txn)
+                return (try body(tracked), tracked.changes)
+            }
+        } catch {
+            state.withLock { $0.writesInFlight -= 1 }
+            throw error
+        }
+        // Alone from start to announcement: no other write's announcement can overtake it.
+        let ordered = state.withLock { state in
+            defer { state.writesInFlight -= 1 }
+            return state.writesInFlight == 1 && state.overlaps == ticket
+        }
+        for index in changes.indices { changes[index].ordered = ordered }
         announce(changes)
         return value
     }
@@ -82,11 +126,21 @@ public final class StoreObserver: Sendable {
             for change in changes {
                 guard let ids = state.byTable[change.table] else { continue }
                 for id in ids {
-                    guard var watcher = state.watchers[id], !watcher.dirty else { continue }
-                    guard watcher.reading || Self.concerns(change, watcher) else { continue }
+                    guard var watcher = state.watchers[id] else { continue }
+                    if watcher.reading {
+                        // The read may or may not include the change: read again.
+                        watcher.pending = nil
+                    } else if watcher.dirty || watcher.patching || Self.concerns(change, watcher) {
+                        // Once the watcher is due to look, every change counts for the patch
+                        // (`shown` no longer tells which rows it will show).
+                        watcher.keep(change)
+                    } else {
+                        continue
+                    }
+                    let wakes = !watcher.dirty
                     watcher.dirty = true
                     state.watchers[id] = watcher
-                    watcher.wake.yield(())
+                    if wakes { watcher.wake.yield(()) }
                 }
             }
         }
@@ -115,10 +169,12 @@ public final class StoreObserver: Sendable {
     /// them; `check` runs first in each read (a `SyncTable` refuses system tables there).
     func observation<Element>(of table: String, _ query: Query, check: @escaping @Sendable () throws -> Void = {},
                               value: @escaping @Sendable ([Record]) throws -> Element) -> ObservedValue<Element> {
-        ObservedValue(observer: self, tables: [table], interest: .of(query), records: { txn in
+        var patch: (@Sendable ([Record], [TableChange]) -> [Record]?)?
+        if query.offset == 0 { patch = { @Sendable last, changes in ResultPatch.query(query, last: last, changes: changes) } }
+        return ObservedValue(observer: self, tables: [table], interest: .of(query), records: { txn in
             try check()
             return try txn.records(in: table, matching: query)
-        }, value: value)
+        }, patch: patch, value: value)
     }
 
     /// An observation of one record of `table`, shown as `value` makes it.
@@ -127,7 +183,7 @@ public final class StoreObserver: Sendable {
         ObservedValue(observer: self, tables: [table], interest: .record(id), records: { txn in
             try check()
             return try txn.record(in: table, id: id).map { [$0] } ?? []
-        }, value: { try value($0.first) })
+        }, patch: { last, changes in ResultPatch.record(id: id, last: last, changes: changes) }, value: { try value($0.first) })
     }
 
     /// The number of live observations (each iterator of an ``ObservedValue`` is one until
@@ -156,12 +212,13 @@ public final class StoreObserver: Sendable {
 
     /// Registers a watcher; its wake stream yields when a change concerns it and ends when
     /// it is dropped or its task is cancelled, which unregisters it.
-    func register(tables: Set<String>, interest: Interest) -> (id: UInt64, wake: AsyncStream<Void>) {
+    /// A watcher that `patches` keeps the changes it could patch its result with.
+    func register(tables: Set<String>, interest: Interest, patches: Bool) -> (id: UInt64, wake: AsyncStream<Void>) {
         let (stream, continuation) = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
         let id = state.withLock { state in
             let id = state.nextId
             state.nextId += 1
-            state.watchers[id] = Watcher(tables: tables, interest: interest, wake: continuation)
+            state.watchers[id] = Watcher(tables: tables, interest: interest, pending: patches ? [] : nil, wake: continuation)
             for table in tables { state.byTable[table, default: []].insert(id) }
             return id
         }
@@ -185,8 +242,36 @@ public final class StoreObserver: Sendable {
     /// `endRead(_:)` makes it dirty again (the read may or may not include it).
     func beginRead(_ id: UInt64) {
         state.withLock { state in
-            state.watchers[id]?.dirty = false
-            state.watchers[id]?.reading = true
+            guard var watcher = state.watchers[id] else { return }
+            watcher.dirty = false
+            watcher.reading = true
+            watcher.patching = false
+            if watcher.pending != nil { watcher.pending = [] }
+            watcher.pendingRows = 0
+            state.watchers[id] = watcher
+        }
+    }
+
+    /// The changes to patch the watcher's result with, when it is due to look and every change
+    /// since its last look can patch; the watcher is then clean and patching until
+    /// `endPatch(_:shown:)` (or a read, if the patch cannot decide).
+    func beginPatch(_ id: UInt64) -> [TableChange]? {
+        state.withLock { state in
+            guard var watcher = state.watchers[id], watcher.dirty, let pending = watcher.pending, !pending.isEmpty else { return nil }
+            watcher.dirty = false
+            watcher.patching = true
+            watcher.pending = []
+            watcher.pendingRows = 0
+            state.watchers[id] = watcher
+            return pending
+        }
+    }
+
+    /// Ends a patch that showed the rows `shown`.
+    func endPatch(_ id: UInt64, shown: Set<String>) {
+        state.withLock { state in
+            state.watchers[id]?.patching = false
+            state.watchers[id]?.shown = shown
         }
     }
 

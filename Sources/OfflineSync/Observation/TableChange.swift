@@ -10,6 +10,10 @@ public struct TableChange: Sendable, Equatable {
     /// a query observation then looks again only for a row it shows or one that now matches.
     /// `nil` makes every listed id count.
     var written: [String: Record]?
+    /// No other write through the same ``StoreObserver`` ran between this one's start and its
+    /// announcement, so announcements arrive in commit order and an observation may patch its
+    /// last result with the rows (``ResultPatch``) instead of reading.
+    var ordered = false
 
     /// A change to the records with these ids, or to unknown records (`nil`).
     public init(table: String, ids: Set<String>?) {
