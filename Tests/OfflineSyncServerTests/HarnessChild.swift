@@ -14,17 +14,9 @@ final class HarnessChild: @unchecked Sendable {
     private let input: Pipe
     private let collected = Box<(lines: [String], ended: Bool)>(([], false))
 
-    /// The built `offline-sync-harness` beside the test bundle (`swift build --build-tests` builds it).
-    static var tool: URL {
-        URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent("offline-sync-harness")
-    }
-
     init(_ arguments: [String]) throws {
-        guard FileManager.default.isExecutableFile(atPath: Self.tool.path) else {
-            throw SyncError(.notFound, "\(Self.tool.path) is missing: build it first (swift build --build-tests)")
-        }
         process = Process()
-        process.executableURL = Self.tool
+        process.executableURL = try builtExecutable("offline-sync-harness")
         process.arguments = arguments
         input = Pipe()
         let output = Pipe()

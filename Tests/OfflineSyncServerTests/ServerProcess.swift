@@ -6,6 +6,16 @@ import Testing
 import Glibc
 #endif
 
+/// The built executable `name` beside the test bundle (`swift build --build-tests` builds
+/// every product); throws `notFound` when it is missing.
+func builtExecutable(_ name: String) throws -> URL {
+    let url = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent(name)
+    guard FileManager.default.isExecutableFile(atPath: url.path) else {
+        throw SyncError(.notFound, "\(url.path) is missing: build it first (swift build --build-tests)")
+    }
+    return url
+}
+
 /// `offline-sync serve` in a child process on a free loopback port, as an operator runs it.
 final class ServerProcess: @unchecked Sendable {
     // @unchecked Sendable: the fields are set once in `start` and only read afterwards.
@@ -14,18 +24,11 @@ final class ServerProcess: @unchecked Sendable {
     let port: Int
     private let output: Pipe
 
-    /// The built `offline-sync` tool beside the test bundle (`swift build --build-tests` builds it).
-    static var tool: URL {
-        URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent("offline-sync")
-    }
 
     /// Starts `offline-sync serve --port 0` with the tests' token secret and waits until it listens.
     static func start(data: URL, store: String? = nil, extraArguments: [String] = []) throws -> ServerProcess {
-        guard FileManager.default.isExecutableFile(atPath: tool.path) else {
-            throw SyncError(.notFound, "\(tool.path) is missing: build it first (swift build --build-tests)")
-        }
         let process = Process()
-        process.executableURL = tool
+        process.executableURL = try builtExecutable("offline-sync")
         process.arguments = ["serve", "--port", "0", "--data", data.path, "--log-level", "warning"]
             + (store.map { ["--store", $0] } ?? []) + extraArguments
         var environment = ProcessInfo.processInfo.environment
