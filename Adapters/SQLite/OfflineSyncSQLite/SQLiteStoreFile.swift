@@ -11,7 +11,10 @@ enum SQLiteStoreFile {
 
     /// Reads the header of an existing, non-empty file: the magic (else
     /// ``SyncError/Code/notADatabase``), a valid page size, and — when the in-header page count
-    /// is valid — a file at least that many pages long (else ``SyncError/Code/corrupted``).
+    /// is valid — a file at least that many pages long (else ``SyncError/Code/corrupted``),
+    /// unless a non-empty `-wal` file lies beside it: a checkpoint interrupted by a crash may
+    /// have written page 1 before the pages that lengthen the file, and SQLite completes it
+    /// from the WAL (the read-only checks that follow still look at every page).
     /// A missing or empty file passes (SQLite treats it as a new database).
     static func checkHeader(atPath path: String) throws {
         var isDirectory: ObjCBool = false
@@ -31,11 +34,12 @@ enum SQLiteStoreFile {
         } catch {
             throw SyncError(.storageFailure, "cannot read '\(path)': \(error.localizedDescription)")
         }
-        try checkHeader(header, fileSize: size, path: path)
+        let wal = (try? FileManager.default.attributesOfItem(atPath: path + "-wal")[.size] as? UInt64) ?? 0
+        try checkHeader(header, fileSize: size, path: path, walPending: wal > 0)
     }
 
     /// The header checks on bytes already read (`header` is the file's first ≤ 100 bytes).
-    static func checkHeader(_ header: [UInt8], fileSize size: UInt64, path: String) throws {
+    static func checkHeader(_ header: [UInt8], fileSize size: UInt64, path: String, walPending: Bool = false) throws {
         if header.count < 100 || size < 100 {
             let comparable = min(header.count, magic.count)
             if comparable > 0, header.prefix(comparable).elementsEqual(magic.prefix(comparable)) {
@@ -54,7 +58,7 @@ enum SQLiteStoreFile {
         let changeCounter = bigEndian32(header, 24)
         let pageCount = UInt64(bigEndian32(header, 28))
         let versionValidFor = bigEndian32(header, 92)
-        if pageCount > 0, changeCounter == versionValidFor, size < pageCount * pageSize {
+        if pageCount > 0, changeCounter == versionValidFor, size < pageCount * pageSize, !walPending {
             throw SyncError(.corrupted, "'\(path)' is truncated: \(size) bytes, but its header counts \(pageCount) pages of \(pageSize) bytes")
         }
         if size < pageSize {
