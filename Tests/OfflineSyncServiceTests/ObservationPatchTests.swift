@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import OfflineSync
 import OfflineSyncConformance
 import OfflineSyncSQLite
@@ -41,19 +42,8 @@ struct ObservationPatchTests {
             for index in records.indices { lastRecord.append(try #require(try await records[index].next())) }
 
             for step in 0..<300 {
-                let count = Int.random(in: 1...4, using: &generator)
-                let operations = (0..<count).map { _ in
-                    (id: "r\(Int.random(in: 0..<40, using: &generator))", delete: Int.random(in: 0..<4, using: &generator) == 0,
-                     n: Int64.random(in: 0..<50, using: &generator), tag: ["a", "b", "c"].randomElement(using: &generator)!,
-                     flag: Bool.random(using: &generator))
-                }
-                try await observer.write { txn in
-                    for op in operations {
-                        if op.delete { _ = try txn.delete(id: op.id, in: "items") } else {
-                            try txn.upsert(Record(id: op.id, fields: ["n": .int(op.n), "tag": .string(op.tag), "flag": .bool(op.flag)]), in: "items")
-                        }
-                    }
-                }
+                let operations = Self.randomOperations(using: &generator)
+                try await observer.write { txn in try Self.apply(operations, txn) }
                 for (index, query) in Self.queries.enumerated() {
                     let fresh = try await store.read { try $0.records(in: "items", matching: query) }
                     // Equal to the last value: nothing may be shown (and next() would wait).
@@ -71,6 +61,80 @@ struct ObservationPatchTests {
                 }
             }
             try await store.close()
+        }
+    }
+
+    /// Commits land while the observations read and patch on their own tasks, so changes
+    /// arrive during reads (a read may already hold them) and during patches. Every value
+    /// shown must be one the query had after some commit, and each observation must end on
+    /// the final result.
+    @Test("values shown while commits land are results the store had, and end on the final one", arguments: ["memory", "sqlite"])
+    func concurrentCommits(_ kind: String) async throws {
+        try await withTemporaryDirectory { directory in
+            let store: any LocalStore = kind == "memory" ? InMemoryStore()
+                : try await SQLiteStore(path: directory.appendingPathComponent("app.db").path)
+            try await store.defineTable(Self.schema)
+            let observer = StoreObserver(store: store)
+            let fresh: @Sendable (any LocalReadTransaction) throws -> [[Record]] = { txn in
+                try Self.queries.map { try txn.records(in: "items", matching: $0) }
+                    + ["r7", "r3"].map { try txn.record(in: "items", id: $0).map { [$0] } ?? [] }
+            }
+            let shown = Shown(count: Self.queries.count + 2)
+            let consumers = Self.queries.enumerated().map { index, query in
+                Task { for try await value in observer.observe("items", query) { shown.append(value, at: index) } }
+            } + ["r7", "r3"].enumerated().map { offset, id in
+                Task {
+                    for try await value in observer.observe("items", id: id) {
+                        shown.append(value.map { [$0] } ?? [], at: Self.queries.count + offset)
+                    }
+                }
+            }
+            var generator = SplitMix64(seed: 2121)
+            var had = try await store.read(fresh).map { Set([$0]) }
+            for _ in 0..<300 {
+                let operations = Self.randomOperations(using: &generator)
+                try await observer.write { txn in try Self.apply(operations, txn) }
+                for (index, result) in try await store.read(fresh).enumerated() { had[index].insert(result) }
+            }
+            let final = try await store.read(fresh)
+            let settled = await eventually(timeout: .seconds(30)) {
+                shown.values.indices.allSatisfy { shown.values[$0].last == final[$0] }
+            }
+            for consumer in consumers { consumer.cancel() }
+            for consumer in consumers { try await consumer.value }
+            #expect(settled, "every observation ends on the final result")
+            for (index, values) in shown.values.enumerated() {
+                for value in values { #expect(had[index].contains(value), "observation \(index) showed a result the store never had") }
+                for (previous, value) in zip(values, values.dropFirst()) { #expect(previous != value, "observation \(index) repeated a result") }
+            }
+            try await store.close()
+        }
+    }
+
+    /// The values each observation showed, appended by its consumer task.
+    final class Shown: Sendable {
+        private let state: Mutex<[[[Record]]]>
+        init(count: Int) { state = Mutex(Array(repeating: [], count: count)) }
+        func append(_ value: [Record], at index: Int) { state.withLock { $0[index].append(value) } }
+        var values: [[[Record]]] { state.withLock { $0 } }
+    }
+
+    typealias Operation = (id: String, delete: Bool, n: Int64, tag: String, flag: Bool)
+
+    /// One to four random upserts or deletes of 40 ids.
+    static func randomOperations(using generator: inout SplitMix64) -> [Operation] {
+        (0..<Int.random(in: 1...4, using: &generator)).map { _ in
+            (id: "r\(Int.random(in: 0..<40, using: &generator))", delete: Int.random(in: 0..<4, using: &generator) == 0,
+             n: Int64.random(in: 0..<50, using: &generator), tag: ["a", "b", "c"].randomElement(using: &generator)!,
+             flag: Bool.random(using: &generator))
+        }
+    }
+
+    static func apply(_ operations: [Operation], _ txn: any LocalWriteTransaction) throws {
+        for op in operations {
+            if op.delete { _ = try txn.delete(id: op.id, in: "items") } else {
+                try txn.upsert(Record(id: op.id, fields: ["n": .int(op.n), "tag": .string(op.tag), "flag": .bool(op.flag)]), in: "items")
+            }
         }
     }
 }

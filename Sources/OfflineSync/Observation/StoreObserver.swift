@@ -40,15 +40,18 @@ public final class StoreObserver: Sendable {
         var interest: Interest
         /// A commit may have changed the watcher's value since its last read.
         var dirty = false
-        /// The watcher is reading: any change to its tables may or may not be in what it reads.
+        /// The watcher is reading: any change to its tables may or may not be in what it reads,
+        /// so each one is kept for a patch after the read.
         var reading = false
         /// The ids of the rows the last read or patch showed (for ``Interest/matching(_:)``).
         var shown: Set<String> = []
         /// The watcher is patching its last result: like `reading`, but the changes meanwhile
         /// are kept for the next patch.
         var patching = false
+        /// The watcher's result can be patched (``ResultPatch``) rather than read.
+        let patches: Bool
         /// The changes to its tables since the last read or patch, in commit order, while they
-        /// can patch the result (``ResultPatch``); `nil` once the watcher must read.
+        /// can patch the result; `nil` once the watcher must read (until that read begins).
         var pending: [TableChange]?
         /// Rows listed by `pending`.
         var pendingRows = 0
@@ -127,12 +130,10 @@ public final class StoreObserver: Sendable {
                 guard let ids = state.byTable[change.table] else { continue }
                 for id in ids {
                     guard var watcher = state.watchers[id] else { continue }
-                    if watcher.reading {
-                        // The read may or may not include the change: read again.
-                        watcher.pending = nil
-                    } else if watcher.dirty || watcher.patching || Self.concerns(change, watcher) {
-                        // Once the watcher is due to look, every change counts for the patch
-                        // (`shown` no longer tells which rows it will show).
+                    if watcher.reading || watcher.dirty || watcher.patching || Self.concerns(change, watcher) {
+                        // Once the watcher is reading or due to look, every change counts for
+                        // the patch (`shown` no longer tells which rows it will show). A read
+                        // may already include the change: the patch applies it again harmlessly.
                         watcher.keep(change)
                     } else {
                         continue
@@ -218,7 +219,7 @@ public final class StoreObserver: Sendable {
         let id = state.withLock { state in
             let id = state.nextId
             state.nextId += 1
-            state.watchers[id] = Watcher(tables: tables, interest: interest, pending: patches ? [] : nil, wake: continuation)
+            state.watchers[id] = Watcher(tables: tables, interest: interest, patches: patches, pending: patches ? [] : nil, wake: continuation)
             for table in tables { state.byTable[table, default: []].insert(id) }
             return id
         }
@@ -246,7 +247,7 @@ public final class StoreObserver: Sendable {
             watcher.dirty = false
             watcher.reading = true
             watcher.patching = false
-            if watcher.pending != nil { watcher.pending = [] }
+            watcher.pending = watcher.patches ? [] : nil
             watcher.pendingRows = 0
             state.watchers[id] = watcher
         }
