@@ -10,7 +10,7 @@ import Testing
 /// Observations patch their last result with the rows a commit wrote instead of reading the
 /// store (`ResultPatch`). Whatever the mix of commits, every value must be the one a fresh
 /// query gives: this drives random commits and compares after each one.
-@Suite("Observations patched from written rows equal fresh queries")
+@Suite("Observations patched from written rows equal fresh queries", .timeLimit(.minutes(2)))
 struct ObservationPatchTests {
     static let schema = TableSchema("items", fields: [
         FieldDefinition("n", .int, indexed: true), FieldDefinition("tag", .string), FieldDefinition("flag", .bool),
@@ -104,11 +104,53 @@ struct ObservationPatchTests {
             for consumer in consumers { try await consumer.value }
             #expect(settled, "every observation ends on the final result")
             for (index, values) in shown.values.enumerated() {
-                for value in values { #expect(had[index].contains(value), "observation \(index) showed a result the store never had") }
+                for value in values {
+                    let had = had[index].contains(value)
+                    #expect(had, "observation \(index) showed a result the store never had: \(value.map(\.id))")
+                }
                 for (previous, value) in zip(values, values.dropFirst()) { #expect(previous != value, "observation \(index) repeated a result") }
             }
             try await store.close()
         }
+    }
+
+    /// Query observations with an equality are found by the value a written row holds; values
+    /// the query calls equal (an integer and an integral double) must find them, and values
+    /// it calls different (strings that differ in bytes only) must not.
+    @Test("equality observations see every row the query calls equal, and only those")
+    func equalityKeys() async throws {
+        let store = InMemoryStore()
+        try await store.defineTable(TableSchema("values", fields: [
+            FieldDefinition("i", .int), FieldDefinition("d", .double), FieldDefinition("s", .string), FieldDefinition("b", .bool),
+        ]))
+        let observer = StoreObserver(store: store)
+        let numbers: [Value] = [.int(5), .double(5.0), .double(2.5), .int(0), .double(-0.0), .int(Int64.max),
+                                .double(9_223_372_036_854_775_807.0), .double(-9_223_372_036_854_775_808.0)]
+        let strings: [Value] = [.string("\u{e9}"), .string("e\u{301}"), .string("5")]
+        var queries: [Query] = []
+        for field in ["i", "d"] { queries += numbers.map { Query(Field(field) == $0) } }
+        queries += strings.map { Query(Field("s") == $0 && Field("b") == true) } + strings.map { Query(Field("s") == $0) }
+        let ints: [Int64] = [5, 0, 1, .max, .min, 2]
+        let doubles: [Double] = [5.0, 2.5, -0.0, 0.0, .infinity, 9_223_372_036_854_775_807.0, -9_223_372_036_854_775_808.0]
+        let texts = ["\u{e9}", "e\u{301}", "5", ""]
+        var iterators = queries.map { observer.observe("values", $0).makeAsyncIterator() }
+        var last: [[Record]] = []
+        for index in iterators.indices { last.append(try #require(try await iterators[index].next())) }
+        for step in 0..<96 {
+            let record = Record(id: "r\(step % 3)", fields: [
+                "i": .int(ints[step % ints.count]), "d": .double(doubles[step % doubles.count]),
+                "s": .string(texts[step % texts.count]), "b": .bool(step % 5 < 2),
+            ])
+            try await observer.write { try $0.upsert(record, in: "values") }
+        for (index, query) in queries.enumerated() {
+                let fresh = try await store.read { try $0.records(in: "values", matching: query) }
+                guard fresh != last[index] else { continue }
+                let value = try #require(try await iterators[index].next())
+                #expect(value == fresh, "step \(step), query \(index)")
+                last[index] = value
+            }
+        }
+        try await store.close()
     }
 
     /// The values each observation showed, appended by its consumer task.

@@ -23,14 +23,14 @@ public struct ObservedValue<Element: Sendable>: AsyncSequence, Sendable {
     let same: @Sendable (Reading, Reading) -> Bool
     /// Brings the last records up to date from later commits' rows (``ResultPatch``), and
     /// makes the value of records; `nil` for values that are not made of records.
-    let patch: (records: @Sendable ([Record], [TableChange]) -> [Record]?, value: @Sendable ([Record]) throws -> Element)?
+    let patch: (records: @Sendable ([Record], [TableChange]) -> ResultPatch.Patched?, value: @Sendable ([Record]) throws -> Element)?
 
     /// An observation of a value made of records: `records` reads them, `value` makes the
     /// element (a typed model decodes them), and equal records mean an equal value.
     /// `patch`, when given, spares a read after commits whose rows it can apply.
     init(observer: StoreObserver, tables: Set<String>, interest: StoreObserver.Interest,
          records: @escaping @Sendable (any LocalReadTransaction) throws -> [Record],
-         patch: (@Sendable ([Record], [TableChange]) -> [Record]?)? = nil,
+         patch: (@Sendable ([Record], [TableChange]) -> ResultPatch.Patched?)? = nil,
          value: @escaping @Sendable ([Record]) throws -> Element) {
         self.observer = observer
         self.tables = tables
@@ -66,9 +66,15 @@ public struct ObservedValue<Element: Sendable>: AsyncSequence, Sendable {
             started = true
             while true {
                 if Task.isCancelled { return nil }
-                let reading: Reading
-                if let patched = try patched() { reading = patched } else { reading = try await read() }
-                if let last, observation.same(last, reading) {
+                let reading: Reading?
+                if let patched = try patched() {
+                    // The patch knows whether anything changed: nothing to compare.
+                    reading = patched
+                } else {
+                    let read = try await read()
+                    reading = last.map { observation.same($0, read) } == true ? nil : read
+                }
+                guard let reading else {
                     guard await waitForChange() else { return nil }
                     continue
                 }
@@ -92,14 +98,15 @@ public struct ObservedValue<Element: Sendable>: AsyncSequence, Sendable {
             return reading
         }
 
-        /// The last value patched with the rows of the commits since (no read), or `nil` when
-        /// those commits cannot patch it: then the caller reads.
-        private func patched() throws -> Reading? {
+        /// The last value patched with the rows of the commits since (no read): `.some(nil)`
+        /// when they leave it unchanged, `nil` when they cannot patch it (then the caller reads).
+        private func patched() throws -> Reading?? {
             guard let patch = observation.patch, let records = last?.records,
                   let changes = observation.observer.beginPatch(id) else { return nil }
-            guard let rows = patch.records(records, changes) else { return nil }
-            observation.observer.endPatch(id, shown: Set(rows.lazy.map(\.id)))
-            return Reading(value: try patch.value(rows), records: rows)
+            guard let patched = patch.records(records, changes) else { return nil }
+            observation.observer.endPatch(id, patched.shown, rows: patched.rows)
+            guard patched.changed else { return .some(nil) }
+            return Reading(value: try patch.value(patched.rows), records: patched.rows)
         }
 
         /// Waits until a commit concerns the observation; `false` when the task is cancelled.

@@ -6,29 +6,81 @@
 /// listing every row it wrote or deleted (``TableChange/written``); a change already in the
 /// result is applied again harmlessly. The result must be in the query's order, as a read
 /// returns it and as ``QueryEvaluator`` defines it.
+///
+/// A few rows are moved in place (a linear search by id, a binary search for the new
+/// position), so a patch costs about one pass over the result, with no hashing of every
+/// row; it also says exactly whether the result changed and which rows entered or left it,
+/// so the observation compares nothing and its watcher updates the rows it shows in place.
 enum ResultPatch {
+    /// A patched result.
+    struct Patched {
+        /// The rows, in the query's order; the last result itself when nothing changed.
+        var rows: [Record]
+        /// The rows differ from the last result.
+        var changed: Bool
+        /// How the ids of the rows shown changed.
+        var shown: ShownUpdate
+    }
+
+    /// How the ids of the rows an observation shows changed with a patch.
+    enum ShownUpdate {
+        /// These ids entered the result and these left it.
+        case delta(entered: [String], left: [String])
+        /// The result was rebuilt: the ids are those of its rows.
+        case rebuilt
+    }
+
+    /// Changed rows past which a patch rebuilds the result (remove, append, sort) rather than
+    /// moving each row: each move is a pass over the result.
+    static let movesLimit = 32
+
     /// The records of a query without an offset, patched. A result cut by a limit is patched
     /// only as far as it is known: rows the last result left out all sort after its last row,
     /// so a patch that would need one of them returns `nil`.
-    static func query(_ query: Query, last: [Record], changes: [TableChange]) -> [Record]? {
-        guard query.offset == 0 else { return nil }
+    static func query(_ query: Query, last: [Record], changes: [TableChange]) -> Patched? {
+        guard query.offset == 0, let latest = latestRows(changes) else { return nil }
+        if latest.isEmpty { return Patched(rows: last, changed: false, shown: .delta(entered: [], left: [])) }
+        if latest.count > movesLimit { return rebuilt(query, last: last, latest: latest) }
         var rows = last
-        for change in changes {
-            guard let written = change.written, let ids = change.ids else { return nil }
-            rows.removeAll { ids.contains($0.id) }
-            for record in written.values where QueryEvaluator.matches(record, query.predicate) { rows.append(record) }
+        // The ids taken out of the last result, and those put in that it did not hold.
+        var removed: [String] = [], inserted: [String] = []
+        for (id, record) in latest {
+            let old = rows.firstIndex { $0.id == id }
+            let new = record.flatMap { QueryEvaluator.matches($0, query.predicate) ? $0 : nil }
+            if let old, let new, rows[old] == new { continue }
+            if let old {
+                rows.remove(at: old)
+                removed.append(id)
+            }
+            if let new {
+                rows.insert(new, at: insertionIndex(of: new, in: rows, query.order))
+                if old == nil { inserted.append(id) }
+            }
         }
-        rows.sort { QueryEvaluator.areInIncreasingOrder($0, $1, query.order) }
-        guard let limit = query.limit else { return rows }
-        // The last result held every matching row: so does the patched one.
-        if last.count < limit { return Array(rows.prefix(limit)) }
-        guard let boundary = last.last else { return nil }
-        let known = rows.prefix { !QueryEvaluator.areInIncreasingOrder(boundary, $0, query.order) }
-        return known.count >= limit ? Array(known.prefix(limit)) : nil
+        if removed.isEmpty, inserted.isEmpty { return Patched(rows: last, changed: false, shown: .delta(entered: [], left: [])) }
+        var left = removed.filter { id in !rows.contains { $0.id == id } }
+        if let limit = query.limit {
+            if last.count >= limit {
+                // Rows the last result left out all sort after its last row: the rows known up
+                // to that row must fill the limit.
+                guard let boundary = last.last else { return nil }
+                let known = rows.prefix { !QueryEvaluator.areInIncreasingOrder(boundary, $0, query.order) }.count
+                guard known >= limit else { return nil }
+            }
+            if rows.count > limit {
+                for row in rows[limit...] where !inserted.contains(row.id) { left.append(row.id) }
+                rows.removeSubrange(limit...)
+            }
+        }
+        let entered = inserted.filter { id in rows.contains { $0.id == id } }
+        // A row taken out but still there was changed in place; otherwise the result changed
+        // only if a row entered or left.
+        let changed = !entered.isEmpty || !left.isEmpty || removed.contains { id in rows.contains { $0.id == id } }
+        return Patched(rows: changed ? rows : last, changed: changed, shown: .delta(entered: entered, left: left))
     }
 
     /// The one record with `id` (an empty array while there is none), patched.
-    static func record(id: String, last: [Record], changes: [TableChange]) -> [Record]? {
+    static func record(id: String, last: [Record], changes: [TableChange]) -> Patched? {
         var rows = last
         for change in changes {
             guard let ids = change.ids else { return nil }
@@ -36,6 +88,46 @@ enum ResultPatch {
             guard let written = change.written else { return nil }
             rows = written[id].map { [$0] } ?? []
         }
-        return rows
+        let changed = rows != last
+        let entered = last.isEmpty ? rows.map(\.id) : [], left = rows.isEmpty ? last.map(\.id) : []
+        return Patched(rows: changed ? rows : last, changed: changed, shown: .delta(entered: entered, left: left))
+    }
+
+    /// Each row the changes wrote, as the last of them left it (`nil`: deleted); `nil` when
+    /// a change does not list its rows.
+    private static func latestRows(_ changes: [TableChange]) -> [String: Record?]? {
+        var latest: [String: Record?] = [:]
+        for change in changes {
+            guard let written = change.written, let ids = change.ids else { return nil }
+            for id in ids { latest[id] = .some(written[id]) }
+        }
+        return latest
+    }
+
+    /// Where `record` goes in `rows`, which are in `order`.
+    private static func insertionIndex(of record: Record, in rows: [Record], _ order: [SortKey]) -> Int {
+        var low = 0, high = rows.count
+        while low < high {
+            let mid = (low + high) / 2
+            if QueryEvaluator.areInIncreasingOrder(rows[mid], record, order) { low = mid + 1 } else { high = mid }
+        }
+        return low
+    }
+
+    /// The patch for many changed rows: remove them, add those that match, sort, cut.
+    private static func rebuilt(_ query: Query, last: [Record], latest: [String: Record?]) -> Patched? {
+        var rows = last.filter { latest[$0.id] == nil }
+        for case let (_, record?) in latest where QueryEvaluator.matches(record, query.predicate) { rows.append(record) }
+        rows.sort { QueryEvaluator.areInIncreasingOrder($0, $1, query.order) }
+        if let limit = query.limit {
+            if last.count >= limit {
+                guard let boundary = last.last else { return nil }
+                let known = rows.prefix { !QueryEvaluator.areInIncreasingOrder(boundary, $0, query.order) }
+                guard known.count >= limit else { return nil }
+            }
+            rows = Array(rows.prefix(limit))
+        }
+        let changed = rows != last
+        return Patched(rows: changed ? rows : last, changed: changed, shown: .rebuilt)
     }
 }

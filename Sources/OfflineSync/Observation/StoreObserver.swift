@@ -6,9 +6,13 @@ import Synchronization
 /// through it — local writes, pulled pages, conflict resolutions, purges — so its
 /// observations see everything the context commits.
 ///
-/// Waking an observation is a flag and a non-blocking signal under one lock: a writer never
-/// waits for an observer, and the query runs on the observer's task when it asks for its
-/// next value, so a burst of commits costs one query per observer, not one per commit.
+/// Waking an observation is a flag set under one lock and a non-blocking signal after it: a
+/// writer never waits for an observer. The observations a commit concerns are found through
+/// an index (``WatcherIndex``), not by asking each one, so a commit's cost to the writer does
+/// not grow with the observations that it does not concern. The observer's task then brings
+/// its value up to date when it asks for the next one: it patches the last result from the
+/// rows the commits wrote (``ResultPatch``), or runs the query when it cannot, so a burst of
+/// commits costs one patch or query per observer, not one per commit.
 ///
 /// Commits made by another process on the same store (an app extension) are seen when the
 /// adapter can tell (``LocalStore/externalChangeToken()``): while observations are live the
@@ -35,44 +39,12 @@ public final class StoreObserver: Sendable {
         }
     }
 
-    private struct Watcher {
-        var tables: Set<String>
-        var interest: Interest
-        /// A commit may have changed the watcher's value since its last read.
-        var dirty = false
-        /// The watcher is reading: any change to its tables may or may not be in what it reads,
-        /// so each one is kept for a patch after the read.
-        var reading = false
-        /// The ids of the rows the last read or patch showed (for ``Interest/matching(_:)``).
-        var shown: Set<String> = []
-        /// The watcher is patching its last result: like `reading`, but the changes meanwhile
-        /// are kept for the next patch.
-        var patching = false
-        /// The watcher's result can be patched (``ResultPatch``) rather than read.
-        let patches: Bool
-        /// The changes to its tables since the last read or patch, in commit order, while they
-        /// can patch the result; `nil` once the watcher must read (until that read begins).
-        var pending: [TableChange]?
-        /// Rows listed by `pending`.
-        var pendingRows = 0
-        let wake: AsyncStream<Void>.Continuation
-
-        /// Keeps `change` for the next patch, or gives patching up.
-        mutating func keep(_ change: TableChange) {
-            guard pending != nil else { return }
-            pendingRows += change.ids?.count ?? 0
-            if change.ordered, change.written != nil, pendingRows <= StoreObserver.patchLimit {
-                pending?.append(change)
-            } else {
-                pending = nil
-            }
-        }
-    }
-
     private struct State {
-        var watchers: [UInt64: Watcher] = [:]
-        var byTable: [String: Set<UInt64>] = [:]
+        var watchers: [UInt64: ObservationWatcher] = [:]
+        var byTable: [String: WatcherIndex] = [:]
         var nextId: UInt64 = 0
+        /// Counts announced changes (``ObservationWatcher/mark``).
+        var marks: UInt64 = 0
         /// Writes through ``StoreObserver/write(_:)`` started and not yet announced.
         var writesInFlight = 0
         /// Counts the times a write started while another was in flight.
@@ -125,26 +97,26 @@ public final class StoreObserver: Sendable {
     /// Wakes the observations a committed change concerns. ``write(_:)`` calls it; call it
     /// yourself for a commit made around this observer (`ids: nil` when the rows are unknown).
     public func announce(_ changes: [TableChange]) {
+        // Woken after the lock is released: a wake may enter the kernel.
+        var wakes: [AsyncStream<Void>.Continuation] = []
         state.withLock { state in
+            var found: [ObservationWatcher] = []
             for change in changes {
-                guard let ids = state.byTable[change.table] else { continue }
-                for id in ids {
-                    guard var watcher = state.watchers[id] else { continue }
-                    if watcher.reading || watcher.dirty || watcher.patching || Self.concerns(change, watcher) {
-                        // Once the watcher is reading or due to look, every change counts for
-                        // the patch (`shown` no longer tells which rows it will show). A read
-                        // may already include the change: the patch applies it again harmlessly.
-                        watcher.keep(change)
-                    } else {
-                        continue
-                    }
-                    let wakes = !watcher.dirty
+                state.marks &+= 1
+                found.removeAll(keepingCapacity: true)
+                state.byTable[change.table]?.collect(change, mark: state.marks, into: &found)
+                for watcher in found {
+                    // Once the watcher is reading or due to look, every change counts for the
+                    // patch (`shown` no longer tells which rows it will show). A read may
+                    // already include the change: the patch applies it again harmlessly.
+                    watcher.keep(change)
+                    if !watcher.dirty { wakes.append(watcher.wake) }
                     watcher.dirty = true
-                    state.watchers[id] = watcher
-                    if wakes { watcher.wake.yield(()) }
+                    Self.setBusy(watcher, &state)
                 }
             }
         }
+        for wake in wakes { wake.yield(()) }
     }
 
     /// Wakes every observation: a commit was made elsewhere, to rows and tables unknown.
@@ -170,7 +142,7 @@ public final class StoreObserver: Sendable {
     /// them; `check` runs first in each read (a `SyncTable` refuses system tables there).
     func observation<Element>(of table: String, _ query: Query, check: @escaping @Sendable () throws -> Void = {},
                               value: @escaping @Sendable ([Record]) throws -> Element) -> ObservedValue<Element> {
-        var patch: (@Sendable ([Record], [TableChange]) -> [Record]?)?
+        var patch: (@Sendable ([Record], [TableChange]) -> ResultPatch.Patched?)?
         if query.offset == 0 { patch = { @Sendable last, changes in ResultPatch.query(query, last: last, changes: changes) } }
         return ObservedValue(observer: self, tables: [table], interest: .of(query), records: { txn in
             try check()
@@ -191,24 +163,6 @@ public final class StoreObserver: Sendable {
     /// it ends or is dropped).
     public var observationCount: Int { state.withLock { $0.watchers.count } }
 
-    /// Whether a change can alter what the watcher shows. Runs under the lock on the
-    /// writer's task, so it only looks at rows the change lists: a pulled page costs each
-    /// query observation at most one predicate test per row, until the first that counts.
-    private static func concerns(_ change: TableChange, _ watcher: Watcher) -> Bool {
-        guard let ids = change.ids else { return true }
-        switch watcher.interest {
-        case .anyRow: return !ids.isEmpty
-        case .record(let id): return ids.contains(id)
-        case .matching(let predicate):
-            guard let written = change.written else { return !ids.isEmpty }
-            for id in ids {
-                if watcher.shown.contains(id) { return true }
-                if let record = written[id], QueryEvaluator.matches(record, predicate) { return true }
-            }
-            return false
-        }
-    }
-
     // MARK: Watchers (one per observation iterator)
 
     /// Registers a watcher; its wake stream yields when a change concerns it and ends when
@@ -219,8 +173,9 @@ public final class StoreObserver: Sendable {
         let id = state.withLock { state in
             let id = state.nextId
             state.nextId += 1
-            state.watchers[id] = Watcher(tables: tables, interest: interest, patches: patches, pending: patches ? [] : nil, wake: continuation)
-            for table in tables { state.byTable[table, default: []].insert(id) }
+            let watcher = ObservationWatcher(id: id, tables: tables, interest: interest, patches: patches, wake: continuation)
+            state.watchers[id] = watcher
+            for table in tables { state.byTable[table, default: WatcherIndex()].add(watcher) }
             return id
         }
         continuation.onTermination = { [weak self] _ in self?.unregister(id) }
@@ -233,7 +188,7 @@ public final class StoreObserver: Sendable {
         state.withLock { state in
             guard let watcher = state.watchers.removeValue(forKey: id) else { return }
             for table in watcher.tables {
-                state.byTable[table]?.remove(id)
+                state.byTable[table]?.remove(watcher)
                 if state.byTable[table]?.isEmpty == true { state.byTable[table] = nil }
             }
         }
@@ -243,13 +198,13 @@ public final class StoreObserver: Sendable {
     /// `endRead(_:)` makes it dirty again (the read may or may not include it).
     func beginRead(_ id: UInt64) {
         state.withLock { state in
-            guard var watcher = state.watchers[id] else { return }
+            guard let watcher = state.watchers[id] else { return }
             watcher.dirty = false
             watcher.reading = true
             watcher.patching = false
             watcher.pending = watcher.patches ? [] : nil
             watcher.pendingRows = 0
-            state.watchers[id] = watcher
+            Self.setBusy(watcher, &state)
         }
     }
 
@@ -258,21 +213,32 @@ public final class StoreObserver: Sendable {
     /// `endPatch(_:shown:)` (or a read, if the patch cannot decide).
     func beginPatch(_ id: UInt64) -> [TableChange]? {
         state.withLock { state in
-            guard var watcher = state.watchers[id], watcher.dirty, let pending = watcher.pending, !pending.isEmpty else { return nil }
+            guard let watcher = state.watchers[id], watcher.dirty, let pending = watcher.pending, !pending.isEmpty else { return nil }
             watcher.dirty = false
             watcher.patching = true
             watcher.pending = []
             watcher.pendingRows = 0
-            state.watchers[id] = watcher
+            Self.setBusy(watcher, &state)
             return pending
         }
     }
 
-    /// Ends a patch that showed the rows `shown`.
-    func endPatch(_ id: UInt64, shown: Set<String>) {
+    /// Ends a patch that left the result `rows`, whose ids changed as `shown` says.
+    func endPatch(_ id: UInt64, _ shown: ResultPatch.ShownUpdate, rows: [Record]) {
+        // A rebuilt result's ids are hashed before taking the lock.
+        var rebuilt: Set<String>?
+        if case .rebuilt = shown { rebuilt = Set(rows.lazy.map(\.id)) }
         state.withLock { state in
-            state.watchers[id]?.patching = false
-            state.watchers[id]?.shown = shown
+            guard let watcher = state.watchers[id] else { return }
+            watcher.patching = false
+            if let rebuilt {
+                Self.show(rebuilt, watcher, &state)
+            } else if case .delta(let entered, let left) = shown, case .matching = watcher.interest {
+                for id in left { watcher.shown.remove(id) }
+                watcher.shown.formUnion(entered)
+                for table in watcher.tables { state.byTable[table]?.show(watcher, entered: entered, left: left) }
+            }
+            Self.setBusy(watcher, &state)
         }
     }
 
@@ -280,9 +246,25 @@ public final class StoreObserver: Sendable {
     /// its value is not rows).
     func endRead(_ id: UInt64, shown: Set<String>?) {
         state.withLock { state in
-            state.watchers[id]?.reading = false
-            if let shown { state.watchers[id]?.shown = shown }
+            guard let watcher = state.watchers[id] else { return }
+            watcher.reading = false
+            if let shown { Self.show(shown, watcher, &state) }
+            Self.setBusy(watcher, &state)
         }
+    }
+
+    /// Notes that the watcher now shows the rows `shown` (kept for `.matching` interests, the
+    /// only ones that look at the rows shown).
+    private static func show(_ shown: Set<String>, _ watcher: ObservationWatcher, _ state: inout State) {
+        guard case .matching = watcher.interest else { return }
+        let entered = shown.subtracting(watcher.shown), left = watcher.shown.subtracting(shown)
+        watcher.shown = shown
+        for table in watcher.tables { state.byTable[table]?.show(watcher, entered: entered, left: left) }
+    }
+
+    /// Files the watcher as busy or not in each of its tables' indexes.
+    private static func setBusy(_ watcher: ObservationWatcher, _ state: inout State) {
+        for table in watcher.tables { state.byTable[table]?.setBusy(watcher) }
     }
 
     func isDirty(_ id: UInt64) -> Bool {

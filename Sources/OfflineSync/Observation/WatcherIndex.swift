@@ -1,0 +1,187 @@
+/// One observation iterator's state in its ``StoreObserver``. A class, so a commit's pass
+/// changes each watcher it finds in place; only touched under the observer's lock.
+final class ObservationWatcher {
+    let id: UInt64
+    let tables: Set<String>
+    let interest: StoreObserver.Interest
+    /// The equality every row the watcher can show meets (`.matching` interests only), by
+    /// which ``WatcherIndex`` finds it.
+    let equality: (field: String, key: EqualityKey)?
+    /// The watcher's result can be patched (``ResultPatch``) rather than read.
+    let patches: Bool
+    let wake: AsyncStream<Void>.Continuation
+    /// A commit may have changed the watcher's value since its last read.
+    var dirty = false
+    /// The watcher is reading: any change to its tables may or may not be in what it reads,
+    /// so each one is kept for a patch after the read.
+    var reading = false
+    /// The watcher is patching its last result: like `reading`, but the changes meanwhile
+    /// are kept for the next patch.
+    var patching = false
+    /// The ids of the rows the last read or patch showed (`.matching` interests only).
+    var shown: Set<String> = []
+    /// The changes to its tables since the last read or patch, in commit order, while they
+    /// can patch the result; `nil` once the watcher must read (until that read begins).
+    var pending: [TableChange]?
+    /// Rows listed by `pending`.
+    var pendingRows = 0
+    /// The last change this watcher was found for (``WatcherIndex/collect(_:mark:into:)``).
+    var mark: UInt64 = 0
+
+    init(id: UInt64, tables: Set<String>, interest: StoreObserver.Interest, patches: Bool, wake: AsyncStream<Void>.Continuation) {
+        self.id = id
+        self.tables = tables
+        self.interest = interest
+        if case .matching(let predicate) = interest { equality = EqualityKey.required(by: predicate) } else { equality = nil }
+        self.patches = patches
+        self.pending = patches ? [] : nil
+        self.wake = wake
+    }
+
+    /// Due to look or looking: every change to its tables counts for its next patch.
+    var busy: Bool { dirty || reading || patching }
+
+    /// Keeps `change` for the next patch, or gives patching up.
+    func keep(_ change: TableChange) {
+        guard pending != nil else { return }
+        pendingRows += change.ids?.count ?? 0
+        if change.ordered, change.written != nil, pendingRows <= StoreObserver.patchLimit {
+            pending?.append(change)
+        } else {
+            pending = nil
+        }
+    }
+}
+
+/// A value `field == literal` requires, keyed so values the query calls equal share a key:
+/// an integer and an integral double are one number, strings are equal byte for byte
+/// (``QueryEvaluator`` compares them so).
+enum EqualityKey: Hashable {
+    case int(Int64)
+    case double(Double)
+    case string(ExactString)
+    case bool(Bool)
+
+    /// The key of `value`; `nil` for kinds no indexed literal can equal (and for NaN, which
+    /// equals nothing).
+    init?(_ value: Value) {
+        switch value {
+        case .int(let i): self = .int(i)
+        case .double(let d):
+            if d.isNaN { return nil }
+            if d.rounded(.down) == d, d >= -9_223_372_036_854_775_808.0, d < 9_223_372_036_854_775_808.0 {
+                self = .int(Int64(d))
+            } else {
+                self = .double(d)
+            }
+        case .string(let s): self = .string(ExactString(s))
+        case .bool(let b): self = .bool(b)
+        default: return nil
+        }
+    }
+
+    /// An equality every record matching `predicate` meets, if the predicate has one at its
+    /// top (itself, or a part of an `and`).
+    static func required(by predicate: QueryPredicate) -> (field: String, key: EqualityKey)? {
+        switch predicate {
+        case let .compare(field, .equal, literal): return EqualityKey(literal).map { (field, $0) }
+        case let .and(parts): return parts.lazy.compactMap { required(by: $0) }.first
+        default: return nil
+        }
+    }
+}
+
+/// The watchers of one table, indexed so that a committed change finds those it concerns
+/// without looking at the others: by the record a record observation watches, by the
+/// equality a query's predicate requires, and by the rows each query shows. A commit of one
+/// row costs a few lookups whether ten observations are live or ten thousand; only queries
+/// with no top-level equality (and whole-table observations) are looked at one by one.
+struct WatcherIndex {
+    private(set) var all: [UInt64: ObservationWatcher] = [:]
+    /// Watchers due to look or looking (``ObservationWatcher/busy``).
+    private var busy: [UInt64: ObservationWatcher] = [:]
+    /// `.anyRow` watchers, and `.matching` ones without an equality.
+    private var scanned: [ObservationWatcher] = []
+    private var byRecord: [String: [ObservationWatcher]] = [:]
+    private var byEquality: [String: [EqualityKey: [ObservationWatcher]]] = [:]
+    /// The `.matching` watchers showing each row.
+    private var shownBy: [String: [ObservationWatcher]] = [:]
+
+    var isEmpty: Bool { all.isEmpty }
+
+    mutating func add(_ watcher: ObservationWatcher) {
+        all[watcher.id] = watcher
+        if case .record(let id) = watcher.interest {
+            byRecord[id, default: []].append(watcher)
+        } else if let (field, key) = watcher.equality {
+            byEquality[field, default: [:]][key, default: []].append(watcher)
+        } else {
+            scanned.append(watcher)
+        }
+        setBusy(watcher)
+    }
+
+    mutating func remove(_ watcher: ObservationWatcher) {
+        all[watcher.id] = nil
+        busy[watcher.id] = nil
+        if case .record(let id) = watcher.interest {
+            Self.drop(watcher, from: &byRecord, id)
+        } else if let (field, key) = watcher.equality {
+            Self.drop(watcher, from: &byEquality[field, default: [:]], key)
+            if byEquality[field]?.isEmpty == true { byEquality[field] = nil }
+        } else {
+            scanned.removeAll { $0 === watcher }
+        }
+        for id in watcher.shown { Self.drop(watcher, from: &shownBy, id) }
+    }
+
+    /// Files the watcher among the busy ones, or takes it out, as its state says.
+    mutating func setBusy(_ watcher: ObservationWatcher) {
+        busy[watcher.id] = watcher.busy ? watcher : nil
+    }
+
+    /// Notes that rows `entered` the watcher's result and rows `left` it.
+    mutating func show(_ watcher: ObservationWatcher, entered: some Sequence<String>, left: some Sequence<String>) {
+        for id in left { Self.drop(watcher, from: &shownBy, id) }
+        for id in entered { shownBy[id, default: []].append(watcher) }
+    }
+
+    /// Appends to `found` each watcher `change` concerns that is not in it yet (its `mark`
+    /// is not `mark`): every busy watcher, and the others whose value the change can alter.
+    func collect(_ change: TableChange, mark: UInt64, into found: inout [ObservationWatcher]) {
+        func add(_ watcher: ObservationWatcher) {
+            guard watcher.mark != mark else { return }
+            watcher.mark = mark
+            found.append(watcher)
+        }
+        guard let ids = change.ids else { return all.values.forEach(add) }
+        guard !ids.isEmpty else { return }
+        busy.values.forEach(add)
+        for id in ids {
+            byRecord[id]?.forEach(add)
+            shownBy[id]?.forEach(add)
+        }
+        for watcher in scanned where watcher.mark != mark {
+            guard case .matching(let predicate) = watcher.interest, let written = change.written else { add(watcher); continue }
+            if written.values.contains(where: { QueryEvaluator.matches($0, predicate) }) { add(watcher) }
+        }
+        guard let written = change.written else {
+            // Rows unknown: any of them may match.
+            for keys in byEquality.values { for watchers in keys.values { watchers.forEach(add) } }
+            return
+        }
+        for (field, keys) in byEquality {
+            for record in written.values {
+                guard let key = EqualityKey(record[field]), let watchers = keys[key] else { continue }
+                for watcher in watchers where watcher.mark != mark {
+                    if case .matching(let predicate) = watcher.interest, QueryEvaluator.matches(record, predicate) { add(watcher) }
+                }
+            }
+        }
+    }
+
+    private static func drop<Key: Hashable>(_ watcher: ObservationWatcher, from index: inout [Key: [ObservationWatcher]], _ key: Key) {
+        index[key]?.removeAll { $0 === watcher }
+        if index[key]?.isEmpty == true { index[key] = nil }
+    }
+}
