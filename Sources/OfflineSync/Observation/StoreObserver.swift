@@ -8,10 +8,10 @@ import Synchronization
 ///
 /// Waking an observation is a flag set under one lock and a non-blocking signal after it: a
 /// writer never waits for an observer. The observations a commit concerns are found through
-/// an index (``WatcherIndex``), not by asking each one, so a commit's cost to the writer does
+/// an index (`WatcherIndex`), not by asking each one, so a commit's cost to the writer does
 /// not grow with the observations that it does not concern. The observer's task then brings
 /// its value up to date when it asks for the next one: it patches the last result from the
-/// rows the commits wrote (``ResultPatch``), or runs the query when it cannot, so a burst of
+/// rows the commits wrote (`ResultPatch`), or runs the query when it cannot, so a burst of
 /// commits costs one patch or query per observer, not one per commit.
 ///
 /// Commits made by another process on the same store (an app extension) are seen when the
