@@ -72,7 +72,10 @@ enum ObserveLatency: BenchWorkload {
         let targets = targets()
         let committed = Shared([UInt64](repeating: 0, count: writes))
         var durations: [Double] = []
-        let latencies = Shared([Double]())
+        // When each write was first shown; latencies are taken once every commit is stamped,
+        // since a read may show a commit before its write call has returned.
+        let shownAt = Shared([UInt64](repeating: 0, count: writes))
+        let shownCount = Shared(0)
         let (allDelivered, signal) = AsyncStream.makeStream(of: Void.self)
         let (ready, readySignal) = AsyncStream.makeStream(of: Void.self)
         let table = context.table("items")
@@ -90,12 +93,14 @@ enum ObserveLatency: BenchWorkload {
                         guard case .string(let title) = record["title"] else { return nil }
                         return Int(title.dropFirst())
                     }.max() ?? -1
-                    var seen: [Double] = []
+                    var seen = 0
                     while delivered < mine.count, mine[delivered] <= newest {
-                        seen.append(Double(now - committed.withLock { $0[mine[delivered]] }) / 1e6)
+                        let write = mine[delivered]
+                        shownAt.withLock { $0[write] = now }
                         delivered += 1
+                        seen += 1
                     }
-                    let total = latencies.withLock { $0.append(contentsOf: seen); return $0.count }
+                    let total = shownCount.withLock { $0 += seen; return $0 }
                     if total == writes { signal.yield(()) }
                     if delivered == mine.count { break }
                 }
@@ -115,7 +120,8 @@ enum ObserveLatency: BenchWorkload {
                 for await _ in allDelivered { return }
             }
             for watcher in watchers { _ = try await watcher.value }
-            let sorted = latencies.withLock { $0 }.sorted()
+            let stamps = committed.withLock { $0 }, shown = shownAt.withLock { $0 }
+            let sorted = zip(shown, stamps).map { shown, committed in shown > committed ? Double(shown - committed) / 1e6 : 0 }.sorted()
             BenchMetrics.shared.set("p50Ms", percentile(sorted, 50))
             BenchMetrics.shared.set("p99Ms", percentile(sorted, 99))
             BenchMetrics.shared.set("maxMs", sorted.last ?? .nan)

@@ -26,8 +26,10 @@ struct ObservationPatchTests {
         Query(Field("n") > 10, order: [SortKey("n")], limit: 4, offset: 2),
     ]
 
-    @Test("random inserts, updates and deletes, in transactions of one to many rows", arguments: ["memory", "sqlite"])
-    func randomCommits(_ kind: String) async throws {
+    /// Small commits move rows one by one; large ones (a pulled page) rebuild the result.
+    @Test("random inserts, updates and deletes, in transactions of one to many rows",
+          arguments: ["memory", "sqlite"], [Commits.small, .large])
+    func randomCommits(_ kind: String, _ size: Commits) async throws {
         try await withTemporaryDirectory { directory in
             let store: any LocalStore = kind == "memory" ? InMemoryStore()
                 : try await SQLiteStore(path: directory.appendingPathComponent("app.db").path)
@@ -42,7 +44,7 @@ struct ObservationPatchTests {
             for index in records.indices { lastRecord.append(try #require(try await records[index].next())) }
 
             for step in 0..<300 {
-                let operations = Self.randomOperations(using: &generator)
+                let operations = Self.randomOperations(size, using: &generator)
                 try await observer.write { txn in try Self.apply(operations, txn) }
                 for (index, query) in Self.queries.enumerated() {
                     let fresh = try await store.read { try $0.records(in: "items", matching: query) }
@@ -92,7 +94,7 @@ struct ObservationPatchTests {
             var generator = SplitMix64(seed: 2121)
             var had = try await store.read(fresh).map { Set([$0]) }
             for _ in 0..<300 {
-                let operations = Self.randomOperations(using: &generator)
+                let operations = Self.randomOperations(.small, using: &generator)
                 try await observer.write { txn in try Self.apply(operations, txn) }
                 for (index, result) in try await store.read(fresh).enumerated() { had[index].insert(result) }
             }
@@ -163,10 +165,19 @@ struct ObservationPatchTests {
 
     typealias Operation = (id: String, delete: Bool, n: Int64, tag: String, flag: Bool)
 
-    /// One to four random upserts or deletes of 40 ids.
-    static func randomOperations(using generator: inout SplitMix64) -> [Operation] {
-        (0..<Int.random(in: 1...4, using: &generator)).map { _ in
-            (id: "r\(Int.random(in: 0..<40, using: &generator))", delete: Int.random(in: 0..<4, using: &generator) == 0,
+    /// Commit sizes: one to four rows of 40 ids, or 20 to 80 rows of 120 ids (more than a
+    /// patch moves one by one).
+    enum Commits: Sendable, CustomTestStringConvertible {
+        case small, large
+        var rows: ClosedRange<Int> { self == .small ? 1...4 : 20...80 }
+        var ids: Int { self == .small ? 40 : 120 }
+        var testDescription: String { self == .small ? "small commits" : "large commits" }
+    }
+
+    /// Random upserts or deletes.
+    static func randomOperations(_ size: Commits, using generator: inout SplitMix64) -> [Operation] {
+        (0..<Int.random(in: size.rows, using: &generator)).map { _ in
+            (id: "r\(Int.random(in: 0..<size.ids, using: &generator))", delete: Int.random(in: 0..<4, using: &generator) == 0,
              n: Int64.random(in: 0..<50, using: &generator), tag: ["a", "b", "c"].randomElement(using: &generator)!,
              flag: Bool.random(using: &generator))
         }

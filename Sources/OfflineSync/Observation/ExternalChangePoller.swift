@@ -5,9 +5,11 @@ import Synchronization
 /// answer. One task polls at most; it ends when no observation is left, when the adapter
 /// answers `nil` (it cannot tell: never asked again) or when the store is closed.
 ///
-/// The first answer after polling starts counts as a change: an observation that began its
-/// first read before that answer may have missed a commit made just before it, and one
-/// extra read per observation is cheap next to a missed update.
+/// Every read of an observation waits for a first answer (``baseline(_:)``), so no read
+/// starts before the answer that later ones are compared with: a commit made after that
+/// answer changes the next one, and a commit made before it is in every read. The first
+/// answer is therefore not a change; when polling starts again after a pause, an answer
+/// that differs from the one before the pause is.
 final class ExternalChangePoller: Sendable {
     private struct State {
         var running = false
@@ -15,6 +17,8 @@ final class ExternalChangePoller: Sendable {
         var unsupported = false
         /// The last answer.
         var token: UInt64?
+        /// A read started before any answer was known (``baseline(_:)`` failed).
+        var firstIsChange = false
     }
 
     let interval: Duration
@@ -37,6 +41,23 @@ final class ExternalChangePoller: Sendable {
         Task { await self.poll(store, isNeeded: isNeeded, changed: changed) }
     }
 
+    /// Returns once the store has answered once (or cannot tell): a read that starts after
+    /// it sees every commit the answers so far cover. Asks the store only until one answer
+    /// is known.
+    func baseline(_ store: any LocalStore) async {
+        guard state.withLock({ $0.token == nil && !$0.unsupported }) else { return }
+        do {
+            let answer = try await store.externalChangeToken()
+            state.withLock { state in
+                guard state.token == nil, !state.unsupported else { return }
+                if let answer { state.token = answer } else { state.unsupported = true }
+            }
+        } catch {
+            // The read goes on without a baseline: the first answer polled counts as a change.
+            state.withLock { $0.firstIsChange = true }
+        }
+    }
+
     private func poll(_ store: any LocalStore, isNeeded: @Sendable () -> Bool, changed: @Sendable () -> Void) async {
         while true {
             do {
@@ -46,8 +67,8 @@ final class ExternalChangePoller: Sendable {
                         state.unsupported = true
                         return false
                     }
-                    defer { state.token = answer }
-                    return state.token != answer
+                    defer { (state.token, state.firstIsChange) = (answer, false) }
+                    return state.token.map { $0 != answer } ?? state.firstIsChange
                 }
                 if moved { changed() }
             } catch let error as SyncError where error.code == .storeClosed {

@@ -86,6 +86,7 @@ public struct ObservedValue<Element: Sendable>: AsyncSequence, Sendable {
         /// Reads the value in a snapshot of the store.
         private func read() async throws -> Reading {
             let observer = observation.observer
+            await observer.awaitExternalBaseline()
             observer.beginRead(id)
             let reading: Reading
             do {

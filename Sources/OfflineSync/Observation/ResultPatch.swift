@@ -38,15 +38,15 @@ enum ResultPatch {
     /// only as far as it is known: rows the last result left out all sort after its last row,
     /// so a patch that would need one of them returns `nil`.
     static func query(_ query: Query, last: [Record], changes: [TableChange]) -> Patched? {
-        guard query.offset == 0, let latest = latestRows(changes) else { return nil }
-        if latest.isEmpty { return Patched(rows: last, changed: false, shown: .delta(entered: [], left: [])) }
-        if latest.count > movesLimit { return rebuilt(query, last: last, latest: latest) }
+        guard query.offset == 0, let latest = Latest(changes) else { return nil }
+        if latest.ids.isEmpty { return Patched(rows: last, changed: false, shown: .delta(entered: [], left: [])) }
+        if latest.ids.count > movesLimit { return rebuilt(query, last: last, latest: latest) }
         var rows = last
         // The ids taken out of the last result, and those put in that it did not hold.
         var removed: [String] = [], inserted: [String] = []
-        for (id, record) in latest {
+        for id in latest.ids {
             let old = rows.firstIndex { $0.id == id }
-            let new = record.flatMap { QueryEvaluator.matches($0, query.predicate) ? $0 : nil }
+            let new = latest.written[id].flatMap { QueryEvaluator.matches($0, query.predicate) ? $0 : nil }
             if let old, let new, rows[old] == new { continue }
             if let old {
                 rows.remove(at: old)
@@ -93,15 +93,27 @@ enum ResultPatch {
         return Patched(rows: changed ? rows : last, changed: changed, shown: .delta(entered: entered, left: left))
     }
 
-    /// Each row the changes wrote, as the last of them left it (`nil`: deleted); `nil` when
-    /// a change does not list its rows.
-    private static func latestRows(_ changes: [TableChange]) -> [String: Record?]? {
-        var latest: [String: Record?] = [:]
-        for change in changes {
-            guard let written = change.written, let ids = change.ids else { return nil }
-            for id in ids { latest[id] = .some(written[id]) }
+    /// The rows some commits wrote or deleted, each as the last of them left it.
+    struct Latest {
+        /// Every row written or deleted.
+        var ids: Set<String>
+        /// The rows written and not deleted since (an id of `ids` missing here was deleted).
+        var written: [String: Record]
+
+        /// The rows `changes` wrote, in commit order; `nil` when a change does not list its
+        /// rows. One change is taken as it is, without copying.
+        init?(_ changes: [TableChange]) {
+            guard let first = changes.first, let ids = first.ids, let written = first.written else {
+                if changes.isEmpty { (self.ids, self.written) = ([], [:]); return }
+                return nil
+            }
+            (self.ids, self.written) = (ids, written)
+            for change in changes.dropFirst() {
+                guard let ids = change.ids, let written = change.written else { return nil }
+                for id in ids { self.written[id] = written[id] }
+                self.ids.formUnion(ids)
+            }
         }
-        return latest
     }
 
     /// Where `record` goes in `rows`, which are in `order`.
@@ -112,22 +124,5 @@ enum ResultPatch {
             if QueryEvaluator.areInIncreasingOrder(rows[mid], record, order) { low = mid + 1 } else { high = mid }
         }
         return low
-    }
-
-    /// The patch for many changed rows: remove them, add those that match, sort, cut.
-    private static func rebuilt(_ query: Query, last: [Record], latest: [String: Record?]) -> Patched? {
-        var rows = last.filter { latest[$0.id] == nil }
-        for case let (_, record?) in latest where QueryEvaluator.matches(record, query.predicate) { rows.append(record) }
-        rows.sort { QueryEvaluator.areInIncreasingOrder($0, $1, query.order) }
-        if let limit = query.limit {
-            if last.count >= limit {
-                guard let boundary = last.last else { return nil }
-                let known = rows.prefix { !QueryEvaluator.areInIncreasingOrder(boundary, $0, query.order) }
-                guard known.count >= limit else { return nil }
-            }
-            rows = Array(rows.prefix(limit))
-        }
-        let changed = rows != last
-        return Patched(rows: changed ? rows : last, changed: changed, shown: .rebuilt)
     }
 }

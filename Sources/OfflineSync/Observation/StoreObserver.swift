@@ -194,6 +194,12 @@ public final class StoreObserver: Sendable {
         }
     }
 
+    /// Waits until reads can see every commit another process made before the next poll's
+    /// baseline (see `ExternalChangePoller`); immediate after the first time.
+    func awaitExternalBaseline() async {
+        await external.baseline(store)
+    }
+
     /// Marks the start of a read: the watcher is clean, and every change until
     /// `endRead(_:)` makes it dirty again (the read may or may not include it).
     func beginRead(_ id: UInt64) {

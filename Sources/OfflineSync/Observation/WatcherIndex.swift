@@ -7,6 +7,9 @@ final class ObservationWatcher {
     /// The equality every row the watcher can show meets (`.matching` interests only), by
     /// which ``WatcherIndex`` finds it.
     let equality: (field: String, key: EqualityKey)?
+    /// Without an equality, the bounds every row the watcher can show meets on one field,
+    /// which ``WatcherIndex`` tests before the whole predicate.
+    let bounds: FieldBounds?
     /// The watcher's result can be patched (``ResultPatch``) rather than read.
     let patches: Bool
     let wake: AsyncStream<Void>.Continuation
@@ -32,7 +35,12 @@ final class ObservationWatcher {
         self.id = id
         self.tables = tables
         self.interest = interest
-        if case .matching(let predicate) = interest { equality = EqualityKey.required(by: predicate) } else { equality = nil }
+        if case .matching(let predicate) = interest {
+            equality = EqualityKey.required(by: predicate)
+            bounds = equality == nil ? FieldBounds.required(by: predicate) : nil
+        } else {
+            (equality, bounds) = (nil, nil)
+        }
         self.patches = patches
         self.pending = patches ? [] : nil
         self.wake = wake
@@ -91,17 +99,48 @@ enum EqualityKey: Hashable {
     }
 }
 
+/// The comparisons a predicate requires of one field (`n >= 10 && n < 20`): a row whose
+/// value fails one cannot match, which one lookup of the field tells for every observation
+/// bounded on it.
+struct FieldBounds {
+    let field: String
+    let tests: [(ComparisonOperator, Value)]
+
+    /// Whether `value` passes every test (unknown, for a null, fails).
+    func admits(_ value: Value) -> Bool {
+        tests.allSatisfy { QueryEvaluator.compare(value, $0.0, $0.1) == .true }
+    }
+
+    /// The ordering comparisons at the top of `predicate` (itself, or parts of an `and`) on
+    /// the field of the first of them.
+    static func required(by predicate: QueryPredicate) -> FieldBounds? {
+        let parts: [QueryPredicate]
+        if case .and(let all) = predicate { parts = all } else { parts = [predicate] }
+        var field: String?
+        var tests: [(ComparisonOperator, Value)] = []
+        for part in parts {
+            guard case let .compare(name, op, literal) = part, [.less, .lessOrEqual, .greater, .greaterOrEqual].contains(op),
+                  field == nil || field == name else { continue }
+            field = name
+            tests.append((op, literal))
+        }
+        return field.map { FieldBounds(field: $0, tests: tests) }
+    }
+}
+
 /// The watchers of one table, indexed so that a committed change finds those it concerns
 /// without looking at the others: by the record a record observation watches, by the
 /// equality a query's predicate requires, and by the rows each query shows. A commit of one
-/// row costs a few lookups whether ten observations are live or ten thousand; only queries
-/// with no top-level equality (and whole-table observations) are looked at one by one.
+/// row costs a few lookups whether ten observations are live or ten thousand. Queries bounded
+/// on a field (`n >= 10 && n < 20`) are tested on that field's value, looked up once per
+/// row; only queries with neither (and whole-table observations) are evaluated one by one.
 struct WatcherIndex {
     private(set) var all: [UInt64: ObservationWatcher] = [:]
     /// Watchers due to look or looking (``ObservationWatcher/busy``).
     private var busy: [UInt64: ObservationWatcher] = [:]
-    /// `.anyRow` watchers, and `.matching` ones without an equality.
+    /// `.anyRow` watchers, and `.matching` ones without an equality or bounds.
     private var scanned: [ObservationWatcher] = []
+    private var byBounds: [String: [ObservationWatcher]] = [:]
     private var byRecord: [String: [ObservationWatcher]] = [:]
     private var byEquality: [String: [EqualityKey: [ObservationWatcher]]] = [:]
     /// The `.matching` watchers showing each row.
@@ -115,6 +154,8 @@ struct WatcherIndex {
             byRecord[id, default: []].append(watcher)
         } else if let (field, key) = watcher.equality {
             byEquality[field, default: [:]][key, default: []].append(watcher)
+        } else if let bounds = watcher.bounds {
+            byBounds[bounds.field, default: []].append(watcher)
         } else {
             scanned.append(watcher)
         }
@@ -129,6 +170,8 @@ struct WatcherIndex {
         } else if let (field, key) = watcher.equality {
             Self.drop(watcher, from: &byEquality[field, default: [:]], key)
             if byEquality[field]?.isEmpty == true { byEquality[field] = nil }
+        } else if let bounds = watcher.bounds {
+            Self.drop(watcher, from: &byBounds, bounds.field)
         } else {
             scanned.removeAll { $0 === watcher }
         }
@@ -168,7 +211,16 @@ struct WatcherIndex {
         guard let written = change.written else {
             // Rows unknown: any of them may match.
             for keys in byEquality.values { for watchers in keys.values { watchers.forEach(add) } }
+            for watchers in byBounds.values { watchers.forEach(add) }
             return
+        }
+        for (field, watchers) in byBounds {
+            for record in written.values {
+                let value = record[field]
+                for watcher in watchers where watcher.mark != mark && watcher.bounds?.admits(value) == true {
+                    if case .matching(let predicate) = watcher.interest, QueryEvaluator.matches(record, predicate) { add(watcher) }
+                }
+            }
         }
         for (field, keys) in byEquality {
             for record in written.values {
