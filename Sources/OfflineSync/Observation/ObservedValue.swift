@@ -4,9 +4,10 @@
 /// `nil`) when the iterating task is cancelled. It throws what reading the store throws
 /// (``SyncError/Code/storeClosed`` once the store is closed).
 ///
-/// Values are read when the iterator asks for the next one, so a consumer that is busy
-/// while many commits land gets one fresh value afterwards, never a backlog, and writers
-/// never wait for it. Each iterator is one observation with its own reads: iterate once per
+/// Values are brought up to date when the iterator asks for the next one — from the rows the
+/// commits since wrote when they can be (no read), by reading the store otherwise — so a
+/// consumer that is busy while many commits land gets one fresh value afterwards, never a
+/// backlog, and writers never wait for it. Each iterator is one observation with its own reads: iterate once per
 /// screen, not once per row. (`LiveValue` keeps the latest value for a SwiftUI view.)
 public struct ObservedValue<Element: Sendable>: AsyncSequence, Sendable {
     /// What one read produced: the value and, for values made of records, those records,

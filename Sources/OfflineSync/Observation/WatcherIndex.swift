@@ -143,8 +143,9 @@ struct WatcherIndex {
     private var byBounds: [String: [ObservationWatcher]] = [:]
     private var byRecord: [String: [ObservationWatcher]] = [:]
     private var byEquality: [String: [EqualityKey: [ObservationWatcher]]] = [:]
-    /// The `.matching` watchers showing each row.
-    private var shownBy: [String: [ObservationWatcher]] = [:]
+    /// The `.matching` watchers showing each row: one entry per row shown, most of them
+    /// naming one watcher without an array.
+    private var shownBy: [String: Watchers] = [:]
 
     var isEmpty: Bool { all.isEmpty }
 
@@ -175,7 +176,7 @@ struct WatcherIndex {
         } else {
             scanned.removeAll { $0 === watcher }
         }
-        for id in watcher.shown { Self.drop(watcher, from: &shownBy, id) }
+        for id in watcher.shown { Self.unshow(watcher, id, &shownBy) }
     }
 
     /// Files the watcher among the busy ones, or takes it out, as its state says.
@@ -185,8 +186,10 @@ struct WatcherIndex {
 
     /// Notes that rows `entered` the watcher's result and rows `left` it.
     mutating func show(_ watcher: ObservationWatcher, entered: some Sequence<String>, left: some Sequence<String>) {
-        for id in left { Self.drop(watcher, from: &shownBy, id) }
-        for id in entered { shownBy[id, default: []].append(watcher) }
+        for id in left { Self.unshow(watcher, id, &shownBy) }
+        for id in entered {
+            if let others = shownBy[id] { shownBy[id] = others.adding(watcher) } else { shownBy[id] = .one(watcher) }
+        }
     }
 
     /// Appends to `found` each watcher `change` concerns that is not in it yet (its `mark`
@@ -202,7 +205,11 @@ struct WatcherIndex {
         busy.values.forEach(add)
         for id in ids {
             byRecord[id]?.forEach(add)
-            shownBy[id]?.forEach(add)
+            switch shownBy[id] {
+            case .one(let watcher)?: add(watcher)
+            case .many(let watchers)?: watchers.forEach(add)
+            case nil: break
+            }
         }
         for watcher in scanned where watcher.mark != mark {
             guard case .matching(let predicate) = watcher.interest, let written = change.written else { add(watcher); continue }
@@ -230,6 +237,33 @@ struct WatcherIndex {
                 }
             }
         }
+    }
+
+    /// One watcher, or several.
+    enum Watchers {
+        case one(ObservationWatcher)
+        case many([ObservationWatcher])
+
+        func adding(_ watcher: ObservationWatcher) -> Watchers {
+            switch self {
+            case .one(let first): return .many([first, watcher])
+            case .many(let watchers): return .many(watchers + [watcher])
+            }
+        }
+
+        /// Without `watcher`; `nil` when none is left.
+        func removing(_ watcher: ObservationWatcher) -> Watchers? {
+            switch self {
+            case .one(let only): return only === watcher ? nil : self
+            case .many(var watchers):
+                watchers.removeAll { $0 === watcher }
+                return watchers.count > 1 ? .many(watchers) : watchers.first.map { .one($0) }
+            }
+        }
+    }
+
+    private static func unshow(_ watcher: ObservationWatcher, _ id: String, _ shownBy: inout [String: Watchers]) {
+        if let watchers = shownBy[id] { shownBy[id] = watchers.removing(watcher) }
     }
 
     private static func drop<Key: Hashable>(_ watcher: ObservationWatcher, from index: inout [Key: [ObservationWatcher]], _ key: Key) {
