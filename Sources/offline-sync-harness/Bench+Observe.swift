@@ -88,13 +88,17 @@ enum ObserveLatency: BenchWorkload {
                 for try await result in table.observe(Query(Field("group") == .int(Int64(group)))) {
                     let now = DispatchTime.now().uptimeNanoseconds
                     if first { first = false; readySignal.yield(()); continue }
-                    // Writes are sequential: a result showing write k was read after every earlier write.
-                    let newest = result.compactMap { record -> Int? in
-                        guard case .string(let title) = record["title"] else { return nil }
-                        return Int(title.dropFirst())
-                    }.max() ?? -1
+                    // Writes are sequential: write k is in a result whose row of k shows write k
+                    // or a later one. Only the rows of the writes still awaited are looked at,
+                    // so the consumer's own work stays small next to the observation's.
+                    func includes(_ write: Int) -> Bool {
+                        let id = "item-\(targets[write])"
+                        guard let row = result.first(where: { $0.id == id }), case .string(let title) = row["title"],
+                              let shown = Int(title.dropFirst()) else { return false }
+                        return shown >= write
+                    }
                     var seen = 0
-                    while delivered < mine.count, mine[delivered] <= newest {
+                    while delivered < mine.count, includes(mine[delivered]) {
                         let write = mine[delivered]
                         shownAt.withLock { $0[write] = now }
                         delivered += 1

@@ -116,10 +116,10 @@ struct ObservationPatchTests {
         }
     }
 
-    /// Query observations with an equality are found by the value a written row holds; values
-    /// the query calls equal (an integer and an integral double) must find them, and values
-    /// it calls different (strings that differ in bytes only) must not.
-    @Test("equality observations see every row the query calls equal, and only those")
+    /// Query observations with an equality or bounds are found by the value a written row
+    /// holds; values the query calls equal or in bounds (an integer and an integral double)
+    /// must find them, and values it calls different (strings that differ in bytes only) must not.
+    @Test("equality and bounded observations see every row the query admits, and only those")
     func equalityKeys() async throws {
         let store = InMemoryStore()
         try await store.defineTable(TableSchema("values", fields: [
@@ -132,6 +132,10 @@ struct ObservationPatchTests {
         var queries: [Query] = []
         for field in ["i", "d"] { queries += numbers.map { Query(Field(field) == $0) } }
         queries += strings.map { Query(Field("s") == $0 && Field("b") == true) } + strings.map { Query(Field("s") == $0) }
+        // Bounds: integer literals (tested as an integer range, empty ones included) and others.
+        queries += [Query(Field("i") > 0 && Field("i") <= 5), Query(Field("i") > .int(.max)), Query(Field("i") < .int(.min)),
+                    Query(Field("i") >= 1 && Field("i") < 1), Query(Field("i") > 2.5), Query(Field("d") >= 0 && Field("d") < 5),
+                    Query(Field("d") > .int(.max)), Query(Field("d") <= 2.5 && Field("b") == false)]
         let ints: [Int64] = [5, 0, 1, .max, .min, 2]
         let doubles: [Double] = [5.0, 2.5, -0.0, 0.0, .infinity, 9_223_372_036_854_775_807.0, -9_223_372_036_854_775_808.0]
         let texts = ["\u{e9}", "e\u{301}", "5", ""]

@@ -105,10 +105,35 @@ enum EqualityKey: Hashable {
 struct FieldBounds {
     let field: String
     let tests: [(ComparisonOperator, Value)]
+    /// The integers that pass every test, when every literal is an integer (`nil` for none);
+    /// an integer value is then tested with two comparisons.
+    let integers: ClosedRange<Int64>??
+
+    init(field: String, tests: [(ComparisonOperator, Value)]) {
+        self.field = field
+        self.tests = tests
+        var low = Int64.min, high = Int64.max
+        var integers: ClosedRange<Int64>?? = nil
+        if tests.allSatisfy({ if case .int = $0.1 { true } else { false } }) {
+            var empty = false
+            for case let (op, .int(k)) in tests {
+                switch op {
+                case .greater: if k == .max { empty = true } else { low = max(low, k + 1) }
+                case .greaterOrEqual: low = max(low, k)
+                case .less: if k == .min { empty = true } else { high = min(high, k - 1) }
+                case .lessOrEqual: high = min(high, k)
+                default: break
+                }
+            }
+            integers = .some(empty || low > high ? nil : low...high)
+        }
+        self.integers = integers
+    }
 
     /// Whether `value` passes every test (unknown, for a null, fails).
     func admits(_ value: Value) -> Bool {
-        tests.allSatisfy { QueryEvaluator.compare(value, $0.0, $0.1) == .true }
+        if case .some(let range) = integers, case .int(let v) = value { return range?.contains(v) ?? false }
+        return tests.allSatisfy { QueryEvaluator.compare(value, $0.0, $0.1) == .true }
     }
 
     /// The ordering comparisons at the top of `predicate` (itself, or parts of an `and`) on
@@ -221,19 +246,28 @@ struct WatcherIndex {
             for watchers in byBounds.values { watchers.forEach(add) }
             return
         }
+        // Each field's rows are looked at until every watcher filed under it is found.
         for (field, watchers) in byBounds {
-            for record in written.values {
+            var unfound = watchers.count { $0.mark != mark }
+            for record in written.values where unfound > 0 {
                 let value = record[field]
                 for watcher in watchers where watcher.mark != mark && watcher.bounds?.admits(value) == true {
-                    if case .matching(let predicate) = watcher.interest, QueryEvaluator.matches(record, predicate) { add(watcher) }
+                    if case .matching(let predicate) = watcher.interest, QueryEvaluator.matches(record, predicate) {
+                        add(watcher)
+                        unfound -= 1
+                    }
                 }
             }
         }
         for (field, keys) in byEquality {
-            for record in written.values {
+            var unfound = keys.values.reduce(0) { $0 + $1.count { $0.mark != mark } }
+            for record in written.values where unfound > 0 {
                 guard let key = EqualityKey(record[field]), let watchers = keys[key] else { continue }
                 for watcher in watchers where watcher.mark != mark {
-                    if case .matching(let predicate) = watcher.interest, QueryEvaluator.matches(record, predicate) { add(watcher) }
+                    if case .matching(let predicate) = watcher.interest, QueryEvaluator.matches(record, predicate) {
+                        add(watcher)
+                        unfound -= 1
+                    }
                 }
             }
         }
