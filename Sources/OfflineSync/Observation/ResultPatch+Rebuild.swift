@@ -33,7 +33,7 @@ extension ResultPatch {
                 continue
             }
             if candidates.count >= limit, let worst = candidates.last, !Ordered.precedes(candidate, worst, order) { continue }
-            candidates.insert(candidate, at: insertionIndex(of: candidate, in: candidates, order))
+            candidates.insert(candidate, at: insertionIndex(in: candidates) { Ordered.precedes($0, candidate, order) })
             if candidates.count > limit { candidates.removeLast() }
         }
         if query.limit == nil { candidates.sort { Ordered.precedes($0, $1, order) } }
@@ -66,15 +66,5 @@ extension ResultPatch {
             }
         }
         return rows
-    }
-
-    /// Where `candidate` goes in `sorted`, which are in `order`.
-    private static func insertionIndex(of candidate: Ordered, in sorted: [Ordered], _ order: [SortKey]) -> Int {
-        var low = 0, high = sorted.count
-        while low < high {
-            let mid = (low + high) / 2
-            if Ordered.precedes(sorted[mid], candidate, order) { low = mid + 1 } else { high = mid }
-        }
-        return low
     }
 }

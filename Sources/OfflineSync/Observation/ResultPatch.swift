@@ -53,7 +53,7 @@ enum ResultPatch {
                 removed.append(id)
             }
             if let new {
-                rows.insert(new, at: insertionIndex(of: new, in: rows, query.order))
+                rows.insert(new, at: insertionIndex(in: rows) { QueryEvaluator.areInIncreasingOrder($0, new, query.order) })
                 if old == nil { inserted.append(id) }
             }
         }
@@ -116,12 +116,12 @@ enum ResultPatch {
         }
     }
 
-    /// Where `record` goes in `rows`, which are in `order`.
-    private static func insertionIndex(of record: Record, in rows: [Record], _ order: [SortKey]) -> Int {
-        var low = 0, high = rows.count
+    /// Where an element goes in `sorted`: after every element that `precedes` it.
+    static func insertionIndex<Element>(in sorted: [Element], after precedes: (Element) -> Bool) -> Int {
+        var low = 0, high = sorted.count
         while low < high {
             let mid = (low + high) / 2
-            if QueryEvaluator.areInIncreasingOrder(rows[mid], record, order) { low = mid + 1 } else { high = mid }
+            if precedes(sorted[mid]) { low = mid + 1 } else { high = mid }
         }
         return low
     }
