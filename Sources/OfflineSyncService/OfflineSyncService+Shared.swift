@@ -1,15 +1,15 @@
 import Foundation
 import OfflineSync
 
-// Shared tables: one row per item id, every write checked against the rules, and the view
-// log (`__srv_view`) kept up to date in the write's own transaction.
+// Shared tables: one row per item id, every write checked against the rules, and the logs
+// (each identity's own, each group's) kept up to date in the write's own transaction.
 
 extension OfflineSyncService {
     /// Applies one operation to a shared table for `claims`. A change the rules refuse — or
     /// that touches a row the caller may not read — is a 403 with no server copy; a conflict
     /// carries the server's copy only when the caller may read it.
     func applyShared(_ operation: PushOperation, claims: Claims, schema: TableSchema, now: Timestamp,
-                     txn: any LocalWriteTransaction, clocks: inout TableClocks) throws -> PushOutcome {
+                     txn: any LocalWriteTransaction, clocks: inout TableClocks, effects: inout SharedEffects) throws -> PushOutcome {
         do { try Names.validateId(operation.itemId) } catch let error as SyncError {
             return .rejected(reason: error.message, status: 400)
         }
@@ -44,7 +44,7 @@ extension OfflineSyncService {
         if let reserved = fields.keys.first(where: { $0.hasPrefix(Names.reservedPrefix) }) {
             return .rejected(reason: "field name '\(reserved)' uses the reserved prefix '\(Names.reservedPrefix)'", status: 400)
         }
-        let sequence = try Self.nextSequence(of: table, txn, &clocks)
+        let sequence = try Self.nextSequence(of: SequenceRow.shared, txn, &clocks)
         fields[Meta.owner] = .string(owner)
         fields[Meta.item] = .string(item)
         fields[Meta.sequence] = .int(sequence.value)
@@ -59,120 +59,250 @@ extension OfflineSyncService {
                                      proposed: operation.kind == .delete ? nil : row, claims: claims, txn) else {
             // The compensating write: the caller may read the row it may not change, so its
             // next pull brings the server's copy back, whatever its cursor.
-            if let live, readable { try record(live, of: table, for: claims.identity, txn, &clocks) }
+            if let live, readable {
+                let again = try Self.nextSequence(of: SequenceRow.shared, txn, &clocks).value
+                try tell(claims.identity, about: live, of: table, at: again, evenIfUnseen: true, txn, &effects)
+            }
             return forbidden
         }
         try txn.upsert(row, in: table)
-        try refreshViews(table: table, item: item, before: current, after: row, txn, &clocks)
+        try logChange(of: table, from: current, to: row, at: sequence.value, txn, &clocks, &effects)
         if try !evaluator.canRead(row, in: table, claims: claims, txn) {
             // A write the caller may make but not read back (a list's owner adding a member
             // whose rows only members read): its copy leaves the caller's device next pull.
-            try record(row, of: table, for: claims.identity, evenIfUnseen: true, txn, &clocks)
+            try tell(claims.identity, about: row, of: table, at: sequence.value, evenIfUnseen: true, txn, &effects)
         }
         return .applied(Self.publicRecord(row))
     }
 
-    // MARK: The view log
+    // MARK: The logs
 
-    /// Brings the view log up to date after a row of `table` changed from `before` to `after`:
-    /// the entries of every identity that could read it before or may read it now, then —
-    /// when the row is a membership, or a row other grants point at with `owner_of` — the
-    /// entries of the rows whose readers it decides (move-in and move-out).
-    func refreshViews(table: String, item: String, before: Record?, after: Record, _ txn: any LocalWriteTransaction,
-                      _ clocks: inout TableClocks) throws {
-        var candidates = Set<String>()
-        for row in [before, after].compactMap({ $0 }) { candidates.formUnion(try readers(of: row, in: table, txn)) }
-        for identity in candidates.sorted() {
-            try record(after, of: table, for: identity, txn, &clocks)
-        }
-        for (name, membership) in rules.memberships.sorted(by: { $0.key < $1.key }) where membership.table == table {
-            var affected: [(member: String, group: Value)] = []
-            for row in [before, after].compactMap({ $0 }) where !row.deleted {
-                if let member = row[membership.member].stringValue, let group = RuleEvaluator.value(of: membership.group, in: row),
-                   !affected.contains(where: { $0.member == member && $0.group == group }) {
-                    affected.append((member, group))
-                }
+    /// Logs a change of a row of `table` from `before` to `after`, made at `sequence`: one
+    /// group-log entry per group the row is in before or after; an entry in the own log of each
+    /// identity a grant names directly (owner, identity field, `owner_of`) and of each member
+    /// of a group that fans out; then, when the row is a membership or an `owner_of` target,
+    /// the membership change itself (``changeMembership(of:from:to:txn:_:_:)``).
+    func logChange(of table: String, from before: Record?, to after: Record, at sequence: Int64,
+                   _ txn: any LocalWriteTransaction, _ clocks: inout TableClocks, _ effects: inout SharedEffects) throws {
+        let item = after[Meta.item].stringValue ?? after.id
+        let old = before.map { audience(of: $0, in: table) } ?? Audience()
+        let new = audience(of: after, in: table)
+        var told = old.identities.union(new.identities)
+        for group in old.groups.union(new.groups) {
+            let id = GroupLogRow.id(group: group.key, table: table, item: item)
+            let stored = try GroupLogRow.find(txn, id: id)
+            var spans = try stored.map { try Spans($0.spans) } ?? Spans()
+            if stored == nil, old.groups.contains(group) { spans.open(at: 0) }
+            switch (old.groups.contains(group), new.groups.contains(group)) {
+            case (false, true): spans.open(at: sequence)
+            case (true, false): spans.close(at: sequence)
+            default: if !spans.isOpen { spans.open(at: sequence) }
             }
-            for (member, group) in affected { try refreshGroup(group, of: name, for: member, txn, &clocks) }
-        }
-        if let owner = after[Meta.owner].stringValue, before == nil || before?.deleted != after.deleted {
-            for (dependent, key) in ownerOfDependents(of: table) {
-                for row in try rows(of: dependent, whereKey: key, is: .string(item), txn) {
-                    try record(row, of: dependent, for: owner, txn, &clocks)
+            try GroupLogRow(id: id, group: group.key, table: table, item: item, sequence: sequence, spans: spans.data).save(txn)
+            switch group {
+            case let .ownerOf(target, owned):
+                if let row = try txn.record(in: target, id: owned), !row.deleted, let owner = row[Meta.owner].stringValue {
+                    told.insert(owner)
                 }
+            case let .member(name, value):
+                guard let membership = rules.memberships[name] else { continue }
+                let mode = try GroupRow.find(txn, id: group.key)?.mode ?? .small
+                if mode != .large { told.formUnion(try members(of: value, through: membership, txn)) }
+                if mode != .small { effects.groups[table, default: []].insert(group.key) }
+                if mode == .converting { effects.converting.insert(group.key) }
             }
         }
+        for identity in told.sorted() {
+            try tell(identity, about: after, of: table, at: sequence, before: before, txn, &effects)
+        }
+        try changeMembership(of: table, from: before, to: after, txn, &clocks, &effects)
     }
 
-    /// Re-records `member`'s view of every row that a `member` grant through the membership
-    /// `name` ties to `group`.
-    private func refreshGroup(_ group: Value, of name: String, for member: String, _ txn: any LocalWriteTransaction,
-                              _ clocks: inout TableClocks) throws {
-        for (dependent, grants) in rules.tables.sorted(by: { $0.key < $1.key }) {
-            var keys: [String] = []
-            for case let .member(used, key, _) in grants.read.map(\.kind) where used == name && !keys.contains(key) { keys.append(key) }
-            guard !keys.isEmpty else { continue }
-            for key in keys {
-                for row in try rows(of: dependent, whereKey: key, is: group, txn) {
-                    try record(row, of: dependent, for: member, txn, &clocks)
-                }
-            }
-        }
-    }
-
-    /// Writes `identity`'s entry for `row`: visible when some read grant admits it, claim
-    /// conditions aside (the pull applies them with the caller's token). An identity that
-    /// never had the row in view gets no entry for losing it, unless `evenIfUnseen` (it wrote
-    /// the row, so its device holds a copy).
-    private func record(_ row: Record, of table: String, for identity: String, evenIfUnseen: Bool = false,
-                        _ txn: any LocalWriteTransaction, _ clocks: inout TableClocks) throws {
+    /// Writes `identity`'s own-log entry for `row` at `sequence`: visible when some read grant
+    /// admits it, claim conditions aside (the pull applies them with the caller's token). An
+    /// identity that could read neither this row nor its `before` state, and has no entry for
+    /// it, gets none — unless `evenIfUnseen` (it wrote the row, so its device holds a copy).
+    func tell(_ identity: String, about row: Record, of table: String, at sequence: Int64, before: Record? = nil,
+              evenIfUnseen: Bool = false, _ txn: any LocalWriteTransaction, _ effects: inout SharedEffects) throws {
         let item = row[Meta.item].stringValue ?? row.id
         let visible = try evaluator.canRead(row, in: table, claims: Claims(identity: identity), ignoringConditions: true, txn)
         let id = ViewRow.id(identity: identity, table: table, item: item)
-        if !visible, !evenIfUnseen, try ViewRow.find(txn, id: id) == nil { return }
-        let sequence = try Self.nextSequence(of: table, txn, &clocks)
-        try ViewRow(id: id, identity: identity, table: table, item: item, sequence: sequence.value, visible: visible).save(txn)
+        if !visible, !evenIfUnseen {
+            let sawBefore = try before.map {
+                try evaluator.canRead($0, in: table, claims: Claims(identity: identity), ignoringConditions: true, txn)
+            } ?? false
+            if !sawBefore, try ViewRow.find(txn, id: id) == nil { return }
+        }
+        try ViewRow(id: id, identity: identity, table: table, item: item, sequence: sequence, visible: visible).save(txn)
+        effects.identities[table, default: []].insert(identity)
     }
 
-    /// The identities a read grant of `table` may admit to `row`, claim conditions aside.
-    /// `everyone` grants add none: callers they admit pull such tables directly.
-    private func readers(of row: Record, in table: String, _ txn: any LocalReadTransaction) throws -> Set<String> {
-        guard let tableRules = rules.rules(for: table) else { return [] }
+    /// The live members of the group `value` of `membership` (only asked of small groups).
+    private func members(of value: Value, through membership: Membership, _ txn: any LocalReadTransaction) throws -> Set<String> {
+        let rows = try txn.records(in: membership.table, matching: Query(
+            Field(membership.group) == value && Field(SystemField.deleted) == false))
+        return Set(rows.compactMap { $0[membership.member].stringValue })
+    }
+
+    /// Whom a row's read grants name, claim conditions aside: identities directly, and groups.
+    /// `everyone` grants name none: callers they admit pull such tables directly.
+    struct Audience {
         var identities = Set<String>()
-        for grant in tableRules.read {
+        var groups = Set<Group>()
+    }
+
+    func audience(of row: Record, in table: String) -> Audience {
+        var audience = Audience()
+        for grant in rules.rules(for: table)?.read ?? [] {
             switch grant.kind {
             case .owner:
-                if let owner = row[Meta.owner].stringValue { identities.insert(owner) }
+                if let owner = row[Meta.owner].stringValue { audience.identities.insert(owner) }
             case .everyone:
                 break
             case .identityField(let field):
-                if let identity = row[field].stringValue { identities.insert(identity) }
+                if let identity = row[field].stringValue { audience.identities.insert(identity) }
             case let .member(name, key, _):
-                guard let membership = rules.memberships[name], let group = RuleEvaluator.value(of: key, in: row) else { continue }
-                let members = try txn.records(in: membership.table, matching: Query(
-                    Field(membership.group) == group && Field(SystemField.deleted) == false))
-                identities.formUnion(members.compactMap { $0[membership.member].stringValue })
+                if let value = RuleEvaluator.value(of: key, in: row) { audience.groups.insert(.member(name, value)) }
             case let .ownerOf(target, key):
-                guard let item = RuleEvaluator.value(of: key, in: row) else { continue }
-                let owners = try txn.records(in: target, matching: Query(Field(Meta.item) == item && Field(SystemField.deleted) == false))
-                identities.formUnion(owners.compactMap { $0[Meta.owner].stringValue })
+                if let item = RuleEvaluator.value(of: key, in: row)?.stringValue { audience.groups.insert(.ownerOf(target, item)) }
             }
         }
-        return identities
+        return audience
     }
 
-    /// The rows of the shared `table` whose grant key `key` holds `value` (for `id`, the row
-    /// with that id).
-    private func rows(of table: String, whereKey key: String, is value: Value, _ txn: any LocalReadTransaction) throws -> [Record] {
-        if key == SystemField.id {
-            guard let id = value.stringValue else { return [] }
-            return try txn.record(in: table, id: id).map { [$0] } ?? []
+    // MARK: Memberships
+
+    /// When `table` holds memberships or is an `owner_of` target, applies what the change of
+    /// one of its rows does to who belongs to which group. For each (identity, group) whose
+    /// membership or role changed: its reach spans, its marker, and one event per table that
+    /// group grants reading of — O(1) writes whatever the group's size; the rows that move
+    /// in or out are found by the member's next pull. Group sizes are counted here, and a
+    /// group crossing the fan-out limit changes mode.
+    private func changeMembership(of table: String, from before: Record?, to after: Record,
+                                  _ txn: any LocalWriteTransaction, _ clocks: inout TableClocks,
+                                  _ effects: inout SharedEffects) throws {
+        for (name, membership) in rules.memberships.sorted(by: { $0.key < $1.key }) where membership.table == table {
+            func pair(_ row: Record?) -> (member: String, group: Value, role: String?)? {
+                guard let row, !row.deleted, let member = row[membership.member].stringValue,
+                      let group = RuleEvaluator.value(of: membership.group, in: row) else { return nil }
+                return (member, group, membership.role.flatMap { row[$0].stringValue })
+            }
+            let old = pair(before), new = pair(after)
+            if old?.member == new?.member, old?.group == new?.group, old?.role == new?.role { continue }
+            var seen: [(String, Value)] = []
+            for (member, value, _) in [old, new].compactMap({ $0 }) where !seen.contains(where: { $0 == (member, value) }) {
+                seen.append((member, value))
+                let group = Group.member(name, value)
+                let delta = (new.map { $0.member == member && $0.group == value } == true ? 1 : 0)
+                    - (old.map { $0.member == member && $0.group == value } == true ? 1 : 0)
+                var groupRow = try self.groupRow(group, delta: Int64(delta), through: membership, txn)
+                let current = try txn.first(in: membership.table, matching: Query(
+                    Field(membership.member) == .string(member) && Field(membership.group) == value
+                        && Field(SystemField.deleted) == false))
+                let role = current.flatMap { row in membership.role.flatMap { row[$0].stringValue } }
+                try setReach(member, in: group, present: current != nil, role: role, marked: groupRow.mode != .small,
+                             dependents: memberDependents(of: name), txn, &clocks, &effects)
+                let sequence = try Self.clock(of: SequenceRow.shared, txn, &clocks).next - 1
+                if groupRow.mode == .small, groupRow.members > Int64(fanoutLimit) {
+                    groupRow.mode = .converting
+                    groupRow.progress = nil
+                    effects.converting.insert(group.key)
+                } else if groupRow.mode != .small, groupRow.members <= Int64(fanoutLimit / 2) {
+                    groupRow.mode = .small
+                    groupRow.largeUntil = sequence
+                    groupRow.progress = nil
+                }
+                try groupRow.save(txn)
+            }
         }
-        return try txn.records(in: table, matching: Query(Field(key) == value))
+        let dependents = ownerOfDependents(of: table)
+        guard !dependents.isEmpty, let owner = after[Meta.owner].stringValue else { return }
+        let wasLive = before.map { !$0.deleted } ?? false
+        if wasLive != !after.deleted {
+            let group = Group.ownerOf(table, after[Meta.item].stringValue ?? after.id)
+            try setReach(owner, in: group, present: !after.deleted, role: nil, marked: false,
+                         dependents: dependents.map(\.table), txn, &clocks, &effects)
+        }
+    }
+
+    /// Brings `identity`'s reach of `group` to `present` with `role`; when that changes, one
+    /// event per table in `dependents` at a new sequence number.
+    private func setReach(_ identity: String, in group: Group, present: Bool, role: String?, marked: Bool,
+                          dependents: [String], _ txn: any LocalWriteTransaction, _ clocks: inout TableClocks,
+                          _ effects: inout SharedEffects) throws {
+        let id = ReachRow.id(identity: identity, group: group.key)
+        let stored = try ReachRow.find(txn, id: id)
+        var spans = try stored.map { try Spans($0.spans) } ?? Spans()
+        guard spans.isOpen != present || (present && spans.openRole != role) || (stored?.marked ?? false) != (present && marked) else {
+            return
+        }
+        let sequence = try Self.nextSequence(of: SequenceRow.shared, txn, &clocks).value
+        if spans.isOpen != present || spans.openRole != role {
+            if present { spans.open(at: sequence, role: role) } else { spans.close(at: sequence) }
+            for table in Set(dependents).sorted() {
+                try ViewRow(id: ViewRow.eventId(identity: identity, table: table, group: group.key), identity: identity,
+                            table: table, item: "", sequence: sequence, visible: present, group: group.key).save(txn)
+                effects.identities[table, default: []].insert(identity)
+            }
+        }
+        try ReachRow(id: id, identity: identity, group: group.key, spans: spans.data, marked: present && marked).save(txn)
+    }
+
+    /// The group's row with `delta` live memberships more; a group without one is counted
+    /// now (after the change) and starts small.
+    private func groupRow(_ group: Group, delta: Int64, through membership: Membership,
+                          _ txn: any LocalReadTransaction) throws -> GroupRow {
+        if var row = try GroupRow.find(txn, id: group.key) {
+            row.members += delta
+            return row
+        }
+        guard case let .member(_, value) = group else { return GroupRow(id: group.key, members: 0, mode: .small) }
+        let count = try txn.count(in: membership.table, matching: Field(membership.group) == value && Field(SystemField.deleted) == false)
+        return GroupRow(id: group.key, members: Int64(count), mode: .small)
+    }
+
+    /// How many markers one conversion step writes: a group of 10,000 members becomes large
+    /// over ten of the writes that touch it, none of which holds the writer long.
+    static let conversionStep = 1000
+
+    /// One bounded step of each converting group touched: marks the next members (in member
+    /// order); when every member is marked, the group is large and writes stop fanning out.
+    func convertGroups(_ keys: Set<String>, _ txn: any LocalWriteTransaction) throws {
+        for key in keys.sorted() {
+            guard var row = try GroupRow.find(txn, id: key), row.mode == .converting,
+                  case let .member(name, value)? = Group(key: key), let membership = rules.memberships[name] else { continue }
+            var predicate = Field(membership.group) == value && Field(SystemField.deleted) == false
+            if let progress = row.progress { predicate = predicate && Field(membership.member) > .string(progress) }
+            let batch = try txn.records(in: membership.table, matching: Query(
+                predicate, order: [SortKey(membership.member)], limit: Self.conversionStep))
+            for member in batch.compactMap({ $0[membership.member].stringValue }) {
+                let id = ReachRow.id(identity: member, group: key)
+                var reach = try ReachRow.find(txn, id: id) ?? {
+                    var spans = Spans()
+                    spans.open(at: 0)
+                    return ReachRow(id: id, identity: member, group: key, spans: spans.data, marked: true)
+                }()
+                reach.marked = true
+                try reach.save(txn)
+                row.progress = member
+            }
+            if batch.count < Self.conversionStep {
+                row.mode = .large
+                row.progress = nil
+            }
+            try row.save(txn)
+        }
+    }
+
+    /// The tables with a `member` read grant through the membership `name`.
+    func memberDependents(of name: String) -> [String] {
+        rules.tables.keys.sorted().filter { table in
+            rules.tables[table]!.read.contains { if case let .member(used, _, _) = $0.kind { return used == name } else { return false } }
+        }
     }
 
     /// The tables with an `owner_of` read grant pointing at `table`, and the grants' keys.
-    private func ownerOfDependents(of table: String) -> [(table: String, key: String)] {
+    func ownerOfDependents(of table: String) -> [(table: String, key: String)] {
         rules.tables.sorted(by: { $0.key < $1.key }).flatMap { name, grants in
             grants.read.compactMap { grant -> (String, String)? in
                 if case let .ownerOf(target, key) = grant.kind, target == table { return (name, key) }
@@ -198,4 +328,13 @@ extension OfflineSyncService {
         var seen = Set<String>()
         return names.filter { $0 != SystemField.id && seen.insert($0).inserted }.sorted()
     }
+}
+
+/// What a push's writes to shared tables did, for its report: per table, the identities
+/// whose own log changed and the large groups whose log changed; and the converting groups
+/// it touched, each of which takes one conversion step before the push commits.
+struct SharedEffects {
+    var identities: [String: Set<String>] = [:]
+    var groups: [String: Set<String>] = [:]
+    var converting = Set<String>()
 }

@@ -2,13 +2,14 @@ import OfflineSync
 import OfflineSyncStoreKit
 
 // Pulls of shared tables. A caller that an `everyone` read grant admits reads the table in
-// change-sequence order, as owner-only tables are read; any other caller reads its view log.
-// Either way every row served is checked by the full rules with the caller's claims first.
+// change-sequence order, as owner-only tables are read; any other caller reads its own log
+// merged with the logs of its large groups (``ViewReader``). Either way every row served is
+// checked by the full rules with the caller's claims first.
 
 extension OfflineSyncService {
     /// The two ways a shared table is read; the cursor names the one it belongs to, and a
     /// cursor of the other way (the caller's roles changed) starts the pull over.
-    private enum PullMode: String {
+    enum PullMode: String {
         case table = "t", view = "v"
     }
 
@@ -19,22 +20,48 @@ extension OfflineSyncService {
         let mode: PullMode = readsDirectly(table, claims: claims) ? .table : .view
         return try await store.read { txn in
             let epoch = try SequenceRow.of(txn, table: table).epoch
-            var after: Int64 = 0, reset = false
-            if let cursor = request.cursor {
-                let parts = cursor.split(separator: ":")
-                guard parts.count == 3, let sequence = Int64(parts[2]), sequence >= 0, PullMode(rawValue: String(parts[1])) != nil else {
+            var cursor = ViewCursor(main: 0), reset = false
+            if let text = request.cursor {
+                let parts = text.split(separator: ":", omittingEmptySubsequences: false)
+                guard parts.count == 3 || parts.count == 5, let sequence = Int64(parts[2]),
+                      let given = PullMode(rawValue: String(parts[1])), parts.count == 3 || given == .view else {
                     throw SyncError(.invalidCursor, "the cursor is not one this service issued")
                 }
-                if parts[0] == epoch, parts[1] == mode.rawValue { after = sequence } else { reset = true }
+                if parts.count == 5 {
+                    guard let after = Int64(parts[3]), let group = Self.unhex(parts[4]) else {
+                        throw SyncError(.invalidCursor, "the cursor is not one this service issued")
+                    }
+                    cursor = ViewCursor(main: sequence - 1, sweep: ViewCursor.Sweep(event: sequence, group: group, after: after))
+                } else {
+                    cursor.main = sequence
+                }
+                if parts[0] != epoch || given != mode { cursor = ViewCursor(main: 0); reset = true }
             }
-            var page: (records: [Record], removed: [String], last: Int64, remaining: Int)
             switch mode {
-            case .table: page = try self.tablePage(table, after: after, limit: limit, predicate: predicate, claims: claims, txn)
-            case .view: page = try self.viewPage(table, after: after, limit: limit, predicate: predicate, claims: claims, txn)
+            case .table:
+                let page = try self.tablePage(table, after: cursor.main, limit: limit, predicate: predicate, claims: claims, txn)
+                return PullPage(records: page.records, nextCursor: "\(epoch):\(mode.rawValue):\(page.last)", remaining: page.remaining,
+                                cursorReset: reset, removed: page.removed)
+            case .view:
+                var reader = ViewReader(service: self, table: table, claims: claims, predicate: predicate, txn: txn)
+                let remaining = try reader.read(from: &cursor, limit: limit)
+                return PullPage(records: reader.records, nextCursor: "\(epoch):\(mode.rawValue):\(cursor.text)",
+                                remaining: remaining, cursorReset: reset, removed: reader.removed)
             }
-            return PullPage(records: page.records, nextCursor: "\(epoch):\(mode.rawValue):\(page.last)", remaining: page.remaining,
-                            cursorReset: reset, removed: page.removed)
         }
+    }
+
+    static func unhex(_ text: Substring) -> String? {
+        guard text.utf8.count % 2 == 0 else { return nil }
+        var bytes: [UInt8] = []
+        var index = text.startIndex
+        while index < text.endIndex {
+            let next = text.index(index, offsetBy: 2)
+            guard let byte = UInt8(text[index..<next], radix: 16) else { return nil }
+            bytes.append(byte)
+            index = next
+        }
+        return String(validating: bytes, as: UTF8.self)
     }
 
     /// A page of the table's changes in sequence order (an `everyone` grant admits the caller),
@@ -46,7 +73,7 @@ extension OfflineSyncService {
         let rows = try txn.records(in: table, matching: Query(Field(Meta.sequence) > .int(after) && wanted,
                                                               order: [SortKey(Meta.sequence)], limit: limit))
         let entries = try ViewRow.all(txn, Query(ViewRow.after(after, identity: claims.identity, table: table),
-                                                 order: [ViewRow.sorted(.sequence)], limit: limit))
+                                                 order: [ViewRow.sorted(.sequence)], limit: limit)).filter { $0.group == nil }
         // Both streams share the table's sequence: merge them and keep the first `limit`.
         var merged: [(sequence: Int64, item: String, row: Record?)] =
             rows.map { ($0[Meta.sequence].intValue ?? 0, $0.id, $0) } + entries.map { ($0.sequence, $0.item, nil) }
@@ -71,27 +98,6 @@ extension OfflineSyncService {
             remaining = try txn.count(in: table, matching: Field(Meta.sequence) > .int(last) && wanted)
                 + ViewRow.count(txn, ViewRow.after(last, identity: claims.identity, table: table))
         }
-        return (records, removed, last, remaining)
-    }
-
-    /// A page of the caller's view log: rows in view (checked again, claims included) and
-    /// the ids of rows that left it — on a first pull too, since the client may hold rows it
-    /// wrote itself and may not read back.
-    private func viewPage(_ table: String, after: Int64, limit: Int, predicate: QueryPredicate, claims: Claims,
-                          _ txn: any LocalReadTransaction) throws -> (records: [Record], removed: [String], last: Int64, remaining: Int) {
-        let entries = try ViewRow.all(txn, Query(ViewRow.after(after, identity: claims.identity, table: table),
-                                                 order: [ViewRow.sorted(.sequence)], limit: limit))
-        var records: [Record] = [], removed: [String] = []
-        for entry in entries {
-            if entry.visible, let row = try txn.record(in: table, id: entry.item),
-               try evaluator.canRead(row, in: table, claims: claims, txn) {
-                if row.deleted || predicate == .all || QueryEvaluator.matches(row, predicate) { records.append(Self.publicRecord(row)) }
-            } else {
-                removed.append(entry.item)
-            }
-        }
-        let last = entries.last?.sequence ?? after
-        let remaining = entries.count < limit ? 0 : try ViewRow.count(txn, ViewRow.after(last, identity: claims.identity, table: table))
         return (records, removed, last, remaining)
     }
 }

@@ -6,37 +6,58 @@ import OfflineSyncStoreKit
 // lookup is made inside it, so nothing outside it is listed, counted or confirmed to exist.
 
 extension OfflineSyncService {
-    /// How many view entries go into one store query's `in (…)` list.
-    private static let viewChunk = 500
+    /// How many keys go into one store query's `in (…)` list.
+    private static let keyChunk = 500
 
     /// The caller's readable rows of the shared `table` (server form) that match `mapped`, a
     /// predicate already mapped onto stored names, tombstones only with `includeDeleted`. A
-    /// caller an `everyone` grant admits reads the table; any other, the rows its view log
-    /// holds as visible, looked up by id in chunks. Each row is checked by the full rules.
+    /// caller an `everyone` grant admits reads the table; any other reads, grant by grant,
+    /// the rows it names (its own rows, rows naming it, rows of its groups, rows of rows it
+    /// owns) through the rules' indexes. Each row is checked by the full rules.
     ///
-    /// The cost follows the caller's view, not the table: the view log is read through its
-    /// (identity, table, sequence) index, and the predicate is applied by the store.
+    /// The cost follows the caller's view and its groups, not the table; the predicate is
+    /// applied by the store.
     func readableRows(claims: Claims, table: String, matching mapped: QueryPredicate, includeDeleted: Bool,
                       _ txn: any LocalReadTransaction) throws -> [Record] {
         var parts: [QueryPredicate] = []
         if mapped != .all { parts.append(mapped) }
         if !includeDeleted { parts.append(Field(SystemField.deleted) == false) }
         let wanted: QueryPredicate = parts.isEmpty ? .all : .and(parts)
-        var candidates: [Record] = []
+        func narrowed(_ predicate: QueryPredicate) -> QueryPredicate { wanted == .all ? predicate : predicate && wanted }
         if readsDirectly(table, claims: claims) {
-            candidates = try txn.records(in: table, matching: Query(wanted))
-        } else {
-            let entries = try ViewRow.all(txn, Query(ViewRow.after(-1, identity: claims.identity, table: table)
-                && ViewRow.field(.visible) == true))
+            return try txn.records(in: table, matching: Query(wanted)).filter { try evaluator.canRead($0, in: table, claims: claims, txn) }
+        }
+        let me = Value.string(claims.identity)
+        var found: [String: Record] = [:]
+        func add(_ rows: [Record]) { for row in rows { found[row.id] = row } }
+        func add(whereKey key: String, in values: [Value]) throws {
+            let field = key == SystemField.id ? Meta.item : key
             var start = 0
-            while start < entries.count {
-                let chunk = entries[start..<min(start + Self.viewChunk, entries.count)].map { Value.string($0.item) }
-                let inChunk: QueryPredicate = .isIn(Meta.item, chunk)
-                candidates += try txn.records(in: table, matching: Query(wanted == .all ? inChunk : inChunk && wanted))
-                start += Self.viewChunk
+            while start < values.count {
+                let chunk = Array(values[start..<min(start + Self.keyChunk, values.count)])
+                add(try txn.records(in: table, matching: Query(narrowed(.isIn(field, chunk)))))
+                start += Self.keyChunk
             }
         }
-        return try candidates.filter { try evaluator.canRead($0, in: table, claims: claims, txn) }
+        for grant in rules.rules(for: table)?.read ?? [] {
+            switch grant.kind {
+            case .owner:
+                add(try txn.records(in: table, matching: Query(narrowed(Field(Meta.owner) == me))))
+            case .everyone:
+                break
+            case .identityField(let field):
+                add(try txn.records(in: table, matching: Query(narrowed(Field(field) == me))))
+            case let .member(name, key, _):
+                guard let membership = rules.memberships[name] else { continue }
+                let rows = try txn.records(in: membership.table, matching: Query(
+                    Field(membership.member) == me && Field(SystemField.deleted) == false))
+                try add(whereKey: key, in: Array(Set(rows.compactMap { RuleEvaluator.value(of: membership.group, in: $0) })))
+            case let .ownerOf(target, key):
+                let rows = try txn.records(in: target, matching: Query(Field(Meta.owner) == me && Field(SystemField.deleted) == false))
+                try add(whereKey: key, in: rows.compactMap { $0[Meta.item].stringValue.map(Value.string) })
+            }
+        }
+        return try found.values.sorted { $0.id < $1.id }.filter { try evaluator.canRead($0, in: table, claims: claims, txn) }
     }
 
     /// Whether an `everyone` read grant of `table` whose conditions `claims` meet admits the

@@ -12,6 +12,10 @@ extension OfflineSyncService {
     /// ``TableClock``).
     struct SequenceRow: StoredRow {
         static let table = "__srv_tables"
+        /// The row of the shared change sequence, which every shared table draws from (so a
+        /// group's log and a membership's events order across tables), kept under a name no
+        /// app table can have.
+        static let shared = "__shared"
         enum CodingKeys: String, CodingKey { case id, epoch, sequence, stamp }
 
         var id: String
@@ -100,13 +104,16 @@ extension OfflineSyncService {
         }
     }
 
-    /// `__srv_view`: the view log of shared tables. One entry per (identity, table, item): the
-    /// table's change sequence of the last time that identity's view of the row changed, and
-    /// whether the row is in view now. A pull of a shared table reads the caller's entries
-    /// after its cursor, in sequence order, through the (identity, table, sequence) index.
+    /// `__srv_view`: each identity's own log of shared tables. An entry per (identity, table,
+    /// item) whose view the identity was told of directly — as the row's owner, through an
+    /// identity field, or as a member of a small group —: the shared sequence of the last such
+    /// change, and whether the row is in view now. Beside them, one *event* per (identity,
+    /// table, group) whose membership changed (``group`` set): the pull sweeps that group's
+    /// log there (move-in, move-out). A pull reads the caller's entries after its cursor, in
+    /// sequence order, through the (identity, table, sequence) index.
     struct ViewRow: StoredRow {
         static let table = "__srv_view"
-        enum CodingKeys: String, CodingKey { case id, identity, table, item, sequence, visible }
+        enum CodingKeys: String, CodingKey { case id, identity, table, item, sequence, visible, group }
 
         var id: String
         var identity: String
@@ -115,10 +122,12 @@ extension OfflineSyncService {
         var sequence: Int64
         /// `false`: the row left the identity's view (a pull sends its id as removed).
         var visible: Bool
+        /// For an event, the key of the group (``Group/key``) whose membership changed.
+        var group: String?
 
         static let schema = TableSchema(table, fields: [
             column(.identity, .string), column(.table, .string), column(.item, .string),
-            column(.sequence, .int), column(.visible, .bool),
+            column(.sequence, .int), column(.visible, .bool), column(.group, .string),
         ], indexes: [IndexDefinition([CodingKeys.identity.rawValue, CodingKeys.table.rawValue, CodingKeys.sequence.rawValue]),
                      IndexDefinition([CodingKeys.table.rawValue, CodingKeys.sequence.rawValue])],
            undeclaredFields: .reject)
@@ -126,6 +135,11 @@ extension OfflineSyncService {
         /// The entry's id: unambiguous for any identity, table and item.
         static func id(identity: String, table: String, item: String) -> String {
             CompositeKey.packed(identity, table, last: item)
+        }
+
+        /// An event's id: `!` first, which no entry's id (a length first) starts with.
+        static func eventId(identity: String, table: String, group: String) -> String {
+            "!" + CompositeKey.packed(identity, table, last: group)
         }
 
         /// The caller's entries of `table` after `sequence`.

@@ -51,9 +51,18 @@ public final class OfflineSyncService: Sendable {
     /// tables create them with no declared fields; without it they are rejected. `rules`
     /// decide who reads and writes what (owner-only tables without them); invalid rules are
     /// ``SyncError/Code/invalidConfiguration``.
+    ///
+    /// `groupFanoutLimit` (*K*) is the largest group whose writes are also recorded in each
+    /// member's own log; a larger group's writes are logged once and read by its members'
+    /// pulls (Docs/SyncRules.md). A group turns large past *K* members and small again at
+    /// *K*/2 or fewer.
     public init(store: any LocalStore, schemas: [TableSchema] = [], allowUndeclaredTables: Bool = true,
-                rules: SyncRules = .ownerOnly) async throws {
+                rules: SyncRules = .ownerOnly, groupFanoutLimit: Int = OfflineSyncService.defaultGroupFanoutLimit) async throws {
         try rules.validate()
+        guard groupFanoutLimit >= 1 else {
+            throw SyncError(.invalidConfiguration, "the group fan-out limit must be at least 1")
+        }
+        self.fanoutLimit = groupFanoutLimit
         self.store = store
         self.allowUndeclaredTables = allowUndeclaredTables
         self.rules = rules
@@ -72,8 +81,19 @@ public final class OfflineSyncService: Sendable {
         try await store.defineTable(SequenceRow.schema)
         try await store.defineTable(OutcomeRow.schema)
         try await store.defineTable(ViewRow.schema)
+        if !shared.isEmpty {
+            for schema in [GroupLogRow.schema, GroupRow.schema, ReachRow.schema] { try await store.defineTable(schema) }
+            try await openSharedSequence()
+        }
         for schema in schemas { try await ensureTable(schema.name) }
     }
+
+    /// The default ``init(store:schemas:allowUndeclaredTables:rules:groupFanoutLimit:)``'s
+    /// `groupFanoutLimit`.
+    public static let defaultGroupFanoutLimit = 100
+
+    /// The group fan-out limit *K* the service was opened with.
+    public let fanoutLimit: Int
 
     /// A ``RemoteStore`` for one identity, for in-process use.
     public func remote(for identity: String) -> any RemoteStore {
@@ -119,7 +139,7 @@ public final class OfflineSyncService: Sendable {
 
     /// Defines the table's storage and its sequence row on first use. Throws `rejected` for
     /// tables the service does not serve.
-    private func ensureTable(_ table: String) async throws {
+    func ensureTable(_ table: String) async throws {
         if defined.contains(table) { return }
         try Names.validateAppTable(table)
         guard schemas[table] != nil || allowUndeclaredTables, rules.rules(for: table) != nil else {
@@ -134,7 +154,7 @@ public final class OfflineSyncService: Sendable {
     }
 
     /// Defines the table's storage and its sequence row.
-    private func defineStorage(_ table: String) async throws {
+    func defineStorage(_ table: String) async throws {
         try await store.defineTable(storageSchema(for: table))
         try await store.write { txn in
             if try SequenceRow.find(txn, id: table) == nil {
@@ -181,8 +201,11 @@ public final class OfflineSyncService: Sendable {
     public struct PushReport: Sendable, Hashable {
         /// One result per operation, in order.
         public var results: [PushResult]
-        /// Shared tables the push changed, each with the identities whose view changed.
+        /// Shared tables the push changed, each with the identities whose own log changed.
         public var viewsChanged: [String: Set<String>]
+        /// Shared tables the push changed, each with the large groups (``largeGroups(of:)``'s
+        /// keys) whose log changed: every member of such a group may read the change.
+        public var groupsChanged: [String: Set<String>] = [:]
     }
 
     /// Applies a batch (see ``push(claims:_:)``) and reports whose views it changed.
@@ -199,6 +222,7 @@ public final class OfflineSyncService: Sendable {
         let refused = unserved
         return try await store.write { txn in
             var clocks: TableClocks = [:]
+            var effects = SharedEffects()
             var results: [PushResult] = []
             results.reserveCapacity(operations.count)
             let now = Timestamp.now()
@@ -213,7 +237,7 @@ public final class OfflineSyncService: Sendable {
                     outcome = .rejected(reason: reason, status: 404)
                 } else if self.isShared(operation.table) {
                     outcome = try self.applyShared(operation, claims: claims, schema: schemas[operation.table]!,
-                                                   now: now, txn: txn, clocks: &clocks)
+                                                   now: now, txn: txn, clocks: &clocks, effects: &effects)
                 } else {
                     outcome = try Self.apply(operation, identity: identity, schema: schemas[operation.table]!,
                                              now: now, txn: txn, clocks: &clocks)
@@ -221,19 +245,9 @@ public final class OfflineSyncService: Sendable {
                 try OutcomeRow(id: key, outcome: outcome, createdAt: now).save(txn)
                 results.append(PushResult(operationId: operation.id, outcome: outcome))
             }
-            var viewsChanged: [String: Set<String>] = [:]
-            for (table, clock) in clocks {
-                if self.isShared(table) {
-                    // The view log entries this push wrote are those after the table's last
-                    // committed sequence (the row is saved just below).
-                    let committed = try SequenceRow.of(txn, table: table).sequence
-                    let entries = try ViewRow.all(txn, Query(ViewRow.field(.table) == .string(table)
-                        && ViewRow.field(.sequence) > .int(committed)))
-                    if !entries.isEmpty { viewsChanged[table] = Set(entries.map(\.identity)) }
-                }
-                try clock.row(table: table).save(txn)
-            }
-            return PushReport(results: results, viewsChanged: viewsChanged)
+            try self.convertGroups(effects.converting, txn)
+            for (table, clock) in clocks { try clock.row(table: table).save(txn) }
+            return PushReport(results: results, viewsChanged: effects.identities, groupsChanged: effects.groups)
         }
     }
 

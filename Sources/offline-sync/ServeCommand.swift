@@ -110,6 +110,12 @@ struct ServeCommand: AsyncParsableCommand {
         """))
     var rules: String?
 
+    @Option(help: ArgumentHelp("The largest group whose writes fan out to each member's own log (environment: OFFLINE_SYNC_GROUP_FANOUT_LIMIT).",
+                               discussion: """
+        A group of the sync rules with more members is read by its members' pulls instead, so a write costs the         same whatever the group's size (Docs/SyncRules.md). Default: \(OfflineSyncService.defaultGroupFanoutLimit).
+        """))
+    var groupFanoutLimit: Int?
+
     func run() async throws {
         let environment = ProcessInfo.processInfo.environment
         guard let level = Logger.Level(rawValue: logLevel) else { throw ValidationError("unknown log level '\(logLevel)'") }
@@ -131,7 +137,12 @@ struct ServeCommand: AsyncParsableCommand {
         let storeArguments = try StoreArguments.parse(["--store", storeText])
         let (location, adapter) = try StoreRegistry.builtIn.resolve(try storeArguments.url())
         let store = try await adapter.open(location, try storeArguments.options(for: location))
-        let service = try await OfflineSyncService(store: store, rules: syncRules)
+        let fanoutText = environment["OFFLINE_SYNC_GROUP_FANOUT_LIMIT"]
+        let fanout = groupFanoutLimit ?? (fanoutText.map { Int($0) ?? 0 } ?? OfflineSyncService.defaultGroupFanoutLimit)
+        guard fanout >= 1 else {
+            throw ValidationError("the group fan-out limit must be a whole number of at least 1")
+        }
+        let service = try await OfflineSyncService(store: store, rules: syncRules, groupFanoutLimit: fanout)
         var feed: any ChangeFeed = LocalChangeFeed()
         if let postgres = store as? PostgreSQLStore {
             // Named after the store's schema: deployments on other schemas of the same

@@ -32,16 +32,22 @@ struct SharedDifferentialTests {
         let stop: @Sendable () async throws -> Void
     }
 
-    static func sqliteServer(_ directory: URL) async throws -> Servers {
-        let live = try await LiveServer.start(in: directory, rules: sharedListsRules(ownerReadsMembers: false))
+    /// The group fan-out limit of a seed's server: 1 and 2 make lists of two or three
+    /// members large (at 2, a list shrinking to one member turns small again, so groups
+    /// cross the limit both ways); the default keeps every list small.
+    static func fanoutLimit(seed: Int) -> Int { [2, 2, 1, 1, OfflineSyncService.defaultGroupFanoutLimit][seed % 5] }
+
+    static func sqliteServer(_ directory: URL, fanoutLimit: Int) async throws -> Servers {
+        let live = try await LiveServer.start(in: directory, rules: sharedListsRules(ownerReadsMembers: false),
+                                              groupFanoutLimit: fanoutLimit)
         return Servers(remote: { identity, _ in try await live.remote(identity) }, store: live.store, stop: { try await live.stop() })
     }
 
-    static func postgresServers(_ directory: URL, url: String) async throws -> Servers {
+    static func postgresServers(_ directory: URL, url: String, fanoutLimit: Int) async throws -> Servers {
         let storeURL = TestPostgres.storeURL(url)
         let rules = directory.appendingPathComponent("rules.yaml")
         try RemoteStoreConformance.sharedListsRules.write(to: rules, atomically: true, encoding: .utf8)
-        let arguments = ["--rules", rules.path]
+        let arguments = ["--rules", rules.path, "--group-fanout-limit", String(fanoutLimit)]
         let one = try ServerProcess.start(data: directory.appendingPathComponent("one"), store: storeURL, extraArguments: arguments)
         let two = try ServerProcess.start(data: directory.appendingPathComponent("two"), store: storeURL, extraArguments: arguments)
         var registry = StoreRegistry()
@@ -68,9 +74,9 @@ struct SharedDifferentialTests {
             let servers: Servers
             if onPostgres {
                 guard let url = TestPostgres.url else { Issue.record("OFFLINE_SYNC_TEST_POSTGRES_URL is not set but CI is"); return }
-                servers = try await Self.postgresServers(directory, url: url)
+                servers = try await Self.postgresServers(directory, url: url, fanoutLimit: Self.fanoutLimit(seed: seed))
             } else {
-                servers = try await Self.sqliteServer(directory)
+                servers = try await Self.sqliteServer(directory, fanoutLimit: Self.fanoutLimit(seed: seed))
             }
             do {
                 try await run(seed: seed, servers: servers, in: directory)
@@ -85,7 +91,8 @@ struct SharedDifferentialTests {
     func run(seed: Int, servers: Servers, in directory: URL) async throws {
         var random = SplitMix64(seed: UInt64(seed) &* 0x9E37_79B9_7F4A_7C15 &+ 7)
         let policy = ConflictPolicy.allCases[(seed / 2) % ConflictPolicy.allCases.count]
-        let context = "seed \(seed) (\(seed % 2 == 1 ? "two PostgreSQL instances" : "SQLite server"), \(policy.rawValue))"
+        let context = "seed \(seed) (\(seed % 2 == 1 ? "two PostgreSQL instances" : "SQLite server"), \(policy.rawValue), "
+            + "fan-out limit \(Self.fanoutLimit(seed: seed)))"
         var clients: [String: (context: SyncContext, store: any LocalStore, partition: Partition)] = [:]
         for (index, identity) in Self.identities.enumerated() {
             let store: any LocalStore = index % 2 == 0

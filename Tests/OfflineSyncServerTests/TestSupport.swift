@@ -27,9 +27,10 @@ struct LiveServer: Sendable {
     var baseURL: String { running.baseURL }
 
     static func start(in directory: URL, rules: SyncRules = .ownerOnly,
+                      groupFanoutLimit: Int = OfflineSyncService.defaultGroupFanoutLimit,
                       configure: (inout SyncServer.Configuration) -> Void = { _ in }) async throws -> LiveServer {
         let store = try await SQLiteStore(path: directory.appendingPathComponent("server.sqlite").path)
-        let service = try await OfflineSyncService(store: store, rules: rules)
+        let service = try await OfflineSyncService(store: store, rules: rules, groupFanoutLimit: groupFanoutLimit)
         var configuration = SyncServer.Configuration(port: 0, tokenSecret: testSecret, adminKey: testAdminKey, logger: quietLogger)
         configure(&configuration)
         let server = try await SyncServer(service: service, configuration: configuration)

@@ -26,16 +26,20 @@ package let sharedListsTables = ["lists", "list_members", "todos"]
 /// What the shared-lists rules (without `ownerReadsMembers`) let `identity` read, computed
 /// straight from the server's stored rows: a second, independent statement of the rules, by
 /// table and id, in the form a client stores (no server columns, no tombstones).
-package func sharedListsOracle(serverStore: any LocalStore, identity: String) async throws -> [String: [String: Record]] {
-    let all = try await serverStore.read { txn -> [String: [Record]] in
+/// With `includingTombstones`, deleted rows the identity may read are counted too (as the
+/// service serves them: a tombstone is judged by the grants, as stored).
+package func sharedListsOracle(serverStore: any LocalStore, identity: String,
+                               includingTombstones: Bool = false) async throws -> [String: [String: Record]] {
+    let stored = try await serverStore.read { txn -> [String: [Record]] in
         var all: [String: [Record]] = [:]
         let defined = Set(try txn.tables().map(\.name))
         for table in sharedListsTables where defined.contains(table) {
-            all[table] = try txn.records(in: table, matching: .all).filter { !$0.deleted }
+            all[table] = try txn.records(in: table, matching: .all)
         }
         return all
     }
-    let memberships = (all["list_members"] ?? []).compactMap { row -> (String, String)? in
+    let all = includingTombstones ? stored : stored.mapValues { $0.filter { !$0.deleted } }
+    let memberships = (stored["list_members"] ?? []).filter { !$0.deleted }.compactMap { row -> (String, String)? in
         guard let list = row["list_id"].stringValue, let user = row["user_id"].stringValue else { return nil }
         return (list, user)
     }

@@ -1,0 +1,229 @@
+import Foundation
+import OfflineSync
+import OfflineSyncStoreKit
+
+// The bookkeeping of shared data at any group size (Docs/SyncRules.md, "How the server
+// enforces them"): a log per group, the groups' sizes and modes, and each identity's spans of
+// membership. Each row type is declared once: its columns (the coding keys) and its schema.
+
+extension OfflineSyncService {
+    /// A set of readers a read grant names by a key rather than by an identity: the members of
+    /// one group of a membership, or the owner of one row of an `owner_of` target table. Its
+    /// ``key`` names it in the group log, the group table and the reach table.
+    enum Group: Hashable {
+        /// The members of the group whose key is `value` in the membership `name`.
+        case member(String, Value)
+        /// The owner of the row `item` of `table` (while that row is live).
+        case ownerOf(String, String)
+
+        /// The group's stored name: `m<membership>` or `o<table>`, length-prefixed, then the
+        /// group value (`s` and the string, or `i` and the integer; an integral double is its
+        /// integer, as the stores compare them) or the item id.
+        var key: String {
+            switch self {
+            case let .member(name, value): return "m" + CompositeKey.packed(name, last: Self.encode(value))
+            case let .ownerOf(table, item): return "o" + CompositeKey.packed(table, last: item)
+            }
+        }
+
+        /// The group a stored key names; `nil` for a key this version did not write.
+        init?(key: String) {
+            guard let kind = key.first, let (parts, rest) = CompositeKey.unpack(key.dropFirst(), count: 1) else { return nil }
+            switch kind {
+            case "m":
+                guard let value = Self.decode(rest) else { return nil }
+                self = .member(parts[0], value)
+            case "o": self = .ownerOf(parts[0], String(rest))
+            default: return nil
+            }
+        }
+
+        /// The membership or target table the group belongs to.
+        var source: String {
+            switch self {
+            case .member(let name, _), .ownerOf(let name, _): return name
+            }
+        }
+
+        private static func encode(_ value: Value) -> String {
+            switch value {
+            case .string(let text): return "s" + text
+            case .int(let number): return "i" + String(number)
+            case .double(let number) where number.rounded() == number && abs(number) < 9.0e18: return "i" + String(Int64(number))
+            default: return "v" + ValueCodec.encode(value).map { String($0, radix: 16) }.joined(separator: ".")
+            }
+        }
+
+        private static func decode(_ text: Substring) -> Value? {
+            guard let kind = text.first else { return nil }
+            let body = text.dropFirst()
+            switch kind {
+            case "s": return .string(String(body))
+            case "i": return Int64(body).map(Value.int)
+            case "v":
+                let bytes = body.split(separator: ".").compactMap { UInt8($0, radix: 16) }
+                return try? ValueCodec.decode(bytes)
+            default: return nil
+            }
+        }
+    }
+
+    /// Half-open spans of the shared change sequence, `[from, to)`, `to == Int64.max` while
+    /// open, each with an optional role: when an item was in a group (``GroupLogRow``), or
+    /// when an identity belonged to one and with which role (``ReachRow``). Stored as one
+    /// ``ValueCodec`` value, so a row holds its whole history.
+    struct Spans: Equatable {
+        struct Span: Equatable {
+            var from: Int64
+            var to: Int64
+            var role: String?
+        }
+        var spans: [Span] = []
+
+        /// Whether the last span is still open.
+        var isOpen: Bool { spans.last?.to == .max }
+        /// The role of the open span.
+        var openRole: String? { isOpen ? spans.last?.role : nil }
+        /// Where the open span began.
+        var openSince: Int64? { isOpen ? spans.last?.from : nil }
+
+        mutating func open(at sequence: Int64, role: String? = nil) {
+            if isOpen { close(at: sequence) }
+            spans.append(Span(from: sequence, to: .max, role: role))
+        }
+
+        mutating func close(at sequence: Int64) {
+            guard isOpen else { return }
+            spans[spans.count - 1].to = sequence
+            if spans[spans.count - 1].from >= sequence { spans.removeLast() }
+        }
+
+        /// Whether some span of `self` overlaps some span of `other` whose role is in
+        /// `roles` (any role when `roles` is nil).
+        func overlaps(_ other: Spans, roles: Set<String>?) -> Bool {
+            for mine in spans {
+                for theirs in other.spans where roles == nil || theirs.role.map(roles!.contains) == true {
+                    if mine.from < theirs.to && theirs.from < mine.to { return true }
+                }
+            }
+            return false
+        }
+
+        var data: Data {
+            Data(ValueCodec.encode(Value.array(spans.map { span in
+                .array([.int(span.from), .int(span.to), span.role.map(Value.string) ?? .null])
+            })))
+        }
+
+        init() {}
+
+        /// Decodes stored spans; ``SyncError/Code/corrupted`` when they do not decode.
+        init(_ data: Data) throws {
+            guard case .array(let items) = try ValueCodec.decode(Array(data)) else {
+                throw SyncError(.corrupted, "stored membership spans are unreadable")
+            }
+            for item in items {
+                guard case .array(let parts) = item, parts.count == 3, let from = parts[0].intValue, let to = parts[1].intValue else {
+                    throw SyncError(.corrupted, "stored membership spans are unreadable")
+                }
+                spans.append(Span(from: from, to: to, role: parts[2].stringValue))
+            }
+        }
+    }
+
+    /// `__srv_glog`: the group log. One entry per (group, table, item) an item ever belonged
+    /// to: the shared sequence of the last change that touched the item while in or leaving
+    /// the group, and the spans it was in the group. A write costs one entry per group of the
+    /// row before and after it, whatever the groups' sizes. Members of a large group read its
+    /// entries on pull; a member's move-in or move-out sweeps them (``GroupLogRow/after(_:group:table:)``).
+    struct GroupLogRow: StoredRow {
+        static let table = "__srv_glog"
+        enum CodingKeys: String, CodingKey { case id, group, table, item, sequence, spans }
+
+        var id: String
+        var group: String
+        var table: String
+        var item: String
+        var sequence: Int64
+        var spans: Data
+
+        static let schema = TableSchema(table, fields: [
+            column(.group, .string), column(.table, .string), column(.item, .string),
+            column(.sequence, .int), column(.spans, .bytes),
+        ], indexes: [IndexDefinition([CodingKeys.group.rawValue, CodingKeys.table.rawValue, CodingKeys.sequence.rawValue])],
+           undeclaredFields: .reject)
+
+        static func id(group: String, table: String, item: String) -> String {
+            CompositeKey.packed(group, table, last: item)
+        }
+
+        /// The group's entries of `table` after `sequence`.
+        static func after(_ sequence: Int64, group: String, table: String) -> QueryPredicate {
+            field(.group) == .string(group) && field(.table) == .string(table) && field(.sequence) > .int(sequence)
+        }
+    }
+
+    /// How a group's writes reach its members.
+    enum GroupMode: String, Codable {
+        /// At most the fan-out limit of members: a write also records an entry in each
+        /// member's own log, so a member of thousands of small groups pulls one log.
+        case small
+        /// Over the limit, and the members' markers are being written in bounded steps: writes
+        /// still fan out until every member can read the group's log.
+        case converting
+        /// Over the limit: a write is logged once, in the group's log, which each member's pull
+        /// reads beside its own.
+        case large
+    }
+
+    /// `__srv_groups`: one row per membership group the service has seen change: its count of
+    /// live membership rows and its mode. A group without a row is small and is counted
+    /// when it next changes.
+    struct GroupRow: StoredRow {
+        static let table = "__srv_groups"
+        enum CodingKeys: String, CodingKey { case id, members, mode, largeUntil, progress }
+
+        var id: String
+        /// Live membership rows (a member with two rows counts twice: only thresholds use it).
+        var members: Int64
+        var mode: GroupMode
+        /// When the group was last turned back from large to small: members' pulls from a cursor
+        /// before it still read the group's log (writes then were not fanned out).
+        var largeUntil: Int64?
+        /// While converting: the last member whose marker was written.
+        var progress: String?
+
+        static let schema = TableSchema(table, fields: [
+            column(.members, .int), column(.mode, .string), column(.largeUntil, .int), column(.progress, .string),
+        ], undeclaredFields: .reject)
+
+        /// Whether a member's pull from `cursor` must read the group's log.
+        func isRead(after cursor: Int64) -> Bool {
+            mode != .small || (largeUntil ?? .min) > cursor
+        }
+    }
+
+    /// `__srv_reach`: an identity's spans of membership in one group (with its role), and
+    /// whether it is *marked*: a member of a group that is or was large, whose log its pulls
+    /// read. Pulls find their marked groups through the (identity, marked) index, so a pull
+    /// costs O(the caller's large groups), not O(its groups).
+    struct ReachRow: StoredRow {
+        static let table = "__srv_reach"
+        enum CodingKeys: String, CodingKey { case id, identity, group, spans, marked }
+
+        var id: String
+        var identity: String
+        var group: String
+        var spans: Data
+        var marked: Bool
+
+        static let schema = TableSchema(table, fields: [
+            column(.identity, .string), column(.group, .string), column(.spans, .bytes), column(.marked, .bool),
+        ], indexes: [IndexDefinition([CodingKeys.identity.rawValue, CodingKeys.marked.rawValue])],
+           undeclaredFields: .reject)
+
+        static func id(identity: String, group: String) -> String {
+            CompositeKey.packed(identity, last: group)
+        }
+    }
+}

@@ -1,0 +1,83 @@
+import Foundation
+import OfflineSync
+
+// Opening a store written before group logs: the shared change sequence starts above every
+// shared table's own, so stored cursors keep their meaning, and the group log and reach rows
+// are filled in from the stored rows, page by page, before the first request is served.
+
+extension OfflineSyncService {
+    /// How many rows one backfill transaction reads.
+    private static let backfillPage = 500
+
+    /// Creates the shared change sequence on the first open by this version, after filling in
+    /// the group log and reach rows of what earlier versions stored (existing own-log entries
+    /// stay as they are: they are still each identity's view). Several instances opening one
+    /// store at once do the same work; rows already there are kept, never overwritten.
+    func openSharedSequence() async throws {
+        if try await store.read({ try SequenceRow.find($0, id: SequenceRow.shared) }) != nil { return }
+        let (start, used) = try await store.read { txn -> (Int64, [String]) in
+            var highest: Int64 = 0, used: [String] = []
+            for table in self.sharedTables.sorted() {
+                guard let row = try SequenceRow.find(txn, id: table) else { continue }
+                highest = max(highest, row.sequence)
+                used.append(table)
+            }
+            return (highest, used)
+        }
+        for table in used {
+            try await defineStorage(table)
+            try await backfill(table)
+        }
+        try await store.write { txn in
+            if try SequenceRow.find(txn, id: SequenceRow.shared) == nil {
+                try SequenceRow(id: SequenceRow.shared, epoch: UUID().uuidString.lowercased(), sequence: start).save(txn)
+            }
+        }
+    }
+
+    /// Writes the group-log entries of every stored row of `table` and, for memberships and
+    /// `owner_of` targets, the reach of their live rows, open since the beginning.
+    private func backfill(_ table: String) async throws {
+        var after = Int64.min
+        while true {
+            let start = after
+            let last = try await store.write { txn -> Int64? in
+                let rows = try txn.records(in: table, matching: Query(Field(Meta.sequence) > .int(start),
+                                                                      order: [SortKey(Meta.sequence)], limit: Self.backfillPage))
+                for row in rows { try self.backfill(row, of: table, txn) }
+                return rows.count < Self.backfillPage ? nil : rows.last?[Meta.sequence].intValue
+            }
+            guard let last else { return }
+            after = last
+        }
+    }
+
+    private func backfill(_ row: Record, of table: String, _ txn: any LocalWriteTransaction) throws {
+        let item = row[Meta.item].stringValue ?? row.id
+        var since = Spans()
+        since.open(at: 0)
+        for group in audience(of: row, in: table).groups {
+            let id = GroupLogRow.id(group: group.key, table: table, item: item)
+            if try GroupLogRow.find(txn, id: id) != nil { continue }
+            try GroupLogRow(id: id, group: group.key, table: table, item: item,
+                            sequence: row[Meta.sequence].intValue ?? 0, spans: since.data).save(txn)
+        }
+        guard !row.deleted else { return }
+        var reached: [(identity: String, group: Group, role: String?)] = []
+        for (name, membership) in rules.memberships where membership.table == table {
+            if let member = row[membership.member].stringValue, let value = RuleEvaluator.value(of: membership.group, in: row) {
+                reached.append((member, .member(name, value), membership.role.flatMap { row[$0].stringValue }))
+            }
+        }
+        if !ownerOfDependents(of: table).isEmpty, let owner = row[Meta.owner].stringValue {
+            reached.append((owner, .ownerOf(table, item), nil))
+        }
+        for (identity, group, role) in reached {
+            let id = ReachRow.id(identity: identity, group: group.key)
+            if try ReachRow.find(txn, id: id) != nil { continue }
+            var spans = Spans()
+            spans.open(at: 0, role: role)
+            try ReachRow(id: id, identity: identity, group: group.key, spans: spans.data, marked: false).save(txn)
+        }
+    }
+}

@@ -1,0 +1,216 @@
+import OfflineSync
+import OfflineSyncStoreKit
+
+// A pull of a shared table in view mode: the caller's own log merged, in shared-sequence
+// order, with the logs of the large groups it belongs to; an event in its own log (a
+// membership that began, ended or changed role) sweeps that group's log there, page by page.
+
+extension OfflineSyncService {
+    /// Where a view pull stands: every entry up to `main` is served; during a sweep, the
+    /// event at `sweep.event` is being served, through the group-log entries up to
+    /// `sweep.after`.
+    struct ViewCursor {
+        struct Sweep {
+            var event: Int64
+            var group: String
+            var after: Int64
+        }
+        var main: Int64
+        var sweep: Sweep?
+
+        /// The cursor's text after the epoch and mode: `<main>`, or
+        /// `<event>:<after>:<group in hex>` during a sweep.
+        var text: String {
+            guard let sweep else { return String(main) }
+            return "\(sweep.event):\(sweep.after):" + sweep.group.utf8.map { byte in
+                (byte < 16 ? "0" : "") + String(byte, radix: 16)
+            }.joined()
+        }
+    }
+
+    /// Reads one page of a shared table for one caller and gathers what it serves: the rows
+    /// the caller may read, in their current state, and the ids of rows it may have seen and
+    /// may no longer read. Every decision is taken on the row as stored now, so entries of one
+    /// item in several logs agree, and serving an entry twice is harmless.
+    struct ViewReader {
+        let service: OfflineSyncService
+        let table: String
+        let claims: Claims
+        let predicate: QueryPredicate
+        let txn: any LocalReadTransaction
+
+        /// The rows served, in the order first met.
+        var records: [Record] { servedRecords }
+        /// The ids served as removed (none of them also served as a row).
+        var removed: [String] { removedIds.filter { !$0.isEmpty } }
+
+        private var servedRecords: [Record] = []
+        private var removedIds: [String] = []
+        private var served: [String: Int] = [:]
+        private var removedIndex: [String: Int] = [:]
+        private var reaches: [String: Spans?] = [:]
+
+        init(service: OfflineSyncService, table: String, claims: Claims, predicate: QueryPredicate, txn: any LocalReadTransaction) {
+            self.service = service
+            self.table = table
+            self.claims = claims
+            self.predicate = predicate
+            self.txn = txn
+        }
+
+        /// One entry of the merged logs: from the caller's own log, or from a large group's.
+        private enum Entry {
+            case own(ViewRow)
+            case group(GroupLogRow)
+
+            var sequence: Int64 {
+                switch self {
+                case .own(let row): return row.sequence
+                case .group(let row): return row.sequence
+                }
+            }
+        }
+
+        /// Serves at most `limit` entries from `cursor` and moves it past them; returns how many
+        /// entries remain after it (0 when the logs are read to their end).
+        mutating func read(from cursor: inout ViewCursor, limit: Int) throws -> Int {
+            var budget = limit
+            if let sweep = cursor.sweep {
+                let (count, last, finished) = try self.sweep(sweep.group, after: sweep.after, budget: budget)
+                budget -= count
+                if !finished {
+                    cursor.sweep?.after = last
+                    return try remaining(after: cursor)
+                }
+                cursor = ViewCursor(main: sweep.event)
+            }
+            let groups = try largeGroups()
+            while budget > 0 {
+                let fetch = budget
+                var entries = try ViewRow.all(txn, Query(ViewRow.after(cursor.main, identity: claims.identity, table: table),
+                                                         order: [ViewRow.sorted(.sequence)], limit: fetch)).map(Entry.own)
+                // Entries up to `bound` are complete in every log read: a log that filled its
+                // fetch may hold more after its last one.
+                var bound = entries.count == fetch ? entries.last!.sequence : Int64.max
+                for (group, since) in groups {
+                    guard try GroupRow.find(txn, id: group)?.isRead(after: cursor.main) ?? false else { continue }
+                    let from = max(cursor.main, since)
+                    let logged = try GroupLogRow.all(txn, Query(GroupLogRow.after(from, group: group, table: table),
+                                                                order: [GroupLogRow.sorted(.sequence)], limit: fetch))
+                    if logged.count == fetch { bound = min(bound, logged.last!.sequence) }
+                    entries += logged.map(Entry.group)
+                }
+                if entries.isEmpty { return 0 }
+                entries.sort { $0.sequence < $1.sequence }
+                var index = 0
+                while index < entries.count, entries[index].sequence <= bound, budget > 0 {
+                    let sequence = entries[index].sequence
+                    while index < entries.count, entries[index].sequence == sequence {
+                        switch entries[index] {
+                        case .own(let row):
+                            if let group = row.group {
+                                let (count, last, finished) = try self.sweep(group, after: .min, budget: budget)
+                                budget -= count
+                                if !finished {
+                                    cursor = ViewCursor(main: sequence - 1, sweep: ViewCursor.Sweep(event: sequence, group: group, after: last))
+                                    return try remaining(after: cursor)
+                                }
+                            } else {
+                                try decide(row.item, known: true)
+                            }
+                        case .group(let row):
+                            try decide(row.item, known: try knows(row))
+                        }
+                        index += 1
+                    }
+                    budget -= 1
+                    cursor.main = sequence
+                }
+                if bound == .max, index == entries.count { return 0 }
+            }
+            return try remaining(after: cursor)
+        }
+
+        /// Serves the group's log of this table after `after` (a move-in, a move-out, a role
+        /// change): each row the caller may read now, and the id of each it may have seen
+        /// there and may not read now. Returns how many entries it read, the last one's
+        /// sequence, and whether the log is read to its end.
+        private mutating func sweep(_ group: String, after: Int64, budget: Int) throws -> (Int, Int64, Bool) {
+            guard budget > 0 else { return (0, after, false) }
+            let logged = try GroupLogRow.all(txn, Query(GroupLogRow.after(after, group: group, table: table),
+                                                        order: [GroupLogRow.sorted(.sequence)], limit: budget))
+            for row in logged { try decide(row.item, known: try knows(row)) }
+            return (logged.count, logged.last?.sequence ?? after, logged.count < budget)
+        }
+
+        /// Serves `item` as it is now: the row when the caller may read it (and it matches the
+        /// pull's filter, or is a deletion), else its id as removed when the caller may have
+        /// seen it (`known`).
+        private mutating func decide(_ item: String, known: Bool) throws {
+            if let row = try txn.record(in: table, id: item), try service.evaluator.canRead(row, in: table, claims: claims, txn) {
+                if let index = removedIndex.removeValue(forKey: item) { removedIds[index] = "" }
+                guard row.deleted || predicate == .all || QueryEvaluator.matches(row, predicate) else { return }
+                let record = OfflineSyncService.publicRecord(row)
+                if let index = served[item] { servedRecords[index] = record } else {
+                    served[item] = servedRecords.count
+                    servedRecords.append(record)
+                }
+            } else if known, removedIndex[item] == nil, served[item] == nil {
+                removedIndex[item] = removedIds.count
+                removedIds.append(item)
+            }
+        }
+
+        /// Whether the caller may have seen the item of a group-log entry: it was in the group
+        /// while the caller belonged to it with a role this table's grants read through.
+        private mutating func knows(_ entry: GroupLogRow) throws -> Bool {
+            if reaches[entry.group] == nil {
+                let row = try ReachRow.find(txn, id: ReachRow.id(identity: claims.identity, group: entry.group))
+                reaches[entry.group] = try row.map { try Spans($0.spans) }
+            }
+            guard let reach = reaches[entry.group] ?? nil, let group = Group(key: entry.group) else { return false }
+            return try Spans(entry.spans).overlaps(reach, roles: service.readRoles(of: table, through: group))
+        }
+
+        /// The caller's marked groups whose log this table's pull reads, each with where the
+        /// caller's current membership began (its move-in sweep serves the log before).
+        private func largeGroups() throws -> [(String, Int64)] {
+            let marked = try ReachRow.all(txn, Query(ReachRow.field(.identity) == .string(claims.identity)
+                && ReachRow.field(.marked) == true))
+            let names = Set(service.rules.rules(for: table)?.read.compactMap { grant -> String? in
+                if case let .member(name, _, _) = grant.kind { return name }
+                return nil
+            } ?? [])
+            return try marked.compactMap { row in
+                guard case let .member(name, _)? = Group(key: row.group), names.contains(name) else { return nil }
+                return (row.group, try Spans(row.spans).openSince ?? .min)
+            }
+        }
+
+        /// How many entries lie after `cursor` (an upper bound: an item logged in several
+        /// logs counts once in each).
+        private func remaining(after cursor: ViewCursor) throws -> Int {
+            var count = try ViewRow.count(txn, ViewRow.after(cursor.main, identity: claims.identity, table: table))
+            for (group, since) in try largeGroups() where try GroupRow.find(txn, id: group)?.isRead(after: cursor.main) ?? false {
+                count += try GroupLogRow.count(txn, GroupLogRow.after(max(cursor.main, since), group: group, table: table))
+            }
+            if let sweep = cursor.sweep {
+                count += try GroupLogRow.count(txn, GroupLogRow.after(sweep.after, group: sweep.group, table: table))
+            }
+            return max(count, 1)
+        }
+    }
+
+    /// The roles a member of `group` needs for `table`'s read grants through it to admit rows
+    /// (`nil`: any role, or no membership grant).
+    func readRoles(of table: String, through group: Group) -> Set<String>? {
+        guard case let .member(name, _) = group else { return nil }
+        var roles = Set<String>()
+        for grant in rules.rules(for: table)?.read ?? [] {
+            guard case let .member(used, _, required) = grant.kind, used == name else { continue }
+            guard let required else { return nil }
+            roles.formUnion(required)
+        }
+        return roles
+    }
+}
