@@ -17,7 +17,10 @@ import ServiceLifecycle
 /// - operator routes under `/v1/admin`, behind the admin key.
 ///
 /// Every other route needs `Authorization: Bearer <token>` minted by the server's
-/// ``TokenAuthority``; the token's identity scopes every read and write.
+/// ``TokenAuthority``. The token's identity and claims decide every read and write through the
+/// service's sync rules (`Docs/SyncRules.md`): owner-only tables (every table without rules)
+/// keep each identity's rows apart; shared tables serve each identity the rows the rules let
+/// it read, on every route, in every error, count and notification.
 ///
 /// ```swift
 /// let service = try await OfflineSyncService(store: SQLiteStore(path: "server.sqlite"))

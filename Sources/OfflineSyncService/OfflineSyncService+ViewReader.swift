@@ -71,22 +71,24 @@ extension OfflineSyncService {
             }
         }
 
-        /// Serves at most `limit` entries from `cursor` and moves it past them; returns how many
-        /// entries remain after it (0 when the logs are read to their end).
+        /// Serves the entries after `cursor` until the page holds `limit` rows and removals,
+        /// and moves the cursor past what it served; returns how many entries remain after it
+        /// (0 when the logs are read to their end). Entries of an item the page already
+        /// decided cost nothing (one snapshot serves them all alike), so a move-in's sweep and
+        /// the same rows' own entries fill one page once. A page stops only at a sequence
+        /// boundary, and is empty only when nothing remains.
         mutating func read(from cursor: inout ViewCursor, limit: Int) throws -> Int {
-            var budget = limit
+            self.limit = limit
             if let sweep = cursor.sweep {
-                let (count, last, finished) = try self.sweep(sweep.group, after: sweep.after, budget: budget)
-                budget -= count
-                if !finished {
+                if let last = try self.sweep(sweep.group, after: sweep.after) {
                     cursor.sweep?.after = last
                     return try remaining(after: cursor)
                 }
                 cursor = ViewCursor(main: sweep.event)
             }
             let groups = try largeGroups()
-            while budget > 0 {
-                let fetch = budget
+            while true {
+                let fetch = limit + 1
                 var entries = try ViewRow.all(txn, Query(ViewRow.after(cursor.main, identity: claims.identity, table: table),
                                                          order: [ViewRow.sorted(.sequence)], limit: fetch)).map(Entry.own)
                 // Entries up to `bound` are complete in every log read: a log that filled its
@@ -103,15 +105,17 @@ extension OfflineSyncService {
                 if entries.isEmpty { return 0 }
                 entries.sort { $0.sequence < $1.sequence }
                 var index = 0
-                while index < entries.count, entries[index].sequence <= bound, budget > 0 {
+                while index < entries.count, entries[index].sequence <= bound {
                     let sequence = entries[index].sequence
-                    while index < entries.count, entries[index].sequence == sequence {
-                        switch entries[index] {
+                    var end = index
+                    while end < entries.count, entries[end].sequence == sequence { end += 1 }
+                    // One sequence number is one change: served whole or not at all.
+                    if isFull, try entries[index..<end].contains(where: { try adds($0) }) { return try remaining(after: cursor) }
+                    for entry in entries[index..<end] {
+                        switch entry {
                         case .own(let row):
                             if let group = row.group {
-                                let (count, last, finished) = try self.sweep(group, after: .min, budget: budget)
-                                budget -= count
-                                if !finished {
+                                if let last = try self.sweep(group, after: .min) {
                                     cursor = ViewCursor(main: sequence - 1, sweep: ViewCursor.Sweep(event: sequence, group: group, after: last))
                                     return try remaining(after: cursor)
                                 }
@@ -121,26 +125,42 @@ extension OfflineSyncService {
                         case .group(let row):
                             try decide(row.item, known: try knows(row))
                         }
-                        index += 1
                     }
-                    budget -= 1
                     cursor.main = sequence
+                    index = end
                 }
-                if bound == .max, index == entries.count { return 0 }
+                if bound == .max { return 0 }
             }
-            return try remaining(after: cursor)
+        }
+
+        /// The most rows and removals one page holds.
+        private var limit = 1
+        private var isFull: Bool { served.count + removedIndex.count >= limit }
+
+        /// Whether serving `entry` could add a row or a removal the page does not hold yet.
+        private func adds(_ entry: Entry) throws -> Bool {
+            switch entry {
+            case .own(let row): return row.group != nil || (served[row.item] == nil && removedIndex[row.item] == nil)
+            case .group(let row): return served[row.item] == nil && removedIndex[row.item] == nil
+            }
         }
 
         /// Serves the group's log of this table after `after` (a move-in, a move-out, a role
         /// change): each row the caller may read now, and the id of each it may have seen
-        /// there and may not read now. Returns how many entries it read, the last one's
-        /// sequence, and whether the log is read to its end.
-        private mutating func sweep(_ group: String, after: Int64, budget: Int) throws -> (Int, Int64, Bool) {
-            guard budget > 0 else { return (0, after, false) }
-            let logged = try GroupLogRow.all(txn, Query(GroupLogRow.after(after, group: group, table: table),
-                                                        order: [GroupLogRow.sorted(.sequence)], limit: budget))
-            for row in logged { try decide(row.item, known: try knows(row)) }
-            return (logged.count, logged.last?.sequence ?? after, logged.count < budget)
+        /// there and may not read now. Returns `nil` when the log is read to its end, else the
+        /// sequence of the last entry served (the page is full).
+        private mutating func sweep(_ group: String, after: Int64) throws -> Int64? {
+            var position = after
+            while true {
+                let logged = try GroupLogRow.all(txn, Query(GroupLogRow.after(position, group: group, table: table),
+                                                            order: [GroupLogRow.sorted(.sequence)], limit: limit + 1))
+                for row in logged {
+                    if isFull, served[row.item] == nil, removedIndex[row.item] == nil { return position }
+                    try decide(row.item, known: try knows(row))
+                    position = row.sequence
+                }
+                if logged.count <= limit { return nil }
+            }
         }
 
         /// Serves `item` as it is now: the row when the caller may read it (and it matches the
