@@ -142,9 +142,15 @@ extension OfflineSyncService {
             "!" + CompositeKey.packed(identity, table, last: group)
         }
 
-        /// The caller's entries of `table` after `sequence`.
+        /// The caller's entries and events of `table` after `sequence`.
         static func after(_ sequence: Int64, identity: String, table: String) -> QueryPredicate {
             field(.identity) == .string(identity) && field(.table) == .string(table) && field(.sequence) > .int(sequence)
+        }
+
+        /// The caller's entries of `table` after `sequence`, without events (a pull that reads
+        /// the table directly has no group to sweep).
+        static func entries(after sequence: Int64, identity: String, table: String) -> QueryPredicate {
+            after(sequence, identity: identity, table: table) && .isNull(CodingKeys.group.rawValue)
         }
     }
 }
