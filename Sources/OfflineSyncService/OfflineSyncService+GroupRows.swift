@@ -38,13 +38,6 @@ extension OfflineSyncService {
             }
         }
 
-        /// The membership or target table the group belongs to.
-        var source: String {
-            switch self {
-            case .member(let name, _), .ownerOf(let name, _): return name
-            }
-        }
-
         private static func encode(_ value: Value) -> String {
             switch value {
             case .string(let text): return "s" + text

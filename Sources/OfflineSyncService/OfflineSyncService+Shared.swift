@@ -195,7 +195,7 @@ extension OfflineSyncService {
                 let group = Group.member(name, value)
                 let delta = (new.map { $0.member == member && $0.group == value } == true ? 1 : 0)
                     - (old.map { $0.member == member && $0.group == value } == true ? 1 : 0)
-                var groupRow = try self.groupRow(group, delta: Int64(delta), through: membership, txn)
+                var groupRow = try self.groupRow(group, value: value, delta: Int64(delta), through: membership, txn)
                 let current = try txn.first(in: membership.table, matching: Query(
                     Field(membership.member) == .string(member) && Field(membership.group) == value
                         && Field(SystemField.deleted) == false))
@@ -248,15 +248,14 @@ extension OfflineSyncService {
         try ReachRow(id: id, identity: identity, group: group.key, spans: spans.data, marked: present && marked).save(txn)
     }
 
-    /// The group's row with `delta` live memberships more; a group without one is counted
-    /// now (after the change) and starts small.
-    private func groupRow(_ group: Group, delta: Int64, through membership: Membership,
+    /// The row of the group `value` of `membership` with `delta` live memberships more; a
+    /// group without one is counted now (after the change) and starts small.
+    private func groupRow(_ group: Group, value: Value, delta: Int64, through membership: Membership,
                           _ txn: any LocalReadTransaction) throws -> GroupRow {
         if var row = try GroupRow.find(txn, id: group.key) {
             row.members += delta
             return row
         }
-        guard case let .member(_, value) = group else { return GroupRow(id: group.key, members: 0, mode: .small) }
         let count = try txn.count(in: membership.table, matching: Field(membership.group) == value && Field(SystemField.deleted) == false)
         return GroupRow(id: group.key, members: Int64(count), mode: .small)
     }

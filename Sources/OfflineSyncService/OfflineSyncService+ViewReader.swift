@@ -86,7 +86,7 @@ extension OfflineSyncService {
                 }
                 cursor = ViewCursor(main: sweep.event)
             }
-            let groups = try largeGroups()
+            let groups = try largeGroups(readAfter: cursor.main)
             while true {
                 let fetch = limit + 1
                 var entries = try ViewRow.all(txn, Query(ViewRow.after(cursor.main, identity: claims.identity, table: table),
@@ -95,7 +95,6 @@ extension OfflineSyncService {
                 // fetch may hold more after its last one.
                 var bound = entries.count == fetch ? entries.last!.sequence : Int64.max
                 for (group, since) in groups {
-                    guard try GroupRow.find(txn, id: group)?.isRead(after: cursor.main) ?? false else { continue }
                     let from = max(cursor.main, since)
                     let logged = try GroupLogRow.all(txn, Query(GroupLogRow.after(from, group: group, table: table),
                                                                 order: [GroupLogRow.sorted(.sequence)], limit: fetch))
@@ -192,26 +191,35 @@ extension OfflineSyncService {
             return try Spans(entry.spans).overlaps(reach, roles: service.readRoles(of: table, through: group))
         }
 
-        /// The caller's marked groups whose log this table's pull reads, each with where the
-        /// caller's current membership began (its move-in sweep serves the log before).
-        private func largeGroups() throws -> [(String, Int64)] {
+        /// The caller's marked groups whose log this table's pull reads from `cursor` (large
+        /// now, or large after it), each with where the caller's current membership began (its
+        /// move-in sweep serves the log before). Read once per page: the page's cursor only
+        /// moves forward, and a group read needlessly costs an empty range.
+        private mutating func largeGroups(readAfter cursor: Int64) throws -> [(String, Int64)] {
+            if let groups = readGroups { return groups }
             let marked = try ReachRow.all(txn, Query(ReachRow.field(.identity) == .string(claims.identity)
                 && ReachRow.field(.marked) == true))
             let names = Set(service.rules.rules(for: table)?.read.compactMap { grant -> String? in
                 if case let .member(name, _, _) = grant.kind { return name }
                 return nil
             } ?? [])
-            return try marked.compactMap { row in
-                guard case let .member(name, _)? = Group(key: row.group), names.contains(name) else { return nil }
-                return (row.group, try Spans(row.spans).openSince ?? .min)
+            var groups: [(String, Int64)] = []
+            for row in marked {
+                guard case let .member(name, _)? = Group(key: row.group), names.contains(name),
+                      try GroupRow.find(txn, id: row.group)?.isRead(after: cursor) ?? false else { continue }
+                groups.append((row.group, try Spans(row.spans).openSince ?? .min))
             }
+            readGroups = groups
+            return groups
         }
+
+        private var readGroups: [(String, Int64)]?
 
         /// How many entries lie after `cursor` (an upper bound: an item logged in several
         /// logs counts once in each).
-        private func remaining(after cursor: ViewCursor) throws -> Int {
+        private mutating func remaining(after cursor: ViewCursor) throws -> Int {
             var count = try ViewRow.count(txn, ViewRow.after(cursor.main, identity: claims.identity, table: table))
-            for (group, since) in try largeGroups() where try GroupRow.find(txn, id: group)?.isRead(after: cursor.main) ?? false {
+            for (group, since) in try largeGroups(readAfter: cursor.main) {
                 count += try GroupLogRow.count(txn, GroupLogRow.after(max(cursor.main, since), group: group, table: table))
             }
             if let sweep = cursor.sweep {

@@ -139,7 +139,7 @@ public final class OfflineSyncService: Sendable {
 
     /// Defines the table's storage and its sequence row on first use. Throws `rejected` for
     /// tables the service does not serve.
-    func ensureTable(_ table: String) async throws {
+    private func ensureTable(_ table: String) async throws {
         if defined.contains(table) { return }
         try Names.validateAppTable(table)
         guard schemas[table] != nil || allowUndeclaredTables, rules.rules(for: table) != nil else {
