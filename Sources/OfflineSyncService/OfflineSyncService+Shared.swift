@@ -106,8 +106,11 @@ extension OfflineSyncService {
                 }
             case let .member(name, value):
                 guard let membership = rules.memberships[name] else { continue }
-                let mode = try GroupRow.find(txn, id: group.key)?.mode ?? .small
-                if mode != .large { told.formUnion(try members(of: value, through: membership, txn)) }
+                let row = try GroupRow.find(txn, id: group.key)
+                let mode = row?.mode ?? .small
+                // A converting group's members up to its progress are marked: their pulls read
+                // the group's log, so only the others are told.
+                if mode != .large { told.formUnion(try members(of: value, through: membership, after: row?.progress, txn)) }
                 if mode != .small { effects.groups[table, default: []].insert(group.key) }
                 if mode == .converting { effects.converting.insert(group.key) }
             }
@@ -137,10 +140,13 @@ extension OfflineSyncService {
         effects.identities[table, default: []].insert(identity)
     }
 
-    /// The live members of the group `value` of `membership` (only asked of small groups).
-    private func members(of value: Value, through membership: Membership, _ txn: any LocalReadTransaction) throws -> Set<String> {
-        let rows = try txn.records(in: membership.table, matching: Query(
-            Field(membership.group) == value && Field(SystemField.deleted) == false))
+    /// The live members of the group `value` of `membership` (only asked of small and
+    /// converting groups), those after `after` in member order when given.
+    private func members(of value: Value, through membership: Membership, after: String? = nil,
+                         _ txn: any LocalReadTransaction) throws -> Set<String> {
+        var predicate = Field(membership.group) == value && Field(SystemField.deleted) == false
+        if let after { predicate = predicate && Field(membership.member) > .string(after) }
+        let rows = try txn.records(in: membership.table, matching: Query(predicate))
         return Set(rows.compactMap { $0[membership.member].stringValue })
     }
 
@@ -206,7 +212,11 @@ extension OfflineSyncService {
                 if groupRow.mode == .small, groupRow.members > Int64(fanoutLimit) {
                     groupRow.mode = .converting
                     groupRow.progress = nil
-                    effects.converting.insert(group.key)
+                    try groupRow.save(txn)
+                    // The first step now: a group that crosses a limit below the step's size is
+                    // large before this transaction's next write to it.
+                    if try convertStep(group.key, txn) { effects.converting.insert(group.key) }
+                    continue
                 } else if groupRow.mode != .small, groupRow.members <= Int64(fanoutLimit / 2) {
                     groupRow.mode = .small
                     groupRow.largeUntil = sequence
@@ -260,37 +270,45 @@ extension OfflineSyncService {
         return GroupRow(id: group.key, members: Int64(count), mode: .small)
     }
 
-    /// How many markers one conversion step writes: a group of 10,000 members becomes large
-    /// over ten of the writes that touch it, none of which holds the writer long.
+    /// How many markers one conversion step writes, in one transaction of its own.
     static let conversionStep = 1000
 
-    /// One bounded step of each converting group touched: marks the next members (in member
-    /// order); when every member is marked, the group is large and writes stop fanning out.
-    func convertGroups(_ keys: Set<String>, _ txn: any LocalWriteTransaction) throws {
+    /// Finishes converting `keys` to large groups, one bounded step per write transaction, so
+    /// other writers run between steps. Called after a push commits; a conversion cut short
+    /// (the process stopped) goes on after the next push that touches the group.
+    func convertGroups(_ keys: Set<String>) async throws {
         for key in keys.sorted() {
-            guard var row = try GroupRow.find(txn, id: key), row.mode == .converting,
-                  case let .member(name, value)? = Group(key: key), let membership = rules.memberships[name] else { continue }
-            var predicate = Field(membership.group) == value && Field(SystemField.deleted) == false
-            if let progress = row.progress { predicate = predicate && Field(membership.member) > .string(progress) }
-            let batch = try txn.records(in: membership.table, matching: Query(
-                predicate, order: [SortKey(membership.member)], limit: Self.conversionStep))
-            for member in batch.compactMap({ $0[membership.member].stringValue }) {
-                let id = ReachRow.id(identity: member, group: key)
-                var reach = try ReachRow.find(txn, id: id) ?? {
-                    var spans = Spans()
-                    spans.open(at: 0)
-                    return ReachRow(id: id, identity: member, group: key, spans: spans.data, marked: true)
-                }()
-                reach.marked = true
-                try reach.save(txn)
-                row.progress = member
-            }
-            if batch.count < Self.conversionStep {
-                row.mode = .large
-                row.progress = nil
-            }
-            try row.save(txn)
+            while try await store.write({ txn in try self.convertStep(key, txn) }) {}
         }
+    }
+
+    /// One bounded step of a converting group: marks the next members (in member order); when
+    /// every member is marked, the group is large and writes stop fanning out. Returns whether
+    /// the group is still converting.
+    func convertStep(_ key: String, _ txn: any LocalWriteTransaction) throws -> Bool {
+        guard var row = try GroupRow.find(txn, id: key), row.mode == .converting,
+              case let .member(name, value)? = Group(key: key), let membership = rules.memberships[name] else { return false }
+        var predicate = Field(membership.group) == value && Field(SystemField.deleted) == false
+        if let progress = row.progress { predicate = predicate && Field(membership.member) > .string(progress) }
+        let batch = try txn.records(in: membership.table, matching: Query(
+            predicate, order: [SortKey(membership.member)], limit: Self.conversionStep))
+        for member in batch.compactMap({ $0[membership.member].stringValue }) {
+            let id = ReachRow.id(identity: member, group: key)
+            var reach = try ReachRow.find(txn, id: id) ?? {
+                var spans = Spans()
+                spans.open(at: 0)
+                return ReachRow(id: id, identity: member, group: key, spans: spans.data, marked: true)
+            }()
+            reach.marked = true
+            try reach.save(txn)
+            row.progress = member
+        }
+        if batch.count < Self.conversionStep {
+            row.mode = .large
+            row.progress = nil
+        }
+        try row.save(txn)
+        return row.mode == .converting
     }
 
     /// The tables with a `member` read grant through the membership `name`.

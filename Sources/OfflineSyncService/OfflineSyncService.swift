@@ -220,7 +220,7 @@ public final class OfflineSyncService: Sendable {
         }
         let schemas = Dictionary(uniqueKeysWithValues: Set(operations.map(\.table)).map { ($0, storageSchema(for: $0)) })
         let refused = unserved
-        return try await store.write { txn in
+        let report = try await store.write { txn in
             var clocks: TableClocks = [:]
             var effects = SharedEffects()
             var results: [PushResult] = []
@@ -245,10 +245,13 @@ public final class OfflineSyncService: Sendable {
                 try OutcomeRow(id: key, outcome: outcome, createdAt: now).save(txn)
                 results.append(PushResult(operationId: operation.id, outcome: outcome))
             }
-            try self.convertGroups(effects.converting, txn)
             for (table, clock) in clocks { try clock.row(table: table).save(txn) }
-            return PushReport(results: results, viewsChanged: effects.identities, groupsChanged: effects.groups)
+            return (PushReport(results: results, viewsChanged: effects.identities, groupsChanged: effects.groups), effects.converting)
         }
+        // The push is committed; a conversion step that fails changes nothing (its transaction
+        // rolls back), and the conversion goes on after the next push that touches the group.
+        try? await convertGroups(report.1)
+        return report.0
     }
 
     private static func apply(_ operation: PushOperation, identity: String, schema: TableSchema, now: Timestamp,

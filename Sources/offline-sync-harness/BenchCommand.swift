@@ -30,7 +30,8 @@ extension BenchWorkload {
 /// Every workload `bench` knows, in the order it runs them.
 let benchWorkloads: [any BenchWorkload.Type] = [LocalWritesSQLite.self, LocalWritesLMDB.self, LocalWritesEncryptedFile.self,
                                                 LocalWritesPostgreSQL.self, Push10k.self, Pull1m.self, PullDelta.self,
-                                                PullDeltaShared.self, MoveIn.self, MoveOut.self, ObserveLatency.self,
+                                                PullDeltaShared.self, MoveIn.self, MoveOut.self, PushSharedBig.self,
+                                                UpdateSharedBig.self, ObserveLatency.self,
                                                 ObserveBurst.self]
 
 /// `offline-sync-harness bench`: runs each workload side by side with its baseline, each in its own

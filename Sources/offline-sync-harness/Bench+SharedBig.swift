@@ -1,0 +1,85 @@
+import Foundation
+import OfflineSync
+import OfflineSyncHTTP
+import OfflineSyncServer
+import OfflineSyncService
+
+/// Writes into a list of 10,000 members (a large group: logged once, read by the members'
+/// pulls) against the same writes into an owner-only table of the same server, over HTTP.
+enum SharedBigBench {
+    static let members = 10_000
+
+    /// One list, `team`, with 10,000 members and no todos.
+    static func teamSeed() async throws -> URL {
+        try await SyncBench.cachedSeed("seed-shared-team-10k", describing: "a list of 10,000 members",
+                                       rules: try SyncRules(yaml: SharedBench.rules)) { service in
+            try await SharedBench.seed(service, (0..<members).map { number in
+                SharedBench.insert(SharedBench.membership(String(format: "member-%05d", number), in: "team"), into: "list_members")
+            })
+        }
+    }
+
+    /// Runs `body` with a member's remote on a server over the team's seed.
+    static func withTeam(directory: URL, _ body: (HTTPRemoteStore) async throws -> Double) async throws -> Double {
+        let (server, secret) = try SyncBench.startServer(directory: directory, seed: try await teamSeed(), rules: SharedBench.rules)
+        defer { _ = server.stop() }
+        return try await body(try await SyncBench.remote(server, secret: secret, identity: "member-00000"))
+    }
+
+    /// Todo `i` of the team's list, or the same record in the owner-only table `items`.
+    static func row(_ i: Int, shared: Bool, version: Int = 0) -> (table: String, record: Record) {
+        shared ? ("list_todos", SharedBench.todo(i, in: "team", version: version)) : ("items", SyncBench.record(i, version: version))
+    }
+
+    static func inserts(_ count: Int, shared: Bool) -> [PushOperation] {
+        (0..<count).map { i in
+            let (table, record) = row(i, shared: shared)
+            return SharedBench.insert(record, into: table)
+        }
+    }
+}
+
+/// `push-shared-big`: 1,000 new todos pushed in one batch into a list with 10,000 members,
+/// against the same 1,000 rows pushed into an owner-only table of the same server.
+enum PushSharedBig: BenchWorkload {
+    static let name = "push-shared-big"
+    static let baseline = "same-push-into-owner-only-table"
+    static let count = 1000
+    static var fixedRecords: Int? { count }
+
+    static func ours(directory: URL, records: Int, batch: Int) async throws -> Double { try await run(directory, shared: true) }
+    static func raw(directory: URL, records: Int, batch: Int) async throws -> Double { try await run(directory, shared: false) }
+
+    static func run(_ directory: URL, shared: Bool) async throws -> Double {
+        try await SharedBigBench.withTeam(directory: directory) { member in
+            let operations = SharedBigBench.inserts(count, shared: shared)
+            return try await LocalWrites.measure { try await SharedBench.push(member, operations) }
+        }
+    }
+}
+
+/// `update-shared-big`: 100 single-row pushes, each updating one todo of the list with 10,000
+/// members, against 100 single-row updates of an owner-only table of the same server (the
+/// rows pushed beforehand, not measured).
+enum UpdateSharedBig: BenchWorkload {
+    static let name = "update-shared-big"
+    static let baseline = "same-updates-of-owner-only-table"
+    static let count = 100
+    static var fixedRecords: Int? { count }
+
+    static func ours(directory: URL, records: Int, batch: Int) async throws -> Double { try await run(directory, shared: true) }
+    static func raw(directory: URL, records: Int, batch: Int) async throws -> Double { try await run(directory, shared: false) }
+
+    static func run(_ directory: URL, shared: Bool) async throws -> Double {
+        try await SharedBigBench.withTeam(directory: directory) { member in
+            try await SharedBench.push(member, SharedBigBench.inserts(PushSharedBig.count, shared: shared))
+            return try await LocalWrites.measure {
+                for i in 0..<count {
+                    let (table, record) = SharedBigBench.row(i * 7, shared: shared, version: 1)
+                    try SharedBench.checkApplied(try await member.push([PushOperation(
+                        id: "update-\(i)", table: table, itemId: record.id, kind: .update, item: record, baseVersion: nil)]))
+                }
+            }
+        }
+    }
+}
