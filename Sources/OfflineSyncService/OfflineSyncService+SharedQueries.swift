@@ -4,60 +4,157 @@ import OfflineSyncStoreKit
 // The list APIs (the Datasync tables routes) over shared tables: the caller's data view is
 // the rows the rules let it read — Datasync's `GetDataView` — and every query, count and
 // lookup is made inside it, so nothing outside it is listed, counted or confirmed to exist.
+//
+// A view is the union of a few store queries, one per grant the caller meets (its own rows,
+// rows naming it, rows of its groups in chunks of groups, rows of rows it owns), each
+// answered by the rules' indexes. A list merges those queries' pages in the requested
+// order, so it holds O(sources × page) rows whatever the view's size; a count adds the
+// store's count of each source minus the sources before it, so it holds nothing.
 
 extension OfflineSyncService {
-    /// How many keys go into one store query's `in (…)` list.
+    /// How many group keys go into one source's `in (…)` list.
     private static let keyChunk = 500
 
-    /// The caller's readable rows of the shared `table` (server form) that match `mapped`, a
-    /// predicate already mapped onto stored names, tombstones only with `includeDeleted`. A
-    /// caller an `everyone` grant admits reads the table; any other reads, grant by grant,
-    /// the rows it names (its own rows, rows naming it, rows of its groups, rows of rows it
-    /// owns) through the rules' indexes. Each row is checked by the full rules.
-    ///
-    /// The cost follows the caller's view and its groups, not the table; the predicate is
-    /// applied by the store.
-    func readableRows(claims: Claims, table: String, matching mapped: QueryPredicate, includeDeleted: Bool,
-                      _ txn: any LocalReadTransaction) throws -> [Record] {
-        var parts: [QueryPredicate] = []
-        if mapped != .all { parts.append(mapped) }
-        if !includeDeleted { parts.append(Field(SystemField.deleted) == false) }
-        let wanted: QueryPredicate = parts.isEmpty ? .all : .and(parts)
-        func narrowed(_ predicate: QueryPredicate) -> QueryPredicate { wanted == .all ? predicate : predicate && wanted }
-        if readsDirectly(table, claims: claims) {
-            return try txn.records(in: table, matching: Query(wanted)).filter { try evaluator.canRead($0, in: table, claims: claims, txn) }
-        }
+    /// One store query that selects part of a caller's view: the rows whose `field` is one of
+    /// `values`. A row the query selects is one the grant that made it admits, and the
+    /// sources of a view together select every row the caller may read.
+    struct ViewSource: Sendable {
+        let field: String
+        let values: [Value]
+
+        /// The rows this source selects.
+        var selects: QueryPredicate { values.count == 1 ? .compare(field, .equal, values[0]) : .isIn(field, values) }
+
+        /// The rows this source does not select, null fields included: `not (f = v)` alone is
+        /// unknown, not true, for a null `f`, and would drop such rows from a count.
+        var excludes: QueryPredicate { .not(.and([selects, .not(.isNull(field))])) }
+    }
+
+    /// The caller's view of the shared `table`: `nil` when an `everyone` grant admits it (it
+    /// reads the table), else the sources of each grant whose conditions it meets, a grant's
+    /// chunks together (they are disjoint: one row has one value of the grant's key).
+    func viewSources(claims: Claims, table: String, _ txn: any LocalReadTransaction) throws -> [[ViewSource]]? {
+        if readsDirectly(table, claims: claims) { return nil }
         let me = Value.string(claims.identity)
-        var found: [String: Record] = [:]
-        func add(_ rows: [Record]) { for row in rows { found[row.id] = row } }
-        func add(whereKey key: String, in values: [Value]) throws {
+        var families: [[ViewSource]] = []
+        func chunks(_ key: String, _ values: [Value]) -> [ViewSource] {
             let field = key == SystemField.id ? Meta.item : key
-            var start = 0
-            while start < values.count {
-                let chunk = Array(values[start..<min(start + Self.keyChunk, values.count)])
-                add(try txn.records(in: table, matching: Query(narrowed(.isIn(field, chunk)))))
-                start += Self.keyChunk
+            return stride(from: 0, to: values.count, by: Self.keyChunk).map {
+                ViewSource(field: field, values: Array(values[$0..<min($0 + Self.keyChunk, values.count)]))
             }
         }
-        for grant in rules.rules(for: table)?.read ?? [] {
+        for grant in rules.rules(for: table)?.read ?? [] where grant.conditions.allSatisfy({ $0.holds(for: claims) }) {
             switch grant.kind {
             case .owner:
-                add(try txn.records(in: table, matching: Query(narrowed(Field(Meta.owner) == me))))
+                families.append([ViewSource(field: Meta.owner, values: [me])])
             case .everyone:
                 break
             case .identityField(let field):
-                add(try txn.records(in: table, matching: Query(narrowed(Field(field) == me))))
-            case let .member(name, key, _):
+                families.append([ViewSource(field: field, values: [me])])
+            case let .member(name, key, roles):
                 guard let membership = rules.memberships[name] else { continue }
-                let rows = try txn.records(in: membership.table, matching: Query(
-                    Field(membership.member) == me && Field(SystemField.deleted) == false))
-                try add(whereKey: key, in: Array(Set(rows.compactMap { RuleEvaluator.value(of: membership.group, in: $0) })))
+                var mine = Field(membership.member) == me && Field(SystemField.deleted) == false
+                if let roles, let role = membership.role { mine = mine && Field(role).isIn(roles.map(Value.string)) }
+                let rows = try txn.records(in: membership.table, matching: Query(mine))
+                families.append(chunks(key, Self.distinct(rows.compactMap { RuleEvaluator.value(of: membership.group, in: $0) })))
             case let .ownerOf(target, key):
                 let rows = try txn.records(in: target, matching: Query(Field(Meta.owner) == me && Field(SystemField.deleted) == false))
-                try add(whereKey: key, in: rows.compactMap { $0[Meta.item].stringValue.map(Value.string) })
+                families.append(chunks(key, Self.distinct(rows.compactMap { $0[Meta.item].stringValue.map(Value.string) })))
             }
         }
-        return try found.values.sorted { $0.id < $1.id }.filter { try evaluator.canRead($0, in: table, claims: claims, txn) }
+        // Fewest sources first: a count excludes every earlier family from each later source,
+        // so the many-chunk family is excluded from nothing.
+        return families.filter { !$0.isEmpty }.sorted { $0.count < $1.count }
+    }
+
+    /// `values` without repeats, where an integral double counts as the integer it equals (a
+    /// store compares them as equal, so both in two chunks would select one row twice).
+    private static func distinct(_ values: [Value]) -> [Value] {
+        var seen = Set<Value>()
+        return values.compactMap { value in
+            var key = value
+            if case .double(let d) = value, d.rounded() == d, let i = Int64(exactly: d) { key = .int(i) }
+            return seen.insert(key).inserted ? key : nil
+        }
+    }
+
+    /// The caller's readable rows of the shared `table` (server form) that match `mapped` (a
+    /// predicate already on stored names; tombstones only with `includeDeleted`), in `order`
+    /// then by id, after skipping `offset`, at most `limit` (`nil`: all).
+    ///
+    /// Each source is read a window of `offset + limit` rows at a time in `order`, and the
+    /// windows are merged; a row two sources select is taken once, and every row is checked
+    /// by the full rules before it is taken. Memory is O(sources × window), not the view.
+    func readableRows(claims: Claims, table: String, matching mapped: QueryPredicate, includeDeleted: Bool,
+                      order: [SortKey], offset: Int, limit: Int?, _ txn: any LocalReadTransaction) throws -> [Record] {
+        let wanted = Self.wanted(mapped, includeDeleted: includeDeleted)
+        let sources: [QueryPredicate] = try viewSources(claims: claims, table: table, txn)
+            .map { $0.joined().map { wanted == .all ? $0.selects : $0.selects && wanted } } ?? [wanted]
+        let window = limit.map { offset + $0 }
+        if window == 0 { return [] }
+        var buffers: [[Record]] = [], positions: [Int] = [], fetched: [Int] = []
+        var finished: [Bool] = []
+        for source in sources {
+            let rows = try txn.records(in: table, matching: Query(source, order: order, limit: window))
+            buffers.append(rows); positions.append(0); fetched.append(rows.count)
+            finished.append(window.map { rows.count < $0 } ?? true)
+        }
+        var taken = Set<String>(), result: [Record] = [], skipped = 0
+        while limit.map({ result.count < $0 }) ?? true {
+            var best: Int?
+            for index in sources.indices {
+                if positions[index] == buffers[index].count, !finished[index], let window {
+                    // The same read transaction: an offset names the same rows it did a window ago.
+                    let rows = try txn.records(in: table, matching: Query(sources[index], order: order, limit: window,
+                                                                           offset: fetched[index]))
+                    buffers[index] = rows; positions[index] = 0; fetched[index] += rows.count
+                    finished[index] = rows.count < window
+                }
+                guard positions[index] < buffers[index].count else { continue }
+                if let current = best,
+                   !QueryEvaluator.areInIncreasingOrder(buffers[index][positions[index]], buffers[current][positions[current]], order) {
+                    continue
+                }
+                best = index
+            }
+            guard let best else { break }
+            let row = buffers[best][positions[best]]
+            positions[best] += 1
+            guard !taken.contains(row.id), try evaluator.canRead(row, in: table, claims: claims, txn) else { continue }
+            taken.insert(row.id)
+            if skipped < offset { skipped += 1 } else { result.append(row) }
+        }
+        return result
+    }
+
+    /// How many of the caller's readable rows of the shared `table` match `mapped`: each
+    /// source's store count of the rows no earlier family selects, so no row counts twice and
+    /// nothing is read into memory.
+    func readableCount(claims: Claims, table: String, matching mapped: QueryPredicate, includeDeleted: Bool,
+                       _ txn: any LocalReadTransaction) throws -> Int {
+        let wanted = Self.wanted(mapped, includeDeleted: includeDeleted)
+        guard let families = try viewSources(claims: claims, table: table, txn) else {
+            return try txn.count(in: table, matching: wanted)
+        }
+        var total = 0
+        var earlier: [QueryPredicate] = []
+        for family in families {
+            for source in family {
+                var parts = [source.selects] + earlier
+                if wanted != .all { parts.append(wanted) }
+                total += try txn.count(in: table, matching: .and(parts))
+            }
+            earlier += family.map(\.excludes)
+        }
+        return total
+    }
+
+    /// `mapped` on live rows, or on every row with `includeDeleted`.
+    private static func wanted(_ mapped: QueryPredicate, includeDeleted: Bool) -> QueryPredicate {
+        var parts: [QueryPredicate] = []
+        if mapped != .all { parts.append(mapped) }
+        if !includeDeleted { parts.append(Field(SystemField.deleted) == false) }
+        return parts.isEmpty ? .all : .and(parts)
     }
 
     /// Whether an `everyone` read grant of `table` whose conditions `claims` meet admits the

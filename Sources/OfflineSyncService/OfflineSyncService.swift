@@ -387,11 +387,12 @@ public final class OfflineSyncService: Sendable {
             throw SyncError(.invalidQuery, "field name '\(key.field)' uses the reserved prefix")
         }
         if isShared(table) {
+            // A shared row's stored id is its item id, so `id` keys need no mapping.
             let rows = try await store.read { txn in
-                try self.readableRows(claims: claims, table: table, matching: mapped, includeDeleted: includeDeleted, txn)
+                try self.readableRows(claims: claims, table: table, matching: mapped, includeDeleted: includeDeleted,
+                                      order: order, offset: offset, limit: limit, txn)
             }
-            // Public records carry the item id as their id, so the order's final key is the id.
-            return QueryEvaluator.apply(Query(order: order, limit: limit, offset: offset), to: rows.map(Self.publicRecord))
+            return rows.map(Self.publicRecord)
         }
         let query = Self.ownedPredicate(claims.identity, mapped, includeDeleted: includeDeleted)
         let keys = order.map { SortKey($0.field == SystemField.id ? Meta.item : $0.field, ascending: $0.ascending) }
@@ -412,7 +413,7 @@ public final class OfflineSyncService: Sendable {
         let mapped = try await listPredicate(claims: claims, table: table, predicate: predicate)
         if isShared(table) {
             return try await store.read { txn in
-                try self.readableRows(claims: claims, table: table, matching: mapped, includeDeleted: includeDeleted, txn).count
+                try self.readableCount(claims: claims, table: table, matching: mapped, includeDeleted: includeDeleted, txn)
             }
         }
         let query = Self.ownedPredicate(claims.identity, mapped, includeDeleted: includeDeleted)

@@ -23,13 +23,13 @@ package func sharedListsRules(ownerReadsMembers: Bool) -> SyncRules {
 /// The tables of the shared-lists rules.
 package let sharedListsTables = ["lists", "list_members", "todos"]
 
-/// What the shared-lists rules (without `ownerReadsMembers`) let `identity` read, computed
+/// What the shared-lists rules let `identity` read, computed
 /// straight from the server's stored rows: a second, independent statement of the rules, by
 /// table and id, in the form a client stores (no server columns, no tombstones).
 /// With `includingTombstones`, deleted rows the identity may read are counted too (as the
 /// service serves them: a tombstone is judged by the grants, as stored).
-package func sharedListsOracle(serverStore: any LocalStore, identity: String,
-                               includingTombstones: Bool = false) async throws -> [String: [String: Record]] {
+package func sharedListsOracle(serverStore: any LocalStore, identity: String, includingTombstones: Bool = false,
+                               ownerReadsMembers: Bool = false) async throws -> [String: [String: Record]] {
     let stored = try await serverStore.read { txn -> [String: [Record]] in
         var all: [String: [Record]] = [:]
         let defined = Set(try txn.tables().map(\.name))
@@ -44,6 +44,7 @@ package func sharedListsOracle(serverStore: any LocalStore, identity: String,
         return (list, user)
     }
     let mine = Set(memberships.filter { $0.1 == identity }.map(\.0))
+    let owned = Set((stored["lists"] ?? []).filter { !$0.deleted && $0["__owner"].stringValue == identity }.map(\.id))
     func publicCopy(_ row: Record) -> Record {
         Record(id: row.id, fields: row.fields.filter { !$0.key.hasPrefix("__") }, version: row.version, updatedAt: row.updatedAt)
     }
@@ -53,7 +54,10 @@ package func sharedListsOracle(serverStore: any LocalStore, identity: String,
             switch table {
             case "lists": return row["__owner"].stringValue == identity || mine.contains(row.id)
             case "todos": return row["list_id"].stringValue.map(mine.contains) ?? false
-            default: return row["user_id"].stringValue == identity || (row["list_id"].stringValue.map(mine.contains) ?? false)
+            default:
+                let list = row["list_id"].stringValue
+                return row["user_id"].stringValue == identity || (list.map(mine.contains) ?? false)
+                    || (ownerReadsMembers && (list.map(owned.contains) ?? false))
             }
         }
         if !visible.isEmpty { view[table] = Dictionary(uniqueKeysWithValues: visible.map { ($0.id, publicCopy($0)) }) }
