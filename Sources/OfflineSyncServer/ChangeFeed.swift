@@ -3,20 +3,66 @@ import OfflineSync
 import OfflineSyncDatasets
 
 /// A change committed by the server: which identity's rows of which table changed, or
-/// (for push sync) which dataset of the identity changed and its new sync count.
+/// (for push sync) which dataset of the identity changed and its new sync count; or which
+/// large group's rows of a table changed (one notice for every member, see
+/// ``init(group:table:)``); or that an identity's reading of large groups changed (told to
+/// the identity, and to each group concerned, see ``init(groupsChangedFor:)`` and
+/// ``init(group:member:)``).
 public struct ChangeNotice: Sendable, Hashable {
-    /// The identity whose rows changed.
+    /// The identity whose rows changed; for a group notice, the group's topic
+    /// (``groupTopic(_:)``), which no identity can equal.
     public var identity: String
-    /// The table (empty for a dataset change).
+    /// The table (empty for a dataset change and for ``isGroupsChange``).
     public var table: String
     /// The dataset change, for push sync; `nil` for a table change.
     public var dataset: DatasetNotification?
+    /// For a group's member notice: the member whose reading of the group changed.
+    public var member: String?
 
     /// Creates a table notice.
     public init(identity: String, table: String) {
         self.identity = identity
         self.table = table
     }
+
+    /// A notice that rows of `table` in the large group `group` (a key the service reports
+    /// in `PushReport.groupsChanged`) changed: it reaches the subscribers of
+    /// ``groupTopic(_:)``, the connections of the members whose pulls read that group's log.
+    public init(group: String, table: String) {
+        self.identity = Self.groupTopic(group)
+        self.table = table
+    }
+
+    /// A notice that `identity` began, ended or changed its reading of large groups (it
+    /// joined or left one, its role changed, a group of its turned large): its connections
+    /// re-read the groups they listen to. Not sent on to clients.
+    public init(groupsChangedFor identity: String) {
+        self.identity = identity
+        self.table = ""
+    }
+
+    /// A notice, on the group's topic, that `member`'s reading of `group` changed: that
+    /// member's connections stop hearing the group until they have re-read it, so no notice
+    /// of the group published after the change reaches a member who lost it. Not sent on to
+    /// clients.
+    public init(group: String, member: String) {
+        self.identity = Self.groupTopic(group)
+        self.table = ""
+        self.member = member
+    }
+
+    /// The topic a group's notices are delivered to: the key after a NUL, which an identity
+    /// never holds, so no identity's subscribers hear a group's notices by name.
+    public static func groupTopic(_ group: String) -> String { "\u{0}" + group }
+
+    /// The large group this notice is about, if it is a group notice.
+    public var group: String? { identity.first == "\u{0}" ? String(identity.dropFirst()) : nil }
+
+    /// Whether this notice says its identity's large groups changed.
+    public var isGroupsChange: Bool { table.isEmpty && dataset == nil && group == nil }
+
+    /// Whether this notice is for the server's connections only, not for clients.
+    var isInternal: Bool { table.isEmpty && dataset == nil }
 
     /// Creates a dataset notice.
     public init(dataset: DatasetNotification) {
@@ -27,14 +73,40 @@ public struct ChangeNotice: Sendable, Hashable {
 
     /// The compact form sent between server instances: `<identity byte count>:<identity><table>`
     /// for a table, `d<identity byte count>:<identity><pool byte count>:<pool><name byte
-    /// count>:<name><sync count>` for a dataset.
+    /// count>:<name><sync count>` for a dataset, `g<hex group key>:<table>` for a group's
+    /// rows and `m<hex group key>:<member>` for a group's member (a group key may hold bytes
+    /// a PostgreSQL `NOTIFY` payload may not), `r<identity>` for a change of an identity's
+    /// groups.
     var encoded: String {
+        if let group {
+            let hex = group.utf8.map { String(format: "%02x", $0) }.joined()
+            return member.map { "m" + hex + ":" + $0 } ?? "g" + hex + ":" + table
+        }
+        if isGroupsChange { return "r" + identity }
         guard let dataset else { return CompositeKey.packed(identity, last: table) }
         return "d" + CompositeKey.packed(dataset.identityId, dataset.identityPoolId, dataset.datasetName,
                                          last: String(dataset.syncCount))
     }
 
     init?(encoded: String) {
+        if encoded.first == "g" || encoded.first == "m" {
+            let parts = encoded.dropFirst().split(separator: ":", maxSplits: 1, omittingEmptySubsequences: false)
+            guard parts.count == 2, parts[0].utf8.count % 2 == 0, !parts[1].isEmpty else { return nil }
+            var bytes: [UInt8] = []
+            var digits = parts[0].utf8.makeIterator()
+            while let high = digits.next(), let low = digits.next() {
+                guard let byte = UInt8(String(decoding: [high, low], as: UTF8.self), radix: 16) else { return nil }
+                bytes.append(byte)
+            }
+            guard let group = String(validating: bytes, as: UTF8.self) else { return nil }
+            if encoded.first == "m" { self.init(group: group, member: String(parts[1])) } else { self.init(group: group, table: String(parts[1])) }
+            return
+        }
+        if encoded.first == "r" {
+            guard encoded.count > 1 else { return nil }
+            self.init(groupsChangedFor: String(encoded.dropFirst()))
+            return
+        }
         if encoded.first == "d" {
             guard let (parts, rest) = CompositeKey.unpack(encoded.dropFirst(), count: 3), let count = Int64(rest) else { return nil }
             self.init(dataset: DatasetNotification(identityPoolId: parts[1], identityId: parts[0], datasetName: parts[2], syncCount: count))

@@ -48,7 +48,7 @@ struct Routes: Sendable {
             throw APIError(.badRequest, "invalidRequest", "operation id '\(operation.id)' appears twice in one push")
         }
         let report = try await call { try await service.pushReporting(claims: claims, operations) }
-        await announce(identity: claims.identity, results: report.results, operations: operations, viewsChanged: report.viewsChanged)
+        await announce(identity: claims.identity, operations: operations, report: report)
         return Self.json(bytes: Wire.encode(results: report.results))
     }
 
@@ -63,18 +63,24 @@ struct Routes: Sendable {
         return Self.json(bytes: Wire.encode(page))
     }
 
-    /// Announces the tables a push changed: to the writer for its own rows, and for shared
-    /// tables to every identity whose view changed (and to no other).
-    func announce(identity: String, results: [PushResult], operations: [PushOperation],
-                  viewsChanged: [String: Set<String>] = [:]) async {
+    /// Announces the tables a push changed: to the writer for its own rows; for shared tables
+    /// to every identity whose own log changed (and to no other), and once to each large
+    /// group whose log changed (its members' connections listen to it); and to each identity
+    /// whose large groups changed, so its connections listen to the right groups.
+    func announce(identity: String, operations: [PushOperation], report: OfflineSyncService.PushReport) async {
         var notices = Set<ChangeNotice>()
-        for (result, operation) in zip(results, operations) where viewsChanged[operation.table] == nil {
-            if case .applied = result.outcome, !service.isShared(operation.table) {
-                notices.insert(ChangeNotice(identity: identity, table: operation.table))
-            }
+        for (result, operation) in zip(report.results, operations) where !service.isShared(operation.table) {
+            if case .applied = result.outcome { notices.insert(ChangeNotice(identity: identity, table: operation.table)) }
         }
-        for (table, identities) in viewsChanged {
+        for (table, identities) in report.viewsChanged {
             for reader in identities { notices.insert(ChangeNotice(identity: reader, table: table)) }
+        }
+        for (table, groups) in report.groupsChanged {
+            for group in groups { notices.insert(ChangeNotice(group: group, table: table)) }
+        }
+        for (reader, groups) in report.regrouped {
+            notices.insert(ChangeNotice(groupsChangedFor: reader))
+            for group in groups { notices.insert(ChangeNotice(group: group, member: reader)) }
         }
         if !notices.isEmpty {
             await server.feed.publish(notices.sorted { ($0.identity, $0.table) < ($1.identity, $1.table) })
@@ -147,11 +153,14 @@ struct Routes: Sendable {
             guard Self.isWellFormedHandshake(request.headers), (try? await authenticate(request)) != nil else { return .dontUpgrade }
             return .upgrade([:])
         }, onUpgrade: { inbound, outbound, context in
-            guard let identity = try? await authenticate(context.request) else {
+            guard let claims = try? await authenticateClaims(context.request) else {
                 try await outbound.close(.policyViolation, reason: "unauthorized")
                 return
             }
-            let notices = feed.subscribe(identity: identity)
+            let identity = claims.identity
+            let connection = await ConnectionNotices.open(feed: feed, service: service, claims: claims)
+            defer { connection.close() }
+            let notices = connection.stream
             // A device registered for push sync (platform WEBSOCKET) names itself with
             // `?device=<id>`; it then also hears its subscribed datasets' changes.
             let device = context.request.uri.queryParameters.get("device")

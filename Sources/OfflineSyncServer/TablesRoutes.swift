@@ -207,7 +207,7 @@ extension Routes {
     /// the caller may not be allowed to read it), any other rejection with 400 (or 404).
     func apply(claims: Claims, _ operation: PushOperation, conflict: HTTPResponse.Status) async throws -> Record {
         let report = try await call { try await service.pushReporting(claims: claims, [operation]) }
-        await announce(identity: claims.identity, results: report.results, operations: [operation], viewsChanged: report.viewsChanged)
+        await announce(identity: claims.identity, operations: [operation], report: report)
         switch report.results[0].outcome {
         case .applied(let record):
             return record

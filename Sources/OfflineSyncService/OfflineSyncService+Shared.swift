@@ -215,7 +215,7 @@ extension OfflineSyncService {
                     try groupRow.save(txn)
                     // The first step now: a group that crosses a limit below the step's size is
                     // large before this transaction's next write to it.
-                    if try convertStep(group.key, txn) { effects.converting.insert(group.key) }
+                    if try convertStep(group.key, txn, marking: &effects.regrouped) { effects.converting.insert(group.key) }
                     continue
                 } else if groupRow.mode != .small, groupRow.members <= Int64(fanoutLimit / 2) {
                     groupRow.mode = .small
@@ -255,6 +255,7 @@ extension OfflineSyncService {
                 effects.identities[table, default: []].insert(identity)
             }
         }
+        if stored?.marked ?? false || (present && marked) { effects.regrouped[identity, default: []].insert(group.key) }
         try ReachRow(id: id, identity: identity, group: group.key, spans: spans.data, marked: present && marked).save(txn)
     }
 
@@ -275,17 +276,28 @@ extension OfflineSyncService {
 
     /// Finishes converting `keys` to large groups, one bounded step per write transaction, so
     /// other writers run between steps. Called after a push commits; a conversion cut short
-    /// (the process stopped) goes on after the next push that touches the group.
-    func convertGroups(_ keys: Set<String>) async throws {
+    /// (the process stopped) goes on after the next push that touches the group; so does one
+    /// whose step failed (its transaction rolled back, changing nothing). Returns the members
+    /// it marked, with the group (their notification connections now listen to it).
+    func convertGroups(_ keys: Set<String>) async -> [String: Set<String>] {
+        var marked: [String: Set<String>] = [:]
         for key in keys.sorted() {
-            while try await store.write({ txn in try self.convertStep(key, txn) }) {}
+            while true {
+                guard let (converting, step) = try? await store.write({ txn in
+                    var step: [String: Set<String>] = [:]
+                    return (try self.convertStep(key, txn, marking: &step), step)
+                }) else { return marked }
+                marked.merge(step) { $0.union($1) }
+                if !converting { break }
+            }
         }
+        return marked
     }
 
     /// One bounded step of a converting group: marks the next members (in member order); when
     /// every member is marked, the group is large and writes stop fanning out. Returns whether
-    /// the group is still converting.
-    func convertStep(_ key: String, _ txn: any LocalWriteTransaction) throws -> Bool {
+    /// the group is still converting; adds the members it marked to `marked`, with the group.
+    func convertStep(_ key: String, _ txn: any LocalWriteTransaction, marking marked: inout [String: Set<String>]) throws -> Bool {
         guard var row = try GroupRow.find(txn, id: key), row.mode == .converting,
               case let .member(name, value)? = Group(key: key), let membership = rules.memberships[name] else { return false }
         var predicate = Field(membership.group) == value && Field(SystemField.deleted) == false
@@ -299,6 +311,7 @@ extension OfflineSyncService {
                 spans.open(at: 0)
                 return ReachRow(id: id, identity: member, group: key, spans: spans.data, marked: true)
             }()
+            if !reach.marked { marked[member, default: []].insert(key) }
             reach.marked = true
             try reach.save(txn)
             row.progress = member
@@ -348,10 +361,13 @@ extension OfflineSyncService {
 }
 
 /// What a push's writes to shared tables did, for its report: per table, the identities
-/// whose own log changed and the large groups whose log changed; and the converting groups
-/// it touched, each of which takes one conversion step before the push commits.
+/// whose own log changed and the large groups whose log changed; the identities whose
+/// large groups changed; and the converting groups it touched, each of which takes one conversion step before the push commits.
 struct SharedEffects {
     var identities: [String: Set<String>] = [:]
     var groups: [String: Set<String>] = [:]
     var converting = Set<String>()
+    /// Identities whose reading of a large group's log began, ended or changed role, with
+    /// those groups (``PushReport/regrouped``).
+    var regrouped: [String: Set<String>] = [:]
 }

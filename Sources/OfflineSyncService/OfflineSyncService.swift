@@ -206,6 +206,11 @@ public final class OfflineSyncService: Sendable {
         /// Shared tables the push changed, each with the large groups (``largeGroups(of:)``'s
         /// keys) whose log changed: every member of such a group may read the change.
         public var groupsChanged: [String: Set<String>] = [:]
+        /// Identities whose reading of large groups' logs began, ended or changed role (they
+        /// joined or left one, their role in one changed, or a group of theirs turned large),
+        /// each with those groups' keys: their notification connections re-read
+        /// ``groupSubscriptions(claims:)``.
+        public var regrouped: [String: Set<String>] = [:]
     }
 
     /// Applies a batch (see ``push(claims:_:)``) and reports whose views it changed.
@@ -246,12 +251,13 @@ public final class OfflineSyncService: Sendable {
                 results.append(PushResult(operationId: operation.id, outcome: outcome))
             }
             for (table, clock) in clocks { try clock.row(table: table).save(txn) }
-            return (PushReport(results: results, viewsChanged: effects.identities, groupsChanged: effects.groups), effects.converting)
+            return (PushReport(results: results, viewsChanged: effects.identities, groupsChanged: effects.groups,
+                               regrouped: effects.regrouped), effects.converting)
         }
-        // The push is committed; a conversion step that fails changes nothing (its transaction
-        // rolls back), and the conversion goes on after the next push that touches the group.
-        try? await convertGroups(report.1)
-        return report.0
+        // The push is committed; the conversion's own steps follow.
+        var pushed = report.0
+        pushed.regrouped.merge(await convertGroups(report.1)) { $0.union($1) }
+        return pushed
     }
 
     private static func apply(_ operation: PushOperation, identity: String, schema: TableSchema, now: Timestamp,

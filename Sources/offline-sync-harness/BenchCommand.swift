@@ -31,7 +31,7 @@ extension BenchWorkload {
 let benchWorkloads: [any BenchWorkload.Type] = [LocalWritesSQLite.self, LocalWritesLMDB.self, LocalWritesEncryptedFile.self,
                                                 LocalWritesPostgreSQL.self, Push10k.self, Pull1m.self, PullDelta.self,
                                                 PullDeltaShared.self, MoveIn.self, MoveOut.self, PushSharedBig.self,
-                                                UpdateSharedBig.self, ObserveLatency.self,
+                                                UpdateSharedBig.self, TablesListShared.self, ObserveLatency.self,
                                                 ObserveBurst.self]
 
 /// `offline-sync-harness bench`: runs each workload side by side with its baseline, each in its own

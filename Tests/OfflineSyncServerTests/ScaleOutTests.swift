@@ -5,6 +5,7 @@ import OfflineSyncHTTP
 import OfflineSyncConformance
 import OfflineSyncSQLite
 import OfflineSyncServer
+import OfflineSyncService
 import OfflineSyncTestSupport
 import Testing
 
@@ -176,13 +177,18 @@ struct ScaleOutTests {
         }
     }
 
-    @Test("under sync rules, a shared change through one instance notifies every reader attached to the other, and no one else")
-    func sharedNotificationsCrossInstances() async throws {
+    @Test("under sync rules, a shared change through one instance notifies every reader attached to the other, and no one else; a large group's too",
+          arguments: [OfflineSyncService.defaultGroupFanoutLimit, 1])
+    func sharedNotificationsCrossInstances(groupFanoutLimit: Int) async throws {
         guard let url = TestPostgres.url else { Issue.record("OFFLINE_SYNC_TEST_POSTGRES_URL is not set but CI is"); return }
         try await withTemporaryDirectory { directory in
             let rules = directory.appendingPathComponent("rules.yaml")
             try RemoteStoreConformance.sharedListsRules.write(to: rules, atomically: true, encoding: .utf8)
-            try await ServerProcess.withTwoInstances(sharing: url, in: directory, extraArguments: ["--rules", rules.path]) { one, two in
+            // With a limit of 1, the list of two members is large: its writes are announced once,
+            // to the group, and relayed to the members' connections on the other instance.
+            try await ServerProcess.withTwoInstances(sharing: url, in: directory, extraArguments: [
+                "--rules", rules.path, "--group-fanout-limit", String(groupFanoutLimit),
+            ]) { one, two in
                 let authority = try await TokenAuthority(secret: testSecret)
                 func remote(_ identity: String, on server: ServerProcess) async throws -> HTTPRemoteStore {
                     let token = try await authority.mint(identity: identity)
@@ -220,6 +226,10 @@ struct ScaleOutTests {
                                                       item: Record(id: "t1", fields: ["list_id": "L1", "title": "oat milk"]), baseVersion: nil)])
                 #expect(await aliceHeard.waitFor(.changed(table: "todos")), "instance one relayed bob's edit to alice")
                 #expect(await bobHeard.waitFor(.changed(table: "todos")))
+                // Bob's own change drains what he heard so far (joining a large group tells of
+                // its tables twice: his own log's event, and the group his connection started to hear).
+                _ = try await (try await remote("bob", on: one)).push([insert("n1", "notes", ["text": "bob's first"])])
+                #expect(await bobHeard.waitFor(.changed(table: "notes")))
 
                 // Alice removes bob through instance one: he hears of it on two, and his pull says t1 left.
                 _ = try await alice.push([PushOperation(id: "op-remove-bob", table: "list_members", itemId: "m-bob", kind: .delete,

@@ -61,6 +61,53 @@ struct SharedHTTPTests {
         }
     }
 
+    @Test("a large group's writes reach its connected members through the group's topic, and stop reaching a member who leaves")
+    func largeGroupNotices() async throws {
+        // A fan-out limit of 2: the list of four members is large, written once and announced once.
+        try await LiveServer.with(rules: Self.rules, groupFanoutLimit: 2) { live in
+            let alice = try await live.remote("alice"), bob = try await live.remote("bob")
+            let carol = try await live.remote("carol"), dan = try await live.remote("dan"), erin = try await live.remote("erin")
+            let aliceHeard = EventLog(alice.changes()), bobHeard = EventLog(bob.changes())
+            let carolHeard = EventLog(carol.changes()), erinHeard = EventLog(erin.changes())
+            for log in [aliceHeard, bobHeard, carolHeard, erinHeard] { #expect(await log.waitFor(.subscribed)) }
+
+            // Connected before the list exists: bob and carol hear it once it is theirs.
+            _ = try await alice.push([Self.insert("L1", "lists", ["name": "team"])] + ["alice", "bob", "carol", "dan"].map {
+                Self.insert("m-\($0)", "list_members", ["list_id": "L1", "user_id": .string($0)])
+            } + [Self.insert("t1", "todos", ["list_id": "L1", "title": "plan"])])
+            let mode = try await live.store.read { try $0.records(in: "__srv_groups", matching: .all) }.map { $0["mode"] }
+            #expect(mode == ["large"], "the list is large")
+            #expect(await bobHeard.waitFor(.changed(table: "todos")))
+            #expect(await carolHeard.waitFor(.changed(table: "todos")))
+
+            // Dan connects once the list is large: his connection listens to it from the start.
+            let danHeard = EventLog(dan.changes())
+            #expect(await danHeard.waitFor(.subscribed))
+            _ = try await bob.push([Self.insert("t2", "todos", ["list_id": "L1", "title": "build"])])
+            for log in [aliceHeard, carolHeard, danHeard] { #expect(await log.waitFor(.changed(table: "todos"))) }
+
+            // Erin is in no list: her own change is the first thing she hears.
+            _ = try await erin.push([Self.insert("n1", "notes", ["text": "mine"])])
+            #expect(await erinHeard.consume(through: .changed(table: "notes")) == [], "erin heard of a list she cannot read")
+
+            // Carol leaves: she hears her move-out, then nothing more of the list. (Her own change
+            // first drains what she heard so far: joining told her of the todos twice, by her own
+            // log's event and as a group she started to hear.)
+            _ = try await carol.push([Self.insert("n0", "notes", ["text": "carol's"])])
+            #expect(await carolHeard.waitFor(.changed(table: "notes")))
+            _ = try await alice.push([PushOperation(id: "op-remove-carol", table: "list_members", itemId: "m-carol", kind: .delete,
+                                                    item: nil, baseVersion: nil)])
+            #expect(await carolHeard.waitFor(.changed(table: "todos")))
+            _ = try await bob.push([PushOperation(id: "op-edit-t2", table: "todos", itemId: "t2", kind: .update,
+                                                  item: Record(id: "t2", fields: ["list_id": "L1", "title": "ship"]), baseVersion: nil)])
+            #expect(await danHeard.waitFor(.changed(table: "todos")))
+            _ = try await carol.push([Self.insert("n2", "notes", ["text": "carol's"])])
+            let beforeOwn = await carolHeard.consume(through: .changed(table: "notes"))
+            #expect(beforeOwn?.contains(.changed(table: "todos")) == false, "carol heard of a list she left")
+            for log in [aliceHeard, bobHeard, carolHeard, danHeard, erinHeard] { await log.stop() }
+        }
+    }
+
     @Test("the tables API serves a shared table as the caller's data view: lists, counts, reads and writes stay inside it")
     func tablesDataView() async throws {
         try await LiveServer.with(rules: Self.rules) { live in

@@ -50,10 +50,11 @@ struct LiveServer: Sendable {
     }
 
     /// Runs `body` against a fresh server and stops it afterwards, even on failure.
-    static func with<T>(rules: SyncRules = .ownerOnly, configure: (inout SyncServer.Configuration) -> Void = { _ in },
+    static func with<T>(rules: SyncRules = .ownerOnly, groupFanoutLimit: Int = OfflineSyncService.defaultGroupFanoutLimit,
+                        configure: (inout SyncServer.Configuration) -> Void = { _ in },
                         _ body: (LiveServer) async throws -> T) async throws -> T {
         try await withTemporaryDirectory { directory in
-            let live = try await start(in: directory, rules: rules, configure: configure)
+            let live = try await start(in: directory, rules: rules, groupFanoutLimit: groupFanoutLimit, configure: configure)
             do {
                 let result = try await body(live)
                 try await live.stop()

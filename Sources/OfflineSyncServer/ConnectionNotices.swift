@@ -1,0 +1,132 @@
+import OfflineSync
+import OfflineSyncService
+import Synchronization
+
+/// What one notification connection hears: its identity's notices, and the notices of the
+/// large groups whose logs its pulls read, each narrowed to the tables it reads through that
+/// group (a member whose role the grant does not admit hears nothing of the group's rows).
+///
+/// A write to a large group is published once, to the group's topic, so notifying its
+/// thousands of connected members costs one publish and one dictionary lookup per
+/// connection, and no store read per member.
+///
+/// When the identity's reading of a group changes, the push announces it twice: on the
+/// identity's topic (the connection re-reads its groups and subscribes to new ones) and on
+/// the group's topic (the group's relay re-reads that group before it passes on anything
+/// published after the change, so a member who lost the group hears nothing more of it).
+/// A group or table the connection starts to hear is announced to the client as a change
+/// of that table, so a write published while it was subscribing is not missed.
+final class ConnectionNotices: Sendable {
+    private struct State {
+        /// Per large group: the tables the identity reads through it, and the task relaying
+        /// the group's topic.
+        var groups: [String: (tables: Set<String>, relay: Task<Void, Never>)] = [:]
+        var own: Task<Void, Never>?
+        var closed = false
+    }
+
+    /// The notices to send the client, in the order they arrived.
+    let stream: AsyncStream<ChangeNotice>
+    private let continuation: AsyncStream<ChangeNotice>.Continuation
+    private let state = Mutex(State())
+    private let feed: any ChangeFeed
+    private let service: OfflineSyncService
+    private let claims: Claims
+
+    private init(feed: any ChangeFeed, service: OfflineSyncService, claims: Claims) {
+        (stream, continuation) = AsyncStream.makeStream(of: ChangeNotice.self,
+                                                        bufferingPolicy: .bufferingNewest(LocalChangeFeed.bufferSize))
+        self.feed = feed
+        self.service = service
+        self.claims = claims
+    }
+
+    /// Subscribes to `claims`' identity and its large groups; every notice published after
+    /// this returns reaches ``stream``. Call ``close()`` when the connection ends.
+    static func open(feed: any ChangeFeed, service: OfflineSyncService, claims: Claims) async -> ConnectionNotices {
+        let connection = ConnectionNotices(feed: feed, service: service, claims: claims)
+        let own = feed.subscribe(identity: claims.identity)
+        // A store that cannot be read now leaves the groups unheard until the identity's next
+        // groups notice; the client still pulls on reconnect and on its own schedule.
+        if let groups = try? await service.groupSubscriptions(claims: claims) {
+            for (group, tables) in groups { connection.subscribe(group, tables: tables, announcing: false) }
+        }
+        let relay = Task {
+            for await notice in own {
+                if notice.isGroupsChange {
+                    await connection.regroup()
+                } else if !notice.isInternal {
+                    connection.continuation.yield(notice)
+                }
+            }
+        }
+        connection.state.withLock { state in
+            if state.closed { relay.cancel() } else { state.own = relay }
+        }
+        return connection
+    }
+
+    /// After the identity's groups changed: subscribes to the groups it now reads and does
+    /// not hear yet, and stops hearing (until their relays re-read them) those it no longer reads.
+    private func regroup() async {
+        guard let groups = try? await service.groupSubscriptions(claims: claims) else { return }
+        let heard = state.withLock { state in
+            for (group, entry) in state.groups where groups[group] == nil { state.groups[group] = ([], entry.relay) }
+            return Set(state.groups.keys)
+        }
+        for (group, tables) in groups where !heard.contains(group) { subscribe(group, tables: tables, announcing: true) }
+    }
+
+    /// Relays `group`'s topic for `tables`; with `announcing`, tells the client those tables changed.
+    private func subscribe(_ group: String, tables: Set<String>, announcing: Bool) {
+        let notices = feed.subscribe(identity: ChangeNotice.groupTopic(group))
+        let relay = Task { [weak self] in
+            for await notice in notices {
+                guard let self else { return }
+                if notice.member == self.claims.identity {
+                    await self.reread(group)
+                } else if !notice.isInternal, self.state.withLock({ $0.groups[group]?.tables.contains(notice.table) ?? false }) {
+                    self.continuation.yield(notice)
+                }
+            }
+        }
+        let added = state.withLock { state -> Bool in
+            guard !state.closed, state.groups[group] == nil else { return false }
+            state.groups[group] = (tables, relay)
+            return true
+        }
+        guard added else { relay.cancel(); return }
+        if announcing { announce(tables) }
+    }
+
+    /// After the identity's reading of `group` changed: hears nothing of it until it has
+    /// re-read which tables it reads through it (none, when it left).
+    private func reread(_ group: String) async {
+        let previous = state.withLock { state -> Set<String> in
+            guard let entry = state.groups[group] else { return [] }
+            state.groups[group] = ([], entry.relay)
+            return entry.tables
+        }
+        guard let groups = try? await service.groupSubscriptions(claims: claims) else { return }
+        let tables = groups[group] ?? []
+        state.withLock { state in
+            if let entry = state.groups[group] { state.groups[group] = (tables, entry.relay) }
+        }
+        announce(tables.subtracting(previous))
+    }
+
+    private func announce(_ tables: Set<String>) {
+        for table in tables.sorted() { continuation.yield(ChangeNotice(identity: claims.identity, table: table)) }
+    }
+
+    /// Stops every subscription and ends ``stream``.
+    func close() {
+        let tasks: [Task<Void, Never>] = state.withLock { state in
+            state.closed = true
+            defer { state.groups = [:]; state.own = nil }
+            return state.groups.values.map(\.relay) + [state.own].compactMap { $0 }
+        }
+        tasks.forEach { $0.cancel() }
+        continuation.finish()
+    }
+}
