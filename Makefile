@@ -145,12 +145,18 @@ corrupt-sweep: deps
 # pull page, mid server apply, mid local write, mid compaction) through a fault-injecting
 # proxy; every acknowledged change must reach the server exactly once, with no false conflict
 # and no pulled row skipped. The PostgreSQL configurations need OFFLINE_SYNC_TEST_POSTGRES_URL
-# (set inside `make test`). CRASH_SEED replays a run.
+# (set inside `make test`). Then the membership trials: the server is killed between a
+# membership change and the member's pull of its move-in or move-out, and mid-way through it
+# (Tests/Reliability/membership_crash.py), on SQLite and PostgreSQL. CRASH_SEED replays a run.
 CRASH_TRIALS ?= 20
 crash-trials: deps
 	$(SWIFT) build --product offline-sync
 	$(SWIFT) build --product offline-sync-harness
 	python3 Tests/Reliability/crash_trials.py --trials $(CRASH_TRIALS) --bin "$$($(SWIFT) build --show-bin-path)/offline-sync" \
+		$(if $(CRASH_SEED),--seed $(CRASH_SEED),)
+	python3 Tests/Reliability/membership_crash.py --trials 12 --bin "$$($(SWIFT) build --show-bin-path)/offline-sync" \
+		$(if $(CRASH_SEED),--seed $(CRASH_SEED),)
+	python3 Tests/Reliability/membership_crash.py --trials 12 --store postgres --bin "$$($(SWIFT) build --show-bin-path)/offline-sync" \
 		$(if $(CRASH_SEED),--seed $(CRASH_SEED),)
 
 # The long forms of the reliability tests; writes Docs/Reliability.md (see Scripts/soak.py for

@@ -89,11 +89,11 @@ enum SharedBench {
         }
     }
 
-    /// One list, `big`, of 10,000 todos, and no members yet.
-    static func bigListSeed() async throws -> URL {
-        try await SyncBench.cachedSeed("seed-shared-big-list", describing: "a shared list of 10,000 todos",
-                                       rules: try SyncRules(yaml: rules)) { service in
-            try await seed(service, (0..<10_000).map { insert(todo($0, in: "big"), into: "list_todos") })
+    /// One list, `big`, of `count` todos, and no members yet.
+    static func bigListSeed(_ count: Int) async throws -> URL {
+        try await SyncBench.cachedSeed(count == 10_000 ? "seed-shared-big-list" : "seed-shared-list-\(count)",
+                                       describing: "a shared list of \(count) todos", rules: try SyncRules(yaml: rules)) { service in
+            try await seed(service, (0..<count).map { insert(todo($0, in: "big"), into: "list_todos") })
         }
     }
 
@@ -106,11 +106,11 @@ enum SharedBench {
         return (context, store)
     }
 
-    /// Runs `body` with the seeder's remote and `user`'s client, on a server over the
-    /// `big` list's seed, and closes the client's store afterwards.
-    static func withBigList(directory: URL, user: String,
+    /// Runs `body` with the seeder's remote and `user`'s client, on a server over the seed of
+    /// the `big` list of `count` todos, and closes the client's store afterwards.
+    static func withBigList(_ count: Int, directory: URL, user: String,
                             _ body: (HTTPRemoteStore, SyncContext, SQLiteStore) async throws -> Double) async throws -> Double {
-        let (server, secret) = try SyncBench.startServer(directory: directory, seed: try await bigListSeed(), rules: rules)
+        let (server, secret) = try SyncBench.startServer(directory: directory, seed: try await bigListSeed(count), rules: rules)
         defer { _ = server.stop() }
         let writer = try await SyncBench.remote(server, secret: secret, identity: "seeder", roles: ["seeder"])
         let (context, store) = try await client(user, server: server, secret: secret, directory: directory)
@@ -160,11 +160,18 @@ enum PullDeltaShared: BenchWorkload {
         try await run(directory: directory, user: "narrow", readable: 1000)
     }
 
-    static func run(directory: URL, user: String, readable: Int) async throws -> Double {
+    /// The best of five delta pulls by `user`, who may read `readable` todos. With
+    /// `largeLists`, the last lists of the seed each get 150 more members (`wide` among them),
+    /// over the server's fan-out limit, before the first pull.
+    static func run(directory: URL, user: String, readable: Int, largeLists: Int = 0) async throws -> Double {
         let seed = try await SharedBench.manyListsSeed()
         let (server, secret) = try SyncBench.startServer(directory: directory, seed: seed, rules: SharedBench.rules)
         defer { _ = server.stop() }
         let writer = try await SyncBench.remote(server, secret: secret, identity: "seeder", roles: ["seeder"])
+        let crowd = ["wide"] + (0..<149).map { "crowd-\($0)" }
+        try await SharedBench.push(writer, (10_000 - largeLists..<10_000).flatMap { number in
+            crowd.map { SharedBench.insert(SharedBench.membership($0, in: SharedBench.list(number)), into: "list_members") }
+        })
         let (context, store) = try await SharedBench.client(user, server: server, secret: secret, directory: directory)
         _ = try await context.pull("list_todos", queryId: "all")   // the first, full pull: not measured
         guard try await SharedBench.localTodos(store) == readable else {
@@ -173,8 +180,8 @@ enum PullDeltaShared: BenchWorkload {
         var best = Double.infinity
         for round in 1...5 {
             // 100 changes in lists 0..<10 (todos 0..<1,000), which both users read, and 1,000
-            // in lists 5,000 and above, which neither reads.
-            let changed = (0..<100).map { $0 * 10 + round } + (0..<1000).map { 500_000 + $0 * 500 + round }
+            // in lists 5,000 to 8,999, which neither reads.
+            let changed = (0..<100).map { $0 * 10 + round } + (0..<1000).map { 500_000 + $0 * 400 + round }
             try await SharedBench.push(writer, changed.map { i in
                 PushOperation(id: "delta-\(round)-\(i)", table: "list_todos", itemId: String(format: "todo-%07d", i), kind: .update,
                               item: SharedBench.todo(i, in: SharedBench.list(i / 100), version: round), baseVersion: nil)
@@ -191,17 +198,74 @@ enum PullDeltaShared: BenchWorkload {
     }
 }
 
+/// `pull-delta-mixed`: pull-delta-shared's delta pull by a member of the same 5,000 small
+/// lists and of 20 large ones (150 members each, over the fan-out limit, so their changes
+/// are read from the groups' logs), against the member of 10 small lists on the same server.
+enum PullDeltaMixed: BenchWorkload {
+    static let name = "pull-delta-mixed"
+    static let baseline = "same-delta-member-of-10-lists"
+    static var fixedRecords: Int? { 100 }
+
+    static func ours(directory: URL, records: Int, batch: Int) async throws -> Double {
+        try await PullDeltaShared.run(directory: directory, user: "wide", readable: 502_000, largeLists: 20)
+    }
+
+    static func raw(directory: URL, records: Int, batch: Int) async throws -> Double {
+        try await PullDeltaShared.run(directory: directory, user: "narrow", readable: 1000, largeLists: 20)
+    }
+}
+
 /// `move-in`: a user is added to a list of 10,000 todos; measured from the push that adds
 /// the membership until the todos are in the user's store. The baseline is the floor: the
 /// first pull of 10,000 rows the user owns.
 enum MoveIn: BenchWorkload {
     static let name = "move-in"
     static let baseline = "first-pull-of-10k-own-rows"
-    static let count = 10_000
-    static var fixedRecords: Int? { count }
+    static var fixedRecords: Int? { 10_000 }
 
-    static func ours(directory: URL, records: Int, batch: Int) async throws -> Double {
-        try await SharedBench.withBigList(directory: directory, user: "newcomer") { writer, context, store in
+    static func ours(directory: URL, records: Int, batch: Int) async throws -> Double { try await MoveRows.moveIn(10_000, directory) }
+    static func raw(directory: URL, records: Int, batch: Int) async throws -> Double { try await MoveRows.firstPull(10_000, directory) }
+}
+
+/// `move-in-big`: `move-in` with a list of 100,000 todos, against the first pull of 100,000
+/// own rows (pull-1m's path, a tenth of its rows).
+enum MoveInBig: BenchWorkload {
+    static let name = "move-in-big"
+    static let baseline = "first-pull-of-100k-own-rows"
+    static var fixedRecords: Int? { 100_000 }
+
+    static func ours(directory: URL, records: Int, batch: Int) async throws -> Double { try await MoveRows.moveIn(100_000, directory) }
+    static func raw(directory: URL, records: Int, batch: Int) async throws -> Double { try await MoveRows.firstPull(100_000, directory) }
+}
+
+/// `move-out`: a user is removed from a list of 10,000 todos it holds; measured from the
+/// push that deletes the membership until the todos are gone from the user's store. The
+/// baseline is the pull of 10,000 deletions of rows the user owns (the deletions pushed
+/// beforehand, not measured).
+enum MoveOut: BenchWorkload {
+    static let name = "move-out"
+    static let baseline = "pull-of-10k-own-deletions"
+    static var fixedRecords: Int? { 10_000 }
+
+    static func ours(directory: URL, records: Int, batch: Int) async throws -> Double { try await MoveRows.moveOut(10_000, directory) }
+    static func raw(directory: URL, records: Int, batch: Int) async throws -> Double { try await MoveRows.pullDeletions(10_000, directory) }
+}
+
+/// `move-out-big`: `move-out` with a list of 100,000 todos, against the pull of 100,000
+/// deletions of own rows.
+enum MoveOutBig: BenchWorkload {
+    static let name = "move-out-big"
+    static let baseline = "pull-of-100k-own-deletions"
+    static var fixedRecords: Int? { 100_000 }
+
+    static func ours(directory: URL, records: Int, batch: Int) async throws -> Double { try await MoveRows.moveOut(100_000, directory) }
+    static func raw(directory: URL, records: Int, batch: Int) async throws -> Double { try await MoveRows.pullDeletions(100_000, directory) }
+}
+
+/// The move workloads' two sides, for a list of `count` todos.
+enum MoveRows {
+    static func moveIn(_ count: Int, _ directory: URL) async throws -> Double {
+        try await SharedBench.withBigList(count, directory: directory, user: "newcomer") { writer, context, store in
             _ = try await context.pull("list_todos", queryId: "all")   // nothing in view yet
             let seconds = try await LocalWrites.measure {
                 try await SharedBench.push(writer, [SharedBench.insert(SharedBench.membership("newcomer", in: "big"), into: "list_members")])
@@ -213,7 +277,7 @@ enum MoveIn: BenchWorkload {
         }
     }
 
-    static func raw(directory: URL, records: Int, batch: Int) async throws -> Double {
+    static func firstPull(_ count: Int, _ directory: URL) async throws -> Double {
         try await SharedBench.withOwnRows(count, directory: directory) { _, context, store in
             let seconds = try await LocalWrites.measure { _ = try await context.pull("items", queryId: "all") }
             let stored = try await SharedBench.localItems(store)
@@ -221,20 +285,9 @@ enum MoveIn: BenchWorkload {
             return seconds
         }
     }
-}
 
-/// `move-out`: a user is removed from a list of 10,000 todos it holds; measured from the
-/// push that deletes the membership until the todos are gone from the user's store. The
-/// baseline is the pull of 10,000 deletions of rows the user owns (the deletions pushed
-/// beforehand, not measured).
-enum MoveOut: BenchWorkload {
-    static let name = "move-out"
-    static let baseline = "pull-of-10k-own-deletions"
-    static let count = 10_000
-    static var fixedRecords: Int? { count }
-
-    static func ours(directory: URL, records: Int, batch: Int) async throws -> Double {
-        try await SharedBench.withBigList(directory: directory, user: "leaver") { writer, context, store in
+    static func moveOut(_ count: Int, _ directory: URL) async throws -> Double {
+        try await SharedBench.withBigList(count, directory: directory, user: "leaver") { writer, context, store in
             let membership = SharedBench.membership("leaver", in: "big")
             try await SharedBench.push(writer, [SharedBench.insert(membership, into: "list_members")])
             _ = try await context.pull("list_todos", queryId: "all")
@@ -253,7 +306,7 @@ enum MoveOut: BenchWorkload {
         }
     }
 
-    static func raw(directory: URL, records: Int, batch: Int) async throws -> Double {
+    static func pullDeletions(_ count: Int, _ directory: URL) async throws -> Double {
         try await SharedBench.withOwnRows(count, directory: directory) { remote, context, store in
             _ = try await context.pull("items", queryId: "all")
             try await SharedBench.push(remote, (0..<count).map { i in

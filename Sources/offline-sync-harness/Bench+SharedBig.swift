@@ -1,3 +1,4 @@
+import COfflineSyncSQLite3
 import Foundation
 import OfflineSync
 import OfflineSyncHTTP
@@ -19,11 +20,42 @@ enum SharedBigBench {
         }
     }
 
-    /// Runs `body` with a member's remote on a server over the team's seed.
+    /// Runs `body` with a member's remote on a server over the team's seed; then reports, as
+    /// `storeGrowthBytes`, how many bytes the server's store grew by (the server stopped).
     static func withTeam(directory: URL, _ body: (HTTPRemoteStore) async throws -> Double) async throws -> Double {
-        let (server, secret) = try SyncBench.startServer(directory: directory, seed: try await teamSeed(), rules: SharedBench.rules)
-        defer { _ = server.stop() }
-        return try await body(try await SyncBench.remote(server, secret: secret, identity: "member-00000"))
+        let seed = try await teamSeed()
+        let (server, secret) = try SyncBench.startServer(directory: directory, seed: seed, rules: SharedBench.rules)
+        let seconds: Double
+        do {
+            seconds = try await body(try await SyncBench.remote(server, secret: secret, identity: "member-00000"))
+        } catch {
+            _ = server.stop()
+            throw error
+        }
+        _ = server.stop()
+        let data = directory.appendingPathComponent("server/server.sqlite").path
+        BenchMetrics.shared.set("storeGrowthBytes", Double(try usedBytes(data) - usedBytes(seed.path)))
+        return seconds
+    }
+
+    /// The bytes a SQLite database's pages hold (free pages left out), its WAL checkpointed first.
+    static func usedBytes(_ path: String) throws -> Int {
+        var db: OpaquePointer?
+        guard sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE, nil) == SQLITE_OK, let db else {
+            throw SyncError(.storageFailure, "cannot open \(path)")
+        }
+        defer { sqlite3_close_v2(db) }
+        func integer(_ sql: String) throws -> Int {
+            var statement: OpaquePointer?
+            guard sqlite3_prepare_v2(db, sql, -1, &statement, nil) == SQLITE_OK, let statement else {
+                throw SyncError(.storageFailure, "\(sql): \(String(cString: sqlite3_errmsg(db)))")
+            }
+            defer { sqlite3_finalize(statement) }
+            guard sqlite3_step(statement) == SQLITE_ROW else { throw SyncError(.storageFailure, "\(sql) returned no row") }
+            return Int(sqlite3_column_int64(statement, 0))
+        }
+        _ = try integer("PRAGMA wal_checkpoint(TRUNCATE)")
+        return try (integer("PRAGMA page_count") - integer("PRAGMA freelist_count")) * integer("PRAGMA page_size")
     }
 
     /// Todo `i` of the team's list, or the same record in the owner-only table `items`.

@@ -30,7 +30,8 @@ extension BenchWorkload {
 /// Every workload `bench` knows, in the order it runs them.
 let benchWorkloads: [any BenchWorkload.Type] = [LocalWritesSQLite.self, LocalWritesLMDB.self, LocalWritesEncryptedFile.self,
                                                 LocalWritesPostgreSQL.self, Push10k.self, Pull1m.self, PullDelta.self,
-                                                PullDeltaShared.self, MoveIn.self, MoveOut.self, PushSharedBig.self,
+                                                PullDeltaShared.self, PullDeltaMixed.self, MoveIn.self, MoveOut.self,
+                                                MoveInBig.self, MoveOutBig.self, PushSharedBig.self,
                                                 UpdateSharedBig.self, TablesListShared.self, ObserveLatency.self,
                                                 ObserveBurst.self]
 
