@@ -10,12 +10,14 @@ or by hand, from the repository root, after `swift build --build-tests`:
 
 It runs, in turn:
 
-1. the crash trials (Tests/Reliability/crash_trials.py) with --trials per configuration;
+1. the crash trials (Tests/Reliability/crash_trials.py) with --trials per configuration, then the
+   membership crash trials (Tests/Reliability/membership_crash.py) on SQLite and PostgreSQL;
 2. the convergence test (ConvergenceTests) with --clients clients and --rounds rounds, once per
    seed, under each conflict policy;
 3. the shared-data differential tests (SharedDataTests in process, SharedDifferentialTests through a
    SQLite server and two PostgreSQL server instances, SQLite and LMDB clients, partitions, every
-   conflict policy) with --shared-seeds seeds each;
+   conflict policy, fan-out limits that make groups cross K both ways, GroupScaleTests with pulls
+   of one to three rows interleaved with shares and revocations) with --shared-seeds seeds each;
 4. the corrupt-store sweep of every file adapter with large case counts, and PostgreSQL's
    damaged-catalog sweep (CorruptSchemaTests) with 200 random cases;
 5. the hostile-request and authentication-attack tests, schemathesis with more examples;
@@ -69,6 +71,18 @@ def crash_trials(tool, trials, seed, scratch):
     return {"status": status, "seconds": seconds, "figures": figures, "seed": seed, "tail": output[-2000:]}
 
 
+def membership_crash(tool, trials, seed):
+    """The membership crash trials on SQLite and PostgreSQL: their summary lines."""
+    parts = []
+    for store in ("sqlite", "postgres"):
+        status, output, seconds = run([sys.executable, "Tests/Reliability/membership_crash.py", "--trials", str(trials),
+                                       "--seed", str(seed), "--store", store, "--bin", tool])
+        sys.stdout.write(output[-2000:])
+        lines = [l for l in output.splitlines() if l.startswith("fan-out limit") or l.startswith("  - ") or "skipped" in l]
+        parts.append({"store": store, "status": status, "seconds": seconds, "lines": lines})
+    return {"status": max(p["status"] for p in parts), "parts": parts, "trials": trials, "seed": seed}
+
+
 def convergence(clients, rounds, seeds, first_seed):
     results = {policy: {"seeds": 0, "converged": 0, "conflicts": 0, "dataset_conflicts": 0} for policy in POLICIES}
     failures = []
@@ -98,7 +112,8 @@ def convergence(clients, rounds, seeds, first_seed):
 def shared_data(seeds):
     """The shared-lists differential tests with `seeds` seeds: every client's tables equal
     what the rules let its identity read after every sync (see the tests' doc comments)."""
-    status, output, seconds = run(["swift", "test", "--skip-build", "--filter", "SharedDataTests|SharedDifferentialTests"],
+    status, output, seconds = run(["swift", "test", "--skip-build", "--filter",
+                                   "SharedDataTests|SharedDifferentialTests|GroupScaleTests"],
                                   env={"OFFLINE_SYNC_SHARED_SEEDS": str(seeds)})
     failing = [l for l in output.splitlines() if "✘" in l]
     failed_seeds = sorted(set(int(m) for l in failing for m in re.findall(r"seed → (\d+)", l)))
@@ -192,7 +207,7 @@ def unknown(value):
     return "—" if value is None else value
 
 
-def report(args, crash, converge, shared, sweep, attacks):
+def report(args, crash, members, converge, shared, sweep, attacks):
     lines = ["# Reliability figures", "",
              "Written by `make soak` on %s, commit %s, on %s (debug build)." % (
                  datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), commit(), machine()),
@@ -227,6 +242,18 @@ def report(args, crash, converge, shared, sweep, attacks):
     if crash["status"] != 0:
         lines += ["**The crash trials failed** (exit %d):" % crash["status"], "", "```", crash["tail"].strip(), "```", ""]
 
+    lines += ["## Membership crash trials", "",
+              "The server killed with SIGKILL right after a membership change, during it, or mid-way through the member's pull of",
+              "its move-in or move-out (`Tests/Reliability/membership_crash.py`, %d trials per fan-out limit, seed %s); some" % (
+                  members["trials"], members["seed"]),
+              "changes add or remove 1,100 members at once, so the list converts between small and large in several steps.",
+              "After each restart the member's pull continues from its cursor and must end with exactly the rows it may read;",
+              "no page may carry a row of the private list, and no removal may name a row it was never sent.", ""]
+    for part in members["parts"]:
+        lines += ["- %s (exit %d, %.0f s):" % (part["store"], part["status"], part["seconds"])]
+        lines += ["  - " + l.strip().lstrip("- ") for l in part["lines"]]
+    lines += [""]
+
     lines += ["## Convergence under partitions", "",
               "`ConvergenceTests` with %d clients and %d rounds, seeds %d…%d: random inserts, updates, deletes and dataset writes" % (
                   converge["clients"], converge["rounds"], converge["first_seed"], converge["first_seed"] + converge["seeds"] - 1),
@@ -250,7 +277,9 @@ def report(args, crash, converge, shared, sweep, attacks):
               "an independent oracle. `SharedDataTests` runs in process (odd seeds on SQLite files); `SharedDifferentialTests`",
               "runs through live servers — even seeds one server on SQLite, odd seeds two `offline-sync serve` processes sharing",
               "PostgreSQL — with SQLite and LMDB clients behind partitions that cut and heal, and the seed choosing the conflict",
-              "policy (all four in turn).", "",
+              "policy (all four in turn); the seed also picks the fan-out limit *K* (1, 2 or the default), so lists cross it",
+              "both ways. `GroupScaleTests` runs in process with *K* of 1-3 and pulls of one to three rows interleaved with",
+              "shares, revocations and moves, so memberships change while a pull is mid-page.", "",
               "| figure | value |", "|---|---:|",
               "| seeds per test | %d |" % shared["seeds"],
               "| failed seeds | %s |" % (", ".join(str(s) for s in shared["failed_seeds"]) or "none"),
@@ -331,15 +360,17 @@ def main():
     tool = tool_path()
     with tempfile.TemporaryDirectory(prefix="offline-sync-soak-") as scratch:
         crash = crash_trials(tool, args.trials, args.seed, scratch)
+        members = membership_crash(tool, max(12, args.trials // 4), args.seed)
         converge = convergence(args.clients, args.rounds, args.seeds, args.seed)
         shared = shared_data(args.shared_seeds)
         sweep = sweeps(tool, scratch, args.seed)
         attacks = hostile(tool, args.examples)
-    text = report(args, crash, converge, shared, sweep, attacks)
+    text = report(args, crash, members, converge, shared, sweep, attacks)
     with open(args.out, "w") as f:
         f.write(text)
     print("soak: wrote %s" % args.out)
-    failed = [name for name, status in [("crash trials", crash["status"]), ("convergence", 1 if converge["failures"] else 0),
+    failed = [name for name, status in [("crash trials", crash["status"]), ("membership crash trials", members["status"]),
+                                        ("convergence", 1 if converge["failures"] else 0),
                                         ("shared data", shared["status"]),
                                         ("hostile requests", attacks["status"]),
                                         ("5xx or leaked secrets", 0 if attacks["fives"] == 0 and attacks["secrets_found"] == 0 else 1)] + [("sweep " + n, s["status"]) for n, s in sweep.items()]

@@ -7,12 +7,6 @@ import OfflineSyncStoreKit
 // checked by the full rules with the caller's claims first.
 
 extension OfflineSyncService {
-    /// The two ways a shared table is read; the cursor names the one it belongs to, and a
-    /// cursor of the other way (the caller's roles changed) starts the pull over.
-    enum PullMode: String {
-        case table = "t", view = "v"
-    }
-
     func pullShared(claims: Claims, _ request: PullRequest) async throws -> PullPage {
         let predicate = try Self.mapPredicate(request.predicate)
         let limit = min(max(request.limit, 1), Self.maxPageSize)
@@ -22,46 +16,23 @@ extension OfflineSyncService {
             let epoch = try SequenceRow.of(txn, table: table).epoch
             var cursor = ViewCursor(main: 0), reset = false
             if let text = request.cursor {
-                let parts = text.split(separator: ":", omittingEmptySubsequences: false)
-                guard parts.count == 3 || parts.count == 5, let sequence = Int64(parts[2]),
-                      let given = PullMode(rawValue: String(parts[1])), parts.count == 3 || given == .view else {
-                    throw SyncError(.invalidCursor, "the cursor is not one this service issued")
-                }
-                if parts.count == 5 {
-                    guard let after = Int64(parts[3]), let group = Self.unhex(parts[4]) else {
-                        throw SyncError(.invalidCursor, "the cursor is not one this service issued")
-                    }
-                    cursor = ViewCursor(main: sequence - 1, sweep: ViewCursor.Sweep(event: sequence, group: group, after: after))
-                } else {
-                    cursor.main = sequence
-                }
-                if parts[0] != epoch || given != mode { cursor = ViewCursor(main: 0); reset = true }
+                let given = try PullCursor(parsing: text)
+                guard given.mode != nil else { throw SyncError(.invalidCursor, "the cursor is not one this service issued") }
+                if given.epoch == epoch, given.mode == mode { cursor = given.position } else { reset = true }
             }
             switch mode {
             case .table:
                 let page = try self.tablePage(table, after: cursor.main, limit: limit, predicate: predicate, claims: claims, txn)
-                return PullPage(records: page.records, nextCursor: "\(epoch):\(mode.rawValue):\(page.last)", remaining: page.remaining,
-                                cursorReset: reset, removed: page.removed)
+                return PullPage(records: page.records,
+                                nextCursor: PullCursor(epoch: epoch, mode: mode, position: ViewCursor(main: page.last)).text,
+                                remaining: page.remaining, cursorReset: reset, removed: page.removed)
             case .view:
                 var reader = ViewReader(service: self, table: table, claims: claims, predicate: predicate, txn: txn)
                 let remaining = try reader.read(from: &cursor, limit: limit)
-                return PullPage(records: reader.records, nextCursor: "\(epoch):\(mode.rawValue):\(cursor.text)",
+                return PullPage(records: reader.records, nextCursor: PullCursor(epoch: epoch, mode: mode, position: cursor).text,
                                 remaining: remaining, cursorReset: reset, removed: reader.removed)
             }
         }
-    }
-
-    static func unhex(_ text: Substring) -> String? {
-        guard text.utf8.count % 2 == 0 else { return nil }
-        var bytes: [UInt8] = []
-        var index = text.startIndex
-        while index < text.endIndex {
-            let next = text.index(index, offsetBy: 2)
-            guard let byte = UInt8(text[index..<next], radix: 16) else { return nil }
-            bytes.append(byte)
-            index = next
-        }
-        return String(validating: bytes, as: UTF8.self)
     }
 
     /// A page of the table's changes in sequence order (an `everyone` grant admits the caller),

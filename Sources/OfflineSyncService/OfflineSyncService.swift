@@ -240,12 +240,9 @@ public final class OfflineSyncService: Sendable {
                 let outcome: PushOutcome
                 if let reason = refused[operation.table] {
                     outcome = .rejected(reason: reason, status: 404)
-                } else if self.isShared(operation.table) {
-                    outcome = try self.applyShared(operation, claims: claims, schema: schemas[operation.table]!,
-                                                   now: now, txn: txn, clocks: &clocks, effects: &effects)
                 } else {
-                    outcome = try Self.apply(operation, identity: identity, schema: schemas[operation.table]!,
-                                             now: now, txn: txn, clocks: &clocks)
+                    outcome = try self.apply(operation, claims: claims, schema: schemas[operation.table]!,
+                                             now: now, txn: txn, clocks: &clocks, effects: &effects)
                 }
                 try OutcomeRow(id: key, outcome: outcome, createdAt: now).save(txn)
                 results.append(PushResult(operationId: operation.id, outcome: outcome))
@@ -258,53 +255,6 @@ public final class OfflineSyncService: Sendable {
         var pushed = report.0
         pushed.regrouped.merge(await convertGroups(report.1)) { $0.union($1) }
         return pushed
-    }
-
-    private static func apply(_ operation: PushOperation, identity: String, schema: TableSchema, now: Timestamp,
-                              txn: any LocalWriteTransaction,
-                              clocks: inout TableClocks) throws -> PushOutcome {
-        do { try Names.validateId(operation.itemId) } catch let error as SyncError {
-            return .rejected(reason: error.message, status: 400)
-        }
-        let table = operation.table
-        let id = rowId(owner: identity, item: operation.itemId)
-        let current = try txn.record(in: table, id: id)
-        var fields: [String: Value] = [:]
-        switch operation.kind {
-        case .insert:
-            if let current, !current.deleted { return .conflict(serverRecord: publicRecord(current)) }
-            guard let item = operation.item else { return .rejected(reason: "an insert needs an item", status: 400) }
-            fields = item.fields
-        case .update:
-            guard let current else { return .rejected(reason: "item '\(operation.itemId)' does not exist", status: 404) }
-            if current.deleted { return .conflict(serverRecord: publicRecord(current)) }
-            if let base = operation.baseVersion, base != current.version {
-                return .conflict(serverRecord: publicRecord(current))
-            }
-            guard let item = operation.item else { return .rejected(reason: "an update needs an item", status: 400) }
-            fields = item.fields
-        case .delete:
-            guard let current else { return .rejected(reason: "item '\(operation.itemId)' does not exist", status: 404) }
-            if current.deleted { return .applied(publicRecord(current)) }
-            if let base = operation.baseVersion, base != current.version {
-                return .conflict(serverRecord: publicRecord(current))
-            }
-            fields = publicRecord(current).fields
-        }
-        if let reserved = fields.keys.first(where: { $0.hasPrefix(Names.reservedPrefix) }) {
-            return .rejected(reason: "field name '\(reserved)' uses the reserved prefix '\(Names.reservedPrefix)'", status: 400)
-        }
-        let sequence = try nextSequence(of: table, txn, &clocks)
-        fields[Meta.owner] = .string(identity)
-        fields[Meta.item] = .string(operation.itemId)
-        fields[Meta.sequence] = .int(sequence.value)
-        let row = Record(id: id, fields: fields, version: version(epoch: sequence.epoch, sequence: sequence.value),
-                         updatedAt: try nextStamp(of: table, now: now, txn, &clocks), deleted: operation.kind == .delete)
-        do { try schema.validate(row) } catch let error as SyncError {
-            return .rejected(reason: error.message, status: 400)
-        }
-        try txn.upsert(row, in: table)
-        return .applied(publicRecord(row))
     }
 
     static func version(epoch: String, sequence: Int64) -> String {
@@ -336,12 +286,10 @@ public final class OfflineSyncService: Sendable {
             let epoch = meta.epoch
             var after: Int64 = 0
             var reset = false
-            if let cursor = request.cursor {
-                let parts = cursor.split(separator: ":", maxSplits: 1)
-                guard parts.count == 2, let sequence = Int64(parts[1]), sequence >= 0 else {
-                    throw SyncError(.invalidCursor, "the cursor is not one this service issued")
-                }
-                if parts[0] == epoch { after = sequence } else { reset = true }
+            if let text = request.cursor {
+                let cursor = try PullCursor(parsing: text)
+                guard cursor.mode == nil else { throw SyncError(.invalidCursor, "the cursor is not one this service issued") }
+                if cursor.epoch == epoch { after = cursor.position.main } else { reset = true }
             }
             let mine: QueryPredicate = Field(Meta.owner) == .string(identity)
             let wanted: QueryPredicate = predicate == .all ? .all : (predicate || Field(SystemField.deleted) == true)
@@ -363,7 +311,8 @@ public final class OfflineSyncService: Sendable {
                 remaining = try txn.count(in: table, matching: mine && Field(Meta.sequence) > .int(last) && wanted)
             }
             remainingCounts.store(key, epoch: epoch, after: last, tableSequence: tableSequence, remaining: remaining)
-            return PullPage(records: rows.map(Self.publicRecord), nextCursor: "\(epoch):\(last)",
+            return PullPage(records: rows.map(Self.publicRecord),
+                            nextCursor: PullCursor(epoch: epoch, mode: nil, position: ViewCursor(main: last)).text,
                             remaining: remaining, cursorReset: reset)
         }
     }

@@ -115,3 +115,47 @@ enum UpdateSharedBig: BenchWorkload {
         }
     }
 }
+
+/// `push-shared-k`: what a write costs as a group grows up to the fan-out limit *K* (100 by
+/// default) and past it: 1,000 new todos pushed into a list of 100 members (the largest small
+/// group: each row also lands in 100 members' own logs), against the same push into an
+/// owner-only table. The same push into lists of 10, 50 and 200 members (the last one
+/// large) is reported as `secondsAt10`, `secondsAt50`, `secondsAt100` and `secondsAt200`:
+/// the curve *K* is chosen on (Docs/SyncRules.md).
+enum PushSharedK: BenchWorkload {
+    static let name = "push-shared-k"
+    static let baseline = "same-push-into-owner-only-table"
+    static let count = 1000
+    static var fixedRecords: Int? { count }
+
+    static func ours(directory: URL, records: Int, batch: Int) async throws -> Double {
+        let (server, secret) = try SyncBench.startServer(directory: directory, rules: SharedBench.rules)
+        defer { _ = server.stop() }
+        let seeder = try await SyncBench.remote(server, secret: secret, identity: "seeder", roles: ["seeder"])
+        let sizes = [10, 50, 100, 200]
+        try await SharedBench.push(seeder, sizes.flatMap { size in
+            (0..<size).map { SharedBench.insert(SharedBench.membership(String(format: "member-%05d", $0), in: "k\(size)"),
+                                                into: "list_members") }
+        })
+        let member = try await SyncBench.remote(server, secret: secret, identity: "member-00000")
+        var atK = 0.0
+        for size in sizes {
+            let operations = (0..<count).map { i in
+                var record = SharedBench.todo(i, in: "k\(size)")
+                record.id = "k\(size)-\(record.id)"
+                return SharedBench.insert(record, into: "list_todos")
+            }
+            let seconds = try await LocalWrites.measure { try await SharedBench.push(member, operations) }
+            BenchMetrics.shared.set("secondsAt\(size)", seconds)
+            if size == 100 { atK = seconds }
+        }
+        return atK
+    }
+
+    static func raw(directory: URL, records: Int, batch: Int) async throws -> Double {
+        let (server, secret) = try SyncBench.startServer(directory: directory, rules: SharedBench.rules)
+        defer { _ = server.stop() }
+        let member = try await SyncBench.remote(server, secret: secret, identity: "member-00000")
+        return try await LocalWrites.measure { try await SharedBench.push(member, SharedBigBench.inserts(count, shared: false)) }
+    }
+}

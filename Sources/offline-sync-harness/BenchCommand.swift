@@ -31,7 +31,7 @@ extension BenchWorkload {
 let benchWorkloads: [any BenchWorkload.Type] = [LocalWritesSQLite.self, LocalWritesLMDB.self, LocalWritesEncryptedFile.self,
                                                 LocalWritesPostgreSQL.self, Push10k.self, Pull1m.self, PullDelta.self,
                                                 PullDeltaShared.self, PullDeltaMixed.self, MoveIn.self, MoveOut.self,
-                                                MoveInBig.self, MoveOutBig.self, PushSharedBig.self,
+                                                MoveInBig.self, MoveOutBig.self, PushSharedBig.self, PushSharedK.self,
                                                 UpdateSharedBig.self, TablesListShared.self, ObserveLatency.self,
                                                 ObserveBurst.self]
 

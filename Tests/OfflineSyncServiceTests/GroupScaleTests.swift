@@ -27,8 +27,11 @@ struct GroupScaleTests {
         return all
     }
 
+    /// 20 seeds, or `OFFLINE_SYNC_SHARED_SEEDS` of them (for `make soak`).
+    static let seedCount = Int(ProcessInfo.processInfo.environment["OFFLINE_SYNC_SHARED_SEEDS"] ?? "") ?? 20
+
     @Test("random writes and pulls of one to three rows, fan-out limits 1 to 3, on memory and SQLite",
-          arguments: 0..<20)
+          arguments: 0..<seedCount)
     func interleaved(seed: Int) async throws {
         try await withTemporaryDirectory { directory in
             let limit = seed % 3 + 1

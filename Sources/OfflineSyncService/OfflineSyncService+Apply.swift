@@ -1,0 +1,90 @@
+import Foundation
+import OfflineSync
+
+// The one write path: every pushed insert, update and delete, of an owner-only or a shared
+// table, goes through `apply`. The two kinds differ only where the rules come in: where the
+// row is stored (under its owner, or once per item), which change sequence numbers it, who
+// may read and write it, and which logs learn of it.
+
+extension OfflineSyncService {
+    /// Applies one operation for `claims`, in the push's transaction.
+    ///
+    /// - An owner-only row lives under the caller's own id, so the caller always reads it and
+    ///   may write it; its table's own sequence numbers it.
+    /// - A shared row lives once per item id and the shared sequence numbers it. A change the
+    ///   rules refuse, or that touches a row the caller may not read, is a 403 with no server
+    ///   copy; a conflict carries the server's copy only when the caller may read it. The
+    ///   logs (own and group) learn of the change in the same transaction.
+    func apply(_ operation: PushOperation, claims: Claims, schema: TableSchema, now: Timestamp,
+               txn: any LocalWriteTransaction, clocks: inout TableClocks, effects: inout SharedEffects) throws -> PushOutcome {
+        do { try Names.validateId(operation.itemId) } catch let error as SyncError {
+            return .rejected(reason: error.message, status: 400)
+        }
+        let table = operation.table, item = operation.itemId
+        let shared = isShared(table)
+        let id = shared ? item : Self.rowId(owner: claims.identity, item: item)
+        let forbidden = PushOutcome.rejected(
+            reason: "forbidden: the sync rules do not let this identity \(operation.kind.rawValue) item '\(item)' in table '\(table)'",
+            status: 403)
+        let current = try txn.record(in: table, id: id)
+        let readable = try !shared || (current.map { try evaluator.canRead($0, in: table, claims: claims, txn) } ?? false)
+        var fields: [String: Value]
+        var owner = claims.identity
+        switch operation.kind {
+        case .insert:
+            if let current, !current.deleted { return readable ? .conflict(serverRecord: Self.publicRecord(current)) : forbidden }
+            guard let item = operation.item else { return .rejected(reason: "an insert needs an item", status: 400) }
+            fields = item.fields
+        case .update, .delete:
+            guard let current else { return .rejected(reason: "item '\(item)' does not exist", status: 404) }
+            guard readable else { return forbidden }
+            owner = current[Meta.owner].stringValue ?? claims.identity
+            if current.deleted {
+                return operation.kind == .delete ? .applied(Self.publicRecord(current)) : .conflict(serverRecord: Self.publicRecord(current))
+            }
+            if let base = operation.baseVersion, base != current.version { return .conflict(serverRecord: Self.publicRecord(current)) }
+            if operation.kind == .update {
+                guard let item = operation.item else { return .rejected(reason: "an update needs an item", status: 400) }
+                fields = item.fields
+            } else {
+                fields = Self.publicRecord(current).fields
+            }
+        }
+        if let reserved = fields.keys.first(where: { $0.hasPrefix(Names.reservedPrefix) }) {
+            return .rejected(reason: "field name '\(reserved)' uses the reserved prefix '\(Names.reservedPrefix)'", status: 400)
+        }
+        let sequence = try Self.nextSequence(of: shared ? SequenceRow.shared : table, txn, &clocks)
+        fields[Meta.owner] = .string(owner)
+        fields[Meta.item] = .string(item)
+        fields[Meta.sequence] = .int(sequence.value)
+        let row = Record(id: id, fields: fields, version: Self.version(epoch: sequence.epoch, sequence: sequence.value),
+                         updatedAt: try Self.nextStamp(of: table, now: now, txn, &clocks),
+                         deleted: operation.kind == .delete)
+        do { try schema.validate(row) } catch let error as SyncError {
+            return .rejected(reason: error.message, status: 400)
+        }
+        guard shared else {
+            try txn.upsert(row, in: table)
+            return .applied(Self.publicRecord(row))
+        }
+        let live = current.flatMap { $0.deleted ? nil : $0 }
+        guard try evaluator.canWrite(operation.kind, in: table, current: operation.kind == .insert ? nil : live,
+                                     proposed: operation.kind == .delete ? nil : row, claims: claims, txn) else {
+            // The compensating write: the caller may read the row it may not change, so its
+            // next pull brings the server's copy back, whatever its cursor.
+            if let live, readable {
+                let again = try Self.nextSequence(of: SequenceRow.shared, txn, &clocks).value
+                try tell(claims.identity, about: live, of: table, at: again, evenIfUnseen: true, txn, &effects)
+            }
+            return forbidden
+        }
+        try txn.upsert(row, in: table)
+        try logChange(of: table, from: current, to: row, at: sequence.value, txn, &clocks, &effects)
+        if try !evaluator.canRead(row, in: table, claims: claims, txn) {
+            // A write the caller may make but not read back (a list's owner adding a member
+            // whose rows only members read): its copy leaves the caller's device next pull.
+            try tell(claims.identity, about: row, of: table, at: sequence.value, evenIfUnseen: true, txn, &effects)
+        }
+        return .applied(Self.publicRecord(row))
+    }
+}

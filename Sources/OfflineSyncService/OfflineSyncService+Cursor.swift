@@ -1,0 +1,75 @@
+import OfflineSync
+
+extension OfflineSyncService {
+    /// The two ways a shared table is read; the cursor names the one it belongs to, and a
+    /// cursor of the other way (the caller's roles changed) starts the pull over.
+    enum PullMode: String {
+        case table = "t", view = "v"
+    }
+
+    /// A pull cursor, the one form every pull writes and reads:
+    /// - `<epoch>:<sequence>` for an owner-only table (its own sequence);
+    /// - `<epoch>:<mode>:<sequence>` for a shared table (the shared sequence), read as a table
+    ///   (`t`) or as the caller's view (`v`);
+    /// - `<epoch>:v:<event>:<after>:<group in hex>` while a view pull sweeps a group's log.
+    ///
+    /// The epoch changes when a table's sequence starts over; a cursor of another epoch makes
+    /// the pull start again (`cursorReset`), anything else this service did not write is
+    /// ``SyncError/Code/invalidCursor``.
+    struct PullCursor {
+        var epoch: String
+        /// `nil` for an owner-only table's cursor.
+        var mode: PullMode?
+        var position: ViewCursor
+
+        init(epoch: String, mode: PullMode?, position: ViewCursor) {
+            self.epoch = epoch
+            self.mode = mode
+            self.position = position
+        }
+
+        init(parsing text: String) throws {
+            let invalid = SyncError(.invalidCursor, "the cursor is not one this service issued")
+            let parts = text.split(separator: ":", omittingEmptySubsequences: false)
+            epoch = String(parts[0])
+            switch parts.count {
+            case 2:
+                guard let sequence = Int64(parts[1]), sequence >= 0 else { throw invalid }
+                mode = nil
+                position = ViewCursor(main: sequence)
+            case 3:
+                guard let given = PullMode(rawValue: String(parts[1])), let sequence = Int64(parts[2]), sequence >= 0 else {
+                    throw invalid
+                }
+                mode = given
+                position = ViewCursor(main: sequence)
+            case 5:
+                guard parts[1] == Substring(PullMode.view.rawValue), let event = Int64(parts[2]), event > 0,
+                      let after = Int64(parts[3]), let group = OfflineSyncService.unhex(parts[4]) else { throw invalid }
+                mode = .view
+                position = ViewCursor(main: event - 1, sweep: ViewCursor.Sweep(event: event, group: group, after: after))
+            default:
+                throw invalid
+            }
+        }
+
+        var text: String {
+            guard let mode else { return "\(epoch):\(position.main)" }
+            return "\(epoch):\(mode.rawValue):\(position.text)"
+        }
+    }
+
+    /// The UTF-8 string whose bytes `text` spells in hex, two digits a byte.
+    static func unhex(_ text: Substring) -> String? {
+        guard text.utf8.count % 2 == 0 else { return nil }
+        var bytes: [UInt8] = []
+        var index = text.startIndex
+        while index < text.endIndex {
+            let next = text.index(index, offsetBy: 2)
+            guard let byte = UInt8(text[index..<next], radix: 16) else { return nil }
+            bytes.append(byte)
+            index = next
+        }
+        return String(validating: bytes, as: UTF8.self)
+    }
+}
