@@ -154,6 +154,20 @@ extension OfflineSyncService {
         static func after(_ sequence: Int64, group: String, table: String) -> QueryPredicate {
             field(.group) == .string(group) && field(.table) == .string(table) && field(.sequence) > .int(sequence)
         }
+
+        /// The entries `query` selects, read field by field: a pull reads a thousand a page,
+        /// and the generic decoder costs more than the store's read. Throws
+        /// ``SyncError/Code/corrupted`` for an entry that does not hold its fields.
+        static func entries(_ txn: any LocalReadTransaction, _ query: Query) throws -> [GroupLogRow] {
+            try txn.records(in: table, matching: query).map { row in
+                guard let group = row[name(.group)].stringValue, let table = row[name(.table)].stringValue,
+                      let item = row[name(.item)].stringValue, let sequence = row[name(.sequence)].intValue,
+                      case .bytes(let spans) = row[name(.spans)] else {
+                    throw SyncError(.corrupted, "a row of \(Self.table) does not hold a group-log entry")
+                }
+                return GroupLogRow(id: row.id, group: group, table: table, item: item, sequence: sequence, spans: Data(spans))
+            }
+        }
     }
 
     /// How a group's writes reach its members.

@@ -49,6 +49,8 @@ extension OfflineSyncService {
         private var served: [String: Int] = [:]
         private var removedIndex: [String: Int] = [:]
         private var reaches: [String: Spans?] = [:]
+        private var roles: [String: Set<String>?] = [:]
+        private let memo = ReadMemo()
 
         init(service: OfflineSyncService, table: String, claims: Claims, predicate: QueryPredicate, txn: any LocalReadTransaction) {
             self.service = service
@@ -96,8 +98,8 @@ extension OfflineSyncService {
                 var bound = entries.count == fetch ? entries.last!.sequence : Int64.max
                 for (group, since) in groups {
                     let from = max(cursor.main, since)
-                    let logged = try GroupLogRow.all(txn, Query(GroupLogRow.after(from, group: group, table: table),
-                                                                order: [GroupLogRow.sorted(.sequence)], limit: fetch))
+                    let logged = try GroupLogRow.entries(txn, Query(GroupLogRow.after(from, group: group, table: table),
+                                                                    order: [GroupLogRow.sorted(.sequence)], limit: fetch))
                     if logged.count == fetch { bound = min(bound, logged.last!.sequence) }
                     entries += logged.map(Entry.group)
                 }
@@ -119,10 +121,10 @@ extension OfflineSyncService {
                                     return try remaining(after: cursor)
                                 }
                             } else {
-                                try decide(row.item, known: true)
+                                try decide(row.item, stored: try txn.record(in: table, id: row.item)) { _ in true }
                             }
                         case .group(let row):
-                            try decide(row.item, known: try knows(row))
+                            try decide(row.item, stored: try txn.record(in: table, id: row.item)) { try $0.knows(row) }
                         }
                     }
                     cursor.main = sequence
@@ -151,11 +153,18 @@ extension OfflineSyncService {
         private mutating func sweep(_ group: String, after: Int64) throws -> Int64? {
             var position = after
             while true {
-                let logged = try GroupLogRow.all(txn, Query(GroupLogRow.after(position, group: group, table: table),
-                                                            order: [GroupLogRow.sorted(.sequence)], limit: limit + 1))
+                let logged = try GroupLogRow.entries(txn, Query(GroupLogRow.after(position, group: group, table: table),
+                                                                order: [GroupLogRow.sorted(.sequence)], limit: limit + 1))
+                // The rows of the whole batch in one read, not one lookup per entry.
+                var stored: [String: Record] = [:]
+                let items = logged.map { Value.string($0.item) }
+                for start in stride(from: 0, to: items.count, by: 500) {
+                    let chunk = Array(items[start..<min(start + 500, items.count)])
+                    for row in try txn.records(in: table, matching: Query(.isIn(SystemField.id, chunk))) { stored[row.id] = row }
+                }
                 for row in logged {
                     if isFull, served[row.item] == nil, removedIndex[row.item] == nil { return position }
-                    try decide(row.item, known: try knows(row))
+                    try decide(row.item, stored: stored[row.item]) { try $0.knows(row) }
                     position = row.sequence
                 }
                 if logged.count <= limit { return nil }
@@ -164,9 +173,9 @@ extension OfflineSyncService {
 
         /// Serves `item` as it is now: the row when the caller may read it (and it matches the
         /// pull's filter, or is a deletion), else its id as removed when the caller may have
-        /// seen it (`known`).
-        private mutating func decide(_ item: String, known: Bool) throws {
-            if let row = try txn.record(in: table, id: item), try service.evaluator.canRead(row, in: table, claims: claims, txn) {
+        /// seen it (`known`, asked only then). `stored` is the row as read (`nil`: there is none).
+        private mutating func decide(_ item: String, stored: Record?, known: (inout ViewReader) throws -> Bool) throws {
+            if let row = stored, try service.evaluator.canRead(row, in: table, claims: claims, txn, memo: memo) {
                 if let index = removedIndex.removeValue(forKey: item) { removedIds[index] = "" }
                 guard row.deleted || predicate == .all || QueryEvaluator.matches(row, predicate) else { return }
                 let record = OfflineSyncService.publicRecord(row)
@@ -174,7 +183,7 @@ extension OfflineSyncService {
                     served[item] = servedRecords.count
                     servedRecords.append(record)
                 }
-            } else if known, removedIndex[item] == nil, served[item] == nil {
+            } else if removedIndex[item] == nil, served[item] == nil, try known(&self) {
                 removedIndex[item] = removedIds.count
                 removedIds.append(item)
             }
@@ -187,8 +196,12 @@ extension OfflineSyncService {
                 let row = try ReachRow.find(txn, id: ReachRow.id(identity: claims.identity, group: entry.group))
                 reaches[entry.group] = try row.map { try Spans($0.spans) }
             }
-            guard let reach = reaches[entry.group] ?? nil, let group = Group(key: entry.group) else { return false }
-            return try Spans(entry.spans).overlaps(reach, roles: service.readRoles(of: table, through: group))
+            guard let reach = reaches[entry.group] ?? nil else { return false }
+            if roles[entry.group] == nil {
+                guard let group = Group(key: entry.group) else { return false }
+                roles[entry.group] = .some(service.readRoles(of: table, through: group))
+            }
+            return try Spans(entry.spans).overlaps(reach, roles: roles[entry.group] ?? nil)
         }
 
         /// The caller's marked groups whose log this table's pull reads from `cursor` (large

@@ -23,10 +23,12 @@ struct RuleEvaluator: Sendable {
     /// Whether `claims` may read `row` of `table`. With `ignoringConditions`, claim
     /// conditions count as met: what the view log records for an identity whose token it
     /// cannot see (the rows it *might* read), before a pull checks again with the token's claims.
+    /// With `memo`, membership answers are kept and reused for the rest of the transaction
+    /// `txn` (a sweep of a group's log asks the same question for every row).
     func canRead(_ row: Record, in table: String, claims: Claims, ignoringConditions: Bool = false,
-                 _ txn: any LocalReadTransaction) throws -> Bool {
+                 _ txn: any LocalReadTransaction, memo: ReadMemo? = nil) throws -> Bool {
         guard let tableRules = rules.rules(for: table) else { return false }
-        for grant in tableRules.read where try admits(grant, row, claims, ignoringConditions: ignoringConditions, txn) {
+        for grant in tableRules.read where try admits(grant, row, claims, ignoringConditions: ignoringConditions, txn, memo: memo) {
             return true
         }
         return false
@@ -50,7 +52,7 @@ struct RuleEvaluator: Sendable {
         for row in judged {
             var allowed = false
             for grant in tableRules.write where grant.operations.contains(kind) {
-                if try admits(grant, row, claims, ignoringConditions: false, txn) { allowed = true; break }
+                if try admits(grant, row, claims, ignoringConditions: false, txn, memo: nil) { allowed = true; break }
             }
             if !allowed { return false }
         }
@@ -60,7 +62,7 @@ struct RuleEvaluator: Sendable {
     // MARK: Grants
 
     private func admits(_ grant: Grant, _ row: Record, _ claims: Claims, ignoringConditions: Bool,
-                        _ txn: any LocalReadTransaction) throws -> Bool {
+                        _ txn: any LocalReadTransaction, memo: ReadMemo?) throws -> Bool {
         guard ignoringConditions || grant.conditions.allSatisfy({ $0.holds(for: claims) }) else { return false }
         switch grant.kind {
         case .owner:
@@ -71,7 +73,12 @@ struct RuleEvaluator: Sendable {
             return row[field].stringValue == claims.identity
         case let .member(name, key, roles):
             guard let membership = rules.memberships[name], let group = Self.value(of: key, in: row) else { return false }
-            return try isMember(claims.identity, of: group, through: membership, roles: roles, txn)
+            guard let memo else { return try isMember(claims.identity, of: group, through: membership, roles: roles, txn) }
+            let question = ReadMemo.Membership(name: name, group: group, roles: roles)
+            if let known = memo.memberships[question] { return known }
+            let answer = try isMember(claims.identity, of: group, through: membership, roles: roles, txn)
+            memo.memberships[question] = answer
+            return answer
         case let .ownerOf(table, key):
             guard let item = Self.value(of: key, in: row)?.stringValue else { return false }
             let id = rowLocator(table, item, claims.identity)
@@ -98,4 +105,17 @@ struct RuleEvaluator: Sendable {
         let value = key == SystemField.id ? row[OfflineSyncService.Meta.item] : row[key]
         return value.isNull ? nil : value
     }
+}
+
+/// Answers one caller's read decisions share within one read transaction, so a page that
+/// checks a thousand rows of one group asks the store once whether the caller is in it. Valid
+/// only for the caller and the transaction it was filled in; not shared between tasks.
+final class ReadMemo {
+    struct Membership: Hashable {
+        let name: String
+        let group: Value
+        let roles: [String]?
+    }
+
+    var memberships: [Membership: Bool] = [:]
 }
