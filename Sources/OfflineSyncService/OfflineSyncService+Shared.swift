@@ -15,6 +15,11 @@ extension OfflineSyncService {
     func logChange(of table: String, from before: Record?, to after: Record, at sequence: Int64,
                    _ txn: any LocalWriteTransaction, _ clocks: inout TableClocks, _ effects: inout SharedEffects) throws {
         let item = after[Meta.item].stringValue ?? after.id
+        if rules.memberships.values.contains(where: { $0.table == table }) {
+            // A membership changes: what the push remembered about memberships may not hold.
+            effects.memo.memberships.removeAll()
+            effects.members.removeAll()
+        }
         let old = before.map { audience(of: $0, in: table) } ?? Audience()
         let new = audience(of: after, in: table)
         var told = old.identities.union(new.identities)
@@ -40,7 +45,9 @@ extension OfflineSyncService {
                 let mode = row?.mode ?? .small
                 // A converting group's members up to its progress are marked: their pulls read
                 // the group's log, so only the others are told.
-                if mode != .large { told.formUnion(try members(of: value, through: membership, after: row?.progress, txn)) }
+                if mode != .large {
+                    told.formUnion(try members(of: group, value: value, through: membership, after: row?.progress, txn, &effects))
+                }
                 if mode != .small { effects.groups[table, default: []].insert(group.key) }
                 if mode == .converting { effects.converting.insert(group.key) }
             }
@@ -58,11 +65,13 @@ extension OfflineSyncService {
     func tell(_ identity: String, about row: Record, of table: String, at sequence: Int64, before: Record? = nil,
               evenIfUnseen: Bool = false, _ txn: any LocalWriteTransaction, _ effects: inout SharedEffects) throws {
         let item = row[Meta.item].stringValue ?? row.id
-        let visible = try evaluator.canRead(row, in: table, claims: Claims(identity: identity), ignoringConditions: true, txn)
+        let visible = try evaluator.canRead(row, in: table, claims: Claims(identity: identity), ignoringConditions: true, txn,
+                                            memo: effects.memo)
         let id = ViewRow.id(identity: identity, table: table, item: item)
         if !visible, !evenIfUnseen {
             let sawBefore = try before.map {
-                try evaluator.canRead($0, in: table, claims: Claims(identity: identity), ignoringConditions: true, txn)
+                try evaluator.canRead($0, in: table, claims: Claims(identity: identity), ignoringConditions: true, txn,
+                                      memo: effects.memo)
             } ?? false
             if !sawBefore, try ViewRow.find(txn, id: id) == nil { return }
         }
@@ -70,14 +79,22 @@ extension OfflineSyncService {
         effects.identities[table, default: []].insert(identity)
     }
 
-    /// The live members of the group `value` of `membership` (only asked of small and
-    /// converting groups), those after `after` in member order when given.
-    private func members(of value: Value, through membership: Membership, after: String? = nil,
-                         _ txn: any LocalReadTransaction) throws -> Set<String> {
-        var predicate = Field(membership.group) == value && Field(SystemField.deleted) == false
-        if let after { predicate = predicate && Field(membership.member) > .string(after) }
-        let rows = try txn.records(in: membership.table, matching: Query(predicate))
-        return Set(rows.compactMap { $0[membership.member].stringValue })
+    /// The live members of `group`, the group `value` of `membership` (only asked of small
+    /// and converting groups), those after `after` in member order when given; read once per
+    /// push while its memberships stay as they are.
+    private func members(of group: Group, value: Value, through membership: Membership, after: String? = nil,
+                         _ txn: any LocalReadTransaction, _ effects: inout SharedEffects) throws -> Set<String> {
+        let all: Set<String>
+        if let known = effects.members[group.key] {
+            all = known
+        } else {
+            let rows = try txn.records(in: membership.table, matching: Query(
+                Field(membership.group) == value && Field(SystemField.deleted) == false))
+            all = Set(rows.compactMap { $0[membership.member].stringValue })
+            effects.members[group.key] = all
+        }
+        guard let after else { return all }
+        return all.filter { $0 > after }
     }
 
     /// Whom a row's read grants name, claim conditions aside: identities directly, and groups.
@@ -300,4 +317,9 @@ struct SharedEffects {
     /// Identities whose reading of a large group's log began, ended or changed role, with
     /// those groups (``PushReport/regrouped``).
     var regrouped: [String: Set<String>] = [:]
+    /// The push's answers about memberships, and the members of the small groups it wrote
+    /// to, by group key: a batch of a thousand rows into one list reads the list's members
+    /// once. Both are dropped whenever the push writes to a membership table.
+    let memo = ReadMemo()
+    var members: [String: Set<String>] = [:]
 }

@@ -147,6 +147,18 @@ extension OfflineSyncService {
             field(.identity) == .string(identity) && field(.table) == .string(table) && field(.sequence) > .int(sequence)
         }
 
+        /// Writes the entry field by field, as the generic encoder would (an absent group is
+        /// no field): a push into a small group writes one entry per member per row, and the
+        /// encoder cost as much as the store's write.
+        func save(_ txn: any LocalWriteTransaction) throws {
+            var fields: [String: Value] = [
+                Self.name(.identity): .string(identity), Self.name(.table): .string(table), Self.name(.item): .string(item),
+                Self.name(.sequence): .int(sequence), Self.name(.visible): .bool(visible),
+            ]
+            if let group { fields[Self.name(.group)] = .string(group) }
+            try txn.upsert(Record(id: id, fields: fields), in: Self.table)
+        }
+
         /// The caller's entries of `table` after `sequence`, without events (a pull that reads
         /// the table directly has no group to sweep).
         static func entries(after sequence: Int64, identity: String, table: String) -> QueryPredicate {

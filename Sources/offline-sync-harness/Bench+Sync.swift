@@ -30,15 +30,16 @@ enum SyncBench {
 
     /// Starts `offline-sync serve` over `data/server.sqlite` (copied from `seed` when given),
     /// with the sync rules document `rules` when given.
-    static func startServer(directory: URL, seed: URL? = nil, rules: String? = nil) throws -> (ServerProcess, String) {
+    static func startServer(directory: URL, seed: URL? = nil, rules: String? = nil,
+                            extraArguments: [String] = []) throws -> (ServerProcess, String) {
         let data = directory.appendingPathComponent("server")
         try FileManager.default.createDirectory(at: data, withIntermediateDirectories: true)
         if let seed { try FileManager.default.copyItem(at: seed, to: data.appendingPathComponent("server.sqlite")) }
-        var arguments: [String] = []
+        var arguments = extraArguments
         if let rules {
             let file = directory.appendingPathComponent("rules.yaml")
             try Data(rules.utf8).write(to: file)
-            arguments = ["--rules", file.path]
+            arguments += ["--rules", file.path]
         }
         let secret = secret()
         return (try ServerProcess.start(data: data, secret: secret, extraArguments: arguments), secret)

@@ -74,7 +74,7 @@ struct RuleEvaluator: Sendable {
         case let .member(name, key, roles):
             guard let membership = rules.memberships[name], let group = Self.value(of: key, in: row) else { return false }
             guard let memo else { return try isMember(claims.identity, of: group, through: membership, roles: roles, txn) }
-            let question = ReadMemo.Membership(name: name, group: group, roles: roles)
+            let question = ReadMemo.Membership(identity: claims.identity, name: name, group: group, roles: roles)
             if let known = memo.memberships[question] { return known }
             let answer = try isMember(claims.identity, of: group, through: membership, roles: roles, txn)
             memo.memberships[question] = answer
@@ -107,11 +107,14 @@ struct RuleEvaluator: Sendable {
     }
 }
 
-/// Answers one caller's read decisions share within one read transaction, so a page that
-/// checks a thousand rows of one group asks the store once whether the caller is in it. Valid
-/// only for the caller and the transaction it was filled in; not shared between tasks.
+/// Answers read decisions share within one transaction, so a page that checks a thousand
+/// rows of one group asks the store once whether the caller is in it, and a push that tells a
+/// group's members of a thousand rows asks once per member. Valid only in the transaction it
+/// was filled in, and only until a membership changes there (a push clears it then); not
+/// shared between tasks.
 final class ReadMemo {
     struct Membership: Hashable {
+        let identity: String
         let name: String
         let group: Value
         let roles: [String]?
