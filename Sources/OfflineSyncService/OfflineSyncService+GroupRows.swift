@@ -129,11 +129,21 @@ extension OfflineSyncService {
     /// the group, and the spans it was in the group. A write costs one entry per group of the
     /// row before and after it, whatever the groups' sizes. Members of a large group read its
     /// entries on pull; a member's move-in or move-out sweeps them (``GroupLogRow/after(_:group:table:)``).
+    ///
+    /// The stored `group` field is the group's key while the item is in the group, and the key
+    /// after ``closedPrefix`` once it has left: a sweep reads the rows still in the group from
+    /// the table itself, in change order (their entries' sequences are their own), and only the
+    /// entries of rows that left from this log.
     struct GroupLogRow: StoredRow {
         static let table = "__srv_glog"
         enum CodingKeys: String, CodingKey { case id, group, table, item, sequence, spans }
 
+        /// Before a group's key in the entries of items that left it. No key starts with it
+        /// (keys start with `m` or `o`).
+        static let closedPrefix = "x"
+
         var id: String
+        /// The group's key, or ``closedPrefix`` and the key (``key`` is the key either way).
         var group: String
         var table: String
         var item: String
@@ -146,11 +156,31 @@ extension OfflineSyncService {
         ], indexes: [IndexDefinition([CodingKeys.group.rawValue, CodingKeys.table.rawValue, CodingKeys.sequence.rawValue])],
            undeclaredFields: .reject)
 
+        /// An entry of the group with key `key`, stored under the key while the item is in
+        /// the group (`spans` open) and under the closed form once it left.
+        init(id: String, key: String, table: String, item: String, sequence: Int64, spans: Spans) {
+            self.init(id: id, group: spans.isOpen ? key : Self.closedPrefix + key, table: table, item: item,
+                      sequence: sequence, spans: spans.data)
+        }
+
+        init(id: String, group: String, table: String, item: String, sequence: Int64, spans: Data) {
+            self.id = id
+            self.group = group
+            self.table = table
+            self.item = item
+            self.sequence = sequence
+            self.spans = spans
+        }
+
+        /// The group's key, whether the item is still in it or not.
+        var key: String { group.hasPrefix(Self.closedPrefix) ? String(group.dropFirst(Self.closedPrefix.count)) : group }
+
         static func id(group: String, table: String, item: String) -> String {
             CompositeKey.packed(group, table, last: item)
         }
 
-        /// The group's entries of `table` after `sequence`.
+        /// The entries of `table` after `sequence` stored under `group` (a key: the items in
+        /// the group; a closed key: those that left).
         static func after(_ sequence: Int64, group: String, table: String) -> QueryPredicate {
             field(.group) == .string(group) && field(.table) == .string(table) && field(.sequence) > .int(sequence)
         }

@@ -33,7 +33,7 @@ extension OfflineSyncService {
             case (true, false): spans.close(at: sequence)
             default: if !spans.isOpen { spans.open(at: sequence) }
             }
-            try GroupLogRow(id: id, group: group.key, table: table, item: item, sequence: sequence, spans: spans.data).save(txn)
+            try GroupLogRow(id: id, key: group.key, table: table, item: item, sequence: sequence, spans: spans).save(txn)
             switch group {
             case let .ownerOf(target, owned):
                 if let row = try txn.record(in: target, id: owned), !row.deleted, let owner = row[Meta.owner].stringValue {
@@ -269,6 +269,41 @@ extension OfflineSyncService {
         }
         try row.save(txn)
         return row.mode == .converting
+    }
+
+    /// The fields of `table` that `member` and `owner_of` read grants key rows by (not the
+    /// item id): a row whose field holds a group's value is in that group.
+    func groupKeyFields(of table: String) -> [String] {
+        var names: [String] = []
+        for grant in rules.rules(for: table)?.read ?? [] {
+            switch grant.kind {
+            case let .member(_, key, _), let .ownerOf(_, key):
+                if key != SystemField.id, !names.contains(key) { names.append(key) }
+            case .owner, .everyone, .identityField: break
+            }
+        }
+        return names
+    }
+
+    /// Which stored rows of `table` are in `group` now: each (field, value) a read grant puts
+    /// rows in the group by (`id` as the stored id). A row's group-log entry for the group is
+    /// open exactly when one of these holds, and its sequence is then the row's own.
+    func groupFields(of group: Group, in table: String) -> [(field: String, value: Value)] {
+        var pairs: [(field: String, value: Value)] = []
+        for grant in rules.rules(for: table)?.read ?? [] {
+            let key: String, value: Value
+            switch (grant.kind, group) {
+            case let (.member(name, grantKey, _), .member(groupName, groupValue)) where name == groupName:
+                key = grantKey; value = groupValue
+            case let (.ownerOf(target, grantKey), .ownerOf(groupTable, item)) where target == groupTable:
+                key = grantKey; value = .string(item)
+            default:
+                continue
+            }
+            let field = key == SystemField.id ? SystemField.id : key
+            if !pairs.contains(where: { $0.field == field }) { pairs.append((field, value)) }
+        }
+        return pairs
     }
 
     /// The tables with a `member` read grant through the membership `name`.

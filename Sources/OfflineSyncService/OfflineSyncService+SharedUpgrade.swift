@@ -35,6 +35,40 @@ extension OfflineSyncService {
         }
     }
 
+    /// The ``SequenceRow`` whose presence says the group log keeps the entries of items that
+    /// left a group under the closed key (``GroupLogRow/closedPrefix``).
+    static let closedEntriesMarker = "__glog_closed"
+
+    /// On the first open by this version, moves the entries of items that left their group
+    /// under the closed key: the first version of group logs kept every entry under the
+    /// group's key. Page by page, one transaction each; several instances doing it at once
+    /// write the same rows.
+    func separateClosedEntries() async throws {
+        if try await store.read({ try SequenceRow.find($0, id: Self.closedEntriesMarker) }) != nil { return }
+        var after: String?
+        while true {
+            let start = after
+            let last = try await store.write { txn -> String? in
+                let page = try GroupLogRow.entries(txn, Query(start.map { Field(SystemField.id) > .string($0) } ?? .all,
+                                                              order: [SortKey(SystemField.id)], limit: Self.backfillPage))
+                for entry in page where !entry.group.hasPrefix(GroupLogRow.closedPrefix) {
+                    let spans = try Spans(entry.spans)
+                    guard !spans.isOpen else { continue }
+                    try GroupLogRow(id: entry.id, key: entry.group, table: entry.table, item: entry.item,
+                                    sequence: entry.sequence, spans: spans).save(txn)
+                }
+                return page.count < Self.backfillPage ? nil : page.last?.id
+            }
+            guard let last else { break }
+            after = last
+        }
+        try await store.write { txn in
+            if try SequenceRow.find(txn, id: Self.closedEntriesMarker) == nil {
+                try SequenceRow(id: Self.closedEntriesMarker, epoch: "", sequence: 0).save(txn)
+            }
+        }
+    }
+
     /// Writes the group-log entries of every stored row of `table` and, for memberships and
     /// `owner_of` targets, the reach of their live rows, open since the beginning.
     private func backfill(_ table: String) async throws {
@@ -59,8 +93,8 @@ extension OfflineSyncService {
         for group in audience(of: row, in: table).groups {
             let id = GroupLogRow.id(group: group.key, table: table, item: item)
             if try GroupLogRow.find(txn, id: id) != nil { continue }
-            try GroupLogRow(id: id, group: group.key, table: table, item: item,
-                            sequence: row[Meta.sequence].intValue ?? 0, spans: since.data).save(txn)
+            try GroupLogRow(id: id, key: group.key, table: table, item: item,
+                            sequence: row[Meta.sequence].intValue ?? 0, spans: since).save(txn)
         }
         guard !row.deleted else { return }
         var reached: [(identity: String, group: Group, role: String?)] = []

@@ -98,10 +98,13 @@ extension OfflineSyncService {
                 var bound = entries.count == fetch ? entries.last!.sequence : Int64.max
                 for (group, since) in groups {
                     let from = max(cursor.main, since)
-                    let logged = try GroupLogRow.entries(txn, Query(GroupLogRow.after(from, group: group, table: table),
-                                                                    order: [GroupLogRow.sorted(.sequence)], limit: fetch))
-                    if logged.count == fetch { bound = min(bound, logged.last!.sequence) }
-                    entries += logged.map(Entry.group)
+                    // Items still in the group and items that left it are stored apart.
+                    for stored in [group, GroupLogRow.closedPrefix + group] {
+                        let logged = try GroupLogRow.entries(txn, Query(GroupLogRow.after(from, group: stored, table: table),
+                                                                        order: [GroupLogRow.sorted(.sequence)], limit: fetch))
+                        if logged.count == fetch { bound = min(bound, logged.last!.sequence) }
+                        entries += logged.map(Entry.group)
+                    }
                 }
                 if entries.isEmpty { return 0 }
                 entries.sort { $0.sequence < $1.sequence }
@@ -150,24 +153,52 @@ extension OfflineSyncService {
         /// change): each row the caller may read now, and the id of each it may have seen
         /// there and may not read now. Returns `nil` when the log is read to its end, else the
         /// sequence of the last entry served (the page is full).
+        ///
+        /// The group's log in change order is read from two places: the rows still in the group
+        /// from the table itself (by the grant's key and the change sequence: their entries'
+        /// sequences are their own), each row read once; and the entries of items that left,
+        /// from the log, with their rows read a page at a time.
         private mutating func sweep(_ group: String, after: Int64) throws -> Int64? {
+            let fields = Group(key: group).map { service.groupFields(of: $0, in: table) } ?? []
             var position = after
             while true {
-                let logged = try GroupLogRow.entries(txn, Query(GroupLogRow.after(position, group: group, table: table),
-                                                                order: [GroupLogRow.sorted(.sequence)], limit: limit + 1))
-                // The rows of the whole batch in one read, not one lookup per entry.
+                let fetch = limit + 1
+                // Entries up to `bound` are complete in every source read.
+                var bound = Int64.max
+                var candidates: [(sequence: Int64, item: String, row: Record?, entry: GroupLogRow?)] = []
+                for (field, value) in fields {
+                    let rows = try txn.records(in: table, matching: Query(
+                        Field(field) == value && Field(Meta.sequence) > .int(position), order: [SortKey(Meta.sequence)], limit: fetch))
+                    if rows.count == fetch { bound = min(bound, rows.last?[Meta.sequence].intValue ?? .min) }
+                    candidates += rows.map { ($0[Meta.sequence].intValue ?? .min, $0[Meta.item].stringValue ?? $0.id, $0, nil) }
+                }
+                let left = try GroupLogRow.entries(txn, Query(GroupLogRow.after(position, group: GroupLogRow.closedPrefix + group,
+                                                                                table: table),
+                                                              order: [GroupLogRow.sorted(.sequence)], limit: fetch))
+                if left.count == fetch { bound = min(bound, left.last!.sequence) }
+                // The rows of the items that left, in one read, not one lookup per entry.
                 var stored: [String: Record] = [:]
-                let items = logged.map { Value.string($0.item) }
+                let items = left.map { Value.string($0.item) }
                 for start in stride(from: 0, to: items.count, by: 500) {
                     let chunk = Array(items[start..<min(start + 500, items.count)])
                     for row in try txn.records(in: table, matching: Query(.isIn(SystemField.id, chunk))) { stored[row.id] = row }
                 }
-                for row in logged {
-                    if isFull, served[row.item] == nil, removedIndex[row.item] == nil { return position }
-                    try decide(row.item, stored: stored[row.item]) { try $0.knows(row) }
-                    position = row.sequence
+                candidates += left.map { ($0.sequence, $0.item, stored[$0.item], $0) }
+                candidates.sort { $0.sequence < $1.sequence }
+                for candidate in candidates where candidate.sequence <= bound {
+                    if isFull, served[candidate.item] == nil, removedIndex[candidate.item] == nil { return position }
+                    if let entry = candidate.entry {
+                        try decide(candidate.item, stored: candidate.row) { try $0.knows(entry) }
+                    } else {
+                        let id = GroupLogRow.id(group: group, table: table, item: candidate.item)
+                        try decide(candidate.item, stored: candidate.row) { reader in
+                            try GroupLogRow.find(reader.txn, id: id).map { try reader.knows($0) } ?? false
+                        }
+                    }
+                    position = candidate.sequence
                 }
-                if logged.count <= limit { return nil }
+                if bound == .max { return nil }
+                position = bound
             }
         }
 
@@ -192,16 +223,17 @@ extension OfflineSyncService {
         /// Whether the caller may have seen the item of a group-log entry: it was in the group
         /// while the caller belonged to it with a role this table's grants read through.
         private mutating func knows(_ entry: GroupLogRow) throws -> Bool {
-            if reaches[entry.group] == nil {
-                let row = try ReachRow.find(txn, id: ReachRow.id(identity: claims.identity, group: entry.group))
-                reaches[entry.group] = try row.map { try Spans($0.spans) }
+            let key = entry.key
+            if reaches[key] == nil {
+                let row = try ReachRow.find(txn, id: ReachRow.id(identity: claims.identity, group: key))
+                reaches[key] = try row.map { try Spans($0.spans) }
             }
-            guard let reach = reaches[entry.group] ?? nil else { return false }
-            if roles[entry.group] == nil {
-                guard let group = Group(key: entry.group) else { return false }
-                roles[entry.group] = .some(service.readRoles(of: table, through: group))
+            guard let reach = reaches[key] ?? nil else { return false }
+            if roles[key] == nil {
+                guard let group = Group(key: key) else { return false }
+                roles[key] = .some(service.readRoles(of: table, through: group))
             }
-            return try Spans(entry.spans).overlaps(reach, roles: roles[entry.group] ?? nil)
+            return try Spans(entry.spans).overlaps(reach, roles: roles[key] ?? nil)
         }
 
         /// The caller's marked groups whose log this table's pull reads from `cursor` (large
@@ -233,10 +265,17 @@ extension OfflineSyncService {
         private mutating func remaining(after cursor: ViewCursor) throws -> Int {
             var count = try ViewRow.count(txn, ViewRow.after(cursor.main, identity: claims.identity, table: table))
             for (group, since) in try largeGroups(readAfter: cursor.main) {
-                count += try GroupLogRow.count(txn, GroupLogRow.after(max(cursor.main, since), group: group, table: table))
+                for stored in [group, GroupLogRow.closedPrefix + group] {
+                    count += try GroupLogRow.count(txn, GroupLogRow.after(max(cursor.main, since), group: stored, table: table))
+                }
             }
             if let sweep = cursor.sweep {
-                count += try GroupLogRow.count(txn, GroupLogRow.after(sweep.after, group: sweep.group, table: table))
+                let fields = Group(key: sweep.group).map { service.groupFields(of: $0, in: table) } ?? []
+                for pair in fields {
+                    count += try txn.count(in: table, matching: Field(pair.field) == pair.value && Field(Meta.sequence) > .int(sweep.after))
+                }
+                count += try GroupLogRow.count(txn, GroupLogRow.after(sweep.after, group: GroupLogRow.closedPrefix + sweep.group,
+                                                                      table: table))
             }
             return max(count, 1)
         }

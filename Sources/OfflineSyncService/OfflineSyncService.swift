@@ -84,6 +84,7 @@ public final class OfflineSyncService: Sendable {
         if !shared.isEmpty {
             for schema in [GroupLogRow.schema, GroupRow.schema, ReachRow.schema] { try await store.defineTable(schema) }
             try await openSharedSequence()
+            try await separateClosedEntries()
         }
         for schema in schemas { try await ensureTable(schema.name) }
     }
@@ -134,6 +135,12 @@ public final class OfflineSyncService: Sendable {
             for membership in rules.memberships.values where membership.table == table {
                 let pair = IndexDefinition([membership.group, membership.member])
                 if !indexes.contains(pair) { indexes.append(pair) }
+            }
+            // A grant's key that puts rows in groups is indexed with the change sequence: a
+            // member's move-in reads the rows still in a group from the table, in change order.
+            for name in groupKeyFields(of: table) {
+                let ordered = IndexDefinition([name, Meta.sequence])
+                if !indexes.contains(ordered) { indexes.append(ordered) }
             }
             for name in lookupFields(of: table) {
                 if !fields.contains(where: { $0.name == name }) { fields.append(FieldDefinition(name, .string)) }
@@ -209,8 +216,9 @@ public final class OfflineSyncService: Sendable {
         public var results: [PushResult]
         /// Shared tables the push changed, each with the identities whose own log changed.
         public var viewsChanged: [String: Set<String>]
-        /// Shared tables the push changed, each with the large groups (``largeGroups(of:)``'s
-        /// keys) whose log changed: every member of such a group may read the change.
+        /// Shared tables the push changed, each with the large groups (the keys
+        /// ``groupSubscriptions(claims:)`` returns) whose log changed: the members whose pulls
+        /// read that log may read the change.
         public var groupsChanged: [String: Set<String>] = [:]
         /// Identities whose reading of large groups' logs began, ended or changed role (they
         /// joined or left one, their role in one changed, or a group of theirs turned large),
