@@ -99,7 +99,11 @@ public struct ChangeNotice: Sendable, Hashable {
                 bytes.append(byte)
             }
             guard let group = String(validating: bytes, as: UTF8.self) else { return nil }
-            if encoded.first == "m" { self.init(group: group, member: String(parts[1])) } else { self.init(group: group, table: String(parts[1])) }
+            if encoded.first == "m" {
+                self.init(group: group, member: String(parts[1]))
+            } else {
+                self.init(group: group, table: String(parts[1]))
+            }
             return
         }
         if encoded.first == "r" {

@@ -27,7 +27,10 @@ extension OfflineSyncService {
             reason: "forbidden: the sync rules do not let this identity \(operation.kind.rawValue) item '\(item)' in table '\(table)'",
             status: 403)
         let current = try txn.record(in: table, id: id)
-        let readable = try !shared || (current.map { try evaluator.canRead($0, in: table, claims: claims, txn) } ?? false)
+        // Membership answers are remembered for the push (``SharedEffects/memo``) until it
+        // writes a membership: a batch into one list asks once whether the writer is in it.
+        let memo = effects.memo
+        let readable = try !shared || (current.map { try evaluator.canRead($0, in: table, claims: claims, txn, memo: memo) } ?? false)
         var fields: [String: Value]
         var owner = claims.identity
         switch operation.kind {
@@ -69,7 +72,7 @@ extension OfflineSyncService {
         }
         let live = current.flatMap { $0.deleted ? nil : $0 }
         guard try evaluator.canWrite(operation.kind, in: table, current: operation.kind == .insert ? nil : live,
-                                     proposed: operation.kind == .delete ? nil : row, claims: claims, txn) else {
+                                     proposed: operation.kind == .delete ? nil : row, claims: claims, txn, memo: memo) else {
             // The compensating write: the caller may read the row it may not change, so its
             // next pull brings the server's copy back, whatever its cursor.
             if let live, readable {
@@ -80,7 +83,7 @@ extension OfflineSyncService {
         }
         try txn.upsert(row, in: table)
         try logChange(of: table, from: current, to: row, at: sequence.value, txn, &clocks, &effects)
-        if try !evaluator.canRead(row, in: table, claims: claims, txn) {
+        if try !evaluator.canRead(row, in: table, claims: claims, txn, memo: memo) {
             // A write the caller may make but not read back (a list's owner adding a member
             // whose rows only members read): its copy leaves the caller's device next pull.
             try tell(claims.identity, about: row, of: table, at: sequence.value, evenIfUnseen: true, txn, &effects)

@@ -40,7 +40,7 @@ struct RuleEvaluator: Sendable {
     /// be stored, a delete on the stored row, an update on both (so no one moves a row out of
     /// their own reach or into another's).
     func canWrite(_ kind: OperationKind, in table: String, current: Record?, proposed: Record?, claims: Claims,
-                  _ txn: any LocalReadTransaction) throws -> Bool {
+                  _ txn: any LocalReadTransaction, memo: ReadMemo? = nil) throws -> Bool {
         guard let tableRules = rules.rules(for: table) else { return false }
         let judged: [Record]
         switch kind {
@@ -52,7 +52,7 @@ struct RuleEvaluator: Sendable {
         for row in judged {
             var allowed = false
             for grant in tableRules.write where grant.operations.contains(kind) {
-                if try admits(grant, row, claims, ignoringConditions: false, txn, memo: nil) { allowed = true; break }
+                if try admits(grant, row, claims, ignoringConditions: false, txn, memo: memo) { allowed = true; break }
             }
             if !allowed { return false }
         }
