@@ -28,20 +28,9 @@ import test_auth as auth  # noqa: E402
 SECRET = "SECRET-ROW-VALUE-7f3a"
 PRIVATE = "L-private-9b1"
 CAROL = "us-east-1:cccccccc-0000-4000-8000-0000000ca201"
-RULES = """version: 1
-memberships:
-  list_members: { table: list_members, member: user_id, group: list_id }
-tables:
-  lists:
-    read: [owner, { member: list_members, key: id }]
-    write: [owner]
-  todos:
-    read: [{ member: list_members, key: list_id }]
-    write: [{ member: list_members, key: list_id }]
-  list_members:
-    read: [{ member: list_members, key: list_id }, { identity: user_id }]
-    write: [{ owner_of: lists, key: list_id }]
-"""
+# The shared-lists rules, the same document the other rule tests serve.
+with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "Fixtures", "shared-lists-rules.yaml")) as _rules:
+    RULES = _rules.read()
 
 S = auth.S
 

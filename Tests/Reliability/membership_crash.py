@@ -61,20 +61,9 @@ TOKEN_SECRET = "membership-crash-token-secret-0123456789"
 SECRET = "SECRET-PRIVATE-TODO-51c0"
 PAGE = 7
 CROWD = 1100
-RULES = """version: 1
-memberships:
-  list_members: { table: list_members, member: user_id, group: list_id }
-tables:
-  lists:
-    read: [owner, { member: list_members, key: id }]
-    write: [owner]
-  todos:
-    read: [{ member: list_members, key: list_id }]
-    write: [{ member: list_members, key: list_id }]
-  list_members:
-    read: [{ member: list_members, key: list_id }, { identity: user_id }]
-    write: [{ owner_of: lists, key: list_id }]
-"""
+# The shared-lists rules, the same document the other rule tests serve.
+with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "Fixtures", "shared-lists-rules.yaml")) as _rules:
+    RULES = _rules.read()
 MOMENTS = ["after-change", "mid-change", "mid-pull"]
 
 
