@@ -16,51 +16,14 @@ table, under the same item ids (ids were per identity then, and still are for ow
 tables), an update, a delete, a row created through the Datasync tables API, and a Cognito
 dataset record.
 """
-import json
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
-import urllib.request
+
+from fixture_server import call, push, start, token
 
 SECRET = "legacy-fixture-secret-0123456789abcdef"
-
-
-def start(binary, data):
-    env = dict(os.environ, OFFLINE_SYNC_TOKEN_SECRET=SECRET)
-    env.pop("OFFLINE_SYNC_STORE", None)
-    process = subprocess.Popen([binary, "serve", "--port", "0", "--data", data, "--log-level", "warning"],
-                               stdout=subprocess.PIPE, env=env, text=True)
-    for line in process.stdout:
-        if "listening on " in line:
-            return process, line.split("listening on ", 1)[1].split()[0]
-    raise SystemExit("the old server exited before it was listening")
-
-
-def token(binary, data, identity):
-    env = dict(os.environ, OFFLINE_SYNC_TOKEN_SECRET=SECRET)
-    out = subprocess.run([binary, "token", "--identity", identity, "--data", data], env=env, check=True,
-                         capture_output=True, text=True)
-    return out.stdout.strip()
-
-
-def call(base, bearer, method, path, body=None, headers=None):
-    request = urllib.request.Request(base + path, method=method,
-                                     data=None if body is None else json.dumps(body).encode())
-    request.add_header("Authorization", "Bearer " + bearer)
-    request.add_header("Content-Type", "application/json")
-    for name, value in (headers or {}).items():
-        request.add_header(name, value)
-    with urllib.request.urlopen(request) as response:
-        return json.loads(response.read() or b"null")
-
-
-def push(base, bearer, operations):
-    results = call(base, bearer, "POST", "/v1/push", {"operations": operations})
-    for result in results["results"]:
-        assert result["outcome"] == "applied", result
-    return results["results"]
 
 
 def op(identifier, item, kind, fields=None, base_version=None):
@@ -76,9 +39,9 @@ def main():
     binary, output = sys.argv[1], sys.argv[2]
     data = tempfile.mkdtemp(prefix="legacy-store-")
     try:
-        process, base = start(binary, data)
+        process, base = start(binary, data, SECRET)
         try:
-            alice, bob = token(binary, data, "alice"), token(binary, data, "bob")
+            alice, bob = token(binary, data, SECRET, "alice"), token(binary, data, SECRET, "bob")
             written = push(base, alice, [
                 op("a1", "t1", "insert", {"title": "milk", "n": 1, "done": False}),
                 op("a2", "t2", "insert", {"title": "bread", "n": 2, "done": True, "tags": ["x", "y"]}),

@@ -22,10 +22,10 @@ ended), so the test's first pull after the upgrade must bring exactly those.
 import json
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
-import urllib.request
+
+from fixture_server import call, push, start, token
 
 SECRET = "shared-fixture-secret-0123456789abcdef"
 # The shared-lists rules, the same document the other rule tests serve.
@@ -33,39 +33,6 @@ with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "Tests"
     RULES = _rules.read()
 TABLES = ["lists", "list_members", "todos"]
 IDENTITIES = ["ann", "ben", "cat", "dan"]
-
-
-def start(binary, data, rules):
-    env = dict(os.environ, OFFLINE_SYNC_TOKEN_SECRET=SECRET)
-    env.pop("OFFLINE_SYNC_STORE", None)
-    process = subprocess.Popen([binary, "serve", "--port", "0", "--data", data, "--rules", rules, "--log-level", "warning"],
-                               stdout=subprocess.PIPE, env=env, text=True)
-    for line in process.stdout:
-        if "listening on " in line:
-            return process, line.split("listening on ", 1)[1].split()[0]
-    raise SystemExit("the old server exited before it was listening")
-
-
-def token(binary, data, identity):
-    env = dict(os.environ, OFFLINE_SYNC_TOKEN_SECRET=SECRET)
-    out = subprocess.run([binary, "token", "--identity", identity, "--data", data], env=env, check=True,
-                         capture_output=True, text=True)
-    return out.stdout.strip()
-
-
-def call(base, bearer, path, body):
-    request = urllib.request.Request(base + path, method="POST", data=json.dumps(body).encode())
-    request.add_header("Authorization", "Bearer " + bearer)
-    request.add_header("Content-Type", "application/json")
-    with urllib.request.urlopen(request) as response:
-        return json.loads(response.read())
-
-
-def push(base, bearer, operations):
-    results = call(base, bearer, "/v1/push", {"operations": operations})["results"]
-    for result in results:
-        assert result["outcome"] == "applied", result
-    return results
 
 
 def op(identifier, table, item, kind, fields=None, base_version=None):
@@ -85,7 +52,7 @@ def pull_all(base, bearer, table):
         body = {"table": table, "limit": 2}
         if cursor is not None:
             body["cursor"] = cursor
-        page = call(base, bearer, "/v1/pull", body)
+        page = call(base, bearer, "POST", "/v1/pull", body)
         for record in page["records"]:
             if record.get("deleted"):
                 held.pop(record["id"], None)
@@ -105,9 +72,9 @@ def main():
         rules = os.path.join(data, "rules.yaml")
         with open(rules, "w") as handle:
             handle.write(RULES)
-        process, base = start(binary, data, rules)
+        process, base = start(binary, data, SECRET, ["--rules", rules])
         try:
-            tokens = {identity: token(binary, data, identity) for identity in IDENTITIES}
+            tokens = {identity: token(binary, data, SECRET, identity) for identity in IDENTITIES}
             ann, ben = tokens["ann"], tokens["ben"]
             push(base, ann, [op("a1", "lists", "L1", "insert", {"name": "groceries"}),
                              op("a2", "list_members", "m-L1-ann", "insert", {"list_id": "L1", "user_id": "ann"}),

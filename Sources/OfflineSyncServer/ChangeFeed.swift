@@ -1,6 +1,7 @@
 import Foundation
 import OfflineSync
 import OfflineSyncDatasets
+import OfflineSyncService
 
 /// A change committed by the server: which identity's rows of which table changed, or
 /// (for push sync) which dataset of the identity changed and its new sync count; or which
@@ -79,7 +80,7 @@ public struct ChangeNotice: Sendable, Hashable {
     /// groups.
     var encoded: String {
         if let group {
-            let hex = group.utf8.map { String(format: "%02x", $0) }.joined()
+            let hex = OfflineSyncService.hex(group)
             return member.map { "m" + hex + ":" + $0 } ?? "g" + hex + ":" + table
         }
         if isGroupsChange { return "r" + identity }
@@ -91,14 +92,7 @@ public struct ChangeNotice: Sendable, Hashable {
     init?(encoded: String) {
         if encoded.first == "g" || encoded.first == "m" {
             let parts = encoded.dropFirst().split(separator: ":", maxSplits: 1, omittingEmptySubsequences: false)
-            guard parts.count == 2, parts[0].utf8.count % 2 == 0, !parts[1].isEmpty else { return nil }
-            var bytes: [UInt8] = []
-            var digits = parts[0].utf8.makeIterator()
-            while let high = digits.next(), let low = digits.next() {
-                guard let byte = UInt8(String(decoding: [high, low], as: UTF8.self), radix: 16) else { return nil }
-                bytes.append(byte)
-            }
-            guard let group = String(validating: bytes, as: UTF8.self) else { return nil }
+            guard parts.count == 2, !parts[1].isEmpty, let group = OfflineSyncService.unhex(parts[0]) else { return nil }
             if encoded.first == "m" {
                 self.init(group: group, member: String(parts[1]))
             } else {

@@ -59,8 +59,14 @@ extension OfflineSyncService {
         }
     }
 
-    /// The UTF-8 string whose bytes `text` spells in hex, two digits a byte.
-    static func unhex(_ text: Substring) -> String? {
+    /// `text`'s UTF-8 bytes in lowercase hex, two digits a byte: how a cursor, and a change
+    /// notice between server instances, carry a group key (which may hold any byte).
+    package static func hex(_ text: String) -> String {
+        text.utf8.map { byte in (byte < 16 ? "0" : "") + String(byte, radix: 16) }.joined()
+    }
+
+    /// The UTF-8 string whose bytes `text` spells in hex (``hex(_:)``); `nil` for anything else.
+    package static func unhex(_ text: Substring) -> String? {
         guard text.utf8.count % 2 == 0 else { return nil }
         var bytes: [UInt8] = []
         var index = text.startIndex

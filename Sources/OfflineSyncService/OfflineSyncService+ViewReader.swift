@@ -22,9 +22,7 @@ extension OfflineSyncService {
         /// `<event>:<after>:<group in hex>` during a sweep.
         var text: String {
             guard let sweep else { return String(main) }
-            return "\(sweep.event):\(sweep.after):" + sweep.group.utf8.map { byte in
-                (byte < 16 ? "0" : "") + String(byte, radix: 16)
-            }.joined()
+            return "\(sweep.event):\(sweep.after):" + OfflineSyncService.hex(sweep.group)
         }
     }
 
