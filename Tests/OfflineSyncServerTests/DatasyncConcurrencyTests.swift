@@ -117,7 +117,7 @@ struct DatasyncConcurrencyTests {
     @Test("10,000 writes by four writers on one SQLite server, a client pulling throughout: 0 rows lost, 0 repeated")
     func sqliteServer() async throws {
         try await withTemporaryDirectory { directory in
-            let server = try ServerProcess.start(data: directory.appendingPathComponent("data"))
+            let server = try await ServerProcess.start(data: directory.appendingPathComponent("data"))
             defer { _ = server.stop() }
             let token = try await TokenAuthority(secret: testSecret).mint(identity: "alice")
             try await Self.run(servers: [server.baseURL], token: token)

@@ -14,7 +14,7 @@ struct GracefulShutdownTests {
     @Test("SIGTERM during a push: the push completes whole, new connections are refused, the process exits 0")
     func sigtermDuringPush() async throws {
         try await withTemporaryDirectory { directory in
-            let server = try ServerProcess.start(data: directory)
+            let server = try await ServerProcess.start(data: directory)
             let token = try await TokenAuthority(secret: testSecret).mint(identity: "alice")
             let operations = (0..<500).map { i in
                 PushOperation(id: "op-\(i)", table: "todos", itemId: "item-\(i)", kind: .insert,
@@ -34,13 +34,13 @@ struct GracefulShutdownTests {
             // The listener is closed: a new connection is refused, while the in-flight request goes on.
             #expect(throws: SyncError.self) { _ = try RawConnection(port: server.port) }
             try connection.send(Array(body[(body.count / 2)...]))
-            let answer = String(decoding: connection.readAll(), as: UTF8.self)
+            let answer = String(decoding: try await connection.readAll(), as: UTF8.self)
             #expect(answer.hasPrefix("HTTP/1.1 200"), "\(answer.prefix(200))")
-            let exit = server.waitForExit()
+            let exit = try await server.exited()
             #expect(exit.status == 0)
             #expect(exit.output.contains("offline-sync server stopped"))
             // Restarted on the same data, every operation of the push is there, once.
-            let again = try ServerProcess.start(data: directory)
+            let again = try await ServerProcess.start(data: directory)
             defer { _ = again.stop() }
             let remote = HTTPRemoteStore(baseURL: again.baseURL, token: { token })
             let page = try await remote.pull(PullRequest(table: "todos", limit: 1000))
@@ -57,14 +57,14 @@ struct GracefulShutdownTests {
     @Test("SIGINT stops an idle server with status 0; notification sockets do not hold it open")
     func sigintIdle() async throws {
         try await withTemporaryDirectory { directory in
-            let server = try ServerProcess.start(data: directory)
+            let server = try await ServerProcess.start(data: directory)
             let token = try await TokenAuthority(secret: testSecret).mint(identity: "alice")
             let remote = HTTPRemoteStore(baseURL: server.baseURL,
                                          configuration: .init(maxAttempts: 1, initialBackoff: .seconds(30)), token: { token })
             var events = remote.changes().makeAsyncIterator()
             #expect(await events.next() == .subscribed)
             server.signal(SIGINT)
-            let exit = server.waitForExit()
+            let exit = try await server.exited()
             #expect(exit.status == 0)
             #expect(await events.next() == .disconnected)
         }

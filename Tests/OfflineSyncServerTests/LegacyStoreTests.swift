@@ -56,7 +56,7 @@ struct LegacyStoreTests {
                     .write(to: rules, atomically: true, encoding: .utf8)
                 arguments = ["--rules", rules.path]
             }
-            let server = try ServerProcess.start(data: data, extraArguments: arguments)
+            let server = try await ServerProcess.start(data: data, extraArguments: arguments)
             defer { _ = server.stop() }
             let authority = try await TokenAuthority(secret: testSecret)
             for identity in ["alice", "bob"] {

@@ -124,7 +124,7 @@ struct ResilienceTests {
                 // a bare 400 and a closed connection, never 101.
                 let connection = try RawConnection(port: live.running.port)
                 try connection.send(Array("GET /v1/changes HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer \(token)\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n".utf8))
-                let answer = String(decoding: connection.readAll(), as: UTF8.self)
+                let answer = String(decoding: try await connection.readAll(), as: UTF8.self)
                 connection.closeConnection()
                 #expect(answer.hasPrefix("HTTP/1.1 400"), "token '\(token.prefix(10))': \(answer.prefix(40))")
                 // The same route without an upgrade says why.

@@ -1,6 +1,7 @@
 import Foundation
 import OfflineSync
 import OfflineSyncServer
+import OfflineSyncTestSupport
 import Testing
 #if canImport(Glibc)
 import Glibc
@@ -25,8 +26,13 @@ final class ServerProcess: @unchecked Sendable {
     private let output: Pipe
 
 
-    /// Starts `offline-sync serve --port 0` with the tests' token secret and waits until it listens.
-    static func start(data: URL, store: String? = nil, extraArguments: [String] = []) throws -> ServerProcess {
+    /// Starts `offline-sync serve --port 0` with the tests' token secret and waits until it
+    /// listens (reading its output off the cooperative pool: see ``offThePool(_:)``).
+    static func start(data: URL, store: String? = nil, extraArguments: [String] = []) async throws -> ServerProcess {
+        try await offThePool { try launch(data: data, store: store, extraArguments: extraArguments) }
+    }
+
+    private static func launch(data: URL, store: String?, extraArguments: [String]) throws -> ServerProcess {
         let process = Process()
         process.executableURL = try builtExecutable("offline-sync")
         process.arguments = ["serve", "--port", "0", "--data", data.path, "--log-level", "warning"]
@@ -66,8 +72,15 @@ final class ServerProcess: @unchecked Sendable {
     /// Sends a signal.
     func signal(_ number: Int32) { kill(process.processIdentifier, number) }
 
-    /// Waits for the exit and returns the status and whatever the server printed.
-    func waitForExit() -> (status: Int32, output: String) {
+    /// Waits for the exit (off the cooperative pool) and returns the status and whatever the
+    /// server printed.
+    func exited() async throws -> (status: Int32, output: String) {
+        try await offThePool { self.waitForExit() }
+    }
+
+    /// Waits for the exit and returns the status and whatever the server printed, blocking
+    /// the calling thread.
+    private func waitForExit() -> (status: Int32, output: String) {
         let rest = output.fileHandleForReading.readDataToEndOfFile()
         process.waitUntilExit()
         return (process.terminationStatus, String(decoding: rest, as: UTF8.self))
@@ -85,9 +98,7 @@ final class ServerProcess: @unchecked Sendable {
     /// close their connections, which needs the pool, so blocking it here could hold both
     /// sides until the server's grace period ends.
     func stopped() async -> Int32 {
-        await withCheckedContinuation { continuation in
-            DispatchQueue.global().async { continuation.resume(returning: self.stop()) }
-        }
+        (try? await offThePool { self.stop() }) ?? -1
     }
 }
 
@@ -119,8 +130,13 @@ struct RawConnection {
         }
     }
 
-    /// Reads until the peer closes.
-    func readAll() -> [UInt8] {
+    /// Reads until the peer closes, off the cooperative pool (the peer may be a server in this
+    /// process, whose handlers need the pool).
+    func readAll() async throws -> [UInt8] {
+        try await offThePool { self.readToEnd() }
+    }
+
+    private func readToEnd() -> [UInt8] {
         var result: [UInt8] = []
         var buffer = [UInt8](repeating: 0, count: 65536)
         while true {
@@ -140,9 +156,9 @@ extension ServerProcess {
     static func withTwoInstances(sharing url: String, in directory: URL, extraArguments: [String] = [],
                                  _ body: (ServerProcess, ServerProcess) async throws -> Void) async throws {
         let store = TestPostgres.storeURL(url)
-        let one = try start(data: directory.appendingPathComponent("one"), store: store, extraArguments: extraArguments)
+        let one = try await start(data: directory.appendingPathComponent("one"), store: store, extraArguments: extraArguments)
         defer { _ = one.stop() }
-        let two = try start(data: directory.appendingPathComponent("two"), store: store, extraArguments: extraArguments)
+        let two = try await start(data: directory.appendingPathComponent("two"), store: store, extraArguments: extraArguments)
         defer { _ = two.stop() }
         try await body(one, two)
     }

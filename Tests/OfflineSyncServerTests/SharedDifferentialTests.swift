@@ -48,8 +48,8 @@ struct SharedDifferentialTests {
         let rules = directory.appendingPathComponent("rules.yaml")
         try RemoteStoreConformance.sharedListsRules.write(to: rules, atomically: true, encoding: .utf8)
         let arguments = ["--rules", rules.path, "--group-fanout-limit", String(fanoutLimit)]
-        let one = try ServerProcess.start(data: directory.appendingPathComponent("one"), store: storeURL, extraArguments: arguments)
-        let two = try ServerProcess.start(data: directory.appendingPathComponent("two"), store: storeURL, extraArguments: arguments)
+        let one = try await ServerProcess.start(data: directory.appendingPathComponent("one"), store: storeURL, extraArguments: arguments)
+        let two = try await ServerProcess.start(data: directory.appendingPathComponent("two"), store: storeURL, extraArguments: arguments)
         var registry = StoreRegistry()
         registry.register(.postgres)
         let store = try await registry.open(storeURL)

@@ -65,7 +65,7 @@ struct SharedStoreProcessTests {
             try await Self.start([other])
             #expect(await eventually(timeout: .seconds(60)) { latest.value?.count == 100 })
             #expect(Set(latest.value?.map(\.id) ?? []) == Set((0..<100).map { "b-\($0)" }))
-            other.process.waitUntilExit()
+            try await offThePool { other.process.waitUntilExit() }
             #expect(other.process.terminationStatus == 0)
             // Coalesced: far fewer values than commits is allowed, more than one per commit is not.
             #expect(values.value <= 101)
@@ -79,7 +79,7 @@ struct SharedStoreProcessTests {
                 }
             }
             #expect(await eventually(timeout: .seconds(60)) { latest.value?.count == 300 })
-            third.process.waitUntilExit()
+            try await offThePool { third.process.waitUntilExit() }
             observing.cancel()
 
             let operations = try await context.pendingOperations()

@@ -74,7 +74,7 @@ struct SharedUpgradeTests {
             // Old cursors continue: ann gets the todo added after her pull and loses L2 (her
             // membership ended); dan gets L2, added after his first pull.
             var states: [String: [String: Saved]] = [:]
-            let server = try ServerProcess.start(data: data, extraArguments: ["--rules", rules.path])
+            let server = try await ServerProcess.start(data: data, extraArguments: ["--rules", rules.path])
             for identity in identities {
                 for table in sharedListsTables {
                     let client = try await remote(server, identity)
@@ -93,7 +93,7 @@ struct SharedUpgradeTests {
 
             // A membership begun after the upgrade: ann adds dan to L1, whose rows were all
             // written before it; dan's next pull moves them in.
-            let again = try ServerProcess.start(data: data, extraArguments: ["--rules", rules.path])
+            let again = try await ServerProcess.start(data: data, extraArguments: ["--rules", rules.path])
             let results = try await remote(again, "ann").push([PushOperation(
                 id: "after-upgrade", table: "list_members", itemId: "m-L1-dan", kind: .insert,
                 item: Record(id: "m-L1-dan", fields: ["list_id": "L1", "user_id": "dan"]), baseVersion: nil)])
