@@ -26,14 +26,14 @@ struct Routes: Sendable {
         router.post("v1/admin/tokens") { request, context in try await mintToken(request, context) }
         router.post("v1/admin/prune") { request, context in try await prune(request, context) }
         router.post("v1/admin/merge-identities") { request, context in try await mergeIdentities(request, context) }
-        router.get("v1/changes") { request, _ -> Response in
-            _ = try await authenticate(request)
+        router.get("v1/changes") { _, context -> Response in
+            _ = try context.requireClaims()
             throw APIError(.upgradeRequired, "upgradeRequired", "/v1/changes is a WebSocket: send an upgrade request")
         }
     }
 
     func push(_ request: Request, _ context: SyncRequestContext) async throws -> Response {
-        let claims = try await authenticateClaims(request)
+        let claims = try context.requireClaims()
         let body = try await readJSON(request)
         guard case .object = body, case .array(let items)? = body["operations"] else {
             throw APIError(.badRequest, "invalidRequest", "the body must be an object with an 'operations' array")
@@ -53,7 +53,7 @@ struct Routes: Sendable {
     }
 
     func pull(_ request: Request, _ context: SyncRequestContext) async throws -> Response {
-        let claims = try await authenticateClaims(request)
+        let claims = try context.requireClaims()
         let body = try await readJSON(request)
         let pull = try await decode { try Wire.pullRequest(body) }
         guard pull.limit <= configuration.maxPageSize else {
@@ -145,18 +145,19 @@ struct Routes: Sendable {
         let feed = server.feed
         // A request that may not upgrade (no valid token) falls through to the HTTP router,
         // whose `GET /v1/changes` answers 401 (or 426 to a valid token without an upgrade).
-        router.ws("v1/changes", shouldUpgrade: { request, _ in
+        router.ws("v1/changes", shouldUpgrade: { request, context in
             // A handshake that gets here malformed (a bad key, no `Connection: upgrade`) is
             // refused, and answered 400; accepted, it would make the upgrader drop the
             // connection without any answer. (One with no key or another version never gets
             // here: SwiftNIO's upgrader drops it first.)
-            guard Self.isWellFormedHandshake(request.headers), (try? await authenticate(request)) != nil else { return .dontUpgrade }
+            guard Self.isWellFormedHandshake(request.headers), context.caller != nil else { return .dontUpgrade }
             return .upgrade([:])
         }, onUpgrade: { inbound, outbound, context in
-            guard let claims = try? await authenticateClaims(context.request) else {
+            guard let caller = context.requestContext.caller else {
                 try await outbound.close(.policyViolation, reason: "unauthorized")
                 return
             }
+            let claims = caller.claims
             let identity = claims.identity
             let connection = await ConnectionNotices.open(feed: feed, service: service, claims: claims)
             defer { connection.close() }
@@ -170,6 +171,12 @@ struct Routes: Sendable {
                 group.addTask {
                     // Read (and ignore) what the client sends, until it closes.
                     for try await _ in inbound {}
+                }
+                group.addTask {
+                    // The token's end is the connection's: the client reconnects with a fresh one.
+                    let remaining = caller.expires.timeIntervalSinceNow
+                    if remaining > 0 { try await Task.sleep(for: .milliseconds(Int64(min(remaining, 1e9) * 1000))) }
+                    try await outbound.close(.unknown(Self.tokenExpiredCloseCode), reason: "token expired")
                 }
                 group.addTask {
                     for await notice in notices {
@@ -197,6 +204,11 @@ struct Routes: Sendable {
         })
     }
 
+    /// The close code of a change channel whose token expired (4000–4999 are RFC 6455's
+    /// private-use codes; 4401 echoes HTTP's 401). The client reconnects, asking its token
+    /// provider for a fresh token.
+    static let tokenExpiredCloseCode: UInt16 = 4401
+
     /// RFC 6455's opening handshake: `Connection: upgrade`, `Sec-WebSocket-Version: 13` and a
     /// `Sec-WebSocket-Key` that is 16 bytes in base64.
     static func isWellFormedHandshake(_ headers: HTTPFields) -> Bool {
@@ -209,23 +221,6 @@ struct Routes: Sendable {
     }
 
     // MARK: Helpers
-
-    /// The identity of the request's bearer token; 401 without detail otherwise.
-    func authenticate(_ request: Request) async throws -> String {
-        try await authenticateClaims(request).identity
-    }
-
-    /// The claims of the request's bearer token (identity and roles); 401 without detail otherwise.
-    func authenticateClaims(_ request: Request) async throws -> Claims {
-        guard let header = request.headers[.authorization] else { throw APIError.unauthorized }
-        let parts = header.split(separator: " ", maxSplits: 1)
-        guard parts.count == 2, parts[0].lowercased() == "bearer" else { throw APIError.unauthorized }
-        do {
-            return try await server.tokens.claims(fromToken: String(parts[1]).trimmingCharacters(in: .whitespaces))
-        } catch {
-            throw APIError.unauthorized
-        }
-    }
 
     /// Checks the `X-Admin-Key` header in constant time; 401 without detail otherwise.
     func requireAdmin(_ request: Request) throws {

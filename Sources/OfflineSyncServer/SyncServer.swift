@@ -16,8 +16,8 @@ import ServiceLifecycle
 /// - `GET /health`, the one route without credentials (it reveals nothing but liveness);
 /// - operator routes under `/v1/admin`, behind the admin key.
 ///
-/// Every other route needs `Authorization: Bearer <token>` minted by the server's
-/// ``TokenAuthority``. The token's identity and claims decide every read and write through the
+/// Every other route needs `Authorization: Bearer <token>`: one minted by the server's
+/// ``TokenAuthority``, or one of a configured identity provider (``TokenIssuer``). The token's identity and claims decide every read and write through the
 /// service's sync rules (`Docs/SyncRules.md`): owner-only tables (every table without rules)
 /// keep each identity's rows apart; shared tables serve each identity the rows the rules let
 /// it read, on every route, in every error, count and notification.
@@ -58,6 +58,11 @@ public struct SyncServer: Sendable {
         /// stopping server open. A push cut off this way rolls back whole, as any failed
         /// transaction does.
         public var shutdownGracePeriod: Duration = .seconds(10)
+        /// The identity providers whose tokens are accepted beside the server's own
+        /// development tokens (`Docs/Server.md`, "Identity providers").
+        public var issuers: [TokenIssuer] = []
+        /// When the issuers' keys are fetched again.
+        public var keyRefresh = KeyRefreshPolicy()
 
         /// Creates a configuration.
         public init(host: String = "127.0.0.1", port: Int = 8080, tokenSecret: [UInt8], adminKey: String? = nil,
@@ -81,8 +86,10 @@ public struct SyncServer: Sendable {
     public let service: OfflineSyncService
     /// The server's configuration.
     public let configuration: Configuration
-    /// The authority that mints and checks identity tokens.
+    /// The authority that mints and checks the server's own (development) tokens.
     public let tokens: TokenAuthority
+    /// Checks every bearer token: the development tokens and the issuers'.
+    let verifier: TokenVerifier
     /// Where committed changes are announced.
     public let feed: any ChangeFeed
     /// The datasets behind the Cognito Sync API.
@@ -103,6 +110,8 @@ public struct SyncServer: Sendable {
         self.service = service
         self.configuration = configuration
         self.tokens = try await TokenAuthority(secret: configuration.tokenSecret)
+        self.verifier = try TokenVerifier(development: tokens, issuers: configuration.issuers,
+                                          policy: configuration.keyRefresh, logger: configuration.logger)
         self.feed = feed
         if let datasets {
             self.datasets = datasets
@@ -156,13 +165,16 @@ public struct SyncServer: Sendable {
     }
 
     func makeApplication(onServerRunning: @escaping @Sendable (any Channel) async -> Void) -> some ApplicationProtocol {
+        verifier.start()
         let router = Router(context: SyncRequestContext.self)
         router.add(middleware: RequestLogMiddleware(logger: configuration.logger))
+        router.add(middleware: AuthenticationMiddleware(verifier: verifier))
         let routes = Routes(server: self)
         routes.addNative(to: router)
         routes.addTables(to: router)
         CognitoRoutes(routes: routes).add(to: router)
         let webSocketRouter = Router(context: SyncRequestContext.self)
+        webSocketRouter.add(middleware: AuthenticationMiddleware(verifier: verifier))
         routes.addWebSocket(to: webSocketRouter)
         return Application(
             router: router,
@@ -192,14 +204,45 @@ public struct RunningSyncServer: Sendable {
     }
 }
 
-/// The per-request context.
+/// The per-request context: what Hummingbird keeps, and the caller that
+/// ``AuthenticationMiddleware`` verified.
 struct SyncRequestContext: RequestContext, WebSocketRequestContext {
     var coreContext: CoreRequestContextStorage
     let webSocket: WebSocketHandlerReference<Self>
+    /// The request's verified bearer token, or `nil` when it had none or an invalid one.
+    var caller: VerifiedToken?
 
     init(source: ApplicationRequestContextSource) {
         coreContext = .init(source: source)
         webSocket = .init()
+    }
+
+    /// The verified caller's claims; 401 `unauthorized` (the same answer whatever was wrong)
+    /// otherwise.
+    func requireClaims() throws -> Claims {
+        guard let caller else { throw APIError.unauthorized }
+        return caller.claims
+    }
+}
+
+/// Verifies a request's `Authorization: Bearer` token, once, before any route sees it, and
+/// puts the result on the context (``SyncRequestContext/caller``); a route that needs an
+/// identity asks for it there. A missing or invalid token is not refused here — `/health`,
+/// the operator routes (behind their admin key) and SigV4-signed Cognito calls need none —
+/// but every route that needs one answers the same 401.
+struct AuthenticationMiddleware: RouterMiddleware {
+    typealias Context = SyncRequestContext
+    let verifier: TokenVerifier
+
+    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+        var context = context
+        if let header = request.headers[.authorization] {
+            let parts = header.split(separator: " ", maxSplits: 1)
+            if parts.count == 2, parts[0].lowercased() == "bearer" {
+                context.caller = try? await verifier.verify(String(parts[1]).trimmingCharacters(in: .whitespaces))
+            }
+        }
+        return try await next(request, context)
     }
 }
 

@@ -25,7 +25,7 @@ extension Routes {
 
     /// Checks the protocol version and the token; returns the caller's claims and the table.
     func tablesRequest(_ request: Request, _ context: SyncRequestContext) async throws -> (claims: Claims, table: String) {
-        let claims = try await authenticateClaims(request)
+        let claims = try context.requireClaims()
         let version = request.headers[Self.apiVersionHeader]
             ?? request.uri.queryParameters.first { $0.key.lowercased() == "zumo-api-version" }.map { String($0.value) }
         if let version, !(version.hasPrefix("2.") || version.hasPrefix("3.")) {

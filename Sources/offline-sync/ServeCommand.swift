@@ -116,6 +116,14 @@ struct ServeCommand: AsyncParsableCommand {
         """))
     var groupFanoutLimit: Int?
 
+    @Option(name: .customLong("issuer"), help: ArgumentHelp("An identity provider's configuration, a YAML file with an 'issuers:' list (repeatable; environment: OFFLINE_SYNC_ISSUERS, paths separated by ':').",
+                                                           discussion: """
+        The server then accepts that provider's tokens (Auth0, Keycloak, Cognito user pools, Firebase Auth, Supabase Auth, any \
+        OpenID Connect server publishing a JWKS) beside its own development tokens. Docs/Server.md shows each provider's file. \
+        An invalid file stops the server before it listens, naming the line and the problem.
+        """))
+    var issuerFiles: [String] = []
+
     func run() async throws {
         let environment = ProcessInfo.processInfo.environment
         guard let level = Logger.Level(rawValue: logLevel) else { throw ValidationError("unknown log level '\(logLevel)'") }
@@ -153,11 +161,13 @@ struct ServeCommand: AsyncParsableCommand {
             await relayed.waitUntilListening()
             feed = relayed
         }
-        let configuration = SyncServer.Configuration(
+        var configuration = SyncServer.Configuration(
             host: host, port: port, tokenSecret: secret,
             adminKey: environment["OFFLINE_SYNC_ADMIN_KEY"].flatMap { $0.isEmpty ? nil : $0 },
             maxBodyBytes: maxBodyBytes, maxBatchSize: maxBatchSize, logger: logger,
             cognitoKeys: try parseCognitoKeys(environment))
+        let issuerPaths = issuerFiles + (environment["OFFLINE_SYNC_ISSUERS"] ?? "").split(separator: ":").map(String.init)
+        configuration.issuers = try issuerPaths.flatMap(TokenIssuer.issuers(contentsOfFile:))
         let datasets = try await DatasetService(
             store: store, streamSink: JSONLinesStreamSink(directory: directory.appendingPathComponent("streams", isDirectory: true)))
         let server = try await SyncServer(service: service, configuration: configuration, feed: feed, datasets: datasets)

@@ -72,7 +72,7 @@ struct CognitoRoutes: Sendable {
         do {
             let buffer = try await routes.readBody(request)
             let bytes = Array(buffer.readableBytesView)
-            let (caller, signer) = try await authenticate(request, body: bytes)
+            let (caller, signer) = try authenticate(request, context, body: bytes)
             var parameters: [String: String] = [:]
             for name in ["pool", "identity", "dataset", "device"] {
                 if let raw = context.parameters.get(name) {
@@ -123,14 +123,12 @@ struct CognitoRoutes: Sendable {
 
     /// SigV4 against the configured keys, or the server's bearer token; 403 otherwise. The
     /// signer is `nil` for a bearer token.
-    func authenticate(_ request: Request, body: [UInt8]) async throws -> (CognitoCaller, SigV4Verifier.Signer?) {
+    func authenticate(_ request: Request, _ context: SyncRequestContext, body: [UInt8]) throws -> (CognitoCaller, SigV4Verifier.Signer?) {
         guard let header = request.headers[.authorization] else { throw CognitoError.notAuthorized("missing credentials") }
         if header.lowercased().hasPrefix("bearer ") {
-            guard let identity = try? await routes.server.tokens.identity(
-                fromToken: String(header.dropFirst(7)).trimmingCharacters(in: .whitespaces)) else {
-                throw CognitoError.notAuthorized()
-            }
-            return (.identity(identity, via: "token"), nil)
+            // Verified by the authentication middleware, as on every other route.
+            guard let caller = context.caller else { throw CognitoError.notAuthorized() }
+            return (.identity(caller.claims.identity, via: "token"), nil)
         }
         var headers = request.headers.map { (name: $0.name.canonicalName, value: $0.value) }
         // HTTP/1's Host header arrives as the request's authority, not among the fields.

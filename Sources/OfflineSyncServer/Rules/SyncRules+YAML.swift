@@ -9,13 +9,7 @@ extension SyncRules {
     /// unknown key, a wrong kind of value, a reference to nothing — with a message that
     /// starts `<source>:<line>:` and names the problem.
     public init(yaml: String, source: String = "rules") throws {
-        let root: Node?
-        do {
-            root = try Yams.compose(yaml: yaml)
-        } catch let error as YamlError {
-            throw RulesReader.syntaxError(error, source: source, yaml: yaml)
-        }
-        guard let root else { throw SyncError(.invalidConfiguration, "\(source): the rules document is empty") }
+        let root = try RulesReader.compose(yaml: yaml, source: source, what: "the rules document")
         var reader = RulesReader(source: source)
         self = try reader.document(root)
         if let problem = problems().first {
@@ -37,38 +31,12 @@ extension SyncRules {
 
 /// Walks a rules document's nodes, remembering the line of each part so that problems
 /// found later (``SyncRules/problems()``) can name it too.
-private struct RulesReader {
+private struct RulesReader: YAMLReading {
     let source: String
     /// The line of each path ``SyncRules/Problem`` uses.
     private var lines: [String: Int] = [:]
 
     init(source: String) { self.source = source }
-
-    static func syntaxError(_ error: YamlError, source: String, yaml: String) -> SyncError {
-        switch error {
-        case let .scanner(_, problem, mark, _), let .parser(_, problem, mark, _), let .composer(_, problem, mark, _):
-            return SyncError(.invalidConfiguration, "\(source):\(mark.line): not valid YAML: \(problem)")
-        case let .duplicatedKeysInMapping(duplicates, context):
-            // Yams marks the mapping; the line to fix is the key's second appearance in it.
-            let line = duplicates.first.flatMap { secondLine(of: $0, after: context.mark.line, in: yaml) } ?? context.mark.line
-            return SyncError(.invalidConfiguration, "\(source):\(line): a key appears twice: \(duplicates.joined(separator: ", "))")
-        default:
-            return SyncError(.invalidConfiguration, "\(source): not valid YAML")
-        }
-    }
-
-    /// The line (1-based) where `key` starts a line as a mapping key for the second time
-    /// from line `start` on.
-    private static func secondLine(of key: String, after start: Int, in yaml: String) -> Int? {
-        var seen = 0
-        for (index, line) in yaml.split(separator: "\n", omittingEmptySubsequences: false).enumerated() where index + 1 >= start {
-            let trimmed = line.drop { $0 == " " || $0 == "-" }
-            guard trimmed.hasPrefix(key), trimmed.dropFirst(key.count).drop(while: { $0 == " " }).first == ":" else { continue }
-            seen += 1
-            if seen == 2 { return index + 1 }
-        }
-        return nil
-    }
 
     /// The line of `path`, or of the nearest part that contains it.
     func line(of path: String) -> Int {
@@ -78,40 +46,6 @@ private struct RulesReader {
             if let cut = path.lastIndex(where: { $0 == "." || $0 == "[" }) { path = String(path[..<cut]) } else { break }
         }
         return 1
-    }
-
-    private func fail(_ node: Node, _ message: String) -> SyncError {
-        SyncError(.invalidConfiguration, "\(source):\(node.mark?.line ?? 1): \(message)")
-    }
-
-    // MARK: Shapes
-
-    /// The mapping's entries by key, refusing keys outside `allowed` and non-string keys.
-    private func entries(_ node: Node, _ what: String, allowed: Set<String>? = nil) throws -> [(key: String, keyNode: Node, value: Node)] {
-        guard let mapping = node.mapping else { throw fail(node, "\(what) must be a mapping of keys to values") }
-        var seen = Set<String>()
-        return try mapping.map { pair in
-            guard let key = pair.key.scalar?.string else { throw fail(pair.key, "a key in \(what) must be a plain name") }
-            if let allowed, !allowed.contains(key) {
-                throw fail(pair.key, "unknown key '\(key)' in \(what); expected one of \(allowed.sorted().joined(separator: ", "))")
-            }
-            guard seen.insert(key).inserted else { throw fail(pair.key, "'\(key)' appears twice in \(what)") }
-            return (key, pair.key, pair.value)
-        }
-    }
-
-    private func string(_ node: Node, _ what: String) throws -> String {
-        guard let scalar = node.scalar, !scalar.string.isEmpty else { throw fail(node, "\(what) must be a non-empty name") }
-        return scalar.string
-    }
-
-    /// A string or a list of strings.
-    private func strings(_ node: Node, _ what: String) throws -> [String] {
-        if node.scalar != nil { return [try string(node, what)] }
-        guard let sequence = node.sequence else { throw fail(node, "\(what) must be a name or a list of names") }
-        let values = try sequence.map { try string($0, what) }
-        guard !values.isEmpty else { throw fail(node, "\(what) must name at least one value") }
-        return values
     }
 
     // MARK: The document

@@ -1,0 +1,147 @@
+import Foundation
+import Logging
+import OfflineSync
+import OfflineSyncService
+import OfflineSyncWire
+
+/// A caller whose bearer token was verified: its claims, and when the token stops being
+/// valid (a change channel is closed then).
+struct VerifiedToken: Sendable {
+    let claims: Claims
+    let expires: Date
+}
+
+/// Verifies every bearer token the server is given: its own development tokens
+/// (``TokenAuthority``) and those of the configured identity providers (``TokenIssuer``).
+///
+/// The token's `iss` picks the verifier; nothing else in an unverified token is trusted.
+/// Every refusal is the same ``SyncError/Code/authenticationFailed`` to the caller; the
+/// reason goes to the server's log at debug level, naming the configured issuer at most and
+/// never any part of the token.
+final class TokenVerifier: Sendable {
+    private let development: TokenAuthority
+    private let issuers: [String: IssuerKeys]
+    private let logger: Logger
+
+    init(development: TokenAuthority, issuers: [TokenIssuer], policy: KeyRefreshPolicy, logger: Logger) throws {
+        self.development = development
+        self.logger = logger
+        var keyed: [String: IssuerKeys] = [:]
+        for issuer in issuers {
+            try issuer.validate()
+            guard keyed[issuer.issuer] == nil else {
+                throw SyncError(.invalidConfiguration, "issuer '\(issuer.issuer)' is configured twice")
+            }
+            keyed[issuer.issuer] = IssuerKeys(issuer: issuer, policy: policy, logger: logger)
+        }
+        self.issuers = keyed
+    }
+
+    /// Starts fetching every issuer's keys in the background.
+    func start() {
+        for keys in issuers.values { keys.start() }
+    }
+
+    /// How many key fetches an issuer's keys have had (for tests and the operator).
+    func keyFetchCount(issuer: String) -> Int? { issuers[issuer]?.fetchCount }
+
+    /// The verified claims of `token`. Throws ``SyncError/Code/authenticationFailed`` with no
+    /// detail for any token that is not valid now.
+    func verify(_ token: String, now: Date = Date()) async throws -> VerifiedToken {
+        do throws(TokenRefusal) {
+            return try await check(token, now: now)
+        } catch {
+            logger.debug("token refused", metadata: ["reason": "\(error.reason)"])
+            throw TokenAuthority.refused
+        }
+    }
+
+    private func check(_ token: String, now: Date) async throws(TokenRefusal) -> VerifiedToken {
+        let parsed = try CompactToken(token)
+        guard case .string(let issuerName)? = parsed.payload["iss"] else { throw TokenRefusal("no 'iss' claim") }
+        if issuerName == TokenAuthority.issuer {
+            return try await development.verify(parsed, now: now)
+        }
+        guard let keys = issuers[issuerName] else { throw TokenRefusal("an issuer that is not configured") }
+        let issuer = keys.issuer
+        let refuse = { (reason: String) in TokenRefusal("issuer \(issuer.issuer): \(reason)") }
+        guard let algorithm = TokenIssuer.Algorithm(rawValue: parsed.algorithm), issuer.algorithms.contains(algorithm) else {
+            throw refuse("an algorithm the issuer does not allow")
+        }
+        let candidates = await keys.candidates(keyId: parsed.keyId, algorithm: algorithm)
+        guard !candidates.isEmpty else { throw refuse("no key of the issuer fits the token's key id and algorithm") }
+        guard candidates.contains(where: { $0.isValidSignature(parsed.signature, of: parsed.signingInput, algorithm: algorithm) }) else {
+            throw refuse("bad signature")
+        }
+        let skew = Double(issuer.clockSkew.components.seconds)
+        let nowSeconds = now.timeIntervalSince1970
+        guard let exp = Self.seconds(parsed.payload["exp"]) else { throw refuse("no numeric 'exp'") }
+        guard nowSeconds < exp + skew else { throw refuse("expired") }
+        if let nbf = parsed.payload["nbf"] {
+            guard let value = Self.seconds(nbf), nowSeconds + skew >= value else { throw refuse("not valid yet") }
+        }
+        if let iat = parsed.payload["iat"] {
+            guard let value = Self.seconds(iat), value <= nowSeconds + skew else { throw refuse("issued in the future") }
+        }
+        if !issuer.acceptsAnyAudience {
+            guard let audiences = Self.strings(Self.claim(issuer.audienceClaim, in: parsed.payload)),
+                  audiences.contains(where: issuer.audiences.contains) else {
+                throw refuse("a missing or foreign audience")
+            }
+        }
+        guard case .string(let identity)? = Self.claim(issuer.identityClaim, in: parsed.payload) else {
+            throw refuse("no string identity claim")
+        }
+        var roles: Set<String> = []
+        if let path = issuer.rolesClaim, let value = Self.claim(path, in: parsed.payload) {
+            guard let list = Self.strings(value) else { throw refuse("a roles claim that is neither a string nor a list of strings") }
+            roles = Set(list)
+        }
+        do {
+            try TokenAuthority.validate(identity: identity)
+            try TokenAuthority.validate(roles: roles)
+        } catch {
+            throw refuse("an identity or roles the service does not accept")
+        }
+        var values: [String: [String]] = [:]
+        if case .object(let members) = parsed.payload {
+            for member in members {
+                if let list = Self.strings(member.value) { values[member.key] = list }
+            }
+        }
+        return VerifiedToken(claims: Claims(identity: identity, roles: roles, values: values), expires: Date(timeIntervalSince1970: exp))
+    }
+
+    /// The claim at `path`: the whole text as one name first, then as dot-separated names
+    /// through nested objects.
+    static func claim(_ path: String, in payload: JSON) -> JSON? {
+        if let direct = payload[path] { return direct }
+        var node = payload
+        for name in path.split(separator: ".", omittingEmptySubsequences: false) {
+            guard let next = node[String(name)] else { return nil }
+            node = next
+        }
+        return node
+    }
+
+    /// A string as a one-element list, or a list of strings; `nil` for anything else.
+    static func strings(_ value: JSON?) -> [String]? {
+        switch value {
+        case .string(let text)?: return [text]
+        case .array(let items)?:
+            var result: [String] = []
+            for item in items {
+                guard case .string(let text) = item else { return nil }
+                result.append(text)
+            }
+            return result
+        default: return nil
+        }
+    }
+
+    /// A NumericDate (RFC 7519 §2): a JSON number of seconds, possibly fractional.
+    static func seconds(_ value: JSON?) -> Double? {
+        guard case .number(let text)? = value, let seconds = Double(text), seconds.isFinite else { return nil }
+        return seconds
+    }
+}
