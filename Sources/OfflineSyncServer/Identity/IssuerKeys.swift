@@ -13,9 +13,10 @@ public struct KeyRefreshPolicy: Sendable, Hashable {
     public var maximumLifetime: Duration
     /// The lifetime of a key set fetched without `Cache-Control` (and of a key file).
     public var defaultLifetime: Duration
-    /// The least time between two fetches of one issuer's keys, whatever triggers them — a
-    /// token naming an unknown `kid`, a stale set, a provider that is down. A flood of
-    /// tokens with made-up key ids costs the provider one request per interval.
+    /// The least time between two fetches of one issuer's keys caused by tokens naming a key
+    /// the set lacks, and between two attempts to refresh a stale set (a provider that is
+    /// down is asked again at this pace). A flood of tokens with made-up key ids costs the
+    /// provider one request per interval.
     public var minimumRefetchInterval: Duration
 
     /// 5 minutes to 24 hours, 1 hour by default, at most one fetch per 30 seconds.
@@ -46,6 +47,8 @@ final class IssuerKeys: Sendable {
         var refreshAt: ContinuousClock.Instant?
         /// When the last fetch began.
         var lastAttempt: ContinuousClock.Instant?
+        /// When the last fetch for a key the set lacked began.
+        var lastHunt: ContinuousClock.Instant?
         /// The fetch under way, which every request that needs it awaits.
         var fetching: Task<Void, Never>?
         /// Whether the last fetch failed (so a failure is logged once per outage).
@@ -68,7 +71,9 @@ final class IssuerKeys: Sendable {
     /// Starts the first fetch without waiting for it: the server starts even when the
     /// provider is down.
     func start() {
-        state.withLock { state in _ = beginFetch(&state, at: .now) }
+        state.withLock { state in
+            if state.lastAttempt == nil { _ = beginFetch(&state, at: .now) }
+        }
     }
 
     /// How many fetches have begun (discovery and key set together count once).
@@ -82,22 +87,27 @@ final class IssuerKeys: Sendable {
             let found = state.set?.candidates(keyId: keyId, algorithm: algorithm) ?? []
             if !found.isEmpty {
                 // Stale: refresh in the background and answer with the keys in hand.
-                if let refreshAt = state.refreshAt, now >= refreshAt { _ = beginFetch(&state, at: now) }
+                if let refreshAt = state.refreshAt, now >= refreshAt,
+                   state.lastAttempt.map({ now - $0 >= policy.minimumRefetchInterval }) ?? true {
+                    _ = beginFetch(&state, at: now)
+                }
                 return (found, nil)
             }
             // An unknown key (or no keys yet): join the fetch under way, or begin one if allowed.
-            return ([], state.fetching ?? beginFetch(&state, at: now))
+            if let fetching = state.fetching { return ([], fetching) }
+            if let last = state.lastHunt, now - last < policy.minimumRefetchInterval { return ([], nil) }
+            state.lastHunt = now
+            return ([], beginFetch(&state, at: now))
         }
         guard let wait else { return found }
         await wait.value
         return state.withLock { $0.set?.candidates(keyId: keyId, algorithm: algorithm) ?? [] }
     }
 
-    /// Begins a fetch unless one is under way or the last began less than the minimum
-    /// interval ago; returns the fetch under way, if any.
-    private func beginFetch(_ state: inout State, at now: ContinuousClock.Instant) -> Task<Void, Never>? {
+    /// Begins a fetch unless one is under way; returns the fetch under way. The callers
+    /// decide whether one may begin.
+    private func beginFetch(_ state: inout State, at now: ContinuousClock.Instant) -> Task<Void, Never> {
         if let fetching = state.fetching { return fetching }
-        if let last = state.lastAttempt, now - last < policy.minimumRefetchInterval { return nil }
         state.lastAttempt = now
         state.fetches += 1
         let task = Task { await self.fetch() }

@@ -1,0 +1,272 @@
+import Crypto
+import Foundation
+import JWTKit
+import OfflineSync
+import OfflineSyncHTTP
+import OfflineSyncServer
+import OfflineSyncService
+import OfflineSyncTestSupport
+import OfflineSyncWire
+import Synchronization
+import Testing
+import _CryptoExtras
+
+/// Tokens of an identity provider (a real JWKS endpoint on loopback, keys generated per run)
+/// accepted and refused by a live server.
+@Suite("Identity providers: tokens verified against the issuer's published keys")
+struct IssuerTests {
+    static let rules = """
+        version: 1
+        tables:
+          notices:
+            read: everyone
+            write:
+              - everyone: true
+                when: { roles: admin }
+          plans:
+            read: everyone
+            write:
+              - everyone: true
+                when: { tier: gold }
+        """
+
+    /// Runs `body` with a provider publishing `keys` and a server accepting its tokens.
+    static func with(keys: [ProviderKey], policy: KeyRefreshPolicy = .init(),
+                     issuer configure: @escaping @Sendable (inout TokenIssuer) -> Void = { _ in },
+                     _ body: (TestIdentityProvider, LiveServer) async throws -> Void) async throws {
+        let provider = try await TestIdentityProvider.start(keys: keys)
+        try await stopping(provider) {
+            try await LiveServer.with(rules: try SyncRules(yaml: rules), configure: { configuration in
+                var issuer = TokenIssuer(issuer: provider.issuer, audiences: ["app"], keys: .jwks(provider.jwksURL),
+                                         rolesClaim: "realm_access.roles")
+                configure(&issuer)
+                configuration.issuers = [issuer]
+                configuration.keyRefresh = policy
+            }) { live in try await body(provider, live) }
+        }
+    }
+
+    /// The status of a native pull with `token`.
+    static func pullStatus(_ live: LiveServer, _ token: String) async throws -> Int {
+        try await http(.POST, live.baseURL + "/v1/pull", headers: [("Authorization", "Bearer \(token)"), ("Content-Type", "application/json")],
+                       body: Array(#"{"table":"todos","limit":10}"#.utf8)).status
+    }
+
+    @Test("RSA, RSA-PSS, ECDSA and EdDSA tokens reach the native API, the tables API and the change channel as their identity")
+    func everyKeyTypeEveryRoute() async throws {
+        let keys = [try ProviderKey.rsa(kid: "rs", algorithm: "RS256"), try ProviderKey.rsa(kid: "ps", algorithm: "PS384"),
+                    ProviderKey.p256(kid: "es"), ProviderKey.p384(kid: "es384"), ProviderKey.ed25519(kid: "ed")]
+        try await Self.with(keys: keys) { provider, live in
+            for key in keys {
+                let identity = "user-\(key.kid)"
+                let token = signedToken(provider.claims(identity), key: key)
+                let remote = HTTPRemoteStore(baseURL: live.baseURL, token: { token })
+                let results = try await remote.push([PushOperation(id: "op-\(key.kid)", table: "todos", itemId: "t-\(key.kid)",
+                                                                   kind: .insert, item: Record(id: "t-\(key.kid)"), baseVersion: nil)])
+                #expect(results.count == 1)
+                let page = try await remote.pull(PullRequest(table: "todos", limit: 10))
+                #expect(page.records.map(\.id) == ["t-\(key.kid)"], "\(key.algorithm): the identity's own rows only")
+                let tables = try await http(.GET, live.baseURL + "/tables/todos", headers: [("Authorization", "Bearer \(token)"), ("ZUMO-API-VERSION", "3.0.0")])
+                #expect(tables.status == 200, "\(key.algorithm) on the tables API")
+                #expect(tables.text.contains("t-\(key.kid)"))
+                var events = remote.changes().makeAsyncIterator()
+                #expect(await events.next() == .subscribed, "\(key.algorithm) on the change channel")
+            }
+            #expect(try await live.server.service.record(identity: "user-ed", table: "todos", id: "t-ed") != nil)
+        }
+    }
+
+    @Test("tokens signed by jwt-kit (an independent JWS implementation) verify")
+    func jwtKitTokens() async throws {
+        let rsa = try ProviderKey.rsa(kid: "kit-rs"), pss = try ProviderKey.rsa(kid: "kit-ps", algorithm: "PS256")
+        let ec = ProviderKey.p256(kid: "kit-es"), ed = ProviderKey.ed25519(kid: "kit-ed")
+        // jwt-kit signs with its own copies of the private keys; the provider publishes the public halves.
+        let rsaKey = try _RSA.Signing.PrivateKey(keySize: .bits2048), pssKey = try _RSA.Signing.PrivateKey(keySize: .bits2048)
+        let ecKey = P256.Signing.PrivateKey(), edKey = Curve25519.Signing.PrivateKey()
+        let signers = JWTKeyCollection()
+        await signers.add(rsa: try Insecure.RSA.PrivateKey(backing: rsaKey), digestAlgorithm: .sha256, kid: "kit-rs")
+        await signers.add(pss: try Insecure.RSA.PrivateKey(backing: pssKey), digestAlgorithm: .sha256, kid: "kit-ps")
+        await signers.add(ecdsa: try ES256PrivateKey(backing: ecKey), kid: "kit-es")
+        await signers.add(eddsa: EdDSA.PrivateKey(backing: edKey), kid: "kit-ed")
+        func rsaJWK(_ key: _RSA.Signing.PrivateKey) throws -> [String: String] {
+            let primitives = try key.publicKey.getKeyPrimitives()
+            return ["kty": "RSA", "n": base64url(primitives.modulus), "e": base64url(primitives.publicExponent)]
+        }
+        let point = Array(ecKey.publicKey.x963Representation)
+        let published = [
+            rsa.described(try rsaJWK(rsaKey)), pss.described(try rsaJWK(pssKey)),
+            ec.described(["x": base64url(point[1..<33]), "y": base64url(point[33...])]),
+            ed.described(["x": base64url(edKey.publicKey.rawRepresentation)]),
+        ]
+        try await Self.with(keys: published) { provider, live in
+            for kid in ["kit-rs", "kit-ps", "kit-es", "kit-ed"] {
+                let payload = KitClaims(iss: .init(value: provider.issuer), sub: .init(value: "kit-user"), aud: .init(value: ["app"]),
+                                        exp: .init(value: Date().addingTimeInterval(600)))
+                let token = try await signers.sign(payload, kid: JWKIdentifier(string: kid))
+                #expect(try await Self.pullStatus(live, token) == 200, "\(kid)")
+            }
+        }
+    }
+
+    @Test("roles from realm_access.roles and a passed-through claim decide the rules' when: conditions")
+    func claimsReachTheRules() async throws {
+        let key = ProviderKey.p256(kid: "k1")
+        try await Self.with(keys: [key]) { provider, live in
+            func push(_ claims: [String: Any], table: String, id: String) async throws -> PushOutcome {
+                let token = signedToken(claims, key: key)
+                let remote = HTTPRemoteStore(baseURL: live.baseURL, token: { token })
+                return try await remote.push([PushOperation(id: "op-\(id)", table: table, itemId: id, kind: .insert,
+                                                            item: Record(id: id), baseVersion: nil)])[0].outcome
+            }
+            let admin = provider.claims("alice", extra: ["realm_access": ["roles": ["admin", "offline_access"]]])
+            let user = provider.claims("bob", extra: ["realm_access": ["roles": ["offline_access"]]])
+            guard case .applied = try await push(admin, table: "notices", id: "n1") else { Issue.record("an admin may write notices"); return }
+            guard case .rejected = try await push(user, table: "notices", id: "n2") else { Issue.record("a non-admin may not"); return }
+            guard case .applied = try await push(provider.claims("carol", extra: ["tier": "gold"]), table: "plans", id: "p1") else {
+                Issue.record("a gold-tier token may write plans"); return
+            }
+            guard case .rejected = try await push(provider.claims("dave", extra: ["tier": "silver"]), table: "plans", id: "p2") else {
+                Issue.record("a silver-tier token may not"); return
+            }
+        }
+    }
+
+    @Test("Cognito's cognito:groups as roles, and client_id as the audience of its access tokens")
+    func cognitoShapes() async throws {
+        let key = try ProviderKey.rsa(kid: "cognito")
+        try await Self.with(keys: [key], issuer: { $0.rolesClaim = "cognito:groups"; $0.audienceClaim = "client_id"; $0.audiences = ["client-123"] }) { provider, live in
+            var claims = provider.claims("erin", extra: ["cognito:groups": ["admin"], "client_id": "client-123", "token_use": "access"])
+            claims["aud"] = nil
+            let token = signedToken(claims, key: key)
+            let remote = HTTPRemoteStore(baseURL: live.baseURL, token: { token })
+            let outcome = try await remote.push([PushOperation(id: "c1", table: "notices", itemId: "c1", kind: .insert, item: Record(id: "c1"), baseVersion: nil)])[0].outcome
+            guard case .applied = outcome else { Issue.record("a Cognito admin may write notices: \(outcome)"); return }
+            claims["client_id"] = "another-client"
+            #expect(try await Self.pullStatus(live, signedToken(claims, key: key)) == 401)
+        }
+    }
+
+    @Test("a rotated key is used on its first token: one fetch, and the request that caused it succeeds")
+    func rotation() async throws {
+        let old = ProviderKey.ed25519(kid: "2026-old"), new = ProviderKey.ed25519(kid: "2026-new")
+        try await Self.with(keys: [old]) { provider, live throws in
+            #expect(try await Self.pullStatus(live, signedToken(provider.claims("frank"), key: old)) == 200)
+            let before = provider.jwksFetches
+            provider.publish([old, new])
+            #expect(try await Self.pullStatus(live, signedToken(provider.claims("frank"), key: new)) == 200)
+            #expect(provider.jwksFetches == before + 1)
+            // The old key, still published, keeps working without another fetch.
+            #expect(try await Self.pullStatus(live, signedToken(provider.claims("frank"), key: old)) == 200)
+            #expect(provider.jwksFetches == before + 1)
+        }
+    }
+
+    @Test("10,000 requests with made-up key ids cost the provider one fetch; each is refused, and the server stays up")
+    func unknownKeyFlood() async throws {
+        let key = try ProviderKey.rsa(kid: "real")
+        try await Self.with(keys: [key]) { provider, live in
+            #expect(try await Self.pullStatus(live, signedToken(provider.claims("gina"), key: key)) == 200)
+            let before = provider.jwksFetches
+            let started = ContinuousClock.now
+            let refused = try await withThrowingTaskGroup(of: Int.self) { group in
+                var count = 0
+                for worker in 0..<32 {
+                    group.addTask {
+                        var refused = 0
+                        for i in stride(from: worker, to: 10_000, by: 32) {
+                            let forged = signedToken(provider.claims("gina"), key: key.described(["kid": "kid-\(UUID().uuidString)-\(i)"]))
+                            if try await Self.pullStatus(live, forged) == 401 { refused += 1 }
+                        }
+                        return refused
+                    }
+                }
+                for try await part in group { count += part }
+                return count
+            }
+            let elapsed = ContinuousClock.now - started
+            #expect(refused == 10_000)
+            let allowed = 1 + Int(elapsed / .seconds(30))
+            #expect(provider.jwksFetches - before <= allowed, "\(provider.jwksFetches - before) fetches in \(elapsed)")
+            #expect(provider.jwksFetches - before >= 1, "an unknown key id is looked for once")
+            #expect(try await Self.pullStatus(live, signedToken(provider.claims("gina"), key: key)) == 200)
+        }
+    }
+
+    @Test("a provider down at start: tokens are refused, the server runs, and the keys arrive when it comes back")
+    func downAtStart() async throws {
+        let key = ProviderKey.p384(kid: "k")
+        let provider = try await TestIdentityProvider.start(keys: [key])
+        provider.setUp(false)
+        try await stopping(provider) { try await LiveServer.with(configure: { configuration in
+            configuration.issuers = [TokenIssuer(issuer: provider.issuer, audiences: ["app"], keys: .jwks(provider.jwksURL))]
+            configuration.keyRefresh = KeyRefreshPolicy(minimumRefetchInterval: .milliseconds(200))
+        }) { live throws in
+            let token = signedToken(provider.claims("hank"), key: key)
+            #expect(try await Self.pullStatus(live, token) == 401)
+            #expect(try await http(.GET, live.baseURL + "/health").status == 200)
+            provider.setUp(true)
+            #expect(await eventually(timeout: .seconds(10)) { (try? await Self.pullStatus(live, token)) == 200 })
+            // Down again: the cached keys keep working.
+            provider.setUp(false)
+            let fetches = provider.jwksFetches
+            for _ in 0..<20 { #expect(try await Self.pullStatus(live, token) == 200) }
+            #expect(provider.jwksFetches == fetches, "a key in hand needs no fetch")
+        } }
+    }
+
+    @Test("discovery: the key set is found through /.well-known/openid-configuration, by `offline-sync serve --issuer FILE`, beside a second issuer")
+    func discoveryAndTwoIssuersThroughTheCLI() async throws {
+        let first = try ProviderKey.rsa(kid: "one", algorithm: "PS256"), second = ProviderKey.ed25519(kid: "two")
+        let one = try await TestIdentityProvider.start(keys: [first])
+        let two = try await TestIdentityProvider.start(keys: [second])
+        try await stopping(one, two) { try await withTemporaryDirectory { directory in
+            let file = directory.appendingPathComponent("issuers.yaml")
+            try """
+                issuers:
+                  - issuer: \(one.issuer)
+                    audiences: [app]
+                    discovery_url: \(one.discoveryURL.absoluteString)
+                    algorithms: [PS256]
+                  - issuer: \(two.issuer)
+                    audiences: app
+                    jwks_url: \(two.jwksURL.absoluteString)
+                    roles_claim: groups
+                """.write(to: file, atomically: true, encoding: .utf8)
+            let server = try await ServerProcess.start(data: directory.appendingPathComponent("data"), extraArguments: ["--issuer", file.path])
+            defer { _ = server.stop() }
+            let url = server.baseURL + "/v1/pull"
+            func pull(_ token: String) async throws -> Int {
+                try await http(.POST, url, headers: [("Authorization", "Bearer \(token)")], body: Array(#"{"table":"todos","limit":1}"#.utf8)).status
+            }
+            #expect(try await pull(signedToken(one.claims("ivy"), key: first)) == 200)
+            #expect(one.discoveryFetches >= 1)
+            #expect(try await pull(signedToken(two.claims("jack"), key: second)) == 200)
+            // A key of one issuer does not verify a token claiming the other.
+            #expect(try await pull(signedToken(one.claims("ivy"), key: second.described(["kid": "one"]))) == 401)
+            #expect(try await pull(signedToken(two.claims("jack"), key: first.described(["kid": "two"]))) == 401)
+            #expect(await server.stopped() == 0)
+        } }
+    }
+
+    @Test("a change channel is closed when its token expires, with close code 4401")
+    func expiredSocketIsClosed() async throws {
+        let key = ProviderKey.p256(kid: "short")
+        try await Self.with(keys: [key]) { provider, live in
+            let now = Int(Date().timeIntervalSince1970)
+            let token = signedToken(provider.claims("kim", extra: ["exp": now + 2]), key: key)
+            let remote = HTTPRemoteStore(baseURL: live.baseURL, configuration: .init(maxAttempts: 1, initialBackoff: .seconds(30)), token: { token })
+            var events = remote.changes().makeAsyncIterator()
+            #expect(await events.next() == .subscribed)
+            #expect(await events.next() == .disconnected, "closed at the token's expiry")
+        }
+    }
+}
+
+/// The claims jwt-kit signs in ``IssuerTests/jwtKitTokens()``.
+struct KitClaims: JWTPayload {
+    var iss: IssuerClaim
+    var sub: SubjectClaim
+    var aud: AudienceClaim
+    var exp: ExpirationClaim
+    func verify(using algorithm: some JWTAlgorithm) throws {}
+}
