@@ -120,11 +120,13 @@ cognito-test: deps
 # headers, odd paths, slow and abrupt clients, malformed WebSocket handshakes, extreme
 # integers, and a log that must not show any token, key, secret or record value; then
 # authentication attacks on every route (missing, malformed, forged, tampered, expired and
-# other-identity tokens; SigV4 with bad signatures, stale or future dates, swapped bodies).
+# other-identity tokens; SigV4 with bad signatures, stale or future dates, swapped bodies), and
+# every forgery of an identity provider's token (test_issuers.py, its own JWKS endpoints).
 hostile-test: deps
 	$(SWIFT) build --product offline-sync
 	@python3 -c "import schemathesis" 2>/dev/null || python3 -m pip install --quiet schemathesis
-	OFFLINE_SYNC_BIN="$$($(SWIFT) build --show-bin-path)/offline-sync" python3 -m unittest -v Tests/Hostile/test_hostile.py Tests/Hostile/test_auth.py Tests/Hostile/test_leaks.py
+	@python3 -c "import cryptography" 2>/dev/null || python3 -m pip install --quiet cryptography
+	OFFLINE_SYNC_BIN="$$($(SWIFT) build --show-bin-path)/offline-sync" python3 -m unittest -v Tests/Hostile/test_hostile.py Tests/Hostile/test_auth.py Tests/Hostile/test_leaks.py Tests/Hostile/test_issuers.py
 
 # Damaged copies of a SQLite, an LMDB and an encrypted store file (truncated at 24 offsets, 40
 # single-bit flips, 24 zeroed pages, 8 files of other formats), each opened in a child process:
