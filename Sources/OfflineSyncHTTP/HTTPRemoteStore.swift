@@ -58,8 +58,13 @@ public struct HTTPRemoteStore: RemoteStore {
     let client: HTTPClient
     let logger: Logger
 
-    /// Creates a remote for the server at `baseURL`. `token` returns the bearer token to send
-    /// (called once per attempt, so it may refresh). `client` defaults to the shared client.
+    /// Creates a remote for the server at `baseURL`. `token` returns the bearer token to send:
+    /// it is called before each attempt, and once more at once after a 401 (then the request
+    /// is sent again with what it returns), so an app's provider can return its identity
+    /// SDK's current access token and refresh it when it has expired. A provider that throws
+    /// makes the call fail with ``SyncError/Code/authenticationFailed`` (or the code of the
+    /// ``SyncError`` it throws); a second 401 in a row is ``SyncError/Code/authenticationFailed``.
+    /// `client` defaults to the shared client.
     public init(baseURL: String, configuration: Configuration = .init(), client: HTTPClient = .shared,
                 logger: Logger = Logger(label: "offline-sync.http"), token: @escaping @Sendable () async throws -> String) {
         var base = baseURL
@@ -97,15 +102,17 @@ public struct HTTPRemoteStore: RemoteStore {
     /// Cognito Sync shape (`x-amzn-ErrorType`) are both typed.
     func send(method: HTTPMethod = .POST, path: String, body bytes: [UInt8]?) async throws -> JSON {
         var attempt = 0
+        var askedAgain = false
         var backoff = Backoff(initial: configuration.initialBackoff, maximum: configuration.maxBackoff)
         while true {
             attempt += 1
             let failure: SyncError
             var retryAfter: Duration?
+            let bearer = try await currentToken()
             do {
                 var request = HTTPClientRequest(url: baseURL + path)
                 request.method = method
-                request.headers.add(name: "Authorization", value: "Bearer \(try await token())")
+                request.headers.add(name: "Authorization", value: "Bearer \(bearer)")
                 if let bytes {
                     request.headers.add(name: "Content-Type", value: "application/json")
                     request.body = .bytes(ByteBuffer(bytes: bytes))
@@ -127,6 +134,15 @@ public struct HTTPRemoteStore: RemoteStore {
                 } else {
                     (code, message) = ("http\(status)", "HTTP \(status)")
                 }
+                if status == 401, !askedAgain {
+                    // The token may have expired since the provider gave it: ask once more
+                    // (an app's provider refreshes it through its own SDK) and send again at
+                    // once. This is not one of the transient attempts.
+                    askedAgain = true
+                    attempt -= 1
+                    logger.debug("401: asking the token provider again", metadata: ["path": "\(path)"])
+                    continue
+                }
                 if status == 429 || status >= 500 {
                     failure = SyncError(.transient, "the server answered \(status): \(message)")
                     retryAfter = response.headers.first(name: "Retry-After").flatMap(Int.init).map { .seconds(max(0, $0)) }
@@ -146,6 +162,22 @@ public struct HTTPRemoteStore: RemoteStore {
             let wait = min(max(retryAfter ?? .zero, backoff.nextDelay()), configuration.maxBackoff)
             logger.debug("retrying", metadata: ["path": "\(path)", "attempt": "\(attempt)", "reason": "\(failure.message)"])
             try await Task.sleep(for: wait)
+        }
+    }
+
+    /// The token provider's answer. A provider that throws ``SyncError`` keeps its code (so
+    /// it can say ``SyncError/Code/transient`` when its own refresh failed for want of a
+    /// network); anything else it throws is ``SyncError/Code/authenticationFailed``: the
+    /// app has no token to give, and retrying will not make one.
+    func currentToken() async throws -> String {
+        do {
+            return try await token()
+        } catch let error as SyncError {
+            throw error
+        } catch is CancellationError {
+            throw SyncError(.cancelled, "the request was cancelled")
+        } catch {
+            throw SyncError(.authenticationFailed, "the token provider failed (\(Self.describe(error)))")
         }
     }
 

@@ -5,6 +5,7 @@ import OfflineSync
 import OfflineSyncHTTP
 import OfflineSyncServer
 import OfflineSyncService
+import OfflineSyncSQLite
 import OfflineSyncTestSupport
 import OfflineSyncWire
 import Synchronization
@@ -258,6 +259,46 @@ struct IssuerTests {
             var events = remote.changes().makeAsyncIterator()
             #expect(await events.next() == .subscribed)
             #expect(await events.next() == .disconnected, "closed at the token's expiry")
+        }
+    }
+}
+
+extension IssuerTests {
+    @Test("HTTPRemoteStore asks its token provider again after a 401 and sends again; a provider that fails is authenticationFailed and the queue stays")
+    func clientRefreshesItsToken() async throws {
+        let key = ProviderKey.ed25519(kid: "client")
+        try await Self.with(keys: [key]) { provider, live in
+            let now = Int(Date().timeIntervalSince1970)
+            let expired = signedToken(provider.claims("lena", extra: ["exp": now - 600]), key: key)
+            let fresh = signedToken(provider.claims("lena"), key: key)
+            // The app's identity SDK: its cached access token has expired; asked again, it refreshes.
+            let calls = Box(0)
+            let remote = HTTPRemoteStore(baseURL: live.baseURL, token: {
+                calls.withLock { $0 += 1; return $0 == 1 ? expired : fresh }
+            })
+            let page = try await remote.pull(PullRequest(table: "todos", limit: 10))
+            #expect(page.records.isEmpty)
+            #expect(calls.value == 2, "asked once, then once more after the 401")
+
+            // A provider that cannot give a token: the push fails as authenticationFailed, and
+            // the local queue keeps the operation.
+            struct SignedOut: Error {}
+            let failing = HTTPRemoteStore(baseURL: live.baseURL, token: { throw SignedOut() })
+            #expect(await syncErrorCode { _ = try await failing.pull(PullRequest(table: "todos", limit: 1)) } == .authenticationFailed)
+            try await withTemporaryDirectory { directory in
+                let store = try await SQLiteStore(path: directory.appendingPathComponent("c.sqlite").path)
+                let context = try await SyncContext(store: store, remote: failing)
+                try await context.defineTable(TableSchema("todos"))
+                _ = try await context.table("todos").insert(Record(id: "kept"))
+                #expect(await syncErrorCode { try await context.push() } == .authenticationFailed)
+                #expect(try await context.pendingOperationCount() == 1)
+                try await store.close()
+            }
+            // A provider that keeps returning a refused token: the second 401 ends the call.
+            let refusedCalls = Box(0)
+            let refused = HTTPRemoteStore(baseURL: live.baseURL, token: { refusedCalls.withLock { $0 += 1 }; return expired })
+            #expect(await syncErrorCode { _ = try await refused.pull(PullRequest(table: "todos", limit: 1)) } == .authenticationFailed)
+            #expect(refusedCalls.value == 2)
         }
     }
 }
