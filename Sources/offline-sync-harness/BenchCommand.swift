@@ -33,7 +33,7 @@ let benchWorkloads: [any BenchWorkload.Type] = [LocalWritesSQLite.self, LocalWri
                                                 PullDeltaShared.self, PullDeltaMixed.self, MoveIn.self, MoveOut.self,
                                                 MoveInBig.self, MoveOutBig.self, PushSharedBig.self, PushSharedK.self,
                                                 UpdateSharedBig.self, TablesListShared.self, ObserveLatency.self,
-                                                ObserveBurst.self]
+                                                ObserveBurst.self, AuthVerify.self]
 
 /// `offline-sync-harness bench`: runs each workload side by side with its baseline, each in its own
 /// process (so peak memory is its own), prints a table and writes `bench-results.json`.

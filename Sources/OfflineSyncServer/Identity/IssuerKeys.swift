@@ -53,7 +53,6 @@ final class IssuerKeys: Sendable {
         var fetching: Task<Void, Never>?
         /// Whether the last fetch failed (so a failure is logged once per outage).
         var failing = false
-        var fetches = 0
     }
 
     let issuer: TokenIssuer
@@ -75,9 +74,6 @@ final class IssuerKeys: Sendable {
             if state.lastAttempt == nil { _ = beginFetch(&state, at: .now) }
         }
     }
-
-    /// How many fetches have begun (discovery and key set together count once).
-    var fetchCount: Int { state.withLock { $0.fetches } }
 
     /// The keys that may verify a token with `keyId` and `algorithm`; empty when none may,
     /// even after the one fetch the rules allow.
@@ -109,7 +105,6 @@ final class IssuerKeys: Sendable {
     private func beginFetch(_ state: inout State, at now: ContinuousClock.Instant) -> Task<Void, Never> {
         if let fetching = state.fetching { return fetching }
         state.lastAttempt = now
-        state.fetches += 1
         let task = Task { await self.fetch() }
         state.fetching = task
         return task

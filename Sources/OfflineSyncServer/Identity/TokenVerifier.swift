@@ -6,9 +6,9 @@ import OfflineSyncWire
 
 /// A caller whose bearer token was verified: its claims, and when the token stops being
 /// valid (a change channel is closed then).
-struct VerifiedToken: Sendable {
-    let claims: Claims
-    let expires: Date
+package struct VerifiedToken: Sendable {
+    package let claims: Claims
+    package let expires: Date
 }
 
 /// Verifies every bearer token the server is given: its own development tokens
@@ -18,12 +18,12 @@ struct VerifiedToken: Sendable {
 /// Every refusal is the same ``SyncError/Code/authenticationFailed`` to the caller; the
 /// reason goes to the server's log at debug level, naming the configured issuer at most and
 /// never any part of the token.
-final class TokenVerifier: Sendable {
+package final class TokenVerifier: Sendable {
     private let development: TokenAuthority
     private let issuers: [String: IssuerKeys]
     private let logger: Logger
 
-    init(development: TokenAuthority, issuers: [TokenIssuer], policy: KeyRefreshPolicy, logger: Logger) throws {
+    package init(development: TokenAuthority, issuers: [TokenIssuer], policy: KeyRefreshPolicy, logger: Logger) throws {
         self.development = development
         self.logger = logger
         var keyed: [String: IssuerKeys] = [:]
@@ -38,16 +38,13 @@ final class TokenVerifier: Sendable {
     }
 
     /// Starts fetching every issuer's keys in the background.
-    func start() {
+    package func start() {
         for keys in issuers.values { keys.start() }
     }
 
-    /// How many key fetches an issuer's keys have had (for tests and the operator).
-    func keyFetchCount(issuer: String) -> Int? { issuers[issuer]?.fetchCount }
-
     /// The verified claims of `token`. Throws ``SyncError/Code/authenticationFailed`` with no
     /// detail for any token that is not valid now.
-    func verify(_ token: String, now: Date = Date()) async throws -> VerifiedToken {
+    package func verify(_ token: String, now: Date = Date()) async throws -> VerifiedToken {
         do throws(TokenRefusal) {
             return try await check(token, now: now)
         } catch {
