@@ -105,6 +105,7 @@ struct Demo {
         case let .pullProgress(table, done, total): return "pullProgress(\(table) \(done)/\(total))"
         case let .conflictResolved(table, itemId, resolution): return "conflictResolved(\(table), \(itemId), \(resolution.name))"
         case let .removedFromView(table, ids): return "removedFromView(\(table), \(ids.count) rows)"
+        case let .syncFailed(error, willRetry): return "syncFailed(\(error.code): \(error.message), \(willRetry ? "will retry" : "stopped"))"
         }
     }
 

@@ -32,10 +32,11 @@ struct IssuerTests {
         """
 
     /// Runs `body` with a provider publishing `keys` and a server accepting its tokens.
-    static func with(keys: [ProviderKey], policy: KeyRefreshPolicy = .init(),
+    static func with(keys: [ProviderKey], policy: KeyRefreshPolicy = .init(), cacheControl: String? = "max-age=3600",
                      issuer configure: @escaping @Sendable (inout TokenIssuer) -> Void = { _ in },
                      _ body: (TestIdentityProvider, LiveServer) async throws -> Void) async throws {
         let provider = try await TestIdentityProvider.start(keys: keys)
+        provider.setCacheControl(cacheControl)
         try await stopping(provider) {
             try await LiveServer.with(rules: try SyncRules(yaml: rules), configure: { configuration in
                 var issuer = TokenIssuer(issuer: provider.issuer, audiences: ["app"], keys: .jwks(provider.jwksURL),
@@ -249,16 +250,72 @@ struct IssuerTests {
         } }
     }
 
-    @Test("a change channel is closed when its token expires, with close code 4401")
+    @Test("a change channel is closed when its token expires, and the client reconnects with a fresh token")
     func expiredSocketIsClosed() async throws {
         let key = ProviderKey.p256(kid: "short")
         try await Self.with(keys: [key]) { provider, live in
             let now = Int(Date().timeIntervalSince1970)
-            let token = signedToken(provider.claims("kim", extra: ["exp": now + 2]), key: key)
-            let remote = HTTPRemoteStore(baseURL: live.baseURL, configuration: .init(maxAttempts: 1, initialBackoff: .seconds(30)), token: { token })
+            let short = signedToken(provider.claims("kim", extra: ["exp": now + 2]), key: key)
+            let fresh = signedToken(provider.claims("kim"), key: key)
+            let calls = Box(0)
+            let remote = HTTPRemoteStore(baseURL: live.baseURL, configuration: .init(initialBackoff: .milliseconds(50)),
+                                         token: { calls.withLock { $0 += 1; return $0 == 1 ? short : fresh } })
             var events = remote.changes().makeAsyncIterator()
             #expect(await events.next() == .subscribed)
             #expect(await events.next() == .disconnected, "closed at the token's expiry")
+            #expect(await events.next() == .subscribed, "back, with the fresh token")
+            #expect(calls.value == 2)
+        }
+    }
+
+    @Test("the server closes the channel with close code 4401 when the token expires")
+    func expiryCloseCode() async throws {
+        let key = ProviderKey.ed25519(kid: "code")
+        try await Self.with(keys: [key]) { provider, live in
+            let now = Int(Date().timeIntervalSince1970)
+            let token = signedToken(provider.claims("lou", extra: ["exp": now + 1]), key: key)
+            let connection = try RawConnection(port: live.running.port)
+            defer { connection.closeConnection() }
+            try connection.send(Array("GET /v1/changes HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer \(token)\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n".utf8))
+            // The server writes the upgrade, the subscription, then at expiry a close frame and
+            // ends the connection: everything up to the end of the stream.
+            let bytes = try await connection.readAll()
+            let text = String(decoding: bytes, as: UTF8.self)
+            #expect(text.hasPrefix("HTTP/1.1 101"))
+            // A close frame: 0x88, a length, then the status code 4401 (0x11 0x31) and the reason.
+            guard let close = bytes.firstIndex(of: 0x88), bytes.count >= close + 4 else {
+                Issue.record("no close frame in \(bytes.count) bytes"); return
+            }
+            #expect(Array(bytes[(close + 2)...(close + 3)]) == [0x11, 0x31])
+            #expect(text.contains("token expired"))
+        }
+    }
+
+    @Test("a key set is kept for its Cache-Control max-age clamped to the policy's bounds, then refreshed in the background")
+    func cacheLifetime() async throws {
+        let key = ProviderKey.p256(kid: "cached")
+        let policy = KeyRefreshPolicy(minimumLifetime: .milliseconds(600), maximumLifetime: .seconds(2), defaultLifetime: .seconds(1),
+                                      minimumRefetchInterval: .milliseconds(100))
+        try await Self.with(keys: [key], policy: policy, cacheControl: "max-age=0") { provider, live in
+            let token = signedToken(provider.claims("max"), key: key)
+            // max-age=0 is held for the minimum lifetime, not refetched on every request.
+            #expect(await eventually { (try? await Self.pullStatus(live, token)) == 200 })
+            let first = provider.jwksFetches
+            for _ in 0..<10 { #expect(try await Self.pullStatus(live, token) == 200) }
+            #expect(provider.jwksFetches == first, "within the minimum lifetime, no fetch")
+            // Past it, a request is answered with the cached keys and a refresh runs behind it.
+            try await Task.sleep(for: .milliseconds(700))
+            #expect(try await Self.pullStatus(live, token) == 200)
+            #expect(await eventually { provider.jwksFetches == first + 1 })
+            // A day's max-age is held for the maximum lifetime only.
+            provider.setCacheControl("public, max-age=86400")
+            try await Task.sleep(for: .milliseconds(700))
+            _ = try await Self.pullStatus(live, token)
+            #expect(await eventually { provider.jwksFetches == first + 2 })
+            let afterLong = provider.jwksFetches
+            try await Task.sleep(for: .milliseconds(2100))
+            #expect(try await Self.pullStatus(live, token) == 200)
+            #expect(await eventually { provider.jwksFetches == afterLong + 1 }, "refreshed after the 2 s maximum, not a day")
         }
     }
 }

@@ -111,6 +111,39 @@ struct LifecycleTests {
         #expect(await events.lifecycle.isEmpty)
     }
 
+    @Test("a failing run reports syncFailed(willRetry: true); refused credentials report willRetry: false and end the loop, queue kept, until start")
+    func failuresAreReported() async throws {
+        let h = try await Harness()
+        _ = try await h.client.table("notes").insert(Record(id: "queued", fields: ["title": "waits"]))
+        let monitor = ManualNetworkMonitor(online: true)
+        let events = EventRecorder(h.client)
+
+        // A server that answers 5xx (here: a transient failure) is retried, and says so.
+        h.network.set(.down)
+        await h.client.start(tables: ["notes"], network: monitor)
+        #expect(await events.waitFor("syncFailed(transient, true)"))
+        await h.client.stop()
+
+        // Refused credentials: one report, and the loop stops listening to the network.
+        await events.clear()
+        h.network.set(.refusing)
+        await h.client.start(tables: ["notes"], network: monitor)
+        #expect(await events.waitFor("syncFailed(authenticationFailed, false)"))
+        #expect(await eventually { monitor.listenerCount == 0 }, "no longer listening: nothing will retry")
+        monitor.set(online: false)
+        monitor.set(online: true)
+        #expect(await events.barrier(h.client))
+        #expect(await events.names.filter { $0.hasPrefix("syncFailed") } == ["syncFailed(authenticationFailed, false)"])
+        #expect(try await h.client.pendingOperationCount() == 1, "the queue is kept")
+
+        // Started again with credentials that work, it syncs.
+        h.network.set(.up)
+        await h.client.start(tables: ["notes"], network: monitor)
+        #expect(await events.waitFor("ready"))
+        #expect(try await h.client.pendingOperationCount() == 0)
+        await h.client.stop()
+    }
+
     @Test("clear() stops syncing and removes local records, queue and cursors; start() then syncs from scratch")
     func clearAndRestart() async throws {
         let h = try await Harness()

@@ -8,7 +8,7 @@ import Testing
 /// A remote that forwards to the real in-process service, but can be told to fail the way a
 /// network does: unreachable before sending, or the answer lost after the service applied it.
 final class FaultyNetwork: RemoteStore, Sendable {
-    enum Mode { case up, down, loseResponses }
+    enum Mode { case up, down, loseResponses, refusing }
     private let state = Box<(mode: Mode, pushes: Int)>((.up, 0))
     let base: any RemoteStore
 
@@ -21,6 +21,7 @@ final class FaultyNetwork: RemoteStore, Sendable {
         let mode = state.withLock { $0.pushes += 1; return $0.mode }
         switch mode {
         case .down: throw SyncError(.transient, "network unreachable")
+        case .refusing: throw SyncError(.authenticationFailed, "missing or invalid credentials")
         case .loseResponses:
             _ = try await base.push(operations)
             throw SyncError(.transient, "connection reset before the response arrived")
@@ -29,8 +30,11 @@ final class FaultyNetwork: RemoteStore, Sendable {
     }
 
     func pull(_ request: PullRequest) async throws -> PullPage {
-        if state.value.mode == .down { throw SyncError(.transient, "network unreachable") }
-        return try await base.pull(request)
+        switch state.value.mode {
+        case .down: throw SyncError(.transient, "network unreachable")
+        case .refusing: throw SyncError(.authenticationFailed, "missing or invalid credentials")
+        case .up, .loseResponses: return try await base.pull(request)
+        }
     }
 }
 
@@ -83,6 +87,7 @@ func name(_ event: SyncEvent) -> String {
     case .pullProgress(_, let done, let total): return "pullProgress(\(done)/\(total))"
     case .conflictResolved(_, _, let resolution): return "conflictResolved(\(resolution.name))"
     case .removedFromView(let table, let ids): return "removedFromView(\(table), \(ids.count))"
+    case .syncFailed(let error, let willRetry): return "syncFailed(\(error.code), \(willRetry))"
     }
 }
 

@@ -29,19 +29,39 @@ extension SyncContext {
     /// writes go on (writes queue), and the whole sequence runs when the network returns —
     /// as it does after every outage. A run that fails while the network is up is retried
     /// with backoff from ``restartDelay`` up to ``maxRestartDelay``. Starting a started
-    /// context restarts it.
+    /// context restarts it. A run that fails reports ``SyncEvent/syncFailed(error:willRetry:)``;
+    /// one refused for its credentials (``SyncError/Code/authenticationFailed``, after the
+    /// token provider was asked again) stops the loop until `start` is called again.
     public func start(tables: [String], network: any NetworkMonitor, queryId: String = "default") async {
         await stop()
         self.network.reset()
         let statuses = network.statuses()
         let task = Task {
+            // One queue for what the loop reacts to: the monitor's statuses, and a session's
+            // end on refused credentials, which ends the loop (and its subscription to the
+            // monitor) until the app starts the context again.
+            let (inputs, input) = AsyncStream.makeStream(of: LifecycleInput.self)
+            let forward = Task {
+                for await online in statuses { input.yield(.network(online)) }
+                input.finish()
+            }
+            defer { forward.cancel() }
             var session: Task<Void, Never>?
-            for await online in statuses {
-                session?.cancel()
-                await session?.value
-                session = nil
-                self.networkReachable(online)
-                if online { session = Task { await self.runSession(tables: tables, queryId: queryId) } }
+            loop: for await next in inputs {
+                switch next {
+                case .network(let online):
+                    session?.cancel()
+                    await session?.value
+                    session = nil
+                    self.networkReachable(online)
+                    if online {
+                        session = Task {
+                            if await self.runSession(tables: tables, queryId: queryId) == .refused { input.yield(.refused) }
+                        }
+                    }
+                case .refused:
+                    break loop
+                }
             }
             session?.cancel()
             await session?.value
@@ -69,12 +89,27 @@ extension SyncContext {
         for table in tables { try await purge(table, force: true) }
     }
 
-    /// One online period: live notifications, then sync runs until cancelled.
-    private func runSession(tables: [String], queryId: String) async {
+    /// What the started loop reacts to.
+    private enum LifecycleInput: Sendable {
+        /// The monitor's status.
+        case network(Bool)
+        /// A session ended because the remote refused the credentials.
+        case refused
+    }
+
+    /// How an online period ended.
+    private enum SessionEnd: Sendable {
+        /// Cancelled: the network went down, or the context was stopped.
+        case cancelled
+        /// The remote refused the credentials: the loop stops.
+        case refused
+    }
+
+    /// One online period: live notifications, then sync runs until cancelled or refused.
+    private func runSession(tables: [String], queryId: String) async -> SessionEnd {
         guard let source = remote as? RemoteChangeSource else {
             broadcaster.publish(.subscriptionsEstablished)
-            await syncUntilDone(tables: tables, queryId: queryId)
-            return
+            return await syncUntilDone(tables: tables, queryId: queryId)
         }
         let wanted = Set(tables)
         var established = false
@@ -87,26 +122,42 @@ extension SyncContext {
                     broadcaster.publish(.subscriptionsEstablished)
                 }
                 // First time, or back after a drop: catch up on everything.
-                await syncUntilDone(tables: tables, queryId: queryId)
+                if await syncUntilDone(tables: tables, queryId: queryId) == .refused { return .refused }
             case .changed(let table) where wanted.contains(table):
-                _ = try? await pull(table, queryId: queryId)
+                do {
+                    _ = try await pull(table, queryId: queryId)
+                } catch let error as SyncError where error.code == .authenticationFailed {
+                    broadcaster.publish(.syncFailed(error: error, willRetry: false))
+                    return .refused
+                } catch {
+                    // The next notice or reconnection pulls again.
+                }
             case .changed, .disconnected, .dataset:
                 continue
             }
         }
+        return .cancelled
     }
 
-    /// Runs ``sync(_:queryId:)`` until it succeeds or the session is cancelled, backing off
-    /// between failures (see ``restartDelay``).
-    private func syncUntilDone(tables: [String], queryId: String) async {
+    /// Runs ``sync(_:queryId:)`` until it succeeds, the session is cancelled, or the remote
+    /// refuses the credentials; reports each failure (``SyncEvent/syncFailed(error:willRetry:)``)
+    /// and backs off between them (see ``restartDelay``).
+    private func syncUntilDone(tables: [String], queryId: String) async -> SessionEnd {
         var backoff = Backoff(initial: Self.restartDelay, maximum: Self.maxRestartDelay)
         while !Task.isCancelled {
             do {
                 try await sync(tables, queryId: queryId)
-                return
+                return .cancelled
+            } catch let error as SyncError where error.code == .authenticationFailed {
+                broadcaster.publish(.syncFailed(error: error, willRetry: false))
+                return .refused
             } catch {
+                if Task.isCancelled { break }
+                let failure = error as? SyncError ?? SyncError(.transient, "the sync run failed: \(type(of: error))")
+                broadcaster.publish(.syncFailed(error: failure, willRetry: true))
                 try? await Task.sleep(for: backoff.nextDelay())
             }
         }
+        return .cancelled
     }
 }

@@ -55,4 +55,10 @@ public enum SyncEvent: Sendable, Hashable {
     /// server's sync rules (see ``ModelSyncedEvent/removedFromView``); ids with a pending local
     /// operation are kept until the push's answer settles them.
     case removedFromView(table: String, ids: [String])
+    /// A sync run of ``SyncContext/start(tables:network:queryId:)`` failed. With `willRetry`
+    /// the loop tries again after a backoff; without, it has stopped: the remote refused the
+    /// credentials even after the token provider was asked again
+    /// (``SyncError/Code/authenticationFailed``), and nothing is retried until the app calls
+    /// `start` again. Queued operations are kept either way.
+    case syncFailed(error: SyncError, willRetry: Bool)
 }
