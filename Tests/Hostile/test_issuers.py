@@ -191,8 +191,9 @@ def setUpModule():
     issuers = os.path.join(S.tmp, "issuers.yaml")
     with open(issuers, "w") as f:
         f.write("issuers:\n")
-        for provider in (S.one, S.two):
-            f.write("  - issuer: %s\n    audiences: [app]\n    jwks_url: %s/jwks.json\n" % (provider.issuer, provider.issuer))
+        for prefix, provider in (("one:", S.one), ("two:", S.two)):
+            f.write("  - issuer: %s\n    audiences: [app]\n    jwks_url: %s/jwks.json\n    identity_prefix: \"%s\"\n"
+                    % (provider.issuer, provider.issuer, prefix))
     S.log_path = os.path.join(S.tmp, "server.log")
     S.log_file = open(S.log_path, "wb")
     binary = os.path.abspath(os.environ["OFFLINE_SYNC_BIN"])

@@ -229,10 +229,12 @@ struct IssuerTests {
                     audiences: [app]
                     discovery_url: \(one.discoveryURL.absoluteString)
                     algorithms: [PS256]
+                    identity_prefix: "one:"
                   - issuer: \(two.issuer)
                     audiences: app
                     jwks_url: \(two.jwksURL.absoluteString)
                     roles_claim: groups
+                    identity_prefix: "two:"
                 """.write(to: file, atomically: true, encoding: .utf8)
             let server = try await ServerProcess.start(data: directory.appendingPathComponent("data"), extraArguments: ["--issuer", file.path])
             defer { _ = server.stop() }
@@ -243,6 +245,13 @@ struct IssuerTests {
             #expect(try await pull(signedToken(one.claims("ivy"), key: first)) == 200)
             #expect(one.discoveryFetches >= 1)
             #expect(try await pull(signedToken(two.claims("jack"), key: second)) == 200)
+            // The same subject at both providers is two identities: a row one's "sam" writes is
+            // not two's "sam"'s.
+            let oneSam = HTTPRemoteStore(baseURL: server.baseURL, token: { signedToken(one.claims("sam"), key: first) })
+            let twoSam = HTTPRemoteStore(baseURL: server.baseURL, token: { signedToken(two.claims("sam"), key: second) })
+            _ = try await oneSam.push([PushOperation(id: "s1", table: "todos", itemId: "mine", kind: .insert, item: Record(id: "mine"), baseVersion: nil)])
+            #expect(try await oneSam.pull(PullRequest(table: "todos", limit: 10)).records.map(\.id) == ["mine"])
+            #expect(try await twoSam.pull(PullRequest(table: "todos", limit: 10)).records.isEmpty)
             // A key of one issuer does not verify a token claiming the other.
             #expect(try await pull(signedToken(one.claims("ivy"), key: second.described(["kid": "one"]))) == 401)
             #expect(try await pull(signedToken(two.claims("jack"), key: first.described(["kid": "two"]))) == 401)
@@ -321,6 +330,42 @@ struct IssuerTests {
 }
 
 extension IssuerTests {
+    @Test("an issuers document that cannot be used is refused with its line; two issuers must not share identities")
+    func invalidConfigurations() async throws {
+        func problem(_ yaml: String) -> String? {
+            do { _ = try TokenIssuer.issuers(yaml: yaml, source: "issuers.yaml"); return nil } catch let error as SyncError {
+                return error.code == .invalidConfiguration ? error.message : "code \(error.code)"
+            } catch { return "\(error)" }
+        }
+        let good = "  - issuer: https://id.example.com/\n    audiences: [app]\n    jwks_url: https://id.example.com/jwks.json\n"
+        #expect(problem("issuers:\n" + good) == nil)
+        #expect(problem("issuers:\n" + good + "    colour: blue\n")?.hasPrefix("issuers.yaml:5: unknown key 'colour'") == true)
+        #expect(problem("issuers:\n  - issuer: https://a.example/\n    jwks_url: https://a.example/k\n")?.contains("audiences") == true)
+        #expect(problem("issuers:\n  - issuer: https://a.example/\n    any_audience: true\n    jwks_url: https://a.example/k\n") == nil)
+        #expect(problem("issuers:\n  - issuer: https://a.example/\n    audiences: x\n    jwks_url: http://a.example/k\n")?.contains("https") == true)
+        #expect(problem("issuers:\n  - issuer: https://a.example/\n    audiences: x\n    jwks_url: http://127.0.0.1:9/k\n") == nil)
+        #expect(problem("issuers:\n  - issuer: https://a.example/\n    audiences: x\n") != nil, "no key source")
+        #expect(problem("issuers:\n  - issuer: https://a.example/\n    audiences: x\n    jwks_file: /k\n    jwks_url: https://a.example/k\n") != nil)
+        #expect(problem("issuers:\n  - issuer: offline-sync\n    audiences: x\n    jwks_file: /k\n") != nil, "the development issuer")
+        #expect(problem("issuers:\n  - issuer: https://a.example/\n    audiences: x\n    jwks_file: /k\n    algorithms: [HS256]\n")?.contains("unknown algorithm 'HS256'") == true)
+        #expect(problem("issuers:\n" + good + good)?.contains("appears twice") == true)
+
+        // Two issuers need prefixes, none the beginning of another's.
+        let a = TokenIssuer(issuer: "https://a.example/", audiences: ["x"], keys: .file("/a"))
+        let b = TokenIssuer(issuer: "https://b.example/", audiences: ["x"], keys: .file("/b"))
+        func configured(_ issuers: [TokenIssuer]) async -> SyncError.Code? {
+            await syncErrorCode {
+                try await LiveServer.with(configure: { $0.issuers = issuers }) { _ in }
+            }
+        }
+        #expect(await configured([a, b]) == .invalidConfiguration)
+        var ga = a, gb = b
+        ga.identityPrefix = "google:"; gb.identityPrefix = "goo"
+        #expect(await configured([ga, gb]) == .invalidConfiguration, "'goo' begins 'google:'")
+        gb.identityPrefix = "kc:"
+        #expect(await configured([ga, gb]) == nil)
+    }
+
     @Test("HTTPRemoteStore asks its token provider again after a 401 and sends again; a provider that fails is authenticationFailed and the queue stays")
     func clientRefreshesItsToken() async throws {
         let key = ProviderKey.ed25519(kid: "client")

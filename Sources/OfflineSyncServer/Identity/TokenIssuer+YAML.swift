@@ -15,6 +15,7 @@ extension TokenIssuer {
     ///     algorithms: [RS256]                           # default: every RS, PS, ES and EdDSA
     ///     clock_skew_seconds: 60
     ///     identity_claim: sub
+    ///     identity_prefix: "kc:"                        # required of each when there are several
     ///     roles_claim: realm_access.roles
     ///     audience_claim: aud                           # client_id for Cognito access tokens
     /// ```
@@ -42,7 +43,7 @@ private struct IssuersReader: YAMLReading {
     let source: String
 
     static let keys: Set<String> = ["issuer", "audiences", "any_audience", "audience_claim", "jwks_url", "discovery_url", "jwks_file",
-                                    "algorithms", "clock_skew_seconds", "identity_claim", "roles_claim"]
+                                    "algorithms", "clock_skew_seconds", "identity_claim", "identity_prefix", "roles_claim"]
 
     func document(_ root: Node) throws -> [TokenIssuer] {
         var result: [TokenIssuer] = []
@@ -102,6 +103,7 @@ private struct IssuersReader: YAMLReading {
         }
         if let claim = values["identity_claim"] { issuer.identityClaim = try string(claim.value, "identity_claim") }
         if let claim = values["roles_claim"] { issuer.rolesClaim = try string(claim.value, "roles_claim") }
+        if let prefix = values["identity_prefix"] { issuer.identityPrefix = try string(prefix.value, "identity_prefix") }
         do {
             try issuer.validate()
         } catch let error as SyncError {

@@ -61,11 +61,16 @@ public struct TokenIssuer: Sendable, Hashable {
     /// (`cognito:groups`, `https://example.com/roles`), then as names separated by dots
     /// through nested objects (`realm_access.roles`).
     public var rolesClaim: String?
+    /// Put before the identity claim's value to make the identity (`google:` + `sub`). With
+    /// several issuers each needs its own, none the beginning of another's, so that two
+    /// providers' users can never be taken for one another (one provider's `sub` is free text
+    /// to another). Empty by default: the identity is the claim's value.
+    public var identityPrefix: String
 
     /// Creates an issuer. See ``validate()`` for what a usable one needs.
     public init(issuer: String, audiences: Set<String>, acceptsAnyAudience: Bool = false, audienceClaim: String = "aud",
                 keys: KeySource, algorithms: Set<Algorithm> = Set(Algorithm.allCases), clockSkew: Duration = .seconds(60),
-                identityClaim: String = "sub", rolesClaim: String? = nil) {
+                identityClaim: String = "sub", rolesClaim: String? = nil, identityPrefix: String = "") {
         self.issuer = issuer
         self.audiences = audiences
         self.acceptsAnyAudience = acceptsAnyAudience
@@ -75,12 +80,14 @@ public struct TokenIssuer: Sendable, Hashable {
         self.clockSkew = clockSkew
         self.identityClaim = identityClaim
         self.rolesClaim = rolesClaim
+        self.identityPrefix = identityPrefix
     }
 
     /// Throws ``SyncError/Code/invalidConfiguration`` naming the problem: an empty issuer or
     /// the development tokens' own (`offline-sync`), no audience without the waiver, no
-    /// algorithm, a clock skew outside 0–600 seconds, an empty claim name, or a key URL that
-    /// is neither `https` nor `http` to a loopback address.
+    /// algorithm, a clock skew outside 0–600 seconds, an empty claim name, an identity prefix
+    /// over 64 bytes or with a control character, or a key URL that is neither `https` nor
+    /// `http` to a loopback address.
     public func validate() throws {
         func fail(_ message: String) -> SyncError { SyncError(.invalidConfiguration, "issuer '\(issuer)': \(message)") }
         guard !issuer.isEmpty else { throw SyncError(.invalidConfiguration, "an issuer needs its 'iss' value") }
@@ -92,6 +99,10 @@ public struct TokenIssuer: Sendable, Hashable {
         guard !algorithms.isEmpty else { throw fail("name at least one algorithm") }
         guard clockSkew >= .zero, clockSkew <= .seconds(600) else { throw fail("the clock skew must be 0 to 600 seconds") }
         guard !identityClaim.isEmpty, !audienceClaim.isEmpty, rolesClaim?.isEmpty != true else { throw fail("a claim name may not be empty") }
+        guard identityPrefix.utf8.count <= 64,
+              !identityPrefix.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) else {
+            throw fail("the identity prefix is at most 64 bytes, with no control characters")
+        }
         switch keys {
         case .jwks(let url), .discovery(let url):
             guard Self.isAllowedKeyURL(url) else {

@@ -35,6 +35,15 @@ package final class TokenVerifier: Sendable {
             keyed[issuer.issuer] = IssuerKeys(issuer: issuer, policy: policy, logger: logger)
         }
         self.issuers = keyed
+        if issuers.count > 1 {
+            for (index, one) in issuers.enumerated() {
+                for other in issuers[(index + 1)...] where one.identityPrefix.hasPrefix(other.identityPrefix)
+                    || other.identityPrefix.hasPrefix(one.identityPrefix) {
+                    throw SyncError(.invalidConfiguration, "issuers '\(one.issuer)' and '\(other.issuer)' could give two users one identity: "
+                                    + "give each an identity_prefix of its own, none the beginning of another's")
+                }
+            }
+        }
     }
 
     /// Starts fetching every issuer's keys in the background.
@@ -86,18 +95,16 @@ package final class TokenVerifier: Sendable {
                 throw refuse("a missing or foreign audience")
             }
         }
-        guard case .string(let identity)? = Self.claim(issuer.identityClaim, in: parsed.payload) else {
+        guard case .string(let subject)? = Self.claim(issuer.identityClaim, in: parsed.payload), !subject.isEmpty else {
             throw refuse("no string identity claim")
         }
+        let identity = issuer.identityPrefix + subject
         var roles: Set<String> = []
         if let path = issuer.rolesClaim, let value = Self.claim(path, in: parsed.payload) {
             guard let list = Self.strings(value) else { throw refuse("a roles claim that is neither a string nor a list of strings") }
             roles = Set(list)
         }
-        do {
-            try TokenAuthority.validate(identity: identity)
-            try TokenAuthority.validate(roles: roles)
-        } catch {
+        guard TokenAuthority.accepts(identity: identity, roles: roles) else {
             throw refuse("an identity or roles the service does not accept")
         }
         var values: [String: [String]] = [:]
