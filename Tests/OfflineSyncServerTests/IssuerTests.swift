@@ -1,6 +1,7 @@
 import Crypto
 import Foundation
 import JWTKit
+import Logging
 import OfflineSync
 import OfflineSyncHTTP
 import OfflineSyncServer
@@ -199,15 +200,26 @@ struct IssuerTests {
         let key = ProviderKey.p384(kid: "k")
         let provider = try await TestIdentityProvider.start(keys: [key])
         provider.setUp(false)
+        let lines = Box<[String]>([])
         try await stopping(provider) { try await LiveServer.with(configure: { configuration in
             configuration.issuers = [TokenIssuer(issuer: provider.issuer, audiences: ["app"], keys: .jwks(provider.jwksURL))]
             configuration.keyRefresh = KeyRefreshPolicy(minimumRefetchInterval: .milliseconds(200))
+            configuration.logger = Logger(label: "capture") { _ in CapturingLogHandler(lines: lines) }
         }) { live throws in
             let token = signedToken(provider.claims("hank"), key: key)
             #expect(try await Self.pullStatus(live, token) == 401)
             #expect(try await http(.GET, live.baseURL + "/health").status == 200)
+            // Several fetches fail while it is down (one per 200 ms at most), logged once.
+            let before = provider.jwksFetches
+            #expect(await eventually {
+                _ = try? await Self.pullStatus(live, token)
+                return provider.jwksFetches >= before + 3
+            })
+            let warnings = lines.value.filter { $0.contains("cannot fetch the identity provider's keys") }
+            #expect(warnings.count == 1, "\(warnings)")
             provider.setUp(true)
             #expect(await eventually(timeout: .seconds(10)) { (try? await Self.pullStatus(live, token)) == 200 })
+            #expect(lines.value.filter { $0.contains("keys fetched again") }.count == 1)
             // Down again: the cached keys keep working.
             provider.setUp(false)
             let fetches = provider.jwksFetches
