@@ -29,16 +29,19 @@ extension SyncContext {
     /// writes go on (writes queue), and the whole sequence runs when the network returns —
     /// as it does after every outage. A run that fails while the network is up is retried
     /// with backoff from ``restartDelay`` up to ``maxRestartDelay``. Starting a started
-    /// context restarts it. A run that fails reports ``SyncEvent/syncFailed(error:willRetry:)``;
-    /// one refused for its credentials (``SyncError/Code/authenticationFailed``, after the
-    /// token provider was asked again) stops the loop until `start` is called again.
+    /// context restarts it. A run that fails reports ``SyncEvent/syncFailed(error:willRetry:)``
+    /// and sets ``SyncStatus/lastError``; one that retrying cannot fix — refused credentials
+    /// (``SyncError/Code/authenticationFailed``, after the token provider was asked again) or
+    /// a store error (``SyncFailure/Kind/store``) — stops the loop
+    /// (``SyncStatus/BackgroundSync/halted``) until `start` is called again.
     public func start(tables: [String], network: any NetworkMonitor, queryId: String = "default") async {
         await stop()
         self.network.reset()
+        statusState.update { $0.backgroundSync = .running }
         let statuses = network.statuses()
         let task = Task {
             // One queue for what the loop reacts to: the monitor's statuses, and a session's
-            // end on refused credentials, which ends the loop (and its subscription to the
+            // end on a failure retrying cannot fix, which ends the loop (and its subscription to the
             // monitor) until the app starts the context again.
             let (inputs, input) = AsyncStream.makeStream(of: LifecycleInput.self)
             let forward = Task {
@@ -56,10 +59,10 @@ extension SyncContext {
                     self.networkReachable(online)
                     if online {
                         session = Task {
-                            if await self.runSession(tables: tables, queryId: queryId) == .refused { input.yield(.refused) }
+                            if await self.runSession(tables: tables, queryId: queryId) == .halted { input.yield(.halted) }
                         }
                     }
-                case .refused:
+                case .halted:
                     break loop
                 }
             }
@@ -78,6 +81,7 @@ extension SyncContext {
         }
         task.cancel()
         await task.value
+        statusState.update { $0.backgroundSync = .off }
     }
 
     /// Stops syncing and removes every local record of the app's tables, with their queued
@@ -93,19 +97,19 @@ extension SyncContext {
     private enum LifecycleInput: Sendable {
         /// The monitor's status.
         case network(Bool)
-        /// A session ended because the remote refused the credentials.
-        case refused
+        /// A session ended on a failure retrying cannot fix (refused credentials, a store error).
+        case halted
     }
 
     /// How an online period ended.
     private enum SessionEnd: Sendable {
         /// Cancelled: the network went down, or the context was stopped.
         case cancelled
-        /// The remote refused the credentials: the loop stops.
-        case refused
+        /// A failure retrying cannot fix: refused credentials or a store error. The loop stops.
+        case halted
     }
 
-    /// One online period: live notifications, then sync runs until cancelled or refused.
+    /// One online period: live notifications, then sync runs until cancelled or halted.
     private func runSession(tables: [String], queryId: String) async -> SessionEnd {
         guard let source = remote as? RemoteChangeSource else {
             broadcaster.publish(.subscriptionsEstablished)
@@ -122,15 +126,16 @@ extension SyncContext {
                     broadcaster.publish(.subscriptionsEstablished)
                 }
                 // First time, or back after a drop: catch up on everything.
-                if await syncUntilDone(tables: tables, queryId: queryId) == .refused { return .refused }
+                if await syncUntilDone(tables: tables, queryId: queryId) == .halted { return .halted }
             case .changed(let table) where wanted.contains(table):
                 do {
                     _ = try await pull(table, queryId: queryId)
-                } catch let error as SyncError where error.code == .authenticationFailed {
-                    broadcaster.publish(.syncFailed(error: error, willRetry: false))
-                    return .refused
                 } catch {
-                    // The next notice or reconnection pulls again.
+                    // Retryable failures wait for the next notice or reconnection.
+                    let failure = SyncFailure(error: error as? SyncError ?? SyncError(.transient, "\(type(of: error))"), willRetry: true)
+                    if failure.kind == .cancelled { break }
+                    guard failure.isRetryable else { return halt(failure) }
+                    failed(failure)
                 }
             case .changed, .disconnected, .dataset:
                 continue
@@ -148,16 +153,34 @@ extension SyncContext {
             do {
                 try await sync(tables, queryId: queryId)
                 return .cancelled
-            } catch let error as SyncError where error.code == .authenticationFailed {
-                broadcaster.publish(.syncFailed(error: error, willRetry: false))
-                return .refused
             } catch {
                 if Task.isCancelled { break }
-                let failure = error as? SyncError ?? SyncError(.transient, "the sync run failed: \(type(of: error))")
-                broadcaster.publish(.syncFailed(error: failure, willRetry: true))
+                let failure = SyncFailure(error: error as? SyncError ?? SyncError(.transient, "the sync run failed: \(type(of: error))"),
+                                          willRetry: true)
+                if failure.kind == .cancelled { break }
+                guard failure.isRetryable else { return halt(failure) }
+                failed(failure)
                 try? await Task.sleep(for: backoff.nextDelay())
             }
         }
         return .cancelled
+    }
+
+    /// Reports a failure of the background sync that it will retry.
+    private func failed(_ failure: SyncFailure) {
+        statusState.update { $0.lastError = failure }
+        broadcaster.publish(.syncFailed(error: failure.error, willRetry: true))
+    }
+
+    /// Reports a failure that ends the background sync.
+    private func halt(_ failure: SyncFailure) -> SessionEnd {
+        var failure = failure
+        failure.willRetry = false
+        statusState.update {
+            $0.lastError = failure
+            $0.backgroundSync = .halted
+        }
+        broadcaster.publish(.syncFailed(error: failure.error, willRetry: false))
+        return .halted
     }
 }

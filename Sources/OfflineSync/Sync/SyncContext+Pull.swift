@@ -13,13 +13,15 @@ extension SyncContext {
     @discardableResult
     public func pull(_ table: String, query: Query = .all, queryId: String? = nil) async throws -> PullSummary {
         try Names.validateAppTable(table)
-        return try await gate.run { try await self.pullLocked(table, query: query, queryId: queryId) }
+        return try await tracked { try await self.pullLocked(table, query: query, queryId: queryId) }
     }
 
     func pullLocked(_ table: String, query: Query, queryId: String?) async throws -> PullSummary {
         if try await pendingOperationCount(table: table) > 0 {
             _ = try await pushLocked()
         }
+        statusState.update { $0.downloading = true }
+        defer { statusState.update { $0.downloading = false } }
         var cursor: String? = nil
         if let queryId { cursor = try await self.cursor(table: table, queryId: queryId) }
         var summary = PullSummary(table: table, isFullSync: cursor == nil)
@@ -38,15 +40,17 @@ extension SyncContext {
                 page = try await next.value
                 networkReachable(true)
             } catch {
-                networkReachable(false)
+                remoteFailed(error)
                 throw error
             }
             let more = page.remaining > 0 && !(page.records.isEmpty && page.removed.isEmpty)
             if more { next = fetch(after: page.nextCursor) }
             if page.cursorReset { summary.isFullSync = true }
+            let pulledAt = more ? nil : Timestamp.now()
             let (counts, removedIds) = try await observer.write { txn in
-                try SyncContext.applyPage(page, table: table, queryId: queryId, isLast: !more, txn: txn)
+                try SyncContext.applyPage(page, table: table, queryId: queryId, pulledAt: pulledAt, txn: txn)
             }
+            if let pulledAt { statusState.update { $0.lastSyncedAt[table] = pulledAt } }
             if !removedIds.isEmpty { broadcaster.publish(.removedFromView(table: table, ids: removedIds)) }
             summary.pages += 1
             summary.received += page.records.count
@@ -67,9 +71,9 @@ extension SyncContext {
     }
 
     /// Applies one page in one local transaction: its records, its removals (rows that left
-    /// the view), its cursor and, on the last page, the time the table was pulled. Rows with
-    /// a pending local operation are left alone. Returns the counts and the ids removed.
-    static func applyPage(_ page: PullPage, table: String, queryId: String?, isLast: Bool,
+    /// the view), its cursor and, on the last page, `pulledAt`: the time the table was pulled.
+    /// Rows with a pending local operation are left alone. Returns the counts and the ids removed.
+    static func applyPage(_ page: PullPage, table: String, queryId: String?, pulledAt: Timestamp?,
                           txn: any LocalWriteTransaction) throws -> (PullSummary, [String]) {
         var counts = PullSummary(table: table)
         let withOperations = try Outbox.itemsWithOperations(txn, table: table, among: page.records.map(\.id) + page.removed)
@@ -95,9 +99,9 @@ extension SyncContext {
             try ConfigRow.setValue(txn, table: table, key: ConfigRow.cursorKey(queryId),
                                      keyType: ConfigRow.KeyType.cursor.rawValue, value: page.nextCursor)
         }
-        if isLast {
+        if let pulledAt {
             try ConfigRow.setValue(txn, table: table, key: ConfigRow.pulledAtKey, keyType: ConfigRow.KeyType.pulledAt.rawValue,
-                                   value: String(Timestamp.now().millisecondsSince1970))
+                                   value: String(pulledAt.millisecondsSince1970))
         }
         return (counts, removedIds)
     }

@@ -11,10 +11,12 @@ extension SyncContext {
     /// applied them; they are resent with the same ids and never rewritten).
     @discardableResult
     public func push() async throws -> PushSummary {
-        try await gate.run { try await self.pushLocked() }
+        try await tracked { try await self.pushLocked() }
     }
 
     func pushLocked() async throws -> PushSummary {
+        statusState.update { $0.uploading = true }
+        defer { statusState.update { $0.uploading = false } }
         var summary = PushSummary()
         var done = 0
         let batchSize = options.pushBatchSize
@@ -47,7 +49,7 @@ extension SyncContext {
                 networkReachable(true)
             } catch {
                 inFlight = nil
-                networkReachable(false)
+                remoteFailed(error)
                 throw error
             }
             let next = prepared ?? []

@@ -25,6 +25,7 @@ public final class SyncContext: Sendable {
     let lifecycle = LifecycleState()
     /// Every write of the context goes through it, so observations see each commit.
     public let observer: StoreObserver
+    let statusState: SyncStatusState
 
     /// Opens a context: defines the system tables in `store` if needed.
     public init(store: any LocalStore, remote: any RemoteStore, options: SyncOptions = SyncOptions()) async throws {
@@ -33,7 +34,16 @@ public final class SyncContext: Sendable {
         self.options = options
         self.observer = StoreObserver(store: store, externalChangeInterval: options.externalChangeInterval)
         try await SystemTables.define(in: store)
+        let synced = try await store.read { txn in try ConfigRow.pulledAtTimes(txn) }
+        self.statusState = SyncStatusState(SyncStatus(lastSyncedAt: synced))
     }
+
+    /// What the context is doing now and how its last push, pull or sync went.
+    public var status: SyncStatus { statusState.current }
+
+    /// The status now, then after every change to it (newest only: a consumer that falls
+    /// behind gets the latest status, not a backlog).
+    public func observeStatus() -> AsyncStream<SyncStatus> { statusState.subscribe() }
 
     /// A new subscription to this context's events. Each call is an independent subscriber
     /// that sees every event emitted after the call.
@@ -126,6 +136,7 @@ public final class SyncContext: Sendable {
                 return try Outbox.isEmpty(txn)
             }
             if force { self.broadcaster.publish(.outboxStatus(isEmpty: isEmpty)) }
+            self.statusState.update { $0.lastSyncedAt[table] = nil }
         }
     }
 
@@ -136,7 +147,7 @@ public final class SyncContext: Sendable {
     /// Each table is pulled incrementally under the query id `queryId`.
     public func sync(_ tables: [String], queryId: String = "default") async throws {
         for table in tables { try Names.validateAppTable(table) }
-        try await gate.run {
+        try await tracked {
             self.broadcaster.publish(.syncQueriesStarted(tables: tables))
             for table in tables { _ = try await self.pullLocked(table, query: .all, queryId: queryId) }
             self.broadcaster.publish(.syncQueriesReady)
@@ -149,5 +160,27 @@ public final class SyncContext: Sendable {
 
     func networkReachable(_ active: Bool) {
         if network.set(active) { broadcaster.publish(.networkStatus(active: active)) }
+        statusState.update { $0.connected = active }
+    }
+
+    /// What a failed remote call says about the network: the remote did not answer only
+    /// when the failure is transient (a refusal, 401 included, is an answer).
+    func remoteFailed(_ error: any Error) {
+        guard let error = error as? SyncError, error.code != .cancelled else { return }
+        networkReachable(error.code != .transient)
+    }
+
+    /// Runs a public push, pull or sync through the gate, keeping ``SyncStatus/lastError``:
+    /// set by a failure, cleared by a success.
+    func tracked<T: Sendable>(_ body: @Sendable () async throws -> T) async throws -> T {
+        do {
+            let value = try await gate.run(body)
+            statusState.update { $0.lastError = nil }
+            return value
+        } catch {
+            let failure = SyncFailure(error: error as? SyncError ?? SyncError(.transient, "\(type(of: error))"), willRetry: false)
+            if failure.kind != .cancelled { statusState.update { $0.lastError = failure } }
+            throw error
+        }
     }
 }

@@ -40,6 +40,15 @@ struct ConfigRow: StoredRow {
         field(.table) == .string(table) && field(.keyType) == .string(KeyType.cursor.rawValue)
     }
 
+    /// When each table's last pull reached its end (tables never pulled, or purged since, are absent).
+    static func pulledAtTimes(_ txn: any LocalReadTransaction) throws -> [String: Timestamp] {
+        var times: [String: Timestamp] = [:]
+        for row in try all(txn, Query(field(.keyType) == .string(KeyType.pulledAt.rawValue))) {
+            if let milliseconds = Int64(row.value) { times[row.table] = Timestamp(millisecondsSince1970: milliseconds) }
+        }
+        return times
+    }
+
     static func value(_ txn: any LocalReadTransaction, table: String, key: String) throws -> String? {
         try find(txn, id: id(table: table, key: key))?.value
     }

@@ -1,0 +1,133 @@
+import Synchronization
+
+/// What a ``SyncContext`` is doing and how its last attempt went: ``SyncContext/status`` now,
+/// ``SyncContext/observeStatus()`` as it changes. One value where PowerSync has
+/// `currentStatus` and Amplify scatters hub events, so an app can show "offline", "syncing",
+/// "last synced 2 min ago" or "sign in again" from one place.
+public struct SyncStatus: Sendable, Hashable {
+    /// Whether the remote answered the last call (a refusal is an answer), or — for a
+    /// started context — the network monitor's last word. `false` until the first.
+    public var connected: Bool
+    /// Whether a push is under way.
+    public var uploading: Bool
+    /// Whether a pull is under way.
+    public var downloading: Bool
+    /// When each table's last pull reached the end of the remote's changes. Kept in the
+    /// store, so it survives a restart; a table's entry goes with ``SyncContext/purge(_:query:force:)``
+    /// and ``SyncContext/clear()``.
+    public var lastSyncedAt: [String: Timestamp]
+    /// The last failure of a push, pull or sync run, until one succeeds.
+    public var lastError: SyncFailure?
+    /// The background sync of ``SyncContext/start(tables:network:queryId:)``.
+    public var backgroundSync: BackgroundSync
+
+    /// What the background sync is doing.
+    public enum BackgroundSync: Sendable, Hashable {
+        /// Not started, or stopped by the app.
+        case off
+        /// Started: syncing while the network is up, retrying transient failures.
+        case running
+        /// Stopped by a failure that retrying cannot fix (``SyncFailure/Kind/authentication``
+        /// or ``SyncFailure/Kind/store``; ``SyncStatus/lastError`` says which) until the app
+        /// calls `start` again.
+        case halted
+    }
+
+    /// Whether some table has been pulled to the end at least once (since its last purge).
+    public var hasSynced: Bool { !lastSyncedAt.isEmpty }
+
+    /// A status.
+    public init(connected: Bool = false, uploading: Bool = false, downloading: Bool = false,
+                lastSyncedAt: [String: Timestamp] = [:], lastError: SyncFailure? = nil, backgroundSync: BackgroundSync = .off) {
+        self.connected = connected
+        self.uploading = uploading
+        self.downloading = downloading
+        self.lastSyncedAt = lastSyncedAt
+        self.lastError = lastError
+        self.backgroundSync = backgroundSync
+    }
+}
+
+/// A failed push, pull or sync run, classified by what an app (and the background sync)
+/// should do about it.
+public struct SyncFailure: Sendable, Hashable {
+    /// What kind of failure it is.
+    public enum Kind: Sendable, Hashable {
+        /// The remote could not be reached, or answered 5xx or 429: retried with backoff.
+        case transient
+        /// The remote refused the credentials, after the token provider was asked again:
+        /// not retried until the app starts the context again.
+        case authentication
+        /// The local store failed (disk full, damaged, closed): not retried; the app must act.
+        case store
+        /// The remote refused the request itself (a 4xx other than 401): retried with the
+        /// longest backoff, as a server that is being fixed may accept it later. Refused
+        /// operations are not this: they wait in ``SyncContext/operationErrors()``.
+        case rejected
+        /// The call was cancelled.
+        case cancelled
+    }
+
+    /// The error.
+    public var error: SyncError
+    /// Its kind.
+    public var kind: Kind
+    /// Whether the background sync will try again by itself.
+    public var willRetry: Bool
+    /// When it happened.
+    public var at: Timestamp
+
+    /// A failure of `error`, of the kind its code says.
+    public init(error: SyncError, willRetry: Bool, at: Timestamp = .now()) {
+        self.error = error
+        self.kind = Self.kind(of: error)
+        self.willRetry = willRetry
+        self.at = at
+    }
+
+    /// The kind of failure an error is.
+    public static func kind(of error: SyncError) -> Kind {
+        switch error.code {
+        case .transient, .busy: return .transient
+        case .authenticationFailed, .forbidden: return .authentication
+        case .corrupted, .notADatabase, .foreignDatabase, .storeClosed, .storageFailure, .missingKey, .wrongKey: return .store
+        case .cancelled: return .cancelled
+        default: return .rejected
+        }
+    }
+
+    /// Whether a background sync should try again after this failure.
+    public var isRetryable: Bool {
+        switch kind {
+        case .transient, .rejected: return true
+        case .authentication, .store, .cancelled: return false
+        }
+    }
+}
+
+/// The status a context publishes: changed under a lock, and announced in the order of the
+/// changes.
+final class SyncStatusState: Sendable {
+    private let state: Mutex<SyncStatus>
+    private let broadcaster = Broadcaster<SingleTopic, SyncStatus>(bufferingPolicy: .bufferingNewest(1), replaysLatest: true)
+
+    init(_ initial: SyncStatus) {
+        state = Mutex(initial)
+        broadcaster.publish(initial)
+    }
+
+    var current: SyncStatus { state.withLock { $0 } }
+
+    /// Changes the status; subscribers hear of it when it changed.
+    func update(_ change: (inout SyncStatus) -> Void) {
+        state.withLock { status in
+            var next = status
+            change(&next)
+            guard next != status else { return }
+            status = next
+            broadcaster.publish(next)
+        }
+    }
+
+    func subscribe() -> AsyncStream<SyncStatus> { broadcaster.subscribe() }
+}
