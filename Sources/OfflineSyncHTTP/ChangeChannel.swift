@@ -16,7 +16,10 @@ extension HTTPRemoteStore: RemoteChangeSource {
     /// The server's change notifications for this remote's identity (`GET /v1/changes`, a
     /// WebSocket). The channel reconnects by itself with exponential backoff and jitter after
     /// any failure, a refused token included (the token is asked for again on each attempt),
-    /// and ends when the consumer stops iterating.
+    /// and ends when the consumer stops iterating. Each attempt that fails before the
+    /// subscription is reported as ``RemoteChangeEvent/unavailable(_:)`` with the reason
+    /// (a refused connection, refused credentials); a live channel that drops, as
+    /// ``RemoteChangeEvent/disconnected``.
     ///
     /// With `device`, the id of a device registered for ``PushPlatform/webSocket`` push sync,
     /// the channel also carries ``RemoteChangeEvent/dataset(_:)`` for the datasets that
@@ -25,7 +28,7 @@ extension HTTPRemoteStore: RemoteChangeSource {
         let (stream, continuation) = AsyncStream.makeStream(of: RemoteChangeEvent.self, bufferingPolicy: .bufferingNewest(1024))
         let url = (baseURL.hasPrefix("https://") ? "wss://" + baseURL.dropFirst(8) : "ws://" + baseURL.dropFirst(7)) + "/v1/changes"
             + (device.map { "?device=" + HTTPDatasetRemote.escape($0) } ?? "")
-        let token = self.token
+        let remote = self
         let logger = self.logger
         let configuration = self.configuration
         let task = Task {
@@ -34,7 +37,7 @@ extension HTTPRemoteStore: RemoteChangeSource {
                 let connected = ConnectionFlag()
                 do {
                     var socket = WebSocketClientConfiguration()
-                    socket.additionalHeaders = [.authorization: "Bearer \(try await token())"]
+                    socket.additionalHeaders = [.authorization: "Bearer \(try await remote.currentToken())"]
                     socket.maxFrameSize = 1 << 16
                     try await WebSocketClient.connect(url: url, configuration: socket, logger: logger) { inbound, _, _ in
                         for try await message in inbound.messages(maxSize: 1 << 16) {
@@ -59,6 +62,7 @@ extension HTTPRemoteStore: RemoteChangeSource {
                     }
                 } catch {
                     logger.debug("change channel failed", metadata: ["error": "\(HTTPRemoteStore.describe(error))"])
+                    if !Task.isCancelled, !connected.isSet { continuation.yield(.unavailable(await remote.channelFailure(error))) }
                 }
                 if Task.isCancelled { break }
                 if connected.isSet {
@@ -71,6 +75,29 @@ extension HTTPRemoteStore: RemoteChangeSource {
         }
         continuation.onTermination = { _ in task.cancel() }
         return stream
+    }
+}
+
+extension HTTPRemoteStore {
+    /// Why an attempt to open the change channel failed. A refused upgrade does not say why,
+    /// so the same request is sent once as plain HTTP, whose answer does: 401 (after the
+    /// token provider was asked again) is ``SyncError/Code/authenticationFailed``; anything
+    /// else is ``SyncError/Code/transient``, with what went wrong.
+    func channelFailure(_ error: any Error) async -> SyncError {
+        if let error = error as? SyncError { return error.code == .authenticationFailed ? error : SyncError(.transient, error.message) }
+        guard let upgrade = error as? WebSocketClientError, upgrade == .webSocketUpgradeFailed else {
+            return SyncError(.transient, "the change channel could not connect: \(Self.describe(error))")
+        }
+        do {
+            _ = try await send(method: .GET, path: "/v1/changes", body: nil, attempts: 1)
+            return SyncError(.transient, "the change channel's upgrade was refused")
+        } catch let refusal as SyncError where refusal.code == .authenticationFailed {
+            return refusal
+        } catch let refusal as SyncError {
+            return SyncError(.transient, "the change channel's upgrade was refused (\(refusal.message))")
+        } catch {
+            return SyncError(.transient, "the change channel's upgrade was refused")
+        }
     }
 }
 

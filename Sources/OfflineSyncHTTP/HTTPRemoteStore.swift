@@ -64,8 +64,8 @@ public struct HTTPRemoteStore: RemoteStore {
     /// SDK's current access token and refresh it when it has expired. A provider that throws
     /// makes the call fail with ``SyncError/Code/authenticationFailed`` (or the code of the
     /// ``SyncError`` it throws); a second 401 in a row is ``SyncError/Code/authenticationFailed``.
-    /// `client` defaults to the shared client.
-    public init(baseURL: String, configuration: Configuration = .init(), client: HTTPClient = .shared,
+    /// `client` defaults to ``defaultClient``.
+    public init(baseURL: String, configuration: Configuration = .init(), client: HTTPClient = HTTPRemoteStore.defaultClient,
                 logger: Logger = Logger(label: "offline-sync.http"), token: @escaping @Sendable () async throws -> String) {
         var base = baseURL
         while base.hasSuffix("/") { base.removeLast() }
@@ -75,6 +75,19 @@ public struct HTTPRemoteStore: RemoteStore {
         self.logger = logger
         self.token = token
     }
+
+    /// The client a remote uses unless given another: AsyncHTTPClient's shared settings, but
+    /// a connection that cannot be established fails its attempt at once (connection refused,
+    /// or after 5 s), so the remote's own backoff — 100 ms doubling to 10 s — decides when to
+    /// try again. (The shared client retries the connection inside one attempt until the
+    /// request's deadline, which made a closed port cost 30 s per attempt.) It lives as long
+    /// as the process.
+    public static let defaultClient: HTTPClient = {
+        var configuration = HTTPClient.Configuration.singletonConfiguration
+        configuration.connectionPool.retryConnectionEstablishment = false
+        configuration.timeout.connect = .seconds(5)
+        return HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
+    }()
 
     /// Pushes a batch; see ``RemoteStore/push(_:)``.
     public func push(_ operations: [PushOperation]) async throws -> [PushResult] {
@@ -100,7 +113,8 @@ public struct HTTPRemoteStore: RemoteStore {
     /// Sends a request with retries; returns the parsed 200 answer. `path` may carry a
     /// query. Errors in the native shape (`{"error": {"code", "message"}}`) and in the
     /// Cognito Sync shape (`x-amzn-ErrorType`) are both typed.
-    func send(method: HTTPMethod = .POST, path: String, body bytes: [UInt8]?) async throws -> JSON {
+    func send(method: HTTPMethod = .POST, path: String, body bytes: [UInt8]?, attempts: Int? = nil) async throws -> JSON {
+        let maxAttempts = attempts ?? configuration.maxAttempts
         var attempt = 0
         var askedAgain = false
         var backoff = Backoff(initial: configuration.initialBackoff, maximum: configuration.maxBackoff)
@@ -154,10 +168,11 @@ public struct HTTPRemoteStore: RemoteStore {
             } catch is CancellationError {
                 throw SyncError(.cancelled, "the request was cancelled")
             } catch {
+                if Task.isCancelled { throw SyncError(.cancelled, "the request was cancelled") }
                 // Connection refused or reset, timeouts, a body cut short: worth retrying.
                 failure = SyncError(.transient, "the request to \(path) failed: \(Self.describe(error))")
             }
-            guard attempt < configuration.maxAttempts else { throw failure }
+            guard attempt < maxAttempts else { throw failure }
             // A server's Retry-After is honoured up to the configured largest wait.
             let wait = min(max(retryAfter ?? .zero, backoff.nextDelay()), configuration.maxBackoff)
             logger.debug("retrying", metadata: ["path": "\(path)", "attempt": "\(attempt)", "reason": "\(failure.message)"])
@@ -199,8 +214,24 @@ public struct HTTPRemoteStore: RemoteStore {
         }
     }
 
+    /// What went wrong with a request, in words an operator can act on ("the connection was
+    /// refused"), never with anything the request carried.
     static func describe(_ error: any Error) -> String {
-        if let error = error as? HTTPClientError { return error.description }
+        if let error = error as? HTTPClientError {
+            if error == .connectTimeout { return "the connection could not be established within 5 s" }
+            if error == .deadlineExceeded || error == .readTimeout { return "no answer in time" }
+            if error == .remoteConnectionClosed { return "the server closed the connection" }
+            return error.description
+        }
+        if let error = error as? IOError {
+            switch error.errnoCode {
+            case ECONNREFUSED: return "the connection was refused (is the server running on that port?)"
+            case ECONNRESET: return "the connection was reset"
+            case EHOSTUNREACH, ENETUNREACH: return "the host cannot be reached"
+            default: return "I/O error \(error.errnoCode)"
+            }
+        }
+        if error is ChannelError { return "the connection failed (\(error))" }
         return String(describing: type(of: error))
     }
 }

@@ -10,6 +10,11 @@ public enum RemoteChangeEvent: Sendable, Hashable {
     case changed(table: String)
     /// The channel dropped; it reconnects by itself with backoff.
     case disconnected
+    /// An attempt to open the channel failed; it tries again by itself with backoff. The
+    /// error says why: ``SyncError/Code/transient`` for a server that cannot be reached or
+    /// refused the connection, ``SyncError/Code/authenticationFailed`` for credentials the
+    /// remote refused (after the token provider was asked again).
+    case unavailable(SyncError)
     /// Push sync: a dataset the device subscribed to changed on the remote (only on a
     /// channel opened with the id of a device registered for WebSocket push, `PushPlatform.webSocket` in OfflineSyncDatasets).
     case dataset(DatasetNotification)
@@ -63,7 +68,7 @@ public final class ManualNetworkMonitor: NetworkMonitor {
 
     /// How many ``statuses()`` streams are open: a test's signal that something is parked
     /// waiting for the network.
-    var listenerCount: Int { broadcaster.subscriptionCount }
+    package var listenerCount: Int { broadcaster.subscriptionCount }
 }
 
 /// The default monitor: probes the remote (for example `GET /health`) every `interval` while

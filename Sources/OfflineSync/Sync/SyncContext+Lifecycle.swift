@@ -4,6 +4,9 @@ import Synchronization
 /// The running ``SyncContext/start(tables:network:queryId:)`` loop, if any.
 final class LifecycleState: Sendable {
     let task = Mutex<Task<Void, Never>?>(nil)
+    /// `start` and `stop` take turns, so two concurrent starts cannot both install a loop
+    /// (the first one's would run on, unreachable).
+    let gate = SerialGate()
 }
 
 extension SyncContext {
@@ -35,7 +38,11 @@ extension SyncContext {
     /// a store error (``SyncFailure/Kind/store``) — stops the loop
     /// (``SyncStatus/BackgroundSync/halted``) until `start` is called again.
     public func start(tables: [String], network: any NetworkMonitor, queryId: String = "default") async {
-        await stop()
+        try? await lifecycle.gate.run { await self.startLocked(tables: tables, network: network, queryId: queryId) }
+    }
+
+    private func startLocked(tables: [String], network: any NetworkMonitor, queryId: String) async {
+        await stopLocked()
         self.network.reset()
         statusState.update { $0.backgroundSync = .running }
         let statuses = network.statuses()
@@ -76,6 +83,11 @@ extension SyncContext {
     /// (a push or pull in flight completes or is cancelled as a whole). Local reads and
     /// writes keep working.
     public func stop() async {
+        // In a task of its own, so that the caller's cancellation cannot leave the loop running.
+        await Task { try? await self.lifecycle.gate.run { await self.stopLocked() } }.value
+    }
+
+    private func stopLocked() async {
         guard let task = lifecycle.task.withLock({ state -> Task<Void, Never>? in defer { state = nil }; return state }) else {
             return
         }
@@ -137,6 +149,12 @@ extension SyncContext {
                     guard failure.isRetryable else { return halt(failure) }
                     failed(failure)
                 }
+            case .unavailable(let error):
+                // The channel could not open: say so, and stop if retrying cannot help.
+                let failure = SyncFailure(error: error, willRetry: true)
+                guard failure.isRetryable else { return halt(failure) }
+                remoteFailed(error)
+                failed(failure)
             case .changed, .disconnected, .dataset:
                 continue
             }

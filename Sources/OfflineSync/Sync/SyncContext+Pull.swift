@@ -37,7 +37,7 @@ extension SyncContext {
         while true {
             let page: PullPage
             do {
-                page = try await next.value
+                page = try await next.valueCancellingWithCaller()
                 networkReachable(true)
             } catch {
                 remoteFailed(error)

@@ -45,7 +45,7 @@ extension SyncContext {
             }
             let results: [PushResult]
             do {
-                results = try await answer.value
+                results = try await answer.valueCancellingWithCaller()
                 networkReachable(true)
             } catch {
                 inFlight = nil

@@ -171,13 +171,17 @@ public final class SyncContext: Sendable {
     }
 
     /// Runs a public push, pull or sync through the gate, keeping ``SyncStatus/lastError``:
-    /// set by a failure, cleared by a success.
+    /// set by a failure, cleared by a success. A call whose task is cancelled throws
+    /// `CancellationError`; what it had committed (whole pages, whole settled batches) stays,
+    /// and operations sent but not answered stay queued, marked attempted.
     func tracked<T: Sendable>(_ body: @Sendable () async throws -> T) async throws -> T {
         do {
             let value = try await gate.run(body)
             statusState.update { $0.lastError = nil }
             return value
         } catch {
+            // A cancelled call ends with CancellationError, whatever the remote made of it.
+            if Task.isCancelled { throw CancellationError() }
             let failure = SyncFailure(error: error as? SyncError ?? SyncError(.transient, "\(type(of: error))"), willRetry: false)
             if failure.kind != .cancelled { statusState.update { $0.lastError = failure } }
             throw error

@@ -1,0 +1,64 @@
+import Foundation
+import OfflineSyncTestSupport
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A TCP listener on a loopback port that accepts connections and never answers: a server
+/// that hangs. Connections stay open until ``stop()``.
+final class SilentServer: Sendable {
+    let port: Int
+    private let listener: Int32
+    private let state = Box<(accepted: [Int32], stopped: Bool)>(([], false))
+
+    init() throws {
+        let listener = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        self.listener = listener
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = 0
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let bound = withUnsafeMutablePointer(to: &address) { pointer in
+            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(listener, $0, length) == 0 && listen(listener, 64) == 0
+                && getsockname(listener, $0, &length) == 0 }
+        }
+        guard bound else { close(listener); throw POSIXError(.EADDRNOTAVAIL) }
+        port = Int(UInt16(bigEndian: address.sin_port))
+        let thread = Thread { [state] in
+            while true {
+                let connection = accept(listener, nil, nil)
+                if connection < 0 { return }
+                let keep = state.withLock { state -> Bool in
+                    if state.stopped { return false }
+                    state.accepted.append(connection)
+                    return true
+                }
+                if !keep { close(connection); return }
+            }
+        }
+        thread.start()
+    }
+
+    /// How many connections were accepted so far.
+    var accepted: Int { state.value.accepted.count }
+
+    /// Closes the listener and every connection.
+    func stop() {
+        let connections = state.withLock { state -> [Int32] in
+            state.stopped = true
+            defer { state.accepted = [] }
+            return state.accepted
+        }
+        shutdown(listener, Int32(SHUT_RDWR))
+        close(listener)
+        for connection in connections { close(connection) }
+    }
+
+    /// A loopback port nothing listens on (bound, then closed).
+    static func closedPort() throws -> Int {
+        let server = try SilentServer()
+        server.stop()
+        return server.port
+    }
+}
