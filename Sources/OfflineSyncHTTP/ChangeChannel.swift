@@ -27,7 +27,7 @@ extension HTTPRemoteStore: RemoteChangeSource {
     public func changes(device: String?) -> AsyncStream<RemoteChangeEvent> {
         let (stream, continuation) = AsyncStream.makeStream(of: RemoteChangeEvent.self, bufferingPolicy: .bufferingNewest(1024))
         let url = (baseURL.hasPrefix("https://") ? "wss://" + baseURL.dropFirst(8) : "ws://" + baseURL.dropFirst(7)) + "/v1/changes"
-            + (device.map { "?device=" + HTTPDatasetRemote.escape($0) } ?? "")
+            + "?client=" + clientId + (device.map { "&device=" + HTTPDatasetRemote.escape($0) } ?? "")
         let remote = self
         let logger = self.logger
         let configuration = self.configuration

@@ -56,6 +56,10 @@ public struct HTTPRemoteStore: RemoteStore {
     public let configuration: Configuration
     let token: @Sendable () async throws -> String
     let client: HTTPClient
+    /// This remote's id, sent with its pushes (`X-OfflineSync-Client`) and its change
+    /// channel (`?client=`): the server does not announce a push's own changes back to the
+    /// channel of the client that pushed them, so a context does not pull what it just sent.
+    let clientId = UUID().uuidString
     let logger: Logger
 
     /// Creates a remote for the server at `baseURL`. `token` returns the bearer token to send:
@@ -91,7 +95,8 @@ public struct HTTPRemoteStore: RemoteStore {
 
     /// Pushes a batch; see ``RemoteStore/push(_:)``.
     public func push(_ operations: [PushOperation]) async throws -> [PushResult] {
-        let answer = try await send(path: "/v1/push", body: Wire.encode(operations: operations))
+        let answer = try await send(path: "/v1/push", body: Wire.encode(operations: operations),
+                                    headers: [("X-OfflineSync-Client", clientId)])
         guard case .array(let items)? = answer["results"] else {
             throw SyncError(.transient, "the server's push answer has no 'results'")
         }
@@ -113,7 +118,8 @@ public struct HTTPRemoteStore: RemoteStore {
     /// Sends a request with retries; returns the parsed 200 answer. `path` may carry a
     /// query. Errors in the native shape (`{"error": {"code", "message"}}`) and in the
     /// Cognito Sync shape (`x-amzn-ErrorType`) are both typed.
-    func send(method: HTTPMethod = .POST, path: String, body bytes: [UInt8]?, attempts: Int? = nil) async throws -> JSON {
+    func send(method: HTTPMethod = .POST, path: String, body bytes: [UInt8]?, attempts: Int? = nil,
+              headers: [(String, String)] = []) async throws -> JSON {
         let maxAttempts = attempts ?? configuration.maxAttempts
         var attempt = 0
         var askedAgain = false
@@ -127,6 +133,7 @@ public struct HTTPRemoteStore: RemoteStore {
                 var request = HTTPClientRequest(url: baseURL + path)
                 request.method = method
                 request.headers.add(name: "Authorization", value: "Bearer \(bearer)")
+                for (name, value) in headers { request.headers.add(name: name, value: value) }
                 if let bytes {
                     request.headers.add(name: "Content-Type", value: "application/json")
                     request.body = .bytes(ByteBuffer(bytes: bytes))

@@ -19,6 +19,10 @@ public struct ChangeNotice: Sendable, Hashable {
     public var dataset: DatasetNotification?
     /// For a group's member notice: the member whose reading of the group changed.
     public var member: String?
+    /// The client whose push caused the change (its `X-OfflineSync-Client`), when the change
+    /// is only what that client wrote: that client's own change channel skips the notice,
+    /// since it already holds the change. `nil` when any reader may need to pull.
+    public var origin: String?
 
     /// Creates a table notice.
     public init(identity: String, table: String) {
@@ -77,8 +81,14 @@ public struct ChangeNotice: Sendable, Hashable {
     /// count>:<name><sync count>` for a dataset, `g<hex group key>:<table>` for a group's
     /// rows and `m<hex group key>:<member>` for a group's member (a group key may hold bytes
     /// a PostgreSQL `NOTIFY` payload may not), `r<identity>` for a change of an identity's
-    /// groups.
+    /// groups; any of them after `o<origin byte count>:<origin>` when the notice has an origin.
     var encoded: String {
+        if let origin {
+            // `o<origin byte count>:<origin>` before the notice's own form.
+            var plain = self
+            plain.origin = nil
+            return "o" + CompositeKey.packed(origin, last: plain.encoded)
+        }
         if let group {
             let hex = OfflineSyncService.hex(group)
             return member.map { "m" + hex + ":" + $0 } ?? "g" + hex + ":" + table
@@ -90,6 +100,13 @@ public struct ChangeNotice: Sendable, Hashable {
     }
 
     init?(encoded: String) {
+        if encoded.first == "o" {
+            guard let (parts, rest) = CompositeKey.unpack(encoded.dropFirst(), count: 1), rest.first != "o",
+                  var notice = ChangeNotice(encoded: String(rest)) else { return nil }
+            notice.origin = parts[0]
+            self = notice
+            return
+        }
         if encoded.first == "g" || encoded.first == "m" {
             let parts = encoded.dropFirst().split(separator: ":", maxSplits: 1, omittingEmptySubsequences: false)
             guard parts.count == 2, !parts[1].isEmpty, let group = OfflineSyncService.unhex(parts[0]) else { return nil }

@@ -48,7 +48,8 @@ struct Routes: Sendable {
             throw APIError(.badRequest, "invalidRequest", "operation id '\(operation.id)' appears twice in one push")
         }
         let report = try await call { try await service.pushReporting(claims: claims, operations) }
-        await announce(identity: claims.identity, operations: operations, report: report)
+        let origin = request.headers[Self.clientHeader].flatMap(Self.clientId)
+        await announce(identity: claims.identity, operations: operations, report: report, origin: origin)
         return Self.json(bytes: Wire.encode(results: report.results))
     }
 
@@ -67,7 +68,12 @@ struct Routes: Sendable {
     /// to every identity whose own log changed (and to no other), and once to each large
     /// group whose log changed (its members' connections listen to it); and to each identity
     /// whose large groups changed, so its connections listen to the right groups.
-    func announce(identity: String, operations: [PushOperation], report: OfflineSyncService.PushReport) async {
+    ///
+    /// With `origin` (the pushing client's id), notices of tables whose writes change nobody's
+    /// view but by the rows written carry it, so that client's own channel does not make it
+    /// pull what it just pushed; a membership or `owner_of` table's never do.
+    func announce(identity: String, operations: [PushOperation], report: OfflineSyncService.PushReport,
+                  origin: String? = nil) async {
         var notices = Set<ChangeNotice>()
         for (result, operation) in zip(report.results, operations) where !service.isShared(operation.table) {
             if case .applied = result.outcome { notices.insert(ChangeNotice(identity: identity, table: operation.table)) }
@@ -81,6 +87,14 @@ struct Routes: Sendable {
         for (reader, groups) in report.regrouped {
             notices.insert(ChangeNotice(groupsChangedFor: reader))
             for group in groups { notices.insert(ChangeNotice(group: group, member: reader)) }
+        }
+        if let origin {
+            let deciding = service.rules.viewDecidingTables
+            notices = Set(notices.map { notice in
+                var marked = notice
+                if !notice.isInternal, notice.dataset == nil, !deciding.contains(notice.table) { marked.origin = origin }
+                return marked
+            })
         }
         if !notices.isEmpty {
             await server.feed.publish(notices.sorted { ($0.identity, $0.table) < ($1.identity, $1.table) })
@@ -165,6 +179,8 @@ struct Routes: Sendable {
             // A device registered for push sync (platform WEBSOCKET) names itself with
             // `?device=<id>`; it then also hears its subscribed datasets' changes.
             let device = context.request.uri.queryParameters.get("device")
+            // The client's id (`?client=`), whose own pushes' notices it does not need.
+            let client = context.request.uri.queryParameters.get("client").flatMap { Self.clientId(String($0)) }
             let datasets = server.datasets
             try await outbound.writeTextMessage(String(decoding: JSON.object([("type", .string("subscribed"))]).encoded, as: UTF8.self))
             try await withThrowingTaskGroup(of: Void.self) { group in
@@ -180,6 +196,7 @@ struct Routes: Sendable {
                 }
                 group.addTask {
                     for await notice in notices {
+                        if let origin = notice.origin, origin == client { continue }
                         let message: JSON
                         if let change = notice.dataset {
                             guard let device, (try? await datasets.device(pool: change.identityPoolId, identity: identity,
@@ -231,6 +248,18 @@ struct Routes: Sendable {
     }
 
     static let adminKeyHeader = HTTPField.Name("X-Admin-Key")!
+
+    /// The header naming the pushing client (``clientId(_:)``), the same id its change
+    /// channel gives as `?client=`.
+    static let clientHeader = HTTPField.Name("X-OfflineSync-Client")!
+
+    /// A client id as sent: 1 to 64 letters, digits, `-` or `_`; anything else is ignored.
+    static func clientId(_ text: String) -> String? {
+        guard (1...64).contains(text.utf8.count),
+              text.utf8.allSatisfy({ $0 == UInt8(ascii: "-") || $0 == UInt8(ascii: "_") || (48...57).contains($0)
+                  || (65...90).contains($0) || (97...122).contains($0) }) else { return nil }
+        return text
+    }
 
 
     /// Collects the body up to the configured limit (413 `bodyTooLarge` beyond it).

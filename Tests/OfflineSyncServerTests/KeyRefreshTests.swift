@@ -51,3 +51,29 @@ struct KeyRefreshTests {
 }
 
 import Foundation
+
+@Suite("Change notices between instances: the compact form round-trips")
+struct ChangeNoticeEncodingTests {
+    @Test("every kind of notice, with and without an origin, decodes to itself; malformed forms are refused")
+    func roundTrip() {
+        var withOrigin = ChangeNotice(identity: "alice", table: "todos")
+        withOrigin.origin = "0F3A-client_1"
+        var groupWithOrigin = ChangeNotice(group: "list\u{0}7", table: "todos")
+        groupWithOrigin.origin = "c"
+        let notices = [
+            ChangeNotice(identity: "alice", table: "todos"), ChangeNotice(identity: "名前:with:colons", table: "t"),
+            ChangeNotice(group: "list-7", table: "todos"), ChangeNotice(group: "g", member: "bob"),
+            ChangeNotice(groupsChangedFor: "carol"),
+            ChangeNotice(dataset: DatasetNotification(identityPoolId: "pool", identityId: "dave", datasetName: "settings", syncCount: 9)),
+            withOrigin, groupWithOrigin,
+        ]
+        for notice in notices {
+            #expect(ChangeNotice(encoded: notice.encoded) == notice, "\(notice.encoded)")
+        }
+        for malformed in ["", "o", "o5:abc", "o1:coo1:c5:alicetodos", "gzz:todos", "x"] {
+            #expect(ChangeNotice(encoded: malformed) == nil, "\(malformed)")
+        }
+    }
+}
+
+import OfflineSync

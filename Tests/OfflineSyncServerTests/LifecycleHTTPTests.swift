@@ -70,4 +70,28 @@ struct LifecycleHTTPTests {
             try await live.stop()
         }
     }
+
+    @Test("a client's own pushes are not announced back to its channel; another client's are")
+    func ownPushIsNotAnnouncedBack() async throws {
+        try await LiveServer.with { live in
+            let mine = try await live.remote("alice"), other = try await live.remote("alice")
+            var heard = mine.changes().makeAsyncIterator()
+            #expect(await heard.next() == .subscribed)
+            for batch in 0..<20 {
+                _ = try await mine.push([PushOperation(id: "op\(batch)", table: "notes", itemId: "n\(batch)", kind: .insert,
+                                                       item: Record(id: "n\(batch)"), baseVersion: nil)])
+            }
+            _ = try await other.push([PushOperation(id: "o1", table: "notes", itemId: "theirs", kind: .insert,
+                                                    item: Record(id: "theirs"), baseVersion: nil)])
+            // The signal: a change to another table, announced after all of the above (a
+            // channel delivers notices in order).
+            _ = try await other.push([PushOperation(id: "o2", table: "barrier", itemId: "b", kind: .insert,
+                                                    item: Record(id: "b"), baseVersion: nil)])
+            var notes = 0
+            while let event = await heard.next(), event != .changed(table: "barrier") {
+                if event == .changed(table: "notes") { notes += 1 }
+            }
+            #expect(notes == 1, "the other client's change only, not the 20 pushes of this one")
+        }
+    }
 }

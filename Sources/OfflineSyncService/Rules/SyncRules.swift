@@ -59,6 +59,17 @@ public struct SyncRules: Sendable, Hashable {
         return shared
     }
 
+    /// The tables whose rows decide which rows of other tables an identity may read:
+    /// membership tables and `owner_of` targets. A write to one of them can change the
+    /// writer's own view, so its notices always reach the writer's connections.
+    public var viewDecidingTables: Set<String> {
+        var tables = Set(memberships.values.map(\.table))
+        for grant in self.tables.values.flatMap({ $0.read + $0.write }) {
+            if case let .ownerOf(target, _) = grant.kind { tables.insert(target) }
+        }
+        return tables
+    }
+
     /// The rules that apply to `table`: its own, or the default's (`nil` under
     /// ``DefaultAccess/deny``).
     public func rules(for table: String) -> TableRules? {
