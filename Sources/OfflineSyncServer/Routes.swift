@@ -69,9 +69,9 @@ struct Routes: Sendable {
     /// group whose log changed (its members' connections listen to it); and to each identity
     /// whose large groups changed, so its connections listen to the right groups.
     ///
-    /// With `origin` (the pushing client's id), notices of tables whose writes change nobody's
-    /// view but by the rows written carry it, so that client's own channel does not make it
-    /// pull what it just pushed; a membership or `owner_of` table's never do.
+    /// With `origin` (the pushing client's id), the notices carry it, so that client's own
+    /// channel does not make it pull what it just pushed — unless the push wrote a membership
+    /// or `owner_of` table, which can change the writer's own view beyond the rows it wrote.
     func announce(identity: String, operations: [PushOperation], report: OfflineSyncService.PushReport,
                   origin: String? = nil) async {
         var notices = Set<ChangeNotice>()
@@ -88,11 +88,11 @@ struct Routes: Sendable {
             notices.insert(ChangeNotice(groupsChangedFor: reader))
             for group in groups { notices.insert(ChangeNotice(group: group, member: reader)) }
         }
-        if let origin {
-            let deciding = service.rules.viewDecidingTables
+        let deciding = service.rules.viewDecidingTables
+        if let origin, !operations.contains(where: { deciding.contains($0.table) }) {
             notices = Set(notices.map { notice in
                 var marked = notice
-                if !notice.isInternal, notice.dataset == nil, !deciding.contains(notice.table) { marked.origin = origin }
+                if !notice.isInternal, notice.dataset == nil { marked.origin = origin }
                 return marked
             })
         }

@@ -154,13 +154,15 @@ struct NativeAPITests {
             var bobEvents = bob.changes().makeAsyncIterator()
             #expect(await aliceEvents.next() == .subscribed)
             #expect(await bobEvents.next() == .subscribed)
-            _ = try await alice.push([PushOperation(id: "1", table: "todos", itemId: "a", kind: .insert, item: Record(id: "a"), baseVersion: nil)])
-            _ = try await bob.push([PushOperation(id: "2", table: "notes", itemId: "b", kind: .insert, item: Record(id: "b"), baseVersion: nil)])
+            // Each writes through another client of theirs: a client does not hear its own pushes.
+            let aliceElsewhere = try await live.remote("alice"), bobElsewhere = try await live.remote("bob")
+            _ = try await aliceElsewhere.push([PushOperation(id: "1", table: "todos", itemId: "a", kind: .insert, item: Record(id: "a"), baseVersion: nil)])
+            _ = try await bobElsewhere.push([PushOperation(id: "2", table: "notes", itemId: "b", kind: .insert, item: Record(id: "b"), baseVersion: nil)])
             #expect(await aliceEvents.next() == .changed(table: "todos"))
             #expect(await bobEvents.next() == .changed(table: "notes"), "bob never hears of alice's table")
             // A push that changes nothing (a conflict) announces nothing.
-            _ = try await alice.push([PushOperation(id: "3", table: "todos", itemId: "a", kind: .insert, item: Record(id: "a"), baseVersion: nil)])
-            _ = try await alice.push([PushOperation(id: "4", table: "later", itemId: "c", kind: .insert, item: Record(id: "c"), baseVersion: nil)])
+            _ = try await aliceElsewhere.push([PushOperation(id: "3", table: "todos", itemId: "a", kind: .insert, item: Record(id: "a"), baseVersion: nil)])
+            _ = try await aliceElsewhere.push([PushOperation(id: "4", table: "later", itemId: "c", kind: .insert, item: Record(id: "c"), baseVersion: nil)])
             #expect(await aliceEvents.next() == .changed(table: "later"))
         }
     }

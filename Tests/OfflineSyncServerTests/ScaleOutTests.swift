@@ -221,8 +221,9 @@ struct ScaleOutTests {
                 _ = try await (try await remote("carol", on: one)).push([insert("n1", "notes", ["text": "mine"])])
                 #expect(await carolHeard.consume(through: .changed(table: "notes")) == [], "carol heard of a list she cannot read")
 
-                // Bob's edit through instance two reaches alice on instance one.
-                _ = try await bob.push([PushOperation(id: "op-edit", table: "todos", itemId: "t1", kind: .update,
+                // Bob's edit through instance two (another client of his: a client does not hear
+                // its own pushes) reaches alice on instance one, and bob's channel.
+                _ = try await (try await remote("bob", on: two)).push([PushOperation(id: "op-edit", table: "todos", itemId: "t1", kind: .update,
                                                       item: Record(id: "t1", fields: ["list_id": "L1", "title": "oat milk"]), baseVersion: nil)])
                 #expect(await aliceHeard.waitFor(.changed(table: "todos")), "instance one relayed bob's edit to alice")
                 #expect(await bobHeard.waitFor(.changed(table: "todos")))
@@ -237,7 +238,7 @@ struct ScaleOutTests {
                 #expect(await bobHeard.waitFor(.changed(table: "todos")), "instance two relayed bob's move-out")
                 #expect(try await bob.pull(PullRequest(table: "todos")).records.isEmpty)
                 // A later edit of the list's todo reaches alice and not bob: bob's own change comes first.
-                _ = try await alice.push([PushOperation(id: "op-edit-2", table: "todos", itemId: "t1", kind: .update,
+                _ = try await (try await remote("alice", on: one)).push([PushOperation(id: "op-edit-2", table: "todos", itemId: "t1", kind: .update,
                                                         item: Record(id: "t1", fields: ["list_id": "L1", "title": "soy milk"]), baseVersion: nil)])
                 #expect(await aliceHeard.waitFor(.changed(table: "todos")))
                 _ = try await (try await remote("bob", on: one)).push([insert("n2", "notes", ["text": "bob's"])])

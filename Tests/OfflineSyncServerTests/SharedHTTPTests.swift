@@ -41,8 +41,9 @@ struct SharedHTTPTests {
             #expect(try await carol.pull(PullRequest(table: "todos")).records.isEmpty)
             #expect(try await carol.pull(PullRequest(table: "lists")).records.isEmpty)
 
-            // Carol's own change is the next thing she hears: nothing of alice's came before it.
-            _ = try await carol.push([Self.insert("n1", "notes", ["text": "mine"])])
+            // Carol's own change (through another client of hers: a client does not hear its own
+            // pushes) is the next thing she hears: nothing of alice's came before it.
+            _ = try await (try await live.remote("carol")).push([Self.insert("n1", "notes", ["text": "mine"])])
             #expect(await carolEvents.next() == .changed(table: "notes"))
 
             // Carol may not write into a list she is not in: a 403 that carries nothing.
@@ -86,14 +87,15 @@ struct SharedHTTPTests {
             _ = try await bob.push([Self.insert("t2", "todos", ["list_id": "L1", "title": "build"])])
             for log in [aliceHeard, carolHeard, danHeard] { #expect(await log.waitFor(.changed(table: "todos"))) }
 
-            // Erin is in no list: her own change is the first thing she hears.
-            _ = try await erin.push([Self.insert("n1", "notes", ["text": "mine"])])
+            // Erin is in no list: her own change (through another client, as a client does not
+            // hear its own pushes) is the first thing she hears.
+            _ = try await (try await live.remote("erin")).push([Self.insert("n1", "notes", ["text": "mine"])])
             #expect(await erinHeard.consume(through: .changed(table: "notes")) == [], "erin heard of a list she cannot read")
 
             // Carol leaves: she hears her move-out, then nothing more of the list. (Her own change
             // first drains what she heard so far: joining told her of the todos twice, by her own
             // log's event and as a group she started to hear.)
-            _ = try await carol.push([Self.insert("n0", "notes", ["text": "carol's"])])
+            _ = try await (try await live.remote("carol")).push([Self.insert("n0", "notes", ["text": "carol's"])])
             #expect(await carolHeard.waitFor(.changed(table: "notes")))
             _ = try await alice.push([PushOperation(id: "op-remove-carol", table: "list_members", itemId: "m-carol", kind: .delete,
                                                     item: nil, baseVersion: nil)])
@@ -101,7 +103,7 @@ struct SharedHTTPTests {
             _ = try await bob.push([PushOperation(id: "op-edit-t2", table: "todos", itemId: "t2", kind: .update,
                                                   item: Record(id: "t2", fields: ["list_id": "L1", "title": "ship"]), baseVersion: nil)])
             #expect(await danHeard.waitFor(.changed(table: "todos")))
-            _ = try await carol.push([Self.insert("n2", "notes", ["text": "carol's"])])
+            _ = try await (try await live.remote("carol")).push([Self.insert("n2", "notes", ["text": "carol's"])])
             let beforeOwn = await carolHeard.consume(through: .changed(table: "notes"))
             #expect(beforeOwn?.contains(.changed(table: "todos")) == false, "carol heard of a list she left")
             for log in [aliceHeard, bobHeard, carolHeard, danHeard, erinHeard] { await log.stop() }
