@@ -92,11 +92,25 @@ public struct SyncError: Error, Sendable, Hashable, CustomStringConvertible {
     public let code: Code
     /// What happened, without record contents or secrets.
     public let message: String
+    /// The error this one stands for, when another library's error is wrapped (the
+    /// `DecodingError` of a stored record that does not fit its model), kept for diagnosis.
+    /// Not part of equality or hashing.
+    public let underlying: (any Error)?
 
     /// Creates an error.
-    public init(_ code: Code, _ message: String) {
+    public init(_ code: Code, _ message: String, underlying: (any Error)? = nil) {
         self.code = code
         self.message = message
+        self.underlying = underlying
+    }
+
+    /// Errors are equal when their codes and messages are.
+    public static func == (lhs: SyncError, rhs: SyncError) -> Bool { lhs.code == rhs.code && lhs.message == rhs.message }
+
+    /// Hashes the code and the message.
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(code)
+        hasher.combine(message)
     }
 
     /// `code: message`.

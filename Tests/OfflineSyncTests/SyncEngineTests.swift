@@ -378,6 +378,31 @@ struct TypedTableTests {
         #expect(try await remote.get("t1")?.due == due)
         await #expect(throws: SyncError.self) { try await todos.insert(Todo(id: "t1", title: "dup", done: false)) }
     }
+
+    @Test("a stored record that does not fit the model is a SyncError naming the model and the field, the DecodingError kept")
+    func decodingFailuresAreSyncErrors() async throws {
+        let h = try await Harness()
+        try await h.client.defineTable(TableSchema("todos"))
+        _ = try await h.client.table("todos").insert(Record(id: "bad", fields: ["title": 7, "done": false]))
+        _ = try await h.client.table("todos").insert(Record(id: "short", fields: ["title": "no done"]))
+        let todos = h.client.table("todos", as: Todo.self)
+        for (id, field) in [("bad", "title"), ("short", "done")] {
+            do {
+                _ = try await todos.get(id)
+                Issue.record("'\(id)' decoded")
+            } catch let error as SyncError {
+                #expect(error.code == .typeMismatch)
+                #expect(error.message.contains("Todo") && error.message.contains("'\(field)'"), "\(error.message)")
+                #expect(error.underlying is DecodingError)
+            }
+        }
+        var observed = todos.observe(id: "bad").makeAsyncIterator()
+        await #expect(throws: SyncError.self) { _ = try await observed.next() }
+        await #expect(throws: SyncError.self) { _ = try await todos.query() }
+        await #expect(throws: SyncError.self) {
+            try await h.client.transaction { txn in _ = try txn.get(Todo.self, id: "bad") }
+        }
+    }
 }
 
 actor ConflictLog {

@@ -10,29 +10,29 @@
 extension SyncTransaction {
     /// The model with this id in its table, or `nil`.
     public func get<Model: SyncModel>(_ model: Model.Type, id: String) throws -> Model? {
-        try record(in: Model.tableName, id: id).map { try RecordDecoder().decode(Model.self, from: $0) }
+        try record(in: Model.tableName, id: id).map { try ModelCoding.decode(Model.self, from: $0) }
     }
 
     /// The models of the table matching the query, in its order.
     public func query<Model: SyncModel>(_ model: Model.Type, _ query: Query = .all) throws -> [Model] {
         let decoder = RecordDecoder()
-        return try records(in: Model.tableName, matching: query).map { try decoder.decode(Model.self, from: $0) }
+        return try records(in: Model.tableName, matching: query).map { try ModelCoding.decode(Model.self, from: $0, decoder: decoder) }
     }
 
     /// Inserts a model into its table and queues the insert. Throws
     /// ``SyncError/Code/duplicateId`` if the id exists locally.
     public func insert<Model: SyncModel>(_ model: Model) throws {
-        try insert(try RecordEncoder().encode(model), into: Model.tableName)
+        try insert(try ModelCoding.encode(model), into: Model.tableName)
     }
 
     /// Replaces a model's fields and queues the update. Throws ``SyncError/Code/notFound``.
     public func update<Model: SyncModel>(_ model: Model) throws {
-        try update(try RecordEncoder().encode(model), in: Model.tableName)
+        try update(try ModelCoding.encode(model), in: Model.tableName)
     }
 
     /// Inserts or updates a model.
     public func save<Model: SyncModel>(_ model: Model) throws {
-        try save(try RecordEncoder().encode(model), in: Model.tableName)
+        try save(try ModelCoding.encode(model), in: Model.tableName)
     }
 
     /// Deletes the model with this id and queues the delete. Throws ``SyncError/Code/notFound``.

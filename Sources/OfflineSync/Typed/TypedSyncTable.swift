@@ -4,33 +4,35 @@ public struct TypedSyncTable<Model: SyncModel>: Sendable {
     /// The untyped table underneath.
     public let table: SyncTable
 
-    /// The model with this id, or `nil`. Throws `DecodingError` if the stored record does not fit `Model`.
+    /// The model with this id, or `nil`. Throws ``SyncError/Code/typeMismatch`` (naming the
+    /// field) if the stored record does not fit `Model`.
     public func get(_ id: String) async throws -> Model? {
-        try await table.get(id).map { try RecordDecoder().decode(Model.self, from: $0) }
+        try await table.get(id).map { try ModelCoding.decode(Model.self, from: $0) }
     }
 
     /// The models matching the query, in its order.
     public func query(_ query: Query = .all) async throws -> [Model] {
         let decoder = RecordDecoder()
-        return try await table.query(query).map { try decoder.decode(Model.self, from: $0) }
+        return try await table.query(query).map { try ModelCoding.decode(Model.self, from: $0, decoder: decoder) }
     }
 
     /// The number of models matching the predicate.
     public func count(_ predicate: QueryPredicate = .all) async throws -> Int { try await table.count(predicate) }
 
-    /// Inserts a model and queues the insert. Throws ``SyncError/Code/duplicateId`` or `EncodingError`.
+    /// Inserts a model and queues the insert. Throws ``SyncError/Code/duplicateId``, or
+    /// ``SyncError/Code/invalidValue`` (naming the field) for a model that does not encode.
     public func insert(_ model: Model) async throws {
-        try await table.insert(try RecordEncoder().encode(model))
+        try await table.insert(try ModelCoding.encode(model))
     }
 
     /// Replaces a model's fields and queues the update. Throws ``SyncError/Code/notFound``.
     public func update(_ model: Model) async throws {
-        try await table.update(try RecordEncoder().encode(model))
+        try await table.update(try ModelCoding.encode(model))
     }
 
     /// Inserts or updates.
     public func save(_ model: Model) async throws {
-        try await table.save(try RecordEncoder().encode(model))
+        try await table.save(try ModelCoding.encode(model))
     }
 
     /// Deletes a model by id and queues the delete. Throws ``SyncError/Code/notFound``.
@@ -49,18 +51,19 @@ public struct TypedSyncTable<Model: SyncModel>: Sendable {
 
     /// The models matching `query`, now and after every commit that changes them (see
     /// ``ObservedValue``). Results are compared as records, so `Model` need not be
-    /// `Equatable`; a stored record that does not fit `Model` throws `DecodingError` from `next()`.
+    /// `Equatable`; a stored record that does not fit `Model` throws ``SyncError/Code/typeMismatch``
+    /// from `next()`.
     public func observe(_ query: Query = .all) -> ObservedValue<[Model]> {
         table.observation(query) { records in
             let decoder = RecordDecoder()
-            return try records.map { try decoder.decode(Model.self, from: $0) }
+            return try records.map { try ModelCoding.decode(Model.self, from: $0, decoder: decoder) }
         }
     }
 
     /// The model with this id (`nil` while there is none), now and after every commit that
     /// writes or deletes it.
     public func observe(id: String) -> ObservedValue<Model?> {
-        table.observation(id: id) { record in try record.map { try RecordDecoder().decode(Model.self, from: $0) } }
+        table.observation(id: id) { record in try record.map { try ModelCoding.decode(Model.self, from: $0) } }
     }
 
     /// The table's sync state (see ``SyncTable/observeSyncStatus()``).
