@@ -143,6 +143,8 @@ extension SyncContext {
                 do {
                     _ = try await pull(table, queryId: queryId)
                 } catch {
+                    // Stopped (or the network went down) while pulling: not a failure.
+                    if Task.isCancelled || error is CancellationError { break }
                     // Retryable failures wait for the next notice or reconnection.
                     let failure = SyncFailure(error: error as? SyncError ?? SyncError(.transient, "\(type(of: error))"), willRetry: true)
                     if failure.kind == .cancelled { break }
@@ -172,7 +174,7 @@ extension SyncContext {
                 try await sync(tables, queryId: queryId)
                 return .cancelled
             } catch {
-                if Task.isCancelled { break }
+                if Task.isCancelled || error is CancellationError { break }
                 let failure = SyncFailure(error: error as? SyncError ?? SyncError(.transient, "the sync run failed: \(type(of: error))"),
                                           willRetry: true)
                 if failure.kind == .cancelled { break }
