@@ -26,9 +26,9 @@ enum AuthVerify: BenchWorkload {
         let primitives = try rsa.publicKey.getKeyPrimitives()
         let point = Array(ec.publicKey.x963Representation)
         let keys: [[String: String]] = [
-            ["kid": "rs", "kty": "RSA", "n": base64url(primitives.modulus), "e": base64url(primitives.publicExponent)],
-            ["kid": "es", "kty": "EC", "crv": "P-256", "x": base64url(point[1..<33]), "y": base64url(point[33...])],
-            ["kid": "ed", "kty": "OKP", "crv": "Ed25519", "x": base64url(ed.publicKey.rawRepresentation)],
+            ["kid": "rs", "kty": "RSA", "n": Base64URL.encode(primitives.modulus), "e": Base64URL.encode(primitives.publicExponent)],
+            ["kid": "es", "kty": "EC", "crv": "P-256", "x": Base64URL.encode(point[1..<33]), "y": Base64URL.encode(point[33...])],
+            ["kid": "ed", "kty": "OKP", "crv": "Ed25519", "x": Base64URL.encode(ed.publicKey.rawRepresentation)],
         ]
         let file = directory.appendingPathComponent("jwks.json")
         try JSONSerialization.data(withJSONObject: ["keys": keys]).write(to: file)
@@ -74,12 +74,7 @@ enum AuthVerify: BenchWorkload {
         let claims = try JSONSerialization.data(withJSONObject: [
             "iss": issuer, "sub": identity, "aud": "bench", "iat": now, "exp": now + 3600,
         ] as [String: Any], options: .sortedKeys)
-        let input = base64url(header) + "." + base64url(claims)
-        return input + "." + base64url(try sign(Array(input.utf8)))
-    }
-
-    static func base64url<Bytes: Sequence<UInt8>>(_ bytes: Bytes) -> String {
-        Data(bytes).base64EncodedString().replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
-            .replacingOccurrences(of: "=", with: "")
+        let input = Base64URL.encode(header) + "." + Base64URL.encode(claims)
+        return input + "." + Base64URL.encode(try sign(Array(input.utf8)))
     }
 }

@@ -146,7 +146,7 @@ extension SyncContext {
                     // Stopped (or the network went down) while pulling: not a failure.
                     if Task.isCancelled || error is CancellationError { break }
                     // Retryable failures wait for the next notice or reconnection.
-                    let failure = SyncFailure(error: error as? SyncError ?? SyncError(.transient, "\(type(of: error))"), willRetry: true)
+                    let failure = SyncFailure(error, willRetry: true)
                     if failure.kind == .cancelled { break }
                     guard failure.isRetryable else { return halt(failure) }
                     failed(failure)
@@ -175,8 +175,7 @@ extension SyncContext {
                 return .cancelled
             } catch {
                 if Task.isCancelled || error is CancellationError { break }
-                let failure = SyncFailure(error: error as? SyncError ?? SyncError(.transient, "the sync run failed: \(type(of: error))"),
-                                          willRetry: true)
+                let failure = SyncFailure(error, willRetry: true)
                 if failure.kind == .cancelled { break }
                 guard failure.isRetryable else { return halt(failure) }
                 failed(failure)

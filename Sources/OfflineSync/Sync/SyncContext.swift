@@ -182,7 +182,7 @@ public final class SyncContext: Sendable {
         } catch {
             // A cancelled call ends with CancellationError, whatever the remote made of it.
             if Task.isCancelled { throw CancellationError() }
-            let failure = SyncFailure(error: error as? SyncError ?? SyncError(.transient, "\(type(of: error))"), willRetry: false)
+            let failure = SyncFailure(error, willRetry: false)
             if failure.kind != .cancelled { statusState.update { $0.lastError = failure } }
             throw error
         }

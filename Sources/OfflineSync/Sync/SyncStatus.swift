@@ -85,6 +85,12 @@ public struct SyncFailure: Sendable, Hashable {
         self.at = at
     }
 
+    /// A failure of any error a call threw: a ``SyncError`` as it is, anything else as a
+    /// ``SyncError/Code/transient`` naming its type.
+    init(_ error: any Error, willRetry: Bool) {
+        self.init(error: error as? SyncError ?? SyncError(.transient, "the call failed: \(type(of: error))"), willRetry: willRetry)
+    }
+
     /// The kind of failure an error is.
     public static func kind(of error: SyncError) -> Kind {
         switch error.code {

@@ -79,7 +79,7 @@ struct CompactToken {
 /// Base64url (RFC 4648 §5) as JOSE uses it: no padding, and — when decoding — only the one
 /// canonical spelling of each byte string (the unused low bits of the last character are
 /// zero), so a token cannot be re-spelled into a different string with the same meaning.
-enum Base64URL {
+package enum Base64URL {
     private static let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_".utf8)
     private static let values: [UInt8] = {
         var table = [UInt8](repeating: 0xFF, count: 256)
@@ -88,7 +88,7 @@ enum Base64URL {
     }()
 
     /// The bytes `text` spells, or `nil` when it is not canonical unpadded base64url.
-    static func decode<Bytes: Collection<UInt8>>(_ text: Bytes) -> [UInt8]? {
+    package static func decode<Bytes: Collection<UInt8>>(_ text: Bytes) -> [UInt8]? {
         let count = text.count
         guard count % 4 != 1 else { return nil }
         var output: [UInt8] = []
@@ -112,7 +112,7 @@ enum Base64URL {
     }
 
     /// `bytes` in unpadded base64url.
-    static func encode<Bytes: Collection<UInt8>>(_ bytes: Bytes) -> String {
+    package static func encode<Bytes: Collection<UInt8>>(_ bytes: Bytes) -> String {
         var output: [UInt8] = []
         output.reserveCapacity((bytes.count * 4 + 2) / 3)
         var accumulator: UInt32 = 0
