@@ -128,8 +128,8 @@ extension Demo {
         say("   bob's rows of the list: \(bobRows); alice's g-3 is still '\(aliceTodo ?? "-")'")
         alice.context.finishEvents()
         bob.context.finishEvents()
-        try await alice.store.close()
-        try await bob.store.close()
+        try await alice.context.close()
+        try await bob.context.close()
         return aliceSawEdit && bobRows == 0 && refused.count == 1 && refused.first?.code == .forbidden && aliceTodo == "Coffee"
     }
 }

@@ -46,6 +46,40 @@ struct ObservationReadRaceTests {
         }
     }
 
+    @Test("a write that commits after another and announces before it does not leave the older row shown",
+          arguments: ["memory", "sqlite"])
+    func announcedOutOfCommitOrder(_ kind: String) async throws {
+        try await withHeldStore(kind) { _, observer, values in
+            let (paused, pausedContinuation) = AsyncStream.makeStream(of: Void.self)
+            let (resume, resumeContinuation) = AsyncStream.makeStream(of: Void.self)
+            let isFirst = Mutex(true)
+            // The first write stops between its commit and its announcement.
+            observer.beforeAnnouncing {
+                guard isFirst.withLock({ first in defer { first = false }; return first }) else { return }
+                pausedContinuation.yield()
+                for await _ in resume { break }
+            }
+            let older = Task { try await Self.set("r1", 2, observer) }
+            await paused.first { _ in true }
+            try await Self.set("r1", 3, observer)
+            resumeContinuation.yield()
+            try await older.value
+            // A later write alone: once its row shows, every earlier commit has been looked at.
+            try await Self.insert("r2", observer)
+            var shown: [Record] = []
+            while !shown.contains(where: { $0.id == "r2" }) {
+                values.request()
+                shown = try #require(try await values.values.next())
+            }
+            let first = shown.first { $0.id == "r1" }
+            #expect(first?["n"] == .int(3), "the observation shows r1 as the later commit left it")
+        }
+    }
+
+    static func set(_ id: String, _ n: Int64, _ observer: StoreObserver) async throws {
+        try await observer.write { try $0.upsert(Record(id: id, fields: ["n": .int(n)]), in: "items") }
+    }
+
     static func insert(_ id: String, _ observer: StoreObserver) async throws {
         try await observer.write { try $0.upsert(Record(id: id, fields: ["n": .int(1)]), in: "items") }
     }

@@ -113,7 +113,7 @@ public struct ObservedValue<Element: Sendable>: AsyncSequence, Sendable {
 
         /// Waits until a commit concerns the observation; `false` when the task is cancelled.
         private mutating func waitForChange() async -> Bool {
-            while !observation.observer.isDirty(id) {
+            while !observation.observer.isDue(id) {
                 // The wake stream ends (nil) when the task is cancelled.
                 guard await wake.next() != nil else { return false }
             }

@@ -4,7 +4,8 @@ import Synchronization
 /// ``write(_:)`` are recorded row by row and, once committed, wake the observations of the
 /// tables they touched. A ``SyncContext`` has one (``SyncContext/observer``) and writes
 /// through it — local writes, pulled pages, conflict resolutions, purges — so its
-/// observations see everything the context commits.
+/// observations see everything the context commits. Not public: an app that could write
+/// through it could change rows that are never queued.
 ///
 /// Waking an observation is a flag set under one lock and a non-blocking signal after it: a
 /// writer never waits for an observer. The observations a commit concerns are found through
@@ -18,9 +19,9 @@ import Synchronization
 /// adapter can tell (``LocalStore/externalChangeToken()``): while observations are live the
 /// observer asks every `externalChangeInterval`, and each change makes every observation
 /// read again, since the other process's rows are unknown.
-public final class StoreObserver: Sendable {
+package final class StoreObserver: Sendable {
     /// The store.
-    public let store: any LocalStore
+    package let store: any LocalStore
 
     /// What a watcher wants to hear about.
     enum Interest: Sendable {
@@ -45,10 +46,7 @@ public final class StoreObserver: Sendable {
         var nextId: UInt64 = 0
         /// Counts announced changes (``ObservationWatcher/mark``).
         var marks: UInt64 = 0
-        /// Writes through ``StoreObserver/write(_:)`` started and not yet announced.
-        var writesInFlight = 0
-        /// Counts the times a write started while another was in flight.
-        var overlaps: UInt64 = 0
+        var order = WriteOrder()
     }
 
     /// Rows pending for one watcher past which it reads rather than patches.
@@ -56,10 +54,17 @@ public final class StoreObserver: Sendable {
 
     private let state = Mutex(State())
     private let external: ExternalChangePoller
+    private let announceHook = Mutex<(@Sendable () async -> Void)?>(nil)
+
+    /// Runs `hook` in every write between its commit and its announcement: a test pauses a
+    /// write there to let another commit after it and announce first.
+    package func beforeAnnouncing(_ hook: (@Sendable () async -> Void)?) {
+        announceHook.withLock { $0 = hook }
+    }
 
     /// An observer of `store` that, while observations are live, asks the store every
     /// `externalChangeInterval` whether another process committed to it.
-    public init(store: any LocalStore, externalChangeInterval: Duration = .milliseconds(100)) {
+    package init(store: any LocalStore, externalChangeInterval: Duration = .milliseconds(100)) {
         self.store = store
         self.external = ExternalChangePoller(interval: externalChangeInterval)
     }
@@ -67,51 +72,49 @@ public final class StoreObserver: Sendable {
     /// Runs `body` in a write transaction of the store (see `LocalStore.write(_:)`) and,
     /// after it commits, wakes the observations of the rows it wrote or deleted. A
     /// transaction that throws commits nothing and wakes nothing.
-    public func write<T: Sendable>(_ body: @escaping @Sendable (any LocalWriteTransaction) throws -> T) async throws -> T {
-        let ticket = state.withLock { state in
-            state.writesInFlight += 1
-            if state.writesInFlight > 1 { state.overlaps &+= 1 }
-            return state.overlaps
-        }
+    package func write<T: Sendable>(_ body: @escaping @Sendable (any LocalWriteTransaction) throws -> T) async throws -> T {
+        let ticket = state.withLock { $0.order.start() }
         let value: T
-        var changes: [TableChange]
+        let changes: [TableChange]
         do {
             (value, changes) = try await store.write { txn in
                 let tracked = TrackedWriteTransaction(txn)
                 return (try body(tracked), tracked.changes)
             }
         } catch {
-            state.withLock { $0.writesInFlight -= 1 }
+            state.withLock { _ = $0.order.end(ticket) }
             throw error
         }
-        // Alone from start to announcement: no other write's announcement can overtake it.
-        let ordered = state.withLock { state in
-            defer { state.writesInFlight -= 1 }
-            return state.writesInFlight == 1 && state.overlaps == ticket
-        }
-        for index in changes.indices { changes[index].ordered = ordered }
-        announce(changes)
+        if let hook = announceHook.withLock({ $0 }) { await hook() }
+        announce(changes, ending: ticket)
         return value
     }
 
-    /// Wakes the observations a committed change concerns. ``write(_:)`` calls it; call it
-    /// yourself for a commit made around this observer (`ids: nil` when the rows are unknown).
-    public func announce(_ changes: [TableChange]) {
+    /// Wakes the observations a change committed around this observer concerns (`ids: nil`
+    /// when the rows are unknown): they read, since its place among this observer's own
+    /// commits is unknown.
+    package func announce(_ changes: [TableChange]) {
+        announce(changes, ending: nil)
+    }
+
+    /// Hands `changes` to the watchers they concern and wakes those that had nothing to look
+    /// at. For a write, whether it ran alone (``WriteOrder``) is decided under the same lock
+    /// as the handing over, so no later write's changes reach a watcher first.
+    private func announce(_ changes: [TableChange], ending ticket: WriteOrder.Ticket?) {
         // Woken after the lock is released: a wake may enter the kernel.
         var wakes: [AsyncStream<Void>.Continuation] = []
         state.withLock { state in
+            let ordered = ticket.map { state.order.end($0) } ?? false
             var found: [ObservationWatcher] = []
-            for change in changes {
+            for var change in changes {
+                change.ordered = ordered
                 state.marks &+= 1
                 found.removeAll(keepingCapacity: true)
                 state.byTable[change.table]?.collect(change, mark: state.marks, into: &found)
                 for watcher in found {
-                    // Once the watcher is reading or due to look, every change counts for the
-                    // patch (`shown` no longer tells which rows it will show). A read may
-                    // already include the change: the patch applies it again harmlessly.
-                    watcher.keep(change)
-                    if !watcher.dirty { wakes.append(watcher.wake) }
-                    watcher.dirty = true
+                    // A watcher that is due or looking keeps every change of its tables; a
+                    // read may already include one: the patch applies it again harmlessly.
+                    if watcher.keep(change) { wakes.append(watcher.wake) }
                     Self.setBusy(watcher, &state)
                 }
             }
@@ -128,13 +131,13 @@ public final class StoreObserver: Sendable {
     /// The records of `table` matching `query`, now and after every commit through this
     /// observer that changes them (see ``ObservedValue``). Errors (an unknown table, an
     /// invalid query) are thrown by the first `next()`.
-    public func observe(_ table: String, _ query: Query = .all) -> ObservedValue<[Record]> {
+    package func observe(_ table: String, _ query: Query = .all) -> ObservedValue<[Record]> {
         observation(of: table, query) { $0 }
     }
 
     /// The record of `table` with this id (`nil` while there is none), now and after every
     /// commit that writes or deletes it.
-    public func observe(_ table: String, id: String) -> ObservedValue<Record?> {
+    package func observe(_ table: String, id: String) -> ObservedValue<Record?> {
         observation(of: table, id: id) { $0 }
     }
 
@@ -161,7 +164,7 @@ public final class StoreObserver: Sendable {
 
     /// The number of live observations (each iterator of an ``ObservedValue`` is one until
     /// it ends or is dropped).
-    public var observationCount: Int { state.withLock { $0.watchers.count } }
+    package var observationCount: Int { state.withLock { $0.watchers.count } }
 
     // MARK: Watchers (one per observation iterator)
 
@@ -200,32 +203,24 @@ public final class StoreObserver: Sendable {
         await external.baseline(store)
     }
 
-    /// Marks the start of a read: the watcher is clean, and every change until
-    /// `endRead(_:)` makes it dirty again (the read may or may not include it).
+    /// Marks the start of a read: every change from now on may or may not be in it, and
+    /// makes the watcher due again once the read ends.
     func beginRead(_ id: UInt64) {
         state.withLock { state in
             guard let watcher = state.watchers[id] else { return }
-            watcher.dirty = false
-            watcher.reading = true
-            watcher.patching = false
-            watcher.pending = watcher.patches ? [] : nil
-            watcher.pendingRows = 0
+            watcher.beginRead()
             Self.setBusy(watcher, &state)
         }
     }
 
-    /// The changes to patch the watcher's result with, when it is due to look and every change
-    /// since its last look can patch; the watcher is then clean and patching until
-    /// `endPatch(_:shown:)` (or a read, if the patch cannot decide).
+    /// The changes to patch the watcher's result with, when it is due and every change since
+    /// its last look can patch; the watcher is then looking until `endPatch(_:_:rows:)` (or
+    /// a read, if the patch cannot decide).
     func beginPatch(_ id: UInt64) -> [TableChange]? {
         state.withLock { state in
-            guard let watcher = state.watchers[id], watcher.dirty, let pending = watcher.pending, !pending.isEmpty else { return nil }
-            watcher.dirty = false
-            watcher.patching = true
-            watcher.pending = []
-            watcher.pendingRows = 0
+            guard let watcher = state.watchers[id], let changes = watcher.beginPatch() else { return nil }
             Self.setBusy(watcher, &state)
-            return pending
+            return changes
         }
     }
 
@@ -236,7 +231,7 @@ public final class StoreObserver: Sendable {
         if case .rebuilt = shown { rebuilt = Set(rows.lazy.map(\.id)) }
         state.withLock { state in
             guard let watcher = state.watchers[id] else { return }
-            watcher.patching = false
+            watcher.endLook()
             if let rebuilt {
                 Self.show(rebuilt, watcher, &state)
             } else if case .delta(let entered, let left) = shown, case .matching = watcher.interest {
@@ -253,7 +248,7 @@ public final class StoreObserver: Sendable {
     func endRead(_ id: UInt64, shown: Set<String>?) {
         state.withLock { state in
             guard let watcher = state.watchers[id] else { return }
-            watcher.reading = false
+            watcher.endLook()
             if let shown { Self.show(shown, watcher, &state) }
             Self.setBusy(watcher, &state)
         }
@@ -273,7 +268,8 @@ public final class StoreObserver: Sendable {
         for table in watcher.tables { state.byTable[table]?.setBusy(watcher) }
     }
 
-    func isDirty(_ id: UInt64) -> Bool {
-        state.withLock { $0.watchers[id]?.dirty ?? false }
+    /// A change was announced to the watcher since its last look.
+    func isDue(_ id: UInt64) -> Bool {
+        state.withLock { $0.watchers[id]?.isDue ?? false }
     }
 }

@@ -1,11 +1,11 @@
 /// What one committed write transaction changed in one table, as observations see it.
-public struct TableChange: Sendable, Equatable {
+package struct TableChange: Sendable, Equatable {
     /// The table.
-    public let table: String
+    package let table: String
     /// The ids of the records written or deleted; `nil` when not known (a commit made
     /// outside this process's ``StoreObserver``, reported by the adapter, or one too large
     /// to list), which makes every observation of the table look again.
-    public var ids: Set<String>?
+    package var ids: Set<String>?
     /// The records as written, by id (a deleted id is absent), when the writer knows them:
     /// a query observation then looks again only for a row it shows or one that now matches.
     /// `nil` makes every listed id count.
@@ -16,7 +16,7 @@ public struct TableChange: Sendable, Equatable {
     var ordered = false
 
     /// A change to the records with these ids, or to unknown records (`nil`).
-    public init(table: String, ids: Set<String>?) {
+    package init(table: String, ids: Set<String>?) {
         self.table = table
         self.ids = ids
     }
@@ -25,69 +25,5 @@ public struct TableChange: Sendable, Equatable {
         self.table = table
         self.ids = deleted.union(written.keys)
         self.written = written
-    }
-}
-
-/// A write transaction that forwards to the store's and records which rows it touched (and
-/// what it wrote), so the ``StoreObserver`` can tell observations after the commit. Lent to
-/// one closure. Past ``limit`` rows in a table it stops listing them: the table then counts
-/// as changed throughout, which costs each observation of it one read.
-final class TrackedWriteTransaction: LocalWriteTransaction {
-    /// Rows listed per table before the table counts as wholly changed.
-    static let limit = 10_000
-
-    /// What the transaction did to one table.
-    private struct Touched {
-        var written: [String: Record] = [:]
-        var deleted: Set<String> = []
-        /// More than ``TrackedWriteTransaction/limit`` rows: no longer listed.
-        var many = false
-    }
-
-    let base: any LocalWriteTransaction
-    private var touched: [String: Touched] = [:]
-
-    init(_ base: any LocalWriteTransaction) { self.base = base }
-
-    var changes: [TableChange] {
-        touched.map { table, touched in
-            touched.many ? TableChange(table: table, ids: nil)
-                : TableChange(table: table, written: touched.written, deleted: touched.deleted)
-        }
-    }
-
-    func schema(of table: String) throws -> TableSchema { try base.schema(of: table) }
-    func tables() throws -> [TableSchema] { try base.tables() }
-    func record(in table: String, id: String) throws -> Record? { try base.record(in: table, id: id) }
-    func records(in table: String, matching query: Query) throws -> [Record] { try base.records(in: table, matching: query) }
-    func count(in table: String, matching predicate: QueryPredicate) throws -> Int { try base.count(in: table, matching: predicate) }
-
-    func upsert(_ record: Record, in table: String) throws {
-        try base.upsert(record, in: table)
-        note(table) { touched in
-            touched.written[record.id] = record
-            touched.deleted.remove(record.id)
-        }
-    }
-
-    @discardableResult
-    func delete(id: String, in table: String) throws -> Bool {
-        let existed = try base.delete(id: id, in: table)
-        if existed {
-            note(table) { touched in
-                touched.written[id] = nil
-                touched.deleted.insert(id)
-            }
-        }
-        return existed
-    }
-
-    private func note(_ table: String, _ change: (inout Touched) -> Void) {
-        // Mutated in place through the dictionary, so listing n rows costs O(n).
-        if touched[table]?.many == true { return }
-        change(&touched[table, default: Touched()])
-        if let t = touched[table], t.written.count + t.deleted.count > Self.limit {
-            touched[table] = Touched(many: true)
-        }
     }
 }

@@ -11,8 +11,9 @@ import Foundation
 ///
 /// Use one context per local store.
 public final class SyncContext: Sendable {
-    /// The local store.
-    public let store: any LocalStore
+    /// The local store. Not public: a write to it would be neither queued nor observed, so
+    /// apps write through tables and ``transaction(_:)`` and read through ``read(_:)``.
+    package let store: any LocalStore
     /// The remote.
     public let remote: any RemoteStore
     /// The settings.
@@ -24,7 +25,7 @@ public final class SyncContext: Sendable {
     let network = NetworkState()
     let lifecycle = LifecycleState()
     /// Every write of the context goes through it, so observations see each commit.
-    public let observer: StoreObserver
+    package let observer: StoreObserver
     let statusState: SyncStatusState
 
     /// Opens a context: defines the system tables in `store` if needed.
@@ -52,6 +53,22 @@ public final class SyncContext: Sendable {
     /// Ends every event subscription (their loops finish after the buffered events). Later
     /// subscriptions end at once. Call it when the context is no longer used.
     public func finishEvents() { broadcaster.finish() }
+
+    /// Runs `body` in a read transaction of the local store: one consistent snapshot of
+    /// every table, system tables included. There is no write counterpart on purpose: a
+    /// write that bypassed the context would never be pushed nor shown by observations.
+    public func read<T: Sendable>(_ body: @escaping @Sendable (any LocalReadTransaction) throws -> T) async throws -> T {
+        try await store.read(body)
+    }
+
+    /// Stops background sync (``stop()``), ends the event subscriptions and closes the local
+    /// store; observations then end with ``SyncError/Code/storeClosed``. Queued operations
+    /// stay in the store for the next context opened on it.
+    public func close() async throws {
+        await stop()
+        finishEvents()
+        try await store.close()
+    }
 
     /// Defines (or migrates) an app table. Names starting with `__` are reserved.
     public func defineTable(_ schema: TableSchema) async throws {
