@@ -98,6 +98,12 @@ enum Push10k: BenchWorkload {
     static var fixedRecords: Int? { count }
 
     static func ours(directory: URL, records: Int, batch: Int) async throws -> Double {
+        try await pushQueued(count, directory: directory)
+    }
+
+    /// Queues `count` inserts (100 per transaction) in a fresh SQLite client, then measures
+    /// one `push()` of them all to a fresh server.
+    static func pushQueued(_ count: Int, directory: URL) async throws -> Double {
         let (server, secret) = try SyncBench.startServer(directory: directory)
         defer { _ = server.stop() }
         let store = try await SQLiteStore(path: directory.appendingPathComponent("client.sqlite").path)
@@ -112,9 +118,9 @@ enum Push10k: BenchWorkload {
         var summary: PushSummary?
         let seconds = try await LocalWrites.measure { summary = try await context.push() }
         guard summary?.applied == count, try await context.pendingOperationCount() == 0 else {
-            throw SyncError(.storageFailure, "push-10k applied \(summary?.applied ?? 0) of \(count)")
+            throw SyncError(.storageFailure, "the push applied \(summary?.applied ?? 0) of \(count)")
         }
-        try await store.close()
+        try await context.close()
         return seconds
     }
 
@@ -148,6 +154,22 @@ enum Push10k: BenchWorkload {
                 guard response.status.code == 201 else { throw SyncError(.storageFailure, "POST answered \(response.status.code)") }
             }
         }
+    }
+}
+
+/// `push-100k`: ten times push-10k's queue, against push-10k itself: the push's cost per
+/// operation must not grow with the queue's length (goal: at most 11× push-10k's time).
+enum Push100k: BenchWorkload {
+    static let name = "push-100k"
+    static let baseline = "push-10k"
+    static var fixedRecords: Int? { 100_000 }
+
+    static func ours(directory: URL, records: Int, batch: Int) async throws -> Double {
+        try await Push10k.pushQueued(100_000, directory: directory)
+    }
+
+    static func raw(directory: URL, records: Int, batch: Int) async throws -> Double {
+        try await Push10k.pushQueued(Push10k.count, directory: directory)
     }
 }
 

@@ -106,6 +106,7 @@ struct Demo {
         case let .conflictResolved(table, itemId, resolution): return "conflictResolved(\(table), \(itemId), \(resolution.name))"
         case let .removedFromView(table, ids): return "removedFromView(\(table), \(ids.count) rows)"
         case let .syncFailed(error, willRetry): return "syncFailed(\(error.code): \(error.message), \(willRetry ? "will retry" : "stopped"))"
+        case .eventsDropped(let count): return "eventsDropped(\(count))"
         }
     }
 

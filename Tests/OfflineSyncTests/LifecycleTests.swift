@@ -16,7 +16,7 @@ actor EventRecorder {
         Task { await self.consume(stream) }
     }
 
-    private func consume(_ stream: AsyncStream<SyncEvent>) {
+    private func consume(_ stream: SyncEvents) {
         task = Task { for await event in stream { self.append(name(event)) } }
     }
 

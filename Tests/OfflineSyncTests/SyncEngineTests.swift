@@ -88,6 +88,7 @@ func name(_ event: SyncEvent) -> String {
     case .conflictResolved(_, _, let resolution): return "conflictResolved(\(resolution.name))"
     case .removedFromView(let table, let ids): return "removedFromView(\(table), \(ids.count))"
     case .syncFailed(let error, let willRetry): return "syncFailed(\(error.code), \(willRetry))"
+    case .eventsDropped(let count): return "eventsDropped(\(count))"
     }
 }
 

@@ -18,8 +18,8 @@ public final class SyncContext: Sendable {
     public let remote: any RemoteStore
     /// The settings.
     public let options: SyncOptions
-    /// The sync events: every subscriber keeps its own unbounded buffer, so a slow one misses nothing.
-    let broadcaster = Broadcaster<SingleTopic, SyncEvent>(bufferingPolicy: .unbounded)
+    /// The sync events: every subscriber has its own bounded buffer (``SyncEvents``).
+    let broadcaster: SyncEventHub
     /// Push, pull, purge and sync runs take turns through it.
     let gate = SerialGate()
     let network = NetworkState()
@@ -33,6 +33,7 @@ public final class SyncContext: Sendable {
         self.store = store
         self.remote = remote
         self.options = options
+        self.broadcaster = SyncEventHub(limit: options.eventBufferLimit)
         self.observer = StoreObserver(store: store, externalChangeInterval: options.externalChangeInterval)
         try await SystemTables.define(in: store)
         let synced = try await store.read { txn in try ConfigRow.pulledAtTimes(txn) }
@@ -47,8 +48,9 @@ public final class SyncContext: Sendable {
     public func observeStatus() -> AsyncStream<SyncStatus> { statusState.subscribe() }
 
     /// A new subscription to this context's events. Each call is an independent subscriber
-    /// that sees every event emitted after the call.
-    public func events() -> AsyncStream<SyncEvent> { broadcaster.subscribe() }
+    /// that sees every event emitted after the call, through a bounded buffer of its own
+    /// (see ``SyncEvents`` for what a subscriber that falls behind gets).
+    public func events() -> SyncEvents { broadcaster.subscribe() }
 
     /// Ends every event subscription (their loops finish after the buffered events). Later
     /// subscriptions end at once. Call it when the context is no longer used.

@@ -61,4 +61,7 @@ public enum SyncEvent: Sendable, Hashable {
     /// (``SyncError/Code/authenticationFailed``), and nothing is retried until the app calls
     /// `start` again. Queued operations are kept either way.
     case syncFailed(error: SyncError, willRetry: Bool)
+    /// This subscriber's buffer was full (it read too slowly) and `count` events were
+    /// dropped here; see ``SyncEvents`` for the policy and how to read the state again.
+    case eventsDropped(count: Int)
 }

@@ -16,16 +16,22 @@ public struct SyncOptions: Sendable {
     /// app extension takes to reach this process's observations. Default 100 ms; nothing is
     /// polled while no observation is live or when the adapter cannot tell.
     public var externalChangeInterval: Duration
+    /// The events an ``SyncContext/events()`` subscriber's buffer keeps, progress events
+    /// aside, before it drops new ones (``SyncEvent/eventsDropped(count:)``). Default 10,000:
+    /// a push of 10,000 operations announces each one, so a subscriber that reads after it
+    /// still hears them all.
+    public var eventBufferLimit: Int
 
     /// Creates options.
     public init(conflictResolver: any ConflictResolver = ConflictPolicy.serverWins, pushBatchSize: Int = 500,
                 pullPageSize: Int = 500, maxConflictRetries: Int = 5,
-                externalChangeInterval: Duration = .milliseconds(100)) {
+                externalChangeInterval: Duration = .milliseconds(100), eventBufferLimit: Int = 10_000) {
         self.conflictResolver = conflictResolver
         self.pushBatchSize = max(1, pushBatchSize)
         self.pullPageSize = max(1, pullPageSize)
         self.maxConflictRetries = max(1, maxConflictRetries)
         self.externalChangeInterval = max(.milliseconds(1), externalChangeInterval)
+        self.eventBufferLimit = max(1, eventBufferLimit)
     }
 }
 

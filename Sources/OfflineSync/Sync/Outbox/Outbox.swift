@@ -136,17 +136,21 @@ enum Outbox {
         let busyItems = Set(inFlight.map(key))
         var batch: [QueuedOperation] = []
         var items = Set<String>()
-        var offset = 0
         let pageSize = max(limit, 100)
         // The batch in flight is left out by the store, so its rows are neither read nor decoded.
         let wanted: QueryPredicate = sent.isEmpty
             ? OperationRow.sendable
             : OperationRow.sendable && .not(.isIn(SystemField.id, sent.map { .string($0) }))
+        // Paged by sequence (keyset), not by offset: each page starts at the indexed
+        // sequence where the last one ended, so a long run of skipped operations costs one
+        // pass, not a quadratic one.
+        var after: Int64?
         scan: while true {
+            let page = after.map { wanted && OperationRow.field(.sequence) > .int($0) } ?? wanted
             let rows = try txn.records(in: OperationRow.table, matching: Query(
-                wanted, order: [OperationRow.sorted(.sequence)], limit: pageSize, offset: offset))
+                page, order: [OperationRow.sorted(.sequence)], limit: pageSize))
             if rows.isEmpty { break }
-            offset += rows.count
+            after = rows.last?[OperationRow.name(.sequence)].intValue
             for row in rows {
                 let operation = try QueuedOperation(row: row)
                 let itemKey = key(operation)
