@@ -110,7 +110,7 @@ extension Demo {
         step("12. bob goes offline and edits a todo; alice removes bob from the list")
         bob.network.setOnline(false)
         _ = try await bob.context.table("list_todos").update(Record(id: "g-3", fields: ["list_id": "groceries", "title": "Decaf coffee"]))
-        try await alice.context.table("list_members").delete("m-bob")
+        try await alice.context.table("list_members").delete(id: "m-bob")
         try await alice.sync()
 
         step("13. bob comes back online and syncs: his edit is refused, and the list leaves his device")

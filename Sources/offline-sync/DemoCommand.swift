@@ -214,7 +214,7 @@ struct Demo {
         networkA.setOnline(false)
         try await a.table("todos").update(Record(id: "todo-1", fields: ["title": "Buy oat milk", "done": false, "due": .date(due)]))
         try await a.table("todos").update(Record(id: "todo-2", fields: ["title": "Call the plumber", "done": true]))
-        try await a.table("todos").delete("todo-3")
+        try await a.table("todos").delete(id: "todo-3")
         do {
             try await a.push()
             say("   unexpected: the push succeeded while offline")

@@ -233,7 +233,7 @@ struct ConvergenceTests {
                             record["n"] = .int(Int64.random(in: 0...1000, using: &random))
                             _ = try await table.update(record)
                         } else if let id = known.randomElement(using: &random), try await table.get(id) != nil {
-                            try await table.delete(id)
+                            try await table.delete(id: id)
                         }
                     }
                     let dataset = try await client.datasets.openOrCreateDataset("shared")

@@ -107,7 +107,7 @@ struct ScaleOutTests {
 
                 // And the other way round, with edits on both sides.
                 _ = try await y.table("todos").update(Record(id: "x-0", fields: ["title": "edited by y", "n": 0]))
-                try await y.table("todos").delete("x-1")
+                try await y.table("todos").delete(id: "x-1")
                 for i in 0..<10 { _ = try await y.table("todos").insert(Record(id: "y-\(i)", fields: ["title": "from y", "n": .int(Int64(i))])) }
                 try await y.sync(["todos"])
                 #expect(await heardOnOne.waitFor(.changed(table: "todos")), "instance one relayed instance two's change")

@@ -60,7 +60,7 @@ struct ObservationSyncTests {
         try await sharedListsSync(bob)
         #expect(titles(await values.next()) == ["t1:alice's milk", "t2:eggs"], "the purged row pulled again, once")
 
-        try await alice.table("list_members").delete("m-bob")
+        try await alice.table("list_members").delete(id: "m-bob")
         try await sharedListsSync(alice)
         try await sharedListsSync(bob)
         #expect(titles(await values.next()) == [], "the move-out, once")
@@ -112,6 +112,31 @@ struct ObservationSyncTests {
         _ = try await client.table("notes").insert(Record(id: "n1", fields: ["title": "a"]))
         try await Self.changed(live) { live.value.count == 1 }
         #expect(titles(live.value) == ["n1:a"])
+        live.stop()
+    }
+
+    @Test("LiveValue changes its query in place: the new query's rows replace the old ones, and the old one is not heard again")
+    @MainActor
+    func liveValueChangesQuery() async throws {
+        let client = try await SyncContext(store: InMemoryStore(), remote: OfflineSyncService(store: InMemoryStore()).remote(for: "u"))
+        try await client.defineTable(TableSchema("notes", fields: [FieldDefinition("title", .string)]))
+        let notes = client.table("notes")
+        _ = try await notes.insert(Record(id: "n1", fields: ["title": "a"]))
+        _ = try await notes.insert(Record(id: "n2", fields: ["title": "b"]))
+        let live = LiveValue(notes.observe(Query(Field("title") == "a")), initial: [])
+        try await Self.changed(live) { live.isLoaded }
+        #expect(titles(live.value) == ["n1:a"])
+        live.observe(notes.observe(Query(Field("title") == "b")))
+        #expect(!live.isLoaded, "not loaded until the new query's first value")
+        try await Self.changed(live) { live.isLoaded }
+        #expect(titles(live.value) == ["n2:b"])
+        // A row only the old query shows, then one the new query shows: the value changes once,
+        // to the second, since the old observation is gone.
+        _ = try await notes.insert(Record(id: "n3", fields: ["title": "a"]))
+        _ = try await notes.insert(Record(id: "n4", fields: ["title": "b"]))
+        try await Self.changed(live) { live.value.count == 2 }
+        #expect(titles(live.value) == ["n2:b", "n4:b"])
+        #expect(client.observer.observationCount == 1)
         live.stop()
     }
 

@@ -13,8 +13,8 @@ struct Todo: SyncModel, Equatable {
     var version: String?                       // assigned by the server
 
     enum Columns {                             // typed columns for queries
-        static let title = Column<String>(CodingKeys.title)
-        static let done = Column<Bool>(CodingKeys.done)
+        static let title = Column(\Todo.title, CodingKeys.title)
+        static let done = Column(\Todo.done, CodingKeys.done)
     }
 }
 
@@ -37,7 +37,7 @@ func readmeExample(in folder: URL) async throws -> [Todo] {
     }
     try await phone.push()                               // in queue order
 
-    let open = laptop.table(Todo.self).observe(Query(Todo.Columns.done == false, order: [Todo.Columns.title.ascending]))
+    let open = laptop.table(Todo.self).observe(Todo.filter(Todo.Columns.done == false).order(Todo.Columns.title.ascending))
     var screen = open.makeAsyncIterator()                // a live query: now, then after each change
     _ = try await screen.next()                          // [] — nothing pulled yet
     try await laptop.table(Todo.self).pull(queryId: "all")  // incremental: only what changed

@@ -51,7 +51,7 @@ struct SharedDataTests {
 
         // Bob edits offline; alice removes him meanwhile.
         _ = try await bob.table("todos").update(Record(id: "t1", fields: ["list_id": "L1", "title": "soy milk"]))
-        try await alice.table("list_members").delete("m-bob")
+        try await alice.table("list_members").delete(id: "m-bob")
         try await Self.sync(alice)
         _ = try await bob.push()
         let refused = try await bob.operationErrors()

@@ -102,7 +102,7 @@ package func sharedListsRandomStep<G: RandomNumberGenerator>(_ client: SyncConte
     case 2:
         if let row = try await client.table("list_members").query().randomElement(using: &random) {
             if trace { print("  delete \(row.id)") }
-            try await client.table("list_members").delete(row.id)
+            try await client.table("list_members").delete(id: row.id)
         }
     case 3 where !lists.isEmpty:
         let list = lists[Int(random.next() % UInt64(lists.count))]

@@ -238,7 +238,7 @@ struct SyncEngineTests {
         try await h.client.table("notes").insert(Record(id: "a", fields: ["title": "x"]))
         h.network.set(.loseResponses)
         await #expect(throws: SyncError.self) { try await h.client.push() }
-        try await h.client.table("notes").delete("a")
+        try await h.client.table("notes").delete(id: "a")
         #expect(try await h.client.pendingOperations().map(\.kind) == [.insert, .delete])
         h.network.set(.up)
         try await h.client.push()
@@ -301,7 +301,7 @@ struct SyncEngineTests {
         try await h.client.table("notes").insert(Record(id: "a"))
         await #expect(throws: SyncError.self) { try await h.client.table("notes").insert(Record(id: "a")) }
         await #expect(throws: SyncError.self) { try await h.client.table("notes").update(Record(id: "zz")) }
-        await #expect(throws: SyncError.self) { try await h.client.table("notes").delete("zz") }
+        await #expect(throws: SyncError.self) { try await h.client.table("notes").delete(id: "zz") }
         await #expect(throws: SyncError.self) { try await h.client.table("__operations").insert(Record(id: "x")) }
         await #expect(throws: SyncError.self) {
             try await h.client.table("notes").insert(Record(id: "typed", fields: ["n": "not an int"]))
@@ -361,14 +361,14 @@ struct TypedTableTests {
         try await todos.insert(Todo(id: "t1", title: "Buy milk", done: false, due: due))
         try await todos.insert(Todo(id: "t2", title: "Call", done: true))
         #expect(try await todos.get("t1") == Todo(id: "t1", title: "Buy milk", done: false, due: due))
-        #expect(try await todos.query(Query(Field("done") == true)).map(\.id) == ["t2"])
+        #expect(try await todos.query(ModelQuery(ModelPredicate(Field("done") == true))).map(\.id) == ["t2"])
         try await h.client.push()
         let synced = try #require(try await todos.get("t1"))
         #expect(synced.version != nil)
         var changed = synced
         changed.done = true
         try await todos.update(changed)
-        try await todos.delete("t2")
+        try await todos.delete(id: "t2")
         try await h.client.push()
         let other = try await h.otherDevice()
         try await other.defineTable(TableSchema("todos"))

@@ -32,12 +32,12 @@ private struct Task1: SyncModel, Equatable {
     var updatedAt: Date?
 
     enum Columns {
-        static let title = Column<String>(CodingKeys.title)
-        static let done = Column<Bool>(CodingKeys.done)
-        static let count = Column<Int>(CodingKeys.count)
-        static let due = Column<Date?>(CodingKeys.due)
-        static let priority = Column<Priority>(CodingKeys.priority)
-        static let mood = Column<Mood?>(CodingKeys.mood)
+        static let title = Column(\Task1.title, CodingKeys.title)
+        static let done = Column(\Task1.done, CodingKeys.done)
+        static let count = Column(\Task1.count, CodingKeys.count)
+        static let due = Column(\Task1.due, CodingKeys.due)
+        static let priority = Column(\Task1.priority, CodingKeys.priority)
+        static let mood = Column(\Task1.mood, CodingKeys.mood)
     }
 
     init(id: String, title: String, done: Bool = false, count: Int = 0, due: Date? = nil,
@@ -90,12 +90,12 @@ struct TypedModelTests {
 
     @Test("typed columns build the predicates Field builds, with literals as the model encodes them; == nil tests null")
     func typedColumns() async throws {
-        #expect((Task1.Columns.done == false) == (Field("done") == .bool(false)))
-        #expect((Task1.Columns.priority == .high) == (Field("priority") == "high"))
-        #expect((Task1.Columns.due == nil) == QueryPredicate.isNull("due"))
-        #expect((Task1.Columns.mood != nil) == QueryPredicate.not(.isNull("mood")))
+        #expect((Task1.Columns.done == false).predicate == (Field("done") == .bool(false)))
+        #expect((Task1.Columns.priority == .high).predicate == (Field("priority") == "high"))
+        #expect((Task1.Columns.due == nil).predicate == QueryPredicate.isNull("due"))
+        #expect((Task1.Columns.mood != nil).predicate == QueryPredicate.not(.isNull("mood")))
         let when = Date(timeIntervalSince1970: 1_800_000_000.5)
-        #expect((Task1.Columns.due < when) == QueryPredicate.compare("due", .less, .date(Timestamp(when))))
+        #expect((Task1.Columns.due < when).predicate == QueryPredicate.compare("due", .less, .date(Timestamp(when))))
 
         let context = try await SyncContext(store: InMemoryStore(), remote: OfflineSyncService(store: InMemoryStore()).remote(for: "u"))
         try await context.defineTable(Task1.self)
@@ -103,12 +103,16 @@ struct TypedModelTests {
         try await tasks.insert(Task1(id: "a", title: "alpha", done: true, count: 3, due: when, priority: .high))
         try await tasks.insert(Task1(id: "b", title: "beta", count: 1, priority: .low, mood: .busy))
         try await tasks.insert(Task1(id: "c", title: "gamma", count: 2, due: when.addingTimeInterval(-60), priority: .high))
-        func ids(_ query: Query) async throws -> [String] { try await tasks.query(query).map(\.id) }
-        #expect(try await ids(Query(Task1.Columns.priority == .high, order: [Task1.Columns.count.descending])) == ["a", "c"])
-        #expect(try await ids(Query(Task1.Columns.due == nil)) == ["b"])
-        #expect(try await ids(Query(Task1.Columns.due < when)) == ["c"])
-        #expect(try await ids(Query(Task1.Columns.mood == .busy)) == ["b"])
-        #expect(try await ids(Query(Task1.Columns.title.hasPrefix("g") || Task1.Columns.count.isIn([1]), order: [Task1.Columns.title.ascending])) == ["b", "c"])
+        func ids(_ request: ModelQuery<Task1>) async throws -> [String] { try await tasks.query(request).map(\.id) }
+        #expect(try await ids(Task1.filter(Task1.Columns.priority == .high).order(Task1.Columns.count.descending)) == ["a", "c"])
+        #expect(try await ids(Task1.filter(Task1.Columns.due == nil)) == ["b"])
+        #expect(try await ids(Task1.filter(Task1.Columns.due < when)) == ["c"])
+        #expect(try await ids(Task1.filter(Task1.Columns.mood == .busy)) == ["b"])
+        #expect(try await ids(Task1.filter(Task1.Columns.title.hasPrefix("g") || Task1.Columns.count.isIn([1])).order(Task1.Columns.title.ascending)) == ["b", "c"])
+        // Chained conditions are joined; the limit cuts after the order.
+        #expect(try await ids(Task1.filter(Task1.Columns.priority == .high).filter(Task1.Columns.count < 3)) == ["c"])
+        #expect(try await ids(Task1.order(Task1.Columns.count.ascending).limit(2)) == ["b", "c"])
+        #expect(try await tasks.count(Task1.Columns.priority == .high) == 2)
         #expect(try await tasks.get("a") == Task1(id: "a", title: "alpha", done: true, count: 3, due: when, priority: .high))
     }
 
@@ -119,7 +123,7 @@ struct TypedModelTests {
         try await context.defineTable(Task1.self)
         try await context.defineTable(List.self)
         var lists = context.table(List.self).observe().makeAsyncIterator()
-        var open = context.table(Task1.self).observe(Query(Task1.Columns.done == false)).makeAsyncIterator()
+        var open = context.table(Task1.self).observe(Task1.filter(Task1.Columns.done == false)).makeAsyncIterator()
         var one = context.table(Task1.self).observe(id: "t1").makeAsyncIterator()
         #expect(try await lists.next() == [])
         #expect(try await open.next() == [])
@@ -141,8 +145,8 @@ struct TypedModelTests {
             var task = try #require(try txn.get(Task1.self, id: "t2"))
             task.done = false
             try txn.update(task)
-            try txn.delete(List.self, id: "L1")
-            #expect(try txn.query(Task1.self, Query(Task1.Columns.done == false)).map(\.id).sorted() == ["t1", "t2"])
+            try txn.delete(id: "L1", from: List.self)
+            #expect(try txn.query(Task1.filter(Task1.Columns.done == false)).map(\.id).sorted() == ["t1", "t2"])
         }
         #expect(try await open.next()?.map(\.id).sorted() == ["t1", "t2"])
         #expect(try await lists.next() == [])
@@ -184,7 +188,7 @@ struct TypedModelTests {
         #expect(try await phone.table(Task1.self).get("t")?.count == 15)
 
         // A delete has no local model to merge: the fallback (server wins) restores the row.
-        try await phone.table(Task1.self).delete("t")
+        try await phone.table(Task1.self).delete(id: "t")
         onLaptop = merged
         onLaptop.count = 16
         try await laptop.table(Task1.self).update(onLaptop)

@@ -105,6 +105,11 @@ struct RecordDecoding: Decoder {
     }
 
     func integer<I: FixedWidthInteger>(_ value: Value, at path: @autoclosure () -> [any CodingKey]) throws -> I {
+        // A record id is a string; a model with an integer id reads its digits back.
+        if case .string(let text) = value, let key = path().first, path().count == 1, key.stringValue == SystemField.id,
+           let number = I(text, radix: 10) {
+            return number
+        }
         switch value {
         case .int(let int):
             guard let result = I(exactly: int) else {

@@ -64,8 +64,12 @@ public struct RecordEncoder: Sendable {
                 .init(codingPath: [], debugDescription: "\(T.self) encoded no 'id' key; a Record needs a String id.")
             )
         }
-        guard case .string(let id) = idValue else {
-            throw Self.systemPropertyError(RecordCodingKey.id, expected: "a String", found: idValue)
+        let id: String
+        switch idValue {
+        case .string(let string): id = string
+        // An integer id (`Int`, `Int64`…) is kept as its digits.
+        case .int(let number): id = String(number)
+        default: throw Self.systemPropertyError(RecordCodingKey.id, expected: "a String or an integer", found: idValue)
         }
 
         var version: String?

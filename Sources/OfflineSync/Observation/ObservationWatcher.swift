@@ -37,7 +37,9 @@ final class ObservationWatcher {
     }
 
     let id: UInt64
-    let tables: Set<String>
+    /// The tables it watches; a watcher that learns them from its reads changes them after
+    /// each read (it is then not in any ``WatcherIndex``).
+    var tables: Set<String>
     let interest: StoreObserver.Interest
     /// The equality every row the watcher can show meets (`.matching` interests only), by
     /// which ``WatcherIndex`` finds it.
@@ -47,6 +49,8 @@ final class ObservationWatcher {
     let bounds: FieldBounds?
     /// The watcher's result can be patched (``ResultPatch``) rather than read.
     let patches: Bool
+    /// Its tables are those of its last read, and it is in no ``WatcherIndex``.
+    let learnsTables: Bool
     let wake: AsyncStream<Void>.Continuation
     private(set) var phase = Phase.current
     /// The ids of the rows the last read or patch showed (`.matching` interests only).
@@ -54,8 +58,10 @@ final class ObservationWatcher {
     /// The last change this watcher was found for (``WatcherIndex/collect(_:mark:into:)``).
     var mark: UInt64 = 0
 
-    init(id: UInt64, tables: Set<String>, interest: StoreObserver.Interest, patches: Bool, wake: AsyncStream<Void>.Continuation) {
+    init(id: UInt64, tables: Set<String>, interest: StoreObserver.Interest, patches: Bool, learnsTables: Bool = false,
+         wake: AsyncStream<Void>.Continuation) {
         self.id = id
+        self.learnsTables = learnsTables
         self.tables = tables
         self.interest = interest
         if case .matching(let predicate) = interest {

@@ -15,10 +15,13 @@ public struct ObservedValue<Element: Sendable>: AsyncSequence, Sendable {
     struct Reading: Sendable {
         var value: Element
         var records: [Record]?
+        /// The tables the read read, for an observation that learns them from its reads.
+        var tables: Set<String>?
     }
 
     let observer: StoreObserver
-    let tables: Set<String>
+    /// The tables watched; for an observation of any read, those of its last read.
+    let tables: StoreObserver.Tables
     let interest: StoreObserver.Interest
     let read: @Sendable (any LocalReadTransaction) throws -> Reading
     let same: @Sendable (Reading, Reading) -> Bool
@@ -34,7 +37,7 @@ public struct ObservedValue<Element: Sendable>: AsyncSequence, Sendable {
          patch: (@Sendable ([Record], [TableChange]) -> ResultPatch.Patched?)? = nil,
          value: @escaping @Sendable ([Record]) throws -> Element) {
         self.observer = observer
-        self.tables = tables
+        self.tables = .fixed(tables)
         self.interest = interest
         self.read = { txn in
             let rows = try records(txn)
@@ -96,7 +99,7 @@ public struct ObservedValue<Element: Sendable>: AsyncSequence, Sendable {
                 observer.endRead(id, shown: nil)
                 throw error
             }
-            observer.endRead(id, shown: reading.records.map { Set($0.lazy.map(\.id)) })
+            observer.endRead(id, shown: reading.records.map { Set($0.lazy.map(\.id)) }, tables: reading.tables)
             return reading
         }
 
@@ -127,9 +130,23 @@ extension ObservedValue where Element: Equatable {
     init(observer: StoreObserver, tables: Set<String>, interest: StoreObserver.Interest,
          read: @escaping @Sendable (any LocalReadTransaction) throws -> Element) {
         self.observer = observer
-        self.tables = tables
+        self.tables = .fixed(tables)
         self.interest = interest
         self.read = { txn in Reading(value: try read(txn), records: nil) }
+        self.same = { $0.value == $1.value }
+        self.patch = nil
+    }
+
+    /// An observation of what `read` computes from whichever tables it reads.
+    init(observer: StoreObserver, tracking read: @escaping @Sendable (SyncReader) throws -> Element) {
+        self.observer = observer
+        self.tables = .learned
+        self.interest = .anyRow
+        self.read = { txn in
+            let reader = SyncReader(txn)
+            let value = try read(reader)
+            return Reading(value: value, records: nil, tables: reader.tables)
+        }
         self.same = { $0.value == $1.value }
         self.patch = nil
     }

@@ -40,9 +40,19 @@ package final class StoreObserver: Sendable {
         }
     }
 
+    /// The tables an observation watches.
+    enum Tables: Sendable {
+        /// Known before it reads (a query's, a record's).
+        case fixed(Set<String>)
+        /// Those its last read read (``SyncContext/observe(_:)``).
+        case learned
+    }
+
     private struct State {
         var watchers: [UInt64: ObservationWatcher] = [:]
         var byTable: [String: WatcherIndex] = [:]
+        /// Watchers whose tables their reads tell: not indexed, looked at for every change.
+        var learning: [UInt64: ObservationWatcher] = [:]
         var nextId: UInt64 = 0
         /// Counts announced changes (``ObservationWatcher/mark``).
         var marks: UInt64 = 0
@@ -111,6 +121,10 @@ package final class StoreObserver: Sendable {
                 state.marks &+= 1
                 found.removeAll(keepingCapacity: true)
                 state.byTable[change.table]?.collect(change, mark: state.marks, into: &found)
+                // While it reads, any table may be one it reads: a change anywhere counts.
+                for watcher in state.learning.values where watcher.busy || watcher.tables.contains(change.table) {
+                    found.append(watcher)
+                }
                 for watcher in found {
                     // A watcher that is due or looking keeps every change of its tables; a
                     // read may already include one: the patch applies it again harmlessly.
@@ -124,7 +138,9 @@ package final class StoreObserver: Sendable {
 
     /// Wakes every observation: a commit was made elsewhere, to rows and tables unknown.
     private func announceEverything() {
-        let tables = state.withLock { Array($0.byTable.keys) }
+        let tables = state.withLock { state in
+            Set(state.byTable.keys).union(state.learning.values.flatMap(\.tables))
+        }
         announce(tables.map { TableChange(table: $0, ids: nil) })
     }
 
@@ -171,14 +187,22 @@ package final class StoreObserver: Sendable {
     /// Registers a watcher; its wake stream yields when a change concerns it and ends when
     /// it is dropped or its task is cancelled, which unregisters it.
     /// A watcher that `patches` keeps the changes it could patch its result with.
-    func register(tables: Set<String>, interest: Interest, patches: Bool) -> (id: UInt64, wake: AsyncStream<Void>) {
+    func register(tables: Tables, interest: Interest, patches: Bool) -> (id: UInt64, wake: AsyncStream<Void>) {
         let (stream, continuation) = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
         let id = state.withLock { state in
             let id = state.nextId
             state.nextId += 1
-            let watcher = ObservationWatcher(id: id, tables: tables, interest: interest, patches: patches, wake: continuation)
-            state.watchers[id] = watcher
-            for table in tables { state.byTable[table, default: WatcherIndex()].add(watcher) }
+            switch tables {
+            case .fixed(let tables):
+                let watcher = ObservationWatcher(id: id, tables: tables, interest: interest, patches: patches, wake: continuation)
+                state.watchers[id] = watcher
+                for table in tables { state.byTable[table, default: WatcherIndex()].add(watcher) }
+            case .learned:
+                let watcher = ObservationWatcher(id: id, tables: [], interest: interest, patches: false, learnsTables: true,
+                                                 wake: continuation)
+                state.watchers[id] = watcher
+                state.learning[id] = watcher
+            }
             return id
         }
         continuation.onTermination = { [weak self] _ in self?.unregister(id) }
@@ -190,6 +214,7 @@ package final class StoreObserver: Sendable {
     private func unregister(_ id: UInt64) {
         state.withLock { state in
             guard let watcher = state.watchers.removeValue(forKey: id) else { return }
+            if state.learning.removeValue(forKey: id) != nil { return }
             for table in watcher.tables {
                 state.byTable[table]?.remove(watcher)
                 if state.byTable[table]?.isEmpty == true { state.byTable[table] = nil }
@@ -244,10 +269,11 @@ package final class StoreObserver: Sendable {
     }
 
     /// Marks the end of a read that returned the rows `shown` (`nil`: the read failed or
-    /// its value is not rows).
-    func endRead(_ id: UInt64, shown: Set<String>?) {
+    /// its value is not rows) from `tables` (for a watcher that learns its tables).
+    func endRead(_ id: UInt64, shown: Set<String>?, tables: Set<String>? = nil) {
         state.withLock { state in
             guard let watcher = state.watchers[id] else { return }
+            if let tables, state.learning[id] != nil { watcher.tables = tables }
             watcher.endLook()
             if let shown { Self.show(shown, watcher, &state) }
             Self.setBusy(watcher, &state)
@@ -265,6 +291,7 @@ package final class StoreObserver: Sendable {
 
     /// Files the watcher as busy or not in each of its tables' indexes.
     private static func setBusy(_ watcher: ObservationWatcher, _ state: inout State) {
+        guard !watcher.learnsTables else { return }
         for table in watcher.tables { state.byTable[table]?.setBusy(watcher) }
     }
 

@@ -56,13 +56,6 @@ public final class SyncContext: Sendable {
     /// subscriptions end at once. Call it when the context is no longer used.
     public func finishEvents() { broadcaster.finish() }
 
-    /// Runs `body` in a read transaction of the local store: one consistent snapshot of
-    /// every table, system tables included. There is no write counterpart on purpose: a
-    /// write that bypassed the context would never be pushed nor shown by observations.
-    public func read<T: Sendable>(_ body: @escaping @Sendable (any LocalReadTransaction) throws -> T) async throws -> T {
-        try await store.read(body)
-    }
-
     /// Stops background sync (``stop()``), ends the event subscriptions and closes the local
     /// store; observations then end with ``SyncError/Code/storeClosed``. Queued operations
     /// stay in the store for the next context opened on it.

@@ -48,10 +48,15 @@ public struct SyncTable: Sendable {
     }
 
     /// Deletes a record and queues the delete. Throws ``SyncError/Code/notFound``.
-    public func delete(_ id: String) async throws {
+    public func delete(id: String) async throws {
         let name = name
         try await context.transaction { try $0.delete(id: id, from: name) }
     }
+
+    /// Deletes a record (the spelling before `delete(id:)`, which every table and
+    /// transaction shares).
+    @available(*, deprecated, renamed: "delete(id:)")
+    public func delete(_ id: String) async throws { try await delete(id: id) }
 
     /// Pulls this table (see ``SyncContext/pull(_:query:queryId:)``).
     @discardableResult

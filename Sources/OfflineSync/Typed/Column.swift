@@ -45,65 +45,68 @@ public protocol ColumnReference: Sendable {
     var name: String { get }
 }
 
-/// A typed field of a ``SyncModel``, for queries that the compiler checks:
+/// A typed field of a ``SyncModel``, for requests the compiler checks: the key path ties the
+/// column to its model and to the property's type, the coding key gives the field's name.
 ///
 /// ```swift
 /// extension Todo {
 ///     enum Columns {
-///         static let title = Column<String>(CodingKeys.title)
-///         static let done = Column<Bool>(CodingKeys.done)
-///         static let due = Column<Date?>(CodingKeys.due)
+///         static let title = Column(\Todo.title, CodingKeys.title)
+///         static let done = Column(\Todo.done, CodingKeys.done)
+///         static let due = Column(\Todo.due, CodingKeys.due)
 ///     }
 /// }
-/// let open = Query(Todo.Columns.done == false && Todo.Columns.due != nil,
-///                  order: [Todo.Columns.due.ascending])
+/// let open = Todo.filter(Todo.Columns.done == false && Todo.Columns.due != nil)
+///     .order(Todo.Columns.due.ascending)
 /// ```
 ///
-/// The operators build the same ``QueryPredicate``s as ``Field``, with the literal
-/// converted as the model encodes it. Comparing with `nil` tests for null (`== nil` is
-/// ``QueryPredicate/isNull(_:)``), where SQL's `= NULL` would match nothing.
-public struct Column<Wrapped: QueryValue>: ColumnReference, Hashable {
+/// Its operators build a ``ModelPredicate`` of the same model, so a `TodoList` column in a
+/// `Todo` request does not compile, and comparing with a value of another type does not
+/// either. Literals are converted as the model encodes them. Comparing with `nil` tests for
+/// null (`== nil` is ``QueryPredicate/isNull(_:)``), where SQL's `= NULL` would match nothing.
+public struct Column<Model: SyncModel, Wrapped: QueryValue>: ColumnReference, Hashable {
     /// The field name.
     public let name: String
 
-    /// The column a coding key names (its `stringValue`).
-    public init(_ key: some CodingKey) { name = key.stringValue }
+    /// The column of the property at `keyPath`, stored under `key` (its `stringValue`).
+    public init(_ keyPath: KeyPath<Model, Wrapped>, _ key: some CodingKey) { name = key.stringValue }
 
-    /// The column with this field name.
-    public init(_ name: String) { self.name = name }
+    /// The column of the property at `keyPath`, stored under the field `name` (a model whose
+    /// coding keys are not reachable, or a snake_case field the coding keys rename).
+    public init(_ keyPath: KeyPath<Model, Wrapped>, name: String) { self.name = name }
 
     /// Ascending order on this column.
-    public var ascending: SortKey { SortKey(name, ascending: true) }
+    public var ascending: ModelOrdering<Model> { ModelOrdering(SortKey(name, ascending: true)) }
     /// Descending order on this column.
-    public var descending: SortKey { SortKey(name, ascending: false) }
+    public var descending: ModelOrdering<Model> { ModelOrdering(SortKey(name, ascending: false)) }
 
     /// Whether the field is null or absent.
-    public var isNull: QueryPredicate { .isNull(name) }
+    public var isNull: ModelPredicate<Model> { ModelPredicate(.isNull(name)) }
 
     /// The field equals one of the values.
-    public func isIn(_ values: [Wrapped]) -> QueryPredicate { .isIn(name, values.map(\.queryValue)) }
+    public func isIn(_ values: [Wrapped]) -> ModelPredicate<Model> { ModelPredicate(.isIn(name, values.map(\.queryValue))) }
 
     /// Equal (`== nil`: the field is null).
-    public static func == (lhs: Column, rhs: Wrapped) -> QueryPredicate {
+    public static func == (lhs: Column, rhs: Wrapped) -> ModelPredicate<Model> {
         let value = rhs.queryValue
-        return value.isNull ? .isNull(lhs.name) : .compare(lhs.name, .equal, value)
+        return ModelPredicate(value.isNull ? .isNull(lhs.name) : .compare(lhs.name, .equal, value))
     }
 
     /// Not equal (`!= nil`: the field is not null). Like SQL, a null field is not "not equal"
     /// to a value: `done != true` leaves out rows whose `done` is null.
-    public static func != (lhs: Column, rhs: Wrapped) -> QueryPredicate {
+    public static func != (lhs: Column, rhs: Wrapped) -> ModelPredicate<Model> {
         let value = rhs.queryValue
-        return value.isNull ? .not(.isNull(lhs.name)) : .compare(lhs.name, .notEqual, value)
+        return ModelPredicate(value.isNull ? .not(.isNull(lhs.name)) : .compare(lhs.name, .notEqual, value))
     }
 
     /// Less than.
-    public static func < (lhs: Column, rhs: Wrapped) -> QueryPredicate { .compare(lhs.name, .less, rhs.queryValue) }
+    public static func < (lhs: Column, rhs: Wrapped) -> ModelPredicate<Model> { ModelPredicate(.compare(lhs.name, .less, rhs.queryValue)) }
     /// Less than or equal.
-    public static func <= (lhs: Column, rhs: Wrapped) -> QueryPredicate { .compare(lhs.name, .lessOrEqual, rhs.queryValue) }
+    public static func <= (lhs: Column, rhs: Wrapped) -> ModelPredicate<Model> { ModelPredicate(.compare(lhs.name, .lessOrEqual, rhs.queryValue)) }
     /// Greater than.
-    public static func > (lhs: Column, rhs: Wrapped) -> QueryPredicate { .compare(lhs.name, .greater, rhs.queryValue) }
+    public static func > (lhs: Column, rhs: Wrapped) -> ModelPredicate<Model> { ModelPredicate(.compare(lhs.name, .greater, rhs.queryValue)) }
     /// Greater than or equal.
-    public static func >= (lhs: Column, rhs: Wrapped) -> QueryPredicate { .compare(lhs.name, .greaterOrEqual, rhs.queryValue) }
+    public static func >= (lhs: Column, rhs: Wrapped) -> ModelPredicate<Model> { ModelPredicate(.compare(lhs.name, .greaterOrEqual, rhs.queryValue)) }
 }
 
 /// The string tests, on `String` and `String?` columns.
@@ -113,11 +116,11 @@ extension Optional: StringQueryValue where Wrapped == String {}
 
 extension Column where Wrapped: StringQueryValue {
     /// The string contains `substring` (exact bytes, case-sensitive).
-    public func contains(_ substring: String) -> QueryPredicate { .contains(name, substring) }
+    public func contains(_ substring: String) -> ModelPredicate<Model> { ModelPredicate(.contains(name, substring)) }
     /// The string starts with `prefix`.
-    public func hasPrefix(_ prefix: String) -> QueryPredicate { .hasPrefix(name, prefix) }
+    public func hasPrefix(_ prefix: String) -> ModelPredicate<Model> { ModelPredicate(.hasPrefix(name, prefix)) }
     /// The string ends with `suffix`.
-    public func hasSuffix(_ suffix: String) -> QueryPredicate { .hasSuffix(name, suffix) }
+    public func hasSuffix(_ suffix: String) -> ModelPredicate<Model> { ModelPredicate(.hasSuffix(name, suffix)) }
 }
 
 extension IndexDefinition {

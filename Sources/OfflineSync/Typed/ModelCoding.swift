@@ -16,11 +16,17 @@ enum ModelCoding {
     /// field; the `EncodingError` is kept as ``SyncError/underlying``. Errors the encoder
     /// throws as ``SyncError`` already (a value no store can keep) pass through.
     static func encode<Model: SyncModel>(_ model: Model) throws -> Record {
+        let record: Record
         do {
-            return try RecordEncoder().encode(model)
+            record = try RecordEncoder().encode(model)
         } catch let error as EncodingError {
             throw SyncError(.invalidValue, "\(Model.self) does not encode as a record: \(describe(error))", underlying: error)
         }
+        // Lookups by id use `recordId`: an id that encodes otherwise could never be found.
+        guard record.id == model.id.recordId else {
+            throw SyncError(.invalidValue, "\(Model.self): field 'id' encodes as '\(record.id)' but its recordId is '\(model.id.recordId)'")
+        }
+        return record
     }
 
     /// The field and the reason, from the error's coding path and description.

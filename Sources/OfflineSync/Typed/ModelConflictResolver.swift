@@ -37,7 +37,7 @@ public struct ModelConflictResolver: ConflictResolver {
             guard let local = try? decoder.decode(Model.self, from: client),
                   let server = try? decoder.decode(Model.self, from: conflict.serverRecord) else { return .leaveForApp }
             let merged = await merge(local, server)
-            guard merged.id == conflict.itemId, let record = try? RecordEncoder().encode(merged) else { return .leaveForApp }
+            guard merged.id.recordId == conflict.itemId, let record = try? ModelCoding.encode(merged) else { return .leaveForApp }
             return .merged(record)
         }
         return copy

@@ -1,10 +1,14 @@
+import Foundation
+
 /// A typed record: a `Codable` struct stored in its own table, the typed path through the
 /// API (``TypedSyncTable``, typed transactions, typed conflict resolvers, observations of
 /// models). The untyped ``Record`` path stays for tables known only at run time.
 ///
 /// ``RecordEncoder`` and ``RecordDecoder`` map the model to a record by its coding keys:
 ///
-/// - `id` is the record id and must encode as a `String`;
+/// - `id` is the record id: a `String`, a `UUID`, an integer, or any type that declares
+///   ``RecordIdentifier`` (one line for a `LosslessStringConvertible` type); it must encode
+///   as the string ``RecordIdentifier/recordId`` gives (an integer encodes as its digits);
 /// - `version` (`String?`), `updatedAt` (`Date?` or `Timestamp?`) and `deleted` (`Bool`),
 ///   when the model declares them, are the record's system properties: the remote assigns
 ///   them, encoding copies them into the record and decoding reads them back;
@@ -23,9 +27,9 @@
 ///     var version: String?   // optional: the server-assigned version
 ///
 ///     enum Columns {
-///         static let listId = Column<String>(CodingKeys.listId)
-///         static let done = Column<Bool>(CodingKeys.done)
-///         static let due = Column<Date?>(CodingKeys.due)
+///         static let listId = Column(\Todo.listId, CodingKeys.listId)
+///         static let done = Column(\Todo.done, CodingKeys.done)
+///         static let due = Column(\Todo.due, CodingKeys.due)
 ///     }
 /// }
 /// ```
@@ -34,9 +38,10 @@
 /// ``SyncModel/derivedSchema()``); declare `schema` yourself to choose field types or the
 /// undeclared-field policy. Dates are kept to the millisecond. See ``RecordEncoder`` for the
 /// full value mapping.
-public protocol SyncModel: Codable, Sendable {
+/// Models are `Identifiable` by their record id, so SwiftUI lists take them as they are.
+public protocol SyncModel: Codable, Sendable, Identifiable where ID: RecordIdentifier {
     /// The record id, unique in its table.
-    var id: String { get }
+    var id: ID { get }
 
     /// The name of the model's table (see ``Names``).
     static var tableName: String { get }
@@ -82,3 +87,29 @@ extension SyncModel {
         return TableSchema(tableName, fields: definitions, indexes: composite)
     }
 }
+
+/// The type of a model's id: how it is written as a record id. `String`, `UUID` and the
+/// standard integers conform; any `LosslessStringConvertible` type conforms by declaring it
+/// (`extension OrderNumber: RecordIdentifier {}`), its `description` being the record id.
+public protocol RecordIdentifier: Hashable, Sendable {
+    /// The id as the record stores it.
+    var recordId: String { get }
+}
+
+extension RecordIdentifier where Self: LosslessStringConvertible {
+    public var recordId: String { description }
+}
+
+extension String: RecordIdentifier {
+    public var recordId: String { self }
+}
+
+extension UUID: RecordIdentifier {
+    /// The upper-case form, which is how `UUID` encodes.
+    public var recordId: String { uuidString }
+}
+
+extension Int: RecordIdentifier {}
+extension Int64: RecordIdentifier {}
+extension Int32: RecordIdentifier {}
+extension UInt64: RecordIdentifier {}

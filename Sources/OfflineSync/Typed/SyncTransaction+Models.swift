@@ -9,14 +9,19 @@
 /// ```
 extension SyncTransaction {
     /// The model with this id in its table, or `nil`.
-    public func get<Model: SyncModel>(_ model: Model.Type, id: String) throws -> Model? {
-        try record(in: Model.tableName, id: id).map { try ModelCoding.decode(Model.self, from: $0) }
+    public func get<Model: SyncModel>(_ model: Model.Type, id: Model.ID) throws -> Model? {
+        try record(in: Model.tableName, id: id.recordId).map { try ModelCoding.decode(Model.self, from: $0) }
     }
 
-    /// The models of the table matching the query, in its order.
-    public func query<Model: SyncModel>(_ model: Model.Type, _ query: Query = .all) throws -> [Model] {
+    /// The models the request selects, in its order.
+    public func query<Model: SyncModel>(_ request: ModelQuery<Model>) throws -> [Model] {
         let decoder = RecordDecoder()
-        return try records(in: Model.tableName, matching: query).map { try ModelCoding.decode(Model.self, from: $0, decoder: decoder) }
+        return try records(in: Model.tableName, matching: request.query).map { try ModelCoding.decode(Model.self, from: $0, decoder: decoder) }
+    }
+
+    /// Every model of the table, in id order.
+    public func query<Model: SyncModel>(_ model: Model.Type) throws -> [Model] {
+        try query(ModelQuery<Model>())
     }
 
     /// Inserts a model into its table and queues the insert. Throws
@@ -35,8 +40,15 @@ extension SyncTransaction {
         try save(try ModelCoding.encode(model), in: Model.tableName)
     }
 
-    /// Deletes the model with this id and queues the delete. Throws ``SyncError/Code/notFound``.
-    public func delete<Model: SyncModel>(_ model: Model.Type, id: String) throws {
-        try delete(id: id, from: Model.tableName)
+    /// Deletes the model with this id from its table and queues the delete, spelled as the
+    /// untyped `delete(id:from:)`. Throws ``SyncError/Code/notFound``.
+    public func delete<Model: SyncModel>(id: Model.ID, from model: Model.Type) throws {
+        try delete(id: id.recordId, from: Model.tableName)
+    }
+
+    /// Deletes a model (the spelling before `delete(id:from:)`).
+    @available(*, deprecated, renamed: "delete(id:from:)")
+    public func delete<Model: SyncModel>(_ model: Model.Type, id: Model.ID) throws {
+        try delete(id: id, from: model)
     }
 }

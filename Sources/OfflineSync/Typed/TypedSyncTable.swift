@@ -6,18 +6,18 @@ public struct TypedSyncTable<Model: SyncModel>: Sendable {
 
     /// The model with this id, or `nil`. Throws ``SyncError/Code/typeMismatch`` (naming the
     /// field) if the stored record does not fit `Model`.
-    public func get(_ id: String) async throws -> Model? {
-        try await table.get(id).map { try ModelCoding.decode(Model.self, from: $0) }
+    public func get(_ id: Model.ID) async throws -> Model? {
+        try await table.get(id.recordId).map { try ModelCoding.decode(Model.self, from: $0) }
     }
 
-    /// The models matching the query, in its order.
-    public func query(_ query: Query = .all) async throws -> [Model] {
+    /// The models the request selects, in its order.
+    public func query(_ request: ModelQuery<Model> = ModelQuery()) async throws -> [Model] {
         let decoder = RecordDecoder()
-        return try await table.query(query).map { try ModelCoding.decode(Model.self, from: $0, decoder: decoder) }
+        return try await table.query(request.query).map { try ModelCoding.decode(Model.self, from: $0, decoder: decoder) }
     }
 
     /// The number of models matching the predicate.
-    public func count(_ predicate: QueryPredicate = .all) async throws -> Int { try await table.count(predicate) }
+    public func count(_ predicate: ModelPredicate<Model> = .all) async throws -> Int { try await table.count(predicate.predicate) }
 
     /// Inserts a model and queues the insert. Throws ``SyncError/Code/duplicateId``, or
     /// ``SyncError/Code/invalidValue`` (naming the field) for a model that does not encode.
@@ -36,25 +36,30 @@ public struct TypedSyncTable<Model: SyncModel>: Sendable {
     }
 
     /// Deletes a model by id and queues the delete. Throws ``SyncError/Code/notFound``.
-    public func delete(_ id: String) async throws { try await table.delete(id) }
+    public func delete(id: Model.ID) async throws { try await table.delete(id: id.recordId) }
 
-    /// Brings the remote's changes into the table (see ``SyncContext/pull(_:query:queryId:)``).
+    /// Deletes a model (the spelling before `delete(id:)`).
+    @available(*, deprecated, renamed: "delete(id:)")
+    public func delete(_ id: Model.ID) async throws { try await delete(id: id) }
+
+    /// Brings the remote's changes into the table (see ``SyncContext/pull(_:query:queryId:)``);
+    /// `request` narrows what is pulled.
     @discardableResult
-    public func pull(_ query: Query = .all, queryId: String? = nil) async throws -> PullSummary {
-        try await table.pull(query, queryId: queryId)
+    public func pull(_ request: ModelQuery<Model> = ModelQuery(), queryId: String? = nil) async throws -> PullSummary {
+        try await table.pull(request.query, queryId: queryId)
     }
 
-    /// Removes local models matching the query (see ``SyncContext/purge(_:query:force:)``).
-    public func purge(_ query: Query = .all, force: Bool = false) async throws {
-        try await table.purge(query, force: force)
+    /// Removes local models the request selects (see ``SyncContext/purge(_:query:force:)``).
+    public func purge(_ request: ModelQuery<Model> = ModelQuery(), force: Bool = false) async throws {
+        try await table.purge(request.query, force: force)
     }
 
     /// The models matching `query`, now and after every commit that changes them (see
     /// ``ObservedValue``). Results are compared as records, so `Model` need not be
     /// `Equatable`; a stored record that does not fit `Model` throws ``SyncError/Code/typeMismatch``
     /// from `next()`.
-    public func observe(_ query: Query = .all) -> ObservedValue<[Model]> {
-        table.observation(query) { records in
+    public func observe(_ request: ModelQuery<Model> = ModelQuery()) -> ObservedValue<[Model]> {
+        table.observation(request.query) { records in
             let decoder = RecordDecoder()
             return try records.map { try ModelCoding.decode(Model.self, from: $0, decoder: decoder) }
         }
@@ -62,8 +67,8 @@ public struct TypedSyncTable<Model: SyncModel>: Sendable {
 
     /// The model with this id (`nil` while there is none), now and after every commit that
     /// writes or deletes it.
-    public func observe(id: String) -> ObservedValue<Model?> {
-        table.observation(id: id) { record in try record.map { try ModelCoding.decode(Model.self, from: $0) } }
+    public func observe(id: Model.ID) -> ObservedValue<Model?> {
+        table.observation(id: id.recordId) { record in try record.map { try ModelCoding.decode(Model.self, from: $0) } }
     }
 
     /// The table's sync state (see ``SyncTable/observeSyncStatus()``).
