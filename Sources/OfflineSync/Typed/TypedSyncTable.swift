@@ -86,6 +86,17 @@ extension SyncContext {
         TypedSyncTable(table: table(name))
     }
 
+    /// ``start(tables:network:queryId:)`` for the models' tables: keeps them in sync in the
+    /// background while `network` says the remote is reachable.
+    public func start(models: [any SyncModel.Type], network: any NetworkMonitor, queryId: String = "default") async {
+        await start(tables: models.map { $0.tableName }, network: network, queryId: queryId)
+    }
+
+    /// ``sync(_:queryId:)`` for the models' tables: pull each, then push the queue.
+    public func sync(models: [any SyncModel.Type], queryId: String = "default") async throws {
+        try await sync(models.map { $0.tableName }, queryId: queryId)
+    }
+
     /// Defines (or migrates) the model's table with its ``SyncModel/schema``.
     public func defineTable<Model: SyncModel>(_ model: Model.Type) async throws {
         try await defineTable(try Model.schema)
