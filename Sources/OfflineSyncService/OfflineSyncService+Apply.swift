@@ -24,7 +24,7 @@ extension OfflineSyncService {
         let shared = isShared(table)
         let id = shared ? item : Self.rowId(owner: claims.identity, item: item)
         let forbidden = PushOutcome.rejected(
-            reason: "forbidden: the sync rules do not let this identity \(operation.kind.rawValue) item '\(item)' in table '\(table)'",
+            reason: "forbidden: no grant of the sync rules on table '\(table)' lets this identity \(operation.kind.rawValue) item '\(item)'",
             status: 403)
         let current = try txn.record(in: table, id: id)
         // Membership answers are remembered for the push (``SharedEffects/memo``) until it

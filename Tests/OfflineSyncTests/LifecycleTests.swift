@@ -72,6 +72,27 @@ struct LifecycleTests {
         await h.client.stop()
     }
 
+    @Test("a local write while started is pushed without a call to push(); a failed push is retried with backoff")
+    func localWritesArePushed() async throws {
+        let h = try await Harness()
+        let events = EventRecorder(h.client)
+        await h.client.start(tables: ["notes"], network: ManualNetworkMonitor(online: true))
+        #expect(await events.waitFor("ready"))
+        _ = try await h.client.table("notes").insert(Record(id: "w1", fields: ["title": "written online"]))
+        #expect(await events.waitFor("processed(insert)"))
+        let other = try await h.otherDevice()
+        try await other.pull("notes")
+        #expect(try await other.table("notes").get("w1") != nil, "the write reached the server")
+        // The server fails for a while: the loop reports it and pushes once it answers again.
+        h.network.set(.down)
+        _ = try await h.client.table("notes").insert(Record(id: "w2", fields: ["title": "written during an outage"]))
+        #expect(await events.waitFor("syncFailed(transient, true)"))
+        h.network.set(.up)
+        #expect(await events.waitFor("processed(insert)", count: 2))
+        #expect(try await h.client.pendingOperationCount() == 0)
+        await h.client.stop()
+    }
+
     @Test("offline at start: networkStatus(false) only, local work goes on, and the sequence runs when the network returns")
     func offlineThenOnline() async throws {
         let h = try await Harness()

@@ -121,8 +121,57 @@ extension SyncContext {
         case halted
     }
 
-    /// One online period: live notifications, then sync runs until cancelled or halted.
+    /// One online period: the remote's change notices and the app's local writes, each
+    /// followed until the period is cancelled or a failure retrying cannot fix halts it.
     private func runSession(tables: [String], queryId: String) async -> SessionEnd {
+        await withTaskGroup(of: SessionEnd.self) { group in
+            group.addTask { await self.followChanges(tables: tables, queryId: queryId) }
+            group.addTask { await self.pushLocalWrites() }
+            for await end in group where end == .halted {
+                group.cancelAll()
+                return .halted
+            }
+            return .cancelled
+        }
+    }
+
+    /// Pushes after every local write while the session lasts (the session's first sync run
+    /// pushes what was queued before it): a write made online reaches the server without the
+    /// app calling `push`. A failed push is retried with backoff while operations wait.
+    private func pushLocalWrites() async -> SessionEnd {
+        var backoff = Backoff(initial: Self.restartDelay, maximum: Self.maxRestartDelay)
+        var outbox = observeOutbox().makeAsyncIterator()
+        do {
+            // The current counts first: what is queued now is the first sync run's to push.
+            guard try await outbox.next() != nil else { return .cancelled }
+            while let status = try await outbox.next() {
+                guard status.pending > 0 else { continue }
+                while !Task.isCancelled {
+                    do {
+                        _ = try await push()
+                        backoff.reset()
+                        break
+                    } catch {
+                        if Task.isCancelled || error is CancellationError { return .cancelled }
+                        let failure = SyncFailure(error, willRetry: true)
+                        if failure.kind == .cancelled { return .cancelled }
+                        guard failure.isRetryable else { return halt(failure) }
+                        failed(failure)
+                        try? await Task.sleep(for: backoff.nextDelay())
+                    }
+                }
+            }
+        } catch {
+            // Reading the outbox failed: the store is closed or damaged.
+            if Task.isCancelled || error is CancellationError { return .cancelled }
+            return halt(SyncFailure(error, willRetry: false))
+        }
+        return .cancelled
+    }
+
+    /// The remote's change notices: a sync run when the channel opens (and after each drop),
+    /// a pull of each table a notice names.
+    private func followChanges(tables: [String], queryId: String) async -> SessionEnd {
         guard let source = remote as? RemoteChangeSource else {
             broadcaster.publish(.subscriptionsEstablished)
             return await syncUntilDone(tables: tables, queryId: queryId)

@@ -33,6 +33,12 @@ extension SyncContext {
         var inFlight: (batch: [QueuedOperation], answer: Task<[PushResult], any Error>)?
         var prepared: [QueuedOperation]?
         defer { inFlight?.answer.cancel() }
+        // The progress total: counted once here, then kept up by arithmetic (what each batch
+        // settled, what was queued meanwhile, found on the sequence index) and counted again
+        // after the last batch — counting the whole queue per batch made a long push quadratic.
+        var (remaining, lastSequence) = try await store.read { txn in
+            (try Outbox.sendableCount(txn), try Outbox.lastSequence(txn))
+        }
         while true {
             if inFlight == nil {
                 let batch = try await markAttempted { txn in try Outbox.nextBatch(txn, limit: batchSize) }
@@ -62,13 +68,23 @@ extension SyncContext {
             for result in results where outcomes[result.operationId] == nil { outcomes[result.operationId] = result.outcome }
             let (decisions, refusals) = await decide(batch, outcomes: outcomes)
             let answered = outcomes, decided = decisions, refused = refusals
-            let (settled, following, remaining, isEmpty) = try await observer.write { txn in
+            let seen = lastSequence
+            let (settled, following, queued, isEmpty) = try await observer.write { txn in
                 let settled = try SyncContext.settle(batch, outcomes: answered, decisions: decided, refusals: refused, txn: txn)
                 let following = next.isEmpty ? nil : try Outbox.markAttempted(
                     try Outbox.nextBatch(txn, limit: batchSize, excluding: next), txn)
-                return (settled, following, try Outbox.sendableCount(txn), try Outbox.isEmpty(txn))
+                let queued: (count: Int, last: Int64, exact: Bool)
+                if next.isEmpty {
+                    queued = (try Outbox.sendableCount(txn), seen, true)
+                } else {
+                    let new = try Outbox.sendableQueued(after: seen, txn)
+                    queued = (new.count, new.last, false)
+                }
+                return (settled, following, queued, try Outbox.isEmpty(txn))
             }
             prepared = following
+            lastSequence = queued.last
+            remaining = isEmpty ? 0 : queued.exact ? queued.count : max(0, remaining - settled.settled + queued.count)
             summary.applied += settled.applied
             summary.failed += settled.failed
             summary.conflictsResolved += settled.resolved

@@ -43,6 +43,20 @@ enum Outbox {
         try txn.count(in: OperationRow.table, matching: OperationRow.sendable)
     }
 
+    /// The highest sequence queued (0 for an empty queue): one step down the sequence index.
+    static func lastSequence(_ txn: any LocalReadTransaction) throws -> Int64 {
+        try txn.first(in: OperationRow.table, matching: Query(order: [OperationRow.sorted(.sequence, ascending: false)]))?[
+            OperationRow.name(.sequence)].intValue ?? 0
+    }
+
+    /// How many sendable operations were queued after `sequence`, and the highest sequence
+    /// now: a range of the sequence index, so a push learns of writes made during it without
+    /// counting the whole queue per batch.
+    static func sendableQueued(after sequence: Int64, _ txn: any LocalReadTransaction) throws -> (count: Int, last: Int64) {
+        let count = try txn.count(in: OperationRow.table, matching: OperationRow.sendable && OperationRow.field(.sequence) > .int(sequence))
+        return (count, count == 0 ? sequence : try lastSequence(txn))
+    }
+
     /// The ids of the items of `table`, among `itemIds`, that have queued operations.
     static func itemsWithOperations(_ txn: any LocalReadTransaction, table: String, among itemIds: [String]) throws -> Set<String> {
         guard !itemIds.isEmpty else { return [] }
