@@ -155,7 +155,8 @@ struct Demo {
         let shared = try await sharingScenario(server: server, secret: secret)
         step("Sharing summary")
         say("   shared lists behaved as the rules say: \(shared ? "yes" : "NO")")
-        return ok && shared
+        let status = try await statusScenario(server: server, secret: secret)
+        return ok && shared && status
     }
 
     /// Opens both clients' stores and sync contexts over HTTP, with one identity's token.

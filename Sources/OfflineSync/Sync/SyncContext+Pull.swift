@@ -20,8 +20,10 @@ extension SyncContext {
         if try await pendingOperationCount(table: table) > 0 {
             _ = try await pushLocked()
         }
-        statusState.update { $0.downloading = true }
-        defer { statusState.update { $0.downloading = false } }
+        return try await flagged(\.downloading) { try await self.pullPages(table, query: query, queryId: queryId) }
+    }
+
+    private func pullPages(_ table: String, query: Query, queryId: String?) async throws -> PullSummary {
         var cursor: String? = nil
         if let queryId { cursor = try await self.cursor(table: table, queryId: queryId) }
         var summary = PullSummary(table: table, isFullSync: cursor == nil)

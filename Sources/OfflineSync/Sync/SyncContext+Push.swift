@@ -15,8 +15,10 @@ extension SyncContext {
     }
 
     func pushLocked() async throws -> PushSummary {
-        statusState.update { $0.uploading = true }
-        defer { statusState.update { $0.uploading = false } }
+        try await flagged(\.uploading) { try await self.pushBatches() }
+    }
+
+    private func pushBatches() async throws -> PushSummary {
         var summary = PushSummary()
         var done = 0
         let batchSize = options.pushBatchSize

@@ -192,11 +192,27 @@ public final class SyncContext: Sendable {
             statusState.update { $0.lastError = nil }
             return value
         } catch {
-            // A cancelled call ends with CancellationError, whatever the remote made of it.
-            if Task.isCancelled { throw CancellationError() }
+            // A failed push or pull left its flag set (``flagged(_:_:)``): cleared here in the
+            // same update as the error, so no observer sees "idle, no error" in between.
+            let cancelled = Task.isCancelled
             let failure = SyncFailure(error, willRetry: false)
-            if failure.kind != .cancelled { statusState.update { $0.lastError = failure } }
+            statusState.update { status in
+                status.uploading = false
+                status.downloading = false
+                if !cancelled, failure.kind != .cancelled { status.lastError = failure }
+            }
+            // A cancelled call ends with CancellationError, whatever the remote made of it.
+            if cancelled { throw CancellationError() }
             throw error
         }
+    }
+
+    /// Runs `body` with the status flag at `flag` set, and clears it when `body` returns; a
+    /// failure leaves it for ``tracked(_:)`` to clear with the error.
+    func flagged<T: Sendable>(_ flag: WritableKeyPath<SyncStatus, Bool> & Sendable, _ body: () async throws -> T) async throws -> T {
+        statusState.update { $0[keyPath: flag] = true }
+        let value = try await body()
+        statusState.update { $0[keyPath: flag] = false }
+        return value
     }
 }
