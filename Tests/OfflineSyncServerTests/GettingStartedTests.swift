@@ -7,17 +7,10 @@ import Testing
 
 @Suite("Docs/GettingStarted.md's complete client")
 struct GettingStartedTests {
-    static let begin = "<!-- example: Tests/OfflineSyncServerTests/GettingStartedClient.swift -->\n```swift\n"
-    static let end = "```\n<!-- example end -->"
-
     @Test("the guide shows GettingStartedClient.swift as it is, and that client syncs against a live server")
     func completeClient() async throws {
-        let here = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
-        let source = try String(contentsOf: here.appendingPathComponent("GettingStartedClient.swift"), encoding: .utf8)
-        let guide = try String(contentsOf: here.appendingPathComponent("../../Docs/GettingStarted.md").standardized, encoding: .utf8)
-        let start = try #require(guide.range(of: Self.begin), "the guide has the client's opening marker")
-        let stop = try #require(guide.range(of: Self.end, range: start.upperBound..<guide.endIndex), "and its closing marker")
-        #expect(String(guide[start.upperBound..<stop.lowerBound]) == source, "the guide shows GettingStartedClient.swift as it is")
+        let example = try DocumentExample(in: "Docs/GettingStarted.md", showing: "Tests/OfflineSyncServerTests/GettingStartedClient.swift")
+        #expect(example.shown == example.source, "the guide shows GettingStartedClient.swift as it is")
 
         try await withTemporaryDirectory { directory in
             let live = try await LiveServer.start(in: directory)
