@@ -461,11 +461,17 @@ struct RecordCoderTests {
         #expect(path(expectInvalidValue { _ = try encoder.encode(BadDeleted(id: "a", deleted: 1)) }?.codingPath ?? []) == ["deleted"])
     }
 
-    @Test func encodingRequiresAStringId() throws {
-        let notString = expectInvalidValue { _ = try encoder.encode(IntegerId(id: 12_345, name: "x")) }
+    @Test func encodingRequiresAStringOrIntegerId() throws {
+        // An integer id is kept as its digits, and read back as the integer.
+        let numbered = try encoder.encode(IntegerId(id: 12_345, name: "x"))
+        #expect(numbered == Record(id: "12345", fields: ["name": "x"]))
+        #expect(try decoder.decode(IntegerId.self, from: numbered).id == 12_345)
+
+        struct DoubleId: Codable { var id: Double }
+        let notString = expectInvalidValue { _ = try encoder.encode(DoubleId(id: 1.25)) }
         #expect(path(notString?.codingPath ?? []) == ["id"])
         #expect(notString?.debugDescription.contains("String") == true)
-        #expect(notString?.debugDescription.contains("12345") == false)
+        #expect(notString?.debugDescription.contains("1.25") == false)
 
         let missing = expectInvalidValue { _ = try encoder.encode(NoId(name: "x")) }
         #expect(missing?.codingPath.isEmpty == true)
