@@ -58,7 +58,7 @@ public protocol LocalStore: AnyObject, Sendable {
     /// A number that changes when a commit this store object did not make lands in the
     /// store — another process on the same file (an app extension, a widget) — and stays the
     /// same across this object's own commits; `nil` when the adapter cannot tell, which is
-    /// the default. While observations are live, ``StoreObserver`` polls it and, when it
+    /// the default. While observations are live, the context polls it and, when it
     /// changes, has every observation read again (the other process's rows are unknown).
     ///
     /// Must be cheap (it runs every ``SyncOptions/externalChangeInterval``) and must not wait

@@ -2,7 +2,7 @@
 /// ``SyncContext/read(_:)`` or ``SyncContext/observe(_:)``; never store it. It notes the
 /// tables it reads, which is how an observation of the closure knows what to watch.
 ///
-/// App tables only: system tables (`__` names) throw ``SyncError/Code/invalidTableName``.
+/// App tables only: system tables (`__` names) throw ``SyncError/Code/invalidName``.
 public final class SyncReader {
     let txn: any LocalReadTransaction
     /// The tables read so far.
