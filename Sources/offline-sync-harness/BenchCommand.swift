@@ -32,7 +32,7 @@ let benchWorkloads: [any BenchWorkload.Type] = [LocalWritesSQLite.self, LocalWri
                                                 LocalWritesPostgreSQL.self, Push10k.self, Push100k.self, Pull1m.self, PullDelta.self,
                                                 PullDeltaShared.self, PullDeltaMixed.self, MoveIn.self, MoveOut.self,
                                                 MoveInBig.self, MoveOutBig.self, PushSharedBig.self, PushSharedK.self,
-                                                UpdateSharedBig.self, TablesListShared.self, ObserveLatency.self,
+                                                UpdateSharedBig.self, TablesListShared.self, ObserveLatency.self, LocalReadsGet.self, LocalReadsQuery.self,
                                                 ObserveBurst.self, AuthVerify.self]
 
 /// `offline-sync-harness bench`: runs each workload side by side with its baseline, each in its own
@@ -221,6 +221,13 @@ enum LocalWrites {
             "createdAt": .date(now), "changedAt": .date(now), "transaction": .string(transaction),
             "sendId": .string(id), "changedFields": .array(record.fields.keys.sorted(by: Value.utf8Less).map(Value.string)),
         ])
+    }
+
+    /// Seconds `body` takes, for synchronous work.
+    static func measureSync(_ body: () throws -> Void) rethrows -> Double {
+        let start = DispatchTime.now().uptimeNanoseconds
+        try body()
+        return Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9
     }
 
     /// Seconds `body` takes.

@@ -1,0 +1,152 @@
+import COfflineSyncSQLite3
+import Foundation
+import OfflineSync
+import OfflineSyncSQLite
+
+/// The local-reads workloads, measured as GRDB measures its fetches: a 100,000-row SQLite
+/// store (written once per run, untimed), then many small reads through the public API
+/// (`SyncTable.get`, `SyncTable.query`), against the sqlite3 C API doing the same reads on
+/// the same file with prepared statements and building the same Swift values.
+enum LocalReads {
+    static let rows = 100_000
+    /// Rows per `group` value: a query by group returns this many.
+    static let groupSize = 100
+    static let schema = TableSchema("items", fields: [
+        FieldDefinition("title", .string), FieldDefinition("n", .int), FieldDefinition("done", .bool),
+        FieldDefinition("note", .string), FieldDefinition("group", .int, indexed: true),
+    ])
+
+    static func record(_ i: Int) -> Record {
+        var record = LocalWrites.record(i)
+        record["group"] = .int(Int64(i / groupSize))
+        return record
+    }
+
+    /// A store at `directory` holding the rows, closed; its path.
+    static func seed(_ directory: URL) async throws -> String {
+        let path = directory.appendingPathComponent("reads.sqlite").path
+        let store = try await SQLiteStore(path: path)
+        let context = try await SyncContext(store: store, remote: UnusedRemote())
+        try await context.defineTable(schema)
+        for start in stride(from: 0, to: rows, by: 5_000) {
+            try await context.transaction { tx in
+                for i in start..<start + 5_000 { try tx.insert(record(i), into: "items") }
+            }
+        }
+        try await context.close()
+        return path
+    }
+
+    /// The ids and groups read, in a fixed pseudo-random order (the same on both sides).
+    static func picks(_ count: Int, below limit: Int) -> [Int] {
+        var state: UInt64 = 0x9E37_79B9_7F4A_7C15
+        return (0..<count).map { _ in
+            state = state &* 6_364_136_223_846_793_005 &+ 1_442_695_040_888_963_407
+            return Int((state >> 33) % UInt64(limit))
+        }
+    }
+
+    /// What one row becomes on the raw side: the same Swift values a record holds.
+    struct Row {
+        var id: String
+        var title: String
+        var n: Int64
+        var done: Bool
+        var note: String
+        var group: Int64
+    }
+
+    /// The raw side: `sql` prepared once, bound with each pick, every row read into a `Row`.
+    static func raw(_ path: String, _ sql: String, picks: [Int], bind: (OpaquePointer, Int) -> Void, expect: Int) throws -> Double {
+        var db: OpaquePointer?
+        guard sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, nil) == SQLITE_OK, let db else {
+            throw SyncError(.storageFailure, "cannot open \(path)")
+        }
+        defer { sqlite3_close_v2(db) }
+        var statement: OpaquePointer?
+        guard sqlite3_prepare_v2(db, sql, -1, &statement, nil) == SQLITE_OK, let statement else {
+            throw SyncError(.storageFailure, "prepare: \(String(cString: sqlite3_errmsg(db)))")
+        }
+        defer { sqlite3_finalize(statement) }
+        func text(_ column: Int32) -> String { String(cString: sqlite3_column_text(statement, column)) }
+        var read = 0
+        let seconds = LocalWrites.measureSync {
+            // One read transaction per read, as the store's reads each take a snapshot.
+            for pick in picks {
+                sqlite3_exec(db, "BEGIN", nil, nil, nil)
+                bind(statement, pick)
+                var rows: [Row] = []
+                while sqlite3_step(statement) == SQLITE_ROW {
+                    rows.append(Row(id: text(0), title: text(1), n: sqlite3_column_int64(statement, 2),
+                                    done: sqlite3_column_int64(statement, 3) != 0, note: text(4),
+                                    group: sqlite3_column_int64(statement, 5)))
+                }
+                read += rows.count
+                sqlite3_reset(statement)
+                sqlite3_exec(db, "COMMIT", nil, nil, nil)
+            }
+        }
+        guard read == expect else { throw SyncError(.storageFailure, "the raw side read \(read) rows, not \(expect)") }
+        return seconds
+    }
+
+    static let transient = unsafeBitCast(-1, to: sqlite3_destructor_type.self)
+}
+
+/// `local-reads-get`: 20,000 gets by id.
+enum LocalReadsGet: BenchWorkload {
+    static let name = "local-reads-get"
+    static let baseline = "raw-sqlite3"
+    static let count = 20_000
+    static var fixedRecords: Int? { LocalReads.rows }
+
+    static func ours(directory: URL, records: Int, batch: Int) async throws -> Double {
+        let path = try await LocalReads.seed(directory)
+        let context = try await SyncContext(store: try await SQLiteStore(path: path), remote: UnusedRemote())
+        let table = context.table("items")
+        let picks = LocalReads.picks(count, below: LocalReads.rows)
+        var found = 0
+        let seconds = try await LocalWrites.measure {
+            for pick in picks where try await table.get("item-\(pick)") != nil { found += 1 }
+        }
+        try await context.close()
+        guard found == count else { throw SyncError(.storageFailure, "found \(found) of \(count)") }
+        return seconds
+    }
+
+    static func raw(directory: URL, records: Int, batch: Int) async throws -> Double {
+        let path = try await LocalReads.seed(directory)
+        return try LocalReads.raw(path, #"SELECT "id", "f_title", "f_n", "f_done", "f_note", "f_group" FROM "items" WHERE "id" = ?1"#,
+                                  picks: LocalReads.picks(count, below: LocalReads.rows),
+                                  bind: { sqlite3_bind_text($0, 1, "item-\($1)", -1, LocalReads.transient) }, expect: count)
+    }
+}
+
+/// `local-reads-query`: 2,000 queries by an indexed field, 100 rows each, in id order.
+enum LocalReadsQuery: BenchWorkload {
+    static let name = "local-reads-query"
+    static let baseline = "raw-sqlite3"
+    static let count = 2_000
+    static var fixedRecords: Int? { LocalReads.rows }
+
+    static func ours(directory: URL, records: Int, batch: Int) async throws -> Double {
+        let path = try await LocalReads.seed(directory)
+        let context = try await SyncContext(store: try await SQLiteStore(path: path), remote: UnusedRemote())
+        let table = context.table("items")
+        let picks = LocalReads.picks(count, below: LocalReads.rows / LocalReads.groupSize)
+        var read = 0
+        let seconds = try await LocalWrites.measure {
+            for pick in picks { read += try await table.query(Query(Field("group") == .int(Int64(pick)))).count }
+        }
+        try await context.close()
+        guard read == count * LocalReads.groupSize else { throw SyncError(.storageFailure, "read \(read) rows") }
+        return seconds
+    }
+
+    static func raw(directory: URL, records: Int, batch: Int) async throws -> Double {
+        let path = try await LocalReads.seed(directory)
+        return try LocalReads.raw(path, #"SELECT "id", "f_title", "f_n", "f_done", "f_note", "f_group" FROM "items" WHERE "f_group" = ?1 ORDER BY "id""#,
+                                  picks: LocalReads.picks(count, below: LocalReads.rows / LocalReads.groupSize),
+                                  bind: { sqlite3_bind_int64($0, 1, Int64($1)) }, expect: count * LocalReads.groupSize)
+    }
+}
