@@ -169,8 +169,10 @@ final class SyncEventHub: Sendable {
         self.limit = limit
     }
 
-    func subscribe() -> SyncEvents {
-        let queue = EventQueue(limit: limit)
+    /// A subscription with the hub's limit (`limit` overrides it: a test's reader that must
+    /// miss nothing).
+    func subscribe(limit: Int? = nil) -> SyncEvents {
+        let queue = EventQueue(limit: limit ?? self.limit)
         let id: UInt64? = state.withLock { state in
             guard !state.finished else { return nil }
             defer { state.nextId += 1 }
