@@ -150,3 +150,66 @@ enum LocalReadsQuery: BenchWorkload {
                                   bind: { sqlite3_bind_int64($0, 1, Int64($1)) }, expect: count * LocalReads.groupSize)
     }
 }
+
+/// `pull-1m-local`: pull-1m beside the local limit — the sqlite3 C API writing the same
+/// 1,000,000 rows (fields, version, timestamp) into the same table, in the same transactions
+/// of one page (1,000 rows) each, with nothing fetched or decoded. The time the wire and the
+/// engine add over what the store itself must do.
+enum Pull1mLocal: BenchWorkload {
+    static let name = "pull-1m-local"
+    static let baseline = "raw-sqlite3-pages"
+    static var fixedRecords: Int? { Pull1m.count }
+
+    static func ours(directory: URL, records: Int, batch: Int) async throws -> Double {
+        try await Pull1m.ours(directory: directory, records: records, batch: batch)
+    }
+
+    static func raw(directory: URL, records: Int, batch: Int) async throws -> Double {
+        let path = directory.appendingPathComponent("client.sqlite").path
+        // The same empty store as ours starts from: our tables, indexes and pragmas.
+        let store = try await SQLiteStore(path: path)
+        let context = try await SyncContext(store: store, remote: UnusedRemote())
+        try await context.defineTable(SyncBench.schema)
+        try await context.close()
+        var db: OpaquePointer?
+        guard sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE, nil) == SQLITE_OK, let db else {
+            throw SyncError(.storageFailure, "cannot open \(path)")
+        }
+        defer { sqlite3_close_v2(db) }
+        sqlite3_exec(db, "PRAGMA journal_mode = WAL", nil, nil, nil)
+        sqlite3_exec(db, "PRAGMA synchronous = FULL", nil, nil, nil)
+        var insert: OpaquePointer?
+        let sql = """
+            INSERT INTO "items" ("id", "version", "updatedAt", "deleted", "extra", "f_title", "f_n", "f_done", "f_note")
+            VALUES (?1, ?2, ?3, 0, NULL, ?4, ?5, ?6, ?7)
+            """
+        guard sqlite3_prepare_v2(db, sql, -1, &insert, nil) == SQLITE_OK, let insert else {
+            throw SyncError(.storageFailure, "prepare: \(String(cString: sqlite3_errmsg(db)))")
+        }
+        defer { sqlite3_finalize(insert) }
+        let transient = LocalReads.transient
+        let now = Timestamp.now().millisecondsSince1970
+        // The rows are made before the clock starts, as ours receives them made by the server.
+        let rows = (0..<Pull1m.count).map { SyncBench.record($0) }
+        var failed = false
+        let seconds = LocalWrites.measureSync {
+            for first in stride(from: 0, to: rows.count, by: 1_000) {
+                sqlite3_exec(db, "BEGIN IMMEDIATE", nil, nil, nil)
+                for record in rows[first..<min(first + 1_000, rows.count)] {
+                    sqlite3_bind_text(insert, 1, record.id, -1, transient)
+                    sqlite3_bind_text(insert, 2, "v\(first)", -1, transient)
+                    sqlite3_bind_int64(insert, 3, now)
+                    sqlite3_bind_text(insert, 4, record["title"].stringValue!, -1, transient)
+                    sqlite3_bind_int64(insert, 5, record["n"].intValue!)
+                    sqlite3_bind_int64(insert, 6, record["done"].boolValue! ? 1 : 0)
+                    sqlite3_bind_text(insert, 7, record["note"].stringValue!, -1, transient)
+                    if sqlite3_step(insert) != SQLITE_DONE { failed = true }
+                    sqlite3_reset(insert)
+                }
+                if sqlite3_exec(db, "COMMIT", nil, nil, nil) != SQLITE_OK { failed = true }
+            }
+        }
+        if failed { throw SyncError(.storageFailure, "raw insert failed: \(String(cString: sqlite3_errmsg(db)))") }
+        return seconds
+    }
+}
