@@ -83,12 +83,12 @@ package final class StoreObserver: Sendable {
     /// after it commits, wakes the observations of the rows it wrote or deleted. A
     /// transaction that throws commits nothing and wakes nothing.
     package func write<T: Sendable>(_ body: @escaping @Sendable (any LocalWriteTransaction) throws -> T) async throws -> T {
-        let ticket = state.withLock { $0.order.start() }
+        let (ticket, observed) = state.withLock { ($0.order.start(), !$0.watchers.isEmpty) }
         let value: T
         let changes: [TableChange]
         do {
             (value, changes) = try await store.write { txn in
-                let tracked = TrackedWriteTransaction(txn)
+                let tracked = TrackedWriteTransaction(txn, listingRows: observed)
                 return (try body(tracked), tracked.changes)
             }
         } catch {

@@ -16,8 +16,15 @@ final class TrackedWriteTransaction: LocalWriteTransaction {
 
     let base: any LocalWriteTransaction
     private var touched: [String: Touched] = [:]
+    /// Whether rows are listed at all: with no observation live when the write began there is
+    /// no one to patch a result with them, so only the tables are noted (an observation
+    /// that starts meanwhile hears of a whole-table change, and reads).
+    private let listsRows: Bool
 
-    init(_ base: any LocalWriteTransaction) { self.base = base }
+    init(_ base: any LocalWriteTransaction, listingRows: Bool = true) {
+        self.base = base
+        self.listsRows = listingRows
+    }
 
     var changes: [TableChange] {
         touched.map { table, touched in
@@ -55,6 +62,10 @@ final class TrackedWriteTransaction: LocalWriteTransaction {
     private func note(_ table: String, _ change: (inout Touched) -> Void) {
         // Mutated in place through the dictionary, so listing n rows costs O(n).
         if touched[table]?.many == true { return }
+        guard listsRows else {
+            touched[table] = Touched(many: true)
+            return
+        }
         change(&touched[table, default: Touched()])
         if let t = touched[table], t.written.count + t.deleted.count > Self.limit {
             touched[table] = Touched(many: true)
