@@ -78,6 +78,15 @@ enum SQLiteStoreFile {
         let connection = try SQLiteConnection.open(path: path, flags: SQLITE_OPEN_READONLY,
                                              busyTimeoutMilliseconds: busyTimeoutMilliseconds)
         defer { connection.close(checkpoint: false) }
+        // One read transaction, so every check sees one snapshot: another process defining a
+        // table between two of these reads (its catalog row and its table are one commit)
+        // would otherwise look like a catalog row whose table is missing.
+        try connection.transaction(immediate: false) {
+            try probeSnapshot(connection, path: path, quickCheck: quickCheck)
+        }
+    }
+
+    private static func probeSnapshot(_ connection: SQLiteConnection, path: String, quickCheck: Bool) throws {
         let objects = try integer(connection, "SELECT count(*) FROM sqlite_master")
         let applicationID = try integer(connection, "PRAGMA application_id")
         let userVersion = try integer(connection, "PRAGMA user_version")
