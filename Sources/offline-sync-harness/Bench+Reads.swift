@@ -91,6 +91,22 @@ enum LocalReads {
     }
 
     static let transient = unsafeBitCast(-1, to: sqlite3_destructor_type.self)
+
+    /// Our side: the seeded store opened in a context, `read` timed once per pick through its
+    /// `items` table; `read` returns the rows it read, which must add up to `expect`.
+    static func ours(_ directory: URL, picks: [Int], expect: Int,
+                     _ read: (SyncTable, Int) async throws -> Int) async throws -> Double {
+        let path = try await seed(directory)
+        let context = try await SyncContext(store: try await SQLiteStore(path: path), remote: UnusedRemote())
+        let table = context.table("items")
+        var rows = 0
+        let seconds = try await LocalWrites.measure {
+            for pick in picks { rows += try await read(table, pick) }
+        }
+        try await context.close()
+        guard rows == expect else { throw SyncError(.storageFailure, "read \(rows) rows, not \(expect)") }
+        return seconds
+    }
 }
 
 /// `local-reads-get`: 20,000 gets by id.
@@ -101,17 +117,9 @@ enum LocalReadsGet: BenchWorkload {
     static var fixedRecords: Int? { LocalReads.rows }
 
     static func ours(directory: URL, records: Int, batch: Int) async throws -> Double {
-        let path = try await LocalReads.seed(directory)
-        let context = try await SyncContext(store: try await SQLiteStore(path: path), remote: UnusedRemote())
-        let table = context.table("items")
-        let picks = LocalReads.picks(count, below: LocalReads.rows)
-        var found = 0
-        let seconds = try await LocalWrites.measure {
-            for pick in picks where try await table.get("item-\(pick)") != nil { found += 1 }
+        try await LocalReads.ours(directory, picks: LocalReads.picks(count, below: LocalReads.rows), expect: count) { table, pick in
+            try await table.get("item-\(pick)") == nil ? 0 : 1
         }
-        try await context.close()
-        guard found == count else { throw SyncError(.storageFailure, "found \(found) of \(count)") }
-        return seconds
     }
 
     static func raw(directory: URL, records: Int, batch: Int) async throws -> Double {
@@ -130,17 +138,10 @@ enum LocalReadsQuery: BenchWorkload {
     static var fixedRecords: Int? { LocalReads.rows }
 
     static func ours(directory: URL, records: Int, batch: Int) async throws -> Double {
-        let path = try await LocalReads.seed(directory)
-        let context = try await SyncContext(store: try await SQLiteStore(path: path), remote: UnusedRemote())
-        let table = context.table("items")
-        let picks = LocalReads.picks(count, below: LocalReads.rows / LocalReads.groupSize)
-        var read = 0
-        let seconds = try await LocalWrites.measure {
-            for pick in picks { read += try await table.query(Query(Field("group") == .int(Int64(pick)))).count }
+        try await LocalReads.ours(directory, picks: LocalReads.picks(count, below: LocalReads.rows / LocalReads.groupSize),
+                                  expect: count * LocalReads.groupSize) { table, pick in
+            try await table.query(Query(Field("group") == .int(Int64(pick)))).count
         }
-        try await context.close()
-        guard read == count * LocalReads.groupSize else { throw SyncError(.storageFailure, "read \(read) rows") }
-        return seconds
     }
 
     static func raw(directory: URL, records: Int, batch: Int) async throws -> Double {
