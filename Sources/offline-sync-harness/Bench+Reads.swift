@@ -167,11 +167,7 @@ enum Pull1mLocal: BenchWorkload {
 
     static func raw(directory: URL, records: Int, batch: Int) async throws -> Double {
         let path = directory.appendingPathComponent("client.sqlite").path
-        // The same empty store as ours starts from: our tables, indexes and pragmas.
-        let store = try await SQLiteStore(path: path)
-        let context = try await SyncContext(store: store, remote: UnusedRemote())
-        try await context.defineTable(SyncBench.schema)
-        try await context.close()
+        try await LocalWrites.emptySQLiteStore(at: path, defining: SyncBench.schema)
         var db: OpaquePointer?
         guard sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE, nil) == SQLITE_OK, let db else {
             throw SyncError(.storageFailure, "cannot open \(path)")

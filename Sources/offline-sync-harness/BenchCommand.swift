@@ -223,6 +223,14 @@ enum LocalWrites {
         ])
     }
 
+    /// Makes at `path` the empty SQLite store our side starts from — system tables, `schema`,
+    /// indexes and pragmas — and closes it, so a raw baseline writes into the same layout.
+    static func emptySQLiteStore(at path: String, defining schema: TableSchema) async throws {
+        let context = try await SyncContext(store: try await SQLiteStore(path: path), remote: UnusedRemote())
+        try await context.defineTable(schema)
+        try await context.close()
+    }
+
     /// Seconds `body` takes, for synchronous work.
     static func measureSync(_ body: () throws -> Void) rethrows -> Double {
         let start = DispatchTime.now().uptimeNanoseconds
@@ -269,11 +277,7 @@ enum LocalWritesSQLite: BenchWorkload {
 
     static func raw(directory: URL, records: Int, batch: Int) async throws -> Double {
         let path = directory.appendingPathComponent("bench.sqlite").path
-        // Both sides start from the same empty store: our tables, indexes and pragmas.
-        let store = try await SQLiteStore(path: path)
-        let context = try await SyncContext(store: store, remote: UnusedRemote())
-        try await context.defineTable(LocalWrites.schema)
-        try await store.close()
+        try await LocalWrites.emptySQLiteStore(at: path, defining: LocalWrites.schema)
         return try RawSQLiteBaseline(path: path).run(records: records, batch: batch)
     }
 }
