@@ -8,10 +8,11 @@ import PackageDescription
 //        ├── OfflineSyncDatasets
 //        ├── OfflineSyncConformance (+ StoreKit's reference evaluator)
 //        ├── OfflineSyncService (+ StoreKit, Datasets) ◄── OfflineSyncServer (+ Wire, OData)
-//        └── OfflineSyncWire (+ Datasets) ◄── OfflineSyncHTTP
+//        └── OfflineSyncWire (+ Datasets, StoreKit's value codec) ◄── OfflineSyncHTTP
 //
 // An app links OfflineSync, one adapter and, to sync over HTTP, OfflineSyncHTTP; it never links
-// the adapter toolkit's SQL dialects, the OData parser or the server's dependencies.
+// the OData parser or the server's dependencies. (Every adapter links StoreKit already; the
+// wire reuses its binary value codec for the page stream rather than keep a second one.)
 
 let package = Package(
     name: "OfflineSync",
@@ -69,9 +70,9 @@ let package = Package(
                 path: "Sources/OfflineSyncConformance"),
         .target(name: "OfflineSyncService", dependencies: ["OfflineSync", "OfflineSyncStoreKit", "OfflineSyncDatasets"],
                 path: "Sources/OfflineSyncService"),
-        // What client and server both speak: the native protocol's lossless JSON and the Cognito
-        // Sync API's JSON shapes.
-        .target(name: "OfflineSyncWire", dependencies: ["OfflineSync", "OfflineSyncDatasets"], path: "Sources/OfflineSyncWire"),
+        // What client and server both speak: the native protocol's lossless JSON, its binary page
+        // stream (records in StoreKit's value codec) and the Cognito Sync API's JSON shapes.
+        .target(name: "OfflineSyncWire", dependencies: ["OfflineSync", "OfflineSyncDatasets", "OfflineSyncStoreKit"], path: "Sources/OfflineSyncWire"),
         // The tables API's OData query language (server side only).
         .target(name: "OfflineSyncOData", dependencies: ["OfflineSync", "OfflineSyncWire"], path: "Sources/OfflineSyncOData"),
 

@@ -102,6 +102,11 @@ public struct PullPage: Sendable, Hashable {
         self.cursorReset = cursorReset
         self.removed = removed
     }
+
+    /// `true` when this page ends its pull: nothing remains after it, or it came back empty
+    /// (a remote that reports changes remaining but returns none would otherwise be asked
+    /// for the same page for ever).
+    public var endsPull: Bool { remaining == 0 || (records.isEmpty && removed.isEmpty) }
 }
 
 /// The remote side of sync, as a client sees it: already scoped to one identity.
@@ -114,4 +119,51 @@ public protocol RemoteStore: Sendable {
     func push(_ operations: [PushOperation]) async throws -> [PushResult]
     /// Returns the next page of changes after the request's cursor.
     func pull(_ request: PullRequest) async throws -> PullPage
+    /// Opens a pull from the request's cursor to the end, read page by page.
+    ///
+    /// A remote that can send many pages in one exchange (``HTTPRemoteStore``'s page stream)
+    /// returns a stream that reads ahead; the default, ``PagedPullStream``, calls
+    /// ``pull(_:)`` once per page. Either way each page carries its own cursor, so a pull cut
+    /// short resumes from the last page stored.
+    func openPull(_ request: PullRequest) -> any PullStream
+}
+
+extension RemoteStore {
+    /// One ``pull(_:)`` per page.
+    public func openPull(_ request: PullRequest) -> any PullStream {
+        PagedPullStream(remote: self, request: request)
+    }
+}
+
+/// The pages of one pull, in order.
+///
+/// One reader at a time: ``next()`` is not called again before the previous call returned.
+public protocol PullStream: Sendable {
+    /// The next page, or `nil` after the page that ended the pull (``PullPage/endsPull``).
+    /// A thrown error leaves the pages already returned valid; the caller opens a new pull
+    /// from the last cursor it stored.
+    func next() async throws -> PullPage?
+}
+
+/// A pull read with one ``RemoteStore/pull(_:)`` call per page: each call asks for the page
+/// after the previous page's cursor.
+public actor PagedPullStream: PullStream {
+    private let remote: any RemoteStore
+    private var request: PullRequest
+    private var finished = false
+
+    /// A stream of `remote`'s pages from `request`'s cursor.
+    public init(remote: any RemoteStore, request: PullRequest) {
+        self.remote = remote
+        self.request = request
+    }
+
+    /// The next page; see ``PullStream/next()``.
+    public func next() async throws -> PullPage? {
+        guard !finished else { return nil }
+        let page = try await remote.pull(request)
+        request.cursor = page.nextCursor
+        finished = page.endsPull
+        return page
+    }
 }

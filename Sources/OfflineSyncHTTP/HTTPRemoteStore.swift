@@ -120,6 +120,29 @@ public struct HTTPRemoteStore: RemoteStore {
     /// Cognito Sync shape (`x-amzn-ErrorType`) are both typed.
     func send(method: HTTPMethod = .POST, path: String, body bytes: [UInt8]?, attempts: Int? = nil,
               headers: [(String, String)] = []) async throws -> JSON {
+        let answer = try await exchange(method: method, path: path, body: bytes, attempts: attempts, headers: headers) { response in
+            let buffer = try await response.body.collect(upTo: configuration.maxResponseBytes)
+            return try buffer.withUnsafeReadableBytes { try JSON.parse($0) }
+        }
+        guard case .answered(let json) = answer else { throw Self.error(status: 404, code: "http404", message: "HTTP 404") }
+        return json
+    }
+
+    /// What ``exchange(method:path:body:attempts:headers:read:)`` got back.
+    enum Exchange<Answer: Sendable>: Sendable {
+        /// The 200 response, as `read` made it.
+        case answered(Answer)
+        /// A 404 that is not the server's own error (no `{"error": …}` body): the server has
+        /// no such route — it is older than the route.
+        case noSuchRoute
+    }
+
+    /// Sends a request with retries until an answer: `read` makes the 200 response into the
+    /// answer (an error it throws that is not a ``SyncError`` — a body cut short — is retried
+    /// as a failed attempt); any other status is thrown as a typed error, except a bare 404.
+    func exchange<Answer: Sendable>(method: HTTPMethod = .POST, path: String, body bytes: [UInt8]?, attempts: Int? = nil,
+                                    headers: [(String, String)] = [],
+                                    read: (HTTPClientResponse) async throws -> Answer) async throws -> Exchange<Answer> {
         let maxAttempts = attempts ?? configuration.maxAttempts
         var attempt = 0
         var askedAgain = false
@@ -139,11 +162,11 @@ public struct HTTPRemoteStore: RemoteStore {
                     request.body = .bytes(ByteBuffer(bytes: bytes))
                 }
                 let response = try await client.execute(request, timeout: .nanoseconds(configuration.requestTimeout.nanoseconds))
-                let buffer = try await response.body.collect(upTo: configuration.maxResponseBytes)
                 let status = Int(response.status.code)
                 if status == 200 {
-                    return try buffer.withUnsafeReadableBytes { try JSON.parse($0) }
+                    return .answered(try await read(response))
                 }
+                let buffer = try await response.body.collect(upTo: configuration.maxResponseBytes)
                 let answer = try? buffer.withUnsafeReadableBytes { try JSON.parse($0) }
                 let code: String
                 let message: String
@@ -153,6 +176,7 @@ public struct HTTPRemoteStore: RemoteStore {
                     code = String(type.prefix { $0 != ":" })
                     if case .string(let m)? = answer?["message"] { message = m } else { message = code }
                 } else {
+                    if status == 404 { return .noSuchRoute }
                     (code, message) = ("http\(status)", "HTTP \(status)")
                 }
                 if status == 401, !askedAgain {
@@ -215,6 +239,7 @@ public struct HTTPRemoteStore: RemoteStore {
         case (401, _), (403, _): return SyncError(.authenticationFailed, message)
         case (_, "invalidCursor"): return SyncError(.invalidCursor, message)
         case (_, "invalidQuery"): return SyncError(.invalidQuery, message)
+        case (406, "unsupportedVersion"): return SyncError(.unsupported, message)
         case (413, _), (_, "pageSizeExceeded"): return SyncError(.limitExceeded, message)
         case (404, _): return SyncError(.notFound, message)
         default: return SyncError(.rejected, "the server refused the request (\(status) \(code)): \(message)")
@@ -224,6 +249,7 @@ public struct HTTPRemoteStore: RemoteStore {
     /// What went wrong with a request, in words an operator can act on ("the connection was
     /// refused"), never with anything the request carried.
     static func describe(_ error: any Error) -> String {
+        if let error = error as? StreamBrokeOff { return error.reason }
         if let error = error as? HTTPClientError {
             if error == .connectTimeout { return "the connection could not be established within 5 s" }
             if error == .deadlineExceeded || error == .readTimeout { return "no answer in time" }

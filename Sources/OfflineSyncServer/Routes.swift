@@ -23,6 +23,9 @@ struct Routes: Sendable {
         }
         router.post("v1/push") { request, context in try await push(request, context) }
         router.post("v1/pull") { request, context in try await pull(request, context) }
+        if configuration.streamsPages {
+            router.post("v2/pull") { request, context in try await pullStream(request, context) }
+        }
         router.post("v1/admin/tokens") { request, context in try await mintToken(request, context) }
         router.post("v1/admin/prune") { request, context in try await prune(request, context) }
         router.post("v1/admin/merge-identities") { request, context in try await mergeIdentities(request, context) }

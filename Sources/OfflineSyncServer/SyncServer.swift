@@ -63,6 +63,14 @@ public struct SyncServer: Sendable {
         public var issuers: [TokenIssuer] = []
         /// When the issuers' keys are fetched again.
         public var keyRefresh = KeyRefreshPolicy()
+        /// Whether `POST /v2/pull` answers with the binary page stream (`Docs/Protocol.md`).
+        /// Off, the route does not exist, as on a server older than it: clients fall back to
+        /// one `POST /v1/pull` per page.
+        public var streamsPages = true
+        /// The most pages one page-stream response carries; the client asks again from the
+        /// last cursor for the rest. It bounds how long one request holds a connection and a
+        /// server task, not how much memory: the stream holds one page at a time.
+        public var pagesPerStream = 1000
 
         /// Creates a configuration.
         public init(host: String = "127.0.0.1", port: Int = 8080, tokenSecret: [UInt8], adminKey: String? = nil,
@@ -104,7 +112,7 @@ public struct SyncServer: Sendable {
     public init(service: OfflineSyncService, configuration: Configuration, feed: any ChangeFeed = LocalChangeFeed(),
                 datasets: DatasetService? = nil) async throws {
         guard configuration.maxBodyBytes >= 1024, configuration.maxBatchSize >= 1, configuration.maxPageSize >= 1,
-              configuration.tablesPageSize >= 1 else {
+              configuration.tablesPageSize >= 1, configuration.pagesPerStream >= 1 else {
             throw SyncError(.invalidValue, "server limits must be positive (and the body limit at least 1 KiB)")
         }
         self.service = service

@@ -174,7 +174,8 @@ enum Push100k: BenchWorkload {
 }
 
 /// `pull-1m`: the first pull of 1,000,000 records into a SQLite store through a `SyncContext`,
-/// against the same pages fetched and decoded with nothing stored (the transfer's floor).
+/// against the same pages fetched and decoded with nothing stored (the transfer's floor), both
+/// over the page stream.
 enum Pull1m: BenchWorkload {
     static let name = "pull-1m"
     static let baseline = "fetch-and-decode-only"
@@ -206,13 +207,8 @@ enum Pull1m: BenchWorkload {
         let remote = try await SyncBench.remote(server, secret: secret)
         var received = 0
         let seconds = try await LocalWrites.measure {
-            var cursor: String?
-            while true {
-                let page = try await remote.pull(PullRequest(table: "items", cursor: cursor, limit: 1000))
-                received += page.records.count
-                cursor = page.nextCursor
-                if page.remaining == 0 { break }
-            }
+            let stream = remote.openPull(PullRequest(table: "items", limit: 1000))
+            while let page = try await stream.next() { received += page.records.count }
         }
         guard received == count else { throw SyncError(.storageFailure, "fetched \(received) of \(count)") }
         return seconds

@@ -113,6 +113,7 @@ ROUTE_KINDS = {
     ("GET", "/health"): "open",
     ("POST", "/v1/push"): "bearer",
     ("POST", "/v1/pull"): "bearer",
+    ("POST", "/v2/pull"): "bearer",
     ("GET", "/v1/changes"): "bearer",
     ("POST", "/v1/admin/tokens"): "admin",
     ("POST", "/v1/admin/prune"): "admin",
@@ -361,6 +362,8 @@ def dataset_path(identity, dataset, pool=PROBE_POOL):
 
 
 JSON_HEADERS = {"Content-Type": "application/json"}
+# What a client of POST /v2/pull accepts (Docs/Protocol.md, "The page stream").
+PAGE_STREAM = "application/vnd.offlinesync.pages; version=1"
 TABLES_HEADERS = {"ZUMO-API-VERSION": "3.0.0"}
 TABLES_JSON_HEADERS = {"ZUMO-API-VERSION": "3.0.0", "Content-Type": "application/json"}
 
@@ -564,6 +567,7 @@ def _make_probes():
         ("GET", "/health"): ("/health", None, {}, {200}),
         ("POST", "/v1/push"): ("/v1/push", jbody({"operations": [attack_op]}), J, {200}),
         ("POST", "/v1/pull"): ("/v1/pull", jbody({"table": "probe"}), J, {200}),
+        ("POST", "/v2/pull"): ("/v2/pull", jbody({"table": "probe"}), dict(J, Accept=PAGE_STREAM), {200}),
         ("GET", "/v1/changes"): ("/v1/changes", None, {}, {426}),
         ("POST", "/v1/admin/tokens"): ("/v1/admin/tokens", jbody({"identity": ALICE}), J, {200}),
         ("POST", "/v1/admin/prune"): ("/v1/admin/prune", jbody({"olderThanSeconds": 0}), J, {200}),

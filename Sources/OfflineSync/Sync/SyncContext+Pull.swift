@@ -28,25 +28,25 @@ extension SyncContext {
         if let queryId { cursor = try await self.cursor(table: table, queryId: queryId) }
         var summary = PullSummary(table: table, isFullSync: cursor == nil)
         var done = 0
-        let remote = self.remote
-        let predicate = query.predicate, pageSize = options.pullPageSize
-        func fetch(after cursor: String?) -> Task<PullPage, any Error> {
-            Task { try await remote.pull(PullRequest(table: table, predicate: predicate, cursor: cursor, limit: pageSize)) }
-        }
-        // The next page is fetched while this one is applied: at most two pages are held.
-        var next = fetch(after: cursor)
+        let stream = remote.openPull(PullRequest(table: table, predicate: query.predicate, cursor: cursor,
+                                                 limit: options.pullPageSize))
+        func fetch() -> Task<PullPage?, any Error> { Task { try await stream.next() } }
+        // The next page is read while this one is applied: at most two pages are held here
+        // (a streaming remote also holds what its connection has buffered).
+        var next = fetch()
         defer { next.cancel() }
         while true {
             let page: PullPage
             do {
-                page = try await next.valueCancellingWithCaller()
+                guard let read = try await next.valueCancellingWithCaller() else { break }
+                page = read
                 networkReachable(true)
             } catch {
                 remoteFailed(error)
                 throw error
             }
-            let more = page.remaining > 0 && !(page.records.isEmpty && page.removed.isEmpty)
-            if more { next = fetch(after: page.nextCursor) }
+            let more = !page.endsPull
+            if more { next = fetch() }
             if page.cursorReset { summary.isFullSync = true }
             let pulledAt = more ? nil : Timestamp.now()
             let (counts, removedIds) = try await observer.write { txn in

@@ -51,7 +51,7 @@ public enum ValueCodec {
     }
 
     /// Appends the bytes of ``encode(_:)-(Record)`` to `out` (no intermediate array).
-    static func write(_ record: Record, into out: inout [UInt8]) {
+    public static func write(_ record: Record, into out: inout [UInt8]) {
         out.append(recordFormat)
         writeString(record.id, into: &out)
         if let version = record.version { out.append(1); writeString(version, into: &out) } else { out.append(0) }
@@ -233,7 +233,14 @@ public enum ValueCodec {
         mutating func string() throws -> String {
             let n = try length()
             defer { offset += n }
-            guard let s = String(validating: buffer[offset..<(offset + n)], as: UTF8.self) else {
+            let bytes = UnsafeRawBufferPointer(rebasing: buffer[offset..<(offset + n)])
+            // ASCII (nearly every name and id) is valid UTF-8 as it stands, and
+            // `String(decoding:as:)` over a typed buffer is the standard library's fast path;
+            // the general validator is a generic call that costs more than the copy.
+            if bytes.allSatisfy({ $0 < 0x80 }) {
+                return bytes.withMemoryRebound(to: UInt8.self) { String(decoding: $0, as: UTF8.self) }
+            }
+            guard let s = String(validating: bytes, as: UTF8.self) else {
                 throw SyncError(.corrupted, "string is not valid UTF-8")
             }
             return s

@@ -1,0 +1,172 @@
+import AsyncHTTPClient
+import NIOCore
+import OfflineSync
+import OfflineSyncWire
+
+extension HTTPRemoteStore {
+    /// Opens a pull as the server's page stream (`POST /v2/pull`): the server reads the next
+    /// page while this client decodes and stores the last, instead of waiting for each
+    /// page's request. A server without the route (older, or with streaming turned off) is
+    /// pulled one `POST /v1/pull` per page instead; a server that writes another version of
+    /// the stream is ``SyncError/Code/unsupported``, never misread.
+    public func openPull(_ request: PullRequest) -> any PullStream {
+        HTTPPullStream(remote: self, request: request)
+    }
+}
+
+/// ``HTTPRemoteStore``'s page stream: one response carries many pages; when it ends before
+/// the pull does (the server's per-response bound) or breaks off, the next request starts
+/// from the last page's cursor, so no page is lost or read twice. A response that breaks off
+/// is a failed attempt, retried with the remote's backoff up to its attempts; the count
+/// starts again with every page read.
+actor HTTPPullStream: PullStream {
+    private let remote: HTTPRemoteStore
+    private var request: PullRequest
+    private var body: HTTPClientResponse.Body.AsyncIterator?
+    private var decoder = PageStreamDecoder()
+    /// Pages read from the current response.
+    private var pagesInResponse = 0
+    private var finished = false
+    private var fallback: PagedPullStream?
+    private var failures = 0
+    private var backoff: Backoff
+
+    init(remote: HTTPRemoteStore, request: PullRequest) {
+        self.remote = remote
+        self.request = request
+        self.backoff = Backoff(initial: remote.configuration.initialBackoff, maximum: remote.configuration.maxBackoff)
+    }
+
+    func next() async throws -> PullPage? {
+        if let fallback { return try await fallback.next() }
+        while !finished {
+            if body == nil {
+                switch try await open() {
+                case .answered(let response):
+                    body = response.body.makeAsyncIterator()
+                    decoder = PageStreamDecoder()
+                    pagesInResponse = 0
+                case .noSuchRoute:
+                    let paged = PagedPullStream(remote: remote, request: request)
+                    fallback = paged
+                    return try await paged.next()
+                }
+            }
+            do {
+                if let page = try await nextPage() { return page }
+            } catch let error as SyncError {
+                body = nil
+                throw error
+            } catch {
+                // The response broke off (reset, closed, silent too long): ask again from the
+                // last page's cursor after the backoff, unless the attempts are spent.
+                body = nil
+                if Task.isCancelled { throw SyncError(.cancelled, "the request was cancelled") }
+                failures += 1
+                let failure = SyncError(.transient, "the page stream from /v2/pull broke off: \(HTTPRemoteStore.describe(error))")
+                guard failures < remote.configuration.maxAttempts else { throw failure }
+                remote.logger.debug("reopening the page stream", metadata: ["attempt": "\(failures)", "reason": "\(failure.message)"])
+                try await Task.sleep(for: backoff.nextDelay())
+            }
+        }
+        return nil
+    }
+
+    /// The next page of the current response; `nil` when the response ended cleanly (the
+    /// pull goes on in a new one, or is finished). A malformed stream or a failure frame is
+    /// a ``SyncError``; a connection that fails is thrown as it is.
+    private func nextPage() async throws -> PullPage? {
+        while true {
+            let frame: PageStream.Frame?
+            do {
+                frame = try decoder.next()
+            } catch let error as SyncError {
+                throw SyncError(.transient, "the server's page stream is malformed: \(error.message)")
+            }
+            switch frame {
+            case .page(let page)?:
+                pagesInResponse += 1
+                failures = 0
+                backoff = Backoff(initial: remote.configuration.initialBackoff, maximum: remote.configuration.maxBackoff)
+                request.cursor = page.nextCursor
+                if page.endsPull {
+                    finished = true
+                    body = nil
+                }
+                return page
+            case .end?:
+                body = nil
+                guard pagesInResponse > 0 else {
+                    throw SyncError(.transient, "the server's page stream is malformed: a response ended without a page")
+                }
+                return nil
+            case .failure(let status, let code, let message)?:
+                body = nil
+                if status == 429 || status >= 500 {
+                    throw StreamBrokeOff(reason: "the server answered \(status): \(message)")
+                }
+                throw HTTPRemoteStore.error(status: status, code: code, message: message)
+            case nil:
+                guard let chunk = try await nextChunk() else {
+                    throw StreamBrokeOff(reason: "the response ended inside the stream, before its end frame")
+                }
+                chunk.withUnsafeReadableBytes { decoder.append($0) }
+            }
+        }
+    }
+
+    /// The response's next bytes, or a failure when none come for the remote's request
+    /// timeout (the response's deadline covers only its head, so a server that stops
+    /// writing would otherwise hold the pull for ever).
+    private func nextChunk() async throws -> ByteBuffer? {
+        guard let iterator = body else { return nil }
+        let reading = BodyReader(iterator: iterator)
+        let timeout = remote.configuration.requestTimeout
+        let chunk = try await withThrowingTaskGroup(of: ByteBuffer?.self) { group in
+            group.addTask { try await reading.next() }
+            group.addTask {
+                try await Task.sleep(for: timeout)
+                throw StreamBrokeOff(reason: "no bytes came for \(timeout)")
+            }
+            defer { group.cancelAll() }
+            return try await group.next()!
+        }
+        body = reading.iterator
+        return chunk
+    }
+
+    /// Sends the stream's request (with the remote's retries for failures before the stream begins).
+    private func open() async throws -> HTTPRemoteStore.Exchange<HTTPClientResponse> {
+        let accept = "\(PageStream.mediaType); version=\(PageStream.version)"
+        return try await remote.exchange(path: "/v2/pull", body: Wire.json(request).encoded, headers: [("Accept", accept)]) { response in
+            let type = response.headers.first(name: "Content-Type") ?? ""
+            guard type.lowercased().hasPrefix(PageStream.mediaType) else {
+                throw SyncError(.transient, "the server answered /v2/pull with '\(type)', not the page stream")
+            }
+            return response
+        }
+    }
+}
+
+/// Lends a response body's iterator to the one child task that reads the next bytes.
+///
+/// `@unchecked Sendable`: the iterator is touched by one task at a time — the child task
+/// reads it while ``HTTPPullStream/nextChunk()`` waits for its task group, which does not
+/// return before every child has finished, and only then is the iterator taken back.
+private final class BodyReader: @unchecked Sendable {
+    var iterator: HTTPClientResponse.Body.AsyncIterator
+
+    init(iterator: HTTPClientResponse.Body.AsyncIterator) {
+        self.iterator = iterator
+    }
+
+    func next() async throws -> ByteBuffer? {
+        try await iterator.next()
+    }
+}
+
+/// A page stream's response that broke off or was answered with a failure worth retrying.
+struct StreamBrokeOff: Error, CustomStringConvertible {
+    let reason: String
+    var description: String { reason }
+}

@@ -1,0 +1,83 @@
+import Hummingbird
+import HTTPTypes
+import NIOCore
+import OfflineSync
+import OfflineSyncService
+import OfflineSyncWire
+
+extension Routes {
+    // MARK: Page stream
+
+    /// `POST /v2/pull`: the same request as `/v1/pull`, answered with a ``PageStream`` of up
+    /// to ``SyncServer/Configuration/pagesPerStream`` pages. Each page is read in its own read
+    /// transaction, as `/v1/pull` reads it, and written before the next is read, so the server
+    /// holds one page however long the pull; while the client's connection is full, writing
+    /// waits and nothing more is read.
+    ///
+    /// Everything that can be refused is refused before the stream begins, with the same
+    /// status and body as `/v1/pull` (the first page is read first); a failure after that is a
+    /// failure frame, since the 200 has gone.
+    func pullStream(_ request: Request, _ context: SyncRequestContext) async throws -> Response {
+        let claims = try context.requireClaims()
+        try Self.checkAcceptsPageStream(request.headers[values: .accept])
+        let body = try await readJSON(request)
+        let pull = try await decode { try Wire.pullRequest(body) }
+        guard pull.limit <= configuration.maxPageSize else {
+            throw APIError(.badRequest, "pageSizeExceeded", "'limit' may be at most \(configuration.maxPageSize)")
+        }
+        let service = self.service
+        let first = try await call { try await service.pull(claims: claims, pull) }
+        let pagesPerStream = configuration.pagesPerStream, logger = self.logger
+        let headers: HTTPFields = [.contentType: "\(PageStream.mediaType); version=\(PageStream.version)"]
+        return Response(status: .ok, headers: headers, body: ResponseBody { writer in
+            var pull = pull
+            var out = PageStream.header
+            var page = first
+            var sent = 1
+            while true {
+                PageStream.write(page, into: &out)
+                if page.endsPull || sent == pagesPerStream { break }
+                try await writer.write(ByteBuffer(bytes: out))
+                out.removeAll(keepingCapacity: true)
+                pull.cursor = page.nextCursor
+                do {
+                    page = try await service.pull(claims: claims, pull)
+                    sent += 1
+                } catch {
+                    let answer = (error as? SyncError).map(APIError.from)
+                        ?? APIError(.internalServerError, "internal", "the server could not complete the request")
+                    if answer.status.code >= 500 {
+                        logger.error("page stream failed", metadata: ["code": "\((error as? SyncError)?.code.description ?? "\(type(of: error))")"])
+                    }
+                    PageStream.writeFailure(status: answer.status.code, error: answer.code, message: answer.message, into: &out)
+                    try await writer.write(ByteBuffer(bytes: out))
+                    try await writer.finish(nil)
+                    return
+                }
+            }
+            PageStream.writeEnd(into: &out)
+            try await writer.write(ByteBuffer(bytes: out))
+            try await writer.finish(nil)
+        })
+    }
+
+    /// Refuses a request whose `Accept` does not name the page stream at a version this
+    /// server writes: 406, saying which version it writes, so a client built for another
+    /// format learns why instead of reading bytes it cannot understand.
+    static func checkAcceptsPageStream(_ accept: [String]) throws {
+        var versions: [String] = []
+        for entry in accept.flatMap({ $0.split(separator: ",") }) {
+            let parts = entry.split(separator: ";").map { $0.trimmingCharacters(in: .whitespaces) }
+            guard let type = parts.first, type.lowercased() == PageStream.mediaType else { continue }
+            let version = parts.dropFirst().first { $0.lowercased().hasPrefix("version=") }.map { String($0.dropFirst("version=".count)) }
+            if version == String(PageStream.version) { return }
+            versions.append(version ?? "(none)")
+        }
+        let wanted = "Accept: \(PageStream.mediaType); version=\(PageStream.version)"
+        if versions.isEmpty {
+            throw APIError(.notAcceptable, "notAcceptable", "POST /v2/pull answers only with the page stream: send \(wanted)")
+        }
+        throw APIError(.notAcceptable, "unsupportedVersion",
+                       "this server writes page stream version \(PageStream.version); the request accepts version \(versions.joined(separator: ", ")) (send \(wanted), or pull page by page with POST /v1/pull)")
+    }
+}

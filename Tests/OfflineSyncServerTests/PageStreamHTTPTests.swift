@@ -1,0 +1,208 @@
+import AsyncHTTPClient
+import Foundation
+import Hummingbird
+import NIOCore
+import OfflineSync
+import OfflineSyncHTTP
+import OfflineSyncServer
+import OfflineSyncSQLite
+import OfflineSyncTestSupport
+import OfflineSyncWire
+import Testing
+
+/// A real reverse proxy on a loopback port that streams answers through as they arrive and
+/// breaks off the first `cuts` answers to `/v2/pull` after `cutAfter` bytes (the connection
+/// is closed mid-body, as a network failure would). It counts the requests per path.
+struct CuttingProxy {
+    let running: Task<Void, any Error>
+    let port: Int
+    let requests: Box<[String: Int]>
+
+    struct Cut: Error {}
+
+    static func start(target: String, cuts: Int, cutAfter: Int) async throws -> CuttingProxy {
+        let requests = Box<[String: Int]>([:])
+        let router = Router()
+        router.post("**") { request, _ -> Response in
+            let path = request.uri.path
+            let number = requests.withLock { counts -> Int in counts[path, default: 0] += 1; return counts[path]! }
+            let cut = path == "/v2/pull" && number <= cuts
+            let body = try await request.body.collect(upTo: 64 << 20)
+            var forward = HTTPClientRequest(url: target + path)
+            forward.method = .POST
+            for field in request.headers where [.authorization, .contentType, .accept].contains(field.name) {
+                forward.headers.add(name: field.name.rawName, value: field.value)
+            }
+            forward.body = .bytes(body)
+            let answer = try await HTTPClient.shared.execute(forward, timeout: .seconds(30))
+            var headers: HTTPFields = [:]
+            if let type = answer.headers.first(name: "Content-Type") { headers[.contentType] = type }
+            return Response(status: .init(code: Int(answer.status.code)), headers: headers, body: ResponseBody { writer in
+                var sent = 0
+                for try await chunk in answer.body {
+                    if cut && sent + chunk.readableBytes > cutAfter {
+                        try await writer.write(chunk.getSlice(at: chunk.readerIndex, length: cutAfter - sent)!)
+                        throw Cut()   // Hummingbird closes the connection: the body breaks off
+                    }
+                    sent += chunk.readableBytes
+                    try await writer.write(chunk)
+                }
+                try await writer.finish(nil)
+            })
+        }
+        let (bound, continuation) = AsyncStream.makeStream(of: Int.self)
+        let app = Application(router: router, configuration: .init(address: .hostname("127.0.0.1", port: 0)),
+                              onServerRunning: { continuation.yield($0.localAddress?.port ?? 0) }, logger: quietLogger)
+        let task = Task { try await app.runService(gracefulShutdownSignals: []) }
+        var iterator = bound.makeAsyncIterator()
+        guard let port = await iterator.next() else { throw SyncError(.transient, "the proxy did not start") }
+        return CuttingProxy(running: task, port: port, requests: requests)
+    }
+
+    func count(_ path: String) -> Int { requests.withLock { $0[path, default: 0] } }
+    func stop() { running.cancel() }
+}
+
+@Suite("Page stream over HTTP: POST /v2/pull")
+struct PageStreamHTTPTests {
+    static let rows = 1_050
+
+    /// Pushes `rows` records of `identity` into `todos`.
+    static func seed(_ live: LiveServer, identity: String = "alice", rows: Int = rows) async throws {
+        let remote = try await live.remote(identity)
+        for start in stride(from: 0, to: rows, by: 500) {
+            _ = try await remote.push((start..<min(start + 500, rows)).map { i in
+                PushOperation(id: "\(identity)-\(i)", table: "todos", itemId: "\(identity)-\(i)", kind: .insert,
+                              item: Record(id: "\(identity)-\(i)", fields: ["title": .string("todo \(i) é"), "n": .int(Int64(i)),
+                                                                            "at": .date(Timestamp(millisecondsSince1970: Int64(i)))]),
+                              baseVersion: nil)
+            })
+        }
+    }
+
+    /// Every record of `identity`'s `todos`, read one `/v1/pull` page at a time.
+    static func pagedRecords(_ live: LiveServer, _ identity: String) async throws -> [Record] {
+        let remote = try await live.remote(identity)
+        var records: [Record] = []
+        var cursor: String?
+        while true {
+            let page = try await remote.pull(PullRequest(table: "todos", cursor: cursor, limit: 1000))
+            records += page.records
+            cursor = page.nextCursor
+            if page.endsPull { return records }
+        }
+    }
+
+    /// Pulls `todos` through a context over `remote` into a new SQLite store; returns the
+    /// summary and the stored records.
+    static func pull(_ remote: HTTPRemoteStore, in directory: URL, name: String) async throws -> (PullSummary, [Record]) {
+        let store = try await SQLiteStore(path: directory.appendingPathComponent("\(name).sqlite").path)
+        let context = try await SyncContext(store: store, remote: remote, options: SyncOptions(pullPageSize: 100))
+        try await context.defineTable(TableSchema("todos", fields: [FieldDefinition("title", .string), FieldDefinition("n", .int)]))
+        let summary = try await context.pull("todos", queryId: "all")
+        let stored = try await context.read { try $0.records(in: "todos", matching: Query(order: [SortKey("id")])) }
+        try await context.close()
+        return (summary, stored)
+    }
+
+    @Test("a context pulls over the page stream in several responses and stores exactly the rows page-by-page pulls give")
+    func streamsInSeveralResponses() async throws {
+        try await withTemporaryDirectory { directory in
+            try await LiveServer.with(configure: { $0.pagesPerStream = 3 }) { live in
+                try await Self.seed(live)
+                try await Self.seed(live, identity: "bob", rows: 5)
+                let proxy = try await CuttingProxy.start(target: live.baseURL, cuts: 0, cutAfter: 0)
+                defer { proxy.stop() }
+                let token = try await live.token("alice")
+                let remote = HTTPRemoteStore(baseURL: "http://127.0.0.1:\(proxy.port)", token: { token })
+                let (summary, stored) = try await Self.pull(remote, in: directory, name: "streamed")
+                #expect(summary.received == Self.rows && summary.added == Self.rows && summary.pages == 11)
+                #expect(proxy.count("/v2/pull") == 4, "11 pages at 3 per response")
+                #expect(proxy.count("/v1/pull") == 0)
+                let expected = try await Self.pagedRecords(live, "alice").sorted { $0.id < $1.id }
+                #expect(stored.count == expected.count)
+                #expect(stored == expected, "the same records, versions and timestamps as /v1/pull's pages")
+                #expect(!stored.contains { $0.id.hasPrefix("bob") }, "only alice's rows")
+            }
+        }
+    }
+
+    @Test("a stream that breaks off mid-page is asked again from the last stored page: no row lost or read twice")
+    func resumesAfterBreakingOff() async throws {
+        try await withTemporaryDirectory { directory in
+            try await LiveServer.with { live in
+                try await Self.seed(live)
+                // Each cut falls inside a page: 100 records are a few kilobytes.
+                let proxy = try await CuttingProxy.start(target: live.baseURL, cuts: 2, cutAfter: 7_000)
+                defer { proxy.stop() }
+                let token = try await live.token("alice")
+                let remote = HTTPRemoteStore(baseURL: "http://127.0.0.1:\(proxy.port)",
+                                             configuration: .init(initialBackoff: .milliseconds(10)), token: { token })
+                let (summary, stored) = try await Self.pull(remote, in: directory, name: "resumed")
+                #expect(summary.received == Self.rows, "every row once: a cut page is read again whole, not twice")
+                #expect(summary.added == Self.rows)
+                #expect(stored.count == Self.rows)
+                #expect(proxy.count("/v2/pull") == 3, "two broken responses, then one that finishes")
+            }
+        }
+    }
+
+    @Test("a server without the page stream is pulled page by page through /v1/pull")
+    func fallsBackToPages() async throws {
+        try await withTemporaryDirectory { directory in
+            try await LiveServer.with(configure: { $0.streamsPages = false }) { live in
+                try await Self.seed(live)
+                let proxy = try await CuttingProxy.start(target: live.baseURL, cuts: 0, cutAfter: 0)
+                defer { proxy.stop() }
+                let token = try await live.token("alice")
+                let remote = HTTPRemoteStore(baseURL: "http://127.0.0.1:\(proxy.port)", token: { token })
+                let (summary, stored) = try await Self.pull(remote, in: directory, name: "paged")
+                #expect(summary.received == Self.rows && stored.count == Self.rows)
+                #expect(proxy.count("/v2/pull") == 1, "asked once, answered 404")
+                #expect(proxy.count("/v1/pull") == 11)
+            }
+        }
+    }
+
+    @Test("refusals come before the stream, as JSON errors: no token, no or another format version, bad cursor, page too large")
+    func refusals() async throws {
+        try await LiveServer.with { live in
+            let token = try await live.token("alice")
+            let auth = ("Authorization", "Bearer \(token)")
+            let accept = ("Accept", "\(PageStream.mediaType); version=1")
+            let body = Array(#"{"table":"todos","limit":10}"#.utf8)
+
+            let anonymous = try await http(.POST, live.baseURL + "/v2/pull", headers: [accept], body: body)
+            #expect(anonymous.status == 401 && anonymous.errorCode == "unauthorized")
+
+            let noAccept = try await http(.POST, live.baseURL + "/v2/pull", headers: [auth], body: body)
+            #expect(noAccept.status == 406 && noAccept.errorCode == "notAcceptable")
+
+            let future = try await http(.POST, live.baseURL + "/v2/pull", headers: [auth, ("Accept", "\(PageStream.mediaType); version=2")], body: body)
+            #expect(future.status == 406 && future.errorCode == "unsupportedVersion")
+            #expect(future.text.contains("writes page stream version 1") && future.text.contains("accepts version 2"), "\(future.text)")
+
+            let badCursor = try await http(.POST, live.baseURL + "/v2/pull", headers: [auth, accept],
+                                           body: Array(#"{"table":"todos","cursor":"nonsense","limit":10}"#.utf8))
+            #expect(badCursor.status == 400 && badCursor.errorCode == "invalidCursor")
+
+            let tooLarge = try await http(.POST, live.baseURL + "/v2/pull", headers: [auth, accept],
+                                          body: Array(#"{"table":"todos","limit":5000}"#.utf8))
+            #expect(tooLarge.status == 400 && tooLarge.errorCode == "pageSizeExceeded")
+
+            // Several accepted types, ours among them: the stream, with its header and an end frame.
+            try await Self.seed(live, rows: 3)
+            let ok = try await http(.POST, live.baseURL + "/v2/pull",
+                                    headers: [auth, ("Accept", "application/json, \(PageStream.mediaType);version=1")], body: body)
+            #expect(ok.status == 200)
+            #expect(ok.header("Content-Type") == "\(PageStream.mediaType); version=1")
+            var decoder = PageStreamDecoder()
+            ok.body.withUnsafeBytes { decoder.append($0) }
+            var frames: [PageStream.Frame] = []
+            while let frame = try decoder.next() { frames.append(frame) }
+            guard case .page(let page)? = frames.first else { Issue.record("no page: \(frames)"); return }
+            #expect(page.records.count == 3 && page.remaining == 0)
+            #expect(frames.last == .end && decoder.isFinished)
+        }
+    }
+}
