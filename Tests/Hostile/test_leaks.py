@@ -39,6 +39,25 @@ def native(token, route, document):
     return auth.send("POST", route, auth.jbody(document), dict(auth.JSON_HEADERS, **auth.bearer(token)))
 
 
+def native_stream(token, document):
+    """POST /v2/pull: the same request, answered with the binary page stream."""
+    return auth.send("POST", "/v2/pull", auth.jbody(document),
+                     dict(auth.JSON_HEADERS, Accept=auth.PAGE_STREAM, **auth.bearer(token)))
+
+
+def stream_frames(body):
+    """The (type, payload) frames of a page stream (Docs/Protocol.md): after the bytes
+    `OSPS` 1, each frame is a type byte, a 4-byte little-endian length and the payload."""
+    if body[:5] != b"OSPS\x01":
+        raise AssertionError("not a page stream: %r" % body[:16])
+    frames, at = [], 5
+    while at < len(body):
+        kind, length = body[at], int.from_bytes(body[at + 1:at + 5], "little")
+        frames.append((kind, body[at + 5:at + 5 + length]))
+        at += 5 + length
+    return frames
+
+
 def op(op_id, table, item, kind="insert", fields=None, base=None):
     operation = {"id": op_id, "table": table, "itemId": item, "kind": kind}
     if fields is not None:
@@ -111,9 +130,18 @@ class LeakTest(unittest.TestCase):
                         self.assertEqual(page.get("removed", []), [], "removed ids %s never saw" % who)
                         if who == "carol":
                             self.assertEqual((page["records"], page["remaining"]), ([], 0), "carol's %s" % table)
+                    # The page stream answers the same request with the same rows, in binary.
+                    streamed, body = self.assert_clean(native_stream(token, request), "%s's streamed pull %s" % (who, request))
+                    self.assertEqual(streamed, status, "/v2/pull and /v1/pull answer %s's %s alike" % (who, request))
+                    if streamed == 200 and who == "carol":
+                        kinds = [kind for kind, _ in stream_frames(body)]
+                        self.assertEqual(kinds, [1, 3], "carol's %s stream: one empty page, then the end" % table)
         status, body = self.assert_clean(native(S.bob, "/v1/pull", {"table": "todos", "limit": 1}), "bob's todos")
         page = json.loads(body)
         self.assertEqual(([r["id"] for r in page["records"]], page["remaining"]), (["t-open"], 0))
+        status, body = self.assert_clean(native_stream(S.bob, {"table": "todos", "limit": 1}), "bob's streamed todos")
+        self.assertEqual([kind for kind, _ in stream_frames(body)], [1, 2, 3], "one page of one record, then the end")
+        self.assertIn(b"t-open", stream_frames(body)[1][1])
 
     def test_02_native_push_refusals_carry_nothing(self):
         attempts = [

@@ -18,7 +18,8 @@ exchange:
   after-send        the push is forwarded and the server's complete answer is read but never
                     forwarded (the server applied it, the client never learns); client killed.
   mid-response      only a random prefix of the push answer is forwarded; client killed.
-  mid-pull-page     only a random prefix of a pull page is forwarded (the client syncs with
+  mid-pull-page     only a random prefix of a pull's page stream (POST /v2/pull: its pages,
+                    each with its cursor) is forwarded (the client syncs with
                     --pull-page-size 7, and a second, never-killed "writer" client adds 0-40
                     rows under prefix w- between trials, so there are other rows to pull).
   mid-server-apply  the push is forwarded, and 0-3 ms later the *server* is killed; it counts
@@ -103,7 +104,7 @@ PHASES = ["before-send", "after-send", "mid-response", "mid-pull-page", "mid-ser
           "mid-compaction"]
 # Phases the proxy carries out (it holds the client's connection until the client is killed).
 PROXY_PHASES = {"before-send": "/v1/push", "after-send": "/v1/push", "mid-response": "/v1/push",
-                "mid-pull-page": "/v1/pull", "mid-server-apply": "/v1/push"}
+                "mid-pull-page": "/v2/pull", "mid-server-apply": "/v1/push"}
 
 TOKEN_SECRET = "crash-trials-token-secret-0123456789abcdef"
 PULL_PAGE_SIZE = 7
@@ -437,7 +438,7 @@ class FaultProxy:
                     return
                 parts = start.split(" ")
                 method, path = parts[0], (parts[1].split("?")[0] if len(parts) > 1 else "")
-                kind = "push" if path == "/v1/push" else "pull" if path == "/v1/pull" else "other"
+                kind = "push" if path == "/v1/push" else "pull" if path in ("/v1/pull", "/v2/pull") else "other"
                 with self.lock:
                     self.exchanges[kind] += 1
                 action = self._match(method, path)
