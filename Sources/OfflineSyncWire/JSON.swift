@@ -1,4 +1,5 @@
 import OfflineSync
+import OfflineSyncStoreKit
 
 /// A JSON document as the wire format reads and writes it. Numbers keep their text, so an
 /// integer (`1`) and a double (`1.0`) stay apart and 64-bit integers are never rounded;
@@ -260,7 +261,7 @@ private struct JSONReader {
             }
             runStart = position
         }
-        guard let text = String(validating: utf8, as: UTF8.self) else { throw fail("a string is not valid UTF-8") }
+        guard let text = utf8.withUnsafeBytes(UTF8Text.string) else { throw fail("a string is not valid UTF-8") }
         return text
     }
 

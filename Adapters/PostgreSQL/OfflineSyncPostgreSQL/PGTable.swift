@@ -190,12 +190,12 @@ struct PGTable {
 
     /// Decodes row `row` of a result that selected ``selectList``.
     func decode(_ result: PGResult, _ row: Int) throws -> Record {
-        guard let idBytes = result.bytes(row, 0), let id = String(validating: idBytes, as: UTF8.self) else {
+        guard let idBytes = result.bytes(row, 0), let id = idBytes.withUnsafeBytes(UTF8Text.string) else {
             throw corrupted("id")
         }
         var version: String?
         if let bytes = result.bytes(row, 1) {
-            guard let text = String(validating: bytes, as: UTF8.self) else { throw corrupted("version") }
+            guard let text = bytes.withUnsafeBytes(UTF8Text.string) else { throw corrupted("version") }
             version = text
         }
         let updatedAt = result.int64(row, 2).map(Timestamp.init(millisecondsSince1970:))
@@ -234,7 +234,7 @@ struct PGTable {
             guard let t = result.int64(row, column) else { throw corrupted(field: field.name) }
             return .date(Timestamp(millisecondsSince1970: t))
         case .string:
-            guard let bytes = result.bytes(row, column), let s = String(validating: bytes, as: UTF8.self) else {
+            guard let bytes = result.bytes(row, column), let s = bytes.withUnsafeBytes(UTF8Text.string) else {
                 throw corrupted(field: field.name)
             }
             return .string(s)

@@ -17,7 +17,7 @@ final class SQLiteConnection {
     var tableInfoCache: [ExactString: SQLiteTable] = [:]
     /// Keyed by the SQL's exact bytes: `String` equality is canonical equivalence, which would
     /// hand the statement of table "é" to table "e\u{301}".
-    private var statements: [ExactString: SQLiteStatement] = [:]
+    private var statements: [SQLiteSQL: SQLiteStatement] = [:]
 
     /// The most prepared statements kept between transactions (keyed by SQL text).
     static let statementCacheLimit = 256
@@ -60,17 +60,23 @@ final class SQLiteConnection {
     /// Runs `body` with the prepared statement for `sql`, bound to `bindings`, then resets it.
     /// Statements are cached by SQL text; a statement already being stepped is not lent twice.
     func withStatement<T>(_ sql: String, _ bindings: [SQLiteValue] = [], _ body: (SQLiteStatement) throws -> T) throws -> T {
+        try withStatement(SQLiteSQL(sql), bindings, body)
+    }
+
+    /// ``withStatement(_:_:_:)-(String,_,_)`` for SQL whose cache key was made once (a table's
+    /// per-row statements), so the text is not hashed again on every row.
+    func withStatement<T>(_ key: SQLiteSQL, _ bindings: [SQLiteValue] = [], _ body: (SQLiteStatement) throws -> T) throws -> T {
         let db = try handle()
-        let key = ExactString(sql)
         let statement: SQLiteStatement
         var owned = false
-        if let cached = statements[key], !cached.inUse {
+        switch statements[key] {
+        case let cached? where !cached.inUse:
             statement = cached
-        } else if statements[key] == nil {
-            statement = try SQLiteStatement(db: db, sql: sql, persistent: true)
+        case nil:
+            statement = try SQLiteStatement(db: db, sql: key.text, persistent: true)
             statements[key] = statement
-        } else {
-            statement = try SQLiteStatement(db: db, sql: sql, persistent: false)
+        case _?:
+            statement = try SQLiteStatement(db: db, sql: key.text, persistent: false)
             owned = true
         }
         statement.inUse = true
@@ -85,7 +91,12 @@ final class SQLiteConnection {
 
     /// Runs `sql` to completion, ignoring any rows.
     func execute(_ sql: String, _ bindings: [SQLiteValue] = []) throws {
-        try withStatement(sql, bindings) { statement in
+        try execute(SQLiteSQL(sql), bindings)
+    }
+
+    /// Runs the statement `key` names to completion, ignoring any rows.
+    func execute(_ key: SQLiteSQL, _ bindings: [SQLiteValue] = []) throws {
+        try withStatement(key, bindings) { statement in
             while try statement.step() {}
         }
     }
@@ -213,5 +224,27 @@ final class SQLiteConnectionWorker: @unchecked Sendable {
                 continuation.resume()
             }
         }
+    }
+}
+
+/// SQL text as a statement-cache key, compared by its exact bytes, with its hash computed once
+/// when the key is made: a table keeps the keys of its per-row statements, so finding the
+/// prepared statement for a row costs hashing one integer, not the whole SQL text.
+struct SQLiteSQL: Hashable {
+    let text: String
+    private let hash: Int
+
+    init(_ text: String) {
+        let exact = ExactString(text)
+        self.text = exact.value
+        self.hash = exact.hashValue
+    }
+
+    static func == (lhs: SQLiteSQL, rhs: SQLiteSQL) -> Bool {
+        lhs.hash == rhs.hash && ExactString(lhs.text) == ExactString(rhs.text)
+    }
+
+    func hash(into hasher: inout Hasher) {
+        hasher.combine(hash)
     }
 }

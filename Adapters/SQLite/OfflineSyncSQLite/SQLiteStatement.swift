@@ -1,5 +1,6 @@
 import COfflineSyncSQLite3
 import OfflineSync
+import OfflineSyncStoreKit
 
 /// Owns one prepared statement. Used only by its ``SQLiteConnection``, on that connection's queue.
 ///
@@ -114,8 +115,7 @@ final class SQLiteStatement {
             return ""
         }
         let count = Int(sqlite3_column_bytes(handle, column))
-        let buffer = UnsafeBufferPointer(start: pointer, count: count)
-        guard let string = String(validating: buffer, as: UTF8.self) else {
+        guard let string = UTF8Text.string(UnsafeRawBufferPointer(start: pointer, count: count)) else {
             throw SyncError(.corrupted, "a text column holds bytes that are not UTF-8")
         }
         return string

@@ -9,6 +9,9 @@ class SQLiteReadTransaction: LocalReadTransaction {
     private var connection: SQLiteConnection?
     private let queueKey: DispatchSpecificKey<Bool>?
     private var tableMemo: [ExactString: SQLiteTable] = [:]
+    /// The table the last call named: a transaction that writes a page of rows names the same
+    /// table on every row, and comparing its bytes is cheaper than hashing the name.
+    private var lastTable: (name: String, info: SQLiteTable)?
 
     init(connection: SQLiteConnection) {
         self.connection = connection
@@ -19,6 +22,7 @@ class SQLiteReadTransaction: LocalReadTransaction {
     func end() {
         connection = nil
         tableMemo = [:]
+        lastTable = nil
     }
 
     /// The connection, while the transaction is open and the caller is on its queue.
@@ -34,8 +38,12 @@ class SQLiteReadTransaction: LocalReadTransaction {
     /// The table's mapping, read from the catalog once per transaction.
     func table(_ name: String) throws -> SQLiteTable {
         let connection = try live()
+        if let last = lastTable, last.name.utf8.elementsEqual(name.utf8) { return last.info }
         let key = ExactString(name)
-        if let info = tableMemo[key] { return info }
+        if let info = tableMemo[key] {
+            lastTable = (name, info)
+            return info
+        }
         let row = try connection.withStatement(
             "SELECT \"num\", \"schema\" FROM \(SQLiteName.catalog) WHERE \"name\" = ?1", [.text(name)]
         ) { statement -> (Int64, [UInt8])? in
@@ -53,6 +61,7 @@ class SQLiteReadTransaction: LocalReadTransaction {
             connection.tableInfoCache[key] = info
         }
         tableMemo[key] = info
+        lastTable = (name, info)
         return info
     }
 

@@ -90,10 +90,10 @@ extension SyncContext {
             if record.deleted {
                 if existing != nil { try txn.delete(id: record.id, in: table); counts.deleted += 1 }
             } else {
-                let incoming = Record(id: record.id, fields: record.fields, version: record.version,
-                                      updatedAt: record.updatedAt)
-                if existing == incoming { continue } // already up to date: no write, not an update
-                try txn.upsert(incoming, in: table)
+                // `record` is stored as it came (not a tombstone here, its fields already
+                // without nulls); rebuilding it would copy and rescan every field.
+                if existing == record { continue } // already up to date: no write, not an update
+                try txn.upsert(record, in: table)
                 if existing != nil { counts.updated += 1 } else { counts.added += 1 }
             }
         }

@@ -233,14 +233,7 @@ public enum ValueCodec {
         mutating func string() throws -> String {
             let n = try length()
             defer { offset += n }
-            let bytes = UnsafeRawBufferPointer(rebasing: buffer[offset..<(offset + n)])
-            // ASCII (nearly every name and id) is valid UTF-8 as it stands, and
-            // `String(decoding:as:)` over a typed buffer is the standard library's fast path;
-            // the general validator is a generic call that costs more than the copy.
-            if bytes.allSatisfy({ $0 < 0x80 }) {
-                return bytes.withMemoryRebound(to: UInt8.self) { String(decoding: $0, as: UTF8.self) }
-            }
-            guard let s = String(validating: bytes, as: UTF8.self) else {
+            guard let s = UTF8Text.string(UnsafeRawBufferPointer(rebasing: buffer[offset..<(offset + n)])) else {
                 throw SyncError(.corrupted, "string is not valid UTF-8")
             }
             return s
