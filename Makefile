@@ -30,7 +30,7 @@ SWIFT ?= swift
 PKG_CONFIG_MODULES := sqlite3 lmdb libpq
 APT_PACKAGES := pkg-config libsqlite3-dev liblmdb-dev libpq-dev postgresql curl
 
-.PHONY: deps build docs test test-steps architecture-check openapi-check conformance-cli corrupt-sweep crash-trials cognito-test hostile-test soak demo serve token bench clean
+.PHONY: deps build docs test test-steps architecture-check openapi-check conformance-cli corrupt-sweep crash-trials cognito-test hostile-test soak demo serve token bench bench-scale clean
 
 deps:
 	@if ! command -v $(SWIFT) >/dev/null 2>&1; then \
@@ -213,6 +213,13 @@ bench: deps
 	$(SWIFT) build -c release --product offline-sync
 	$(SWIFT) build -c release --product offline-sync-harness
 	Scripts/with-postgres.sh $(SWIFT) run -c release --skip-build offline-sync-harness bench
+
+# Workloads too large for `make bench`: pull-10m (ten million rows against pull-1m). The first
+# run seeds bench-work/seed-10000000.sqlite (minutes; kept), and a run needs about 10 GB of disk.
+bench-scale: deps
+	$(SWIFT) build -c release --product offline-sync
+	$(SWIFT) build -c release --product offline-sync-harness
+	$(SWIFT) run -c release --skip-build offline-sync-harness bench --only pull-10m --runs 1
 
 # The DocC documentation of the core and the adapter toolkit (Docs/ guides included as
 # articles), as .doccarchive bundles under .build/plugins/Swift-DocC/outputs; any DocC

@@ -164,6 +164,8 @@ enum Push100k: BenchWorkload {
     static let baseline = "push-10k"
     static var fixedRecords: Int? { 100_000 }
 
+    static var baselineRecords: Int? { Push10k.count }
+
     static func ours(directory: URL, records: Int, batch: Int) async throws -> Double {
         try await Push10k.pushQueued(100_000, directory: directory)
     }
@@ -183,6 +185,11 @@ enum Pull1m: BenchWorkload {
     static var fixedRecords: Int? { count }
 
     static func ours(directory: URL, records: Int, batch: Int) async throws -> Double {
+        try await firstPull(count, directory: directory)
+    }
+
+    /// Times a context's first pull of `count` seeded records into a new SQLite store.
+    static func firstPull(_ count: Int, directory: URL) async throws -> Double {
         let seed = try await SyncBench.seed(count: count)
         let (server, secret) = try SyncBench.startServer(directory: directory, seed: seed)
         defer { _ = server.stop() }
@@ -194,7 +201,7 @@ enum Pull1m: BenchWorkload {
         let seconds = try await LocalWrites.measure { summary = try await context.pull("items", queryId: "all") }
         let stored = try await store.read { try $0.count(in: "items", matching: .all) }
         guard summary?.received == count, stored == count else {
-            throw SyncError(.storageFailure, "pull-1m received \(summary?.received ?? 0), stored \(stored) of \(count)")
+            throw SyncError(.storageFailure, "the first pull received \(summary?.received ?? 0), stored \(stored) of \(count)")
         }
         try await store.close()
         return seconds
@@ -212,6 +219,24 @@ enum Pull1m: BenchWorkload {
         }
         guard received == count else { throw SyncError(.storageFailure, "fetched \(received) of \(count)") }
         return seconds
+    }
+}
+
+/// `pull-10m` (`make bench-scale`): the first pull of 10,000,000 records against pull-1m in
+/// the same run. The pull streams, so the client's peak memory must not grow with the table
+/// (goal: at most 1.1× pull-1m's) and its time at most tenfold plus a tenth (B-tree depth).
+enum Pull10m: BenchWorkload {
+    static let name = "pull-10m"
+    static let baseline = "pull-1m"
+    static var fixedRecords: Int? { 10_000_000 }
+    static var baselineRecords: Int? { Pull1m.count }
+
+    static func ours(directory: URL, records: Int, batch: Int) async throws -> Double {
+        try await Pull1m.firstPull(10_000_000, directory: directory)
+    }
+
+    static func raw(directory: URL, records: Int, batch: Int) async throws -> Double {
+        try await Pull1m.firstPull(Pull1m.count, directory: directory)
     }
 }
 

@@ -20,11 +20,16 @@ protocol BenchWorkload: Sendable {
     static func raw(directory: URL, records: Int, batch: Int) async throws -> Double
     /// The records a workload always uses whatever `--records` says (the sync workloads), or nil.
     static var fixedRecords: Int? { get }
+    /// The records the baseline moves, when it is another size of the same workload
+    /// (push-100k against push-10k): its records per second are counted with these.
+    static var baselineRecords: Int? { get }
 }
 
 extension BenchWorkload {
     /// Local-writes workloads follow `--records`.
     static var fixedRecords: Int? { nil }
+    /// The baseline moves as many records as the workload.
+    static var baselineRecords: Int? { fixedRecords }
 }
 
 /// Every workload `bench` knows, in the order it runs them.
@@ -34,6 +39,10 @@ let benchWorkloads: [any BenchWorkload.Type] = [LocalWritesSQLite.self, LocalWri
                                                 MoveInBig.self, MoveOutBig.self, PushSharedBig.self, PushSharedK.self,
                                                 UpdateSharedBig.self, TablesListShared.self, ObserveLatency.self, LocalReadsGet.self, LocalReadsQuery.self,
                                                 ObserveBurst.self, AuthVerify.self]
+
+/// Workloads too long or too large for `make bench` (minutes of seeding, gigabytes of stores):
+/// `make bench-scale` runs them by name.
+let scaleWorkloads: [any BenchWorkload.Type] = [Pull10m.self]
 
 /// `offline-sync-harness bench`: runs each workload side by side with its baseline, each in its own
 /// process (so peak memory is its own), prints a table and writes `bench-results.json`.
@@ -51,9 +60,10 @@ struct BenchCommand: AsyncParsableCommand {
     func run() async throws {
         guard records > 0, batch > 0, runs > 0 else { throw ValidationError("records, batch and runs must be positive") }
         let selected = only.map { Set($0.split(separator: ",").map(String.init)) }
-        let workloads = benchWorkloads.filter { selected?.contains($0.name) ?? true }
+        // `--only` may also name the scale workloads, which a plain `bench` leaves out.
+        let workloads = selected.map { names in (benchWorkloads + scaleWorkloads).filter { names.contains($0.name) } } ?? benchWorkloads
         if let selected, selected.count != workloads.count {
-            throw ValidationError("unknown workload; known: \(benchWorkloads.map { $0.name }.joined(separator: ", "))")
+            throw ValidationError("unknown workload; known: \((benchWorkloads + scaleWorkloads).map { $0.name }.joined(separator: ", "))")
         }
         let executable = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath().path
         var rows: [[String: Any]] = []
@@ -70,7 +80,7 @@ struct BenchCommand: AsyncParsableCommand {
             var extra: [String: Any] = [:]
             if let fixed = workload.fixedRecords {
                 extra["recordsPerSecond"] = Double(fixed) / ours.seconds
-                extra["baselineRecordsPerSecond"] = Double(fixed) / raw.seconds
+                extra["baselineRecordsPerSecond"] = Double(workload.baselineRecords ?? fixed) / raw.seconds
                 extra["speedup"] = raw.seconds / ours.seconds
             }
             if let metrics = ours.metrics, !metrics.isEmpty { extra["metrics"] = metrics }
@@ -107,7 +117,7 @@ struct BenchCommand: AsyncParsableCommand {
             let ran = Set(rows.compactMap { $0["name"] as? String })
             merged = old.filter { !ran.contains($0["name"] as? String ?? "") } + rows
             merged.sort { a, b in
-                let order = benchWorkloads.map { $0.name }
+                let order = (benchWorkloads + scaleWorkloads).map { $0.name }
                 return (order.firstIndex(of: a["name"] as? String ?? "") ?? .max) < (order.firstIndex(of: b["name"] as? String ?? "") ?? .max)
             }
         }
@@ -174,7 +184,7 @@ struct BenchWorkerCommand: AsyncParsableCommand {
     @Option var directory: String
 
     func run() async throws {
-        guard let type = benchWorkloads.first(where: { $0.name == workload }) else {
+        guard let type = (benchWorkloads + scaleWorkloads).first(where: { $0.name == workload }) else {
             throw ValidationError("unknown workload \(workload)")
         }
         let url = URL(fileURLWithPath: directory)
