@@ -84,6 +84,13 @@ extension OfflineSyncService {
             self.createdAt = createdAt
         }
 
+        /// The row as ``RecordEncoder`` would store it, spelled by hand: one is written per
+        /// pushed operation (`OutcomeRowTests` checks the two agree).
+        func record() -> Record {
+            Record(id: id, fields: [CodingKeys.outcome.rawValue: .bytes([UInt8](outcome)),
+                                    CodingKeys.createdAt.rawValue: .date(createdAt)])
+        }
+
         /// The stored outcome; ``SyncError/Code/corrupted`` when it does not decode.
         func pushOutcome() throws -> PushOutcome {
             guard case .object(let object) = try ValueCodec.decode(Array(outcome)),

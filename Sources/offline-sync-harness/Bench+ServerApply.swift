@@ -1,0 +1,160 @@
+import COfflineSyncSQLite3
+import Foundation
+import OfflineSync
+import OfflineSyncService
+import OfflineSyncSQLite
+
+/// `push-10k-server`: the server's side of push-10k — the service applying the ten pushed
+/// batches of 1,000 inserts to its SQLite store, in process (no HTTP) — against the sqlite3
+/// C API inserting the same rows (every column as the service stored them) into the same
+/// table and indexes with one multi-row `INSERT` per batch, one transaction each. The goal
+/// (issue 36) is at least half the raw inserts' speed: a ratio of at most 2. What the service
+/// does beyond the rows — each operation's remembered outcome (idempotency), the change
+/// sequence, the version and owner — is what the ratio prices.
+enum PushServerApply: BenchWorkload {
+    static let name = "push-10k-server"
+    static let baseline = "raw-multi-row-inserts"
+    static var fixedRecords: Int? { Push10k.count }
+    static let batchSize = 1_000
+
+    static func ours(directory: URL, records: Int, batch: Int) async throws -> Double {
+        try await apply(at: directory.appendingPathComponent("server.sqlite").path)
+    }
+
+    /// Applies push-10k's batches through a service on a new store at `path`; returns the time.
+    static func apply(at path: String) async throws -> Double {
+        let store = try await SQLiteStore(path: path)
+        let service = try await OfflineSyncService(store: store)
+        let batches = stride(from: 0, to: Push10k.count, by: batchSize).map { first in
+            (first..<min(first + batchSize, Push10k.count)).map { i in
+                PushOperation(id: "op-\(i)", table: "items", itemId: String(format: "item-%07d", i), kind: .insert,
+                              item: SyncBench.record(i), baseVersion: nil)
+            }
+        }
+        var applied = 0
+        let seconds = try await LocalWrites.measure {
+            for operations in batches {
+                for result in try await service.push(identity: SyncBench.identity, operations) {
+                    if case .applied = result.outcome { applied += 1 }
+                }
+            }
+        }
+        try await store.close()
+        guard applied == Push10k.count else { throw SyncError(.storageFailure, "the service applied \(applied) of \(Push10k.count)") }
+        return seconds
+    }
+
+    static func raw(directory: URL, records: Int, batch: Int) async throws -> Double {
+        // The rows and the table's DDL, as the service stores them (made before the clock starts).
+        let source = directory.appendingPathComponent("source.sqlite").path
+        _ = try await apply(at: source)
+        let (ddl, columns, rows) = try RawTable.dump(path: source, table: "items")
+        let target = directory.appendingPathComponent("raw.sqlite").path
+        let db = try RawTable.open(target)
+        defer { sqlite3_close_v2(db) }
+        for statement in ddl { try RawTable.exec(db, statement) }
+        let placeholders = "(" + Array(repeating: "?", count: columns.count).joined(separator: ", ") + ")"
+        let sql = "INSERT INTO \"items\" (\(columns.map { "\"\($0)\"" }.joined(separator: ", "))) VALUES "
+            + Array(repeating: placeholders, count: batchSize).joined(separator: ", ")
+        var insert: OpaquePointer?
+        guard sqlite3_prepare_v2(db, sql, -1, &insert, nil) == SQLITE_OK, let insert else {
+            throw SyncError(.storageFailure, "prepare: \(String(cString: sqlite3_errmsg(db)))")
+        }
+        defer { sqlite3_finalize(insert) }
+        guard rows.count % batchSize == 0 else { throw SyncError(.storageFailure, "\(rows.count) rows are not whole batches") }
+        var failed = false
+        let seconds = LocalWrites.measureSync {
+            for first in stride(from: 0, to: rows.count, by: batchSize) {
+                sqlite3_exec(db, "BEGIN IMMEDIATE", nil, nil, nil)
+                var parameter: Int32 = 1
+                for row in rows[first..<(first + batchSize)] {
+                    for value in row {
+                        RawTable.bind(insert, parameter, value)
+                        parameter += 1
+                    }
+                }
+                if sqlite3_step(insert) != SQLITE_DONE { failed = true }
+                sqlite3_reset(insert)
+                if sqlite3_exec(db, "COMMIT", nil, nil, nil) != SQLITE_OK { failed = true }
+            }
+        }
+        if failed { throw SyncError(.storageFailure, "raw insert failed: \(String(cString: sqlite3_errmsg(db)))") }
+        return seconds
+    }
+}
+
+/// A SQLite table copied column by column with the C API, for baselines that write exactly
+/// what a store wrote.
+enum RawTable {
+    enum Cell {
+        case null, int(Int64), double(Double), text([UInt8]), blob([UInt8])
+    }
+
+    /// Opens (creating) `path` in WAL mode with synchronous commits, as the stores do.
+    static func open(_ path: String) throws -> OpaquePointer {
+        var db: OpaquePointer?
+        guard sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, nil) == SQLITE_OK, let db else {
+            throw SyncError(.storageFailure, "cannot open \(path)")
+        }
+        try exec(db, "PRAGMA journal_mode = WAL")
+        try exec(db, "PRAGMA synchronous = FULL")
+        return db
+    }
+
+    static func exec(_ db: OpaquePointer, _ sql: String) throws {
+        guard sqlite3_exec(db, sql, nil, nil, nil) == SQLITE_OK else {
+            throw SyncError(.storageFailure, "\(sql.prefix(60)): \(String(cString: sqlite3_errmsg(db)))")
+        }
+    }
+
+    /// The DDL of `table` and its indexes, its column names and every row.
+    static func dump(path: String, table: String) throws -> (ddl: [String], columns: [String], rows: [[Cell]]) {
+        let db = try open(path)
+        defer { sqlite3_close_v2(db) }
+        var ddl: [String] = []
+        try query(db, "SELECT sql FROM sqlite_master WHERE tbl_name = '\(table)' AND sql IS NOT NULL ORDER BY type DESC") { statement in
+            ddl.append(String(cString: sqlite3_column_text(statement, 0)))
+        }
+        guard !ddl.isEmpty else { throw SyncError(.storageFailure, "no table '\(table)' in \(path)") }
+        var columns: [String] = []
+        var rows: [[Cell]] = []
+        try query(db, "SELECT * FROM \"\(table)\"") { statement in
+            let count = sqlite3_column_count(statement)
+            if columns.isEmpty { columns = (0..<count).map { String(cString: sqlite3_column_name(statement, $0)) } }
+            rows.append((0..<count).map { column in
+                switch sqlite3_column_type(statement, column) {
+                case SQLITE_INTEGER: return .int(sqlite3_column_int64(statement, column))
+                case SQLITE_FLOAT: return .double(sqlite3_column_double(statement, column))
+                case SQLITE_TEXT: return .text(bytes(statement, column, sqlite3_column_text(statement, column)))
+                case SQLITE_BLOB: return .blob(bytes(statement, column, sqlite3_column_blob(statement, column)))
+                default: return .null
+                }
+            })
+        }
+        return (ddl, columns, rows)
+    }
+
+    private static func bytes(_ statement: OpaquePointer, _ column: Int32, _ pointer: UnsafeRawPointer?) -> [UInt8] {
+        guard let pointer else { return [] }
+        return Array(UnsafeRawBufferPointer(start: pointer, count: Int(sqlite3_column_bytes(statement, column))))
+    }
+
+    private static func query(_ db: OpaquePointer, _ sql: String, _ row: (OpaquePointer) -> Void) throws {
+        var statement: OpaquePointer?
+        guard sqlite3_prepare_v2(db, sql, -1, &statement, nil) == SQLITE_OK, let statement else {
+            throw SyncError(.storageFailure, "prepare: \(String(cString: sqlite3_errmsg(db)))")
+        }
+        defer { sqlite3_finalize(statement) }
+        while sqlite3_step(statement) == SQLITE_ROW { row(statement) }
+    }
+
+    static func bind(_ statement: OpaquePointer, _ index: Int32, _ cell: Cell) {
+        switch cell {
+        case .null: sqlite3_bind_null(statement, index)
+        case .int(let v): sqlite3_bind_int64(statement, index, v)
+        case .double(let v): sqlite3_bind_double(statement, index, v)
+        case .text(let bytes): sqlite3_bind_text(statement, index, bytes, Int32(bytes.count), LocalReads.transient)
+        case .blob(let bytes): sqlite3_bind_blob(statement, index, bytes, Int32(bytes.count), LocalReads.transient)
+        }
+    }
+}
