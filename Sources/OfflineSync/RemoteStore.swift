@@ -121,7 +121,7 @@ public protocol RemoteStore: Sendable {
     func pull(_ request: PullRequest) async throws -> PullPage
     /// Opens a pull from the request's cursor to the end, read page by page.
     ///
-    /// A remote that can send many pages in one exchange (``HTTPRemoteStore``'s page stream)
+    /// A remote that can send many pages in one exchange (`HTTPRemoteStore`'s page stream)
     /// returns a stream that reads ahead; the default, ``PagedPullStream``, calls
     /// ``pull(_:)`` once per page. Either way each page carries its own cursor, so a pull cut
     /// short resumes from the last page stored.

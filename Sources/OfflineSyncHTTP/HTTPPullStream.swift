@@ -66,7 +66,7 @@ actor HTTPPullStream: PullStream {
                 let failure = SyncError(.transient, "the page stream from /v2/pull broke off: \(HTTPRemoteStore.describe(error))")
                 guard failures < remote.configuration.maxAttempts else { throw failure }
                 remote.logger.debug("reopening the page stream", metadata: ["attempt": "\(failures)", "reason": "\(failure.message)"])
-                try await Task.sleep(for: backoff.nextDelay())
+                do { try await Task.sleep(for: backoff.nextDelay()) } catch { throw SyncError(.cancelled, "the request was cancelled") }
             }
         }
         return nil
