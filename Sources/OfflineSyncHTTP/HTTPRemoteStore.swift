@@ -7,7 +7,8 @@ import OfflineSync
 import OfflineSyncWire
 
 /// A ``RemoteStore`` over HTTP: the native API of an OfflineSync server (`/v1/push`,
-/// `/v1/pull`), on AsyncHTTPClient.
+/// `/v1/pull`, and whole pulls as `/v2/pull`'s page stream: ``openPull(_:)``), on
+/// AsyncHTTPClient.
 ///
 /// - **Timeouts**: every request has a deadline (``Configuration/requestTimeout``).
 /// - **Retries** with exponential backoff and full jitter for failures worth retrying:
@@ -19,7 +20,8 @@ import OfflineSyncWire
 ///   ``SyncError/Code/rejected``; a failure that outlasts the retries is
 ///   ``SyncError/Code/transient``, so the sync context keeps its queue and tries later.
 /// - **Memory**: a response is read up to ``Configuration/maxResponseBytes``; a pull page is
-///   bounded by its page size, never by the table's size.
+///   bounded by its page size, never by the table's size, and a page stream is read a frame
+///   at a time as the pull asks for pages.
 ///
 /// ```swift
 /// let remote = HTTPRemoteStore(baseURL: "http://127.0.0.1:8080", token: { myToken })
