@@ -157,21 +157,40 @@ enum Push10k: BenchWorkload {
     }
 }
 
-/// `push-100k`: ten times push-10k's queue, against push-10k itself: the push's cost per
-/// operation must not grow with the queue's length (goal: at most 11× push-10k's time).
-enum Push100k: BenchWorkload {
-    static let name = "push-100k"
-    static let baseline = "push-10k"
-    static var fixedRecords: Int? { 100_000 }
+/// A workload measured at two sizes in the same run — its own against a smaller baseline
+/// size of itself — so the ratio says how its cost grows with the size.
+protocol ScaledWorkload: BenchWorkload {
+    /// The records of our side.
+    static var size: Int { get }
+    /// The records of the baseline side.
+    static var baselineSize: Int { get }
+    /// Runs the workload on `count` records in `directory`; returns the measured seconds.
+    static func run(_ count: Int, directory: URL) async throws -> Double
+}
 
-    static var baselineRecords: Int? { Push10k.count }
+extension ScaledWorkload {
+    static var fixedRecords: Int? { size }
+    static var baselineRecords: Int? { baselineSize }
 
     static func ours(directory: URL, records: Int, batch: Int) async throws -> Double {
-        try await Push10k.pushQueued(100_000, directory: directory)
+        try await run(size, directory: directory)
     }
 
     static func raw(directory: URL, records: Int, batch: Int) async throws -> Double {
-        try await Push10k.pushQueued(Push10k.count, directory: directory)
+        try await run(baselineSize, directory: directory)
+    }
+}
+
+/// `push-100k`: ten times push-10k's queue, against push-10k itself: the push's cost per
+/// operation must not grow with the queue's length (goal: at most 11× push-10k's time).
+enum Push100k: ScaledWorkload {
+    static let name = "push-100k"
+    static let baseline = "push-10k"
+    static let size = 100_000
+    static let baselineSize = Push10k.count
+
+    static func run(_ count: Int, directory: URL) async throws -> Double {
+        try await Push10k.pushQueued(count, directory: directory)
     }
 }
 
@@ -225,18 +244,14 @@ enum Pull1m: BenchWorkload {
 /// `pull-10m` (`make bench-scale`): the first pull of 10,000,000 records against pull-1m in
 /// the same run. The pull streams, so the client's peak memory must not grow with the table
 /// (goal: at most 1.1× pull-1m's) and its time at most tenfold plus a tenth (B-tree depth).
-enum Pull10m: BenchWorkload {
+enum Pull10m: ScaledWorkload {
     static let name = "pull-10m"
     static let baseline = "pull-1m"
-    static var fixedRecords: Int? { 10_000_000 }
-    static var baselineRecords: Int? { Pull1m.count }
+    static let size = 10_000_000
+    static let baselineSize = Pull1m.count
 
-    static func ours(directory: URL, records: Int, batch: Int) async throws -> Double {
-        try await Pull1m.firstPull(10_000_000, directory: directory)
-    }
-
-    static func raw(directory: URL, records: Int, batch: Int) async throws -> Double {
-        try await Pull1m.firstPull(Pull1m.count, directory: directory)
+    static func run(_ count: Int, directory: URL) async throws -> Double {
+        try await Pull1m.firstPull(count, directory: directory)
     }
 }
 

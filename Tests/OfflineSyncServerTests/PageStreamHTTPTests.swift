@@ -50,13 +50,8 @@ struct CuttingProxy {
                 try await writer.finish(nil)
             })
         }
-        let (bound, continuation) = AsyncStream.makeStream(of: Int.self)
-        let app = Application(router: router, configuration: .init(address: .hostname("127.0.0.1", port: 0)),
-                              onServerRunning: { continuation.yield($0.localAddress?.port ?? 0) }, logger: quietLogger)
-        let task = Task { try await app.runService(gracefulShutdownSignals: []) }
-        var iterator = bound.makeAsyncIterator()
-        guard let port = await iterator.next() else { throw SyncError(.transient, "the proxy did not start") }
-        return CuttingProxy(running: task, port: port, requests: requests)
+        let app = try await LoopbackApp.start(router)
+        return CuttingProxy(running: app.running, port: app.port, requests: requests)
     }
 
     func count(_ path: String) -> Int { requests.withLock { $0[path, default: 0] } }

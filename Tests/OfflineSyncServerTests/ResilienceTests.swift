@@ -38,13 +38,8 @@ struct FlakyProxy {
             let bytes = try await answer.body.collect(upTo: 64 << 20)
             return Response(status: .init(code: Int(answer.status.code)), body: .init(byteBuffer: bytes))
         }
-        let (bound, continuation) = AsyncStream.makeStream(of: Int.self)
-        let app = Application(router: router, configuration: .init(address: .hostname("127.0.0.1", port: 0)),
-                              onServerRunning: { continuation.yield($0.localAddress?.port ?? 0) }, logger: quietLogger)
-        let task = Task { try await app.runService(gracefulShutdownSignals: []) }
-        var iterator = bound.makeAsyncIterator()
-        guard let port = await iterator.next() else { throw SyncError(.transient, "the proxy did not start") }
-        return FlakyProxy(running: task, port: port, requests: counter)
+        let app = try await LoopbackApp.start(router)
+        return FlakyProxy(running: app.running, port: app.port, requests: counter)
     }
 
     func stop() { running.cancel() }

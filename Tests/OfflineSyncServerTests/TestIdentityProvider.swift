@@ -1,7 +1,6 @@
 import Crypto
 import Foundation
 import Hummingbird
-import Logging
 import OfflineSyncServer
 import OfflineSyncTestSupport
 import Synchronization
@@ -134,17 +133,8 @@ final class TestIdentityProvider: Sendable {
             guard let provider = box.value else { return Response(status: .serviceUnavailable) }
             return provider.serveDiscovery()
         }
-        let (bound, continuation) = AsyncStream.makeStream(of: Int.self)
-        let app = Application(router: router, configuration: .init(address: .hostname("127.0.0.1", port: 0)),
-                              onServerRunning: { continuation.yield($0.localAddress?.port ?? 0) },
-                              logger: Logger(label: "test-idp") { _ in SwiftLogNoOpLogHandler() })
-        let task = Task { try await app.runService() }
-        var iterator = bound.makeAsyncIterator()
-        guard let port = await iterator.next() else { throw CancellationError() }
-        let provider = TestIdentityProvider(keys: keys, running: (port, {
-            task.cancel()
-            _ = await task.result
-        }))
+        let app = try await LoopbackApp.start(router)
+        let provider = TestIdentityProvider(keys: keys, running: (app.port, { await app.stop() }))
         box.value = provider
         return provider
     }

@@ -1,5 +1,6 @@
 import AsyncHTTPClient
 import Foundation
+import Hummingbird
 import Logging
 import NIOCore
 import OfflineSync
@@ -64,6 +65,29 @@ struct LiveServer: Sendable {
                 throw error
             }
         }
+    }
+}
+
+/// A Hummingbird application of a test's own (a proxy, an identity provider) on a free
+/// loopback port; ``start(_:)`` returns once it listens.
+struct LoopbackApp: Sendable {
+    let port: Int
+    let running: Task<Void, any Error>
+
+    static func start(_ router: Router<BasicRequestContext>) async throws -> LoopbackApp {
+        let (bound, continuation) = AsyncStream.makeStream(of: Int.self)
+        let app = Application(router: router, configuration: .init(address: .hostname("127.0.0.1", port: 0)),
+                              onServerRunning: { continuation.yield($0.localAddress?.port ?? 0) }, logger: quietLogger)
+        let task = Task { try await app.runService(gracefulShutdownSignals: []) }
+        var iterator = bound.makeAsyncIterator()
+        guard let port = await iterator.next() else { throw SyncError(.transient, "the loopback app did not start") }
+        return LoopbackApp(port: port, running: task)
+    }
+
+    /// Stops it and waits until it has.
+    func stop() async {
+        running.cancel()
+        _ = await running.result
     }
 }
 
