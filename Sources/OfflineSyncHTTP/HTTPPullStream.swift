@@ -7,8 +7,10 @@ extension HTTPRemoteStore {
     /// Opens a pull as the server's page stream (`POST /v2/pull`): the server reads the next
     /// page while this client decodes and stores the last, instead of waiting for each
     /// page's request. A server without the route (older, or with streaming turned off) is
-    /// pulled one `POST /v1/pull` per page instead; a server that writes another version of
-    /// the stream is ``SyncError/Code/unsupported``, never misread.
+    /// pulled one `POST /v1/pull` per page instead. A server that refuses this client's
+    /// version of the stream (406 `unsupportedVersion`) is ``SyncError/Code/unsupported``;
+    /// bytes that are not version 1 of the stream are refused as malformed
+    /// (``SyncError/Code/transient``, as a malformed `/v1/pull` answer is), never misread.
     public func openPull(_ request: PullRequest) -> any PullStream {
         HTTPPullStream(remote: self, request: request)
     }

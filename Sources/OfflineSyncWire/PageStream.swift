@@ -187,7 +187,10 @@ public struct PageStreamDecoder {
             guard let expected = open?.expected else { throw refused("a record frame arrived outside a page", at: offset) }
             var page = open.take()!.page   // taken out, so appending does not copy its records
             do {
-                page.records.append(try ValueCodec.decodeRecord(payload))
+                let record = try ValueCodec.decodeRecord(payload)
+                // The codec keeps every bit pattern; a value may not be NaN (no store keeps one).
+                for (name, value) in record.fields { try value.validate(path: name) }
+                page.records.append(record)
             } catch let error as SyncError {
                 throw refused("a record does not decode: \(error.message)", at: offset)
             }

@@ -130,6 +130,22 @@ struct PageStreamTests {
         #expect(error?.message.contains("exceeds the limit") == true)
     }
 
+    @Test("a record holding NaN is refused; infinities, which JSON cannot carry, arrive")
+    func notANumber() throws {
+        var bytes = PageStream.header
+        PageStream.write(PullPage(records: [Record(id: "a", fields: ["x": .double(.infinity), "y": .array([.double(-.infinity)])])],
+                                  nextCursor: "1:1", remaining: 0), into: &bytes)
+        let frames = try Self.read(bytes, slices: [bytes.count])
+        guard case .page(let page)? = frames.first else { Issue.record("no page"); return }
+        #expect(page.records.first?.fields["x"] == .double(.infinity))
+        var nan = PageStream.header
+        PageStream.write(PullPage(records: [Record(id: "a", fields: ["x": .array([.double(.nan)])])], nextCursor: "1:1", remaining: 0),
+                         into: &nan)
+        let error = #expect(throws: SyncError.self) { _ = try Self.read(nan, slices: [nan.count]) }
+        #expect(error?.code == .invalidValue)
+        #expect(error?.message.contains("NaN") == true, "\(error?.message ?? "")")
+    }
+
     @Test("a record that is not valid UTF-8 is refused, not repaired")
     func invalidUTF8() throws {
         var bytes = PageStream.header
