@@ -66,7 +66,9 @@ enum DatasyncFormat {
         case .null: return .null
         case .bool(let b): return .bool(b)
         case .int(let i): return .number(String(i))
-        case .double: return Wire.json(value)
+        // A Datasync client reads numbers only: an infinity has no form it would read, so it
+        // answers null there (the native API carries it as {"$double": "Infinity"}).
+        case .double(let d): return d.isFinite ? Wire.json(value) : .null
         case .string(let s): return .string(s)
         case .bytes(let b): return .string(Data(b).base64EncodedString())
         case .date(let t): return .string(WireDate.iso8601(t))

@@ -11,7 +11,11 @@ extension Wire {
         case .null: out.append(contentsOf: "null".utf8)
         case .bool(let b): out.append(contentsOf: (b ? "true" : "false").utf8)
         case .int(let i): out.append(contentsOf: String(i).utf8)
-        case .double(let d): out.append(contentsOf: (d.isFinite ? "\(d)" : "null").utf8)
+        case .double(let d) where d.isFinite: out.append(contentsOf: "\(d)".utf8)
+        case .double(let d):
+            out.append(contentsOf: #"{"$double":""#.utf8)
+            out.append(contentsOf: nonFiniteName(d).utf8)
+            out.append(contentsOf: #""}"#.utf8)
         case .string(let s): JSON.writeString(s, into: &out)
         case .bytes(let b):
             out.append(contentsOf: #"{"$bytes":""#.utf8)

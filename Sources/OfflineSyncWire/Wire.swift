@@ -8,7 +8,9 @@ import OfflineSync
 /// - an ``Value/int(_:)`` as a JSON integer (no `.`, no exponent), any 64-bit value exactly;
 /// - a ``Value/double(_:)`` as a JSON number that always has a `.` or an exponent (`1.0`,
 ///   `-0.0`, `1e+300`), in its shortest form that reads back to the same bits;
-/// - bytes as `{"$bytes": "<base64>"}`, a date as `{"$date": <ms since 1970>}`;
+/// - bytes as `{"$bytes": "<base64>"}`, a date as `{"$date": <ms since 1970>}`, an infinity
+///   as `{"$double": "Infinity"}` or `{"$double": "-Infinity"}` (JSON has no number for it; a
+///   peer older than this form refuses it as a `$` key, never reads it as something else);
 /// - an object as a JSON object whose keys starting with `$` get one more `$` (`"$x"` is
 ///   written `"$$x"`), so the two forms above are never ambiguous.
 ///
@@ -22,7 +24,7 @@ public enum Wire {
         case .null: return .null
         case .bool(let b): return .bool(b)
         case .int(let i): return .number(String(i))
-        case .double(let d): return d.isFinite ? .number("\(d)") : .null   // values never hold NaN or infinities
+        case .double(let d): return d.isFinite ? .number("\(d)") : .object([("$double", .string(nonFiniteName(d)))])
         case .string(let s): return .string(s)
         case .bytes(let b): return .object([("$bytes", .string(Data(b).base64EncodedString()))])
         case .date(let t): return .object([("$date", .number(String(t.millisecondsSince1970)))])
@@ -79,9 +81,21 @@ public enum Wire {
                 throw invalid(path, "$date takes whole milliseconds since 1970")
             }
             return .date(Timestamp(millisecondsSince1970: ms))
+        case "$double":
+            switch member {
+            case .string("Infinity"): return .double(.infinity)
+            case .string("-Infinity"): return .double(-.infinity)
+            case .string("NaN"): throw invalid(path, "NaN is not a value any store can keep")
+            default: throw invalid(path, "$double takes \"Infinity\" or \"-Infinity\" (finite doubles are JSON numbers)")
+            }
         default:
             return nil
         }
+    }
+
+    /// How `{"$double": …}` names a double JSON has no number for.
+    static func nonFiniteName(_ d: Double) -> String {
+        d.isNaN ? "NaN" : d < 0 ? "-Infinity" : "Infinity"
     }
 
     static func invalid(_ path: String, _ message: String) -> SyncError {

@@ -42,6 +42,7 @@ struct WireTests {
         Value.null, .bool(true), .bool(false), .int(0), .int(-1), .int(Int64.max), .int(Int64.min),
         .double(0.0), .double(-0.0), .double(1.0), .double(-1.5), .double(0.1), .double(1e300), .double(-1e-300),
         .double(Double.leastNonzeroMagnitude), .double(Double.greatestFiniteMagnitude), .double(9_007_199_254_740_993.0), .double(1e16),
+        .double(.infinity), .double(-.infinity), .object(["$double": .double(-.infinity)]),
         .string(""), .string("quote \" backslash \\ slash / nul \u{0} bell \u{7} del \u{7F}"), .string("é e\u{301} 😀 中"),
         .bytes([]), .bytes([0, 255, 1, 254]), .date(Timestamp(millisecondsSince1970: 0)),
         .date(Timestamp(millisecondsSince1970: -62_135_596_800_000)), .date(Timestamp(millisecondsSince1970: Int64.max)),
@@ -62,6 +63,19 @@ struct WireTests {
             let value = generator.value()
             #expect(try roundTrip(value) == value, "\(value)")
         }
+    }
+
+    @Test("an infinity travels as {\"$double\": …}; NaN and other $double forms are refused")
+    func nonFiniteDoubles() throws {
+        #expect(String(decoding: Wire.json(.double(-.infinity)).encoded, as: UTF8.self) == #"{"$double":"-Infinity"}"#)
+        #expect(try Wire.value(JSON.parse(Array(#"{"$double":"Infinity"}"#.utf8))) == .double(.infinity))
+        for refused in [#"{"$double":"NaN"}"#, #"{"$double":1.0}"#, #"{"$double":"inf"}"#, #"{"$double":"Infinity","x":1}"#] {
+            let error = #expect(throws: SyncError.self, "\(refused)") { try Wire.value(JSON.parse(Array(refused.utf8))) }
+            #expect(error?.code == .invalidValue, "\(refused)")
+        }
+        // A record pushed with an infinite field keeps it (it was written as null: the field was lost).
+        let record = Record(id: "r", fields: ["x": .double(.infinity)])
+        #expect(try Wire.record(JSON.parse(Wire.json(record).encoded)) == record)
     }
 
     @Test func integersAndDoublesStayApart() throws {
@@ -180,6 +194,7 @@ struct WireWriterTests {
         var rng = SplitMix64(seed: 42)
         let values: [Value] = [
             .null, true, false, .int(0), .int(.min), .int(.max), .double(0.5), .double(-0.0), .double(1e300), .double(.nan),
+            .double(.infinity), .double(-.infinity),
             "", "plain", "quote \" backslash \\ newline \n tab \t cr \r nul \u{0} bell \u{7} é 😀", .bytes([]), .bytes([0, 255, 7]),
             .date(Timestamp(millisecondsSince1970: -1)), .array([1, "a", .null, .array([])]),
             .object(["$x": 1, "$$y": 2, "b": .object(["z": .bytes([1])]), "a": .array([.date(Timestamp(millisecondsSince1970: 5))])]),
@@ -191,8 +206,8 @@ struct WireWriterTests {
         }
         var records: [Record] = []
         for i in 0..<50 {
-            // NaN is written as null (values never hold one), so it would not read back equal.
-            let finite = values.filter { if case .double(let d) = $0 { return d.isFinite } else { return true } }
+            // NaN is written so that reading it is refused (values never hold one).
+            let finite = values.filter { if case .double(let d) = $0 { return !d.isNaN } else { return true } }
             let fields = Dictionary(uniqueKeysWithValues: (0..<Int(rng.next() % 6)).map { ("f\($0)", finite[Int(rng.next() % UInt64(finite.count))]) })
             records.append(Record(id: "r\(i) \"é\"", fields: fields, version: i % 2 == 0 ? "v\(i)" : nil,
                                   updatedAt: i % 3 == 0 ? Timestamp(millisecondsSince1970: Int64(i)) : nil, deleted: i % 5 == 0))
