@@ -58,15 +58,9 @@ enum LocalReads {
 
     /// The raw side: `sql` prepared once, bound with each pick, every row read into a `Row`.
     static func raw(_ path: String, _ sql: String, picks: [Int], bind: (OpaquePointer, Int) -> Void, expect: Int) throws -> Double {
-        var db: OpaquePointer?
-        guard sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, nil) == SQLITE_OK, let db else {
-            throw SyncError(.storageFailure, "cannot open \(path)")
-        }
+        let db = try RawSQLite.open(path, flags: SQLITE_OPEN_READONLY)
         defer { sqlite3_close_v2(db) }
-        var statement: OpaquePointer?
-        guard sqlite3_prepare_v2(db, sql, -1, &statement, nil) == SQLITE_OK, let statement else {
-            throw SyncError(.storageFailure, "prepare: \(String(cString: sqlite3_errmsg(db)))")
-        }
+        let statement = try RawSQLite.prepare(db, sql)
         defer { sqlite3_finalize(statement) }
         func text(_ column: Int32) -> String { String(cString: sqlite3_column_text(statement, column)) }
         var read = 0
@@ -90,7 +84,6 @@ enum LocalReads {
         return seconds
     }
 
-    static let transient = unsafeBitCast(-1, to: sqlite3_destructor_type.self)
 
     /// Our side: the seeded store opened in a context, `read` timed once per pick through its
     /// `items` table; `read` returns the rows it read, which must add up to `expect`.
@@ -126,7 +119,7 @@ enum LocalReadsGet: BenchWorkload {
         let path = try await LocalReads.seed(directory)
         return try LocalReads.raw(path, #"SELECT "id", "f_title", "f_n", "f_done", "f_note", "f_group" FROM "items" WHERE "id" = ?1"#,
                                   picks: LocalReads.picks(count, below: LocalReads.rows),
-                                  bind: { sqlite3_bind_text($0, 1, "item-\($1)", -1, LocalReads.transient) }, expect: count)
+                                  bind: { sqlite3_bind_text($0, 1, "item-\($1)", -1, RawSQLite.transient) }, expect: count)
     }
 }
 
@@ -168,23 +161,14 @@ enum Pull1mLocal: BenchWorkload {
     static func raw(directory: URL, records: Int, batch: Int) async throws -> Double {
         let path = directory.appendingPathComponent("client.sqlite").path
         try await LocalWrites.emptySQLiteStore(at: path, defining: SyncBench.schema)
-        var db: OpaquePointer?
-        guard sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE, nil) == SQLITE_OK, let db else {
-            throw SyncError(.storageFailure, "cannot open \(path)")
-        }
+        let db = try RawSQLite.open(path, durable: true)
         defer { sqlite3_close_v2(db) }
-        sqlite3_exec(db, "PRAGMA journal_mode = WAL", nil, nil, nil)
-        sqlite3_exec(db, "PRAGMA synchronous = FULL", nil, nil, nil)
-        var insert: OpaquePointer?
-        let sql = """
+        let insert = try RawSQLite.prepare(db, """
             INSERT INTO "items" ("id", "version", "updatedAt", "deleted", "extra", "f_title", "f_n", "f_done", "f_note")
             VALUES (?1, ?2, ?3, 0, NULL, ?4, ?5, ?6, ?7)
-            """
-        guard sqlite3_prepare_v2(db, sql, -1, &insert, nil) == SQLITE_OK, let insert else {
-            throw SyncError(.storageFailure, "prepare: \(String(cString: sqlite3_errmsg(db)))")
-        }
+            """)
         defer { sqlite3_finalize(insert) }
-        let transient = LocalReads.transient
+        let transient = RawSQLite.transient
         let now = Timestamp.now().millisecondsSince1970
         // The rows are made before the clock starts, as ours receives them made by the server.
         let rows = (0..<Pull1m.count).map { SyncBench.record($0) }

@@ -50,16 +50,13 @@ enum PushServerApply: BenchWorkload {
         _ = try await apply(at: source)
         let (ddl, columns, rows) = try RawTable.dump(path: source, table: "items")
         let target = directory.appendingPathComponent("raw.sqlite").path
-        let db = try RawTable.open(target)
+        let db = try RawSQLite.open(target, flags: SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, durable: true)
         defer { sqlite3_close_v2(db) }
-        for statement in ddl { try RawTable.exec(db, statement) }
+        for statement in ddl { try RawSQLite.exec(db, statement) }
         let placeholders = "(" + Array(repeating: "?", count: columns.count).joined(separator: ", ") + ")"
         let sql = "INSERT INTO \"items\" (\(columns.map { "\"\($0)\"" }.joined(separator: ", "))) VALUES "
             + Array(repeating: placeholders, count: batchSize).joined(separator: ", ")
-        var insert: OpaquePointer?
-        guard sqlite3_prepare_v2(db, sql, -1, &insert, nil) == SQLITE_OK, let insert else {
-            throw SyncError(.storageFailure, "prepare: \(String(cString: sqlite3_errmsg(db)))")
-        }
+        let insert = try RawSQLite.prepare(db, sql)
         defer { sqlite3_finalize(insert) }
         guard rows.count % batchSize == 0 else { throw SyncError(.storageFailure, "\(rows.count) rows are not whole batches") }
         var failed = false
@@ -83,33 +80,16 @@ enum PushServerApply: BenchWorkload {
     }
 }
 
-/// A SQLite table copied column by column with the C API, for baselines that write exactly
-/// what a store wrote.
+/// A SQLite table copied column by column with the C API (``RawSQLite``), for baselines that
+/// write exactly what a store wrote.
 enum RawTable {
     enum Cell {
         case null, int(Int64), double(Double), text([UInt8]), blob([UInt8])
     }
 
-    /// Opens (creating) `path` in WAL mode with synchronous commits, as the stores do.
-    static func open(_ path: String) throws -> OpaquePointer {
-        var db: OpaquePointer?
-        guard sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, nil) == SQLITE_OK, let db else {
-            throw SyncError(.storageFailure, "cannot open \(path)")
-        }
-        try exec(db, "PRAGMA journal_mode = WAL")
-        try exec(db, "PRAGMA synchronous = FULL")
-        return db
-    }
-
-    static func exec(_ db: OpaquePointer, _ sql: String) throws {
-        guard sqlite3_exec(db, sql, nil, nil, nil) == SQLITE_OK else {
-            throw SyncError(.storageFailure, "\(sql.prefix(60)): \(String(cString: sqlite3_errmsg(db)))")
-        }
-    }
-
     /// The DDL of `table` and its indexes, its column names and every row.
     static func dump(path: String, table: String) throws -> (ddl: [String], columns: [String], rows: [[Cell]]) {
-        let db = try open(path)
+        let db = try RawSQLite.open(path)
         defer { sqlite3_close_v2(db) }
         var ddl: [String] = []
         try query(db, "SELECT sql FROM sqlite_master WHERE tbl_name = '\(table)' AND sql IS NOT NULL ORDER BY type DESC") { statement in
@@ -140,10 +120,7 @@ enum RawTable {
     }
 
     private static func query(_ db: OpaquePointer, _ sql: String, _ row: (OpaquePointer) -> Void) throws {
-        var statement: OpaquePointer?
-        guard sqlite3_prepare_v2(db, sql, -1, &statement, nil) == SQLITE_OK, let statement else {
-            throw SyncError(.storageFailure, "prepare: \(String(cString: sqlite3_errmsg(db)))")
-        }
+        let statement = try RawSQLite.prepare(db, sql)
         defer { sqlite3_finalize(statement) }
         while sqlite3_step(statement) == SQLITE_ROW { row(statement) }
     }
@@ -153,8 +130,8 @@ enum RawTable {
         case .null: sqlite3_bind_null(statement, index)
         case .int(let v): sqlite3_bind_int64(statement, index, v)
         case .double(let v): sqlite3_bind_double(statement, index, v)
-        case .text(let bytes): sqlite3_bind_text(statement, index, bytes, Int32(bytes.count), LocalReads.transient)
-        case .blob(let bytes): sqlite3_bind_blob(statement, index, bytes, Int32(bytes.count), LocalReads.transient)
+        case .text(let bytes): sqlite3_bind_text(statement, index, bytes, Int32(bytes.count), RawSQLite.transient)
+        case .blob(let bytes): sqlite3_bind_blob(statement, index, bytes, Int32(bytes.count), RawSQLite.transient)
         }
     }
 }

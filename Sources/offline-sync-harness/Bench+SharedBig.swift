@@ -40,16 +40,10 @@ enum SharedBigBench {
 
     /// The bytes a SQLite database's pages hold (free pages left out), its WAL checkpointed first.
     static func usedBytes(_ path: String) throws -> Int {
-        var db: OpaquePointer?
-        guard sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE, nil) == SQLITE_OK, let db else {
-            throw SyncError(.storageFailure, "cannot open \(path)")
-        }
+        let db = try RawSQLite.open(path)
         defer { sqlite3_close_v2(db) }
         func integer(_ sql: String) throws -> Int {
-            var statement: OpaquePointer?
-            guard sqlite3_prepare_v2(db, sql, -1, &statement, nil) == SQLITE_OK, let statement else {
-                throw SyncError(.storageFailure, "\(sql): \(String(cString: sqlite3_errmsg(db)))")
-            }
+            let statement = try RawSQLite.prepare(db, sql)
             defer { sqlite3_finalize(statement) }
             guard sqlite3_step(statement) == SQLITE_ROW else { throw SyncError(.storageFailure, "\(sql) returned no row") }
             return Int(sqlite3_column_int64(statement, 0))

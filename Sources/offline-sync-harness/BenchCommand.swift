@@ -308,30 +308,25 @@ struct RawSQLiteBaseline {
     let path: String
 
     func run(records: Int, batch: Int) throws -> Double {
-        var db: OpaquePointer?
-        guard sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE, nil) == SQLITE_OK, let db else {
-            throw ValidationError("cannot open \(path)")
-        }
+        let db = try RawSQLite.open(path, durable: true)
         defer { sqlite3_close_v2(db) }
-        try exec(db, "PRAGMA journal_mode = WAL")
-        try exec(db, "PRAGMA synchronous = FULL")
-        let item = try prepare(db, """
+        let item = try RawSQLite.prepare(db, """
             INSERT INTO "items" ("id", "version", "updatedAt", "deleted", "extra", "f_title", "f_n", "f_done", "f_note")
             VALUES (?1, NULL, NULL, 0, NULL, ?2, ?3, ?4, ?5)
             """)
-        let operation = try prepare(db, """
+        let operation = try RawSQLite.prepare(db, """
             INSERT INTO "__operations" ("id", "version", "updatedAt", "deleted", "extra", "f_sequence", "f_table",
               "f_itemId", "f_kind", "f_item", "f_baseVersion", "f_state", "f_attempts", "f_createdAt", "f_changedAt",
               "f_transaction", "f_sendId", "f_changedFields")
             VALUES (?1, NULL, NULL, 0, NULL, ?2, 'items', ?3, 'insert', ?4, NULL, 'pending', 0, ?5, ?5, ?6, ?1, ?7)
             """)
         defer { sqlite3_finalize(item); sqlite3_finalize(operation) }
-        let transient = unsafeBitCast(-1, to: sqlite3_destructor_type.self)
+        let transient = RawSQLite.transient
         let changed = ValueCodec.encode(Value.array(["done", "n", "note", "title"]))
         let start = DispatchTime.now().uptimeNanoseconds
         var sequence: Int64 = 0
         for first in stride(from: 0, to: records, by: batch) {
-            try exec(db, "BEGIN IMMEDIATE")
+            try RawSQLite.exec(db, "BEGIN IMMEDIATE")
             let transaction = UUID.random().uuidString
             let now = Timestamp.now().millisecondsSince1970
             for i in first..<min(first + batch, records) {
@@ -341,7 +336,7 @@ struct RawSQLiteBaseline {
                 sqlite3_bind_int64(item, 3, record["n"].intValue!)
                 sqlite3_bind_int64(item, 4, record["done"].boolValue! ? 1 : 0)
                 sqlite3_bind_text(item, 5, record["note"].stringValue!, -1, transient)
-                try step(db, item)
+                try RawSQLite.step(db, item)
                 sequence += 1
                 let encoded = ValueCodec.encode(Value.object(record.fields))
                 sqlite3_bind_text(operation, 1, UUID.random().uuidString, -1, transient)
@@ -351,31 +346,11 @@ struct RawSQLiteBaseline {
                 sqlite3_bind_int64(operation, 5, now)
                 sqlite3_bind_text(operation, 6, transaction, -1, transient)
                 _ = changed.withUnsafeBytes { sqlite3_bind_blob(operation, 7, $0.baseAddress, Int32($0.count), transient) }
-                try step(db, operation)
+                try RawSQLite.step(db, operation)
             }
-            try exec(db, "COMMIT")
+            try RawSQLite.exec(db, "COMMIT")
         }
         return Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9
     }
 
-    private func exec(_ db: OpaquePointer, _ sql: String) throws {
-        guard sqlite3_exec(db, sql, nil, nil, nil) == SQLITE_OK else {
-            throw ValidationError("\(sql): \(String(cString: sqlite3_errmsg(db)))")
-        }
-    }
-
-    private func prepare(_ db: OpaquePointer, _ sql: String) throws -> OpaquePointer {
-        var statement: OpaquePointer?
-        guard sqlite3_prepare_v2(db, sql, -1, &statement, nil) == SQLITE_OK, let statement else {
-            throw ValidationError("prepare: \(String(cString: sqlite3_errmsg(db)))")
-        }
-        return statement
-    }
-
-    private func step(_ db: OpaquePointer, _ statement: OpaquePointer) throws {
-        guard sqlite3_step(statement) == SQLITE_DONE else {
-            throw ValidationError("step: \(String(cString: sqlite3_errmsg(db)))")
-        }
-        sqlite3_reset(statement)
-    }
 }
