@@ -21,8 +21,10 @@ struct LifecycleHTTPTests {
             try await probe.stop()
 
             let token = try await TokenAuthority(secret: testSecret).mint(identity: "alice")
+            // A refused connection fails at once; the generous timeout keeps a slow answer from
+            // the server under a loaded machine from reading as the network going away again.
             let http = HTTPRemoteStore(baseURL: "http://127.0.0.1:\(port)",
-                                       configuration: .init(requestTimeout: .seconds(2), maxAttempts: 1,
+                                       configuration: .init(requestTimeout: .seconds(15), maxAttempts: 1,
                                                             initialBackoff: .milliseconds(20), maxBackoff: .milliseconds(200)),
                                        token: { token })
             let local = try await SQLiteStore(path: directory.appendingPathComponent("client.sqlite").path)
