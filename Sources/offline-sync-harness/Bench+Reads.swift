@@ -56,8 +56,10 @@ enum LocalReads {
         var group: Int64
     }
 
-    /// The raw side: `sql` prepared once, bound with each pick, every row read into a `Row`.
-    static func raw(_ path: String, _ sql: String, picks: [Int], bind: (OpaquePointer, Int) -> Void, expect: Int) throws -> Double {
+    /// The raw side: `sql` prepared once, bound with each pick, every row read into a `Row`;
+    /// one read transaction per pick, or one for all of them when `oneTransaction`.
+    static func raw(_ path: String, _ sql: String, picks: [Int], oneTransaction: Bool = false,
+                    bind: (OpaquePointer, Int) -> Void, expect: Int) throws -> Double {
         let db = try RawSQLite.open(path, flags: SQLITE_OPEN_READONLY)
         defer { sqlite3_close_v2(db) }
         let statement = try RawSQLite.prepare(db, sql)
@@ -65,9 +67,11 @@ enum LocalReads {
         func text(_ column: Int32) -> String { String(cString: sqlite3_column_text(statement, column)) }
         var read = 0
         let seconds = LocalWrites.measureSync {
-            // One read transaction per read, as the store's reads each take a snapshot.
+            // One read transaction per read, as the store's reads each take a snapshot; or one
+            // around them all, as `SyncContext.read` takes one for its whole closure.
+            if oneTransaction { sqlite3_exec(db, "BEGIN", nil, nil, nil) }
             for pick in picks {
-                sqlite3_exec(db, "BEGIN", nil, nil, nil)
+                if !oneTransaction { sqlite3_exec(db, "BEGIN", nil, nil, nil) }
                 bind(statement, pick)
                 var rows: [Row] = []
                 while sqlite3_step(statement) == SQLITE_ROW {
@@ -77,8 +81,9 @@ enum LocalReads {
                 }
                 read += rows.count
                 sqlite3_reset(statement)
-                sqlite3_exec(db, "COMMIT", nil, nil, nil)
+                if !oneTransaction { sqlite3_exec(db, "COMMIT", nil, nil, nil) }
             }
+            if oneTransaction { sqlite3_exec(db, "COMMIT", nil, nil, nil) }
         }
         guard read == expect else { throw SyncError(.storageFailure, "the raw side read \(read) rows, not \(expect)") }
         return seconds
@@ -100,6 +105,24 @@ enum LocalReads {
         guard rows == expect else { throw SyncError(.storageFailure, "read \(rows) rows, not \(expect)") }
         return seconds
     }
+
+    /// Our side as GRDB measures its fetches: every pick read inside one
+    /// `SyncContext.read { reader in … }` (one snapshot, on the reader's thread, no hop per read).
+    static func oursInOneRead(_ directory: URL, picks: [Int], expect: Int,
+                              _ read: @escaping @Sendable (SyncReader, Int) throws -> Int) async throws -> Double {
+        let path = try await seed(directory)
+        let context = try await SyncContext(store: try await SQLiteStore(path: path), remote: UnusedRemote())
+        var rows = 0
+        let seconds = try await LocalWrites.measure {
+            rows = try await context.read { reader in try picks.reduce(0) { try $0 + read(reader, $1) } }
+        }
+        try await context.close()
+        guard rows == expect else { throw SyncError(.storageFailure, "read \(rows) rows, not \(expect)") }
+        return seconds
+    }
+
+    static let getSQL = #"SELECT "id", "f_title", "f_n", "f_done", "f_note", "f_group" FROM "items" WHERE "id" = ?1"#
+    static let querySQL = #"SELECT "id", "f_title", "f_n", "f_done", "f_note", "f_group" FROM "items" WHERE "f_group" = ?1 ORDER BY "id""#
 }
 
 /// `local-reads-get`: 20,000 gets by id.
@@ -117,7 +140,7 @@ enum LocalReadsGet: BenchWorkload {
 
     static func raw(directory: URL, records: Int, batch: Int) async throws -> Double {
         let path = try await LocalReads.seed(directory)
-        return try LocalReads.raw(path, #"SELECT "id", "f_title", "f_n", "f_done", "f_note", "f_group" FROM "items" WHERE "id" = ?1"#,
+        return try LocalReads.raw(path, LocalReads.getSQL,
                                   picks: LocalReads.picks(count, below: LocalReads.rows),
                                   bind: { sqlite3_bind_text($0, 1, "item-\($1)", -1, RawSQLite.transient) }, expect: count)
     }
@@ -139,9 +162,56 @@ enum LocalReadsQuery: BenchWorkload {
 
     static func raw(directory: URL, records: Int, batch: Int) async throws -> Double {
         let path = try await LocalReads.seed(directory)
-        return try LocalReads.raw(path, #"SELECT "id", "f_title", "f_n", "f_done", "f_note", "f_group" FROM "items" WHERE "f_group" = ?1 ORDER BY "id""#,
+        return try LocalReads.raw(path, LocalReads.querySQL,
                                   picks: LocalReads.picks(count, below: LocalReads.rows / LocalReads.groupSize),
                                   bind: { sqlite3_bind_int64($0, 1, Int64($1)) }, expect: count * LocalReads.groupSize)
+    }
+}
+
+/// `local-reads-get-in-read`: local-reads-get's 20,000 gets by id inside one read
+/// (`SyncContext.read`), against sqlite3 doing them in one read transaction: GRDB's way of
+/// measuring (`dbQueue.read { db in … }` around the fetches, the C API around the same steps),
+/// which leaves out the thread hop each `async` call pays.
+enum LocalReadsGetInRead: BenchWorkload {
+    static let name = "local-reads-get-in-read"
+    static let baseline = "raw-sqlite3-one-transaction"
+    static var fixedRecords: Int? { LocalReads.rows }
+
+    static func ours(directory: URL, records: Int, batch: Int) async throws -> Double {
+        try await LocalReads.oursInOneRead(directory, picks: LocalReads.picks(LocalReadsGet.count, below: LocalReads.rows),
+                                           expect: LocalReadsGet.count) { reader, pick in
+            try reader.record(in: "items", id: "item-\(pick)") == nil ? 0 : 1
+        }
+    }
+
+    static func raw(directory: URL, records: Int, batch: Int) async throws -> Double {
+        let path = try await LocalReads.seed(directory)
+        return try LocalReads.raw(path, LocalReads.getSQL, picks: LocalReads.picks(LocalReadsGet.count, below: LocalReads.rows),
+                                  oneTransaction: true, bind: { sqlite3_bind_text($0, 1, "item-\($1)", -1, RawSQLite.transient) },
+                                  expect: LocalReadsGet.count)
+    }
+}
+
+/// `local-reads-query-in-read`: local-reads-query's 2,000 queries inside one read, against
+/// sqlite3 in one read transaction (see ``LocalReadsGetInRead``).
+enum LocalReadsQueryInRead: BenchWorkload {
+    static let name = "local-reads-query-in-read"
+    static let baseline = "raw-sqlite3-one-transaction"
+    static var fixedRecords: Int? { LocalReads.rows }
+
+    static func ours(directory: URL, records: Int, batch: Int) async throws -> Double {
+        try await LocalReads.oursInOneRead(directory, picks: LocalReads.picks(LocalReadsQuery.count, below: LocalReads.rows / LocalReads.groupSize),
+                                           expect: LocalReadsQuery.count * LocalReads.groupSize) { reader, pick in
+            try reader.records(in: "items", matching: Query(Field("group") == .int(Int64(pick)))).count
+        }
+    }
+
+    static func raw(directory: URL, records: Int, batch: Int) async throws -> Double {
+        let path = try await LocalReads.seed(directory)
+        return try LocalReads.raw(path, LocalReads.querySQL,
+                                  picks: LocalReads.picks(LocalReadsQuery.count, below: LocalReads.rows / LocalReads.groupSize),
+                                  oneTransaction: true, bind: { sqlite3_bind_int64($0, 1, Int64($1)) },
+                                  expect: LocalReadsQuery.count * LocalReads.groupSize)
     }
 }
 

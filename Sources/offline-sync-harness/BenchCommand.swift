@@ -38,6 +38,7 @@ let benchWorkloads: [any BenchWorkload.Type] = [LocalWritesSQLite.self, LocalWri
                                                 PullDeltaShared.self, PullDeltaMixed.self, MoveIn.self, MoveOut.self,
                                                 MoveInBig.self, MoveOutBig.self, PushSharedBig.self, PushSharedK.self,
                                                 UpdateSharedBig.self, TablesListShared.self, ObserveLatency.self, LocalReadsGet.self, LocalReadsQuery.self,
+                                                LocalReadsGetInRead.self, LocalReadsQueryInRead.self,
                                                 ObserveBurst.self, AuthVerify.self]
 
 /// Workloads too long or too large for `make bench` (minutes of seeding, gigabytes of stores):

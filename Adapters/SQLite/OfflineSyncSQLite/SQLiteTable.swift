@@ -36,6 +36,13 @@ final class SQLiteTable {
     let upsert: SQLiteSQL
     let deleteByID: SQLiteSQL
 
+    /// Every declared field's name with a placeholder value, and each name's index in it:
+    /// ``decodeRow(_:verify:)`` copies the dictionary and sets the values by index, so a row's
+    /// field names are not hashed again (hashing them and growing the dictionary was a fifth
+    /// of a 100-row query's time). `nil` when two names are equal as Swift strings
+    /// (canonically equivalent), so names and indices do not pair up one to one.
+    private let fieldTemplate: (fields: [String: Value], indices: [Dictionary<String, Value>.Index])?
+
     /// Column position of the first declared field in ``selectList``.
     static let firstFieldColumn = Int32(SQLTableLayout.firstFieldColumn)
     /// The checksum column.
@@ -57,6 +64,10 @@ final class SQLiteTable {
         let updates = columns.dropFirst().map { "\($0) = excluded.\($0)" }.joined(separator: ", ")
         upsert = SQLiteSQL("INSERT INTO \(sqlName) (\(selectList)) VALUES (\(placeholders)) ON CONFLICT(\"id\") DO UPDATE SET \(updates)")
         deleteByID = SQLiteSQL("DELETE FROM \(sqlName) WHERE \"id\" = ?1")
+        var template = [String: Value](minimumCapacity: schema.fields.count)
+        for field in schema.fields { template[field.name] = .null }
+        let indices = schema.fields.compactMap { template.index(forKey: $0.name) }
+        fieldTemplate = template.count == schema.fields.count && indices.count == schema.fields.count ? (template, indices) : nil
     }
 
     /// `CREATE TABLE` for this layout under the quoted name `sqlName` — exactly as SQLite keeps
@@ -137,51 +148,51 @@ final class SQLiteTable {
     /// The CRC-32C of a row's columns as SQLite stores them: per column its storage class,
     /// then an integer's or a double's 8 bytes, or a text's or blob's length and bytes.
     static func checksum(of values: [SQLiteValue]) -> UInt32 {
-        var sum = CRC32C()
-        for value in values {
-            switch value {
-            case .null: sum.update(byte: UInt8(SQLITE_NULL))
-            case .int(let v): sum.update(byte: UInt8(SQLITE_INTEGER)); sum.update(int64: v)
-            // SQLite stores a NaN as NULL (a valid Value never holds one).
-            case .double(let v) where v.isNaN: sum.update(byte: UInt8(SQLITE_NULL))
-            case .double(let v): sum.update(byte: UInt8(SQLITE_FLOAT)); sum.update(int64: Int64(bitPattern: v.bitPattern))
-            case .text(let text):
-                sum.update(byte: UInt8(SQLITE_TEXT))
-                sum.update(int64: Int64(text.utf8.count))
-                var copy = text
-                copy.withUTF8 { sum.update(UnsafeRawBufferPointer($0)) }
-            case .blob(let bytes):
-                sum.update(byte: UInt8(SQLITE_BLOB))
-                sum.update(int64: Int64(bytes.count))
-                sum.update(bytes)
+        RowChecksum.compute { sum in
+            for value in values {
+                switch value {
+                case .null: sum.add(byte: UInt8(SQLITE_NULL))
+                case .int(let v): sum.add(byte: UInt8(SQLITE_INTEGER)); sum.add(int64: v)
+                // SQLite stores a NaN as NULL (a valid Value never holds one).
+                case .double(let v) where v.isNaN: sum.add(byte: UInt8(SQLITE_NULL))
+                case .double(let v): sum.add(byte: UInt8(SQLITE_FLOAT)); sum.add(int64: Int64(bitPattern: v.bitPattern))
+                case .text(let text):
+                    sum.add(byte: UInt8(SQLITE_TEXT))
+                    sum.add(int64: Int64(text.utf8.count))
+                    var copy = text
+                    copy.withUTF8 { sum.add(UnsafeRawBufferPointer($0)) }
+                case .blob(let bytes):
+                    sum.add(byte: UInt8(SQLITE_BLOB))
+                    sum.add(int64: Int64(bytes.count))
+                    bytes.withUnsafeBytes { sum.add($0) }
+                }
             }
         }
-        return sum.value
     }
 
     /// ``checksum(of:)`` of the current row's columns before ``sumColumn``, read in place.
     func checksum(of statement: SQLiteStatement) -> UInt32 {
-        var sum = CRC32C()
-        for column in 0..<sumColumn {
-            let storage = statement.columnType(column)
-            sum.update(byte: UInt8(storage))
-            switch storage {
-            case SQLITE_INTEGER: sum.update(int64: statement.int64(column))
-            case SQLITE_FLOAT: sum.update(int64: Int64(bitPattern: statement.double(column).bitPattern))
-            case SQLITE_TEXT:
-                statement.withText(column) { bytes in
-                    sum.update(int64: Int64(bytes.count))
-                    sum.update(bytes)
+        RowChecksum.compute { sum in
+            for column in 0..<sumColumn {
+                let storage = statement.columnType(column)
+                sum.add(byte: UInt8(storage))
+                switch storage {
+                case SQLITE_INTEGER: sum.add(int64: statement.int64(column))
+                case SQLITE_FLOAT: sum.add(int64: Int64(bitPattern: statement.double(column).bitPattern))
+                case SQLITE_TEXT:
+                    statement.withText(column) { bytes in
+                        sum.add(int64: Int64(bytes.count))
+                        sum.add(bytes)
+                    }
+                case SQLITE_BLOB:
+                    statement.withBlob(column) { bytes in
+                        sum.add(int64: Int64(bytes.count))
+                        sum.add(bytes)
+                    }
+                default: break
                 }
-            case SQLITE_BLOB:
-                statement.withBlob(column) { bytes in
-                    sum.update(int64: Int64(bytes.count))
-                    sum.update(bytes)
-                }
-            default: break
             }
         }
-        return sum.value
     }
 
     /// How a declared field's value is stored: bool as 0/1, int, double as REAL, string as
@@ -232,7 +243,11 @@ final class SQLiteTable {
         }
         var fields: [String: Value] = [:]
         switch statement.columnType(4) {
-        case SQLITE_NULL: break
+        case SQLITE_NULL:
+            if let template = fieldTemplate {
+                fields = try declaredFields(statement, template)
+                return Record(id: id, fields: fields, version: version, updatedAt: updatedAt, deleted: deleted)
+            }
         case SQLITE_BLOB:
             let decoded = try statement.withBlob(4) { try ValueCodec.decode($0) }
             guard case .object(let object) = decoded else { throw corrupted("extra") }
@@ -249,6 +264,27 @@ final class SQLiteTable {
             fields[field.name] = value
         }
         return Record(id: id, fields: fields, version: version, updatedAt: updatedAt, deleted: deleted)
+    }
+
+    /// The declared fields of a row with no undeclared ones, the nulls left out, built from
+    /// ``fieldTemplate``.
+    private func declaredFields(_ statement: SQLiteStatement,
+                                _ template: (fields: [String: Value], indices: [Dictionary<String, Value>.Index])) throws -> [String: Value] {
+        var fields = template.fields
+        var absent: [Int] = []
+        for (position, field) in schema.fields.enumerated() {
+            let value = try decodeField(statement, Self.firstFieldColumn + Int32(position), field)
+            if value.isNull {
+                absent.append(position)
+            } else {
+                // Setting a value by index keeps the copy's keys and their places: no hashing.
+                fields.values[template.indices[position]] = value
+            }
+        }
+        if absent.count == schema.fields.count { return [:] }
+        // Removing keys moves others, so the indices are not used after the first removal.
+        for position in absent { fields.removeValue(forKey: schema.fields[position].name) }
+        return fields
     }
 
     private func decodeField(_ statement: SQLiteStatement, _ column: Int32, _ field: FieldDefinition) throws -> Value {
@@ -284,3 +320,57 @@ final class SQLiteTable {
     }
 }
 
+
+/// A row's checksum fed through a buffer on the stack: column tags, integers and short texts
+/// reach the CRC-32C in runs rather than one call each (each call fetched the CRC's table
+/// anew, and one byte at a time skips its eight-byte loop: 8% of a 100-row query's time).
+/// The CRC of the bytes is the same however they are cut.
+struct RowChecksum {
+    private var sum = CRC32C()
+    private let buffer: UnsafeMutableRawBufferPointer
+    private var used = 0
+
+    private init(buffer: UnsafeMutableRawBufferPointer) { self.buffer = buffer }
+
+    /// The CRC-32C of everything `body` adds.
+    static func compute(_ body: (inout RowChecksum) -> Void) -> UInt32 {
+        withUnsafeTemporaryAllocation(byteCount: 256, alignment: 8) { buffer in
+            var feed = RowChecksum(buffer: buffer)
+            body(&feed)
+            feed.flush()
+            return feed.sum.value
+        }
+    }
+
+    private mutating func flush() {
+        sum.update(UnsafeRawBufferPointer(rebasing: buffer[..<used]))
+        used = 0
+    }
+
+    mutating func add(byte: UInt8) {
+        if used == buffer.count { flush() }
+        buffer[used] = byte
+        used += 1
+    }
+
+    /// Adds the integer's 8 big-endian bytes.
+    mutating func add(int64 value: Int64) {
+        if buffer.count - used < 8 { flush() }
+        buffer.storeBytes(of: UInt64(bitPattern: value).bigEndian, toByteOffset: used, as: UInt64.self)
+        used += 8
+    }
+
+    mutating func add(_ bytes: UnsafeRawBufferPointer) {
+        if bytes.count > buffer.count - used {
+            flush()
+            // Longer than the buffer: straight to the CRC.
+            if bytes.count > buffer.count {
+                sum.update(bytes)
+                return
+            }
+        }
+        guard let base = bytes.baseAddress, !bytes.isEmpty else { return }
+        (buffer.baseAddress! + used).copyMemory(from: base, byteCount: bytes.count)
+        used += bytes.count
+    }
+}
