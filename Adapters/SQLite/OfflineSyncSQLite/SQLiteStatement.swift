@@ -136,6 +136,27 @@ final class SQLiteStatement {
         return try body(UnsafeRawBufferPointer(start: count > 0 ? pointer : nil, count: count))
     }
 
+    /// A column of the current row as stored, fetched once: a text's or blob's bytes point
+    /// into the statement and are valid until the next step or reset. Throws
+    /// ``SyncError/Code/storageFailure`` when SQLite runs out of memory fetching a text.
+    func cell(_ column: Int32) throws -> SQLiteCell {
+        switch columnType(column) {
+        case SQLITE_INTEGER: return .int(int64(column))
+        case SQLITE_FLOAT: return .double(double(column))
+        case SQLITE_TEXT:
+            guard let pointer = sqlite3_column_text(handle, column) else {
+                if sqlite3_errcode(db) == SQLITE_NOMEM { throw SyncError(.storageFailure, "out of memory reading a text column") }
+                return .text(UnsafeRawBufferPointer(start: nil, count: 0))
+            }
+            return .text(UnsafeRawBufferPointer(start: pointer, count: Int(sqlite3_column_bytes(handle, column))))
+        case SQLITE_BLOB:
+            let pointer = sqlite3_column_blob(handle, column)
+            let count = Int(sqlite3_column_bytes(handle, column))
+            return .blob(UnsafeRawBufferPointer(start: count > 0 ? pointer : nil, count: count))
+        default: return .null
+        }
+    }
+
     /// The bytes of a blob column of the current row.
     func blob(_ column: Int32) -> [UInt8] {
         withBlob(column) { Array($0) }
@@ -150,5 +171,23 @@ final class SQLiteStatement {
         case SQLITE_BLOB: return .blob(blob(column))
         default: return .null
         }
+    }
+}
+
+/// A column of a statement's current row as SQLite stores it (``SQLiteStatement/cell(_:)``);
+/// a text's or blob's bytes are borrowed from the statement.
+enum SQLiteCell {
+    case null
+    case int(Int64)
+    case double(Double)
+    case text(UnsafeRawBufferPointer)
+    case blob(UnsafeRawBufferPointer)
+
+    /// A text's bytes as a string; ``SyncError/Code/corrupted`` when they are not UTF-8.
+    static func string(_ bytes: UnsafeRawBufferPointer) throws -> String {
+        guard let string = UTF8Text.string(bytes) else {
+            throw SyncError(.corrupted, "a text column holds bytes that are not UTF-8")
+        }
+        return string
     }
 }
