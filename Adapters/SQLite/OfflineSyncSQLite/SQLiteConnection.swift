@@ -19,6 +19,23 @@ final class SQLiteConnection {
     /// hand the statement of table "é" to table "e\u{301}".
     private var statements: [SQLiteSQL: SQLiteStatement] = [:]
 
+    /// The SQL of each query shape translated so far (``SQLiteQueryShape``), with the table
+    /// mapping it was written for (kept, so its identity in the key is not reused).
+    private var shapes: [SQLiteQueryShape: (table: SQLiteTable, sql: SQLiteSQL)] = [:]
+
+    /// The SQL of `shape`, when a query of that shape over `table` was translated before.
+    func shapeSQL(_ shape: SQLiteQueryShape, table: SQLiteTable) -> SQLiteSQL? {
+        guard let known = shapes[shape], known.table === table else { return nil }
+        return known.sql
+    }
+
+    /// Keeps the SQL a query of `shape` over `table` translated to; at most
+    /// ``statementCacheLimit`` shapes, forgotten all at once past that.
+    func rememberShape(_ shape: SQLiteQueryShape, table: SQLiteTable, sql: SQLiteSQL) {
+        if shapes.count >= Self.statementCacheLimit { shapes = [:] }
+        shapes[shape] = (table, sql)
+    }
+
     /// The most prepared statements kept between transactions (keyed by SQL text).
     static let statementCacheLimit = 256
 
@@ -154,6 +171,7 @@ final class SQLiteConnection {
         for statement in statements.values { statement.finalize() }
         statements = [:]
         tableInfoCache = [:]
+        shapes = [:]
         sqlite3_close_v2(db)
         self.db = nil
     }

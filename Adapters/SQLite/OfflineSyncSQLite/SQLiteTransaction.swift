@@ -90,6 +90,18 @@ class SQLiteReadTransaction: LocalReadTransaction {
         let info = try self.table(table)
         try query.validate(against: info.schema)
         let connection = try live()
+        let shaped = SQLiteQueryShape.of(query, in: info)
+        let page: [SQLiteValue] = [.int(query.limit.map(Int64.init) ?? -1), .int(Int64(query.offset))]
+        func selectAll(_ sql: SQLiteSQL, _ bindings: [SQLiteValue]) throws -> [Record] {
+            try connection.withStatement(sql, bindings) { statement in
+                var result: [Record] = []
+                while try statement.step() { result.append(try info.decodeRow(statement)) }
+                return result
+            }
+        }
+        if let shaped, let sql = connection.shapeSQL(shaped.shape, table: info) {
+            return try selectAll(sql, shaped.bindings + page)
+        }
         let translator = SQLiteQueryTranslator(table: info)
         let (filter, rest) = translator.split(query.predicate)
         let order = translator.orderBy(query.order)
@@ -104,12 +116,10 @@ class SQLiteReadTransaction: LocalReadTransaction {
         if rest.isEmpty, let order {
             // Everything in SQL.
             sql += " \(order) LIMIT ?\(bindings.count + 1) OFFSET ?\(bindings.count + 2)"
-            bindings += [.int(query.limit.map(Int64.init) ?? -1), .int(Int64(query.offset))]
-            return try connection.withStatement(sql, bindings) { statement in
-                var result: [Record] = []
-                while try statement.step() { result.append(try info.decodeRow(statement)) }
-                return result
-            }
+            let key = SQLiteSQL(sql)
+            // A shape's SQL is kept only when the translation bound exactly its values.
+            if let shaped, SQLiteQueryShape.same(shaped.bindings, bindings) { connection.rememberShape(shaped.shape, table: info, sql: key) }
+            return try selectAll(key, bindings + page)
         }
         if let order {
             // SQL orders and pre-filters; the evaluator finishes the filter while streaming,
