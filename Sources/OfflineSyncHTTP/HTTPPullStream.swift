@@ -89,7 +89,7 @@ actor HTTPPullStream: PullStream {
             case .page(let page)?:
                 pagesInResponse += 1
                 failures = 0
-                backoff = Backoff(initial: remote.configuration.initialBackoff, maximum: remote.configuration.maxBackoff)
+                backoff.reset()
                 request.cursor = page.nextCursor
                 if page.endsPull {
                     finished = true

@@ -34,6 +34,9 @@ public struct APIError: HTTPResponseError, Sendable {
     static let unauthorized = APIError(.unauthorized, "unauthorized", "missing or invalid credentials",
                                        headers: [.wwwAuthenticate: "Bearer"])
 
+    /// The answer for a failure the client can do nothing about; its detail goes to the log only.
+    static let internalError = APIError(.internalServerError, "internal", "the server could not complete the request")
+
     /// The answer for an error the service threw. Storage failures are logged by the caller
     /// and answered without their detail.
     static func from(_ error: SyncError) -> APIError {
@@ -56,7 +59,7 @@ public struct APIError: HTTPResponseError, Sendable {
         case .busy, .transient, .storeClosed:
             return APIError(.serviceUnavailable, "unavailable", "the server is busy; retry later", headers: [.retryAfter: "1"])
         default:
-            return APIError(.internalServerError, "internal", "the server could not complete the request")
+            return internalError
         }
     }
 }

@@ -25,9 +25,8 @@ extension Routes {
         guard pull.limit <= configuration.maxPageSize else {
             throw APIError(.badRequest, "pageSizeExceeded", "'limit' may be at most \(configuration.maxPageSize)")
         }
-        let service = self.service
         let first = try await call { try await service.pull(claims: claims, pull) }
-        let pagesPerStream = configuration.pagesPerStream, logger = self.logger
+        let pagesPerStream = configuration.pagesPerStream
         let headers: HTTPFields = [.contentType: "\(PageStream.mediaType); version=\(PageStream.version)"]
         return Response(status: .ok, headers: headers, body: ResponseBody { writer in
             var pull = pull
@@ -41,14 +40,12 @@ extension Routes {
                 out.removeAll(keepingCapacity: true)
                 pull.cursor = page.nextCursor
                 do {
-                    page = try await service.pull(claims: claims, pull)
+                    // `call` answers a service error as `/v1/pull` would, and logs a 5xx.
+                    page = try await call { try await service.pull(claims: claims, pull) }
                     sent += 1
                 } catch {
-                    let answer = (error as? SyncError).map(APIError.from)
-                        ?? APIError(.internalServerError, "internal", "the server could not complete the request")
-                    if answer.status.code >= 500 {
-                        logger.error("page stream failed", metadata: ["code": "\((error as? SyncError)?.code.description ?? "\(type(of: error))")"])
-                    }
+                    let answer = error as? APIError ?? APIError.internalError
+                    if !(error is APIError) { logger.error("page stream failed", metadata: ["error": "\(type(of: error))"]) }
                     PageStream.writeFailure(status: answer.status.code, error: answer.code, message: answer.message, into: &out)
                     try await writer.write(ByteBuffer(bytes: out))
                     try await writer.finish(nil)

@@ -279,7 +279,7 @@ struct RequestLogMiddleware: RouterMiddleware {
             metadata["status"] = "500"
             metadata["error"] = "\(type(of: error))"
             logger.error("request failed", metadata: metadata)
-            throw APIError(.internalServerError, "internal", "the server could not complete the request")
+            throw APIError.internalError
         }
     }
 }

@@ -89,33 +89,34 @@ enum LocalReads {
         return seconds
     }
 
-
     /// Our side: the seeded store opened in a context, `read` timed once per pick through its
     /// `items` table; `read` returns the rows it read, which must add up to `expect`.
     static func ours(_ directory: URL, picks: [Int], expect: Int,
                      _ read: (SyncTable, Int) async throws -> Int) async throws -> Double {
-        let path = try await seed(directory)
-        let context = try await SyncContext(store: try await SQLiteStore(path: path), remote: UnusedRemote())
-        let table = context.table("items")
-        var rows = 0
-        let seconds = try await LocalWrites.measure {
+        try await timed(directory, expect: expect) { context in
+            let table = context.table("items")
+            var rows = 0
             for pick in picks { rows += try await read(table, pick) }
+            return rows
         }
-        try await context.close()
-        guard rows == expect else { throw SyncError(.storageFailure, "read \(rows) rows, not \(expect)") }
-        return seconds
     }
 
     /// Our side as GRDB measures its fetches: every pick read inside one
     /// `SyncContext.read { reader in … }` (one snapshot, on the reader's thread, no hop per read).
     static func oursInOneRead(_ directory: URL, picks: [Int], expect: Int,
                               _ read: @escaping @Sendable (SyncReader, Int) throws -> Int) async throws -> Double {
+        try await timed(directory, expect: expect) { context in
+            try await context.read { reader in try picks.reduce(0) { try $0 + read(reader, $1) } }
+        }
+    }
+
+    /// Seeds the store, opens it in a context and times `reads`, which returns the rows it
+    /// read; they must be `expect`.
+    private static func timed(_ directory: URL, expect: Int, _ reads: (SyncContext) async throws -> Int) async throws -> Double {
         let path = try await seed(directory)
         let context = try await SyncContext(store: try await SQLiteStore(path: path), remote: UnusedRemote())
         var rows = 0
-        let seconds = try await LocalWrites.measure {
-            rows = try await context.read { reader in try picks.reduce(0) { try $0 + read(reader, $1) } }
-        }
+        let seconds = try await LocalWrites.measure { rows = try await reads(context) }
         try await context.close()
         guard rows == expect else { throw SyncError(.storageFailure, "read \(rows) rows, not \(expect)") }
         return seconds

@@ -19,7 +19,7 @@ struct OutcomeRowTests {
             let row = OfflineSyncService.OutcomeRow(id: "op-\(index)", outcome: outcome,
                                                     createdAt: Timestamp(millisecondsSince1970: Int64(index) - 5))
             let byHand = row.record()
-            #expect(byHand == (try row.encodedRecord()), "outcome \(index)")
+            #expect(byHand == (try RecordEncoder().encode(row)), "outcome \(index)")
             let back = try OfflineSyncService.OutcomeRow(row: byHand)
             #expect(try back.pushOutcome() == outcome, "outcome \(index)")
             #expect(back.createdAt == row.createdAt && back.id == row.id)

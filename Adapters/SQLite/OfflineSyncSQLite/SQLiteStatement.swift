@@ -110,30 +110,29 @@ final class SQLiteStatement {
     /// The text in a column of the current row, byte for byte. Throws ``SyncError/Code/corrupted``
     /// when the bytes are not UTF-8.
     func text(_ column: Int32) throws -> String {
-        guard let pointer = sqlite3_column_text(handle, column) else {
-            if sqlite3_errcode(db) == SQLITE_NOMEM { throw SyncError(.storageFailure, "out of memory reading a text column") }
-            return ""
-        }
-        let count = Int(sqlite3_column_bytes(handle, column))
-        guard let string = UTF8Text.string(UnsafeRawBufferPointer(start: pointer, count: count)) else {
-            throw SyncError(.corrupted, "a text column holds bytes that are not UTF-8")
-        }
-        return string
+        try SQLiteCell.string(textBytes(column))
     }
 
-    /// Calls `body` with the UTF-8 bytes of a text column of the current row (valid only
-    /// inside), as stored: not checked to be UTF-8.
-    func withText<T>(_ column: Int32, _ body: (UnsafeRawBufferPointer) throws -> T) rethrows -> T {
-        let pointer = sqlite3_column_text(handle, column)
+    /// The bytes of a text column of the current row, borrowed until the next step or reset.
+    /// Throws ``SyncError/Code/storageFailure`` when SQLite runs out of memory fetching them.
+    private func textBytes(_ column: Int32) throws -> UnsafeRawBufferPointer {
+        guard let pointer = sqlite3_column_text(handle, column) else {
+            if sqlite3_errcode(db) == SQLITE_NOMEM { throw SyncError(.storageFailure, "out of memory reading a text column") }
+            return UnsafeRawBufferPointer(start: nil, count: 0)
+        }
+        return UnsafeRawBufferPointer(start: pointer, count: Int(sqlite3_column_bytes(handle, column)))
+    }
+
+    /// The bytes of a blob column of the current row, borrowed until the next step or reset.
+    private func blobBytes(_ column: Int32) -> UnsafeRawBufferPointer {
+        let pointer = sqlite3_column_blob(handle, column)
         let count = Int(sqlite3_column_bytes(handle, column))
-        return try body(UnsafeRawBufferPointer(start: count > 0 ? UnsafeRawPointer(pointer) : nil, count: count))
+        return UnsafeRawBufferPointer(start: count > 0 ? pointer : nil, count: count)
     }
 
     /// Calls `body` with the bytes of a blob column of the current row (valid only inside).
     func withBlob<T>(_ column: Int32, _ body: (UnsafeRawBufferPointer) throws -> T) rethrows -> T {
-        let pointer = sqlite3_column_blob(handle, column)
-        let count = Int(sqlite3_column_bytes(handle, column))
-        return try body(UnsafeRawBufferPointer(start: count > 0 ? pointer : nil, count: count))
+        try body(blobBytes(column))
     }
 
     /// A column of the current row as stored, fetched once: a text's or blob's bytes point
@@ -143,16 +142,8 @@ final class SQLiteStatement {
         switch columnType(column) {
         case SQLITE_INTEGER: return .int(int64(column))
         case SQLITE_FLOAT: return .double(double(column))
-        case SQLITE_TEXT:
-            guard let pointer = sqlite3_column_text(handle, column) else {
-                if sqlite3_errcode(db) == SQLITE_NOMEM { throw SyncError(.storageFailure, "out of memory reading a text column") }
-                return .text(UnsafeRawBufferPointer(start: nil, count: 0))
-            }
-            return .text(UnsafeRawBufferPointer(start: pointer, count: Int(sqlite3_column_bytes(handle, column))))
-        case SQLITE_BLOB:
-            let pointer = sqlite3_column_blob(handle, column)
-            let count = Int(sqlite3_column_bytes(handle, column))
-            return .blob(UnsafeRawBufferPointer(start: count > 0 ? pointer : nil, count: count))
+        case SQLITE_TEXT: return .text(try textBytes(column))
+        case SQLITE_BLOB: return .blob(blobBytes(column))
         default: return .null
         }
     }

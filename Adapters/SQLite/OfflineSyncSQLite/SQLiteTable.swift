@@ -66,8 +66,9 @@ final class SQLiteTable {
         deleteByID = SQLiteSQL("DELETE FROM \(sqlName) WHERE \"id\" = ?1")
         var template = [String: Value](minimumCapacity: schema.fields.count)
         for field in schema.fields { template[field.name] = .null }
-        let indices = schema.fields.compactMap { template.index(forKey: $0.name) }
-        fieldTemplate = template.count == schema.fields.count && indices.count == schema.fields.count ? (template, indices) : nil
+        // As many keys as fields: every name is its own key, so each has an index.
+        fieldTemplate = template.count == schema.fields.count
+            ? (template, schema.fields.compactMap { template.index(forKey: $0.name) }) : nil
     }
 
     /// `CREATE TABLE` for this layout under the quoted name `sqlName` — exactly as SQLite keeps
@@ -150,21 +151,15 @@ final class SQLiteTable {
     static func checksum(of values: [SQLiteValue]) -> UInt32 {
         RowChecksum.compute { sum in
             for value in values {
+                // Each value as the cell SQLite will store (``RowChecksum/add(_:)`` defines the bytes).
                 switch value {
-                case .null: sum.add(byte: UInt8(SQLITE_NULL))
-                case .int(let v): sum.add(byte: UInt8(SQLITE_INTEGER)); sum.add(int64: v)
+                case .null: sum.add(.null)
+                case .int(let v): sum.add(.int(v))
                 // SQLite stores a NaN as NULL (a valid Value never holds one).
-                case .double(let v) where v.isNaN: sum.add(byte: UInt8(SQLITE_NULL))
-                case .double(let v): sum.add(byte: UInt8(SQLITE_FLOAT)); sum.add(int64: Int64(bitPattern: v.bitPattern))
-                case .text(let text):
-                    sum.add(byte: UInt8(SQLITE_TEXT))
-                    sum.add(int64: Int64(text.utf8.count))
-                    var copy = text
-                    copy.withUTF8 { sum.add(UnsafeRawBufferPointer($0)) }
-                case .blob(let bytes):
-                    sum.add(byte: UInt8(SQLITE_BLOB))
-                    sum.add(int64: Int64(bytes.count))
-                    bytes.withUnsafeBytes { sum.add($0) }
+                case .double(let v) where v.isNaN: sum.add(.null)
+                case .double(let v): sum.add(.double(v))
+                case .text(var text): text.withUTF8 { sum.add(.text(UnsafeRawBufferPointer($0))) }
+                case .blob(let bytes): bytes.withUnsafeBytes { sum.add(.blob($0)) }
                 }
             }
         }
@@ -256,8 +251,8 @@ final class SQLiteTable {
         switch try cell(4) {
         case .null:
             if let template = fieldTemplate {
-                fields = try declaredFields(template) { try cell($0) }
-                return Record(id: id, fields: fields, version: version, updatedAt: updatedAt, deleted: deleted)
+                return Record(id: id, fields: try declaredFields(template) { try cell($0) },
+                              version: version, updatedAt: updatedAt, deleted: deleted)
             }
         case .blob(let bytes):
             guard case .object(let object) = try ValueCodec.decode(bytes) else { throw corrupted("extra") }
@@ -324,7 +319,6 @@ final class SQLiteTable {
         SyncError(.corrupted, "table '\(schema.name)': the column of field '\(field)' holds a value of an unexpected kind")
     }
 }
-
 
 /// A row's checksum fed through a buffer on the stack: column tags, integers and short texts
 /// reach the CRC-32C in runs rather than one call each (each call fetched the CRC's table

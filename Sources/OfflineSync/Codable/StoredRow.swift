@@ -62,9 +62,6 @@ extension StoredRow {
     /// The row as stored. Absent optionals are absent fields, which read as null.
     package func record() throws -> Record { try RecordEncoder().encode(self) }
 
-    /// The row as ``RecordEncoder`` stores it: what a hand-written ``record()`` must equal.
-    package func encodedRecord() throws -> Record { try RecordEncoder().encode(self) }
-
     /// The row with `id`, if there is one.
     package static func find(_ txn: any LocalReadTransaction, id: String) throws -> Self? {
         try txn.record(in: table, id: id).map { try Self(row: $0) }
