@@ -96,6 +96,26 @@ extension LocalStoreConformance {
             // After the rollback the original data answers again.
             try await Differential.check(store, table: QueryFixtures.table, records: records, queries: queries, label: "query after rollback")
         },
+        ConformanceCase("sameShapeWithOtherValues") { ctx in
+            // Queries that differ only in their literals (a SQL store may translate such a
+            // shape once and bind the values): each value gives exactly the evaluator's
+            // result, also after a new declared field moves the columns under the same shape.
+            let store = try await ctx.open()
+            var schema = TableSchema("shapes", fields: [
+                FieldDefinition("n", .int, indexed: true), FieldDefinition("s", .string), FieldDefinition("t", .string),
+            ])
+            try await must(await store.defineTable(schema), "defining table shapes")
+            let records = ShapeFixtures.records()
+            try await must(await store.write { tx in for record in records { try tx.upsert(record, in: "shapes") } },
+                           "writing \(records.count) records")
+            for round in 0..<2 {
+                let queries = ShapeFixtures.queries()
+                try await Differential.check(store, table: "shapes", records: records, queries: queries,
+                                             label: "same-shape query, schema \(round + 1)")
+                schema = TableSchema("shapes", fields: [FieldDefinition("added\(round)", .int)] + schema.fields)
+                try await must(await store.defineTable(schema), "adding a field in front of the others")
+            }
+        },
         ConformanceCase("invalidQueries") { ctx in
             let store = try await ctx.open()
             try await Differential.load(store, QueryFixtures.records(seed: querySeed, count: 20))
@@ -111,6 +131,33 @@ extension LocalStoreConformance {
             }
         },
     ]
+}
+
+/// Records and queries of three shapes, each with values that differ in kind, in bytes but
+/// not canonically (é / e + combining acute), in length (empty, CJK).
+enum ShapeFixtures {
+    static let strings = ["a", "b", "", "é", "e\u{301}", "ab", "日本"]
+
+    static func records() -> [Record] {
+        (0..<120).map { i in
+            var fields: [String: Value] = ["n": .int(Int64(i % 9)), "s": .string(strings[i % strings.count])]
+            if i % 5 != 0 { fields["t"] = .string(strings[(i / 3) % strings.count]) }
+            return Record(id: "r\(i)", fields: fields)
+        }
+    }
+
+    /// Each shape with every value, in two rounds (the second finds every shape translated).
+    static func queries() -> [Query] {
+        var queries: [Query] = []
+        for value in strings {
+            queries.append(Query(Field("s") == .string(value), order: [SortKey("n", ascending: false)], limit: 3))
+            queries.append(Query(Field("t") != .string(value) && Field("n") >= 4, order: [SortKey("s")]))
+            queries.append(Query(Field("id") == .string("r1\(value)") || Field("s") < .string(value), order: [SortKey("t")], offset: 2))
+        }
+        for n in 0..<10 { queries.append(Query(Field("n") == .int(Int64(n)) && Field("s") > "a", offset: 1)) }
+        for n in 0..<4 { queries.append(Query(Field("n") < .int(Int64(n * 3)), order: [SortKey("s")], limit: n, offset: n % 2)) }
+        return queries + queries
+    }
 }
 
 struct RollbackWithResults: Error {

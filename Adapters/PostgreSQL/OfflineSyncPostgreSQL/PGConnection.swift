@@ -2,6 +2,7 @@ import COfflineSyncPostgreSQL
 import Dispatch
 import Foundation
 import OfflineSync
+import OfflineSyncStoreKit
 
 /// One value bound to a `$n` parameter. Scalars travel in PostgreSQL's binary format with
 /// their type named; text travels in text format and takes the type the statement gives it
@@ -78,6 +79,13 @@ final class PGConnection {
     }
 
     deinit { assert(handle == nil, "PGConnection was not closed") }
+
+    /// Table layouts built from catalog rows, by table name, reused by later transactions
+    /// while the row's number, schema bytes and store schema are unchanged — so a query shape
+    /// remembered for a layout (``shapes``) is found again, and a migrated table is a new one.
+    var tables: [ExactString: (number: Int64, schemaBytes: [UInt8], storeSchema: String, table: PGTable)] = [:]
+    /// The SQL each query shape was translated to on this connection (see `SQLQueryShape`).
+    var shapes = SQLQueryShapes<PGTable, String>(limit: preparedLimit)
 
     /// Whether the server's encoding is UTF-8, from the `server_encoding` libpq received at
     /// connect (no round trip).

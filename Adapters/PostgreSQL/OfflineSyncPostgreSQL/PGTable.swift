@@ -4,7 +4,8 @@ import OfflineSyncStoreKit
 
 
 /// A defined table as PostgreSQL sees it: its schema, its quoted names and the statements
-/// that read and write its rows. Built from a catalog row; immutable.
+/// that read and write its rows. Built from a catalog row; immutable. A class, so a query
+/// shape memo (``PGConnection/shapes``) can key on the identity of one layout.
 ///
 /// Layout of `"<schema>"."osync_t<n>"` (`n` is the catalog number, renewed by every migration that
 /// changes the columns):
@@ -15,7 +16,7 @@ import OfflineSyncStoreKit
 ///   and a NUL survives), `bytea`, `bigint` (dates in ms); arrays, objects and `any` as a
 ///   ``ValueCodec`` `bytea` (exact) plus `j<i> jsonb`, a read-only JSON mirror for SQL tools
 ///   and GIN indexes, never read back.
-struct PGTable {
+final class PGTable {
     let number: Int64
     let schema: TableSchema
     /// The quoted, schema-qualified table name.

@@ -74,8 +74,14 @@ final class PGTransaction: LocalWriteTransaction {
         guard result.count == 1, let number = result.int64(0, 0) else {
             throw SyncError(.tableNotDefined, "table '\(name)' is not defined")
         }
-        let table = PGTable(number: number, schema: try result.withBytes(0, 1) { try ValueCodec.decodeSchema($0) },
-                            quotedSchema: schema)
+        let bytes = result.bytes(0, 1) ?? []
+        let table: PGTable
+        if let cached = connection.tables[key], cached.number == number, cached.schemaBytes == bytes, cached.storeSchema == schema {
+            table = cached.table
+        } else {
+            table = PGTable(number: number, schema: try ValueCodec.decodeSchema(bytes), quotedSchema: schema)
+            connection.tables[key] = (number, bytes, schema, table)
+        }
         tableMemo[key] = table
         return table
     }
@@ -114,15 +120,26 @@ final class PGTransaction: LocalWriteTransaction {
     func records(in table: String, matching query: Query) throws -> [Record] {
         let info = try self.table(table)
         try query.validate(against: info.schema)
-        var translator = SQLPredicateTranslator<PGDialect>(table: info, textFunctions: try live().serverUsesUTF8)
+        let connection = try live()
+        let shaped = SQLQueryShape.of(query, table: info, column: info.column) { PGTable.parameter($0) }
+        if let shaped, let sql = connection.shapes.sql(for: shaped.shape, table: info) {
+            var parameters = shaped.parameters
+            if let limit = query.limit { parameters.append(.int64(Int64(limit))) }
+            if query.offset > 0 { parameters.append(.int64(Int64(query.offset))) }
+            return try decodeAll(try run(info, sql, parameters), info)
+        }
+        var translator = SQLPredicateTranslator<PGDialect>(table: info, textFunctions: connection.serverUsesUTF8)
         let (filter, rest) = translator.split(query.predicate)
         var sql = "SELECT \(info.selectList) FROM \(info.sqlName)"
         if let filter { sql += " WHERE " + filter }
         let orderBy = translator.orderBy(query.order)
         if rest.isEmpty, let orderBy {
+            // A shape's SQL is kept only when the translation bound exactly its values.
+            let remember = shaped.map { SQLQueryShape.bound($0.parameters, as: translator.parameters, same: Self.sameParameter) } ?? false
             sql += " " + orderBy
             if let limit = query.limit { sql += " LIMIT " + translator.bind(.int64(Int64(limit))) }
             if query.offset > 0 { sql += " OFFSET " + translator.bind(.int64(Int64(query.offset))) }
+            if remember, let shaped { connection.shapes.remember(sql, for: shaped.shape, table: info) }
             return try decodeAll(try run(info, sql, translator.parameters), info)
         }
         let residue = QueryPredicate.and(rest)
@@ -142,6 +159,15 @@ final class PGTransaction: LocalWriteTransaction {
             return needed.map { matched.count < $0 } ?? true
         }
         return Array(matched.dropFirst(query.offset))
+    }
+
+    /// Whether two bound parameters are the same: equal integers, or equal bytes.
+    static func sameParameter(_ a: PGParameter, _ b: PGParameter) -> Bool {
+        switch (a, b) {
+        case let (.int64(x), .int64(y)): return x == y
+        case let (.bytes(x), .bytes(y)): return x == y
+        default: return false
+        }
     }
 
     func count(in table: String, matching predicate: QueryPredicate) throws -> Int {

@@ -1,6 +1,7 @@
 import COfflineSyncSQLite3
 import Dispatch
 import OfflineSync
+import OfflineSyncStoreKit
 
 /// Owns one SQLite connection handle and its cache of prepared statements.
 ///
@@ -19,22 +20,9 @@ final class SQLiteConnection {
     /// hand the statement of table "é" to table "e\u{301}".
     private var statements: [SQLiteSQL: SQLiteStatement] = [:]
 
-    /// The SQL of each query shape translated so far (``SQLiteQueryShape``), with the table
-    /// mapping it was written for (kept, so its identity in the key is not reused).
-    private var shapes: [SQLiteQueryShape: (table: SQLiteTable, sql: SQLiteSQL)] = [:]
-
-    /// The SQL of `shape`, when a query of that shape over `table` was translated before.
-    func shapeSQL(_ shape: SQLiteQueryShape, table: SQLiteTable) -> SQLiteSQL? {
-        guard let known = shapes[shape], known.table === table else { return nil }
-        return known.sql
-    }
-
-    /// Keeps the SQL a query of `shape` over `table` translated to; at most
-    /// ``statementCacheLimit`` shapes, forgotten all at once past that.
-    func rememberShape(_ shape: SQLiteQueryShape, table: SQLiteTable, sql: SQLiteSQL) {
-        if shapes.count >= Self.statementCacheLimit { shapes = [:] }
-        shapes[shape] = (table, sql)
-    }
+    /// The SQL of each query shape translated so far (`SQLQueryShape`), with the table
+    /// mapping it was written for.
+    var shapes = SQLQueryShapes<SQLiteTable, SQLiteSQL>(limit: statementCacheLimit)
 
     /// The most prepared statements kept between transactions (keyed by SQL text).
     static let statementCacheLimit = 256
@@ -171,7 +159,7 @@ final class SQLiteConnection {
         for statement in statements.values { statement.finalize() }
         statements = [:]
         tableInfoCache = [:]
-        shapes = [:]
+        shapes.removeAll()
         sqlite3_close_v2(db)
         self.db = nil
     }

@@ -90,7 +90,7 @@ class SQLiteReadTransaction: LocalReadTransaction {
         let info = try self.table(table)
         try query.validate(against: info.schema)
         let connection = try live()
-        let shaped = SQLiteQueryShape.of(query, in: info)
+        let shaped = SQLQueryShape.of(query, table: info, column: info.column, parameter: SQLiteDialect(table: info).parameter)
         let page: [SQLiteValue] = [.int(query.limit.map(Int64.init) ?? -1), .int(Int64(query.offset))]
         func selectAll(_ sql: SQLiteSQL, _ bindings: [SQLiteValue]) throws -> [Record] {
             try connection.withStatement(sql, bindings) { statement in
@@ -99,8 +99,8 @@ class SQLiteReadTransaction: LocalReadTransaction {
                 return result
             }
         }
-        if let shaped, let sql = connection.shapeSQL(shaped.shape, table: info) {
-            return try selectAll(sql, shaped.bindings + page)
+        if let shaped, let sql = connection.shapes.sql(for: shaped.shape, table: info) {
+            return try selectAll(sql, shaped.parameters + page)
         }
         let translator = SQLiteQueryTranslator(table: info)
         let (filter, rest) = translator.split(query.predicate)
@@ -118,7 +118,9 @@ class SQLiteReadTransaction: LocalReadTransaction {
             sql += " \(order) LIMIT ?\(bindings.count + 1) OFFSET ?\(bindings.count + 2)"
             let key = SQLiteSQL(sql)
             // A shape's SQL is kept only when the translation bound exactly its values.
-            if let shaped, SQLiteQueryShape.same(shaped.bindings, bindings) { connection.rememberShape(shaped.shape, table: info, sql: key) }
+            if let shaped, SQLQueryShape.bound(shaped.parameters, as: bindings, same: Self.sameBinding) {
+                connection.shapes.remember(key, for: shaped.shape, table: info)
+            }
             return try selectAll(key, bindings + page)
         }
         if let order {
@@ -152,6 +154,16 @@ class SQLiteReadTransaction: LocalReadTransaction {
         let start = min(query.offset, sorted.count)
         let end = query.limit.map { start + min(sorted.count - start, $0) } ?? sorted.count
         return Array(sorted[start..<end])
+    }
+
+    /// Whether two bound parameters are the same: equal integers, or texts of equal UTF-8
+    /// bytes (`String`'s `==` is canonical equivalence).
+    static func sameBinding(_ a: SQLiteValue, _ b: SQLiteValue) -> Bool {
+        switch (a, b) {
+        case let (.int(x), .int(y)): return x == y
+        case let (.text(x), .text(y)): return x.utf8.elementsEqual(y.utf8)
+        default: return false
+        }
     }
 
     func count(in table: String, matching predicate: QueryPredicate) throws -> Int {
