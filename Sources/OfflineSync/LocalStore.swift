@@ -12,6 +12,20 @@ public protocol LocalReadTransaction: AnyObject {
     func records(in table: String, matching query: Query) throws -> [Record]
     /// The number of records matching the predicate.
     func count(in table: String, matching predicate: QueryPredicate) throws -> Int
+    /// The answers to several reads, in order, each what its own call returns (a
+    /// ``LocalRead/record(table:id:)`` read answers with zero or one record); throws what a
+    /// failing read's own call throws. An adapter whose every call costs a round trip to a
+    /// server answers them together; the default runs them one by one. The core reads an item
+    /// and its newest queued operation this way on every local write.
+    func read(_ reads: [LocalRead]) throws -> [[Record]]
+}
+
+/// One read of a batch answered by ``LocalReadTransaction/read(_:)``.
+public enum LocalRead: Sendable, Hashable {
+    /// ``LocalReadTransaction/record(in:id:)``.
+    case record(table: String, id: String)
+    /// ``LocalReadTransaction/records(in:matching:)``.
+    case records(table: String, query: Query)
 }
 
 /// Reads and writes a store inside one atomic transaction.
@@ -74,6 +88,16 @@ extension LocalStore {
 }
 
 extension LocalReadTransaction {
+    /// Runs the reads one by one (adapters written before this requirement keep compiling).
+    public func read(_ reads: [LocalRead]) throws -> [[Record]] {
+        try reads.map { read in
+            switch read {
+            case let .record(table, id): return try record(in: table, id: id).map { [$0] } ?? []
+            case let .records(table, query): return try records(in: table, matching: query)
+            }
+        }
+    }
+
     /// The first record matching the query, or `nil`.
     public func first(in table: String, matching query: Query) throws -> Record? {
         try records(in: table, matching: query.limit(1)).first

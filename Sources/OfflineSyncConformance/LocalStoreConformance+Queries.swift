@@ -116,6 +116,66 @@ extension LocalStoreConformance {
                 try await must(await store.defineTable(schema), "adding a field in front of the others")
             }
         },
+        ConformanceCase("batchedReads") { ctx in
+            // read(_:) answers each read as its own call would: committed data, then the
+            // transaction's own uncommitted writes (which a store may still hold in memory),
+            // and the typed error of a read that fails.
+            let store = try await ctx.open()
+            var records = QueryFixtures.records(seed: querySeed, count: 300)
+            try await Differential.load(store, records)
+            let queries = Array(QueryFixtures.handWritten(existingId: records[9].id).prefix(60))
+            func batch(_ ids: [String]) -> [LocalRead] {
+                ids.map { LocalRead.record(table: QueryFixtures.table, id: $0) }
+                    + queries.map { LocalRead.records(table: QueryFixtures.table, query: $0) }
+            }
+            func check(_ answers: [[Record]], ids: [String], data: [Record], _ when: String) throws {
+                try expect(answers.count == ids.count + queries.count,
+                           "read(_:) \(when): \(answers.count) answers to \(ids.count + queries.count) reads")
+                for (id, answer) in zip(ids, answers) {
+                    try expectRecords(answer, data.filter { $0.id.utf8.elementsEqual(id.utf8) }, "read(_:) of id \(Render.string(id)) \(when)")
+                }
+                for (query, answer) in zip(queries, answers.dropFirst(ids.count)) {
+                    if let difference = Render.difference(QueryEvaluator.apply(query, to: data), answer) {
+                        throw failure("read(_:) of `\(Render.query(query))` \(when): \(difference)")
+                    }
+                }
+            }
+            let ids = [records[0].id, "absent", records[299].id, records[0].id]
+            let committedReads = batch(ids)
+            let committed = try await must(await store.read { tx in try tx.read(committedReads) }, "read(_:) in a read transaction")
+            try check(committed, ids: ids, data: records, "in a read transaction")
+
+            let added = QueryFixtures.records(seed: querySeed &+ 6, count: 20, startIndex: 300)
+            let removed = records[1].id
+            let changed = QueryFixtures.records(seed: querySeed &+ 7, count: 1, startIndex: 2).map {
+                Record(id: records[2].id, fields: $0.fields)
+            }
+            let ownIds = [added[0].id, removed, changed[0].id, added[19].id, records[5].id]
+            let ownReads = batch(ownIds)
+            do {
+                _ = try await store.write { tx -> Int in
+                    for record in added + changed { try tx.upsert(record, in: QueryFixtures.table) }
+                    try tx.delete(id: removed, in: QueryFixtures.table)
+                    throw RollbackWithResults(results: try tx.read(ownReads))
+                }
+                throw failure("write returned normally although its body threw")
+            } catch let rollback as RollbackWithResults {
+                let data = records.filter { $0.id != removed && $0.id != changed[0].id } + added + changed
+                try check(rollback.results, ids: ownIds, data: data, "of the transaction's own writes")
+            }
+            records = try await must(await store.read { tx in try tx.records(in: QueryFixtures.table, matching: .all) }, "reading all")
+            try expect(records.count == 300, "the rolled-back writes left \(records.count) records, not 300")
+
+            try await expectThrows(.invalidQuery, "read(_:) with an invalid query among valid reads") {
+                try await store.read { tx in
+                    try tx.read([.record(table: QueryFixtures.table, id: "absent"),
+                                 .records(table: QueryFixtures.table, query: QueryFixtures.invalid[0].query)])
+                }
+            }
+            try await expectThrows(.tableNotDefined, "read(_:) of a table never defined") {
+                try await store.read { tx in try tx.read([.record(table: "never_defined", id: "x")]) }
+            }
+        },
         ConformanceCase("invalidQueries") { ctx in
             let store = try await ctx.open()
             try await Differential.load(store, QueryFixtures.records(seed: querySeed, count: 20))

@@ -286,6 +286,7 @@ struct SyncEngineTests {
                     for kind in [first, second] {
                         _ = try Outbox.enqueue(txn, table: "t", itemId: "x", kind: kind, item: Record(id: "x"),
                                                        baseVersion: nil, changedFields: [], transaction: "tx",
+                                                       latest: try Outbox.latest(txn, table: "t", itemId: "x"),
                                                        sequence: { sequence += 1; return sequence }, now: .now())
                     }
                 }

@@ -169,10 +169,17 @@ final class PGConnection {
     /// result has been read; inside a transaction the transaction is then aborted.
     @discardableResult
     func execute(_ statements: [PGStatement]) throws -> PGResult {
+        guard let last = try executeAll(statements).last else { throw SyncError(.storageFailure, "no statement to run") }
+        return last
+    }
+
+    /// Runs statements in one round trip, as ``execute(_:)-([PGStatement])``, and returns
+    /// every statement's result, in order.
+    func executeAll(_ statements: [PGStatement]) throws -> [PGResult] {
         guard let handle else { throw SyncError(.storeClosed, "the PostgreSQL connection is closed") }
-        precondition(!statements.isEmpty, "no statement to run")
+        if statements.isEmpty { return [] }
         if statements.count == 1 {
-            return try execute(statements[0].sql, statements[0].parameters, prepare: statements[0].prepare)
+            return [try execute(statements[0].sql, statements[0].parameters, prepare: statements[0].prepare)]
         }
         let names = try statements.map { try preparedName($0.sql, $0.parameters, prepare: $0.prepare, handle) }
         guard PQenterPipelineMode(handle) == 1 else { throw lostOrFailed(handle) }
@@ -191,8 +198,9 @@ final class PGConnection {
             throw error
         }
         var firstError: (any Error)?
-        var last: PGResult?
-        for index in 0..<sent {
+        var results: [PGResult] = []
+        results.reserveCapacity(sent)
+        for _ in 0..<sent {
             // Each statement's results end with a NULL.
             var outcome: OpaquePointer?
             while let result = PQgetResult(handle) {
@@ -207,8 +215,7 @@ final class PGConnection {
                 continue
             }
             do {
-                let result = try check(outcome, handle)
-                if index == statements.count - 1 { last = result }
+                results.append(try check(outcome, handle))
             } catch {
                 firstError = firstError ?? error
             }
@@ -225,9 +232,8 @@ final class PGConnection {
             throw firstError ?? lostOrFailed(handle)
         }
         if let firstError { throw firstError }
-        if sent < statements.count { throw lostOrFailed(handle) }
-        guard let last else { throw lostOrFailed(handle) }
-        return last
+        if sent < statements.count || results.count < statements.count { throw lostOrFailed(handle) }
+        return results
     }
 
     /// The error for a libpq call that failed outside a result.

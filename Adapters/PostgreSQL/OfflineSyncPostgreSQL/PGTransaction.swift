@@ -20,7 +20,7 @@ final class PGTransaction: LocalWriteTransaction {
     private var tableMemo: [ExactString: PGTable] = [:]
     /// Buffered upserts per table number: the table, the ids in first-write order and the
     /// latest record of each id.
-    private var pending: [Int64: (table: PGTable, order: [ExactString], rows: [ExactString: Record])] = [:]
+    private(set) var pending: [Int64: (table: PGTable, order: [ExactString], rows: [ExactString: Record])] = [:]
     /// Rows buffered per table before they are written.
     static let flushThreshold = 1_000
 
@@ -45,7 +45,7 @@ final class PGTransaction: LocalWriteTransaction {
     }
 
     /// Removes the buffered upserts of one table and returns the statements that write them.
-    private func takePending(_ number: Int64) -> [PGStatement] {
+    func takePending(_ number: Int64) -> [PGStatement] {
         guard let buffer = pending.removeValue(forKey: number) else { return [] }
         var rows = buffer.rows
         return buffer.table.upsertStatements(buffer.order.compactMap { rows.removeValue(forKey: $0) })
@@ -87,7 +87,7 @@ final class PGTransaction: LocalWriteTransaction {
     }
 
     /// Every record of the result (which selected the table's ``PGTable/selectList``).
-    private func decodeAll(_ result: PGResult, _ table: PGTable) throws -> [Record] {
+    func decodeAll(_ result: PGResult, _ table: PGTable) throws -> [Record] {
         var records: [Record] = []
         records.reserveCapacity(result.count)
         for row in 0..<result.count { records.append(try table.decode(result, row)) }
@@ -119,6 +119,41 @@ final class PGTransaction: LocalWriteTransaction {
     /// reference semantics.
     func records(in table: String, matching query: Query) throws -> [Record] {
         let info = try self.table(table)
+        switch try plan(query, info) {
+        case let .whole(sql, parameters):
+            return try decodeAll(try run(info, sql, parameters), info)
+        case let .streamed(sql, parameters, residue, orderBy):
+            var matched: [Record] = []
+            guard let orderBy else {
+                try stream(info, sql, parameters) { record in
+                    if QueryEvaluator.matches(record, residue) { matched.append(record) }
+                    return true
+                }
+                return QueryEvaluator.apply(Query(order: query.order, limit: query.limit, offset: query.offset), to: matched)
+            }
+            // Rows arrive in the query's order: keep the matches up to offset + limit.
+            let needed = query.limit.map { query.offset + $0 }
+            if needed == 0 { return [] }
+            try stream(info, sql + " " + orderBy, parameters) { record in
+                if QueryEvaluator.matches(record, residue) { matched.append(record) }
+                return needed.map { matched.count < $0 } ?? true
+            }
+            return Array(matched.dropFirst(query.offset))
+        }
+    }
+
+    /// How a query runs: wholly in SQL, or SQL narrowing rows that a residue decides.
+    enum QueryPlan {
+        /// One statement answers the query: filter, order, limit and offset.
+        case whole(sql: String, parameters: [PGParameter])
+        /// `sql` selects candidate rows (unordered); the evaluator keeps those matching
+        /// `residue`, in `orderBy`'s order when SQL can order them, or sorts them itself.
+        case streamed(sql: String, parameters: [PGParameter], residue: QueryPredicate, orderBy: String?)
+    }
+
+    /// Validates `query` and plans it over `info`. A query of a remembered shape
+    /// (`SQLQueryShape`) reuses its SQL and binds only its values.
+    func plan(_ query: Query, _ info: PGTable) throws -> QueryPlan {
         try query.validate(against: info.schema)
         let connection = try live()
         let shaped = SQLQueryShape.of(query, table: info, column: info.column) { PGTable.parameter($0) }
@@ -126,39 +161,23 @@ final class PGTransaction: LocalWriteTransaction {
             var parameters = shaped.parameters
             if let limit = query.limit { parameters.append(.int64(Int64(limit))) }
             if query.offset > 0 { parameters.append(.int64(Int64(query.offset))) }
-            return try decodeAll(try run(info, sql, parameters), info)
+            return .whole(sql: sql, parameters: parameters)
         }
         var translator = SQLPredicateTranslator<PGDialect>(table: info, textFunctions: connection.serverUsesUTF8)
         let (filter, rest) = translator.split(query.predicate)
         var sql = "SELECT \(info.selectList) FROM \(info.sqlName)"
         if let filter { sql += " WHERE " + filter }
         let orderBy = translator.orderBy(query.order)
-        if rest.isEmpty, let orderBy {
-            // A shape's SQL is kept only when the translation bound exactly its values.
-            let remember = shaped.map { SQLQueryShape.bound($0.parameters, as: translator.parameters, same: Self.sameParameter) } ?? false
-            sql += " " + orderBy
-            if let limit = query.limit { sql += " LIMIT " + translator.bind(.int64(Int64(limit))) }
-            if query.offset > 0 { sql += " OFFSET " + translator.bind(.int64(Int64(query.offset))) }
-            if remember, let shaped { connection.shapes.remember(sql, for: shaped.shape, table: info) }
-            return try decodeAll(try run(info, sql, translator.parameters), info)
+        guard rest.isEmpty, let orderBy else {
+            return .streamed(sql: sql, parameters: translator.parameters, residue: .and(rest), orderBy: orderBy)
         }
-        let residue = QueryPredicate.and(rest)
-        var matched: [Record] = []
-        guard let orderBy else {
-            try stream(info, sql, translator.parameters) { record in
-                if QueryEvaluator.matches(record, residue) { matched.append(record) }
-                return true
-            }
-            return QueryEvaluator.apply(Query(order: query.order, limit: query.limit, offset: query.offset), to: matched)
-        }
-        // Rows arrive in the query's order: keep the matches up to offset + limit.
-        let needed = query.limit.map { query.offset + $0 }
-        if needed == 0 { return [] }
-        try stream(info, sql + " " + orderBy, translator.parameters) { record in
-            if QueryEvaluator.matches(record, residue) { matched.append(record) }
-            return needed.map { matched.count < $0 } ?? true
-        }
-        return Array(matched.dropFirst(query.offset))
+        // A shape's SQL is kept only when the translation bound exactly its values.
+        let remember = shaped.map { SQLQueryShape.bound($0.parameters, as: translator.parameters, same: Self.sameParameter) } ?? false
+        sql += " " + orderBy
+        if let limit = query.limit { sql += " LIMIT " + translator.bind(.int64(Int64(limit))) }
+        if query.offset > 0 { sql += " OFFSET " + translator.bind(.int64(Int64(query.offset))) }
+        if remember, let shaped { connection.shapes.remember(sql, for: shaped.shape, table: info) }
+        return .whole(sql: sql, parameters: translator.parameters)
     }
 
     /// Whether two bound parameters are the same: equal integers, or equal bytes.

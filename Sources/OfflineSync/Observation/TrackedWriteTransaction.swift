@@ -38,6 +38,7 @@ final class TrackedWriteTransaction: LocalWriteTransaction {
     func record(in table: String, id: String) throws -> Record? { try base.record(in: table, id: id) }
     func records(in table: String, matching query: Query) throws -> [Record] { try base.records(in: table, matching: query) }
     func count(in table: String, matching predicate: QueryPredicate) throws -> Int { try base.count(in: table, matching: predicate) }
+    func read(_ reads: [LocalRead]) throws -> [[Record]] { try base.read(reads) }
 
     func upsert(_ record: Record, in table: String) throws {
         try base.upsert(record, in: table)

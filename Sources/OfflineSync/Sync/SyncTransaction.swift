@@ -37,13 +37,18 @@ public final class SyncTransaction {
     @discardableResult
     public func insert(_ record: Record, into table: String) throws -> Record {
         try check(table)
-        if try txn.record(in: table, id: record.id) != nil {
+        let (existing, latest) = try Outbox.itemAndLatest(txn, table: table, itemId: record.id)
+        return try insert(record, into: table, existing: existing, latest: latest)
+    }
+
+    private func insert(_ record: Record, into table: String, existing: Record?, latest: QueuedOperation?) throws -> Record {
+        if existing != nil {
             throw SyncError(.duplicateId, "record '\(record.id)' already exists in table '\(table)'")
         }
         let stored = record.withoutSystemProperties
         try txn.upsert(stored, in: table)
         try queue(table: table, itemId: stored.id, kind: .insert, item: stored, baseVersion: nil,
-                  changedFields: Array(stored.fields.keys))
+                  changedFields: Array(stored.fields.keys), latest: latest)
         return stored
     }
 
@@ -52,7 +57,12 @@ public final class SyncTransaction {
     @discardableResult
     public func update(_ record: Record, in table: String) throws -> Record {
         try check(table)
-        guard let existing = try txn.record(in: table, id: record.id) else {
+        let (existing, latest) = try Outbox.itemAndLatest(txn, table: table, itemId: record.id)
+        return try update(record, in: table, existing: existing, latest: latest)
+    }
+
+    private func update(_ record: Record, in table: String, existing: Record?, latest: QueuedOperation?) throws -> Record {
+        guard let existing else {
             throw SyncError(.notFound, "record '\(record.id)' does not exist in table '\(table)'")
         }
         let stored = Record(id: record.id, fields: record.fields, version: existing.version, updatedAt: existing.updatedAt)
@@ -60,7 +70,7 @@ public final class SyncTransaction {
         let keys = Set(existing.fields.keys).union(stored.fields.keys)
         let changed = keys.filter { existing[$0] != stored[$0] }
         try queue(table: table, itemId: stored.id, kind: .update, item: stored, baseVersion: existing.version,
-                  changedFields: Array(changed))
+                  changedFields: Array(changed), latest: latest)
         return stored
     }
 
@@ -68,27 +78,29 @@ public final class SyncTransaction {
     @discardableResult
     public func save(_ record: Record, in table: String) throws -> Record {
         try check(table)
-        if try txn.record(in: table, id: record.id) == nil { return try insert(record, into: table) }
-        return try update(record, in: table)
+        let (existing, latest) = try Outbox.itemAndLatest(txn, table: table, itemId: record.id)
+        if existing == nil { return try insert(record, into: table, existing: nil, latest: latest) }
+        return try update(record, in: table, existing: existing, latest: latest)
     }
 
     /// Deletes a record and queues a delete based on its version.
     /// Throws ``SyncError/Code/notFound`` if the record does not exist locally.
     public func delete(id: String, from table: String) throws {
         try check(table)
-        guard let existing = try txn.record(in: table, id: id) else {
+        let (existing, latest) = try Outbox.itemAndLatest(txn, table: table, itemId: id)
+        guard let existing else {
             throw SyncError(.notFound, "record '\(id)' does not exist in table '\(table)'")
         }
         try txn.delete(id: id, in: table)
         try queue(table: table, itemId: id, kind: .delete, item: existing, baseVersion: existing.version,
-                  changedFields: [])
+                  changedFields: [], latest: latest)
     }
 
     private func queue(table: String, itemId: String, kind: OperationKind, item: Record, baseVersion: String?,
-                       changedFields: [String]) throws {
+                       changedFields: [String], latest: QueuedOperation?) throws {
         try Outbox.enqueue(
             txn, table: table, itemId: itemId, kind: kind, item: item, baseVersion: baseVersion,
-            changedFields: changedFields.sorted(by: Value.utf8Less), transaction: id,
+            changedFields: changedFields.sorted(by: Value.utf8Less), transaction: id, latest: latest,
             sequence: {
                 let next = try nextSequence ?? Outbox.nextSequence(txn)
                 nextSequence = next + 1

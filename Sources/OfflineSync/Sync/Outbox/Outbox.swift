@@ -8,8 +8,16 @@ enum Outbox {
 
     /// The newest queued operation on an item, if any.
     static func latest(_ txn: any LocalReadTransaction, table: String, itemId: String) throws -> QueuedOperation? {
-        let query = Query(onItem(table: table, itemId: itemId), order: [OperationRow.sorted(.sequence, ascending: false)], limit: 1)
-        return try txn.records(in: OperationRow.table, matching: query).first.map(QueuedOperation.init(row:))
+        try txn.records(in: OperationRow.table, matching: latestQuery(table: table, itemId: itemId)).first.map(QueuedOperation.init(row:))
+    }
+
+    /// An item's record and its newest queued operation, in one ``LocalReadTransaction/read(_:)``
+    /// (one round trip on a server-backed store): what every local write reads first.
+    static func itemAndLatest(_ txn: any LocalReadTransaction, table: String,
+                              itemId: String) throws -> (item: Record?, latest: QueuedOperation?) {
+        let answers = try txn.read([.record(table: table, id: itemId),
+                                    .records(table: OperationRow.table, query: latestQuery(table: table, itemId: itemId))])
+        return (answers[0].first, try answers[1].first.map(QueuedOperation.init(row:)))
     }
 
     /// Every queued operation on an item, oldest first.
@@ -69,6 +77,10 @@ enum Outbox {
     static func errors(_ txn: any LocalReadTransaction) throws -> [OperationError] {
         try txn.records(in: OperationErrorRow.table, matching: Query(order: [OperationErrorRow.sorted(.createdAt)]))
             .map(OperationError.init(row:))
+    }
+
+    private static func latestQuery(table: String, itemId: String) -> Query {
+        Query(onItem(table: table, itemId: itemId), order: [OperationRow.sorted(.sequence, ascending: false)], limit: 1)
     }
 
     private static func onItem(table: String, itemId: String) -> QueryPredicate {
@@ -198,10 +210,12 @@ enum Outbox {
     /// delete+insert → update with the new item; any other pair → `invalidOperationSequence`.
     /// An operation that was sent (attempted) or failed is never rewritten: the change queues behind it.
     @discardableResult
+    ///
+    /// `latest` is the item's newest queued operation, read before the change (``itemAndLatest(_:table:itemId:)``).
     static func enqueue(_ txn: any LocalWriteTransaction, table: String, itemId: String, kind: OperationKind,
                         item: Record?, baseVersion: String?, changedFields: [String], transaction: String,
-                        sequence: () throws -> Int64, now: Timestamp) throws -> Effect {
-        if var previous = try latest(txn, table: table, itemId: itemId), previous.state == .pending {
+                        latest: QueuedOperation?, sequence: () throws -> Int64, now: Timestamp) throws -> Effect {
+        if var previous = latest, previous.state == .pending {
             let merged = Set(previous.changedFields).union(changedFields).sorted(by: Value.utf8Less)
             switch (previous.kind, kind) {
             case (.insert, .update):
