@@ -17,13 +17,21 @@ extension SyncContext {
                        txn: any LocalWriteTransaction) throws -> Settled {
         var result = Settled()
         let now = Timestamp.now()
+        // A batch holds one operation per item, and settling one changes only its own item's
+        // queue, so which items have later operations is read once for the batch; an applied
+        // operation on any other item just makes the local copy the remote's.
+        let queuedBesides = try Outbox.itemsQueuedBesides(batch, txn)
         for operation in batch {
             guard let outcome = outcomes[operation.sendId] else { continue }
             result.settled += 1
             switch outcome {
             case .applied(let server):
                 try Outbox.remove(operation, txn)
-                try adoptServerVersion(server, for: operation, txn: txn)
+                if queuedBesides.contains(Outbox.itemKey(operation)) {
+                    try adoptServerVersion(server, for: operation, txn: txn)
+                } else {
+                    try becomeRemote(server, for: operation, txn: txn)
+                }
                 result.applied += 1
                 result.events.append(.outboxMutationProcessed(table: operation.table, record: server, kind: operation.kind))
             case .conflict(let server):
@@ -88,12 +96,18 @@ extension SyncContext {
                 try txn.upsert(local, in: operation.table)
             }
         } else {
-            if server.deleted {
-                try txn.delete(id: operation.itemId, in: operation.table)
-            } else {
-                try txn.upsert(Record(id: operation.itemId, fields: server.fields, version: server.version,
-                                      updatedAt: server.updatedAt), in: operation.table)
-            }
+            try becomeRemote(server, for: operation, txn: txn)
+        }
+    }
+
+    /// With no operation left on the item: the local copy becomes the remote's record, or
+    /// goes for a tombstone.
+    static func becomeRemote(_ server: Record, for operation: QueuedOperation, txn: any LocalWriteTransaction) throws {
+        if server.deleted {
+            try txn.delete(id: operation.itemId, in: operation.table)
+        } else {
+            try txn.upsert(Record(id: operation.itemId, fields: server.fields, version: server.version,
+                                  updatedAt: server.updatedAt), in: operation.table)
         }
     }
 

@@ -65,6 +65,25 @@ enum Outbox {
         return (count, count == 0 ? sequence : try lastSequence(txn))
     }
 
+    /// The items (``itemKey(_:)``) of `batch` that have queued operations besides the batch's
+    /// own: one query per table, however long the batch.
+    static func itemsQueuedBesides(_ batch: [QueuedOperation], _ txn: any LocalReadTransaction) throws -> Set<String> {
+        var result = Set<String>()
+        for (table, operations) in Dictionary(grouping: batch, by: \.table) {
+            let rows = try txn.records(in: OperationRow.table, matching: Query(
+                OperationRow.field(.table) == .string(table)
+                    && OperationRow.field(.itemId).isIn(operations.map { .string($0.itemId) })
+                    && .not(.isIn(SystemField.id, operations.map { .string($0.id) }))))
+            for row in rows { result.insert(itemKey(try QueuedOperation(row: row))) }
+        }
+        return result
+    }
+
+    /// An operation's item, as one key across tables.
+    static func itemKey(_ operation: QueuedOperation) -> String {
+        CompositeKey.slashed(operation.table, last: operation.itemId)
+    }
+
     /// The ids of the items of `table`, among `itemIds`, that have queued operations.
     static func itemsWithOperations(_ txn: any LocalReadTransaction, table: String, among itemIds: [String]) throws -> Set<String> {
         guard !itemIds.isEmpty else { return [] }
@@ -155,14 +174,14 @@ enum Outbox {
     /// yet answered) are skipped, and the batch ends before the first operation on one of
     /// their items.
     static func nextBatch(_ txn: any LocalReadTransaction, limit: Int, excluding inFlight: [QueuedOperation] = []) throws -> [QueuedOperation] {
-        func key(_ op: QueuedOperation) -> String { CompositeKey.slashed(op.table, last: op.itemId) }
         let blocked = Set(try txn.records(in: OperationRow.table, matching: Query(OperationRow.failed))
-            .map { key(try QueuedOperation(row: $0)) })
+            .map { itemKey(try QueuedOperation(row: $0)) })
         let sent = Set(inFlight.map(\.id))
-        let busyItems = Set(inFlight.map(key))
+        let busyItems = Set(inFlight.map(itemKey))
         var batch: [QueuedOperation] = []
         var items = Set<String>()
-        let pageSize = max(limit, 100)
+        // One row past the limit: the row that ends a full batch is read in the same page.
+        let pageSize = max(limit, 100) + 1
         // The batch in flight is left out by the store, so its rows are neither read nor decoded.
         let wanted: QueryPredicate = sent.isEmpty
             ? OperationRow.sendable
@@ -179,14 +198,15 @@ enum Outbox {
             after = rows.last?[OperationRow.name(.sequence)].intValue
             for row in rows {
                 let operation = try QueuedOperation(row: row)
-                let itemKey = key(operation)
-                if blocked.contains(itemKey) { continue }
-                if items.contains(itemKey) || busyItems.contains(itemKey) { break scan }
+                let item = itemKey(operation)
+                if blocked.contains(item) { continue }
+                if items.contains(item) || busyItems.contains(item) { break scan }
                 if let last = batch.last, batch.count >= limit,
                    last.transaction != operation.transaction || batch.count >= limit * 10 { break scan }
                 batch.append(operation)
-                items.insert(itemKey)
+                items.insert(item)
             }
+            if rows.count < pageSize { break }
         }
         return batch
     }
