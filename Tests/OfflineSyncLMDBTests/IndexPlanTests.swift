@@ -43,6 +43,15 @@ struct IndexPlanTests {
             queries.append(Query(Field("b") == .string(b) && Field("a") == 1, order: [SortKey("c")]))
             queries.append(Query(Field("b") == .string(b) && Field("a") >= 0, limit: 3, offset: 1))
         }
+        // IN lists on index fields: fanned out into one index range per value (a value
+        // listed twice, an empty list, a value of another kind, IN before and after ==).
+        queries.append(Query(Field("b").isIn(["x", "é", "x", "none"])))
+        queries.append(Query(Field("b").isIn(["y", "z\u{0}z"]) && Field("a").isIn([1, -3, 2, 1]), order: [SortKey("c")]))
+        queries.append(Query(Field("a").isIn([0, 1]) && Field("b") == "x"))
+        queries.append(Query(Field("b").isIn([]) && Field("a") == 1))
+        queries.append(Query(Field("a").isIn([1, 1.0, 2])))
+        queries.append(Query(Field("a").isIn([.int(2), .null])))
+        queries.append(Query(Field("d").isIn([true]) && Field("c").isIn([.date(Timestamp(millisecondsSince1970: 0)), .date(Timestamp(millisecondsSince1970: 1000))])))
         queries.append(Query(Field("d") == true && Field("extra") == 1))
         queries.append(Query(Field("a") == 1.0))
         for ascending in [true, false] {

@@ -6,8 +6,8 @@ import OfflineSyncStoreKit
 /// ``QueryEvaluator``, which decides the result, so results always equal the evaluator's:
 ///
 /// 1. **equality on an index prefix**: the predicate is (a conjunction containing) `field ==
-///    literal` for the leading fields of an index, each literal of the field's declared type;
-///    only the index range with that prefix is read;
+///    literal` or `field IN (literals)` for the leading fields of an index, each literal of
+///    the field's declared type; only the index ranges with those prefixes are read;
 /// 2. **ordered by an index**: the first ordering key is the first field of an index and is
 ///    declared bool, int or date (fixed-width keys, so index order is the evaluator's order),
 ///    and the query has a limit: the index is walked in order and stops once enough records
@@ -60,40 +60,63 @@ struct LMDBQueryPlanner {
         return count
     }
 
-    /// Plan 1: the records of the longest index prefix the predicate fixes, or `nil`.
+    /// Plan 1: the records of the longest index prefix the predicate fixes, or `nil`. A field
+    /// fixed by `field IN (…)` fans the prefix out into one per listed value (at most
+    /// ``maxPrefixes`` in all), each read as its own index range: the queue's "which of these
+    /// items have operations" reads only those items' entries, not the whole table's.
     private func equalityCandidates(_ predicate: QueryPredicate, dbi: MDB_dbi) throws -> [Record]? {
-        var equalities: [ExactString: Value] = [:]
+        var fixed: [ExactString: [Value]] = [:]
         for conjunct in Self.conjuncts(predicate) {
-            guard case let .compare(field, .equal, literal) = conjunct,
-                  let declared = entry.schema.field(named: field),
-                  LMDBIndexKey.isExactEquality(literal, declared.type) else { continue }
-            equalities[ExactString(field)] = literal
+            let field: String, literals: [Value]
+            switch conjunct {
+            case let .compare(name, .equal, literal): (field, literals) = (name, [literal])
+            case let .isIn(name, list): (field, literals) = (name, list)
+            default: continue
+            }
+            guard let declared = entry.schema.field(named: field),
+                  literals.allSatisfy({ LMDBIndexKey.isExactEquality($0, declared.type) }) else { continue }
+            // Two conjuncts on one field: either narrows the rows; keep the shorter list.
+            if let known = fixed[ExactString(field)], known.count <= literals.count { continue }
+            fixed[ExactString(field)] = literals
         }
-        guard !equalities.isEmpty else { return nil }
-        var best: (position: Int, prefix: [UInt8], length: Int)?
+        guard !fixed.isEmpty else { return nil }
+        var best: (position: Int, prefixes: [[UInt8]], length: Int)?
         for (position, fields) in entry.indexes.enumerated() {
-            var prefix: [UInt8] = []
+            var prefixes: [[UInt8]] = [[]]
             var length = 0
             for field in fields {
-                guard let literal = equalities[ExactString(field)] else { break }
-                LMDBIndexKey.append(literal, to: &prefix)
+                guard let literals = fixed[ExactString(field)], prefixes.count * literals.count <= Self.maxPrefixes else { break }
+                prefixes = prefixes.flatMap { prefix in
+                    literals.map { literal in
+                        var longer = prefix
+                        LMDBIndexKey.append(literal, to: &longer)
+                        return longer
+                    }
+                }
                 length += 1
             }
-            if length > 0, (prefix.count < LMDBIndexKey.maxLength), length > (best?.length ?? 0) {
-                best = (position, prefix, length)
+            if length > 0, prefixes.allSatisfy({ $0.count < LMDBIndexKey.maxLength }), length > (best?.length ?? 0) {
+                best = (position, prefixes, length)
             }
         }
         guard let best else { return nil }
         let index = try transaction.indexDatabase(entry, best.position)
         let fields = entry.indexes[best.position]
         var records: [Record] = []
-        try transaction.scan(index, from: best.prefix) { key, data in
-            guard key.buffer.starts(with: best.prefix) else { return false }
-            records.append(try indexed(dbi, fields, key, data))
-            return true
+        // Each distinct prefix once: a value listed twice must not return its records twice.
+        for prefix in Set(best.prefixes) {
+            try transaction.scan(index, from: prefix) { key, data in
+                guard key.buffer.starts(with: prefix) else { return false }
+                records.append(try indexed(dbi, fields, key, data))
+                return true
+            }
         }
         return records
     }
+
+    /// The most index ranges one query reads through `IN` lists; beyond it the plan uses the
+    /// fields before the list.
+    static let maxPrefixes = 10_000
 
     /// The record an index entry points at, checked against the entry. An entry that points
     /// at no record, or at one whose values make another key, can only come from a damaged
