@@ -17,9 +17,9 @@ extension SyncContext {
                        txn: any LocalWriteTransaction) throws -> Settled {
         var result = Settled()
         let now = Timestamp.now()
-        // A batch holds one operation per item, and settling one changes only its own item's
-        // queue, so which items have later operations is read once for the batch; an applied
-        // operation on any other item just makes the local copy the remote's.
+        // Settling an operation changes only its own item's queue, so which items have other
+        // operations is read once for the batch; an applied operation on any other item just
+        // makes the local copy the remote's.
         let queuedBesides = try Outbox.itemsQueuedBesides(batch, txn)
         for operation in batch {
             guard let outcome = outcomes[operation.sendId] else { continue }

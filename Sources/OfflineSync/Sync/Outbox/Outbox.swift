@@ -66,9 +66,12 @@ enum Outbox {
     }
 
     /// The items (``itemKey(_:)``) of `batch` that have queued operations besides the batch's
-    /// own: one query per table, however long the batch.
+    /// own — one query per table, however long the batch — and any item the batch holds more
+    /// than one operation on (``nextBatch(_:limit:excluding:)`` never makes such a batch).
     static func itemsQueuedBesides(_ batch: [QueuedOperation], _ txn: any LocalReadTransaction) throws -> Set<String> {
         var result = Set<String>()
+        var seen = Set<String>()
+        for operation in batch where !seen.insert(itemKey(operation)).inserted { result.insert(itemKey(operation)) }
         for (table, operations) in Dictionary(grouping: batch, by: \.table) {
             let rows = try txn.records(in: OperationRow.table, matching: Query(
                 OperationRow.field(.table) == .string(table)
@@ -229,9 +232,9 @@ enum Outbox {
     /// update+update → update with the new item; update+delete → delete;
     /// delete+insert → update with the new item; any other pair → `invalidOperationSequence`.
     /// An operation that was sent (attempted) or failed is never rewritten: the change queues behind it.
-    @discardableResult
     ///
     /// `latest` is the item's newest queued operation, read before the change (``itemAndLatest(_:table:itemId:)``).
+    @discardableResult
     static func enqueue(_ txn: any LocalWriteTransaction, table: String, itemId: String, kind: OperationKind,
                         item: Record?, baseVersion: String?, changedFields: [String], transaction: String,
                         latest: QueuedOperation?, sequence: () throws -> Int64, now: Timestamp) throws -> Effect {
