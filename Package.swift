@@ -63,7 +63,9 @@ let package = Package(
         // The adapter author's toolkit: the reference query evaluator, SQL dialects and predicate
         // translation, the in-memory table engine and change sets, the value codec, CRC-32C, and
         // InMemoryStore built from them.
-        .target(name: "OfflineSyncStoreKit", dependencies: ["OfflineSync"], path: "Sources/OfflineSyncStoreKit"),
+        .target(name: "OfflineSyncStoreKit", dependencies: ["OfflineSync", "COfflineSyncCRC32C"], path: "Sources/OfflineSyncStoreKit"),
+        // The CPU's CRC-32C instruction (SSE 4.2, ARM's CRC32), detected at run time; never a product.
+        .target(name: "COfflineSyncCRC32C", path: "Sources/COfflineSyncCRC32C"),
         // Cognito Sync–style key/value datasets on the client.
         .target(name: "OfflineSyncDatasets", dependencies: ["OfflineSync"], path: "Sources/OfflineSyncDatasets"),
         .target(name: "OfflineSyncConformance", dependencies: ["OfflineSync", "OfflineSyncStoreKit"],

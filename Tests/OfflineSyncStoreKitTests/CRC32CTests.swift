@@ -44,6 +44,26 @@ struct CRC32CTests {
         #expect(sum.value == Self.reference([1, 2, 3, 4, 5, 6, 7, 8]))
     }
 
+    @Test("the CPU's instruction and the software path agree at every length and alignment")
+    func bothPaths() {
+        var random = SplitMix64(seed: 11)
+        let bytes = (0..<300).map { _ in UInt8(truncatingIfNeeded: random.next()) }
+        bytes.withUnsafeBytes { all in
+            for start in 0..<9 {
+                for length in [0, 1, 7, 8, 9, 15, 16, 17, 63, 64, 65, 200, 291 - start] {
+                    let piece = UnsafeRawBufferPointer(rebasing: all[start..<(start + length)])
+                    let expected = Self.reference(Array(piece))
+                    var fast = CRC32C()
+                    fast.update(piece)
+                    var software = CRC32C()
+                    software.updateInSoftware(piece)
+                    #expect(fast.value == expected, "hardware: \(CRC32C.isHardwareAccelerated), offset \(start), length \(length)")
+                    #expect(software.value == expected, "software, offset \(start), length \(length)")
+                }
+            }
+        }
+    }
+
     @Test("every single flipped bit changes the checksum")
     func singleBits() {
         let bytes = (0..<300).map { UInt8(truncatingIfNeeded: $0 &* 37) }
