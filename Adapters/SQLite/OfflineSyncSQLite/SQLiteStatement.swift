@@ -153,14 +153,15 @@ final class SQLiteStatement {
         withBlob(column) { Array($0) }
     }
 
-    /// The value of a column of the current row as one of SQLite's storage classes.
+    /// The value of a column of the current row as one of SQLite's storage classes (a copy
+    /// of ``cell(_:)`` that outlives the row).
     func value(_ column: Int32) throws -> SQLiteValue {
-        switch columnType(column) {
-        case SQLITE_INTEGER: return .int(int64(column))
-        case SQLITE_FLOAT: return .double(double(column))
-        case SQLITE_TEXT: return .text(try text(column))
-        case SQLITE_BLOB: return .blob(blob(column))
-        default: return .null
+        switch try cell(column) {
+        case .null: return .null
+        case .int(let v): return .int(v)
+        case .double(let v): return .double(v)
+        case .text(let bytes): return .text(try SQLiteCell.string(bytes))
+        case .blob(let bytes): return .blob(Array(bytes))
         }
     }
 }
