@@ -24,7 +24,8 @@ extension HTTPRemoteStore {
 actor HTTPPullStream: PullStream {
     private let remote: HTTPRemoteStore
     private var request: PullRequest
-    private var body: HTTPClientResponse.Body.AsyncIterator?
+    /// The response being read, with the watch that ends a read after `requestTimeout` of silence.
+    private var body: (iterator: HTTPClientResponse.Body.AsyncIterator, silence: SilenceWatch)?
     private var decoder = PageStreamDecoder()
     /// Pages read from the current response.
     private var pagesInResponse = 0
@@ -45,7 +46,7 @@ actor HTTPPullStream: PullStream {
             if body == nil {
                 switch try await open() {
                 case .answered(let response):
-                    body = response.body.makeAsyncIterator()
+                    body = (response.body.makeAsyncIterator(), SilenceWatch(timeout: remote.configuration.requestTimeout))
                     decoder = PageStreamDecoder()
                     pagesInResponse = 0
                 case .noSuchRoute:
@@ -121,19 +122,18 @@ actor HTTPPullStream: PullStream {
     /// timeout (the response's deadline covers only its head, so a server that stops
     /// writing would otherwise hold the pull for ever).
     private func nextChunk() async throws -> ByteBuffer? {
-        guard let iterator = body else { return nil }
+        guard let (iterator, silence) = body else { return nil }
         let reading = BodyReader(iterator: iterator)
-        let timeout = remote.configuration.requestTimeout
         let chunk = try await withThrowingTaskGroup(of: ByteBuffer?.self) { group in
             group.addTask { try await reading.next() }
             group.addTask {
-                try await Task.sleep(for: timeout)
-                throw StreamBrokeOff(reason: "no bytes came for \(timeout)")
+                try await silence.silence()
+                return nil
             }
             defer { group.cancelAll() }
             return try await group.next()!
         }
-        body = reading.iterator
+        body = (reading.iterator, silence)
         return chunk
     }
 
