@@ -22,7 +22,9 @@ public struct ExactString: Hashable, Sendable, CustomStringConvertible {
         guard a.count == b.count else { return false }
         let fast: Bool?? = a.withContiguousStorageIfAvailable { x in
             b.withContiguousStorageIfAvailable { y in
-                x.count == 0 || memcmp(x.baseAddress!, y.baseAddress!, x.count) == 0
+                // Two copies of one string share their buffer (a cache key and the key it
+                // was made from): nothing to compare.
+                x.count == 0 || x.baseAddress == y.baseAddress || memcmp(x.baseAddress!, y.baseAddress!, x.count) == 0
             }
         }
         if let fast = fast ?? nil { return fast }

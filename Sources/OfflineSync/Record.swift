@@ -24,15 +24,17 @@ public struct Record: Sendable, Hashable, CustomStringConvertible {
         self.deleted = deleted
     }
 
-    /// A record of fields the caller guarantees hold no `.null` (the core's own rows), so
-    /// they are not checked again.
-    init(id: String, nonNullFields fields: [String: Value]) {
+    /// A record of fields the caller guarantees hold no `.null` (the core's own rows, a
+    /// store's row decoded column by column, which leaves out its null columns), so they
+    /// are not scanned again.
+    package init(id: String, nonNullFields fields: [String: Value], version: String? = nil,
+                 updatedAt: Timestamp? = nil, deleted: Bool = false) {
         assert(!fields.values.contains(where: { $0.isNull }), "a field is null")
         self.id = id
         self.storage = fields
-        self.version = nil
-        self.updatedAt = nil
-        self.deleted = false
+        self.version = version
+        self.updatedAt = updatedAt
+        self.deleted = deleted
     }
 
     /// The record's fields, without system properties. Setting a field to `.null` removes it.

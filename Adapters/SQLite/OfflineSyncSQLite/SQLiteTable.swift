@@ -251,7 +251,7 @@ final class SQLiteTable {
         switch try cell(4) {
         case .null:
             if let template = fieldTemplate {
-                return Record(id: id, fields: try declaredFields(template) { try cell($0) },
+                return Record(id: id, nonNullFields: try declaredFields(template) { try cell($0) },
                               version: version, updatedAt: updatedAt, deleted: deleted)
             }
         case .blob(let bytes):

@@ -11,7 +11,7 @@ class SQLiteReadTransaction: LocalReadTransaction {
     private var tableMemo: [ExactString: SQLiteTable] = [:]
     /// The table the last call named: a transaction that writes a page of rows names the same
     /// table on every row, and comparing its bytes is cheaper than hashing the name.
-    private var lastTable: (name: String, info: SQLiteTable)?
+    private var lastTable: (name: ExactString, info: SQLiteTable)?
 
     init(connection: SQLiteConnection) {
         self.connection = connection
@@ -37,11 +37,15 @@ class SQLiteReadTransaction: LocalReadTransaction {
 
     /// The table's mapping, read from the catalog once per transaction.
     func table(_ name: String) throws -> SQLiteTable {
-        let connection = try live()
-        if let last = lastTable, last.name.utf8.elementsEqual(name.utf8) { return last.info }
+        try table(name, on: try live())
+    }
+
+    /// ``table(_:)`` for a caller that already holds the live connection.
+    func table(_ name: String, on connection: SQLiteConnection) throws -> SQLiteTable {
         let key = ExactString(name)
+        if let last = lastTable, last.name == key { return last.info }
         if let info = tableMemo[key] {
-            lastTable = (name, info)
+            lastTable = (key, info)
             return info
         }
         let row = try connection.withStatement(
@@ -61,7 +65,7 @@ class SQLiteReadTransaction: LocalReadTransaction {
             connection.tableInfoCache[key] = info
         }
         tableMemo[key] = info
-        lastTable = (name, info)
+        lastTable = (key, info)
         return info
     }
 
@@ -80,8 +84,9 @@ class SQLiteReadTransaction: LocalReadTransaction {
     }
 
     func record(in table: String, id: String) throws -> Record? {
-        let info = try self.table(table)
-        return try live().withStatement(info.selectByID, [.text(id)]) { statement in
+        let connection = try live()
+        let info = try self.table(table, on: connection)
+        return try connection.withStatement(info.selectByID, [.text(id)]) { statement in
             try statement.step() ? try info.decodeRow(statement) : nil
         }
     }

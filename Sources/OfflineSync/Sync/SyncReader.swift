@@ -7,12 +7,18 @@ public final class SyncReader {
     let txn: any LocalReadTransaction
     /// The tables read so far.
     private(set) var tables: Set<String> = []
+    /// The table the last read named, already checked and noted: a closure that reads one
+    /// table many times pays for the check and the set's hashing once.
+    private var lastNoted: ExactString?
 
     init(_ txn: any LocalReadTransaction) { self.txn = txn }
 
     private func note(_ table: String) throws {
+        let name = ExactString(table)
+        if name == lastNoted { return }
         try Names.validateAppTable(table)
         tables.insert(table)
+        lastNoted = name
     }
 
     /// The record with this id, or `nil`.
