@@ -97,12 +97,17 @@ public struct HTTPRemoteStore: RemoteStore {
 
     /// Pushes a batch; see ``RemoteStore/push(_:)``.
     public func push(_ operations: [PushOperation]) async throws -> [PushResult] {
+        // `return=minimal`: an applied insert or update comes back without its record, which
+        // is rebuilt here from the operation (half a push's answer, and most of its parsing);
+        // a server that ignores the preference answers whole records, read the same way.
         let answer = try await send(path: "/v1/push", body: Wire.encode(operations: operations),
-                                    headers: [("X-OfflineSync-Client", clientId)])
+                                    headers: [("X-OfflineSync-Client", clientId), ("Prefer", "return=minimal")])
         guard case .array(let items)? = answer["results"] else {
             throw SyncError(.transient, "the server's push answer has no 'results'")
         }
-        let results = try items.enumerated().map { try Wire.result($1, path: "results[\($0)]") }
+        let results = try items.enumerated().map { index, item in
+            try Wire.result(item, answering: index < operations.count ? operations[index] : nil, path: "results[\(index)]")
+        }
         guard results.map(\.operationId) == operations.map(\.id) else {
             throw SyncError(.transient, "the server's push answer does not match the operations sent")
         }

@@ -53,8 +53,25 @@ struct Routes: Sendable {
         let report = try await call { try await service.pushReporting(claims: claims, operations) }
         let origin = request.headers[Self.clientHeader].flatMap(Self.clientId)
         await announce(identity: claims.identity, operations: operations, report: report, origin: origin)
-        return Self.json(bytes: Wire.encode(results: report.results))
+        guard Self.prefersMinimal(request.headers) else { return Self.json(bytes: Wire.encode(results: report.results)) }
+        return Self.json(bytes: Wire.encode(results: report.results, minimalFor: operations),
+                         headers: [Self.preferenceAppliedHeader: "return=minimal"])
     }
+
+    /// Whether the request carries the `return=minimal` preference (RFC 7240), in any of its
+    /// `Prefer` fields and among other preferences: the client rebuilds an applied insert's
+    /// or update's record from what it sent, so the answer leaves it out.
+    static func prefersMinimal(_ headers: HTTPFields) -> Bool {
+        headers[values: .init("Prefer")!].contains { field in
+            field.split(separator: ",").contains { preference in
+                preference.split(separator: ";").first.map {
+                    $0.trimmingCharacters(in: .whitespaces).lowercased() == "return=minimal"
+                } ?? false
+            }
+        }
+    }
+
+    static let preferenceAppliedHeader = HTTPField.Name("Preference-Applied")!
 
     func pull(_ request: Request, _ context: SyncRequestContext) async throws -> Response {
         let claims = try context.requireClaims()

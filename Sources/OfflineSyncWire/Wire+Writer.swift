@@ -124,15 +124,34 @@ extension Wire {
     }
 
     /// `{"results":[…]}`: the answer to a push.
-    public static func encode(results: [PushResult]) -> [UInt8] {
+    ///
+    /// With `operations` (the push's own, in the results' order: a client that sent
+    /// `Prefer: return=minimal`), an applied insert or update whose record is exactly the
+    /// operation's item — its id and every field, byte for byte — is written without the
+    /// record: `{"operationId", "outcome": "applied", "version"?, "updatedAt"?, "deleted"}`,
+    /// and the client rebuilds the record from the operation it sent (``result(_:answering:path:)``).
+    /// Every other result is written whole, so what the client rebuilds is always what the
+    /// whole answer would have carried.
+    public static func encode(results: [PushResult], minimalFor operations: [PushOperation]? = nil) -> [UInt8] {
         var out: [UInt8] = []
-        out.reserveCapacity(32 + results.count * 320)
+        out.reserveCapacity(32 + results.count * (operations == nil ? 320 : 96))
         out.append(contentsOf: #"{"results":["#.utf8)
         for (index, result) in results.enumerated() {
             if index > 0 { out.append(UInt8(ascii: ",")) }
             out.append(contentsOf: #"{"operationId":"#.utf8)
             JSON.writeString(result.operationId, into: &out)
             switch result.outcome {
+            case .applied(let record) where operations.map({ index < $0.count && isEcho(record, of: $0[index], for: result) }) == true:
+                out.append(contentsOf: #","outcome":"applied""#.utf8)
+                if let version = record.version {
+                    out.append(contentsOf: #","version":"#.utf8)
+                    JSON.writeString(version, into: &out)
+                }
+                if let updatedAt = record.updatedAt {
+                    out.append(contentsOf: #","updatedAt":"#.utf8)
+                    out.append(contentsOf: String(updatedAt.millisecondsSince1970).utf8)
+                }
+                out.append(contentsOf: (record.deleted ? #","deleted":true"# : #","deleted":false"#).utf8)
             case .applied(let record):
                 out.append(contentsOf: #","outcome":"applied","record":"#.utf8)
                 write(record, into: &out)
@@ -151,5 +170,14 @@ extension Wire {
         }
         out.append(contentsOf: "]}".utf8)
         return out
+    }
+
+    /// Whether `record` is `operation`'s item as sent: the operation this result answers, an
+    /// insert or update, with the same id and exactly the same fields.
+    static func isEcho(_ record: Record, of operation: PushOperation, for result: PushResult) -> Bool {
+        guard operation.kind != .delete, let item = operation.item,
+              operation.id.utf8.elementsEqual(result.operationId.utf8),
+              record.id.utf8.elementsEqual(operation.itemId.utf8) else { return false }
+        return Value.object(record.fields) == Value.object(item.fields)
     }
 }

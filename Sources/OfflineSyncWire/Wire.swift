@@ -236,11 +236,28 @@ public enum Wire {
         return .object(members)
     }
 
-    /// The result a JSON object encodes.
-    public static func result(_ json: JSON, path: String = "result") throws -> PushResult {
-        let reader = try ObjectReader(json, path: path, allowed: ["operationId", "outcome", "record", "reason", "status"])
+    /// The result a JSON object encodes. An applied result without its record (the minimal
+    /// form of ``encode(results:minimalFor:)``) is rebuilt from `operation`, the one it
+    /// answers; without that operation, or for a delete, or when the ids differ, it is refused.
+    public static func result(_ json: JSON, answering operation: PushOperation? = nil, path: String = "result") throws -> PushResult {
+        let reader = try ObjectReader(json, path: path, allowed: ["operationId", "outcome", "record", "reason", "status",
+                                                                   "version", "updatedAt", "deleted"])
         let id = try reader.string("operationId")
-        switch try reader.string("outcome") {
+        let outcome = try reader.string("outcome")
+        let minimal = ["version", "updatedAt", "deleted"].filter { reader[$0] != nil }
+        if outcome != "applied" || reader["record"] != nil, let member = minimal.first {
+            throw invalid(path, "'\(member)' belongs only to an applied result without its record")
+        }
+        switch outcome {
+        case "applied" where reader["record"] == nil:
+            guard let operation, operation.id.utf8.elementsEqual(id.utf8), operation.kind != .delete, let item = operation.item else {
+                throw invalid(path, "an applied result without its record answers only the insert or update it names")
+            }
+            guard reader["deleted"] != nil else { throw invalid(path, "'deleted' is missing") }
+            return PushResult(operationId: id, outcome: .applied(Record(
+                id: operation.itemId, fields: item.fields, version: try reader.optionalString("version"),
+                updatedAt: try reader.optionalInt("updatedAt").map(Timestamp.init(millisecondsSince1970:)),
+                deleted: try reader.optionalBool("deleted") ?? false)))
         case "applied": return PushResult(operationId: id, outcome: .applied(try record(try reader.required("record"), path: "\(path).record")))
         case "conflict": return PushResult(operationId: id, outcome: .conflict(serverRecord: try record(try reader.required("record"), path: "\(path).record")))
         case "rejected":

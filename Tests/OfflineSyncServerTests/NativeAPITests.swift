@@ -130,6 +130,45 @@ struct NativeAPITests {
         }
     }
 
+    @Test("Prefer: return=minimal leaves out the records an applied insert or update echoes; without it, or for a delete, they are sent")
+    func minimalPushAnswers() async throws {
+        try await LiveServer.with { live in
+            let auth = ("Authorization", "Bearer \(try await live.token("alice"))")
+            func push(_ body: String, prefer: String?) async throws -> (RawResponse, [JSON]) {
+                let headers = [auth] + (prefer.map { [("Prefer", $0)] } ?? [])
+                let answer = try await http(.POST, live.baseURL + "/v1/push", headers: headers, body: Array(body.utf8))
+                guard answer.status == 200, case .array(let results)? = try JSON.parse(answer.body)["results"] else {
+                    Issue.record("push answered \(answer.status): \(answer.text)"); return (answer, [])
+                }
+                return (answer, results)
+            }
+            let insert = #"{"operations":[{"id":"op-1","table":"todos","itemId":"a","kind":"insert","item":{"id":"a","fields":{"title":"x é"}}},"#
+                + #"{"id":"op-2","table":"todos","itemId":"a","kind":"insert","item":{"id":"a","fields":{"title":"y"}}}]}"#
+            let (minimal, results) = try await push(insert, prefer: "respond-async, RETURN=minimal; x=1")
+            #expect(minimal.header("Preference-Applied") == "return=minimal")
+            #expect(results.map { $0["record"] != nil } == [false, true], "the conflict carries the server's copy")
+            #expect(results.first?["version"] != nil && results.first?["deleted"] == .bool(false))
+            // The same batch again: the stored outcomes, minimal again; without the preference, whole.
+            let (_, replayed) = try await push(insert, prefer: "return=minimal")
+            #expect(replayed.map { $0["record"] != nil } == [false, true])
+            let (whole, wholeResults) = try await push(insert, prefer: nil)
+            #expect(whole.header("Preference-Applied") == nil)
+            #expect(wholeResults.map { $0["record"] != nil } == [true, true])
+            #expect(wholeResults.first?["record"]?["version"] == results.first?["version"])
+            let (_, deleted) = try await push(#"{"operations":[{"id":"op-3","table":"todos","itemId":"a","kind":"delete"}]}"#,
+                                              prefer: "return=minimal")
+            #expect(deleted.first?["record"]?["deleted"] == .bool(true), "a delete's record is the server's: always sent")
+            // The client asks for it and rebuilds what the whole answer would have carried.
+            let remote = try await live.remote("alice")
+            let operation = PushOperation(id: "op-4", table: "todos", itemId: "b", kind: .insert,
+                                          item: Record(id: "b", fields: ["title": .string("e\u{301}"), "n": .int(1)]), baseVersion: nil)
+            let pushed = try await remote.push([operation])
+            let again = try await http(.POST, live.baseURL + "/v1/push", headers: [auth], body: Wire.encode(operations: [operation]))
+            guard case .array(let stored)? = try JSON.parse(again.body)["results"] else { Issue.record("no results"); return }
+            #expect(try pushed == [Wire.result(stored[0])])
+        }
+    }
+
     @Test("an unreachable server is a transient error after the retries")
     func unreachable() async throws {
         // Bind and close a port so that nothing listens on it.

@@ -236,6 +236,51 @@ struct WireWriterTests {
         }
         #expect(Wire.encode(results: results) == JSON.object([("results", .array(results.map(Wire.json)))]).encoded)
     }
+
+    @Test("return=minimal: an applied insert or update that echoes its item is sent without it and rebuilt exactly; nothing else is")
+    func minimalResults() throws {
+        let item = Record(id: "t1", fields: ["title": .string("é"), "n": .int(3), "tags": .array([.string("a")])])
+        let stored = Record(id: "t1", fields: item.fields, version: "v-1", updatedAt: Timestamp(millisecondsSince1970: 1_795_443_753_777))
+        let operations = [
+            PushOperation(id: "insert", table: "t", itemId: "t1", kind: .insert, item: item, baseVersion: nil),
+            PushOperation(id: "update", table: "t", itemId: "t1", kind: .update, item: item, baseVersion: "v-0"),
+            PushOperation(id: "delete", table: "t", itemId: "t1", kind: .delete, item: nil, baseVersion: "v-1"),
+            PushOperation(id: "replayed", table: "t", itemId: "t1", kind: .update, item: Record(id: "t1", fields: ["title": .string("e\u{301}")]), baseVersion: nil),
+            PushOperation(id: "conflict", table: "t", itemId: "t1", kind: .insert, item: item, baseVersion: nil),
+            PushOperation(id: "rejected", table: "t", itemId: "t1", kind: .insert, item: item, baseVersion: nil),
+            PushOperation(id: "unversioned", table: "t", itemId: "t1", kind: .insert, item: item, baseVersion: nil),
+        ]
+        let results = [
+            PushResult(operationId: "insert", outcome: .applied(stored)),
+            PushResult(operationId: "update", outcome: .applied(stored)),
+            PushResult(operationId: "delete", outcome: .applied(Record(id: "t1", fields: item.fields, version: "v-2", deleted: true))),
+            // A stored outcome whose fields are not what this attempt sent (é composed, not
+            // decomposed): the client could not rebuild it, so it is sent whole.
+            PushResult(operationId: "replayed", outcome: .applied(Record(id: "t1", fields: ["title": .string("é")], version: "v-3"))),
+            PushResult(operationId: "conflict", outcome: .conflict(serverRecord: stored)),
+            PushResult(operationId: "rejected", outcome: .rejected(reason: "no", status: 400)),
+            PushResult(operationId: "unversioned", outcome: .applied(Record(id: "t1", fields: item.fields))),
+        ]
+        let minimal = Wire.encode(results: results, minimalFor: operations)
+        guard case .array(let items)? = try JSON.parse(minimal)["results"] else { Issue.record("no results"); return }
+        let withRecord = items.map { $0["record"] != nil }
+        #expect(withRecord == [false, false, true, true, true, false, false])
+        #expect(minimal.count < Wire.encode(results: results).count)
+        let decoded = try items.enumerated().map { try Wire.result($1, answering: operations[$0]) }
+        #expect(decoded == results, "every result as the whole answer would carry it")
+        // Without the operation, or against another one, a minimal result cannot be read.
+        #expect(throws: SyncError.self) { try Wire.result(items[0]) }
+        #expect(throws: SyncError.self) { try Wire.result(items[0], answering: operations[2]) }
+        #expect(throws: SyncError.self) { try Wire.result(items[0], answering: operations[1]) }
+        // The minimal members belong only to an applied result without its record.
+        for text in [#"{"operationId":"x","outcome":"applied","record":{"id":"t1"},"version":"v"}"#,
+                     #"{"operationId":"x","outcome":"rejected","reason":"no","deleted":false}"#,
+                     #"{"operationId":"insert","outcome":"applied","version":"v"}"#] {
+            #expect(throws: SyncError.self) { try Wire.result(JSON.parse(Array(text.utf8)), answering: operations[0]) }
+        }
+        // Without the preference the answer is as it always was.
+        #expect(Wire.encode(results: results, minimalFor: nil) == Wire.encode(results: results))
+    }
 }
 
 @Suite("WireDate: ISO 8601 and HTTP-dates")
