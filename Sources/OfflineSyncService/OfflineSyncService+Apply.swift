@@ -23,9 +23,11 @@ extension OfflineSyncService {
         let table = operation.table, item = operation.itemId
         let shared = isShared(table)
         let id = shared ? item : Self.rowId(owner: claims.identity, item: item)
-        let forbidden = PushOutcome.rejected(
-            reason: "forbidden: no grant of the sync rules on table '\(table)' lets this identity \(operation.kind.rawValue) item '\(item)'",
-            status: 403)
+        // Built only when it is the answer: most operations are allowed.
+        var forbidden: PushOutcome {
+            .rejected(reason: "forbidden: no grant of the sync rules on table '\(table)' lets this identity \(operation.kind.rawValue) item '\(item)'",
+                      status: 403)
+        }
         let current = try txn.record(in: table, id: id)
         // Membership answers are remembered for the push (``SharedEffects/memo``) until it
         // writes a membership: a batch into one list asks once whether the writer is in it.
@@ -57,6 +59,11 @@ extension OfflineSyncService {
             return .rejected(reason: "field name '\(reserved)' uses the reserved prefix '\(Names.reservedPrefix)'", status: 400)
         }
         let sequence = try Self.nextSequence(of: shared ? SequenceRow.shared : table, txn, &clocks)
+        // The answer's record is the row without the service's own fields: `fields` as it is
+        // now (no field of the caller's uses the reserved prefix), so it is kept, not rebuilt
+        // by stripping them again.
+        let publicFields = fields
+        fields.reserveCapacity(fields.count + 3)
         fields[Meta.owner] = .string(owner)
         fields[Meta.item] = .string(item)
         fields[Meta.sequence] = .int(sequence.value)
@@ -66,9 +73,11 @@ extension OfflineSyncService {
         do { try schema.validate(row) } catch let error as SyncError {
             return .rejected(reason: error.message, status: 400)
         }
+        let applied = PushOutcome.applied(Record(id: item, fields: publicFields, version: row.version,
+                                                 updatedAt: row.updatedAt, deleted: row.deleted))
         guard shared else {
             try txn.upsert(row, in: table)
-            return .applied(Self.publicRecord(row))
+            return applied
         }
         let live = current.flatMap { $0.deleted ? nil : $0 }
         guard try evaluator.canWrite(operation.kind, in: table, current: operation.kind == .insert ? nil : live,
@@ -88,6 +97,6 @@ extension OfflineSyncService {
             // whose rows only members read): its copy leaves the caller's device next pull.
             try tell(claims.identity, about: row, of: table, at: sequence.value, evenIfUnseen: true, txn, &effects)
         }
-        return .applied(Self.publicRecord(row))
+        return applied
     }
 }

@@ -52,7 +52,7 @@ extension OfflineSyncService {
         enum CodingKeys: String, CodingKey { case id, outcome, createdAt }
 
         var id: String
-        /// The outcome in ``ValueCodec``'s encoding (see ``init(id:outcome:createdAt:)``).
+        /// The outcome in ``ValueCodec``'s encoding (see ``init(id:outcome:answering:createdAt:)``).
         var outcome: Data
         var createdAt: Timestamp
 
@@ -63,11 +63,30 @@ extension OfflineSyncService {
         private enum Key: String { case kind, record, reason, status }
         /// The kinds of outcome, as stored.
         private enum Kind: String { case applied, conflict, rejected }
+        /// The first byte of every outcome stored as an object; an applied insert's or update's
+        /// outcome is stored as a record's encoding instead, whose first byte differs.
+        private static let objectTag = ValueCodec.encode(.object([:]))[0]
 
-        init(id: String, outcome: PushOutcome, createdAt: Timestamp) {
+        /// The outcome of `operation` (the one it answers, when known), as stored.
+        ///
+        /// An applied insert or update stored exactly the operation's item, so only what the
+        /// service added is kept: the stored record without its fields (id, version,
+        /// updatedAt, deleted, in ``ValueCodec``'s record encoding). ``pushOutcome(answering:)``
+        /// rebuilds the record from the replayed operation, which carries the same item (an
+        /// operation id names one operation: a client resends it unchanged and queues later
+        /// changes behind it). That is most rows of the table, and no second encoding of every
+        /// pushed record. Every other outcome keeps its record, in an object.
+        init(id: String, outcome: PushOutcome, answering operation: PushOperation? = nil, createdAt: Timestamp) {
             let value: Value
             switch outcome {
             case .applied(let record):
+                if let operation, operation.kind != .delete, operation.item != nil,
+                   record.id.utf8.elementsEqual(operation.itemId.utf8) {
+                    assert(Value.object(record.fields) == Value.object(operation.item?.fields ?? [:]), "an applied record that is not its item")
+                    let kept = Record(id: record.id, version: record.version, updatedAt: record.updatedAt, deleted: record.deleted)
+                    self.init(id: id, outcome: Data(ValueCodec.encode(kept)), createdAt: createdAt)
+                    return
+                }
                 value = .object([Key.kind.rawValue: .string(Kind.applied.rawValue), Key.record.rawValue: .bytes(ValueCodec.encode(record))])
             case .conflict(let record):
                 value = .object([Key.kind.rawValue: .string(Kind.conflict.rawValue), Key.record.rawValue: .bytes(ValueCodec.encode(record))])
@@ -91,8 +110,21 @@ extension OfflineSyncService {
                                     CodingKeys.createdAt.rawValue: .date(createdAt)])
         }
 
-        /// The stored outcome; ``SyncError/Code/corrupted`` when it does not decode.
-        func pushOutcome() throws -> PushOutcome {
+        /// The stored outcome, as an answer to `operation` (the same id sent again); an applied
+        /// insert or update kept without its record is rebuilt from the operation's item. An
+        /// operation that cannot be that one — a delete, or another item — is refused (409)
+        /// rather than told it was applied. ``SyncError/Code/corrupted`` when the row does not
+        /// decode.
+        func pushOutcome(answering operation: PushOperation) throws -> PushOutcome {
+            if let first = outcome.first, first != Self.objectTag {
+                let kept = try ValueCodec.decodeRecord(Array(outcome))
+                guard kept.fields.isEmpty else { throw SyncError(.corrupted, "a stored push outcome is unreadable") }
+                guard operation.kind != .delete, let item = operation.item, operation.itemId.utf8.elementsEqual(kept.id.utf8) else {
+                    return .rejected(reason: "operation id '\(operation.id)' was applied before as an insert or update of another item: an operation id names one operation", status: 409)
+                }
+                return .applied(Record(id: operation.itemId, fields: item.fields, version: kept.version,
+                                       updatedAt: kept.updatedAt, deleted: kept.deleted))
+            }
             guard case .object(let object) = try ValueCodec.decode(Array(outcome)),
                   let kind = object[Key.kind.rawValue]?.stringValue.flatMap(Kind.init(rawValue:)) else {
                 throw SyncError(.corrupted, "a stored push outcome is unreadable")

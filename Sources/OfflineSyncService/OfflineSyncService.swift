@@ -248,7 +248,7 @@ public final class OfflineSyncService: Sendable {
             for operation in operations {
                 let key = Self.rowId(owner: identity, item: operation.id)
                 if let stored = try OutcomeRow.find(txn, id: key) {
-                    results.append(PushResult(operationId: operation.id, outcome: try stored.pushOutcome()))
+                    results.append(PushResult(operationId: operation.id, outcome: try stored.pushOutcome(answering: operation)))
                     continue
                 }
                 let outcome: PushOutcome
@@ -258,7 +258,7 @@ public final class OfflineSyncService: Sendable {
                     outcome = try self.apply(operation, claims: claims, schema: schemas[operation.table]!,
                                              now: now, txn: txn, clocks: &clocks, effects: &effects)
                 }
-                try OutcomeRow(id: key, outcome: outcome, createdAt: now).save(txn)
+                try OutcomeRow(id: key, outcome: outcome, answering: operation, createdAt: now).save(txn)
                 results.append(PushResult(operationId: operation.id, outcome: outcome))
             }
             for (table, clock) in clocks { try clock.row(table: table).save(txn) }

@@ -21,8 +21,37 @@ struct OutcomeRowTests {
             let byHand = row.record()
             #expect(byHand == (try RecordEncoder().encode(row)), "outcome \(index)")
             let back = try OfflineSyncService.OutcomeRow(row: byHand)
-            #expect(try back.pushOutcome() == outcome, "outcome \(index)")
+            let operation = PushOperation(id: "op-\(index)", table: "t", itemId: "a", kind: .delete, item: nil, baseVersion: nil)
+            #expect(try back.pushOutcome(answering: operation) == outcome, "outcome \(index)")
             #expect(back.createdAt == row.createdAt && back.id == row.id)
         }
+    }
+
+    @Test("an applied insert or update keeps only what the service added, and is rebuilt from the same operation sent again")
+    func appliedItemsAreKeptWithoutTheirFields() throws {
+        let title = "e\u{301}: a title only the item holds"
+        let item = Record(id: "a", fields: ["title": .string(title), "n": .int(-1), "tags": .array([.null, .bytes([1])])])
+        let stored = Record(id: "a", fields: item.fields, version: "v-3", updatedAt: Timestamp(millisecondsSince1970: 7))
+        for kind in [OperationKind.insert, .update] {
+            let operation = PushOperation(id: "op", table: "t", itemId: "a", kind: kind, item: item, baseVersion: nil)
+            let row = OfflineSyncService.OutcomeRow(id: "u/op", outcome: .applied(stored), answering: operation, createdAt: Timestamp(millisecondsSince1970: 1))
+            let whole = OfflineSyncService.OutcomeRow(id: "u/op", outcome: .applied(stored), createdAt: Timestamp(millisecondsSince1970: 1))
+            #expect(!row.outcome.contains(Data(title.utf8)) && whole.outcome.contains(Data(title.utf8)), "the fields are not stored again")
+            #expect(row.record() == (try RecordEncoder().encode(row)))
+            let back = try OfflineSyncService.OutcomeRow(row: row.record())
+            #expect(try back.pushOutcome(answering: operation) == .applied(stored))
+            // The id sent again as something else is refused, never told it was applied.
+            for other in [PushOperation(id: "op", table: "t", itemId: "b", kind: kind, item: Record(id: "b", fields: item.fields), baseVersion: nil),
+                          PushOperation(id: "op", table: "t", itemId: "a", kind: .delete, item: nil, baseVersion: nil)] {
+                guard case .rejected(_, 409) = try back.pushOutcome(answering: other) else {
+                    Issue.record("\(other.kind) of \(other.itemId) was answered as applied"); continue
+                }
+            }
+        }
+        // A delete's applied record is the server's last copy: kept whole.
+        let tombstone = Record(id: "a", fields: ["title": .string("x")], version: "v-4", deleted: true)
+        let delete = PushOperation(id: "op", table: "t", itemId: "a", kind: .delete, item: nil, baseVersion: nil)
+        let row = OfflineSyncService.OutcomeRow(id: "u/op", outcome: .applied(tombstone), answering: delete, createdAt: Timestamp(millisecondsSince1970: 1))
+        #expect(try OfflineSyncService.OutcomeRow(row: row.record()).pushOutcome(answering: delete) == .applied(tombstone))
     }
 }

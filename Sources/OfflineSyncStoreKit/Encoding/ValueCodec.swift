@@ -24,6 +24,16 @@ public enum ValueCodec {
         return out
     }
 
+    /// The bytes of `encode(.object(…))` for an object given as its entries, whose keys the
+    /// caller guarantees are distinct (byte for byte): no dictionary is built to encode them.
+    public static func encodeObject(distinct entries: [(key: String, value: Value)]) -> [UInt8] {
+        var out: [UInt8] = []
+        out.reserveCapacity(32)
+        out.append(Tag.object.rawValue)
+        writeEntries(entries, count: entries.count, into: &out)
+        return out
+    }
+
     /// Decodes a value produced by `encode(_:)`. Throws `SyncError/Code/corrupted`.
     public static func decode(_ bytes: [UInt8]) throws -> Value {
         try bytes.withUnsafeBufferPointer { buffer in
@@ -60,7 +70,7 @@ public enum ValueCodec {
         } else { out.append(0) }
         out.append(record.deleted ? 1 : 0)
         out.append(Tag.object.rawValue)
-        writeEntries(record.fields, into: &out)
+        writeEntries(record.fields, count: record.fields.count, into: &out)
     }
 
     /// Decodes a record produced by ``encode(_:)-(Record)``. Throws `SyncError/Code/corrupted`.
@@ -101,24 +111,27 @@ public enum ValueCodec {
             for item in items { write(item, into: &out) }
         case .object(let object):
             out.append(Tag.object.rawValue)
-            writeEntries(object, into: &out)
+            writeEntries(object, count: object.count, into: &out)
         }
     }
 
     /// An object's count and entries, keys sorted by UTF-8 bytes so equal objects encode to
     /// equal bytes. The entries themselves are sorted, so no key is looked up again; small
     /// objects (every record's fields) are sorted on the stack by their keys' first 8 bytes.
-    private static func writeEntries(_ object: [String: Value], into out: inout [UInt8]) {
-        writeVarint(UInt64(object.count), into: &out)
-        switch object.count {
+    private static func writeEntries<Entries: Sequence<(key: String, value: Value)>>(
+        _ object: Entries, count: Int, into out: inout [UInt8]
+    ) {
+        writeVarint(UInt64(count), into: &out)
+        switch count {
         case 0: return
         case 1:
-            let (key, value) = object.first!
+            var entries = object.makeIterator()
+            let (key, value) = entries.next()!
             writeString(key, into: &out)
             write(value, into: &out)
         case 2...32:
             withUnsafeTemporaryAllocation(of: (prefix: UInt64, key: String, value: Value).self,
-                                          capacity: object.count) { buffer in
+                                          capacity: count) { buffer in
                 // Insertion sort: each entry is placed at the end, then moved before the
                 // entries whose keys order after it.
                 var count = 0

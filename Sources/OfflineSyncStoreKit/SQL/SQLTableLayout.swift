@@ -17,6 +17,11 @@ public struct SQLTableLayout: Sendable {
     /// The table's schema.
     public let schema: TableSchema
     private let positions: [ExactString: Int]
+    /// The declared names' UTF-8 bytes, in schema order, when there are at most
+    /// ``scannedNames`` of them: comparing a few short names byte by byte (most differ in
+    /// length) costs less than hashing the name, and every written field is looked up.
+    private let names: [[UInt8]]?
+    private static let scannedNames = 8
 
     /// The layout of `schema`'s table.
     public init(_ schema: TableSchema) {
@@ -24,11 +29,20 @@ public struct SQLTableLayout: Sendable {
         var positions: [ExactString: Int] = [:]
         for (position, field) in schema.fields.enumerated() { positions[ExactString(field.name)] = position }
         self.positions = positions
+        names = schema.fields.count <= Self.scannedNames ? schema.fields.map { Array($0.name.utf8) } : nil
     }
 
     /// The position among the declared fields of the field with exactly this name (names
     /// that differ only in Unicode normalization are different fields).
-    public func position(of field: String) -> Int? { positions[ExactString(field)] }
+    public func position(of field: String) -> Int? {
+        guard let names else { return positions[ExactString(field)] }
+        var field = field
+        return field.withUTF8 { bytes in
+            names.firstIndex { name in
+                name.count == bytes.count && name.withUnsafeBytes { $0.elementsEqual(UnsafeRawBufferPointer(bytes)) }
+            }
+        }
+    }
 
     /// The column behind a system property or a declared field; `nil` for an undeclared
     /// field. `fieldColumn` names a declared field's column from its position.
@@ -48,15 +62,18 @@ public struct SQLTableLayout: Sendable {
     /// (`.null` where the record has none) and the `extra` column's bytes (`nil` when every
     /// field is declared).
     public func split(_ fields: [String: Value]) -> (declared: [Value], extra: [UInt8]?) {
-        var extra: [String: Value] = [:]
+        // The undeclared fields are gathered in a list, not a dictionary: their names are a
+        // dictionary's keys already, so they are distinct, and nothing looks them up.
+        var extra: [(key: String, value: Value)] = []
         var declared = [Value](repeating: .null, count: schema.fields.count)
         for (name, value) in fields {
             if let position = position(of: name) {
                 declared[position] = value
             } else {
-                extra[name] = value
+                if extra.isEmpty { extra.reserveCapacity(fields.count) }
+                extra.append((name, value))
             }
         }
-        return (declared, extra.isEmpty ? nil : ValueCodec.encode(.object(extra)))
+        return (declared, extra.isEmpty ? nil : ValueCodec.encodeObject(distinct: extra))
     }
 }
