@@ -120,19 +120,12 @@ actor HTTPPullStream: PullStream {
 
     /// The response's next bytes, or a failure when none come for the remote's request
     /// timeout (the response's deadline covers only its head, so a server that stops
-    /// writing would otherwise hold the pull for ever).
+    /// writing would otherwise hold the pull for ever). A silent read is left behind, not
+    /// awaited: the response is dropped and asked for again.
     private func nextChunk() async throws -> ByteBuffer? {
         guard let (iterator, silence) = body else { return nil }
         let reading = BodyReader(iterator: iterator)
-        let chunk = try await withThrowingTaskGroup(of: ByteBuffer?.self) { group in
-            group.addTask { try await reading.next() }
-            group.addTask {
-                try await silence.silence()
-                return nil
-            }
-            defer { group.cancelAll() }
-            return try await group.next()!
-        }
+        let chunk = try await silence.race(Task.detached { try await reading.next() })
         body = (reading.iterator, silence)
         return chunk
     }
@@ -150,11 +143,12 @@ actor HTTPPullStream: PullStream {
     }
 }
 
-/// Lends a response body's iterator to the one child task that reads the next bytes.
+/// Lends a response body's iterator to the one task that reads the next bytes.
 ///
-/// `@unchecked Sendable`: the iterator is touched by one task at a time — the child task
-/// reads it while ``HTTPPullStream/nextChunk()`` waits for its task group, which does not
-/// return before every child has finished, and only then is the iterator taken back.
+/// `@unchecked Sendable`: the iterator is touched by one task at a time — the reading task
+/// while ``HTTPPullStream/nextChunk()`` waits for its result, and the stream only after that
+/// result came back (a read that was given up is never touched again: its response is
+/// dropped).
 private final class BodyReader: @unchecked Sendable {
     var iterator: HTTPClientResponse.Body.AsyncIterator
 

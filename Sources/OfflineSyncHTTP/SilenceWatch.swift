@@ -1,7 +1,7 @@
 import Synchronization
 
-/// Tells the reader of one streamed response that no bytes came for `timeout` while it was
-/// waiting for them, with one timer for the whole response.
+/// Ends a read of one streamed response once no bytes came for `timeout`, with one timer for
+/// the whole response.
 ///
 /// A timer per read would be simpler and is what this replaces: a cancelled `Task.sleep`
 /// returns at once, but its timer (and the sleeping task's memory) stays queued until the
@@ -10,11 +10,17 @@ import Synchronization
 /// the default 30 s. Here one timer task sleeps until the waiting read's deadline (or for
 /// `timeout` while nobody waits), never cancelled before the response ends, so at most one
 /// timer per response is ever queued.
+///
+/// A silent read is cancelled and *left*: the caller goes on at once (to ask again), so a
+/// body whose read does not honour cancellation cannot hold the pull.
 final class SilenceWatch: Sendable {
     private struct State {
-        /// When the current wait began; `nil` while nobody waits for bytes.
+        /// When the current read began; `nil` while nobody waits for bytes.
         var waitingSince: ContinuousClock.Instant?
-        var waiter: CheckedContinuation<Void, any Error>?
+        /// Ends the current read as silent.
+        var onSilence: (@Sendable () -> Void)?
+        /// Numbers the reads, so a read left behind that ends late cannot clear a newer one.
+        var read: UInt64 = 0
     }
 
     private let state = Mutex(State())
@@ -27,7 +33,7 @@ final class SilenceWatch: Sendable {
         let task = Task { [weak self] in
             while let deadline = self?.nextDeadline() {
                 do { try await Task.sleep(until: deadline, clock: .continuous) } catch { return }
-                self?.endSilentWait()
+                self?.endSilentRead()
             }
         }
         timer.withLock { $0 = task }
@@ -37,46 +43,100 @@ final class SilenceWatch: Sendable {
         timer.withLock { $0?.cancel() }
     }
 
-    /// Returns never: throws ``StreamBrokeOff`` once the caller has waited `timeout`, or
-    /// `CancellationError` when the caller's task is cancelled (the read it raced won).
-    func silence() async throws {
-        try await withTaskCancellationHandler {
-            try await withCheckedThrowingContinuation { (waiter: CheckedContinuation<Void, any Error>) in
-                // Checked under the lock: a cancellation whose handler ran before the waiter
-                // was stored is seen here, one that comes after finds the waiter.
-                let cancelled = state.withLock { state -> Bool in
-                    if Task.isCancelled { return true }
-                    state.waiter = waiter
+    /// `read`'s value; ``StreamBrokeOff`` once it has waited `timeout` (`read` is then
+    /// cancelled and not awaited); `CancellationError` when the caller is cancelled (so is
+    /// `read`). One read at a time.
+    func race<T: Sendable>(_ read: Task<T, any Error>) async throws -> T {
+        let answer = Answer<T>()
+        return try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<T, any Error>) in
+                answer.wait(continuation)
+                let timeout = timeout
+                let number = state.withLock { state -> UInt64 in
+                    state.read &+= 1
                     state.waitingSince = .now
-                    return false
+                    state.onSilence = {
+                        answer.finish(.failure(StreamBrokeOff(reason: "no bytes came for \(timeout)")))
+                        read.cancel()
+                    }
+                    return state.read
                 }
-                if cancelled { waiter.resume(throwing: CancellationError()) }
+                Task {
+                    let result = await read.result
+                    self.endRead(number)
+                    answer.finish(result)
+                }
             }
         } onCancel: {
-            takeWaiter(if: { _ in true })?.resume(throwing: CancellationError())
+            read.cancel()
+            answer.finish(.failure(CancellationError()))
         }
     }
 
-    /// When the timer should look next: the current wait's deadline, or one `timeout` from
-    /// now while nobody waits (a wait that begins meanwhile has a later deadline, so the
+    /// When the timer should look next: the current read's deadline, or one `timeout` from
+    /// now while nobody waits (a read that begins meanwhile has a later deadline, so the
     /// timer is never late for it).
     private func nextDeadline() -> ContinuousClock.Instant {
         state.withLock { ($0.waitingSince ?? .now) + timeout }
     }
 
-    /// Ends the current wait if it has lasted `timeout`.
-    private func endSilentWait() {
+    /// Ends the current read as silent if it has waited `timeout`.
+    private func endSilentRead() {
         let timeout = timeout
-        takeWaiter(if: { $0 + timeout <= .now })?
-            .resume(throwing: StreamBrokeOff(reason: "no bytes came for \(timeout)"))
+        let silent = state.withLock { state -> (@Sendable () -> Void)? in
+            guard let since = state.waitingSince, since + timeout <= .now else { return nil }
+            defer { state.waitingSince = nil; state.onSilence = nil }
+            return state.onSilence
+        }
+        silent?()
     }
 
-    /// Removes and returns the waiter when a wait is in progress and `condition` holds for its start.
-    private func takeWaiter(if condition: (ContinuousClock.Instant) -> Bool) -> CheckedContinuation<Void, any Error>? {
+    /// Read `number` ended: it no longer waits.
+    private func endRead(_ number: UInt64) {
         state.withLock { state in
-            guard let since = state.waitingSince, condition(since) else { return nil }
-            defer { state.waiter = nil; state.waitingSince = nil }
-            return state.waiter
+            guard state.read == number else { return }
+            state.waitingSince = nil
+            state.onSilence = nil
         }
+    }
+}
+
+/// The one answer of a ``SilenceWatch/race(_:)``: the first of the read's result, the
+/// silence and the caller's cancellation resumes the caller; the others are ignored. A result
+/// that comes before the caller's continuation is stored is kept until it is.
+private final class Answer<T: Sendable>: Sendable {
+    private enum State {
+        case waiting(CheckedContinuation<T, any Error>?)
+        case finished(Result<T, any Error>?)
+    }
+
+    private let state = Mutex(State.waiting(nil))
+
+    func wait(_ continuation: CheckedContinuation<T, any Error>) {
+        let early = state.withLock { state -> Result<T, any Error>? in
+            guard case .finished(let result) = state else {
+                state = .waiting(continuation)
+                return nil
+            }
+            state = .finished(nil)
+            return result
+        }
+        if let early { continuation.resume(with: early) }
+    }
+
+    func finish(_ result: Result<T, any Error>) {
+        let waiter = state.withLock { state -> CheckedContinuation<T, any Error>? in
+            switch state {
+            case .waiting(let continuation?):
+                state = .finished(nil)
+                return continuation
+            case .waiting(nil):
+                state = .finished(result)
+                return nil
+            case .finished:
+                return nil
+            }
+        }
+        waiter?.resume(with: result)
     }
 }

@@ -27,3 +27,33 @@ package final class UncheckedBox<T>: @unchecked Sendable {
     package var value: T
     package init(_ value: T) { self.value = value }
 }
+
+/// A signal that tasks wait for until it is opened once (a stalled handler that a test
+/// releases when it ends); waiting after it opened returns at once.
+package final class Gate: Sendable {
+    private let state = Mutex<(open: Bool, waiters: [CheckedContinuation<Void, Never>])>((false, []))
+
+    package init() {}
+
+    /// Returns once the gate is open.
+    package func wait() async {
+        await withCheckedContinuation { (waiter: CheckedContinuation<Void, Never>) in
+            let opened = state.withLock { state -> Bool in
+                if state.open { return true }
+                state.waiters.append(waiter)
+                return false
+            }
+            if opened { waiter.resume() }
+        }
+    }
+
+    /// Opens the gate: every waiter goes on, and later waits return at once.
+    package func open() {
+        let waiters = state.withLock { state in
+            state.open = true
+            defer { state.waiters = [] }
+            return state.waiters
+        }
+        for waiter in waiters { waiter.resume() }
+    }
+}
