@@ -156,17 +156,19 @@ struct PageStreamHTTPTests {
             try await LiveServer.with { live in
                 try await Self.seed(live)
                 // The proxy holds each of the first two answers open, silent, until the test
-                // ends: only the client's own timeout (1 s) lets the pull finish at all (the
+                // ends: only the client's own timeout (3 s) lets the pull finish at all (the
                 // time limit fails a client that waits for the server).
                 let proxy = try await CuttingProxy.start(target: live.baseURL, cuts: 2, cutAfter: 7_000, stall: true)
                 defer { proxy.stop() }
                 let token = try await live.token("alice")
                 let remote = HTTPRemoteStore(baseURL: "http://127.0.0.1:\(proxy.port)",
-                                             configuration: .init(requestTimeout: .seconds(1), initialBackoff: .milliseconds(10)),
+                                             configuration: .init(requestTimeout: .seconds(3), initialBackoff: .milliseconds(10)),
                                              token: { token })
                 let (summary, stored) = try await Self.pull(remote, in: directory, name: "silenced")
                 #expect(summary.received == Self.rows && summary.added == Self.rows && stored.count == Self.rows)
-                #expect(proxy.count("/v2/pull") == 3, "two silent responses, then one that finishes")
+                // At least the two silent answers and one that finishes (a machine loaded enough
+                // to keep a healthy answer silent for 3 s adds a retry, which loses nothing).
+                #expect(proxy.count("/v2/pull") >= 3)
             }
         }
     }
