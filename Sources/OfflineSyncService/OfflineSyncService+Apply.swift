@@ -15,8 +15,12 @@ extension OfflineSyncService {
     ///   rules refuse, or that touches a row the caller may not read, is a 403 with no server
     ///   copy; a conflict carries the server's copy only when the caller may read it. The
     ///   logs (own and group) learn of the change in the same transaction.
+    ///
+    /// `rows` answers the operation's own row (the batch read it with the others; the
+    /// operation is its `index`) and learns what this operation writes to it.
     func apply(_ operation: PushOperation, claims: Claims, schema: TableSchema, now: Timestamp,
-               txn: any LocalWriteTransaction, clocks: inout TableClocks, effects: inout SharedEffects) throws -> PushOutcome {
+               txn: any LocalWriteTransaction, rows: inout BatchReads, index: Int, clocks: inout TableClocks,
+               effects: inout SharedEffects) throws -> PushOutcome {
         do { try Names.validateId(operation.itemId) } catch let error as SyncError {
             return .rejected(reason: error.message, status: 400)
         }
@@ -28,7 +32,7 @@ extension OfflineSyncService {
             .rejected(reason: "forbidden: no grant of the sync rules on table '\(table)' lets this identity \(operation.kind.rawValue) item '\(item)'",
                       status: 403)
         }
-        let current = try txn.record(in: table, id: id)
+        let current = try rows.row(of: index, in: table, id: id, txn)
         // Membership answers are remembered for the push (``SharedEffects/memo``) until it
         // writes a membership: a batch into one list asks once whether the writer is in it.
         let memo = effects.memo
@@ -77,6 +81,7 @@ extension OfflineSyncService {
                                                  updatedAt: row.updatedAt, deleted: row.deleted))
         guard shared else {
             try txn.upsert(row, in: table)
+            rows.wrote(row, by: index)
             return applied
         }
         let live = current.flatMap { $0.deleted ? nil : $0 }
@@ -91,6 +96,7 @@ extension OfflineSyncService {
             return forbidden
         }
         try txn.upsert(row, in: table)
+        rows.wrote(row, by: index)
         try logChange(of: table, from: current, to: row, at: sequence.value, txn, &clocks, &effects)
         if try !evaluator.canRead(row, in: table, claims: claims, txn, memo: memo) {
             // A write the caller may make but not read back (a list's owner adding a member

@@ -239,15 +239,22 @@ public final class OfflineSyncService: Sendable {
         }
         let schemas = Dictionary(uniqueKeysWithValues: Set(operations.map(\.table)).map { ($0, storageSchema(for: $0)) })
         let refused = unserved
+        let keys = operations.map { Self.rowId(owner: identity, item: $0.id) }
+        // The rows the operations name (for served tables and valid ids: the others are
+        // answered without a lookup), read with the stored outcomes in one batch.
+        let wanted = operations.map { operation -> (table: String, id: String)? in
+            guard refused[operation.table] == nil, (try? Names.validateId(operation.itemId)) != nil else { return nil }
+            return (operation.table, isShared(operation.table) ? operation.itemId : Self.rowId(owner: identity, item: operation.itemId))
+        }
         let report = try await store.write { txn in
             var clocks: TableClocks = [:]
             var effects = SharedEffects()
             var results: [PushResult] = []
             results.reserveCapacity(operations.count)
             let now = Timestamp.now()
-            for operation in operations {
-                let key = Self.rowId(owner: identity, item: operation.id)
-                if let stored = try OutcomeRow.find(txn, id: key) {
+            var known = try BatchReads(outcomes: keys, rows: wanted, txn)
+            for (index, operation) in operations.enumerated() {
+                if let stored = known.outcome(of: index) {
                     results.append(PushResult(operationId: operation.id, outcome: try stored.pushOutcome(answering: operation)))
                     continue
                 }
@@ -255,10 +262,12 @@ public final class OfflineSyncService: Sendable {
                 if let reason = refused[operation.table] {
                     outcome = .rejected(reason: reason, status: 404)
                 } else {
-                    outcome = try self.apply(operation, claims: claims, schema: schemas[operation.table]!,
-                                             now: now, txn: txn, clocks: &clocks, effects: &effects)
+                    outcome = try self.apply(operation, claims: claims, schema: schemas[operation.table]!, now: now, txn: txn,
+                                             rows: &known, index: index, clocks: &clocks, effects: &effects)
                 }
-                try OutcomeRow(id: key, outcome: outcome, answering: operation, createdAt: now).save(txn)
+                let stored = OutcomeRow(id: keys[index], outcome: outcome, answering: operation, createdAt: now)
+                try stored.save(txn)
+                known.stored(stored, by: index)
                 results.append(PushResult(operationId: operation.id, outcome: outcome))
             }
             for (table, clock) in clocks { try clock.row(table: table).save(txn) }

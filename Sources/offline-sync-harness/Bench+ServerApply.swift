@@ -1,6 +1,7 @@
 import COfflineSyncSQLite3
 import Foundation
 import OfflineSync
+import OfflineSyncPostgreSQL
 import OfflineSyncService
 import OfflineSyncSQLite
 
@@ -23,7 +24,12 @@ enum PushServerApply: BenchWorkload {
 
     /// Applies push-10k's batches through a service on a new store at `path`; returns the time.
     static func apply(at path: String) async throws -> Double {
-        let store = try await SQLiteStore(path: path)
+        try await apply(to: try await SQLiteStore(path: path))
+    }
+
+    /// Applies push-10k's batches through a service on `store` (new and empty), then closes it;
+    /// returns the time.
+    static func apply(to store: any LocalStore) async throws -> Double {
         let service = try await OfflineSyncService(store: store)
         let batches = stride(from: 0, to: Push10k.count, by: batchSize).map { first in
             (first..<min(first + batchSize, Push10k.count)).map { i in
@@ -77,6 +83,27 @@ enum PushServerApply: BenchWorkload {
         }
         if failed { throw SyncError(.storageFailure, "raw insert failed: \(String(cString: sqlite3_errmsg(db)))") }
         return seconds
+    }
+}
+
+/// `push-10k-server-postgres`: push-10k-server's batches applied by a service on PostgreSQL
+/// (the store several server instances share, a server on this machine), against the same
+/// apply on the embedded SQLite default. PostgreSQL's cost is round trips: the service reads
+/// a batch's outcomes and rows in one ``LocalReadTransaction/read(_:)`` call, which the
+/// adapter sends as one pipeline, and its writes go out buffered.
+enum PushServerApplyPostgreSQL: BenchWorkload {
+    static let name = "push-10k-server-postgres"
+    static let baseline = "same-apply-on-sqlite"
+    static var fixedRecords: Int? { Push10k.count }
+
+    static func ours(directory: URL, records: Int, batch: Int) async throws -> Double {
+        let url = try LocalWritesPostgreSQL.server(), schema = LocalWritesPostgreSQL.schemaName(directory)
+        defer { try? RawPostgreSQL(url).execute("DROP SCHEMA IF EXISTS \"\(schema)\" CASCADE") }
+        return try await PushServerApply.apply(to: try await PostgreSQLStore(connectionString: url, options: .init(schema: schema)))
+    }
+
+    static func raw(directory: URL, records: Int, batch: Int) async throws -> Double {
+        try await PushServerApply.apply(at: directory.appendingPathComponent("server.sqlite").path)
     }
 }
 

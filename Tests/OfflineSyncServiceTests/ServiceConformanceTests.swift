@@ -63,6 +63,46 @@ struct ServiceTests {
         }
     }
 
+    @Test("a batch sees its own writes: operations on one row and a repeated id in one push answer as one push each would")
+    func batchSeesItsOwnWrites() async throws {
+        func op(_ id: String, _ item: String, _ kind: OperationKind, _ title: String? = nil, base: String? = nil) -> PushOperation {
+            PushOperation(id: id, table: "t", itemId: item, kind: kind,
+                          item: title.map { Record(id: item, fields: ["title": .string($0)]) }, baseVersion: base)
+        }
+        let operations = [
+            op("1", "a", .insert, "one"), op("2", "a", .insert, "again"), op("3", "a", .update, "two"),
+            op("1", "a", .insert, "one"), op("4", "a", .delete), op("5", "a", .update, "three"), op("6", "a", .insert, "back"),
+            op("7", "b", .update, "nothing"), op("8", "b", .insert, "b"), op("9", "\u{0}", .insert, "bad id"),
+        ]
+        try await withTemporaryDirectory { directory in
+            let together = try await SQLiteStore(path: directory.appendingPathComponent("together.sqlite").path)
+            let apart = try await SQLiteStore(path: directory.appendingPathComponent("apart.sqlite").path)
+            let batched = try await OfflineSyncService(store: together).push(identity: "u", operations)
+            let oneByOne = try await OfflineSyncService(store: apart)
+            var single: [PushResult] = []
+            for operation in operations { single += try await oneByOne.push(identity: "u", [operation]) }
+            func shape(_ result: PushResult) -> String {
+                switch result.outcome {
+                case .applied(let record): "applied \(record.id) \(record.fields) deleted=\(record.deleted)"
+                case .conflict(let record): "conflict \(record.id) \(record.fields) deleted=\(record.deleted)"
+                case let .rejected(_, status): "rejected \(status.map(String.init) ?? "-")"
+                }
+            }
+            #expect(batched.map(shape) == single.map(shape))
+            #expect(batched.map(shape) == [
+                "applied a [\"title\": \"one\"] deleted=false", "conflict a [\"title\": \"one\"] deleted=false",
+                "applied a [\"title\": \"two\"] deleted=false", "applied a [\"title\": \"one\"] deleted=false",
+                "applied a [\"title\": \"two\"] deleted=true", "conflict a [\"title\": \"two\"] deleted=true",
+                "applied a [\"title\": \"back\"] deleted=false", "rejected 404", "applied b [\"title\": \"b\"] deleted=false",
+                "rejected 400",
+            ])
+            // The repeated id got the first attempt's outcome, version and all.
+            #expect(batched[3] == PushResult(operationId: "1", outcome: batched[0].outcome))
+            try await together.close()
+            try await apart.close()
+        }
+    }
+
     @Test("bad identities and unserved tables are refused")
     func refusals() async throws {
         let service = try await OfflineSyncService(store: InMemoryStore(), schemas: [TableSchema("only")],

@@ -1,0 +1,76 @@
+import OfflineSync
+
+extension OfflineSyncService {
+    /// What a pushed batch finds in the store before any of it is applied — the outcome stored
+    /// under each operation's id and the row each operation names — read in one
+    /// ``LocalReadTransaction/read(_:)`` call instead of two lookups per operation. A store
+    /// that batches reads answers them together (PostgreSQL: one round trip for the batch,
+    /// where each lookup was one).
+    ///
+    /// Operations that share an id or a row share a slot, so the batch's own writes, noted as
+    /// they are made, are what a later operation on the same id or row sees — as a lookup in
+    /// the transaction would. Slots are found once, here; applying the batch hashes nothing.
+    struct BatchReads {
+        private struct RowKey: Hashable {
+            let table: ExactString
+            let id: ExactString
+        }
+
+        /// Per operation, the slot of its outcome and of its row (`nil`: not read here).
+        private let outcomeSlots: [Int]
+        private let rowSlots: [Int?]
+        private var outcomes: [OutcomeRow?]
+        private var rows: [Record?]
+
+        /// Reads the outcomes stored under `keys` (one per operation) and the rows `wanted`
+        /// names (one per operation, `nil` for an operation answered without its row), each
+        /// distinct one once.
+        init(outcomes keys: [String], rows wanted: [(table: String, id: String)?], _ txn: any LocalReadTransaction) throws {
+            var reads: [LocalRead] = []
+            reads.reserveCapacity(keys.count + wanted.count)
+            var keySlots: [ExactString: Int] = [:]
+            keySlots.reserveCapacity(keys.count)
+            outcomeSlots = keys.map { key in
+                if let slot = keySlots[ExactString(key)] { return slot }
+                keySlots[ExactString(key)] = reads.count
+                reads.append(.record(table: OutcomeRow.table, id: key))
+                return reads.count - 1
+            }
+            let outcomeCount = reads.count
+            var rowKeySlots: [RowKey: Int] = [:]
+            rowKeySlots.reserveCapacity(wanted.count)
+            rowSlots = wanted.map { wanted in
+                guard let (table, id) = wanted else { return nil }
+                let key = RowKey(table: ExactString(table), id: ExactString(id))
+                if let slot = rowKeySlots[key] { return slot }
+                rowKeySlots[key] = reads.count - outcomeCount
+                reads.append(.record(table: table, id: id))
+                return reads.count - outcomeCount - 1
+            }
+            let answers = try txn.read(reads)
+            outcomes = try answers[..<outcomeCount].map { try $0.first.map(OutcomeRow.init(row:)) }
+            rows = answers[outcomeCount...].map(\.first)
+        }
+
+        /// The outcome stored under operation `index`'s key, before or by this batch.
+        func outcome(of index: Int) -> OutcomeRow? {
+            outcomes[outcomeSlots[index]]
+        }
+
+        /// Notes the outcome operation `index` stored.
+        mutating func stored(_ outcome: OutcomeRow, by index: Int) {
+            outcomes[outcomeSlots[index]] = outcome
+        }
+
+        /// Operation `index`'s row — `id` of `table` — as the batch left it so far.
+        func row(of index: Int, in table: String, id: String, _ txn: any LocalReadTransaction) throws -> Record? {
+            guard let slot = rowSlots[index] else { return try txn.record(in: table, id: id) }
+            return rows[slot]
+        }
+
+        /// Notes the row operation `index` wrote.
+        mutating func wrote(_ row: Record, by index: Int) {
+            if let slot = rowSlots[index] { rows[slot] = row }
+        }
+    }
+}
