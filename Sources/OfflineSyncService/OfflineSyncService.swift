@@ -254,6 +254,7 @@ public final class OfflineSyncService: Sendable {
             let now = Timestamp.now()
             var known = try BatchReads(outcomes: keys, rows: wanted, txn)
             for (index, operation) in operations.enumerated() {
+                defer { known.finished(index) }
                 if let stored = known.outcome(of: index) {
                     results.append(PushResult(operationId: operation.id, outcome: try stored.pushOutcome(answering: operation)))
                     continue
