@@ -61,9 +61,10 @@ final class SilenceWatch: Sendable {
                     }
                     return state.read
                 }
-                Task {
+                // Weakly: a read left behind must not keep the watch (and its timer) alive.
+                Task { [weak self] in
                     let result = await read.result
-                    self.endRead(number)
+                    self?.endRead(number)
                     answer.finish(result)
                 }
             }

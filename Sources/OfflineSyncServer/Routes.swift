@@ -62,7 +62,7 @@ struct Routes: Sendable {
     /// `Prefer` fields and among other preferences: the client rebuilds an applied insert's
     /// or update's record from what it sent, so the answer leaves it out.
     static func prefersMinimal(_ headers: HTTPFields) -> Bool {
-        headers[values: .init("Prefer")!].contains { field in
+        headers[values: preferHeader].contains { field in
             field.split(separator: ",").contains { preference in
                 preference.split(separator: ";").first.map {
                     $0.trimmingCharacters(in: .whitespaces).lowercased() == "return=minimal"
@@ -71,6 +71,7 @@ struct Routes: Sendable {
         }
     }
 
+    static let preferHeader = HTTPField.Name("Prefer")!
     static let preferenceAppliedHeader = HTTPField.Name("Preference-Applied")!
 
     func pull(_ request: Request, _ context: SyncRequestContext) async throws -> Response {

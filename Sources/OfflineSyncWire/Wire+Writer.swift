@@ -53,14 +53,7 @@ extension Wire {
     public static func write(_ record: Record, into out: inout [UInt8]) {
         out.append(contentsOf: #"{"id":"#.utf8)
         JSON.writeString(record.id, into: &out)
-        if let version = record.version {
-            out.append(contentsOf: #","version":"#.utf8)
-            JSON.writeString(version, into: &out)
-        }
-        if let updatedAt = record.updatedAt {
-            out.append(contentsOf: #","updatedAt":"#.utf8)
-            out.append(contentsOf: String(updatedAt.millisecondsSince1970).utf8)
-        }
+        writeVersionAndTime(of: record, into: &out)
         if record.deleted { out.append(contentsOf: #","deleted":true"#.utf8) }
         out.append(contentsOf: #","fields":"#.utf8)
         writeObject(record.fields, into: &out)
@@ -143,14 +136,7 @@ extension Wire {
             switch result.outcome {
             case .applied(let record) where operations.map({ index < $0.count && isEcho(record, of: $0[index], for: result) }) == true:
                 out.append(contentsOf: #","outcome":"applied""#.utf8)
-                if let version = record.version {
-                    out.append(contentsOf: #","version":"#.utf8)
-                    JSON.writeString(version, into: &out)
-                }
-                if let updatedAt = record.updatedAt {
-                    out.append(contentsOf: #","updatedAt":"#.utf8)
-                    out.append(contentsOf: String(updatedAt.millisecondsSince1970).utf8)
-                }
+                writeVersionAndTime(of: record, into: &out)
                 out.append(contentsOf: (record.deleted ? #","deleted":true"# : #","deleted":false"#).utf8)
             case .applied(let record):
                 out.append(contentsOf: #","outcome":"applied","record":"#.utf8)
@@ -170,6 +156,18 @@ extension Wire {
         }
         out.append(contentsOf: "]}".utf8)
         return out
+    }
+
+    /// Appends `,"version":…` and `,"updatedAt":…` for the ones `record` has.
+    private static func writeVersionAndTime(of record: Record, into out: inout [UInt8]) {
+        if let version = record.version {
+            out.append(contentsOf: #","version":"#.utf8)
+            JSON.writeString(version, into: &out)
+        }
+        if let updatedAt = record.updatedAt {
+            out.append(contentsOf: #","updatedAt":"#.utf8)
+            out.append(contentsOf: String(updatedAt.millisecondsSince1970).utf8)
+        }
     }
 
     /// Whether `record` is `operation`'s item as sent: the operation this result answers, an
