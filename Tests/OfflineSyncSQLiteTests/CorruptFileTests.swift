@@ -85,6 +85,17 @@ struct CorruptFileTests {
             try badPageSize.write(to: URL(fileURLWithPath: path))
             try await Self.expectRefused(path, [.corrupted, .notADatabase], "invalid page size")
 
+            // A flipped bit in a header field whose values the format fixes (the soak's corrupt
+            // sweep found byte 47, the schema format number, turned into SQLite's generic
+            // "unsupported file format" and so storageFailure).
+            for (byte, bit) in [(47, 6), (44, 0), (18, 3), (19, 2), (21, 0), (22, 5), (23, 7), (59, 4), (80, 1)] {
+                var flipped = original
+                flipped[byte] ^= UInt8(1) << UInt8(bit)
+                Self.reset(path)
+                try flipped.write(to: URL(fileURLWithPath: path))
+                try await Self.expectRefused(path, [.corrupted], "bit \(bit) of header byte \(byte) flipped")
+            }
+
             var damaged = original
             for i in 4096..<(4096 + 4096) { damaged[i] = UInt8(truncatingIfNeeded: rng.next()) }
             Self.reset(path)

@@ -55,6 +55,17 @@ enum SQLiteStoreFile {
         guard pageSize >= 512, pageSize <= 65_536, pageSize & (pageSize - 1) == 0 else {
             throw SyncError(.corrupted, "'\(path)' has an invalid page size in its SQLite header")
         }
+        // The fields whose values the file format fixes (sqlite.org/fileformat2.html, 1.3):
+        // SQLite refuses a file that breaks one with a generic error ("unsupported file
+        // format"), which would otherwise surface as storageFailure, not as the damage it is.
+        let schemaCookie = bigEndian32(header, 40), schemaFormat = bigEndian32(header, 44), encoding = bigEndian32(header, 56)
+        let fixedFieldsHold = (1...2).contains(header[18]) && (1...2).contains(header[19])
+            && header[21] == 64 && header[22] == 32 && header[23] == 32
+            && ((1...4).contains(schemaFormat) || (schemaFormat == 0 && schemaCookie == 0))
+            && (encoding <= 3) && header[72..<92].allSatisfy { $0 == 0 }
+        guard fixedFieldsHold else {
+            throw SyncError(.corrupted, "'\(path)' has a SQLite header whose fixed fields (format versions, payload fractions, schema format, text encoding, reserved bytes) hold values no SQLite writes")
+        }
         let changeCounter = bigEndian32(header, 24)
         let pageCount = UInt64(bigEndian32(header, 28))
         let versionValidFor = bigEndian32(header, 92)
