@@ -32,6 +32,16 @@ public struct PushOperation: Sendable, Hashable {
         self.item = item
         self.baseVersion = baseVersion
     }
+
+    /// The record an applied insert or update stored, given what the remote added: its item's
+    /// fields under its item id. `nil` for a delete or an operation without an item, whose
+    /// applied record is the remote's copy, not one the operation carries. The server keeps
+    /// and sends only the added properties of an outcome that equals this, and the receiver
+    /// rebuilds it here.
+    package func storedRecord(version: String?, updatedAt: Timestamp?, deleted: Bool) -> Record? {
+        guard kind != .delete, let item else { return nil }
+        return Record(id: itemId, fields: item.fields, version: version, updatedAt: updatedAt, deleted: deleted)
+    }
 }
 
 /// What the remote did with one pushed operation.

@@ -80,9 +80,10 @@ extension OfflineSyncService {
             let value: Value
             switch outcome {
             case .applied(let record):
-                if let operation, operation.kind != .delete, operation.item != nil,
-                   record.id.utf8.elementsEqual(operation.itemId.utf8) {
-                    assert(Value.object(record.fields) == Value.object(operation.item?.fields ?? [:]), "an applied record that is not its item")
+                if let operation, record.id.utf8.elementsEqual(operation.itemId.utf8),
+                   operation.storedRecord(version: nil, updatedAt: nil, deleted: false) != nil {
+                    assert(operation.storedRecord(version: record.version, updatedAt: record.updatedAt, deleted: record.deleted) == record,
+                           "an applied record that is not its item")
                     let kept = Record(id: record.id, version: record.version, updatedAt: record.updatedAt, deleted: record.deleted)
                     self.init(id: id, outcome: Data(ValueCodec.encode(kept)), createdAt: createdAt)
                     return
@@ -119,11 +120,11 @@ extension OfflineSyncService {
             if let first = outcome.first, first != Self.objectTag {
                 let kept = try ValueCodec.decodeRecord(Array(outcome))
                 guard kept.fields.isEmpty else { throw SyncError(.corrupted, "a stored push outcome is unreadable") }
-                guard operation.kind != .delete, let item = operation.item, operation.itemId.utf8.elementsEqual(kept.id.utf8) else {
+                guard operation.itemId.utf8.elementsEqual(kept.id.utf8),
+                      let record = operation.storedRecord(version: kept.version, updatedAt: kept.updatedAt, deleted: kept.deleted) else {
                     return .rejected(reason: "operation id '\(operation.id)' was applied before as an insert or update of another item: an operation id names one operation", status: 409)
                 }
-                return .applied(Record(id: operation.itemId, fields: item.fields, version: kept.version,
-                                       updatedAt: kept.updatedAt, deleted: kept.deleted))
+                return .applied(record)
             }
             guard case .object(let object) = try ValueCodec.decode(Array(outcome)),
                   let kind = object[Key.kind.rawValue]?.stringValue.flatMap(Kind.init(rawValue:)) else {

@@ -173,9 +173,7 @@ extension Wire {
     /// Whether `record` is `operation`'s item as sent: the operation this result answers, an
     /// insert or update, with the same id and exactly the same fields.
     static func isEcho(_ record: Record, of operation: PushOperation, for result: PushResult) -> Bool {
-        guard operation.kind != .delete, let item = operation.item,
-              operation.id.utf8.elementsEqual(result.operationId.utf8),
-              record.id.utf8.elementsEqual(operation.itemId.utf8) else { return false }
-        return Value.object(record.fields) == Value.object(item.fields)
+        operation.id.utf8.elementsEqual(result.operationId.utf8)
+            && operation.storedRecord(version: record.version, updatedAt: record.updatedAt, deleted: record.deleted) == record
     }
 }

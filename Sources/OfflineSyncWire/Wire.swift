@@ -250,14 +250,15 @@ public enum Wire {
         }
         switch outcome {
         case "applied" where reader["record"] == nil:
-            guard let operation, operation.id.utf8.elementsEqual(id.utf8), operation.kind != .delete, let item = operation.item else {
+            guard reader["deleted"] != nil else { throw invalid(path, "'deleted' is missing") }
+            let version = try reader.optionalString("version")
+            let updatedAt = try reader.optionalInt("updatedAt").map(Timestamp.init(millisecondsSince1970:))
+            let deleted = try reader.optionalBool("deleted") ?? false
+            guard let operation, operation.id.utf8.elementsEqual(id.utf8),
+                  let record = operation.storedRecord(version: version, updatedAt: updatedAt, deleted: deleted) else {
                 throw invalid(path, "an applied result without its record answers only the insert or update it names")
             }
-            guard reader["deleted"] != nil else { throw invalid(path, "'deleted' is missing") }
-            return PushResult(operationId: id, outcome: .applied(Record(
-                id: operation.itemId, fields: item.fields, version: try reader.optionalString("version"),
-                updatedAt: try reader.optionalInt("updatedAt").map(Timestamp.init(millisecondsSince1970:)),
-                deleted: try reader.optionalBool("deleted") ?? false)))
+            return PushResult(operationId: id, outcome: .applied(record))
         case "applied": return PushResult(operationId: id, outcome: .applied(try record(try reader.required("record"), path: "\(path).record")))
         case "conflict": return PushResult(operationId: id, outcome: .conflict(serverRecord: try record(try reader.required("record"), path: "\(path).record")))
         case "rejected":
