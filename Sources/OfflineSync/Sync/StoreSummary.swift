@@ -98,9 +98,18 @@ public struct StoreSummary: Sendable, Hashable, Codable {
                     let n = try tx.count(in: SystemTables.operations, matching: OperationRow.field(.state) == .string(state.rawValue))
                     if n > 0 { byState[state.rawValue] = n }
                 }
+                // Operations a push chose are attempted although their rows still say pending.
+                let inFlight = names.contains(SystemTables.config) ? try InFlight.read(tx) : .none
+                if !inFlight.isEmpty {
+                    let marked = try tx.count(in: SystemTables.operations, matching: OperationRow.field(.state) == .string(OperationState.pending.rawValue)
+                        && .isIn(SystemField.id, inFlight.ids.map(Value.string)))
+                    byState[OperationState.pending.rawValue] = (byState[OperationState.pending.rawValue] ?? 0) - marked
+                    byState[OperationState.attempted.rawValue] = (byState[OperationState.attempted.rawValue] ?? 0) + marked
+                    if byState[OperationState.pending.rawValue] == 0 { byState[OperationState.pending.rawValue] = nil }
+                }
                 let first = try tx.records(in: SystemTables.operations, matching: Query(order: [OperationRow.sorted(.sequence)], limit: limit))
                 operations = try first.map { record in
-                    let op = try QueuedOperation(row: record)
+                    let op = inFlight.effective(try QueuedOperation(row: record))
                     return Operation(sequence: op.sequence, table: op.table, itemId: op.itemId, kind: op.kind.rawValue,
                                      state: op.state.rawValue, attempts: op.attempts, createdAt: op.createdAt.millisecondsSince1970)
                 }

@@ -7,15 +7,26 @@ extension SyncContext {
     /// queue holds only failed operations (and those waiting behind them).
     ///
     /// If the remote cannot be reached, throws and leaves every operation in the queue, in
-    /// order, unchanged except that the ones sent are marked attempted (the remote may have
-    /// applied them; they are resent with the same ids and never rewritten).
+    /// order, unchanged except that the ones chosen for sending are marked attempted (the
+    /// remote may have applied them; they are resent with the same ids and never rewritten).
     @discardableResult
     public func push() async throws -> PushSummary {
         try await tracked { try await self.pushLocked() }
     }
 
     func pushLocked() async throws -> PushSummary {
-        try await flagged(\.uploading) { try await self.pushBatches() }
+        try await flagged(\.uploading) {
+            do {
+                return try await self.pushBatches()
+            } catch {
+                // The batches chosen and not settled stay queued as attempted (the remote may
+                // have applied them): their rows say so from now on. If this write fails too,
+                // the marker stays, every reader still sees them attempted, and the next push
+                // or the next context opened on the store writes them.
+                _ = try? await self.observer.write { txn in try Outbox.writeInFlight(txn) }
+                throw error
+            }
+        }
     }
 
     private func pushBatches() async throws -> PushSummary {
@@ -43,7 +54,11 @@ extension SyncContext {
         }
         while true {
             if inFlight == nil {
-                let batch = try await markAttempted { txn in try Outbox.nextBatch(txn, limit: batchSize) }
+                let batch = try await markAttempted { txn in
+                    // A marker left by a push that could not write it after failing.
+                    try Outbox.writeInFlight(txn)
+                    return try Outbox.nextBatch(txn, limit: batchSize)
+                }
                 if batch.isEmpty { break }
                 inFlight = send(batch)
             }
@@ -130,7 +145,7 @@ extension SyncContext {
     }
 
     /// Chooses a batch with `select` and marks its operations attempted, in one transaction.
-    private func markAttempted(_ select: @escaping @Sendable (any LocalReadTransaction) throws -> [QueuedOperation]) async throws -> [QueuedOperation] {
+    private func markAttempted(_ select: @escaping @Sendable (any LocalWriteTransaction) throws -> [QueuedOperation]) async throws -> [QueuedOperation] {
         try await observer.write { txn in try Outbox.markAttempted(try select(txn), txn) }
     }
 }

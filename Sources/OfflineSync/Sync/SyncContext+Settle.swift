@@ -21,6 +21,7 @@ extension SyncContext {
         // operations is read once for the batch; an applied operation on any other item just
         // makes the local copy the remote's.
         let queuedBesides = try Outbox.itemsQueuedBesides(batch, txn)
+        let inFlight = try InFlight.read(txn)
         for operation in batch {
             guard let outcome = outcomes[operation.sendId] else { continue }
             result.settled += 1
@@ -28,7 +29,7 @@ extension SyncContext {
             case .applied(let server):
                 try Outbox.remove(operation, txn)
                 if queuedBesides.contains(Outbox.itemKey(operation)) {
-                    try adoptServerVersion(server, for: operation, txn: txn)
+                    try adoptServerVersion(server, for: operation, inFlight: inFlight, txn: txn)
                 } else {
                     try becomeRemote(server, for: operation, txn: txn)
                 }
@@ -47,7 +48,7 @@ extension SyncContext {
                     // A newer local edit keeps its old base: it meets the server's record as a
                     // conflict of its own instead of silently overwriting the change that won.
                     if try Outbox.latest(txn, table: operation.table, itemId: operation.itemId) == nil {
-                        try adoptServerVersion(server, for: operation, txn: txn)
+                        try adoptServerVersion(server, for: operation, inFlight: inFlight, txn: txn)
                     }
                 case .discardClient:
                     try Outbox.remove(operation, txn)
@@ -76,15 +77,19 @@ extension SyncContext {
                 }
             }
         }
+        try Outbox.endInFlight(batch, answered: { outcomes[$0.sendId] != nil }, txn)
         return result
     }
 
     /// After the remote settled an item: the next queued operation on it (if any) is rebased
     /// on the remote's version and the local copy keeps its pending fields; otherwise the
     /// local copy becomes the remote's record (or goes, for a tombstone).
-    static func adoptServerVersion(_ server: Record, for operation: QueuedOperation,
+    ///
+    /// `inFlight` is the push's marker as the caller read it in this transaction: whether the
+    /// next operation was already chosen for a push (then it is attempted, and not rebased).
+    static func adoptServerVersion(_ server: Record, for operation: QueuedOperation, inFlight: InFlight,
                                    txn: any LocalWriteTransaction) throws {
-        if var next = try Outbox.all(txn, table: operation.table, itemId: operation.itemId).first {
+        if var next = try Outbox.all(txn, table: operation.table, itemId: operation.itemId, inFlight: inFlight).first {
             if next.kind != .insert && next.state == .pending {
                 next.baseVersion = server.deleted ? nil : server.version
                 if server.deleted && next.kind == .update { next.kind = .insert }
@@ -180,7 +185,9 @@ extension SyncContext {
                     try Outbox.remove(operation, txn)
                     let hasLater = try Outbox.latest(txn, table: operation.table, itemId: operation.itemId) != nil
                     if case .takeServer = resolution, let server = error.serverRecord {
-                        if !hasLater { try SyncContext.adoptServerVersion(server, for: operation, txn: txn) }
+                        if !hasLater {
+                            try SyncContext.adoptServerVersion(server, for: operation, inFlight: try InFlight.read(txn), txn: txn)
+                        }
                     } else if !hasLater {
                         try txn.delete(id: operation.itemId, in: operation.table)
                     }

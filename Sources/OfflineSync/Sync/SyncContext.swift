@@ -36,7 +36,11 @@ public final class SyncContext: Sendable {
         self.broadcaster = SyncEventHub(limit: options.eventBufferLimit)
         self.observer = StoreObserver(store: store, externalChangeInterval: options.externalChangeInterval)
         try await SystemTables.define(in: store)
-        let synced = try await store.read { txn in try ConfigRow.pulledAtTimes(txn) }
+        let (synced, marked) = try await store.read { txn in (try ConfigRow.pulledAtTimes(txn), !(try InFlight.read(txn).isEmpty)) }
+        if marked {
+            // A push was killed with batches in flight: they are attempted from now on.
+            _ = try await observer.write { txn in try Outbox.writeInFlight(txn) }
+        }
         self.statusState = SyncStatusState(SyncStatus(lastSyncedAt: synced))
     }
 

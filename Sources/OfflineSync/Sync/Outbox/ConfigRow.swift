@@ -11,6 +11,8 @@ struct ConfigRow: StoredRow {
         /// When a pull of the table last reached its end (milliseconds since 1970); the key
         /// is ``pulledAtKey``.
         case pulledAt
+        /// The push's in-flight marker (``InFlight``): one row, under the outbox's table name.
+        case inFlight
     }
 
     var id: String

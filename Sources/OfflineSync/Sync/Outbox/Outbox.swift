@@ -6,34 +6,43 @@ import Foundation
 enum Outbox {
     // MARK: Reading
 
-    /// The newest queued operation on an item, if any.
+    /// The newest queued operation on an item, if any, amended as ``itemAndLatest(_:table:itemId:)`` amends it.
     static func latest(_ txn: any LocalReadTransaction, table: String, itemId: String) throws -> QueuedOperation? {
-        try txn.records(in: OperationRow.table, matching: latestQuery(table: table, itemId: itemId)).first.map(QueuedOperation.init(row:))
+        guard let latest = try txn.records(in: OperationRow.table, matching: latestQuery(table: table, itemId: itemId)).first
+            .map(QueuedOperation.init(row:)) else { return nil }
+        return latest.state == .pending ? try InFlight.read(txn).effective(latest) : latest
     }
 
-    /// An item's record and its newest queued operation, in one ``LocalReadTransaction/read(_:)``
-    /// (one round trip on a server-backed store): what every local write reads first.
+    /// An item's record and its newest queued operation (its state as the in-flight marker
+    /// amends it), in one ``LocalReadTransaction/read(_:)`` (one round trip on a
+    /// server-backed store): what every local write reads first. The marker is read only when
+    /// the operation's row says pending (an attempted or failed one is never rewritten
+    /// anyway; its attempt count may then lag the marker's by one, which no writer reads).
     static func itemAndLatest(_ txn: any LocalReadTransaction, table: String,
                               itemId: String) throws -> (item: Record?, latest: QueuedOperation?) {
         let answers = try txn.read([.record(table: table, id: itemId),
                                     .records(table: OperationRow.table, query: latestQuery(table: table, itemId: itemId))])
-        return (answers[0].first, try answers[1].first.map(QueuedOperation.init(row:)))
+        guard let latest = try answers[1].first.map(QueuedOperation.init(row:)) else { return (answers[0].first, nil) }
+        return (answers[0].first, latest.state == .pending ? try InFlight.read(txn).effective(latest) : latest)
     }
 
-    /// Every queued operation on an item, oldest first.
-    static func all(_ txn: any LocalReadTransaction, table: String, itemId: String) throws -> [QueuedOperation] {
+    /// Every queued operation on an item, oldest first, as `inFlight` amends them.
+    static func all(_ txn: any LocalReadTransaction, table: String, itemId: String, inFlight: InFlight) throws -> [QueuedOperation] {
         let query = Query(onItem(table: table, itemId: itemId), order: [OperationRow.sorted(.sequence)])
-        return try txn.records(in: OperationRow.table, matching: query).map(QueuedOperation.init(row:))
+        return try txn.records(in: OperationRow.table, matching: query).map { inFlight.effective(try QueuedOperation(row: $0)) }
     }
 
-    /// Every queued operation, in queue order.
+    /// Every queued operation, in queue order, as the in-flight marker amends them.
     static func all(_ txn: any LocalReadTransaction) throws -> [QueuedOperation] {
-        try txn.records(in: OperationRow.table, matching: Query(order: [OperationRow.sorted(.sequence)])).map(QueuedOperation.init(row:))
+        let inFlight = try InFlight.read(txn)
+        return try txn.records(in: OperationRow.table, matching: Query(order: [OperationRow.sorted(.sequence)]))
+            .map { inFlight.effective(try QueuedOperation(row: $0)) }
     }
 
-    /// The operation with local id `id`, if it is still queued.
+    /// The operation with local id `id`, if it is still queued, as the in-flight marker amends it.
     static func operation(_ txn: any LocalReadTransaction, id: String) throws -> QueuedOperation? {
-        try txn.record(in: OperationRow.table, id: id).map(QueuedOperation.init(row:))
+        guard let operation = try txn.record(in: OperationRow.table, id: id).map(QueuedOperation.init(row:)) else { return nil }
+        return try InFlight.read(txn).effective(operation)
     }
 
     /// Whether nothing is queued (failed operations count as queued).
@@ -125,17 +134,6 @@ enum Outbox {
     /// Takes `operation` off the queue.
     static func remove(_ operation: QueuedOperation, _ txn: any LocalWriteTransaction) throws {
         try txn.delete(id: operation.id, in: OperationRow.table)
-    }
-
-    /// Marks `batch` attempted (it may be applied from now on) and returns it so.
-    static func markAttempted(_ batch: [QueuedOperation], _ txn: any LocalWriteTransaction) throws -> [QueuedOperation] {
-        var batch = batch
-        for index in batch.indices {
-            batch[index].state = .attempted
-            batch[index].attempts += 1
-            try save(batch[index], txn)
-        }
-        return batch
     }
 
     /// Marks `operation` failed and records why; later operations on its item wait behind it.
