@@ -237,7 +237,11 @@ def report(args, crash, members, converge, shared, sweep, attacks):
                  ("writer operations (pulled by the client)", f.get("writer_steps")), ("lost", f.get("lost")),
                  ("duplicated", f.get("duplicated")), ("wrong values", f.get("wrong_values")), ("unexpected rows", f.get("unexpected_rows")),
                  ("false conflicts", f.get("false_conflicts")), ("left queued after the drain", f.get("pending_after_drain")),
-                 ("client/server differences", f.get("pull_mismatches")), ("seconds", "%.0f" % f["seconds"] if "seconds" in f else None)]
+                 ("client/server differences", f.get("pull_mismatches"))]
+        if f.get("marker_kills"):
+            rows += [("kills that left the push's in-flight marker", f.get("marker_kills")),
+                     ("marked operations checked written after the restart", f.get("marker_operations_checked"))]
+        rows += [("seconds", "%.0f" % f["seconds"] if "seconds" in f else None)]
         lines += ["| figure | value |", "|---|---:|"] + ["| %s | %s |" % (k, "—" if v is None else v) for k, v in rows] + [""]
     if crash["status"] != 0:
         lines += ["**The crash trials failed** (exit %d):" % crash["status"], "", "```", crash["tail"].strip(), "```", ""]

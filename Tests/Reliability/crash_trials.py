@@ -49,7 +49,14 @@ drains (`--drain --sync --dump`) through the disarmed proxy, and the harness che
   4. the client's local table equals the server's rows (no pulled row skipped);
   5. the kills cut the work short (not every step was acknowledged before the final run),
      and every armed phase was reached in at least one trial;
-  6. the server exits 0 on SIGTERM.
+  6. the server exits 0 on SIGTERM;
+  7. (client-sqlite) the push's in-flight marker: a push marks the operations it chose in one
+     `__config` row instead of rewriting them as attempted, and a context opened on a store a
+     killed push left marked writes them attempted. After every kill the harness reads the
+     store file (read-only) for the marker; the before-send, after-send and mid-response kills
+     land while a push is in flight, so they leave one. After the next run of the client each
+     operation it listed must be settled (gone) or attempted with at least one more attempt,
+     and at least one kill must have left a marker.
 A client or server that exits by itself during the trials (a crash) also fails the run.
 
 How to run it
@@ -86,6 +93,7 @@ import select
 import shutil
 import signal
 import socket
+import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -656,7 +664,11 @@ class ConfigRun:
             "pending_after_drain": None, "pull_mismatches": None, "server_exit_status": None,
             "proxy_exchanges": {}, "seconds": 0.0, "trial_seconds": 0.0, "final_seconds": 0.0,
             "trial_log": [],
+            "marker_kills": 0, "marker_operations_checked": None,
         }
+        # client-sqlite only: the push's in-flight marker a kill left, checked after the next run.
+        self.marker_left = None
+        self.client_file = None
 
     # -- helpers
 
@@ -791,7 +803,8 @@ class ConfigRun:
         os.makedirs(data)
         server_store = self.schema("srv") if self.server_kind == "postgres" else None
         if self.client_kind == "sqlite":
-            store = "sqlite://" + os.path.join(tmp, "client.sqlite")
+            self.client_file = os.path.join(tmp, "client.sqlite")
+            store = "sqlite://" + self.client_file
         elif self.client_kind == "lmdb":
             os.makedirs(os.path.join(tmp, "client-lmdb"))
             store = "lmdb://" + os.path.join(tmp, "client-lmdb")
@@ -970,6 +983,9 @@ class ConfigRun:
             self.server.check_alive(f"during trial {trial}")
             if not self.server.running():
                 self.restart_server()
+            marker = self.check_marker(phase)
+            if marker:
+                outcome += f" (left {marker} operations marked in flight)"
             self.figures["trial_log"].append({
                 "trial": trial, "phase": phase, "sync": sync, "acks_before": before, "acks_after": count_acks(acks),
                 "until_step": target, "server_kill": kill_server_too, "last_chance": last_chance, "outcome": outcome})
@@ -1001,6 +1017,10 @@ class ConfigRun:
                                  label="drain")
         drained = self.finish(proc, "the client's drain")
         self.figures["final_seconds"] = round(time.monotonic() - final_started, 2)
+        self.check_marker(None)
+        if self.client_file is not None and self.figures["marker_kills"] == 0:
+            self.failures.append("7. no kill left the push's in-flight marker in the client's store: "
+                                 "the kills never reached the recovery at open")
         self.verify(acks, writer_acks, drained, dump, acked_before)
 
         self.server.check_alive("at the end")
@@ -1008,6 +1028,63 @@ class ConfigRun:
         self.figures["server_exit_status"] = status
         if status != 0:
             self.failures.append(f"6. the server did not exit 0 on SIGTERM (status {status}):\n" + tail(self.server.log))
+
+    def read_marker(self):
+        """The client-sqlite store's in-flight marker (ids) and its operations' rows (id: (state,
+        attempts)), read through a read-only connection (which never checkpoints the WAL)."""
+        uri = "file:" + urllib.request.pathname2url(self.client_file) + "?mode=ro"
+        connection = sqlite3.connect(uri, uri=True, timeout=30)
+        try:
+            row = connection.execute('SELECT "f_value" FROM "__config" WHERE "f_table" = ? AND "f_key" = ?',
+                                     ("__operations", "inFlight")).fetchone()
+            ids = [i for i in row[0].split("\n") if i] if row and row[0] else []
+            rows = {}
+            for start in range(0, len(ids), 500):
+                chunk = ids[start:start + 500]
+                query = ('SELECT "id", "f_state", "f_attempts" FROM "__operations" WHERE "id" IN (' +
+                         ",".join("?" * len(chunk)) + ")")
+                for op_id, state, attempts in connection.execute(query, chunk):
+                    rows[op_id] = (state, attempts)
+            return ids, rows
+        finally:
+            connection.close()
+
+    def check_marker(self, phase):
+        """Check 7 (client-sqlite): the operations a killed push left marked in flight are, after the
+        next run of the client on the store, settled (gone) or written attempted with one more
+        attempt — the recovery at open (or the next push's first choice) ran. Returns how many
+        operations this kill left marked."""
+        if self.client_file is None or not os.path.exists(self.client_file):
+            return 0
+        ids, rows = self.read_marker()
+        if self.marker_left is not None:
+            left_rows = self.marker_left
+            self.marker_left = None
+            now = {}
+            connection = sqlite3.connect("file:" + urllib.request.pathname2url(self.client_file) + "?mode=ro",
+                                         uri=True, timeout=30)
+            try:
+                for op_id, (state, attempts) in left_rows.items():
+                    found = connection.execute('SELECT "f_state", "f_attempts" FROM "__operations" WHERE "id" = ?',
+                                               (op_id,)).fetchone()
+                    if found is not None:
+                        now[op_id] = found
+            finally:
+                connection.close()
+            checked = self.figures["marker_operations_checked"] or 0
+            self.figures["marker_operations_checked"] = checked + len(left_rows)
+            for op_id, (state, attempts) in left_rows.items():
+                if op_id not in now:
+                    continue                      # settled by the next run
+                new_state, new_attempts = now[op_id]
+                if new_state != "attempted" or (new_attempts or 0) < (attempts or 0) + 1:
+                    self.failures.append(f"7. operation {op_id}, left marked in flight by a kill, reads "
+                                         f"{new_state}/{new_attempts} after the next run (was {state}/{attempts}): "
+                                         "the marker was not written at the restart")
+        if ids and phase is not None:
+            self.figures["marker_kills"] += 1
+            self.marker_left = rows
+        return len(ids)
 
     def wait_action(self, action, proc):
         deadline = time.monotonic() + PHASE_TIMEOUT
@@ -1241,6 +1318,9 @@ def main():
                     f"lost {figures['lost']}, duplicated {figures['duplicated']}, unexpected {figures['unexpected_rows']}, "
                     f"false conflicts {figures['false_conflicts']}, pending {figures['pending_after_drain']}, "
                     f"pull mismatches {figures['pull_mismatches']}")
+            if figures["marker_operations_checked"] is not None or figures["marker_kills"]:
+                line += (f"; in-flight markers left by {figures['marker_kills']} kills, "
+                         f"{figures['marker_operations_checked'] or 0} marked operations checked after the restart")
             print(line, flush=True)
             if run.failures:
                 failed.append(config)
