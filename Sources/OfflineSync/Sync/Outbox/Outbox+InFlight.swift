@@ -31,7 +31,11 @@ struct InFlight: Sendable {
     /// The marker in the store (empty when there is none).
     static func read(_ txn: any LocalReadTransaction) throws -> InFlight {
         guard let value = try ConfigRow.value(txn, table: table, key: key) else { return .none }
-        return InFlight(ids: Set(value.split(separator: "\n").map(String.init)))
+        // Split on the byte, not the Character: `String.split` segments graphemes, which made
+        // reading a 2,000-id marker 7% of a push's client thread.
+        var ids = Set<String>()
+        for line in value.utf8.split(separator: 10) { ids.insert(String(Substring(line))) }
+        return InFlight(ids: ids)
     }
 
     /// Whether an id can be marked: the marker separates ids by line feeds. The core's ids are
