@@ -8,7 +8,7 @@ extension UUID {
     /// The core makes one per queued operation. On Linux `UUID()` opens, reads and closes
     /// `/dev/urandom` for every call, and `SystemRandomNumberGenerator` makes one `getrandom`
     /// call per 8 bytes (two per UUID: 3% of a local insert's time in `perf`); the bytes are
-    /// drawn 4 KiB at a time instead (``RandomPool``).
+    /// drawn 4 KiB at a time instead, from one pool per process.
     public static func random() -> UUID {
         var bytes = RandomPool.shared.next16()
         return withUnsafeMutableBytes(of: &bytes) { raw in
@@ -20,9 +20,10 @@ extension UUID {
     }
 }
 
-/// Bytes from `SystemRandomNumberGenerator`, fetched 4 KiB per refill and handed out once each.
+/// Random bytes from the standard library's source (the one `SystemRandomNumberGenerator` uses),
+/// fetched 4 KiB per refill and handed out once each.
 ///
-/// The bytes are as unpredictable as the generator's (the pool only changes how many a system
+/// The bytes are as unpredictable as that source's (the pool only changes how many one system
 /// call fetches), and none is handed out twice within a process. A child made by `fork()`
 /// without `exec` would inherit the rest of the parent's pool: nothing in this package forks
 /// that way (its child processes are new executables).
@@ -39,8 +40,7 @@ final class RandomPool: Sendable {
     func next16() -> (UInt64, UInt64) {
         state.withLock { state in
             if state.used + 2 > state.words.count {
-                let generator = SystemRandomNumberGenerator()
-                state.words.withUnsafeMutableBytes { generator.fill($0) }
+                state.words.withUnsafeMutableBytes { swiftStdlibRandom($0.baseAddress!, $0.count) }
                 state.used = 0
             }
             defer { state.used += 2 }
@@ -55,11 +55,3 @@ final class RandomPool: Sendable {
 /// the core reaches it by name because it imports no C module.
 @_silgen_name("swift_stdlib_random")
 private func swiftStdlibRandom(_ buffer: UnsafeMutableRawPointer, _ count: Int)
-
-private extension SystemRandomNumberGenerator {
-    /// Fills `buffer` with random bytes in one call to the source `next()` uses.
-    func fill(_ buffer: UnsafeMutableRawBufferPointer) {
-        guard let base = buffer.baseAddress else { return }
-        swiftStdlibRandom(base, buffer.count)
-    }
-}
