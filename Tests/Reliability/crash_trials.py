@@ -1035,6 +1035,8 @@ class ConfigRun:
         uri = "file:" + urllib.request.pathname2url(self.client_file) + "?mode=ro"
         connection = sqlite3.connect(uri, uri=True, timeout=30)
         try:
+            if connection.execute("SELECT 1 FROM sqlite_master WHERE name = '__config'").fetchone() is None:
+                return [], {}                     # killed before the context defined its tables
             row = connection.execute('SELECT "f_value" FROM "__config" WHERE "f_table" = ? AND "f_key" = ?',
                                      ("__operations", "inFlight")).fetchone()
             ids = [i for i in row[0].split("\n") if i] if row and row[0] else []
