@@ -1029,11 +1029,16 @@ class ConfigRun:
         if status != 0:
             self.failures.append(f"6. the server did not exit 0 on SIGTERM (status {status}):\n" + tail(self.server.log))
 
+    def read_only(self):
+        """A read-only connection to the client-sqlite store (it never checkpoints the WAL, so
+        the file stays as the kill left it)."""
+        uri = "file:" + urllib.request.pathname2url(self.client_file) + "?mode=ro"
+        return sqlite3.connect(uri, uri=True, timeout=30)
+
     def read_marker(self):
         """The client-sqlite store's in-flight marker (ids) and its operations' rows (id: (state,
-        attempts)), read through a read-only connection (which never checkpoints the WAL)."""
-        uri = "file:" + urllib.request.pathname2url(self.client_file) + "?mode=ro"
-        connection = sqlite3.connect(uri, uri=True, timeout=30)
+        attempts))."""
+        connection = self.read_only()
         try:
             if connection.execute("SELECT 1 FROM sqlite_master WHERE name = '__config'").fetchone() is None:
                 return [], {}                     # killed before the context defined its tables
@@ -1063,8 +1068,7 @@ class ConfigRun:
             left_rows = self.marker_left
             self.marker_left = None
             now = {}
-            connection = sqlite3.connect("file:" + urllib.request.pathname2url(self.client_file) + "?mode=ro",
-                                         uri=True, timeout=30)
+            connection = self.read_only()
             try:
                 for op_id, (state, attempts) in left_rows.items():
                     found = connection.execute('SELECT "f_state", "f_attempts" FROM "__operations" WHERE "id" = ?',

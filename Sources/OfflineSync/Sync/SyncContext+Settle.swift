@@ -77,7 +77,7 @@ extension SyncContext {
                 }
             }
         }
-        try Outbox.endInFlight(batch, answered: { outcomes[$0.sendId] != nil }, txn)
+        try Outbox.endInFlight(batch, answered: { outcomes[$0.sendId] != nil }, inFlight: inFlight, txn)
         return result
     }
 

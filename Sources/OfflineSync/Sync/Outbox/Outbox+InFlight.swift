@@ -89,10 +89,11 @@ extension Outbox {
 
     /// Ends `batch`'s time in flight after it was settled: an operation the remote did not
     /// answer (still queued, its row untouched by the settle) is written as attempted, and the
-    /// batch's ids leave the marker.
-    static func endInFlight(_ batch: [QueuedOperation], answered: (QueuedOperation) -> Bool,
+    /// batch's ids leave the marker. `inFlight` is the marker as read in this transaction
+    /// (a settle does not change it).
+    static func endInFlight(_ batch: [QueuedOperation], answered: (QueuedOperation) -> Bool, inFlight: InFlight,
                             _ txn: any LocalWriteTransaction) throws {
-        var inFlight = try InFlight.read(txn)
+        var inFlight = inFlight
         for operation in batch where !answered(operation) && inFlight.contains(operation.id) {
             try save(operation, txn)
         }
