@@ -33,6 +33,14 @@ public protocol LocalWriteTransaction: LocalReadTransaction {
     /// Inserts or replaces the record with this id, after validating it against the
     /// table's schema (``TableSchema/validate(_:)``).
     func upsert(_ record: Record, in table: String) throws
+    /// Inserts or replaces each record, in order, as one ``upsert(_:in:)-(Record,_)`` call per
+    /// record would: a record whose id an earlier one in the array has replaces it, and a
+    /// failure part-way may leave the records before the failing one written (throwing out of
+    /// the transaction's closure rolls them back with the rest). An adapter that writes many
+    /// rows with one statement does so here (SQLite: multi-row `INSERT … ON CONFLICT`); the
+    /// default makes the calls. The sync server writes a pushed batch's rows and outcomes
+    /// this way.
+    func upsert(_ records: [Record], in table: String) throws
     /// Deletes the record with this id; returns whether it existed.
     @discardableResult
     func delete(id: String, in table: String) throws -> Bool
@@ -85,6 +93,14 @@ extension LocalStore {
     /// `nil`: this adapter does not see commits made elsewhere; observations see only the
     /// commits of their own process.
     public func externalChangeToken() async throws -> UInt64? { nil }
+}
+
+extension LocalWriteTransaction {
+    /// One ``upsert(_:in:)-(Record,_)`` per record, in order (adapters written before this
+    /// requirement keep compiling).
+    public func upsert(_ records: [Record], in table: String) throws {
+        for record in records { try upsert(record, in: table) }
+    }
 }
 
 extension LocalReadTransaction {

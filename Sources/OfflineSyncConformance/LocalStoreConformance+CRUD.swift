@@ -62,6 +62,61 @@ extension LocalStoreConformance {
             let q = try await must(await store.read { tx in try tx.record(in: "people", id: "q") }, "reading q")
             try expectRecord(q, Record(id: "q", fields: ["age": 4]), "the last upsert in a transaction wins")
         },
+        ConformanceCase("upsertMany") { ctx in
+            // `upsert(_ records:in:)`, whatever statements the adapter writes them with: a batch
+            // of an odd size (no power of two, past any one statement's rows), ids repeated in
+            // the batch (the later wins), rows it replaces, system properties and undeclared
+            // fields, a table wide enough that one statement holds few rows, and a batch with
+            // an invalid record that, thrown out of the transaction, leaves nothing.
+            let store = try await ctx.open()
+            try await must(await store.defineTable(CRUDFixtures.people), "defining people")
+            let wide = TableSchema("wide", fields: (0..<40).map { FieldDefinition("f\($0)", $0 % 2 == 0 ? .string : .int) })
+            try await must(await store.defineTable(wide), "defining a table of 40 fields")
+            func person(_ i: Int, _ round: Int) -> Record {
+                var record = Record(id: "p\(i)", fields: ["name": .string("n\(i)-\(round)"), "age": .int(Int64(i * 10 + round))])
+                if i % 3 == 0 { record["note"] = .string("undeclared \(i)") }
+                if i % 5 == 0 { record.version = "v\(round)"; record.updatedAt = Timestamp(millisecondsSince1970: Int64(i)) }
+                if i % 7 == 0 { record.deleted = true }
+                return record
+            }
+            let before = (150..<160).map { person($0, 0) }
+            try await must(await store.write { tx in for record in before { try tx.upsert(record, in: "people") } }, "writing ten records one by one")
+            // 0..<160 (replacing the ten above), each of 0..<40 followed at once by its second
+            // round (a repeat inside one statement), and 0..<3 a third time at the end (a repeat
+            // across statements): 203 records.
+            let batch = (0..<160).flatMap { $0 < 40 ? [person($0, 1), person($0, 2)] : [person($0, 1)] } + (0..<3).map { person($0, 3) }
+            let rows = (0..<40).map { i in
+                Record(id: "w\(i)", fields: Dictionary(uniqueKeysWithValues: wide.fields.enumerated().map { position, field in
+                    (field.name, field.type == .string ? Value.string("\(i)/\(position)") : Value.int(Int64(i * 100 + position)))
+                }))
+            }
+            try await must(await store.write { tx in
+                try tx.upsert([], in: "people")
+                try tx.upsert(batch, in: "people")
+                try tx.upsert(rows, in: "wide")
+            }, "upserting 203 people and 40 wide rows in one call each")
+            let expected = (0..<160).map { person($0, $0 < 3 ? 3 : $0 < 40 ? 2 : 1) }
+            let (people, count, wideBack) = try await must(await store.read { tx in
+                (try tx.records(in: "people", matching: .all), try tx.count(in: "people", matching: .all),
+                 try tx.records(in: "wide", matching: .all))
+            }, "reading them back")
+            try expectEqual(count, 160, "one record per id after a batch that repeats ids")
+            try expectRecords(people, expected.sorted { Value.utf8Less($0.id, $1.id) }, "the batch's records, the later of a repeated id winning")
+            try expectRecords(wideBack, rows.sorted { Value.utf8Less($0.id, $1.id) }, "40 rows of 40 fields")
+            var invalid = batch.prefix(70).map { record -> Record in
+                var changed = record
+                changed["name"] = "changed"
+                return changed
+            }
+            invalid[65]["age"] = "not an int"
+            let refused = invalid
+            try await expectThrows(.typeMismatch, "a batch with a string in the declared int field of its 66th record") {
+                try await store.write { tx in try tx.upsert(refused, in: "people") }
+            }
+            let changed = try await must(await store.read { tx in try tx.count(in: "people", matching: Field("name") == "changed") },
+                                         "counting after the refused batch")
+            try expectEqual(changed, 0, "a batch thrown out of its transaction writes nothing")
+        },
         ConformanceCase("delete") { ctx in
             let store = try await ctx.open()
             try await must(await store.defineTable(CRUDFixtures.people), "defining people")

@@ -17,15 +17,18 @@ extension OfflineSyncService {
     ///   logs (own and group) learn of the change in the same transaction.
     ///
     /// `rows` answers the operation's own row (the batch read it with the others; the
-    /// operation is its `index`) and learns what this operation writes to it.
+    /// operation is its `index`) and learns what this operation writes to it. An owner-only
+    /// row is written through `pending`; an operation that reads the store itself writes
+    /// `pending` out first (see ``PendingWrites``).
     func apply(_ operation: PushOperation, claims: Claims, schema: TableSchema, now: Timestamp,
-               txn: any LocalWriteTransaction, rows: inout BatchReads, index: Int, clocks: inout TableClocks,
-               effects: inout SharedEffects) throws -> PushOutcome {
+               txn: any LocalWriteTransaction, rows: inout BatchReads, index: Int, pending: inout PendingWrites,
+               clocks: inout TableClocks, effects: inout SharedEffects) throws -> PushOutcome {
         do { try Names.validateId(operation.itemId) } catch let error as SyncError {
             return .rejected(reason: error.message, status: 400)
         }
         let table = operation.table, item = operation.itemId
         let shared = isShared(table)
+        if shared || !rows.holdsRow(of: index) { try pending.flush(txn) }
         let id = shared ? item : Self.rowId(owner: claims.identity, item: item)
         // Built only when it is the answer: most operations are allowed.
         var forbidden: PushOutcome {
@@ -80,7 +83,7 @@ extension OfflineSyncService {
         let applied = PushOutcome.applied(Record(id: item, fields: publicFields, version: row.version,
                                                  updatedAt: row.updatedAt, deleted: row.deleted))
         guard shared else {
-            try txn.upsert(row, in: table)
+            try pending.add(row, in: table, txn)
             rows.wrote(row, by: index)
             return applied
         }

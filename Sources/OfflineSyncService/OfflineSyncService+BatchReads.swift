@@ -78,6 +78,10 @@ extension OfflineSyncService {
             return rows[slot]
         }
 
+        /// Whether operation `index`'s row was read here (``row(of:in:id:_:)`` reads the store
+        /// otherwise).
+        func holdsRow(of index: Int) -> Bool { rowSlots[index] != nil }
+
         /// Notes the row operation `index` wrote.
         mutating func wrote(_ row: Record, by index: Int) {
             if let slot = rowSlots[index] { rows[slot] = row }

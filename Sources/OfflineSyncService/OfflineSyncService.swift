@@ -253,6 +253,7 @@ public final class OfflineSyncService: Sendable {
             results.reserveCapacity(operations.count)
             let now = Timestamp.now()
             var known = try BatchReads(outcomes: keys, rows: wanted, txn)
+            var pending = PendingWrites()
             for (index, operation) in operations.enumerated() {
                 defer { known.finished(index) }
                 if let stored = known.outcome(of: index) {
@@ -264,13 +265,14 @@ public final class OfflineSyncService: Sendable {
                     outcome = .rejected(reason: reason, status: 404)
                 } else {
                     outcome = try self.apply(operation, claims: claims, schema: schemas[operation.table]!, now: now, txn: txn,
-                                             rows: &known, index: index, clocks: &clocks, effects: &effects)
+                                             rows: &known, index: index, pending: &pending, clocks: &clocks, effects: &effects)
                 }
                 let stored = OutcomeRow(id: keys[index], outcome: outcome, answering: operation, createdAt: now)
-                try stored.save(txn)
+                try pending.add(stored.record(), in: OutcomeRow.table, txn)
                 known.stored(stored, by: index)
                 results.append(PushResult(operationId: operation.id, outcome: outcome))
             }
+            try pending.flush(txn)
             for (table, clock) in clocks { try clock.row(table: table).save(txn) }
             return (PushReport(results: results, viewsChanged: effects.identities, groupsChanged: effects.groups,
                                regrouped: effects.regrouped), effects.converting)

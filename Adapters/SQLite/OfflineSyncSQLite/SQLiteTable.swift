@@ -34,6 +34,12 @@ final class SQLiteTable {
     let sumColumn: Int32
     let selectByID: SQLiteSQL
     let upsert: SQLiteSQL
+    /// The upserts of several rows in one statement: entry `k` writes `2^k` rows (entry 0 is
+    /// ``upsert``), up to ``rowsPerUpsert``. Powers of two, so a batch of any size is a few
+    /// cached statements — SQLite prepares each once per connection — instead of one
+    /// statement text per size. One statement for many rows opens the table's and indexes'
+    /// cursors and runs the statement's setup once, not per row.
+    let upserts: [SQLiteSQL]
     let deleteByID: SQLiteSQL
 
     /// Every declared field's name with a placeholder value, and each name's index in it:
@@ -63,12 +69,29 @@ final class SQLiteTable {
         let placeholders = (1...columns.count).map { "?\($0)" }.joined(separator: ", ")
         let updates = columns.dropFirst().map { "\($0) = excluded.\($0)" }.joined(separator: ", ")
         upsert = SQLiteSQL("INSERT INTO \(sqlName) (\(selectList)) VALUES (\(placeholders)) ON CONFLICT(\"id\") DO UPDATE SET \(updates)")
+        var upserts = [upsert]
+        let row = "(" + Array(repeating: "?", count: columns.count).joined(separator: ", ") + ")"
+        while 1 << upserts.count <= Self.rowsPerUpsert(columns: columns.count) {
+            let rows = Array(repeating: row, count: 1 << upserts.count).joined(separator: ", ")
+            upserts.append(SQLiteSQL("INSERT INTO \(sqlName) (\(selectList)) VALUES \(rows) ON CONFLICT(\"id\") DO UPDATE SET \(updates)"))
+        }
+        self.upserts = upserts
         deleteByID = SQLiteSQL("DELETE FROM \(sqlName) WHERE \"id\" = ?1")
         var template = [String: Value](minimumCapacity: schema.fields.count)
         for field in schema.fields { template[field.name] = .null }
         // As many keys as fields: every name is its own key, so each has an index.
         fieldTemplate = template.count == schema.fields.count
             ? (template, schema.fields.compactMap { template.index(forKey: $0.name) }) : nil
+    }
+
+    /// The most rows one statement of ``upserts`` writes for a table of `columns` columns: 64,
+    /// or fewer so that the statement has at most 999 parameters, the least any SQLite build
+    /// allows (`SQLITE_MAX_VARIABLE_NUMBER`); at least 1. Past a few dozen rows a longer
+    /// statement saves nothing measurable and costs its text and its prepared program.
+    static func rowsPerUpsert(columns: Int) -> Int {
+        var rows = 64
+        while rows > 1 && rows * columns > 999 { rows /= 2 }
+        return rows
     }
 
     /// `CREATE TABLE` for this layout under the quoted name `sqlName` — exactly as SQLite keeps

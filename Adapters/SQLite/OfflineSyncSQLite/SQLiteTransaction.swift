@@ -202,6 +202,26 @@ final class SQLiteWriteTransaction: SQLiteReadTransaction, LocalWriteTransaction
         try live().execute(info.upsert, info.bindings(for: record))
     }
 
+    /// Validates every record, then writes them with as few statements of
+    /// ``SQLiteTable/upserts`` as the count allows (the largest first). A later row with an
+    /// earlier row's id updates it within the same statement, as separate upserts would.
+    func upsert(_ records: [Record], in table: String) throws {
+        let info = try self.table(table)
+        for record in records { try info.schema.validate(record) }
+        let connection = try live()
+        var start = records.startIndex
+        var bindings: [SQLiteValue] = []
+        while start < records.endIndex {
+            var level = info.upserts.count - 1
+            while 1 << level > records.endIndex - start { level -= 1 }
+            let end = start + 1 << level
+            bindings.removeAll(keepingCapacity: true)
+            for record in records[start..<end] { bindings += info.bindings(for: record) }
+            try connection.execute(info.upserts[level], bindings)
+            start = end
+        }
+    }
+
     @discardableResult
     func delete(id: String, in table: String) throws -> Bool {
         let info = try self.table(table)

@@ -48,6 +48,16 @@ final class TrackedWriteTransaction: LocalWriteTransaction {
         }
     }
 
+    func upsert(_ records: [Record], in table: String) throws {
+        try base.upsert(records, in: table)
+        note(table) { touched in
+            for record in records {
+                touched.written[record.id] = record
+                touched.deleted.remove(record.id)
+            }
+        }
+    }
+
     @discardableResult
     func delete(id: String, in table: String) throws -> Bool {
         let existed = try base.delete(id: id, in: table)

@@ -1,0 +1,103 @@
+import Foundation
+import OfflineSync
+import OfflineSyncService
+import OfflineSyncStoreKit
+import OfflineSyncSQLite
+import OfflineSyncTestSupport
+import Testing
+
+/// A pushed batch writes its owner-only rows and its outcomes in chunks after deciding them
+/// (`PendingWrites`), and writes them out before any operation that reads the store itself.
+/// One batch that crosses several chunks, repeats items and an operation id, refuses an
+/// operation and puts shared operations between owner-only ones must leave the same rows and
+/// answers on SQLite (multi-row statements) as on the in-memory store (one upsert per row),
+/// and a replay must be answered with exactly the first answers.
+@Suite("A pushed batch's deferred writes")
+struct PushBatchWriteTests {
+    static func batch() -> [PushOperation] {
+        func op(_ id: String, _ table: String, _ item: String, _ kind: OperationKind, _ fields: [String: Value]?) -> PushOperation {
+            PushOperation(id: id, table: table, itemId: item, kind: kind, item: fields.map { Record(id: item, fields: $0) }, baseVersion: nil)
+        }
+        var operations: [PushOperation] = []
+        for i in 0..<150 {
+            operations.append(op("ins-\(i)", "notes", "n\(i)", .insert, ["text": .string("first \(i)"), "n": .int(Int64(i))]))
+            // A shared list (its rules read the store) between owner-only writes, and a
+            // membership of that list naming its owner, so the list's todo can be written.
+            if i == 70 { operations.append(op("list", "lists", "L", .insert, ["name": "groceries"])) }
+            if i == 71 { operations.append(op("member", "list_members", "m-L", .insert, ["list_id": "L", "user_id": "alice"])) }
+            if i == 72 { operations.append(op("todo", "todos", "t1", .insert, ["list_id": "L", "title": "milk"])) }
+        }
+        // Items the batch inserted, changed again in the same batch (the later write wins).
+        for i in stride(from: 0, to: 150, by: 7) {
+            operations.append(op("upd-\(i)", "notes", "n\(i)", .update, ["text": .string("second \(i)")]))
+        }
+        operations.append(op("del-3", "notes", "n3", .delete, nil))
+        // An operation id sent twice in one batch, and an update of an item that does not exist.
+        operations.append(op("ins-5", "notes", "n5", .insert, ["text": "first 5", "n": 5]))
+        operations.append(op("upd-missing", "notes", "nowhere", .update, ["text": "x"]))
+        return operations
+    }
+
+    /// The batch pushed twice by alice; the answers and her rows of every table.
+    static func push(on store: any LocalStore) async throws -> (first: [PushResult], replay: [PushResult], rows: [String: [Record]]) {
+        let service = try await OfflineSyncService(store: store, rules: sharedListsRules(ownerReadsMembers: false))
+        let alice = service.remote(for: "alice")
+        let first = try await alice.push(batch())
+        let replay = try await alice.push(batch())
+        var rows: [String: [Record]] = [:]
+        for table in ["notes", "lists", "list_members", "todos"] {
+            var cursor: String?
+            repeat {
+                let page = try await alice.pull(PullRequest(table: table, cursor: cursor))
+                rows[table, default: []] += page.records
+                cursor = page.remaining > 0 ? page.nextCursor : nil
+            } while cursor != nil
+        }
+        try await store.close()
+        return (first, replay, rows)
+    }
+
+    /// A result with its record's version and stamp taken out: the two stores' epochs differ.
+    static func comparable(_ result: PushResult) -> String {
+        func strip(_ record: Record) -> Record { Record(id: record.id, fields: record.fields, deleted: record.deleted) }
+        switch result.outcome {
+        case .applied(let record): return "\(result.operationId) applied \(strip(record))"
+        case .conflict(let record): return "\(result.operationId) conflict \(strip(record))"
+        case let .rejected(reason, status): return "\(result.operationId) rejected \(status.map(String.init) ?? "-") \(reason)"
+        }
+    }
+
+    @Test("SQLite's multi-row writes leave what one upsert per row leaves, and a replay gets the first answers")
+    func sameAsOneByOne() async throws {
+        try await withTemporaryDirectory { directory in
+            let sqlite = try await Self.push(on: try await SQLiteStore(path: directory.appendingPathComponent("server.sqlite").path))
+            let memory = try await Self.push(on: InMemoryStore())
+            let operations = Self.batch()
+            #expect(sqlite.first.map(\.operationId) == operations.map(\.id))
+            #expect(sqlite.replay == sqlite.first, "a replayed batch is answered with its first answers, versions included")
+            #expect(memory.replay == memory.first)
+            #expect(sqlite.first.map(Self.comparable) == memory.first.map(Self.comparable))
+            let applied = sqlite.first.filter { if case .applied = $0.outcome { return true } else { return false } }.count
+            #expect(applied == operations.count - 1, "every operation but the update of a missing item is applied")
+            guard case .rejected(_, 404)? = sqlite.first.last?.outcome else {
+                Issue.record("the update of a missing item: \(String(describing: sqlite.first.last))")
+                return
+            }
+            // The repeated id is answered with the first insert's record, not applied again
+            // (which would be a conflict with the row it wrote).
+            let fives = sqlite.first.filter { $0.operationId == "ins-5" }
+            #expect(fives.count == 2 && fives[0] == fives[1])
+            for table in ["notes", "lists", "list_members", "todos"] {
+                let a = (sqlite.rows[table] ?? []).map { Record(id: $0.id, fields: $0.fields, deleted: $0.deleted) }
+                let b = (memory.rows[table] ?? []).map { Record(id: $0.id, fields: $0.fields, deleted: $0.deleted) }
+                #expect(a.sorted { $0.id < $1.id } == b.sorted { $0.id < $1.id }, "alice's \(table)")
+            }
+            let notes = Dictionary(uniqueKeysWithValues: (sqlite.rows["notes"] ?? []).map { ($0.id, $0) })
+            #expect(notes.count == 150)
+            #expect(notes["n7"]?["text"] == "second 7", "the update later in the batch wins")
+            #expect(notes["n8"]?["text"] == "first 8")
+            #expect(notes["n3"]?.deleted == true)
+            #expect(sqlite.rows["todos"]?.map(\.id) == ["t1"], "the todo written after its membership in the same batch")
+        }
+    }
+}
