@@ -18,8 +18,10 @@ extension OfflineSyncService {
     ///
     /// `rows` answers the operation's own row (the batch read it with the others; the
     /// operation is its `index`) and learns what this operation writes to it. An owner-only
-    /// row is written through `pending`; an operation that reads the store itself writes
-    /// `pending` out first (see ``PendingWrites``).
+    /// row is held in `pending` (the push holds its outcomes there too): until the batch reads
+    /// the store itself, it reads those rows only through `rows`. An operation that does —
+    /// a shared table's (its rules read memberships and logs), or one whose row the batch did
+    /// not read — writes `pending` out first, so it sees every earlier operation's writes.
     func apply(_ operation: PushOperation, claims: Claims, schema: TableSchema, now: Timestamp,
                txn: any LocalWriteTransaction, rows: inout BatchReads, index: Int, pending: inout PendingWrites,
                clocks: inout TableClocks, effects: inout SharedEffects) throws -> PushOutcome {

@@ -22,6 +22,10 @@ extension SyncContext {
         // makes the local copy the remote's.
         let queuedBesides = try Outbox.itemsQueuedBesides(batch, txn)
         let inFlight = try InFlight.read(txn)
+        // The local copies that become the remote's, held and written in multi-row chunks:
+        // each is an item no other operation (in the batch or queued) names, so nothing else
+        // the settle does reads or writes its row.
+        var remoteCopies = PendingWrites()
         for operation in batch {
             guard let outcome = outcomes[operation.sendId] else { continue }
             result.settled += 1
@@ -30,8 +34,10 @@ extension SyncContext {
                 try Outbox.remove(operation, txn)
                 if queuedBesides.contains(Outbox.itemKey(operation)) {
                     try adoptServerVersion(server, for: operation, inFlight: inFlight, txn: txn)
-                } else {
+                } else if server.deleted {
                     try becomeRemote(server, for: operation, txn: txn)
+                } else {
+                    try remoteCopies.add(remoteCopy(server, of: operation), in: operation.table, txn)
                 }
                 result.applied += 1
                 result.events.append(.outboxMutationProcessed(table: operation.table, record: server, kind: operation.kind))
@@ -77,6 +83,7 @@ extension SyncContext {
                 }
             }
         }
+        try remoteCopies.flush(txn)
         try Outbox.endInFlight(batch, answered: { outcomes[$0.sendId] != nil }, inFlight: inFlight, txn)
         return result
     }
@@ -111,9 +118,14 @@ extension SyncContext {
         if server.deleted {
             try txn.delete(id: operation.itemId, in: operation.table)
         } else {
-            try txn.upsert(Record(id: operation.itemId, fields: server.fields, version: server.version,
-                                  updatedAt: server.updatedAt), in: operation.table)
+            try txn.upsert(remoteCopy(server, of: operation), in: operation.table)
         }
+    }
+
+    /// The local copy of `operation`'s item that the remote's record `server` (not a
+    /// tombstone) replaces it with.
+    static func remoteCopy(_ server: Record, of operation: QueuedOperation) -> Record {
+        Record(id: operation.itemId, fields: server.fields, version: server.version, updatedAt: server.updatedAt)
     }
 
     /// Requeues an operation with a fresh send id on the remote's current version.
