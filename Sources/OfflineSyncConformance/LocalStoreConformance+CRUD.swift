@@ -255,6 +255,17 @@ extension LocalStoreConformance {
             }, "writing ids that differ in case and spacing")
             let back = try await must(await store.read { tx in try ids.map { try tx.record(in: "people", id: $0)?["age"].intValue } }, "reading")
             try expectEqual(back, ids.indices.map { Int64($0) }, "each id finds its own record")
+            // The same ids, two canonically equivalent spellings of "é" (one stored), and ids
+            // stored nowhere, in one read(_:) batch: exact bytes, as single reads.
+            try await must(await store.write { tx in try tx.upsert(Record(id: "caf\u{E9}", fields: ["age": 99]), in: "people") },
+                           "writing an id with a precomposed é")
+            let batchIds = ids + ["cafe\u{301}", "caf\u{E9}", "abcd", "ab", ""] + ids.reversed()
+            let batched = try await must(await store.read { tx in
+                try tx.read(batchIds.map { LocalRead.record(table: "people", id: $0) }).map { $0.map { $0["age"].intValue } }
+            }, "reading them in one read(_:) batch")
+            try expectEqual(batched, ids.indices.map { [Int64($0)] } + [[], [99], [], [], []] + ids.indices.reversed().map { [Int64($0)] },
+                            "read(_:) answers each id with its own record, by exact bytes")
+            try await must(await store.write { tx in try tx.delete(id: "caf\u{E9}", in: "people") }, "deleting it again")
             let count = try await must(await store.read { tx in try tx.count(in: "people", matching: .all) }, "counting")
             try expectEqual(count, ids.count, "count")
             let like = try await must(await store.read { tx in

@@ -144,6 +144,12 @@ extension LocalStoreConformance {
             let committedReads = batch(ids)
             let committed = try await must(await store.read { tx in try tx.read(committedReads) }, "read(_:) in a read transaction")
             try check(committed, ids: ids, data: records, "in a read transaction")
+            // More ids than one statement reads (a store may read by id in chunks), with
+            // repeats and misses.
+            let manyIds = (0..<100).map { records[$0 * 3].id } + (0..<30).map { "absent-\($0)" } + (0..<7).map { records[$0 * 3].id }
+            let manyReads = batch(manyIds)
+            let many = try await must(await store.read { tx in try tx.read(manyReads) }, "read(_:) of 137 ids in a read transaction")
+            try check(many, ids: manyIds, data: records, "of 137 ids in a read transaction")
 
             let added = QueryFixtures.records(seed: querySeed &+ 6, count: 20, startIndex: 300)
             let removed = records[1].id

@@ -128,6 +128,9 @@ class LMDBReadTransaction: LocalReadTransaction {
 
     /// The key and record of an id, or `nil`.
     func find(_ dbi: MDB_dbi, id: String) throws -> (key: [UInt8], record: Record)? {
+        // No record has an empty id (a write refuses it), and LMDB refuses a zero-length key
+        // (MDB_BAD_VALSIZE): a look-up of "" finds nothing, as in every other store.
+        if id.isEmpty { return nil }
         if !LMDBLayout.isLong(id) {
             let key = LMDBLayout.recordKey(id)
             guard let value = try get(dbi, key) else { return nil }
