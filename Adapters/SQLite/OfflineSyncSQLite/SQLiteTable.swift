@@ -68,12 +68,12 @@ final class SQLiteTable {
         selectByID = SQLiteSQL("SELECT \(selectList) FROM \(sqlName) WHERE \"id\" = ?1")
         let placeholders = (1...columns.count).map { "?\($0)" }.joined(separator: ", ")
         let updates = columns.dropFirst().map { "\($0) = excluded.\($0)" }.joined(separator: ", ")
-        upsert = SQLiteSQL("INSERT INTO \(sqlName) (\(selectList)) VALUES (\(placeholders)) ON CONFLICT(\"id\") DO UPDATE SET \(updates)")
+        let insert = "INSERT INTO \(sqlName) (\(selectList)) VALUES ", onConflict = " ON CONFLICT(\"id\") DO UPDATE SET \(updates)"
+        upsert = SQLiteSQL(insert + "(\(placeholders))" + onConflict)
         var upserts = [upsert]
         let row = "(" + Array(repeating: "?", count: columns.count).joined(separator: ", ") + ")"
         while 1 << upserts.count <= Self.rowsPerUpsert(columns: columns.count) {
-            let rows = Array(repeating: row, count: 1 << upserts.count).joined(separator: ", ")
-            upserts.append(SQLiteSQL("INSERT INTO \(sqlName) (\(selectList)) VALUES \(rows) ON CONFLICT(\"id\") DO UPDATE SET \(updates)"))
+            upserts.append(SQLiteSQL(insert + Array(repeating: row, count: 1 << upserts.count).joined(separator: ", ") + onConflict))
         }
         self.upserts = upserts
         deleteByID = SQLiteSQL("DELETE FROM \(sqlName) WHERE \"id\" = ?1")
