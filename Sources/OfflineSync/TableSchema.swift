@@ -82,10 +82,10 @@ public struct TableSchema: Sendable, Hashable, Codable {
     public var name: String
     /// The declared fields.
     public var fields: [FieldDefinition] {
-        didSet { fieldIndex = TableSchema.index(fields) }
+        didSet { lookup = FieldLookup(fields) }
     }
-    /// Position of each declared field by exact name: derived from `fields`.
-    private var fieldIndex: [ExactString: Int]
+    /// The declared fields by exact name: derived from `fields`.
+    private var lookup: FieldLookup
     /// Extra composite indexes.
     public var indexes: [IndexDefinition]
     /// What happens to undeclared fields.
@@ -96,7 +96,7 @@ public struct TableSchema: Sendable, Hashable, Codable {
                 undeclaredFields: UndeclaredFieldPolicy = .store) {
         self.name = name
         self.fields = fields
-        self.fieldIndex = TableSchema.index(fields)
+        self.lookup = FieldLookup(fields)
         self.indexes = indexes
         self.undeclaredFields = undeclaredFields
     }
@@ -114,17 +114,16 @@ public struct TableSchema: Sendable, Hashable, Codable {
                   undeclaredFields: try container.decode(UndeclaredFieldPolicy.self, forKey: .undeclaredFields))
     }
 
-    private static func index(_ fields: [FieldDefinition]) -> [ExactString: Int] {
-        var index: [ExactString: Int] = [:]
-        for (position, field) in fields.enumerated() where index[ExactString(field.name)] == nil {
-            index[ExactString(field.name)] = position
-        }
-        return index
-    }
 
     /// The declared field with this exact name, if any.
     public func field(named name: String) -> FieldDefinition? {
-        fieldIndex[ExactString(name)].map { fields[$0] }
+        lookup.position(of: name).map { fields[$0] }
+    }
+
+    /// The position in ``fields`` of the field named exactly `name` (names that differ only
+    /// in Unicode normalisation are different fields), or `nil`.
+    package func position(ofField name: String) -> Int? {
+        lookup.position(of: name)
     }
 
     /// Checks names and internal consistency. Throws ``SyncError/Code/invalidName`` or

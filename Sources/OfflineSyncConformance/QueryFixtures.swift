@@ -126,6 +126,9 @@ enum QueryFixtures {
             [SortKey("id", ascending: false)], [SortKey("updatedAt"), SortKey("version", ascending: false)],
             [SortKey("deleted"), SortKey("n")], [SortKey("version")], [SortKey("nosuch")], [SortKey("s"), SortKey("n")],
             [SortKey("x", ascending: false), SortKey("n", ascending: false), SortKey("s"), SortKey("b"), SortKey("t")],
+            // A key on the id ends the order (ids are unique; a SQL store stops its ORDER BY there).
+            [SortKey("n", ascending: false), SortKey("id", ascending: false)],
+            [SortKey("flag"), SortKey("id", ascending: false), SortKey("n"), SortKey("s", ascending: false)],
         ]
         queries += orders.map { Query(.all, order: $0) }
         queries += orders.map { Query(n > -2 || s.hasPrefix("a"), order: $0, limit: 17, offset: 4) }

@@ -1,5 +1,6 @@
 import Foundation
 import OfflineSync
+import OfflineSyncService
 import OfflineSyncSQLite
 import OfflineSyncStoreKit
 import OfflineSyncTestSupport
@@ -14,6 +15,64 @@ struct MigrationTests {
         Record(id: "dan", fields: ["name": "Dan"]),
         Record(id: "e\u{301}ve", fields: ["age": 4, "e\u{301}": "decomposed"]),
     ]
+
+    @Test("a queue kept under the earlier __operations indexes is re-indexed when a context opens it; it reads, collapses and pushes as before")
+    func operationsIndexesMigrate() async throws {
+        try await withTemporaryDirectory { directory in
+            let path = directory.appendingPathComponent("queue.sqlite").path
+            let service = try await OfflineSyncService(store: InMemoryStore(), schemas: [])
+            let notes = TableSchema("notes", fields: [FieldDefinition("title", .string)])
+            // The layout of earlier releases: `sequence` indexed alone, the item index without the id.
+            var earlier = SystemTables.operationsSchema
+            earlier.fields = earlier.fields.map { $0.name == "sequence" ? FieldDefinition("sequence", .int, indexed: true) : $0 }
+            earlier.indexes = [IndexDefinition(["table", "itemId", "sequence"])]
+            let indexes = { () throws -> [String] in
+                let raw = try RawDatabase(path: path)
+                defer { raw.close() }
+                return try raw.strings("SELECT sql FROM sqlite_master WHERE type = 'index' AND tbl_name = '__operations' AND name LIKE '\\_\\_osync%' ESCAPE '\\' ORDER BY name")
+            }
+
+            let writer = try await SyncContext(store: try await SQLiteStore(path: path), remote: service.remote(for: "user"))
+            try await writer.defineTable(notes)
+            for id in ["b", "a", "c"] { try await writer.table("notes").insert(Record(id: id, fields: ["title": .string(id)])) }
+            try await writer.close()
+            try await withStore(at: path) { try await $0.defineTable(earlier) }
+            #expect(try indexes() == [
+                #"CREATE INDEX "__osync_idx_1_0" ON "__operations" ("f_sequence")"#,
+                #"CREATE INDEX "__osync_idx_1_1" ON "__operations" ("f_state")"#,
+                #"CREATE INDEX "__osync_idx_1_2" ON "__operations" ("f_table", "f_itemId", "f_sequence")"#,
+            ])
+
+            let context = try await SyncContext(store: try await SQLiteStore(path: path), remote: service.remote(for: "user"))
+            #expect(try indexes() == [
+                #"CREATE INDEX "__osync_idx_1_0" ON "__operations" ("f_state")"#,
+                #"CREATE INDEX "__osync_idx_1_1" ON "__operations" ("f_sequence", "id")"#,
+                #"CREATE INDEX "__osync_idx_1_2" ON "__operations" ("f_table", "f_itemId", "f_sequence", "id")"#,
+            ])
+            // The newest operation on "a" is found through the new index: the update collapses into its insert.
+            try await context.table("notes").update(Record(id: "a", fields: ["title": "A"]))
+            let queued = try await context.pendingOperations()
+            #expect(queued.map(\.itemId) == ["b", "a", "c"])
+            #expect(queued.map(\.kind) == [.insert, .insert, .insert])
+            #expect(queued[1].item?["title"] == "A")
+            _ = try await context.push()
+            #expect(try await context.pendingOperations().isEmpty)
+            try await context.close()
+
+            let reader = try await SyncContext(store: InMemoryStore(), remote: service.remote(for: "user"))
+            try await reader.defineTable(notes)
+            _ = try await reader.pull("notes")
+            let pulled = try await reader.table("notes").query(Query(order: [SortKey("id")]))
+            #expect(pulled.map(\.id) == ["a", "b", "c"])
+            #expect(pulled.map { $0["title"] } == ["A", "b", "c"])
+            try await reader.close()
+            // The re-indexed file passes the schema check at open.
+            let left = try await withStore(at: path) { store in
+                try await store.read { try $0.count(in: SystemTables.operations, matching: .all) }
+            }
+            #expect(left == 0)
+        }
+    }
 
     @Test("declaring a field moves its values into a column; undeclaring moves them back; nothing is lost")
     func declareAndUndeclare() async throws {

@@ -140,7 +140,11 @@ final class PGTable {
             }
         }
         for index in schema.indexes {
-            let keys = index.fields.compactMap { column($0).map { "\($0.sql) NULLS FIRST" } } + ["\"id\""]
+            // The id ends every index (the order's tie-break), once: an index that names it
+            // already ends with it.
+            let fields = index.fields.last.map { $0.utf8.elementsEqual(SystemField.id.utf8) } == true
+                ? index.fields.dropLast() : index.fields[...]
+            let keys = fields.compactMap { column($0).map { "\($0.sql) NULLS FIRST" } } + ["\"id\""]
             statements.append("CREATE INDEX \(name()) ON \(sqlName) (\(keys.joined(separator: ", ")))")
         }
         return statements

@@ -96,7 +96,12 @@ class SQLiteReadTransaction: LocalReadTransaction {
         try query.validate(against: info.schema)
         let connection = try live()
         let shaped = SQLQueryShape.of(query, table: info, column: info.column, parameter: SQLiteDialect(table: info).parameter)
-        let page: [SQLiteValue] = [.int(query.limit.map(Int64.init) ?? -1), .int(Int64(query.offset))]
+        // The page clause only when the query pages: with a `LIMIT`, SQLite sorts through an
+        // ephemeral B-tree (which can drop rows past the limit) instead of its sorter, and
+        // opening, filling and closing that tree cost a 100-row query by an indexed field a
+        // fifth of its time in `perf` (local-reads-query-in-read).
+        let paged = query.limit != nil || query.offset > 0
+        let page: [SQLiteValue] = paged ? [.int(query.limit.map(Int64.init) ?? -1), .int(Int64(query.offset))] : []
         func selectAll(_ sql: SQLiteSQL, _ bindings: [SQLiteValue]) throws -> [Record] {
             try connection.withStatement(sql, bindings) { statement in
                 var result: [Record] = []
@@ -120,7 +125,8 @@ class SQLiteReadTransaction: LocalReadTransaction {
 
         if rest.isEmpty, let order {
             // Everything in SQL.
-            sql += " \(order) LIMIT ?\(bindings.count + 1) OFFSET ?\(bindings.count + 2)"
+            sql += " \(order)"
+            if paged { sql += " LIMIT ?\(bindings.count + 1) OFFSET ?\(bindings.count + 2)" }
             let key = SQLiteSQL(sql)
             // A shape's SQL is kept only when the translation bound exactly its values.
             if let shaped, SQLQueryShape.bound(shaped.parameters, as: bindings, same: Self.sameBinding) {

@@ -135,11 +135,18 @@ public struct SQLPredicateTranslator<Dialect: SQLDialect> {
     }
 
     /// `ORDER BY` for the keys then the id, or `nil` when a key is a field SQL cannot see.
+    ///
+    /// The keys end at a key on the id: ids are unique, so nothing after it can order two
+    /// rows, and leaving it last lets an index that ends with the id deliver the order in
+    /// either direction (`ORDER BY "f_sequence" DESC, "id" DESC` walks an index on
+    /// `("f_sequence", "id")` backwards, where the ascending id tie-break would make SQLite
+    /// sort the index's rows again in a temporary B-tree).
     public func orderBy(_ keys: [SortKey]) -> String? {
         var terms: [String] = []
         for key in keys {
             guard let column = dialect.column(key.field), column.type.isScalar else { return nil }
             terms.append(dialect.orderTerm(column, ascending: key.ascending))
+            if key.field.utf8.elementsEqual(SystemField.id.utf8) { return "ORDER BY " + terms.joined(separator: ", ") }
         }
         guard let id = dialect.column(SystemField.id) else { return nil }
         terms.append("\(id.sql) ASC")

@@ -17,29 +17,47 @@ import OfflineSync
 /// table layout (a changed schema is a new object), and ``SQLQueryShapes`` holds the object
 /// so its identity is not reused while the shape is remembered.
 public struct SQLQueryShape: Hashable, Sendable {
-    let table: ObjectIdentifier
+    @usableFromInline let table: ObjectIdentifier
     /// Field names byte for byte (canonically equal names may be different columns) and the
     /// operator of each comparison, in the predicate's order.
-    let terms: [Term]
-    let order: [Order]
+    @usableFromInline let terms: [Term]
+    @usableFromInline let order: [Order]
     /// Whether the query has a limit, and a nonzero offset (an adapter may write those
     /// clauses only when present).
-    let limited: Bool
-    let offset: Bool
+    @usableFromInline let limited: Bool
+    @usableFromInline let offset: Bool
 
+    @usableFromInline
     struct Term: Hashable, Sendable {
-        let field: ExactString
-        let op: ComparisonOperator
+        @usableFromInline let field: ExactString
+        @usableFromInline let op: ComparisonOperator
+        @usableFromInline init(field: ExactString, op: ComparisonOperator) { self.field = field; self.op = op }
     }
 
+    @usableFromInline
     struct Order: Hashable, Sendable {
-        let field: ExactString
-        let ascending: Bool
+        @usableFromInline let field: ExactString
+        @usableFromInline let ascending: Bool
+        @usableFromInline init(field: ExactString, ascending: Bool) { self.field = field; self.ascending = ascending }
+    }
+
+    @usableFromInline
+    init(table: ObjectIdentifier, terms: [Term], order: [Order], limited: Bool, offset: Bool) {
+        self.table = table
+        self.terms = terms
+        self.order = order
+        self.limited = limited
+        self.offset = offset
     }
 
     /// The shape of `query` over the mapping `table`, whose columns `column` names, and the
     /// literals its comparisons bind (strings and integers) as `parameter` binds them, in
     /// placeholder order; `nil` when the query is not of a cacheable shape.
+    ///
+    /// Inlinable so an adapter gets it specialised for its own parameter type: called
+    /// generically across the module boundary, it spent more time on generic metadata and
+    /// boxed array appends than on the shape (`perf`, local-writes-sqlite).
+    @inlinable
     public static func of<Parameter>(_ query: Query, table: AnyObject, column: (String) -> SQLColumn?,
                                      parameter: (Value) -> Parameter?) -> (shape: SQLQueryShape, parameters: [Parameter])? {
         var terms: [Term] = []
@@ -75,6 +93,7 @@ public struct SQLQueryShape: Hashable, Sendable {
     /// Whether a translation bound exactly the shape's `parameters`, in order and nothing
     /// else: only then is its SQL the shape's. `same` compares two parameters byte for byte
     /// (strings by their UTF-8 bytes, not by canonical equivalence).
+    @inlinable
     public static func bound<Parameter>(_ parameters: [Parameter], as translated: [Parameter],
                                         same: (Parameter, Parameter) -> Bool) -> Bool {
         parameters.count == translated.count && zip(parameters, translated).allSatisfy(same)

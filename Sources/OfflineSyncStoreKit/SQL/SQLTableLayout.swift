@@ -16,32 +16,16 @@ public struct SQLTableLayout: Sendable {
 
     /// The table's schema.
     public let schema: TableSchema
-    private let positions: [ExactString: Int]
-    /// The declared names' UTF-8 bytes, in schema order, when there are at most
-    /// ``scannedNames`` of them: comparing a few short names byte by byte (most differ in
-    /// length) costs less than hashing the name, and every written field is looked up.
-    private let names: [[UInt8]]?
-    private static let scannedNames = 8
 
     /// The layout of `schema`'s table.
     public init(_ schema: TableSchema) {
         self.schema = schema
-        var positions: [ExactString: Int] = [:]
-        for (position, field) in schema.fields.enumerated() { positions[ExactString(field.name)] = position }
-        self.positions = positions
-        names = schema.fields.count <= Self.scannedNames ? schema.fields.map { Array($0.name.utf8) } : nil
     }
 
     /// The position among the declared fields of the field with exactly this name (names
     /// that differ only in Unicode normalization are different fields).
     public func position(of field: String) -> Int? {
-        guard let names else { return positions[ExactString(field)] }
-        var field = field
-        return field.withUTF8 { bytes in
-            names.firstIndex { name in
-                name.count == bytes.count && name.withUnsafeBytes { $0.elementsEqual(UnsafeRawBufferPointer(bytes)) }
-            }
-        }
+        schema.position(ofField: field)
     }
 
     /// The column behind a system property or a declared field; `nil` for an undeclared

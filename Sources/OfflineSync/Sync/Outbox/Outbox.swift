@@ -62,7 +62,7 @@ enum Outbox {
 
     /// The highest sequence queued (0 for an empty queue): one step down the sequence index.
     static func lastSequence(_ txn: any LocalReadTransaction) throws -> Int64 {
-        try txn.first(in: OperationRow.table, matching: Query(order: [OperationRow.sorted(.sequence, ascending: false)]))?[
+        try txn.first(in: OperationRow.table, matching: Query(order: newestFirst))?[
             OperationRow.name(.sequence)].intValue ?? 0
     }
 
@@ -110,8 +110,12 @@ enum Outbox {
             .map(OperationError.init(row:))
     }
 
+    /// Newest operation first. The id breaks no tie (sequences are unique); as the last key
+    /// it lets a SQL store read the order straight off an index ending with the id.
+    static let newestFirst = [OperationRow.sorted(.sequence, ascending: false), OperationRow.sorted(.id, ascending: false)]
+
     private static func latestQuery(table: String, itemId: String) -> Query {
-        Query(onItem(table: table, itemId: itemId), order: [OperationRow.sorted(.sequence, ascending: false)], limit: 1)
+        Query(onItem(table: table, itemId: itemId), order: newestFirst, limit: 1)
     }
 
     private static func onItem(table: String, itemId: String) -> QueryPredicate {
@@ -120,7 +124,7 @@ enum Outbox {
 
     /// The next free sequence number.
     static func nextSequence(_ txn: any LocalReadTransaction) throws -> Int64 {
-        let last = try txn.first(in: OperationRow.table, matching: Query(order: [OperationRow.sorted(.sequence, ascending: false)]))
+        let last = try txn.first(in: OperationRow.table, matching: Query(order: newestFirst))
         return (last?[OperationRow.name(.sequence)].intValue ?? 0) + 1
     }
 
