@@ -7,7 +7,8 @@ import OfflineSyncStoreKit
 
 /// 100,000 records through `SyncTable` into LMDB, against the LMDB C API writing the same
 /// bytes: each record ValueCodec-encoded under its id, its operation-queue row encoded the
-/// same way, and the queue's three index entries, in the same transactions.
+/// same way, and the queue's three index entries (state; sequence and id; table, item,
+/// sequence and id), in the same transactions.
 enum LocalWritesLMDB: BenchWorkload {
     static let name = "local-writes-lmdb"
     static let baseline = "raw-lmdb"
@@ -51,6 +52,13 @@ struct RawLMDBBaseline {
             }
             return UnsafeRawBufferPointer(start: data.mv_data, count: 8).reduce(0) { $0 << 8 | UInt64($1) }
         }
+        // The index entries written below, in the store's order (indexed fields, then the
+        // composite indexes): a changed queue schema must change them too.
+        let schema = SystemTables.operationsSchema
+        let layout = schema.fields.filter(\.indexed).map { [$0.name] } + schema.indexes.map(\.fields)
+        guard layout == [["state"], ["sequence", "id"], ["table", "itemId", "sequence", "id"]] else {
+            throw ValidationError("the queue's indexes changed (\(layout)): update the raw LMDB baseline")
+        }
         let items = try tableNumber("items"), operations = try tableNumber(SystemTables.operations)
         var itemsDB = MDB_dbi(), operationsDB = MDB_dbi()
         var indexDB = [MDB_dbi](repeating: 0, count: 3)
@@ -74,9 +82,9 @@ struct RawLMDBBaseline {
                 let itemKey = Array(record.id.utf8), operationKey = Array(operationID.utf8)
                 try put(txn, itemsDB, itemKey, ValueCodec.encode(record))
                 try put(txn, operationsDB, operationKey, ValueCodec.encode(operation))
-                try put(txn, indexDB[0], int(sequence), operationKey)
-                try put(txn, indexDB[1], string("pending"), operationKey)
-                try put(txn, indexDB[2], string("items") + string(record.id) + int(sequence), operationKey)
+                try put(txn, indexDB[0], string("pending"), operationKey)
+                try put(txn, indexDB[1], int(sequence) + string(operationID), operationKey)
+                try put(txn, indexDB[2], string("items") + string(record.id) + int(sequence) + string(operationID), operationKey)
             }
             try check(mdb_txn_commit(txn))
         }

@@ -95,12 +95,25 @@ struct LMDBTable {
     let schema: TableSchema
     /// The encoded entry (compared to reuse decoded entries).
     let bytes: [UInt8]
+    /// The indexes the schema asks for: one per `indexed` field, then the composite ones.
+    /// Kept, not derived per use: every write and every planned query reads them, and
+    /// deriving them each time was a seventh of the queue's per-write look-up in `perf`.
+    let indexes: [[String]]
+    /// Each index's sub-database name, by position.
+    private let indexDatabases: [String]
 
     init(number: UInt64, generation: UInt64, schema: TableSchema) {
+        self.init(number: number, generation: generation, schema: schema,
+                  bytes: BigEndian.bytes(number) + BigEndian.bytes(generation) + ValueCodec.encode(schema))
+    }
+
+    private init(number: UInt64, generation: UInt64, schema: TableSchema, bytes: [UInt8]) {
         self.number = number
         self.generation = generation
         self.schema = schema
-        bytes = BigEndian.bytes(number) + BigEndian.bytes(generation) + ValueCodec.encode(schema)
+        self.bytes = bytes
+        indexes = Self.indexes(of: schema)
+        indexDatabases = indexes.indices.map { LMDBLayout.indexDatabase(number, generation: generation, position: $0) }
     }
 
     init(decoding bytes: [UInt8]) throws {
@@ -108,14 +121,8 @@ struct LMDBTable {
               let generation = BigEndian.uint64(bytes[8..<16]) else {
             throw SyncError(.corrupted, "the LMDB store's meta database holds a malformed table entry")
         }
-        self.number = number
-        self.generation = generation
-        self.schema = try ValueCodec.decodeSchema(Array(bytes[16...]))
-        self.bytes = bytes
+        self.init(number: number, generation: generation, schema: try ValueCodec.decodeSchema(Array(bytes[16...])), bytes: bytes)
     }
-
-    /// The indexes the schema asks for: one per `indexed` field, then the composite ones.
-    var indexes: [[String]] { Self.indexes(of: schema) }
 
     static func indexes(of schema: TableSchema) -> [[String]] {
         schema.fields.filter(\.indexed).map { [$0.name] } + schema.indexes.map(\.fields)
@@ -124,7 +131,7 @@ struct LMDBTable {
     var database: String { LMDBLayout.tableDatabase(number) }
 
     func indexDatabase(_ position: Int) -> String {
-        LMDBLayout.indexDatabase(number, generation: generation, position: position)
+        indexDatabases[position]
     }
 }
 
