@@ -44,6 +44,13 @@ public protocol LocalWriteTransaction: LocalReadTransaction {
     /// Deletes the record with this id; returns whether it existed.
     @discardableResult
     func delete(id: String, in table: String) throws -> Bool
+    /// Deletes the records with these ids, as one ``delete(id:in:)`` call per id would, and
+    /// returns how many of them existed (an id listed twice counts once; a missing id is
+    /// skipped). An adapter that deletes many rows with one statement does so here (SQLite:
+    /// `DELETE … WHERE "id" IN (…)`); the default makes the calls. A push's settle takes its
+    /// answered operations off the queue this way.
+    @discardableResult
+    func delete(ids: [String], in table: String) throws -> Int
 }
 
 /// What a storage adapter implements: tables of records, queries, and atomic transactions.
@@ -100,6 +107,15 @@ extension LocalWriteTransaction {
     /// requirement keep compiling).
     public func upsert(_ records: [Record], in table: String) throws {
         for record in records { try upsert(record, in: table) }
+    }
+
+    /// One ``delete(id:in:)`` per id, in order, counting those that existed (adapters written
+    /// before this requirement keep compiling).
+    @discardableResult
+    public func delete(ids: [String], in table: String) throws -> Int {
+        var existed = 0
+        for id in ids where try delete(id: id, in: table) { existed += 1 }
+        return existed
     }
 }
 

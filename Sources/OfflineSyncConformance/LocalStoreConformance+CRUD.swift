@@ -117,6 +117,38 @@ extension LocalStoreConformance {
                                          "counting after the refused batch")
             try expectEqual(changed, 0, "a batch thrown out of its transaction writes nothing")
         },
+        ConformanceCase("deleteMany") { ctx in
+            // `delete(ids:in:)`, whatever statements the adapter deletes with: 137 ids (past any
+            // one statement's), with repeats inside a statement and across statements, missing
+            // ids, "" and a canonically equivalent spelling of an existing id (another id). The
+            // answer counts the distinct ids that existed; nothing else goes; deletes thrown
+            // out of their transaction leave every row.
+            let store = try await ctx.open()
+            try await must(await store.defineTable(CRUDFixtures.people), "defining people")
+            let existing = (0..<150).map { "d\($0)" } + ["\u{E9}"]
+            try await must(await store.write { tx in
+                for id in existing { try tx.upsert(Record(id: id, fields: ["name": .string(id)]), in: "people") }
+            }, "writing 151 records")
+            let listed = (0..<120).map { "d\($0)" } + ["d0", "d1", "zzz", "", "e\u{301}", "d150", "d5"] + (140..<150).map { "d\($0)" }
+            try expectEqual(listed.count, 137, "the fixture's id count")
+            let (none, existed) = try await must(await store.write { tx in
+                (try tx.delete(ids: [], in: "people"), try tx.delete(ids: listed, in: "people"))
+            }, "deleting 137 listed ids in one call")
+            try expectEqual(none, 0, "deleting no ids")
+            try expectEqual(existed, 130, "the distinct listed ids that existed")
+            let left = try await must(await store.read { tx in try tx.records(in: "people", matching: .all).map(\.id) },
+                                      "reading what is left")
+            try expectEqual(left, (120..<140).map { "d\($0)" } + ["\u{E9}"], "the unlisted records, the precomposed id among them")
+            do {
+                try await store.write { tx in
+                    _ = try tx.delete(ids: ["d120", "d121", "\u{E9}"], in: "people")
+                    throw IntentionalRollback(marker: 3)
+                }
+                throw failure("write returned normally although its body threw")
+            } catch is IntentionalRollback {}
+            let count = try await must(await store.read { tx in try tx.count(in: "people", matching: .all) }, "counting after the rollback")
+            try expectEqual(count, 21, "deletes thrown out of their transaction leave every row")
+        },
         ConformanceCase("delete") { ctx in
             let store = try await ctx.open()
             try await must(await store.defineTable(CRUDFixtures.people), "defining people")

@@ -41,6 +41,9 @@ final class SQLiteTable {
     /// cursors and runs the statement's setup once, not per row.
     let upserts: [SQLiteSQL]
     let deleteByID: SQLiteSQL
+    /// The deletes of several ids in one statement: entry `k` deletes up to `2^k` ids (entry 0
+    /// is ``deleteByID``), up to 64 — powers of two, as ``upserts``.
+    let deletes: [SQLiteSQL]
 
     /// Every declared field's name with a placeholder value, and each name's index in it:
     /// ``decodeRow(_:verify:)`` copies the dictionary and sets the values by index, so a row's
@@ -77,6 +80,10 @@ final class SQLiteTable {
         }
         self.upserts = upserts
         deleteByID = SQLiteSQL("DELETE FROM \(sqlName) WHERE \"id\" = ?1")
+        let deleteHead = "DELETE FROM \(sqlName) WHERE \"id\" IN ("
+        deletes = [deleteByID] + (1...6).map { level in
+            SQLiteSQL(deleteHead + (1...(1 << level)).map { "?\($0)" }.joined(separator: ", ") + ")")
+        }
         var template = [String: Value](minimumCapacity: schema.fields.count)
         for field in schema.fields { template[field.name] = .null }
         // As many keys as fields: every name is its own key, so each has an index.

@@ -235,4 +235,24 @@ final class SQLiteWriteTransaction: SQLiteReadTransaction, LocalWriteTransaction
         try connection.execute(info.deleteByID, [.text(id)])
         return connection.changes > 0
     }
+
+    /// Deletes with as few statements of ``SQLiteTable/deletes`` as the count allows (the
+    /// largest first). `IN` matches each row once however often its id is listed, and an id
+    /// repeated in a later statement finds its row gone, so the changes add up to the
+    /// distinct ids that existed.
+    @discardableResult
+    func delete(ids: [String], in table: String) throws -> Int {
+        let info = try self.table(table)
+        let connection = try live()
+        var start = ids.startIndex, existed = 0
+        while start < ids.endIndex {
+            var level = info.deletes.count - 1
+            while 1 << level > ids.endIndex - start { level -= 1 }
+            let end = start + 1 << level
+            try connection.execute(info.deletes[level], ids[start..<end].map { .text($0) })
+            existed += connection.changes
+            start = end
+        }
+        return existed
+    }
 }

@@ -70,6 +70,22 @@ final class TrackedWriteTransaction: LocalWriteTransaction {
         return existed
     }
 
+    /// Notes every id as deleted, also one that did not exist (the count does not say which):
+    /// an observation then finds that id absent, as it was, and yields nothing new for it.
+    @discardableResult
+    func delete(ids: [String], in table: String) throws -> Int {
+        let existed = try base.delete(ids: ids, in: table)
+        if existed > 0 {
+            note(table) { touched in
+                for id in ids {
+                    touched.written[id] = nil
+                    touched.deleted.insert(id)
+                }
+            }
+        }
+        return existed
+    }
+
     private func note(_ table: String, _ change: (inout Touched) -> Void) {
         // Mutated in place through the dictionary, so listing n rows costs O(n).
         if touched[table]?.many == true { return }

@@ -22,21 +22,25 @@ extension SyncContext {
         // makes the local copy the remote's.
         let queuedBesides = try Outbox.itemsQueuedBesides(batch, txn)
         let inFlight = try InFlight.read(txn)
-        // The local copies that become the remote's, held and written in multi-row chunks:
-        // each is an item no other operation (in the batch or queued) names, so nothing else
-        // the settle does reads or writes its row.
+        // The local copies that become the remote's, held and written in multi-row chunks,
+        // and their operations, taken off the queue together at the end: each is an item no
+        // other operation (in the batch or queued) names, so nothing else the settle does
+        // reads or writes its row or its queue.
         var remoteCopies = PendingWrites()
+        var removals: [String] = []
         for operation in batch {
             guard let outcome = outcomes[operation.sendId] else { continue }
             result.settled += 1
             switch outcome {
             case .applied(let server):
-                try Outbox.remove(operation, txn)
                 if queuedBesides.contains(Outbox.itemKey(operation)) {
+                    try Outbox.remove(operation, txn)
                     try adoptServerVersion(server, for: operation, inFlight: inFlight, txn: txn)
                 } else if server.deleted {
+                    try Outbox.remove(operation, txn)
                     try becomeRemote(server, for: operation, txn: txn)
                 } else {
+                    removals.append(operation.id)
                     try remoteCopies.add(remoteCopy(server, of: operation), in: operation.table, txn)
                 }
                 result.applied += 1
@@ -84,6 +88,7 @@ extension SyncContext {
             }
         }
         try remoteCopies.flush(txn)
+        try Outbox.remove(ids: removals, txn)
         try Outbox.endInFlight(batch, answered: { outcomes[$0.sendId] != nil }, inFlight: inFlight, txn)
         return result
     }

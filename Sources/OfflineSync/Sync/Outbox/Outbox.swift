@@ -135,6 +135,12 @@ enum Outbox {
         try txn.upsert(operation.record(), in: OperationRow.table)
     }
 
+    /// Takes the operations with these ids off the queue, several to a statement where the
+    /// store can.
+    static func remove(ids: [String], _ txn: any LocalWriteTransaction) throws {
+        try txn.delete(ids: ids, in: OperationRow.table)
+    }
+
     /// Takes `operation` off the queue.
     static func remove(_ operation: QueuedOperation, _ txn: any LocalWriteTransaction) throws {
         try txn.delete(id: operation.id, in: OperationRow.table)
