@@ -104,6 +104,17 @@ enum LMDBEnvironmentFile {
         guard let second = meta(head, at: pageSize, pageNumber: 1) else {
             throw SyncError(.corrupted, "'\(path)' is a damaged LMDB data file (its second meta page is invalid)")
         }
+        // LMDB writes a commit's meta page into slot `txnid % 2` (mdb_env_write_meta), and a
+        // new file gets both slots with id 0 (mdb_env_init_meta): so slot 0 holds an even id,
+        // slot 1 an odd one, one apart — or both are 0. LMDB reads through the slot with the
+        // higher id, and the other slot's tree is the previous commit, still intact: a damaged
+        // id there would silently roll the store back one commit (to an empty store, right
+        // after the schema was written), so any other pair is damage.
+        guard (first.transaction == 0 && second.transaction == 0)
+            || (first.transaction % 2 == 0 && second.transaction % 2 == 1
+                && max(first.transaction, second.transaction) - min(first.transaction, second.transaction) == 1) else {
+            throw SyncError(.corrupted, "'\(path)' is a damaged LMDB data file (its meta pages record transactions \(first.transaction) and \(second.transaction), which no commit sequence leaves)")
+        }
         for meta in [first, second] {
             let pages = fileSize / UInt64(pageSize)
             guard meta.lastPage < pages else {
@@ -122,6 +133,8 @@ enum LMDBEnvironmentFile {
         var lastPage: UInt64
         var roots: [UInt64]
         var mapSize: UInt64
+        /// The id of the commit that wrote this meta page (`mm_txnid`).
+        var transaction: UInt64
     }
 
     /// The meta page at `offset` if it is one (meta flag, page number, magic, version).
@@ -133,7 +146,8 @@ enum LMDBEnvironmentFile {
               load32(head, offset + versionOffset) == dataVersion else { return nil }
         return Meta(lastPage: load64(head, offset + lastPageOffset),
                     roots: [load64(head, offset + freeRootOffset), load64(head, offset + mainRootOffset)],
-                    mapSize: load64(head, offset + mapSizeOffset))
+                    mapSize: load64(head, offset + mapSizeOffset),
+                    transaction: load64(head, offset + txnIDOffset))
     }
 
     static func load16(_ bytes: [UInt8], _ offset: Int) -> UInt16 {
