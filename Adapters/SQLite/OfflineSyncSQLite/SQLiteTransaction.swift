@@ -1,4 +1,8 @@
-import Dispatch
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 import OfflineSync
 import OfflineSyncStoreKit
 
@@ -7,7 +11,13 @@ import OfflineSyncStoreKit
 /// ``SyncError/Code/storeClosed``.
 class SQLiteReadTransaction: LocalReadTransaction {
     private var connection: SQLiteConnection?
-    private let queueKey: DispatchSpecificKey<Bool>?
+    /// The thread the transaction was made on: the closure it is lent to runs there from start
+    /// to end (it is synchronous, inside one block of the connection's serial queue), so no
+    /// other thread may use it. Comparing thread ids costs a register read; asking Dispatch
+    /// for a queue-specific value cost 1.6% of a get by id (`perf`, local-reads-get-in-read).
+    /// A call from inside a `sync` block of another queue runs on this thread while the
+    /// closure waits, so it is still one caller at a time, and is allowed.
+    private let owner = pthread_self()
     private var tableMemo: [ExactString: SQLiteTable] = [:]
     /// The table the last call named: a transaction that writes a page of rows names the same
     /// table on every row, and comparing its bytes is cheaper than hashing the name.
@@ -15,7 +25,6 @@ class SQLiteReadTransaction: LocalReadTransaction {
 
     init(connection: SQLiteConnection) {
         self.connection = connection
-        self.queueKey = connection.queueKey
     }
 
     /// Ends the transaction: later calls throw ``SyncError/Code/storeClosed``.
@@ -27,9 +36,9 @@ class SQLiteReadTransaction: LocalReadTransaction {
 
     /// The connection, while the transaction is open and the caller is on its queue.
     func live() throws -> SQLiteConnection {
-        // Checked first, from any thread, without touching mutable state: only the
-        // connection's own queue may go on to read `connection`.
-        guard let queueKey, DispatchQueue.getSpecific(key: queueKey) == true, let connection else {
+        // Checked first, from any thread, without touching mutable state: only the owner
+        // thread may go on to read `connection`.
+        guard pthread_equal(pthread_self(), owner) != 0, let connection else {
             throw SyncError(.storeClosed, "the transaction has ended (it was used outside its closure)")
         }
         return connection
