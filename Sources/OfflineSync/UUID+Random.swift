@@ -27,6 +27,32 @@ extension UUID {
 /// call fetches), and none is handed out twice within a process. A child made by `fork()`
 /// without `exec` would inherit the rest of the parent's pool: nothing in this package forks
 /// that way (its child processes are new executables).
+extension UUID {
+    /// ``random()``'s `uuidString`: the local id of a queued operation or a push's send id.
+    package static func randomString() -> String { random().hexString }
+
+    /// `uuidString`'s text (upper-case hex, grouped 8-4-4-4-12), written without Foundation's
+    /// `snprintf`, which cost 2.4% of a local insert's time in `perf` (local-writes-sqlite).
+    package var hexString: String {
+        withUnsafeBytes(of: uuid) { bytes in
+            String(unsafeUninitializedCapacity: 36) { text in
+                let digits: StaticString = "0123456789ABCDEF"
+                var at = 0
+                for (index, byte) in bytes.enumerated() {
+                    if index == 4 || index == 6 || index == 8 || index == 10 {
+                        text[at] = UInt8(ascii: "-")
+                        at += 1
+                    }
+                    text[at] = digits.utf8Start[Int(byte >> 4)]
+                    text[at + 1] = digits.utf8Start[Int(byte & 0x0F)]
+                    at += 2
+                }
+                return at
+            }
+        }
+    }
+}
+
 final class RandomPool: Sendable {
     static let shared = RandomPool()
 

@@ -18,6 +18,7 @@ struct UUIDRandomTests {
                 for bit in 0..<128 where bytes[bit / 8] & (1 << (bit % 8)) != 0 { bitsSet[bit] += 1 }
             }
             #expect(uuid.uuidString == UUID(uuidString: uuid.uuidString)?.uuidString)
+            #expect(uuid.hexString == uuid.uuidString)
         }
         // Every random bit is set in about half of them (a pool handing out zeros or one
         // repeated word would fail here); the six fixed bits are always or never set.
@@ -25,5 +26,16 @@ struct UUIDRandomTests {
         for bit in 0..<128 where !fixed.contains(bit) {
             #expect((9_000...11_000).contains(bitsSet[bit]), "bit \(bit) set in \(bitsSet[bit]) of 20,000")
         }
+    }
+
+    @Test("hexString is uuidString, for fixed bytes at the ends of the range too")
+    func hexString() throws {
+        for text in ["00000000-0000-0000-0000-000000000000", "FFFFFFFF-FFFF-FFFF-FFFF-FFFFFFFFFFFF",
+                     "0123ABCD-4567-89EF-FEDC-BA9876543210"] {
+            let uuid = try #require(UUID(uuidString: text))
+            #expect(uuid.hexString == text)
+            #expect(uuid.hexString == uuid.uuidString)
+        }
+        #expect(UUID.randomString().count == 36)
     }
 }

@@ -136,7 +136,7 @@ extension SyncContext {
     /// Requeues an operation with a fresh send id on the remote's current version.
     static func resend(_ operation: QueuedOperation, item: Record?, server: Record, txn: any LocalWriteTransaction) throws {
         var again = operation
-        again.sendId = UUID.random().uuidString
+        again.sendId = UUID.randomString()
         again.state = .pending
         again.item = item.map { Record(id: operation.itemId, fields: $0.fields) } ?? operation.item
         if server.deleted {
@@ -194,7 +194,7 @@ extension SyncContext {
                     } else {
                         var again = operation
                         again.state = .pending
-                        again.sendId = UUID.random().uuidString
+                        again.sendId = UUID.randomString()
                         again.item = item.map { Record(id: operation.itemId, fields: $0.fields) }
                         try Outbox.save(again, txn)
                     }

@@ -7,7 +7,7 @@ import Foundation
 /// in one transaction are pushed in the same batch.
 public final class SyncTransaction {
     let txn: any LocalWriteTransaction
-    let id = UUID.random().uuidString
+    let id = UUID.randomString()
     let now = Timestamp.now()
     private var nextSequence: Int64?
     var events: [SyncEvent] = []

@@ -145,7 +145,7 @@ public struct OperationError: Sendable, Hashable {
 
     init(operation: QueuedOperation, status: Int?, message: String, serverRecord: Record?, now: Timestamp,
          compensated: Bool = false) {
-        id = UUID.random().uuidString
+        id = UUID.randomString()
         operationId = operation.id
         table = operation.table
         itemId = operation.itemId

@@ -62,25 +62,32 @@ public struct SQLQueryShape: Hashable, Sendable {
                                      parameter: (Value) -> Parameter?) -> (shape: SQLQueryShape, parameters: [Parameter])? {
         var terms: [Term] = []
         var parameters: [Parameter] = []
-        for conjunct in query.predicate.conjuncts {
-            switch conjunct {
+        // The conjuncts in order, nested `and`s walked in place (collecting them into an
+        // array first, as ``QueryPredicate/conjuncts`` does, allocated per nesting level).
+        func add(_ predicate: QueryPredicate) -> Bool {
+            switch predicate {
             case .all:
-                continue
+                return true
+            case .and(let parts):
+                return parts.allSatisfy(add)
             case let .compare(field, op, literal):
-                guard let type = column(field)?.type else { return nil }
+                guard let type = column(field)?.type else { return false }
                 switch (type, literal) {
                 case (.string, .string), (.int, .int):
-                    guard let bound = parameter(literal) else { return nil }
+                    guard let bound = parameter(literal) else { return false }
                     parameters.append(bound)
                 default:
-                    return nil
+                    return false
                 }
                 terms.append(Term(field: ExactString(field), op: op))
+                return true
             default:
-                return nil
+                return false
             }
         }
+        guard add(query.predicate) else { return nil }
         var order: [Order] = []
+        order.reserveCapacity(query.order.count)
         for key in query.order {
             guard let type = column(key.field)?.type, type.isScalar else { return nil }
             order.append(Order(field: ExactString(key.field), ascending: key.ascending))

@@ -109,23 +109,59 @@ extension QueuedOperation {
         changedFields = (record[OperationRow.name(.changedFields)].arrayValue ?? []).compactMap(\.stringValue)
     }
 
-    /// The `__operations` row, built with an exactly sized dictionary.
+    /// The `__operations` row. Its dictionary is a copy of the template for the optional
+    /// columns it has, each value set in place by index: inserting thirteen names into a new
+    /// dictionary hashed each of them (3.8% of a local insert in `perf`, local-writes-sqlite).
     func record() -> Record {
-        var fields = [String: Value](minimumCapacity: 11 + (item == nil ? 0 : 1) + (baseVersion == nil ? 0 : 1))
-        fields[OperationRow.name(.sequence)] = .int(sequence)
-        fields[OperationRow.name(.table)] = .string(table)
-        fields[OperationRow.name(.itemId)] = .string(itemId)
-        fields[OperationRow.name(.kind)] = .string(kind.rawValue)
-        fields[OperationRow.name(.state)] = .string(state.rawValue)
-        fields[OperationRow.name(.attempts)] = .int(Int64(attempts))
-        fields[OperationRow.name(.createdAt)] = .date(createdAt)
-        fields[OperationRow.name(.changedAt)] = .date(changedAt)
-        fields[OperationRow.name(.transaction)] = .string(transaction)
-        fields[OperationRow.name(.sendId)] = .string(sendId)
-        fields[OperationRow.name(.changedFields)] = .array(changedFields.map(Value.string))
+        let template = RowTemplate.all[(item == nil ? 0 : 2) + (baseVersion == nil ? 0 : 1)]
+        var fields = template.fields
+        var position = 0
+        // In the order of ``RowTemplate/columns``.
+        func set(_ value: Value) {
+            fields.values[template.indices[position]] = value
+            position += 1
+        }
+        set(.int(sequence))
+        set(.string(table))
+        set(.string(itemId))
+        set(.string(kind.rawValue))
+        set(.string(state.rawValue))
+        set(.int(Int64(attempts)))
+        set(.date(createdAt))
+        set(.date(changedAt))
+        set(.string(transaction))
+        set(.string(sendId))
+        set(.array(changedFields.map(Value.string)))
         // The two optional columns are left out when absent, as a null field is.
-        if let item { fields[OperationRow.name(.item)] = .object(item.fields) }
-        if let baseVersion { fields[OperationRow.name(.baseVersion)] = .string(baseVersion) }
+        if let item { set(.object(item.fields)) }
+        if let baseVersion { set(.string(baseVersion)) }
         return Record(id: id, nonNullFields: fields)
+    }
+}
+
+/// The names of an `__operations` row, laid out once for each combination of its two
+/// optional columns (item, base version), with where each name landed.
+private struct RowTemplate: @unchecked Sendable {
+    // @unchecked Sendable: immutable after `init`; `Dictionary.Index` is not marked Sendable,
+    // but it is a plain value (a bucket position and the storage's age).
+
+    /// The columns in the order ``QueuedOperation/record()`` sets them; the two optional ones last.
+    static let columns: [OperationRow.CodingKeys] = [.sequence, .table, .itemId, .kind, .state, .attempts, .createdAt,
+                                                     .changedAt, .transaction, .sendId, .changedFields, .item, .baseVersion]
+    /// Indexed by `(item ? 2 : 0) + (baseVersion ? 1 : 0)`.
+    static let all = [RowTemplate(item: false, baseVersion: false), RowTemplate(item: false, baseVersion: true),
+                      RowTemplate(item: true, baseVersion: false), RowTemplate(item: true, baseVersion: true)]
+
+    /// Every present column's name, mapped to null until a row sets it.
+    let fields: [String: Value]
+    /// Where each present column's name sits in `fields`, in ``columns`` order.
+    let indices: [Dictionary<String, Value>.Index]
+
+    init(item: Bool, baseVersion: Bool) {
+        let present = Self.columns.filter { ($0 != .item || item) && ($0 != .baseVersion || baseVersion) }
+        var fields = [String: Value](minimumCapacity: present.count)
+        for column in present { fields[column.rawValue] = .null }
+        self.fields = fields
+        indices = present.map { fields.index(forKey: $0.rawValue)! }
     }
 }

@@ -276,7 +276,7 @@ enum Outbox {
             try save(previous, txn)
             return .collapsed(previous)
         }
-        let operation = QueuedOperation(id: UUID.random().uuidString, sequence: try sequence(), table: table, itemId: itemId,
+        let operation = QueuedOperation(id: UUID.randomString(), sequence: try sequence(), table: table, itemId: itemId,
                                         kind: kind, item: item, baseVersion: baseVersion, transaction: transaction,
                                         changedFields: changedFields, now: now)
         try save(operation, txn)
