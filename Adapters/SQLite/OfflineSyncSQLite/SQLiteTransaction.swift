@@ -119,7 +119,7 @@ class SQLiteReadTransaction: LocalReadTransaction {
             }
         }
         if let shaped, let sql = connection.shapes.sql(for: shaped.shape, table: info) {
-            return try selectAll(sql, shaped.parameters + page)
+            return try selectAll(sql, paged ? shaped.parameters + page : shaped.parameters)
         }
         let translator = SQLiteQueryTranslator(table: info)
         let (filter, rest) = translator.split(query.predicate)

@@ -1,0 +1,63 @@
+import OfflineSync
+import OfflineSyncStoreKit
+import Testing
+
+/// `SQLQueryShapes` answers from its few most recent shapes before its dictionary; whichever
+/// answers, a shape gets the SQL last remembered for it, and only over the table object it
+/// was translated for.
+@Suite("SQLQueryShapes: the memo of translated query shapes")
+struct QueryShapesTests {
+    final class Table {}
+
+    /// The shape of a query comparing `field` with a string, over `table`.
+    func shape(_ field: String, on table: Table, limit: Int? = nil) throws -> SQLQueryShape {
+        let query = Query(Field(field) == .string("x"), order: [SortKey(field)], limit: limit)
+        let shaped = SQLQueryShape.of(query, table: table, column: { SQLColumn(sql: $0, type: .string) }, parameter: { $0 })
+        return try #require(shaped).shape
+    }
+
+    @Test("more shapes than the recent few: each keeps its own SQL, found again in any order")
+    func manyShapes() throws {
+        let table = Table()
+        var shapes = SQLQueryShapes<Table, String>(limit: 100)
+        let names = (0..<10).map { "f\($0)" }
+        for name in names { shapes.remember("SQL of \(name)", for: try shape(name, on: table), table: table) }
+        for name in names.reversed() + names + names.shuffled() {
+            #expect(shapes.sql(for: try shape(name, on: table), table: table) == "SQL of \(name)")
+        }
+        #expect(shapes.sql(for: try shape("f1", on: table, limit: 5), table: table) == nil, "a limit is another shape")
+        #expect(shapes.sql(for: try shape("other", on: table), table: table) == nil)
+    }
+
+    @Test("a shape remembered again answers with its new SQL, recent or not")
+    func rememberedAgain() throws {
+        let table = Table()
+        var shapes = SQLQueryShapes<Table, String>(limit: 100)
+        let first = try shape("a", on: table)
+        shapes.remember("old", for: first, table: table)
+        #expect(shapes.sql(for: first, table: table) == "old")
+        shapes.remember("new", for: first, table: table)
+        #expect(shapes.sql(for: first, table: table) == "new")
+        // Pushed out of the recent few, it is found in the dictionary with the same SQL.
+        for name in ["b", "c", "d", "e", "f"] { shapes.remember(name, for: try shape(name, on: table), table: table) }
+        #expect(shapes.sql(for: first, table: table) == "new")
+    }
+
+    @Test("another table object, a full memo, removeAll: no stale SQL")
+    func staleness() throws {
+        let table = Table(), other = Table()
+        var shapes = SQLQueryShapes<Table, String>(limit: 3)
+        let onTable = try shape("a", on: table)
+        shapes.remember("for table", for: onTable, table: table)
+        #expect(shapes.sql(for: try shape("a", on: other), table: other) == nil, "the shape names its table")
+        #expect(shapes.sql(for: onTable, table: other) == nil, "the SQL was written for another table object")
+        // Filling past the limit forgets the dictionary; what is still answered is still right.
+        for name in ["b", "c", "d", "e"] { shapes.remember("SQL \(name)", for: try shape(name, on: table), table: table) }
+        for name in ["b", "c", "d", "e"] {
+            let answer = shapes.sql(for: try shape(name, on: table), table: table)
+            #expect(answer == nil || answer == "SQL \(name)")
+        }
+        shapes.removeAll()
+        for name in ["a", "b", "c", "d", "e"] { #expect(shapes.sql(for: try shape(name, on: table), table: table) == nil) }
+    }
+}
