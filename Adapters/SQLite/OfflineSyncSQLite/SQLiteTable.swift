@@ -1,4 +1,9 @@
 import COfflineSyncSQLite3
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 import OfflineSync
 import OfflineSyncStoreKit
 
@@ -228,11 +233,15 @@ final class SQLiteTable {
     /// checksum's own pass fetched every column a second time: a tenth of a query's time). A
     /// row that fails its checksum is reported as such even when the damage also breaks its
     /// decoding.
-    func decodeRow(_ statement: SQLiteStatement, verify: Bool = true) throws -> Record {
+    ///
+    /// `id`, when the caller looked the row up by it, is the record's id if the row's id
+    /// column holds its bytes (as a lookup by id finds): the string is reused instead of made
+    /// again from the column (a get by id made three strings per row).
+    func decodeRow(_ statement: SQLiteStatement, verify: Bool = true, id knownID: String? = nil) throws -> Record {
         let record: Record
         let sum: UInt32
         do {
-            (record, sum) = try RowChecksum.compute { try decodeColumns(statement, feeding: &$0) }
+            (record, sum) = try RowChecksum.compute { try decodeColumns(statement, feeding: &$0, knownID: knownID) }
         } catch {
             if verify, !checksumHolds(statement, Int64(checksum(of: statement))) { throw checksumFailure }
             throw error
@@ -251,14 +260,21 @@ final class SQLiteTable {
 
     /// The row's record, every column before ``sumColumn`` fed to `sum` as
     /// ``checksum(of:)`` feeds it.
-    private func decodeColumns(_ statement: SQLiteStatement, feeding sum: inout RowChecksum) throws -> Record {
+    private func decodeColumns(_ statement: SQLiteStatement, feeding sum: inout RowChecksum, knownID: String?) throws -> Record {
         func cell(_ column: Int32) throws -> SQLiteCell {
             let cell = try statement.cell(column)
             sum.add(cell)
             return cell
         }
         guard case .text(let idBytes) = try cell(0) else { throw corrupted("id") }
-        let id = try SQLiteCell.string(idBytes)
+        let id: String
+        if var knownID, knownID.withUTF8({ known in
+            known.count == idBytes.count && (known.isEmpty || memcmp(known.baseAddress!, idBytes.baseAddress!, known.count) == 0)
+        }) {
+            id = knownID
+        } else {
+            id = try SQLiteCell.string(idBytes)
+        }
         let version: String?
         switch try cell(1) {
         case .null: version = nil

@@ -96,7 +96,7 @@ class SQLiteReadTransaction: LocalReadTransaction {
         let connection = try live()
         let info = try self.table(table, on: connection)
         return try connection.withStatement(info.selectByID, [.text(id)]) { statement in
-            try statement.step() ? try info.decodeRow(statement) : nil
+            try statement.step() ? try info.decodeRow(statement, id: id) : nil
         }
     }
 
