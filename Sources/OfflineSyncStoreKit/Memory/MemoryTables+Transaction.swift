@@ -9,7 +9,7 @@ extension MemoryTables {
         var isOpen = true
         /// Per touched table (a handful at most, searched by identity): per touched id, the
         /// record before this transaction and the record now (`nil`: absent).
-        var touched: [(key: ExactString, table: Table, changes: [ExactString: (original: Record?, current: Record?)])] = []
+        var touched: [(key: ExactString, table: Table, changes: [RowID: (original: Record?, current: Record?)])] = []
         /// The table looked up last: consecutive calls on one table skip the dictionary. Tables
         /// cannot be defined while a transaction holds the lock, so it stays valid.
         private var last: (key: ExactString, table: Table)?
@@ -38,7 +38,7 @@ extension MemoryTables {
         }
 
         func record(in table: String, id: String) throws -> Record? {
-            try self.table(table).table.rows[ExactString(id)]
+            try self.table(table).table.rows[RowID(id)]
         }
 
         func records(in table: String, matching query: Query) throws -> [Record] {
@@ -57,26 +57,26 @@ extension MemoryTables {
             let (key, stored) = try self.table(table)
             guard writable else { throw SyncError(.unsupported, "a read transaction cannot write") }
             try stored.schema.validate(record)
-            let id = ExactString(record.id)
+            let id = RowID(record.id)
             remember(stored.set(id, record), record, id, stored, key)
         }
 
         func delete(id: String, in table: String) throws -> Bool {
             let (key, stored) = try self.table(table)
             guard writable else { throw SyncError(.unsupported, "a read transaction cannot write") }
-            let id = ExactString(id)
+            let id = RowID(id)
             guard stored.rows[id] != nil else { return false }
             remember(stored.set(id, nil), nil, id, stored, key)
             return true
         }
 
-        private func remember(_ previous: Record?, _ current: Record?, _ id: ExactString, _ table: Table,
+        private func remember(_ previous: Record?, _ current: Record?, _ id: RowID, _ table: Table,
                               _ key: ExactString) {
             let slot: Int
             if let found = touched.firstIndex(where: { $0.table === table }) {
                 slot = found
             } else {
-                var changes: [ExactString: (original: Record?, current: Record?)] = [:]
+                var changes: [RowID: (original: Record?, current: Record?)] = [:]
                 // Transactions tend to look alike: start at the size the last one reached.
                 changes.reserveCapacity(min(table.touchedHint, 1 << 12))
                 touched.append((key, table, changes))

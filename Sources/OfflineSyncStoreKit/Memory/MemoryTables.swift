@@ -133,8 +133,8 @@ public final class MemoryTables: @unchecked Sendable {
         }
         for table in changes.tables {
             let key = ExactString(table.table)
-            for record in table.upserts { _ = tables[key]!.set(ExactString(record.id), record) }
-            for id in table.deletes { _ = tables[key]!.set(ExactString(id), nil) }
+            for record in table.upserts { _ = tables[key]!.set(RowID(record.id), record) }
+            for id in table.deletes { _ = tables[key]!.set(RowID(id), nil) }
         }
     }
 
