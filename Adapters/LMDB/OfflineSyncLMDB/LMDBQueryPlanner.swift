@@ -65,7 +65,12 @@ struct LMDBQueryPlanner {
     /// ``maxPrefixes`` in all), each read as its own index range: the queue's "which of these
     /// items have operations" reads only those items' entries, not the whole table's.
     private func equalityCandidates(_ predicate: QueryPredicate, dbi: MDB_dbi) throws -> [Record]? {
-        var fixed: [ExactString: [Value]] = [:]
+        // The fields compared with literals, each with its literals: a short list searched by
+        // its names' bytes (a query names a few fields; hashing them into a dictionary, and
+        // building each prefix through `flatMap`, was most of the newest-operation look-up
+        // every local write makes, in `perf` of local-writes-lmdb).
+        var fixed: [(field: ExactString, literals: [Value])] = []
+        func literals(of field: ExactString) -> [Value]? { fixed.first { $0.field == field }?.literals }
         for conjunct in Self.conjuncts(predicate) {
             let field: String, literals: [Value]
             switch conjunct {
@@ -76,8 +81,12 @@ struct LMDBQueryPlanner {
             guard let declared = entry.schema.field(named: field),
                   literals.allSatisfy({ LMDBIndexKey.isExactEquality($0, declared.type) }) else { continue }
             // Two conjuncts on one field: either narrows the rows; keep the shorter list.
-            if let known = fixed[ExactString(field)], known.count <= literals.count { continue }
-            fixed[ExactString(field)] = literals
+            let key = ExactString(field)
+            if let known = fixed.firstIndex(where: { $0.field == key }) {
+                if fixed[known].literals.count > literals.count { fixed[known].literals = literals }
+            } else {
+                fixed.append((key, literals))
+            }
         }
         guard !fixed.isEmpty else { return nil }
         var best: (position: Int, prefixes: [[UInt8]], length: Int)?
@@ -85,12 +94,17 @@ struct LMDBQueryPlanner {
             var prefixes: [[UInt8]] = [[]]
             var length = 0
             for field in fields {
-                guard let literals = fixed[ExactString(field)], prefixes.count * literals.count <= Self.maxPrefixes else { break }
-                prefixes = prefixes.flatMap { prefix in
-                    literals.map { literal in
-                        var longer = prefix
-                        LMDBIndexKey.append(literal, to: &longer)
-                        return longer
+                guard let literals = literals(of: ExactString(field)), prefixes.count * literals.count <= Self.maxPrefixes else { break }
+                if literals.count == 1 {
+                    // One value: every prefix grows in place.
+                    for i in prefixes.indices { LMDBIndexKey.append(literals[0], to: &prefixes[i]) }
+                } else {
+                    prefixes = prefixes.flatMap { prefix in
+                        literals.map { literal in
+                            var longer = prefix
+                            LMDBIndexKey.append(literal, to: &longer)
+                            return longer
+                        }
                     }
                 }
                 length += 1
@@ -104,7 +118,7 @@ struct LMDBQueryPlanner {
         let fields = entry.indexes[best.position]
         var records: [Record] = []
         // Each distinct prefix once: a value listed twice must not return its records twice.
-        for prefix in Set(best.prefixes) {
+        for prefix in best.prefixes.count == 1 ? best.prefixes : Array(Set(best.prefixes)) {
             try transaction.scan(index, from: prefix) { key, data in
                 guard key.buffer.starts(with: prefix) else { return false }
                 records.append(try indexed(dbi, fields, key, data))
