@@ -34,7 +34,7 @@ class SQLiteReadTransaction: LocalReadTransaction {
         lastTable = nil
     }
 
-    /// The connection, while the transaction is open and the caller is on its queue.
+    /// The connection, while the transaction is open and the caller is on its thread.
     func live() throws -> SQLiteConnection {
         // Checked first, from any thread, without touching mutable state: only the owner
         // thread may go on to read `connection`.
