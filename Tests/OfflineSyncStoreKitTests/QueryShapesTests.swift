@@ -60,4 +60,20 @@ struct QueryShapesTests {
         shapes.removeAll()
         for name in ["a", "b", "c", "d", "e"] { #expect(shapes.sql(for: try shape(name, on: table), table: table) == nil) }
     }
+
+    @Test("a copy answers from its own memo, and a memo held in a let can be asked")
+    func copies() throws {
+        let table = Table()
+        var first = SQLQueryShapes<Table, String>(limit: 100)
+        let shape = try shape("a", on: table)
+        first.remember("SQL of a", for: shape, table: table)
+        let copy = first // a `let`: asking it must not need `mutating`
+        first.removeAll()
+        #expect(first.sql(for: shape, table: table) == nil, "forgotten by the memo that removed everything")
+        #expect(copy.sql(for: shape, table: table) == "SQL of a", "the copy still knows it")
+        // The copy's find is noted in the recent few they share: the first may answer it
+        // again, never with other SQL.
+        #expect([nil, "SQL of a"].contains(first.sql(for: shape, table: table)))
+        #expect(copy.sql(for: try self.shape("b", on: table), table: table) == nil)
+    }
 }

@@ -119,9 +119,20 @@ public struct SQLQueryShapes<Table: AnyObject, SQL> {
     /// looks up the same two or three shapes every time (the item's newest operation, the
     /// next sequence number), and comparing a shape's few names costs less than hashing
     /// them all (finding a shape in `known` was 2.7% of a local insert in `perf`).
-    @usableFromInline var recent: [Entry] = []
-    @usableFromInline var nextRecent = 0
+    ///
+    /// A box, so ``sql(for:table:)`` notes what it found without becoming `mutating` (an
+    /// adapter may hold the memo in a `let`). Copies of the memo share it, which is harmless:
+    /// an entry maps a shape over one table object to the SQL that shape translates to,
+    /// whichever copy noted it.
+    @usableFromInline let recent = Recent()
     @usableFromInline static var recentCount: Int { 4 }
+
+    @usableFromInline
+    final class Recent {
+        @usableFromInline var entries: [Entry] = []
+        @usableFromInline var next = 0
+        @usableFromInline init() {}
+    }
     /// The most shapes kept; past it they are all forgotten at once.
     public let limit: Int
 
@@ -134,8 +145,8 @@ public struct SQLQueryShapes<Table: AnyObject, SQL> {
     /// own table and SQL types: called generically, a look-up spent a third of its time
     /// fetching tuple metadata (`perf`, local-writes-sqlite).
     @inlinable
-    public mutating func sql(for shape: SQLQueryShape, table: Table) -> SQL? {
-        for entry in recent where entry.shape == shape {
+    public func sql(for shape: SQLQueryShape, table: Table) -> SQL? {
+        for entry in recent.entries where entry.shape == shape {
             return entry.table === table ? entry.sql : nil
         }
         guard let entry = known[shape], entry.table === table else { return nil }
@@ -149,26 +160,26 @@ public struct SQLQueryShapes<Table: AnyObject, SQL> {
         if known.count >= limit { known = [:] }
         known[shape] = (table, sql)
         // A shape is in `recent` at most once, and always as `known` has it.
-        recent.removeAll { $0.shape == shape }
+        recent.entries.removeAll { $0.shape == shape }
         noteRecent((shape, table, sql))
     }
 
     /// Puts `entry` in `recent`, in place of the oldest once it is full.
     @inlinable
-    mutating func noteRecent(_ entry: Entry) {
-        if recent.count < Self.recentCount {
-            recent.append(entry)
+    func noteRecent(_ entry: Entry) {
+        if recent.entries.count < Self.recentCount {
+            recent.entries.append(entry)
         } else {
-            nextRecent %= Self.recentCount
-            recent[nextRecent] = entry
-            nextRecent += 1
+            recent.next %= Self.recentCount
+            recent.entries[recent.next] = entry
+            recent.next += 1
         }
     }
 
     /// Forgets every shape (a closed connection's statements are gone).
     public mutating func removeAll() {
         known = [:]
-        recent = []
-        nextRecent = 0
+        recent.entries = []
+        recent.next = 0
     }
 }
