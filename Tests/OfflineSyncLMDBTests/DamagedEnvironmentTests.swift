@@ -100,8 +100,8 @@ struct DamagedEnvironmentTests {
             try await expectRefused(directory, [.corrupted])
             // A meta page's transaction id (`mm_txnid`, the 8 bytes at offset 144): the older
             // slot made to look newest (a high bit, the soak's seed 1795738849), an id of the
-            // wrong parity, and one two commits away. Each would have LMDB read the previous
-            // commit's tree, which is intact, so only the pair of ids shows the damage.
+            // wrong parity, and one two commits away. Every tree stays intact, so only the pair
+            // of ids shows the damage; the first would have LMDB read the previous commit.
             for (byte, bit) in [(4096 + 151, 3), (4096 + 144, 0), (144, 2)] {
                 var damaged = original
                 damaged[byte] ^= 1 << bit
