@@ -212,4 +212,46 @@ struct QueryTests {
         #expect(missing == .tableNotDefined)
         try await store.close()
     }
+
+    /// The adapter reuses a recent query's SQL, unvalidated, for a query of the same structure
+    /// (`SQLQueryShapes.sql(reusing:table:parameter:)`): each reused query still answers with
+    /// its own literals, and a query that differs only where validation looks is refused.
+    @Test("queries shaped like a recent one: their own results, and refusals as before")
+    func reusedStructure() async throws {
+        let store = try await SQLiteStore.inMemory()
+        let records = Self.records()
+        try await store.defineTable(Self.schema)
+        try await store.write { transaction in
+            for record in records { try transaction.upsert(record, in: "items") }
+        }
+        let literals: [(Int64, String)] = [(1, "a"), (-1, "abc"), (42, "é"), (0, "e\u{301}"), (.max, ""), (3, "日本")]
+        let queries = literals.flatMap { n, s in
+            [Query(Field("n") >= .int(n) && Field("s") != .string(s), order: [SortKey("s", ascending: false)], limit: 5),
+             Query(Field("s") == .string(s), order: [SortKey("n")]),
+             Query(Field("n") < .int(n), order: [SortKey("n"), SortKey("id")], limit: 4, offset: 2)]
+        }
+        let results = try await store.read { transaction in
+            try queries.map { try transaction.records(in: "items", matching: $0) }
+        }
+        for (query, result) in zip(queries, results) {
+            #expect(result == QueryEvaluator.apply(query, to: records), "\(query.predicate) limit \(String(describing: query.limit))")
+        }
+        // Each refused query follows a valid one of its structure, in the same transaction.
+        let pairs: [(valid: Query, refused: Query)] = [
+            (Query(Field("n") == 1, order: [SortKey("s")], limit: 3), Query(Field("n") == "text", order: [SortKey("s")], limit: 3)),
+            (Query(Field("s") == "a"), Query(Field("s") == 3)),
+            (Query(Field("n") == 1, limit: 3), Query(Field("n") == 1, limit: -1)),
+            (Query(Field("n") == 1, limit: 3, offset: 1), Query(Field("n") == 1, limit: 3, offset: -1)),
+        ]
+        for (valid, refused) in pairs {
+            let code = await syncErrorCode {
+                _ = try await store.read { transaction in
+                    _ = try transaction.records(in: "items", matching: valid)
+                    _ = try transaction.records(in: "items", matching: refused)
+                }
+            }
+            #expect(code == .invalidQuery, "\(refused.predicate) limit \(String(describing: refused.limit)) offset \(refused.offset)")
+        }
+        try await store.close()
+    }
 }

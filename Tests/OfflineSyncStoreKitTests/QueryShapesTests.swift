@@ -76,4 +76,66 @@ struct QueryShapesTests {
         #expect([nil, "SQL of a"].contains(first.sql(for: shape, table: table)))
         #expect(copy.sql(for: try self.shape("b", on: table), table: table) == nil)
     }
+
+    /// Every column named here is a string column, but `n`, which is an integer one.
+    static func column(_ name: String) -> SQLColumn? {
+        SQLColumn(sql: name, type: name == "n" ? .int : .string)
+    }
+
+    /// Remembers `query`'s shape over `table` as "SQL" with `query` as its sample.
+    func rememberSample(_ query: Query, on table: Table, in shapes: inout SQLQueryShapes<Table, String>) throws {
+        let shaped = try #require(SQLQueryShape.of(query, table: table, column: Self.column, parameter: { $0 }))
+        shapes.remember("SQL", for: shaped.shape, table: table, query: query)
+    }
+
+    @Test("a query with a remembered query's structure gets its SQL and its own literals, in order")
+    func reuse() throws {
+        let table = Table()
+        var shapes = SQLQueryShapes<Table, String>(limit: 100)
+        let sample = Query(Field("a") == .string("x") && Field("n") > .int(3), order: [SortKey("a", ascending: false)], limit: 1)
+        try rememberSample(sample, on: table, in: &shapes)
+        let asked = Query(Field("a") == .string("other") && Field("n") > .int(-9), order: [SortKey("a", ascending: false)], limit: 50)
+        let hit = try #require(shapes.sql(reusing: asked, table: table, parameter: { $0 }))
+        #expect(hit.sql == "SQL")
+        #expect(hit.parameters == [.string("other"), .int(-9)])
+        // The shape found the usual way notes its query too.
+        let other = Table()
+        let onOther = Query(Field("b") == .string("y"))
+        let shaped = try #require(SQLQueryShape.of(onOther, table: other, column: Self.column, parameter: { $0 }))
+        shapes.remember("SQL of b", for: shaped.shape, table: other)
+        #expect(shapes.sql(reusing: onOther, table: other, parameter: { $0 }) == nil, "remembered without a sample")
+        #expect(shapes.sql(for: shaped.shape, table: other, query: onOther) == "SQL of b")
+        #expect(shapes.sql(reusing: Query(Field("b") == .string("z")), table: other, parameter: { $0 })?.parameters == [.string("z")])
+    }
+
+    @Test("anything but the literals and the page's values differs: no reuse",
+          arguments: [
+              Query(Field("b") == .string("x") && Field("n") > .int(3), order: [SortKey("a", ascending: false)], limit: 1),
+              Query(Field("a") != .string("x") && Field("n") > .int(3), order: [SortKey("a", ascending: false)], limit: 1),
+              Query(Field("a") == .int(1) && Field("n") > .int(3), order: [SortKey("a", ascending: false)], limit: 1),
+              Query(Field("a") == .string("x") && Field("n") > .double(3), order: [SortKey("a", ascending: false)], limit: 1),
+              Query(Field("a") == .null && Field("n") > .int(3), order: [SortKey("a", ascending: false)], limit: 1),
+              Query(Field("a") == .string("x") && Field("n") > .int(3), order: [SortKey("a")], limit: 1),
+              Query(Field("a") == .string("x") && Field("n") > .int(3), order: [SortKey("n", ascending: false)], limit: 1),
+              Query(Field("a") == .string("x") && Field("n") > .int(3), order: [], limit: 1),
+              Query(Field("a") == .string("x") && Field("n") > .int(3), order: [SortKey("a", ascending: false)]),
+              Query(Field("a") == .string("x") && Field("n") > .int(3), order: [SortKey("a", ascending: false)], limit: -1),
+              Query(Field("a") == .string("x") && Field("n") > .int(3), order: [SortKey("a", ascending: false)], limit: 1, offset: 2),
+              Query(Field("a") == .string("x"), order: [SortKey("a", ascending: false)], limit: 1),
+              Query(.and([Field("a") == .string("x"), Field("n") > .int(3), .all]), order: [SortKey("a", ascending: false)], limit: 1),
+              Query(Field("a") == .string("x") || Field("n") > .int(3), order: [SortKey("a", ascending: false)], limit: 1),
+              Query(Field("a") == .string("x") && Field("n").isIn([3]), order: [SortKey("a", ascending: false)], limit: 1),
+              // "é" composed and decomposed: canonically equal names are different fields.
+              Query(Field("e\u{301}") == .string("x") && Field("n") > .int(3), order: [SortKey("a", ascending: false)], limit: 1),
+          ])
+    func noReuse(asked: Query) throws {
+        let table = Table()
+        var shapes = SQLQueryShapes<Table, String>(limit: 100)
+        try rememberSample(Query(Field("a") == .string("x") && Field("n") > .int(3), order: [SortKey("a", ascending: false)], limit: 1),
+                           on: table, in: &shapes)
+        try rememberSample(Query(Field("\u{e9}") == .string("x") && Field("n") > .int(3), order: [SortKey("a", ascending: false)], limit: 1),
+                           on: table, in: &shapes)
+        #expect(shapes.sql(reusing: asked, table: table, parameter: { $0 }) == nil)
+        #expect(shapes.sql(reusing: asked, table: Table(), parameter: { $0 }) == nil, "another table object")
+    }
 }

@@ -154,14 +154,21 @@ final class PGTransaction: LocalWriteTransaction {
     /// Validates `query` and plans it over `info`. A query of a remembered shape
     /// (`SQLQueryShape`) reuses its SQL and binds only its values.
     func plan(_ query: Query, _ info: PGTable) throws -> QueryPlan {
-        try query.validate(against: info.schema)
         let connection = try live()
-        let shaped = SQLQueryShape.of(query, table: info, column: info.column) { PGTable.parameter($0) }
-        if let shaped, let sql = connection.shapes.sql(for: shaped.shape, table: info) {
-            var parameters = shaped.parameters
+        func whole(_ sql: String, _ bound: [PGParameter]) -> QueryPlan {
+            var parameters = bound
             if let limit = query.limit { parameters.append(.int64(Int64(limit))) }
             if query.offset > 0 { parameters.append(.int64(Int64(query.offset))) }
             return .whole(sql: sql, parameters: parameters)
+        }
+        // A query with the structure of a recent one validates as it did and has its SQL.
+        if let reused = connection.shapes.sql(reusing: query, table: info, parameter: { PGTable.parameter($0) }) {
+            return whole(reused.sql, reused.parameters)
+        }
+        try query.validate(against: info.schema)
+        let shaped = SQLQueryShape.of(query, table: info, column: info.column) { PGTable.parameter($0) }
+        if let shaped, let sql = connection.shapes.sql(for: shaped.shape, table: info, query: query) {
+            return whole(sql, shaped.parameters)
         }
         var translator = SQLPredicateTranslator<PGDialect>(table: info, textFunctions: connection.serverUsesUTF8)
         let (filter, rest) = translator.split(query.predicate)
@@ -176,7 +183,7 @@ final class PGTransaction: LocalWriteTransaction {
         sql += " " + orderBy
         if let limit = query.limit { sql += " LIMIT " + translator.bind(.int64(Int64(limit))) }
         if query.offset > 0 { sql += " OFFSET " + translator.bind(.int64(Int64(query.offset))) }
-        if remember, let shaped { connection.shapes.remember(sql, for: shaped.shape, table: info) }
+        if remember, let shaped { connection.shapes.remember(sql, for: shaped.shape, table: info, query: query) }
         return .whole(sql: sql, parameters: translator.parameters)
     }
 

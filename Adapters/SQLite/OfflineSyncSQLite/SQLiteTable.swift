@@ -166,24 +166,27 @@ final class SQLiteTable {
     /// the undeclared fields as one encoded object, each declared field's column value, then
     /// the checksum of all of them.
     func bindings(for record: Record) -> [SQLiteValue] {
-        var values: [SQLiteValue] = [
-            .text(record.id),
-            record.version.map(SQLiteValue.text) ?? .null,
-            record.updatedAt.map { .int($0.millisecondsSince1970) } ?? .null,
-            .int(record.deleted ? 1 : 0),
-        ]
-        let (declared, extra) = layout.split(record.fields)
-        values.append(extra.map(SQLiteValue.blob) ?? .null)
-        for (position, field) in schema.fields.enumerated() {
-            values.append(Self.columnValue(declared[position], field.type))
+        // Made at full length and filled in place: the declared values go straight to their
+        // columns (no array of them per row, no growing this one).
+        let first = SQLTableLayout.firstFieldColumn, sum = Int(sumColumn)
+        var values = [SQLiteValue](repeating: .null, count: sum + 1)
+        values[0] = .text(record.id)
+        if let version = record.version { values[1] = .text(version) }
+        if let updatedAt = record.updatedAt { values[2] = .int(updatedAt.millisecondsSince1970) }
+        values[3] = .int(record.deleted ? 1 : 0)
+        let fields = schema.fields
+        if let extra = layout.split(record.fields, declared: { position, value in
+            values[first + position] = Self.columnValue(value, fields[position].type)
+        }) {
+            values[4] = .blob(extra)
         }
-        values.append(.int(Int64(Self.checksum(of: values))))
+        values[sum] = .int(Int64(Self.checksum(of: values[..<sum])))
         return values
     }
 
     /// The CRC-32C of a row's columns as SQLite stores them: per column its storage class,
     /// then an integer's or a double's 8 bytes, or a text's or blob's length and bytes.
-    static func checksum(of values: [SQLiteValue]) -> UInt32 {
+    static func checksum(of values: ArraySlice<SQLiteValue>) -> UInt32 {
         RowChecksum.compute { sum in
             for value in values {
                 // Each value as the cell SQLite will store (``RowChecksum/add(_:)`` defines the bytes).

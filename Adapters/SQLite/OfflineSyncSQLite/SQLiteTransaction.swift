@@ -102,9 +102,7 @@ class SQLiteReadTransaction: LocalReadTransaction {
 
     func records(in table: String, matching query: Query) throws -> [Record] {
         let info = try self.table(table)
-        try query.validate(against: info.schema)
         let connection = try live()
-        let shaped = SQLQueryShape.of(query, table: info, column: info.column, parameter: SQLiteDialect(table: info).parameter)
         // The page clause only when the query pages: with a `LIMIT`, SQLite sorts through an
         // ephemeral B-tree (which can drop rows past the limit) instead of its sorter, and
         // opening, filling and closing that tree cost a 100-row query by an indexed field a
@@ -118,7 +116,14 @@ class SQLiteReadTransaction: LocalReadTransaction {
                 return result
             }
         }
-        if let shaped, let sql = connection.shapes.sql(for: shaped.shape, table: info) {
+        let parameter = SQLiteDialect(table: info).parameter
+        // A query with the structure of a recent one validates as it did and has its SQL.
+        if let reused = connection.shapes.sql(reusing: query, table: info, parameter: parameter) {
+            return try selectAll(reused.sql, paged ? reused.parameters + page : reused.parameters)
+        }
+        try query.validate(against: info.schema)
+        let shaped = SQLQueryShape.of(query, table: info, column: info.column, parameter: parameter)
+        if let shaped, let sql = connection.shapes.sql(for: shaped.shape, table: info, query: query) {
             return try selectAll(sql, paged ? shaped.parameters + page : shaped.parameters)
         }
         let translator = SQLiteQueryTranslator(table: info)
@@ -139,7 +144,7 @@ class SQLiteReadTransaction: LocalReadTransaction {
             let key = SQLiteSQL(sql)
             // A shape's SQL is kept only when the translation bound exactly its values.
             if let shaped, SQLQueryShape.bound(shaped.parameters, as: bindings, same: Self.sameBinding) {
-                connection.shapes.remember(key, for: shaped.shape, table: info)
+                connection.shapes.remember(key, for: shaped.shape, table: info, query: query)
             }
             return try selectAll(key, bindings + page)
         }

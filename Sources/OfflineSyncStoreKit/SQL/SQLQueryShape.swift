@@ -100,6 +100,51 @@ public struct SQLQueryShape: Hashable, Sendable {
         return (shape, parameters)
     }
 
+    /// Whether `query` has the structure of `sample` — a query that was validated and found
+    /// to be of a cacheable shape over the same table mapping — and differs from it at most in
+    /// its literals and in its limit's and offset's values. When it does, the literals, as
+    /// `parameter` binds them, are appended to `parameters` in placeholder order, and `query`
+    /// has the sample's shape and validates as the sample did: validation depends only on the
+    /// field names, the literals' kinds (a string or an integer is always a valid literal) and
+    /// the limit and offset being non-negative, all of which are compared here.
+    ///
+    /// This walk compares names byte for byte and allocates nothing but the parameters; it
+    /// stands in for validating the query and computing its shape (walking it, looking up each
+    /// column, building the terms), which were most of the cost of the queue's look-up on
+    /// every local write beyond SQLite's own step (`perf`, local-writes-sqlite).
+    @inlinable
+    public static func sameStructure<Parameter>(_ query: Query, as sample: Query, parameter: (Value) -> Parameter?,
+                                                parameters: inout [Parameter]) -> Bool {
+        guard (query.limit != nil) == (sample.limit != nil), (query.limit ?? 0) >= 0,
+              (query.offset > 0) == (sample.offset > 0), query.offset >= 0,
+              query.order.count == sample.order.count else { return false }
+        for (key, known) in zip(query.order, sample.order) {
+            guard key.ascending == known.ascending, ExactString(key.field) == ExactString(known.field) else { return false }
+        }
+        func same(_ predicate: QueryPredicate, _ known: QueryPredicate) -> Bool {
+            switch (predicate, known) {
+            case (.all, .all):
+                return true
+            case let (.and(parts), .and(knownParts)):
+                guard parts.count == knownParts.count else { return false }
+                for (part, knownPart) in zip(parts, knownParts) where !same(part, knownPart) { return false }
+                return true
+            case let (.compare(field, op, literal), .compare(knownField, knownOp, knownLiteral)):
+                switch (literal, knownLiteral) {
+                case (.string, .string), (.int, .int): break
+                default: return false
+                }
+                guard op == knownOp, ExactString(field) == ExactString(knownField),
+                      let bound = parameter(literal) else { return false }
+                parameters.append(bound)
+                return true
+            default:
+                return false
+            }
+        }
+        return same(query.predicate, sample.predicate)
+    }
+
     /// Whether a translation bound exactly the shape's `parameters`, in order and nothing
     /// else: only then is its SQL the shape's. `same` compares two parameters byte for byte
     /// (strings by their UTF-8 bytes, not by canonical equivalence).
@@ -113,7 +158,9 @@ public struct SQLQueryShape: Hashable, Sendable {
 /// The SQL each query shape was translated to on one connection, with the table mapping it
 /// was written for. Not thread-safe: it lives with its connection, on the connection's queue.
 public struct SQLQueryShapes<Table: AnyObject, SQL> {
-    @usableFromInline typealias Entry = (shape: SQLQueryShape, table: Table, sql: SQL)
+    /// A recent shape, with the last query of that shape seen (``sql(reusing:table:parameter:)``
+    /// compares a new query with it), when the caller gave one.
+    @usableFromInline typealias Entry = (shape: SQLQueryShape, table: Table, sql: SQL, sample: Query?)
     @usableFromInline var known: [SQLQueryShape: (table: Table, sql: SQL)] = [:]
     /// The shapes found or kept last, compared before `known` is searched: a local write
     /// looks up the same two or three shapes every time (the item's newest operation, the
@@ -146,22 +193,60 @@ public struct SQLQueryShapes<Table: AnyObject, SQL> {
     /// fetching tuple metadata (`perf`, local-writes-sqlite).
     @inlinable
     public func sql(for shape: SQLQueryShape, table: Table) -> SQL? {
-        for entry in recent.entries where entry.shape == shape {
-            return entry.table === table ? entry.sql : nil
+        sql(for: shape, table: table, query: nil)
+    }
+
+    /// ``sql(for:table:)``, noting `query` (validated, of that shape) as the sample a later
+    /// ``sql(reusing:table:parameter:)`` compares with.
+    @inlinable
+    public func sql(for shape: SQLQueryShape, table: Table, query: Query?) -> SQL? {
+        for index in recent.entries.indices where recent.entries[index].shape == shape {
+            guard recent.entries[index].table === table else { return nil }
+            if let query { recent.entries[index].sample = query }
+            return recent.entries[index].sql
         }
         guard let entry = known[shape], entry.table === table else { return nil }
-        noteRecent((shape, entry.table, entry.sql))
+        noteRecent((shape, entry.table, entry.sql, query))
         return entry.sql
+    }
+
+    /// The SQL of a query with the structure of a recent one over `table` (see
+    /// ``SQLQueryShape/sameStructure(_:as:parameter:parameters:)``) and its literals as
+    /// `parameter` binds them, in placeholder order; `nil` when no recent query matches.
+    /// A hit means `query` validates and has that query's shape, so the caller skips both:
+    /// the usual local write asks the same two or three shapes over and over.
+    @inlinable
+    public func sql<Parameter>(reusing query: Query, table: Table,
+                               parameter: (Value) -> Parameter?) -> (sql: SQL, parameters: [Parameter])? {
+        var parameters: [Parameter] = []
+        parameters.reserveCapacity(4)
+        // By index: iterating copied each entry (its shape, table, SQL and sample) per look.
+        let entries = recent.entries
+        for index in entries.indices where entries[index].table === table {
+            guard let sample = entries[index].sample else { continue }
+            parameters.removeAll(keepingCapacity: true)
+            if SQLQueryShape.sameStructure(query, as: sample, parameter: parameter, parameters: &parameters) {
+                return (entries[index].sql, parameters)
+            }
+        }
+        return nil
     }
 
     /// Keeps the SQL a query of `shape` over `table` translated to.
     @inlinable
     public mutating func remember(_ sql: SQL, for shape: SQLQueryShape, table: Table) {
+        remember(sql, for: shape, table: table, query: nil)
+    }
+
+    /// ``remember(_:for:table:)``, noting `query` (validated, of that shape) as the sample a
+    /// later ``sql(reusing:table:parameter:)`` compares with.
+    @inlinable
+    public mutating func remember(_ sql: SQL, for shape: SQLQueryShape, table: Table, query: Query?) {
         if known.count >= limit { known = [:] }
         known[shape] = (table, sql)
         // A shape is in `recent` at most once, and always as `known` has it.
         recent.entries.removeAll { $0.shape == shape }
-        noteRecent((shape, table, sql))
+        noteRecent((shape, table, sql, query))
     }
 
     /// Puts `entry` in `recent`, in place of the oldest once it is full.
