@@ -166,6 +166,17 @@ final class SQLiteTable {
     /// the undeclared fields as one encoded object, each declared field's column value, then
     /// the checksum of all of them.
     func bindings(for record: Record) -> [SQLiteValue] {
+        makeBindings(record) { layout.split(record.fields, declared: $0) }
+    }
+
+    /// ``bindings(for:)`` of a record checked against the schema first
+    /// (``TableSchema/validate(_:)``, throwing what it throws), in the same pass over its fields.
+    func validatedBindings(for record: Record) throws -> [SQLiteValue] {
+        try makeBindings(record) { try layout.validateAndSplit(record, declared: $0) }
+    }
+
+    /// A row's parameters, the declared fields and `extra` as `split` hands them out.
+    private func makeBindings(_ record: Record, split: ((Int, Value) -> Void) throws -> [UInt8]?) rethrows -> [SQLiteValue] {
         // Made at full length and filled in place: the declared values go straight to their
         // columns (no array of them per row, no growing this one).
         let first = SQLTableLayout.firstFieldColumn, sum = Int(sumColumn)
@@ -175,9 +186,7 @@ final class SQLiteTable {
         if let updatedAt = record.updatedAt { values[2] = .int(updatedAt.millisecondsSince1970) }
         values[3] = .int(record.deleted ? 1 : 0)
         let fields = schema.fields
-        if let extra = layout.split(record.fields, declared: { position, value in
-            values[first + position] = Self.columnValue(value, fields[position].type)
-        }) {
+        if let extra = try split({ position, value in values[first + position] = Self.columnValue(value, fields[position].type) }) {
             values[4] = .blob(extra)
         }
         values[sum] = .int(Int64(Self.checksum(of: values[..<sum])))

@@ -218,16 +218,16 @@ class SQLiteReadTransaction: LocalReadTransaction {
 final class SQLiteWriteTransaction: SQLiteReadTransaction, LocalWriteTransaction {
     func upsert(_ record: Record, in table: String) throws {
         let info = try self.table(table)
-        try info.schema.validate(record)
-        try live().execute(info.upsert, info.bindings(for: record))
+        let bindings = try info.validatedBindings(for: record)
+        try live().execute(info.upsert, bindings)
     }
 
-    /// Validates every record, then writes them with as few statements of
-    /// ``SQLiteTable/upserts`` as the count allows (the largest first). A later row with an
-    /// earlier row's id updates it within the same statement, as separate upserts would.
+    /// Writes the records with as few statements of ``SQLiteTable/upserts`` as the count
+    /// allows (the largest first), each statement's records validated as its parameters are
+    /// made. A later row with an earlier row's id updates it within the same statement, as
+    /// separate upserts would.
     func upsert(_ records: [Record], in table: String) throws {
         let info = try self.table(table)
-        for record in records { try info.schema.validate(record) }
         let connection = try live()
         var start = records.startIndex
         var bindings: [SQLiteValue] = []
@@ -236,7 +236,7 @@ final class SQLiteWriteTransaction: SQLiteReadTransaction, LocalWriteTransaction
             while 1 << level > records.endIndex - start { level -= 1 }
             let end = start + 1 << level
             bindings.removeAll(keepingCapacity: true)
-            for record in records[start..<end] { bindings += info.bindings(for: record) }
+            for record in records[start..<end] { bindings += try info.validatedBindings(for: record) }
             try connection.execute(info.upserts[level], bindings)
             start = end
         }

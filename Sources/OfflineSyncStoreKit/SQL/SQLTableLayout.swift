@@ -51,6 +51,13 @@ public struct SQLTableLayout: Sendable {
         return (declared, extra)
     }
 
+    /// The record checked against the schema (``TableSchema/validate(_:)``, throwing what it
+    /// throws) and split as ``split(_:declared:)`` splits it, in one pass over its fields.
+    public func validateAndSplit(_ record: Record, declared: (Int, Value) -> Void) throws -> [UInt8]? {
+        let extra = try schema.validate(record, declared: declared)
+        return extra.isEmpty ? nil : ValueCodec.encodeObject(distinct: extra)
+    }
+
     /// ``split(_:)`` without the array of declared values: `declared` gets each declared
     /// field the record has (position, value), in no particular order, and the `extra`
     /// column's bytes are returned. For an adapter that writes the values straight into its
