@@ -67,7 +67,7 @@ struct RawLMDBBaseline {
         for position in 0..<3 { try check(mdb_dbi_open(txn, "i.\(operations).0.\(position)", UInt32(MDB_DUPSORT), &indexDB[position])) }
         try check(mdb_txn_commit(txn))
 
-        let start = DispatchTime.now().uptimeNanoseconds
+        let cpu = MeasuredWindows.processCPUSeconds(), start = DispatchTime.now().uptimeNanoseconds
         var sequence: Int64 = 0
         for first in stride(from: 0, to: records, by: batch) {
             try check(mdb_txn_begin(env, nil, 0, &txn))
@@ -88,7 +88,7 @@ struct RawLMDBBaseline {
             }
             try check(mdb_txn_commit(txn))
         }
-        return Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9
+        return MeasuredWindows.shared.close(started: start, cpu: cpu)
     }
 
     /// An index key part for an int, as the store encodes it.

@@ -72,7 +72,7 @@ struct RawPostgreSQLBaseline {
             """)
         let changed = ValueCodec.encode(Value.array(["done", "n", "note", "title"]))
         let changedJSON = #"["done","n","note","title"]"#
-        let start = DispatchTime.now().uptimeNanoseconds
+        let cpu = MeasuredWindows.processCPUSeconds(), start = DispatchTime.now().uptimeNanoseconds
         var sequence: Int64 = 0
         for first in stride(from: 0, to: records, by: batch) {
             try pg.execute("BEGIN")
@@ -95,7 +95,7 @@ struct RawPostgreSQLBaseline {
             }
             try pg.execute("COMMIT")
         }
-        return Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9
+        return MeasuredWindows.shared.close(started: start, cpu: cpu)
     }
 }
 

@@ -70,15 +70,26 @@ struct BenchCommand: AsyncParsableCommand {
         var rows: [[String: Any]] = []
         for workload in workloads {
             var best: [String: WorkerResult] = [:]
+            // The least CPU of each side's runs, kept apart from the fastest run's: both are
+            // the side's best, each by its own measure. `nil` once a run lacks it.
+            var leastCPU: [String: Double?] = [:]
             for run in 1...runs {
                 for mode in ["raw", "ours"] {
                     let result = try runWorker(executable: executable, workload: workload.name, mode: mode)
-                    print("\(workload.name) run \(run): \(mode == "ours" ? "OfflineSync" : workload.baseline) \(String(format: "%.3f", result.seconds)) s, peak RSS \(result.peakRSSBytes / 1_048_576) MiB")
+                    let cpu = result.cpuSeconds.map { String(format: ", CPU %.3f s", $0) } ?? ""
+                    print("\(workload.name) run \(run): \(mode == "ours" ? "OfflineSync" : workload.baseline) \(String(format: "%.3f", result.seconds)) s\(cpu), peak RSS \(result.peakRSSBytes / 1_048_576) MiB")
                     if best[mode].map({ result.seconds < $0.seconds }) ?? true { best[mode] = result }
+                    let known = leastCPU[mode] ?? result.cpuSeconds
+                    leastCPU[mode] = known.flatMap { known in result.cpuSeconds.map { min(known, $0) } }
                 }
             }
             let ours = best["ours"]!, raw = best["raw"]!
             var extra: [String: Any] = [:]
+            if let cpu = leastCPU["ours"] ?? nil, let baselineCPU = leastCPU["raw"] ?? nil, baselineCPU > 0 {
+                extra["cpuSeconds"] = cpu
+                extra["baselineCPUSeconds"] = baselineCPU
+                extra["cpuRatio"] = cpu / baselineCPU
+            }
             if let fixed = workload.fixedRecords {
                 extra["recordsPerSecond"] = Double(fixed) / ours.seconds
                 extra["baselineRecordsPerSecond"] = Double(workload.baselineRecords ?? fixed) / raw.seconds
@@ -94,13 +105,14 @@ struct BenchCommand: AsyncParsableCommand {
         }
         let machine = BenchCommand.machineDescription()
         print("")
-        print("workload                      records  per txn  seconds  baseline                 baseline s  ratio  peak RSS")
+        print("workload                      records  per txn  seconds  baseline                 baseline s  ratio  peak RSS  CPU ratio")
         for row in rows {
             let name = (row["name"] as! String).padding(toLength: 28, withPad: " ", startingAt: 0)
             let baseline = (row["baseline"] as! String).padding(toLength: 24, withPad: " ", startingAt: 0)
+            let cpuRatio = (row["cpuRatio"] as? Double).map { String(format: "  %9.2f", $0) } ?? "          -"
             print(name + String(format: " %8d  %7d  %7.3f  ", row["records"] as! Int, batch, row["seconds"] as! Double) + baseline
                   + String(format: "%8.3f  %5.2f  %4d MiB", row["baselineSeconds"] as! Double, row["ratio"] as! Double,
-                           (row["peakRSSBytes"] as! Int) / 1_048_576))
+                           (row["peakRSSBytes"] as! Int) / 1_048_576) + cpuRatio)
         }
         for row in rows {
             guard let metrics = row["metrics"] as? [String: Double] else { continue }
@@ -133,6 +145,9 @@ struct BenchCommand: AsyncParsableCommand {
         var peakRSSBytes: Int
         /// What the workload reported through `BenchMetrics`.
         var metrics: [String: Double]?
+        /// The worker process's CPU time in the timed windows (``MeasuredWindows``), when the
+        /// windows are what the workload reported.
+        var cpuSeconds: Double?
     }
 
     func runWorker(executable: String, workload: String, mode: String) throws -> WorkerResult {
@@ -196,7 +211,8 @@ struct BenchWorkerCommand: AsyncParsableCommand {
         default: throw ValidationError("unknown mode \(mode)")
         }
         let metrics = try JSONSerialization.data(withJSONObject: BenchMetrics.shared.all.filter { $0.value.isFinite })
-        print("{\"seconds\": \(seconds), \"peakRSSBytes\": \(Self.peakRSS()), \"metrics\": \(String(decoding: metrics, as: UTF8.self))}")
+        let cpu = MeasuredWindows.shared.cpuSeconds(matching: seconds).map { ", \"cpuSeconds\": \($0)" } ?? ""
+        print("{\"seconds\": \(seconds), \"peakRSSBytes\": \(Self.peakRSS()), \"metrics\": \(String(decoding: metrics, as: UTF8.self))\(cpu)}")
     }
 
     /// VmHWM from /proc/self/status, in bytes.
@@ -242,18 +258,18 @@ enum LocalWrites {
         try await context.close()
     }
 
-    /// Seconds `body` takes, for synchronous work.
+    /// Seconds `body` takes, for synchronous work (noted in ``MeasuredWindows``).
     static func measureSync(_ body: () throws -> Void) rethrows -> Double {
-        let start = DispatchTime.now().uptimeNanoseconds
+        let cpu = MeasuredWindows.processCPUSeconds(), start = DispatchTime.now().uptimeNanoseconds
         try body()
-        return Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9
+        return MeasuredWindows.shared.close(started: start, cpu: cpu)
     }
 
-    /// Seconds `body` takes.
+    /// Seconds `body` takes (noted in ``MeasuredWindows``).
     static func measure(_ body: () async throws -> Void) async rethrows -> Double {
-        let start = DispatchTime.now().uptimeNanoseconds
+        let cpu = MeasuredWindows.processCPUSeconds(), start = DispatchTime.now().uptimeNanoseconds
         try await body()
-        return Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9
+        return MeasuredWindows.shared.close(started: start, cpu: cpu)
     }
 
     /// Our side of every local-writes workload: `records` inserts through a `SyncContext`
@@ -324,7 +340,7 @@ struct RawSQLiteBaseline {
         defer { sqlite3_finalize(item); sqlite3_finalize(operation) }
         let transient = RawSQLite.transient
         let changed = ValueCodec.encode(Value.array(["done", "n", "note", "title"]))
-        let start = DispatchTime.now().uptimeNanoseconds
+        let cpu = MeasuredWindows.processCPUSeconds(), start = DispatchTime.now().uptimeNanoseconds
         var sequence: Int64 = 0
         for first in stride(from: 0, to: records, by: batch) {
             try RawSQLite.exec(db, "BEGIN IMMEDIATE")
@@ -351,7 +367,7 @@ struct RawSQLiteBaseline {
             }
             try RawSQLite.exec(db, "COMMIT")
         }
-        return Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9
+        return MeasuredWindows.shared.close(started: start, cpu: cpu)
     }
 
 }
