@@ -49,6 +49,9 @@ final class SQLiteTable {
     /// The deletes of several ids in one statement: entry `k` deletes up to `2^k` ids (entry 0
     /// is ``deleteByID``), up to 64 — powers of two, as ``upserts``.
     let deletes: [SQLiteSQL]
+    /// The look-ups of several ids in one statement: entry `k` selects the rows of up to `2^k`
+    /// ids (entry 0 is ``selectByID``), up to 64 — powers of two, as ``deletes``.
+    let selectsByID: [SQLiteSQL]
 
     /// Every declared field's name with a placeholder value, and each name's index in it:
     /// ``decodeRow(_:verify:)`` copies the dictionary and sets the values by index, so a row's
@@ -88,6 +91,10 @@ final class SQLiteTable {
         let deleteHead = "DELETE FROM \(sqlName) WHERE \"id\" IN ("
         deletes = [deleteByID] + (1...6).map { level in
             SQLiteSQL(deleteHead + (1...(1 << level)).map { "?\($0)" }.joined(separator: ", ") + ")")
+        }
+        let selectHead = "SELECT \(selectList) FROM \(sqlName) WHERE \"id\" IN ("
+        selectsByID = [selectByID] + (1...6).map { level in
+            SQLiteSQL(selectHead + (1...(1 << level)).map { "?\($0)" }.joined(separator: ", ") + ")")
         }
         var template = [String: Value](minimumCapacity: schema.fields.count)
         for field in schema.fields { template[field.name] = .null }
