@@ -149,20 +149,18 @@ public struct TableSchema: Sendable, Hashable, Codable {
     /// Checks a record against the schema before it is stored: id, field names, declared
     /// types, NaN, and the undeclared-field policy. Throws a ``SyncError``.
     public func validate(_ record: Record) throws {
-        _ = try validate(record, declared: { _, _ in })
+        try validate(record, declared: { _, _ in }, undeclared: { _, _ in })
     }
 
-    /// ``validate(_:)``, handing each declared field to `declared` (its position in
-    /// ``fields`` and its value) as it is checked, and returning the undeclared fields the
-    /// schema keeps: one look-up of each name serves both the check and a store's layout of
+    /// ``validate(_:)``, handing each field out as it is checked: a declared one to `declared`
+    /// (its position in ``fields`` and its value), an undeclared one the schema keeps to
+    /// `undeclared`. One look-up of each name serves both the check and a store's layout of
     /// the row (a SQL adapter's columns), which looked every name up twice when it validated
     /// and then split the record (`perf`, local-writes-sqlite). When it throws, what it handed
     /// out so far is to be discarded.
-    package func validate(_ record: Record, declared: (Int, Value) -> Void) throws -> [(key: String, value: Value)] {
+    package func validate(_ record: Record, declared: (Int, Value) -> Void,
+                          undeclared: (String, Value) -> Void) throws {
         try Names.validateId(record.id)
-        // Gathered in a list, not a dictionary: the names are a dictionary's keys already, so
-        // they are distinct, and nothing looks them up.
-        var undeclared: [(key: String, value: Value)] = []
         for (key, value) in record.fields {
             try value.validate(path: key)
             if let position = lookup.position(of: key) {
@@ -177,10 +175,8 @@ public struct TableSchema: Sendable, Hashable, Codable {
                 if undeclaredFields == .reject {
                     throw SyncError(.typeMismatch, "field '\(key)' is not declared by table '\(name)', which rejects undeclared fields")
                 }
-                if undeclared.isEmpty { undeclared.reserveCapacity(record.fields.count) }
-                undeclared.append((key, value))
+                undeclared(key, value)
             }
         }
-        return undeclared
     }
 }

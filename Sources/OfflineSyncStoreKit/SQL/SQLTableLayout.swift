@@ -54,7 +54,12 @@ public struct SQLTableLayout: Sendable {
     /// The record checked against the schema (``TableSchema/validate(_:)``, throwing what it
     /// throws) and split as ``split(_:declared:)`` splits it, in one pass over its fields.
     public func validateAndSplit(_ record: Record, declared: (Int, Value) -> Void) throws -> [UInt8]? {
-        let extra = try schema.validate(record, declared: declared)
+        // The undeclared fields in a list, as ``split(_:declared:)`` gathers them.
+        var extra: [(key: String, value: Value)] = []
+        try schema.validate(record, declared: declared) { name, value in
+            if extra.isEmpty { extra.reserveCapacity(record.fields.count) }
+            extra.append((name, value))
+        }
         return extra.isEmpty ? nil : ValueCodec.encodeObject(distinct: extra)
     }
 
