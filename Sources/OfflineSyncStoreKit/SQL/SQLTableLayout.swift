@@ -51,7 +51,7 @@ public struct SQLTableLayout: Sendable {
         return (declared, extra)
     }
 
-    /// The record checked against the schema (``TableSchema/validate(_:)``, throwing what it
+    /// The record checked against the schema (`TableSchema.validate(_:)`, throwing what it
     /// throws) and split as ``split(_:declared:)`` splits it, in one pass over its fields.
     public func validateAndSplit(_ record: Record, declared: (Int, Value) -> Void) throws -> [UInt8]? {
         // The undeclared fields in a list, as ``split(_:declared:)`` gathers them.
