@@ -25,6 +25,12 @@ final class MeasuredWindows: Sendable {
         return wall
     }
 
+    /// Forgets the windows timed so far: for a workload that times its own set-up with
+    /// ``LocalWrites/measure(_:)`` before the windows it reports.
+    func reset() {
+        totals.withLock { $0 = (0, 0) }
+    }
+
     /// The CPU seconds of the windows, when they add up to `seconds` (what the workload
     /// reported, within 1%): a workload that timed other windows, or reported a part of its
     /// own, gets no CPU figure rather than a wrong one.
