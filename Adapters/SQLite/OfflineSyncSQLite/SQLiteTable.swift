@@ -103,6 +103,21 @@ final class SQLiteTable {
             ? (template, schema.fields.compactMap { template.index(forKey: $0.name) }) : nil
     }
 
+    /// Cuts `count` items (positions `0..<count`) into runs for a family of statements of
+    /// `levels` sizes — entry `k` handles `2^k` items, as ``upserts``, ``deletes`` and
+    /// ``selectsByID`` do — the largest run that fits first, and calls `body` with each run
+    /// and its entry: a batch of any length is a few cached statements.
+    static func powerOfTwoRuns(_ count: Int, levels: Int, _ body: (_ run: Range<Int>, _ level: Int) throws -> Void) rethrows {
+        var start = 0
+        while start < count {
+            var level = levels - 1
+            while 1 << level > count - start { level -= 1 }
+            let end = start + 1 << level
+            try body(start..<end, level)
+            start = end
+        }
+    }
+
     /// The most rows one statement of ``upserts`` writes for a table of `columns` columns: 64,
     /// or fewer so that the statement has at most 999 parameters, the least any SQLite build
     /// allows (`SQLITE_MAX_VARIABLE_NUMBER`); at least 1. Past a few dozen rows a longer

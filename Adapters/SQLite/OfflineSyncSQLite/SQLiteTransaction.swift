@@ -138,21 +138,16 @@ class SQLiteReadTransaction: LocalReadTransaction {
             var ids: [String] = []
             var seen = Set<ExactString>(minimumCapacity: wanted.count)
             for (_, id) in wanted where seen.insert(ExactString(id)).inserted { ids.append(id) }
-            var start = ids.startIndex
             var bindings: [SQLiteValue] = []
-            while start < ids.endIndex {
-                var level = info.selectsByID.count - 1
-                while 1 << level > ids.endIndex - start { level -= 1 }
-                let end = start + 1 << level
+            try SQLiteTable.powerOfTwoRuns(ids.count, levels: info.selectsByID.count) { run, level in
                 bindings.removeAll(keepingCapacity: true)
-                for id in ids[start..<end] { bindings.append(.text(id)) }
+                for id in ids[run] { bindings.append(.text(id)) }
                 try connection.withStatement(info.selectsByID[level], bindings) { statement in
                     while try statement.step() {
                         let row = try info.decodeRow(statement)
                         found[ExactString(row.id)] = row
                     }
                 }
-                start = end
             }
             for (index, id) in wanted { answers[index] = found[ExactString(id)].map { [$0] } ?? [] }
         }
@@ -288,16 +283,11 @@ final class SQLiteWriteTransaction: SQLiteReadTransaction, LocalWriteTransaction
     func upsert(_ records: [Record], in table: String) throws {
         let info = try self.table(table)
         let connection = try live()
-        var start = records.startIndex
         var bindings: [SQLiteValue] = []
-        while start < records.endIndex {
-            var level = info.upserts.count - 1
-            while 1 << level > records.endIndex - start { level -= 1 }
-            let end = start + 1 << level
+        try SQLiteTable.powerOfTwoRuns(records.count, levels: info.upserts.count) { run, level in
             bindings.removeAll(keepingCapacity: true)
-            for record in records[start..<end] { bindings += try info.validatedBindings(for: record) }
+            for record in records[run] { bindings += try info.validatedBindings(for: record) }
             try connection.execute(info.upserts[level], bindings)
-            start = end
         }
     }
 
@@ -317,14 +307,10 @@ final class SQLiteWriteTransaction: SQLiteReadTransaction, LocalWriteTransaction
     func delete(ids: [String], in table: String) throws -> Int {
         let info = try self.table(table)
         let connection = try live()
-        var start = ids.startIndex, existed = 0
-        while start < ids.endIndex {
-            var level = info.deletes.count - 1
-            while 1 << level > ids.endIndex - start { level -= 1 }
-            let end = start + 1 << level
-            try connection.execute(info.deletes[level], ids[start..<end].map { .text($0) })
+        var existed = 0
+        try SQLiteTable.powerOfTwoRuns(ids.count, levels: info.deletes.count) { run, level in
+            try connection.execute(info.deletes[level], ids[run].map { .text($0) })
             existed += connection.changes
-            start = end
         }
         return existed
     }
