@@ -88,14 +88,12 @@ final class SQLiteTable {
         }
         self.upserts = upserts
         deleteByID = SQLiteSQL("DELETE FROM \(sqlName) WHERE \"id\" = ?1")
-        let deleteHead = "DELETE FROM \(sqlName) WHERE \"id\" IN ("
-        deletes = [deleteByID] + (1...6).map { level in
-            SQLiteSQL(deleteHead + (1...(1 << level)).map { "?\($0)" }.joined(separator: ", ") + ")")
+        // `head` with 2, 4, … 64 placeholders in its `IN` list: entries 1 to 6 of a family.
+        func idLists(_ head: String) -> [SQLiteSQL] {
+            (1...6).map { level in SQLiteSQL(head + (1...(1 << level)).map { "?\($0)" }.joined(separator: ", ") + ")") }
         }
-        let selectHead = "SELECT \(selectList) FROM \(sqlName) WHERE \"id\" IN ("
-        selectsByID = [selectByID] + (1...6).map { level in
-            SQLiteSQL(selectHead + (1...(1 << level)).map { "?\($0)" }.joined(separator: ", ") + ")")
-        }
+        deletes = [deleteByID] + idLists("DELETE FROM \(sqlName) WHERE \"id\" IN (")
+        selectsByID = [selectByID] + idLists("SELECT \(selectList) FROM \(sqlName) WHERE \"id\" IN (")
         var template = [String: Value](minimumCapacity: schema.fields.count)
         for field in schema.fields { template[field.name] = .null }
         // As many keys as fields: every name is its own key, so each has an index.
