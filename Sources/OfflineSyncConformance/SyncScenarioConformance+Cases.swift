@@ -330,6 +330,34 @@ extension SyncScenarioConformance {
             try expectEqual(pulled.pages, 4, "pages of 3 for 10 records")
             try expectEqual(pulled.added, 10, "records added")
         }),
+        ("a page naming an id more than once ends as its rows applied one by one", { world in
+            let pages = LateBox<[PullPage]>()
+            let a = try await world.client("a", pulling: pages)
+            func row(_ id: String, _ version: String, deleted: Bool = false) -> Record {
+                var record = deleted ? Record(id: id) : note(id, title: "\(id) \(version)")
+                record.version = version
+                record.updatedAt = Timestamp(millisecondsSince1970: 1_700_000_000_000)
+                record.deleted = deleted
+                return record
+            }
+            pages.value = [PullPage(records: [row("e", "1"), row("f", "1"), row("g", "1")], nextCursor: "1", remaining: 0)]
+            try expectEqual(try await a.pull("notes", queryId: "q").added, 3, "rows the first page added")
+            pages.value = [PullPage(records: [
+                row("a", "1"), row("a", "2"),                   // added, then updated
+                row("b", "1"), row("b", "2", deleted: true),    // added, then deleted
+                row("c", "1", deleted: true),                   // a tombstone of a row never held
+                row("e", "1"),                                  // unchanged
+                row("f", "2"),                                  // updated
+                row("g", "2", deleted: true), row("g", "3"),    // deleted, then added again
+                row("d", "1"),                                  // added
+            ], nextCursor: "2", remaining: 0)]
+            let pulled = try await a.pull("notes", queryId: "q")
+            try expectEqual([pulled.added, pulled.updated, pulled.deleted], [4, 2, 2], "added, updated, deleted")
+            let held = try await a.table("notes").query(Query(order: [SortKey("id")]))
+            try expectEqual(held.map(\.id), ["a", "d", "e", "f", "g"], "the rows held")
+            try expectEqual(held.map { $0.version ?? "-" }, ["2", "1", "1", "2", "3"], "their versions")
+            try expectEqual(held.map { $0["title"] }, ["a 2", "d 1", "e 1", "f 2", "g 3"].map(Value.string), "their titles")
+        }),
     ]
 
     static let implicitCases: [ScenarioCase] = [

@@ -74,6 +74,24 @@ struct HookedRemote: RemoteStore {
     func pull(_ request: PullRequest) async throws -> PullPage { try await base.pull(request) }
 }
 
+/// A remote (as a third party might write one) whose pulls answer with set pages, one per
+/// call, then an empty last page; pushes go to the real remote. Lets a scenario send rows the
+/// project's own server never puts in one page, such as an id named twice.
+struct ScriptedPullRemote: RemoteStore {
+    let base: any RemoteStore
+    let pages: LateBox<[PullPage]>
+
+    func push(_ operations: [PushOperation]) async throws -> [PushResult] { try await base.push(operations) }
+
+    func pull(_ request: PullRequest) async throws -> PullPage {
+        var left = pages.value ?? []
+        guard !left.isEmpty else { return PullPage(records: [], nextCursor: request.cursor ?? "", remaining: 0) }
+        let page = left.removeFirst()
+        pages.value = left
+        return page
+    }
+}
+
 /// One scenario's backend and clients; closes them all at the end.
 final class ScenarioWorld: Sendable {
     let directory: URL
@@ -95,9 +113,11 @@ final class ScenarioWorld: Sendable {
         backend = try await must(await makeBackend(backendDirectory), "making the backend")
     }
 
-    /// A client with its own local store, as identity `user`, with the `notes` table defined.
+    /// A client with its own local store, as identity `user`, with the `notes` table defined;
+    /// its pulls answer with `pages` instead of the backend's when given.
     func client(_ name: String, options: SyncOptions = SyncOptions(),
                 hook: (@Sendable ([PushOperation]) async throws -> Void)? = nil,
+                pulling pages: LateBox<[PullPage]>? = nil,
                 file: String = #fileID, line: Int = #line) async throws -> SyncContext {
         let clientDirectory = directory.appendingPathComponent("client-\(name)", isDirectory: true)
         try FileManager.default.createDirectory(at: clientDirectory, withIntermediateDirectories: true)
@@ -105,6 +125,7 @@ final class ScenarioWorld: Sendable {
         stores.withLock { $0.append(store) }
         var remote = try await backend.remote("user")
         if let hook { remote = HookedRemote(base: remote, beforePush: hook) }
+        if let pages { remote = ScriptedPullRemote(base: remote, pages: pages) }
         let context = try await must(await SyncContext(store: store, remote: remote, options: options),
                                      "opening the sync context of \(name)", file: file, line: line)
         try await must(await context.defineTable(Self.schema), "defining notes", file: file, line: line)

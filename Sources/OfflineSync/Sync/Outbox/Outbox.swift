@@ -96,12 +96,19 @@ enum Outbox {
         CompositeKey.slashed(operation.table, last: operation.itemId)
     }
 
-    /// The ids of the items of `table`, among `itemIds`, that have queued operations.
-    static func itemsWithOperations(_ txn: any LocalReadTransaction, table: String, among itemIds: [String]) throws -> Set<String> {
+    /// Whether any operation on `table` is queued, failed ones included: one step into the
+    /// queue's index on (table, item, sequence).
+    static func hasOperations(_ txn: any LocalReadTransaction, table: String) throws -> Bool {
+        try txn.first(in: OperationRow.table, matching: Query(OperationRow.field(.table) == .string(table))) != nil
+    }
+
+    /// The ids of the items of `table`, among `itemIds`, that have queued operations, by
+    /// their exact bytes (as the store tells ids apart).
+    static func itemsWithOperations(_ txn: any LocalReadTransaction, table: String, among itemIds: [String]) throws -> Set<ExactString> {
         guard !itemIds.isEmpty else { return [] }
         let rows = try txn.records(in: OperationRow.table, matching: Query(
             OperationRow.field(.table) == .string(table) && OperationRow.field(.itemId).isIn(itemIds.map(Value.string))))
-        return Set(rows.compactMap { $0[OperationRow.name(.itemId)].stringValue })
+        return Set(rows.compactMap { $0[OperationRow.name(.itemId)].stringValue.map(ExactString.init) })
     }
 
     /// The recorded failures, oldest first.
