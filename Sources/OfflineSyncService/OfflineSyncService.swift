@@ -179,13 +179,27 @@ public final class OfflineSyncService: Sendable {
 
     static func rowId(owner: String, item: String) -> String { CompositeKey.slashed(owner, last: item) }
 
+    /// A stored row as its readers see it: the item id as its id, the service's own fields gone.
     static func publicRecord(_ row: Record) -> Record {
-        var fields = row.fields
-        fields.removeValue(forKey: Meta.owner)
-        fields.removeValue(forKey: Meta.item)
-        fields.removeValue(forKey: Meta.sequence)
-        return Record(id: row[Meta.item].stringValue ?? row.id, fields: fields, version: row.version,
-                      updatedAt: row.updatedAt, deleted: row.deleted)
+        var row = row
+        makePublic(&row)
+        return row
+    }
+
+    /// ``publicRecord(_:)`` of each row. The rows are changed where they lie, so a row read
+    /// from the store loses its three fields without its dictionary being copied first
+    /// (copying it was 9% of the server's side of a pull, `perf`, pull-1m).
+    static func publicRecords(_ rows: consuming [Record]) -> [Record] {
+        var rows = rows
+        for index in rows.indices { makePublic(&rows[index]) }
+        return rows
+    }
+
+    private static func makePublic(_ row: inout Record) {
+        if let item = row[Meta.item].stringValue { row.id = item }
+        row[Meta.owner] = .null
+        row[Meta.item] = .null
+        row[Meta.sequence] = .null
     }
 
     static func validateIdentity(_ identity: String) throws {
@@ -337,7 +351,7 @@ public final class OfflineSyncService: Sendable {
                 remaining = try txn.count(in: table, matching: mine && Field(Meta.sequence) > .int(last) && wanted)
             }
             remainingCounts.store(key, epoch: epoch, after: last, tableSequence: tableSequence, remaining: remaining)
-            return PullPage(records: rows.map(Self.publicRecord),
+            return PullPage(records: Self.publicRecords(rows),
                             nextCursor: PullCursor(epoch: epoch, mode: nil, position: ViewCursor(main: last)).text,
                             remaining: remaining, cursorReset: reset)
         }
@@ -373,14 +387,14 @@ public final class OfflineSyncService: Sendable {
                 try self.readableRows(claims: claims, table: table, matching: mapped, includeDeleted: includeDeleted,
                                       order: order, offset: offset, limit: limit, txn)
             }
-            return rows.map(Self.publicRecord)
+            return Self.publicRecords(rows)
         }
         let query = Self.ownedPredicate(claims.identity, mapped, includeDeleted: includeDeleted)
         let keys = order.map { SortKey($0.field == SystemField.id ? Meta.item : $0.field, ascending: $0.ascending) }
         let rows = try await store.read { txn in
             try txn.records(in: table, matching: Query(query, order: keys, limit: limit, offset: offset))
         }
-        return rows.map(Self.publicRecord)
+        return Self.publicRecords(rows)
     }
 
     /// How many of `identity`'s records of a table match `predicate` (tombstones only with `includeDeleted`).

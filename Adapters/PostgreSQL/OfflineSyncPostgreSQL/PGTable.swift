@@ -207,8 +207,8 @@ final class PGTable {
         guard let deleted = result.bool(row, 3) else { throw corrupted("deleted") }
         var fields: [String: Value] = [:]
         if !result.isNull(row, 4) {
-            let decoded = try result.withBytes(row, 4) { try ValueCodec.decode($0) }
-            guard case .object(let object) = decoded else { throw corrupted("extra") }
+            let decoded = try result.withBytes(row, 4) { try ValueCodec.decodeObject($0, reservingExtra: schema.fields.count) }
+            guard let object = decoded else { throw corrupted("extra") }
             fields = object
         }
         let checkClashes = !fields.isEmpty

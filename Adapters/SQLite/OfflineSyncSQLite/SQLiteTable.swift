@@ -333,7 +333,9 @@ final class SQLiteTable {
                               version: version, updatedAt: updatedAt, deleted: deleted)
             }
         case .blob(let bytes):
-            guard case .object(let object) = try ValueCodec.decode(bytes) else { throw corrupted("extra") }
+            guard let object = try ValueCodec.decodeObject(bytes, reservingExtra: schema.fields.count) else {
+                throw corrupted("extra")
+            }
             fields = object
         default: throw corrupted("extra")
         }
