@@ -92,6 +92,32 @@ struct RoundTripTests {
         }
     }
 
+    @Test("values bound one after another through the same statements round-trip, whatever their sizes")
+    func boundValuesOfChangingSizes() async throws {
+        // Sizes that grow the statement's bind buffer, pass its limit (bound as SQLite's own
+        // copies), then shrink again while older, longer bytes still lie in the buffer.
+        let sizes = [0, 3, 300, 5_000, 40_000, 70_000, 1, 0, 65_536, 2, 20_000, 7]
+        let records = sizes.enumerated().map { index, size in
+            let text = String((0..<size).map { Character(Unicode.Scalar(UInt8(97 + ($0 + index) % 26))) })
+            let bytes = (0..<size).map { UInt8(truncatingIfNeeded: $0 &* 7 &+ index) }
+            return Record(id: "r\(index)-\(size)", fields: [
+                "string": .string(text), "bytes": .bytes(bytes), "u_string": .string(text + "\u{0}é"), "int": .int(Int64(size)),
+            ])
+        }
+        let store = try await SQLiteStore.inMemory()
+        try await store.defineTable(Self.schema)
+        // One row to a transaction, so each is bound anew through the cached statements.
+        for record in records { try await store.write { try $0.upsert(record, in: "values") } }
+        // And all of them in one multi-row write over the same ids.
+        try await store.write { try $0.upsert(records.reversed(), in: "values") }
+        try await Self.check(store, records)
+        let byString = try await store.read { transaction in
+            try records.map { try transaction.records(in: "values", matching: Query(Field("string") == $0["string"])).map(\.id).sorted() }
+        }
+        #expect(byString == records.map { record in records.filter { $0["string"] == record["string"] }.map(\.id).sorted() })
+        try await store.close()
+    }
+
     @Test("the in-memory store round-trips every value kind")
     func inMemoryRoundTrips() async throws {
         let store = try await SQLiteStore.inMemory()

@@ -46,7 +46,7 @@ final class SQLiteStatement {
 
     /// The texts and blobs bound now, end to end. SQLite is handed pointers into it
     /// (`SQLITE_STATIC`) instead of copying each value into memory of its own
-    /// (`SQLITE_TRANSIENT`: a `malloc`, a copy and a `free` per value, 12% of a pulled page's
+    /// (`SQLITE_TRANSIENT`: a `malloc`, a copy and a `free` per value, 11% of a pulled page's
     /// apply, `perf`, pull-1m). It is kept until the statement is finalized, so the pointers
     /// stay valid while SQLite holds them (it never writes through them: a value it must
     /// change it copies first), and is reused by the next use; only values of at most
@@ -55,8 +55,8 @@ final class SQLiteStatement {
     private static let arenaLimit = 65_536
 
     /// Ends any stepping, ready for reuse. The bindings stay unless they hold a long text or
-    /// blob (SQLite keeps its own copy of each until it is rebound or cleared, and a cached
-    /// statement can wait long for its next use): every use binds every parameter anew
+    /// blob (one that did not fit ``arena`` is SQLite's own copy, kept until it is rebound or
+    /// cleared, and a cached statement can wait long for its next use): every use binds every parameter anew
     /// (``bind(_:)`` clears first when given fewer), and clearing short values on every
     /// reset cost a get by id 0.8% (`perf`, local-reads-get-in-read).
     func reset() {
@@ -95,19 +95,19 @@ final class SQLiteStatement {
         var used = 0
         /// Binds `source` through the arena, or copied by SQLite when the arena is not used.
         func bindBytes(_ source: UnsafeRawBufferPointer, _ index: Int32, text: Bool) -> Int32 {
-            var pointer = UnsafeRawPointer(source.baseAddress!)
+            var bytes = source
             var destructor: sqlite3_destructor_type? = sqliteTransient
             if arenaUsed {
-                let target = arena.baseAddress! + used
-                target.copyMemory(from: pointer, byteCount: source.count)
+                let target = UnsafeMutableRawBufferPointer(rebasing: arena[used..<(used + source.count)])
+                target.copyMemory(from: source)
                 used += source.count
-                pointer = UnsafeRawPointer(target)
+                bytes = UnsafeRawBufferPointer(target)
                 destructor = nil // SQLITE_STATIC
             }
-            return text
-                ? sqlite3_bind_text64(handle, index, pointer.assumingMemoryBound(to: CChar.self), UInt64(source.count), destructor,
-                                      UInt8(SQLITE_UTF8))
-                : sqlite3_bind_blob64(handle, index, pointer, UInt64(source.count), destructor)
+            guard text else { return sqlite3_bind_blob64(handle, index, bytes.baseAddress, UInt64(bytes.count), destructor) }
+            return bytes.withMemoryRebound(to: CChar.self) {
+                sqlite3_bind_text64(handle, index, $0.baseAddress, UInt64($0.count), destructor, UInt8(SQLITE_UTF8))
+            }
         }
         for (offset, value) in values.enumerated() {
             let index = Int32(offset + 1)
