@@ -58,6 +58,10 @@ struct MemoryTablesTests {
         try tables.define(TableSchema("é and e\u{301}")) { log.append($0.encode()) }
         _ = try tables.write({ tx in
             for i in 0..<20 { try tx.upsert(Record(id: "r\(i)", fields: ["n": .int(Int64(i)), "s": .string("x\(i)")], version: "v1"), in: "items") }
+            // Records whose lengths take one, two and three bytes in the change set.
+            for (index, size) in [100, 300, 20_000, 70_000].enumerated() {
+                try tx.upsert(Record(id: "sized-\(index)", fields: ["s": .string(String(repeating: "é", count: size / 2))]), in: "items")
+            }
             try tx.upsert(Record(id: "e\u{301}", fields: ["any": ["nested": [1, 2.5, "three", .bytes([0, 255])]]]), in: "é and e\u{301}")
         }, commit: { log.append($0.encode()) })
         _ = try tables.write({ tx in
