@@ -96,7 +96,8 @@ extension SyncContext {
         let incoming = withOperations.isEmpty ? page.records : page.records.filter { !withOperations.contains(ExactString($0.id)) }
         counts.skippedPending = page.records.count - incoming.count
         let stored = try txn.read(incoming.map { .record(table: table, id: $0.id) })
-        // What this page has made of each id so far (`nil`: deleted), for an id met again.
+        // What this page has made of each id so far (`nil`: deleted), for an id met again:
+        // `PullPage` asks a remote to name an id once per page, and a third party's may not.
         var written: [ExactString: Record?] = [:]
         written.reserveCapacity(incoming.count)
         var upserts: [Record] = [], deletes: [String] = [], repeated = false
