@@ -122,6 +122,12 @@ extension LocalWriteTransaction {
 extension LocalReadTransaction {
     /// Runs the reads one by one (adapters written before this requirement keep compiling).
     public func read(_ reads: [LocalRead]) throws -> [[Record]] {
+        try readOneByOne(reads)
+    }
+
+    /// The default ``read(_:)``, for an adapter whose own answers some batches together and
+    /// others (a short one) one call at a time.
+    package func readOneByOne(_ reads: [LocalRead]) throws -> [[Record]] {
         try reads.map { read in
             switch read {
             case let .record(table, id): return try record(in: table, id: id).map { [$0] } ?? []

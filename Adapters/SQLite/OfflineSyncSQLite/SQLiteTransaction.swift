@@ -111,14 +111,7 @@ class SQLiteReadTransaction: LocalReadTransaction {
         // Two reads or fewer (a local write's item and newest queued operation): one
         // statement each costs no more than one IN statement, and the bookkeeping below for
         // sharing statements was 3% of a write (`perf`, local-writes-sqlite).
-        if reads.count <= 2 {
-            return try reads.map { read in
-                switch read {
-                case let .record(table, id): return try record(in: table, id: id).map { [$0] } ?? []
-                case let .records(table, query): return try records(in: table, matching: query)
-                }
-            }
-        }
+        if reads.count <= 2 { return try readOneByOne(reads) }
         var answers = [[Record]](repeating: [], count: reads.count)
         // Per table (by exact name, as tables are told apart), its mapping and the reads by id.
         var byTable: [ExactString: (info: SQLiteTable, name: String, reads: [(index: Int, id: String)])] = [:]
