@@ -222,7 +222,7 @@ let package = Package(
         ),
         .testTarget(
             name: "OfflineSyncWireTests",
-            dependencies: ["OfflineSync", "OfflineSyncWire", "OfflineSyncConformance"],
+            dependencies: ["OfflineSync", "OfflineSyncWire", "OfflineSyncConformance", "OfflineSyncStoreKit"],
             path: "Tests/OfflineSyncWireTests"
         ),
         .testTarget(

@@ -5,10 +5,11 @@ import NIOCore
 import NIOHTTP1
 import OfflineSync
 import OfflineSyncWire
+import Synchronization
 
-/// A ``RemoteStore`` over HTTP: the native API of an OfflineSync server (`/v1/push`,
-/// `/v1/pull`, and whole pulls as `/v2/pull`'s page stream: ``openPull(_:)``), on
-/// AsyncHTTPClient.
+/// A ``RemoteStore`` over HTTP: the native API of an OfflineSync server (binary pushes to
+/// `/v2/push`, or JSON to `/v1/push` on a server without it; `/v1/pull`, and whole pulls as
+/// `/v2/pull`'s page stream: ``openPull(_:)``), on AsyncHTTPClient.
 ///
 /// - **Timeouts**: every request has a deadline (``Configuration/requestTimeout``).
 /// - **Retries** with exponential backoff and full jitter for failures worth retrying:
@@ -62,6 +63,8 @@ public struct HTTPRemoteStore: RemoteStore {
     /// channel (`?client=`): the server does not announce a push's own changes back to the
     /// channel of the client that pushed them, so a context does not pull what it just sent.
     let clientId = UUID().uuidString
+    /// The routes this remote found the server lacks (shared by its copies).
+    let routes = KnownRoutes()
     let logger: Logger
 
     /// Creates a remote for the server at `baseURL`. `token` returns the bearer token to send:
@@ -95,8 +98,32 @@ public struct HTTPRemoteStore: RemoteStore {
         return HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
     }()
 
-    /// Pushes a batch; see ``RemoteStore/push(_:)``.
+    /// Pushes a batch; see ``RemoteStore/push(_:)``. The batch goes to `POST /v2/push` in
+    /// binary (``PushBatch``); a server without that route (older, or with it turned off)
+    /// answers a bare 404, and from then on this remote pushes JSON to `POST /v1/push`.
     public func push(_ operations: [PushOperation]) async throws -> [PushResult] {
+        if !routes.lacksBinaryPush.withLock({ $0 }) {
+            let answer = try await exchange(
+                path: "/v2/push", body: PushBatch.encode(operations: operations),
+                contentType: "\(PushBatch.mediaType); version=\(PushBatch.version)",
+                headers: [("X-OfflineSync-Client", clientId), ("Accept", "\(PushBatch.resultsMediaType); version=\(PushBatch.version)")]
+            ) { response in
+                let type = response.headers.first(name: "Content-Type") ?? ""
+                guard type.lowercased().hasPrefix(PushBatch.resultsMediaType) else {
+                    throw SyncError(.transient, "the server answered /v2/push with '\(type)', not a binary push answer")
+                }
+                let buffer = try await response.body.collect(upTo: configuration.maxResponseBytes)
+                do {
+                    return try buffer.withUnsafeReadableBytes { try PushBatch.decodeResults($0, answering: operations) }
+                } catch let error as SyncError {
+                    throw SyncError(.transient, "the server's push answer is malformed: \(error.message)")
+                }
+            }
+            switch answer {
+            case .answered(let results): return try Self.checked(results, answering: operations)
+            case .noSuchRoute: routes.lacksBinaryPush.withLock { $0 = true }
+            }
+        }
         // `return=minimal`: an applied insert or update comes back without its record, which
         // is rebuilt here from the operation (half a push's answer, and most of its parsing);
         // a server that ignores the preference answers whole records, read the same way.
@@ -108,6 +135,11 @@ public struct HTTPRemoteStore: RemoteStore {
         let results = try items.enumerated().map { index, item in
             try Wire.result(item, answering: index < operations.count ? operations[index] : nil, path: "results[\(index)]")
         }
+        return try Self.checked(results, answering: operations)
+    }
+
+    /// `results` when they answer `operations` one for one, in order.
+    private static func checked(_ results: [PushResult], answering operations: [PushOperation]) throws -> [PushResult] {
         guard results.map(\.operationId) == operations.map(\.id) else {
             throw SyncError(.transient, "the server's push answer does not match the operations sent")
         }
@@ -135,7 +167,7 @@ public struct HTTPRemoteStore: RemoteStore {
         return json
     }
 
-    /// What ``exchange(method:path:body:attempts:headers:read:)`` got back.
+    /// What ``exchange(method:path:body:attempts:contentType:headers:read:)`` got back.
     enum Exchange<Answer: Sendable>: Sendable {
         /// The 200 response, as `read` made it.
         case answered(Answer)
@@ -148,7 +180,7 @@ public struct HTTPRemoteStore: RemoteStore {
     /// answer (an error it throws that is not a ``SyncError`` — a body cut short — is retried
     /// as a failed attempt); any other status is thrown as a typed error, except a bare 404.
     func exchange<Answer: Sendable>(method: HTTPMethod = .POST, path: String, body bytes: [UInt8]?, attempts: Int? = nil,
-                                    headers: [(String, String)] = [],
+                                    contentType: String = "application/json", headers: [(String, String)] = [],
                                     read: (HTTPClientResponse) async throws -> Answer) async throws -> Exchange<Answer> {
         let maxAttempts = attempts ?? configuration.maxAttempts
         var attempt = 0
@@ -165,7 +197,7 @@ public struct HTTPRemoteStore: RemoteStore {
                 request.headers.add(name: "Authorization", value: "Bearer \(bearer)")
                 for (name, value) in headers { request.headers.add(name: name, value: value) }
                 if let bytes {
-                    request.headers.add(name: "Content-Type", value: "application/json")
+                    request.headers.add(name: "Content-Type", value: contentType)
                     request.body = .bytes(ByteBuffer(bytes: bytes))
                 }
                 let response = try await client.execute(request, timeout: .nanoseconds(configuration.requestTimeout.nanoseconds))
@@ -291,4 +323,11 @@ extension HTTPRemoteStore {
     public func networkMonitor(interval: Duration = .seconds(30), maxBackoff: Duration = .seconds(30)) -> ProbingNetworkMonitor {
         ProbingNetworkMonitor(interval: interval, maxBackoff: maxBackoff) { await self.isReachable() }
     }
+}
+
+/// What a remote learned of its server's routes: once `/v2/push` answered a bare 404, pushes
+/// go to `/v1/push` without asking again (a server is not expected to lose a route; a
+/// remote made anew asks again).
+final class KnownRoutes: Sendable {
+    let lacksBinaryPush = Mutex(false)
 }

@@ -62,19 +62,36 @@ extension Routes {
     /// server writes: 406, saying which version it writes, so a client built for another
     /// format learns why instead of reading bytes it cannot understand.
     static func checkAcceptsPageStream(_ accept: [String]) throws {
-        var versions: [String] = []
-        for entry in accept.flatMap({ $0.split(separator: ",") }) {
-            let parts = entry.split(separator: ";").map { $0.trimmingCharacters(in: .whitespaces) }
-            guard let type = parts.first, type.lowercased() == PageStream.mediaType else { continue }
-            let version = parts.dropFirst().first { $0.lowercased().hasPrefix("version=") }.map { String($0.dropFirst("version=".count)) }
-            if version == String(PageStream.version) { return }
-            versions.append(version ?? "(none)")
-        }
         let wanted = "Accept: \(PageStream.mediaType); version=\(PageStream.version)"
-        if versions.isEmpty {
+        switch mediaVersion(of: PageStream.mediaType, in: accept, version: PageStream.version) {
+        case .matching: return
+        case .none:
             throw APIError(.notAcceptable, "notAcceptable", "POST /v2/pull answers only with the page stream: send \(wanted)")
+        case .other(let versions):
+            throw APIError(.notAcceptable, "unsupportedVersion",
+                           "this server writes page stream version \(PageStream.version); the request accepts version \(versions.joined(separator: ", ")) (send \(wanted), or pull page by page with POST /v1/pull)")
         }
-        throw APIError(.notAcceptable, "unsupportedVersion",
-                       "this server writes page stream version \(PageStream.version); the request accepts version \(versions.joined(separator: ", ")) (send \(wanted), or pull page by page with POST /v1/pull)")
+    }
+
+    /// What a header's media types say of `type`: named at the version asked about, named at
+    /// other versions only, or not named.
+    enum MediaVersion: Equatable {
+        case matching
+        case other([String])
+        case none
+    }
+
+    /// Reads `type`'s `version` parameter out of header `values` (comma-separated media
+    /// types, each with `;`-separated parameters; names compared ignoring case).
+    static func mediaVersion(of type: String, in values: [String], version: UInt8) -> MediaVersion {
+        var versions: [String] = []
+        for entry in values.flatMap({ $0.split(separator: ",") }) {
+            let parts = entry.split(separator: ";").map { $0.trimmingCharacters(in: .whitespaces) }
+            guard let name = parts.first, name.lowercased() == type else { continue }
+            let named = parts.dropFirst().first { $0.lowercased().hasPrefix("version=") }.map { String($0.dropFirst("version=".count)) }
+            if named == String(version) { return .matching }
+            versions.append(named ?? "(none)")
+        }
+        return versions.isEmpty ? .none : .other(versions)
     }
 }

@@ -23,6 +23,9 @@ struct Routes: Sendable {
         }
         router.post("v1/push") { request, context in try await push(request, context) }
         router.post("v1/pull") { request, context in try await pull(request, context) }
+        if configuration.binaryPush {
+            router.post("v2/push") { request, context in try await pushBinary(request, context) }
+        }
         if configuration.streamsPages {
             router.post("v2/pull") { request, context in try await pullStream(request, context) }
         }
@@ -41,11 +44,25 @@ struct Routes: Sendable {
         guard case .object = body, case .array(let items)? = body["operations"] else {
             throw APIError(.badRequest, "invalidRequest", "the body must be an object with an 'operations' array")
         }
-        guard items.count <= configuration.maxBatchSize else {
-            throw APIError(.contentTooLarge, "batchTooLarge",
-                           "a push may carry at most \(configuration.maxBatchSize) operations; this one has \(items.count)")
-        }
+        try checkBatchSize(items.count)
         let operations = try await decode { try items.enumerated().map { try Wire.operation($1, path: "operations[\($0)]") } }
+        let report = try await apply(operations, claims: claims, request: request)
+        guard Self.prefersMinimal(request.headers) else { return Self.json(bytes: Wire.encode(results: report.results)) }
+        return Self.json(bytes: Wire.encode(results: report.results, minimalFor: operations),
+                         headers: [Self.preferenceAppliedHeader: "return=minimal"])
+    }
+
+    /// Refuses a push of more operations than ``SyncServer/Configuration/maxBatchSize`` (413).
+    func checkBatchSize(_ count: Int) throws {
+        guard count <= configuration.maxBatchSize else {
+            throw APIError(.contentTooLarge, "batchTooLarge",
+                           "a push may carry at most \(configuration.maxBatchSize) operations; this one has \(count)")
+        }
+    }
+
+    /// What both push routes do with a decoded batch: refuse an operation id sent twice, apply
+    /// the batch and announce what it changed.
+    func apply(_ operations: [PushOperation], claims: Claims, request: Request) async throws -> OfflineSyncService.PushReport {
         var seen = Set<String>()
         for operation in operations where !seen.insert(operation.id).inserted {
             throw APIError(.badRequest, "invalidRequest", "operation id '\(operation.id)' appears twice in one push")
@@ -53,9 +70,7 @@ struct Routes: Sendable {
         let report = try await call { try await service.pushReporting(claims: claims, operations) }
         let origin = request.headers[Self.clientHeader].flatMap(Self.clientId)
         await announce(identity: claims.identity, operations: operations, report: report, origin: origin)
-        guard Self.prefersMinimal(request.headers) else { return Self.json(bytes: Wire.encode(results: report.results)) }
-        return Self.json(bytes: Wire.encode(results: report.results, minimalFor: operations),
-                         headers: [Self.preferenceAppliedHeader: "return=minimal"])
+        return report
     }
 
     /// Whether the request carries the `return=minimal` preference (RFC 7240), in any of its

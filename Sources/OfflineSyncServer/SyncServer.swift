@@ -67,6 +67,10 @@ public struct SyncServer: Sendable {
         /// Off, the route does not exist, as on a server older than it: clients fall back to
         /// one `POST /v1/pull` per page.
         public var streamsPages = true
+        /// Whether `POST /v2/push` takes and answers binary batches (`Docs/Protocol.md`, "The
+        /// binary push"). Off, the route does not exist, as on a server older than it: clients
+        /// fall back to `POST /v1/push`'s JSON.
+        public var binaryPush = true
         /// The most pages one page-stream response carries; the client asks again from the
         /// last cursor for the rest. It bounds how long one request holds a connection and a
         /// server task, not how much memory: the stream holds one page at a time.

@@ -72,14 +72,9 @@ public enum PageStream {
         }
     }
 
-    /// Writes a frame whose payload `body` appends, then fills in its length.
+    /// Writes a frame whose payload `body` appends.
     private static func frame(_ type: FrameType, into out: inout [UInt8], _ body: (inout [UInt8]) -> Void) {
-        out.append(type.rawValue)
-        let lengthAt = out.count
-        out.append(contentsOf: [0, 0, 0, 0])
-        body(&out)
-        let length = UInt32(out.count - lengthAt - 4)
-        for i in 0..<4 { out[lengthAt + i] = UInt8(truncatingIfNeeded: length >> (8 * UInt32(i))) }
+        Frames.write(type.rawValue, into: &out, body)
     }
 }
 

@@ -106,7 +106,8 @@ public enum ValueCodec {
         return Record(id: id, fields: fields, version: version, updatedAt: updatedAt, deleted: deleted)
     }
 
-    private static func write(_ value: Value, into out: inout [UInt8]) {
+    /// Appends the bytes of ``encode(_:)-(Value)`` to `out` (no intermediate array).
+    public static func write(_ value: Value, into out: inout [UInt8]) {
         switch value {
         case .null: out.append(Tag.null.rawValue)
         case .bool(let b): out.append(b ? Tag.true.rawValue : Tag.false.rawValue)
