@@ -278,7 +278,7 @@ public struct HTTPRemoteStore: RemoteStore {
         case (401, _), (403, _): return SyncError(.authenticationFailed, message)
         case (_, "invalidCursor"): return SyncError(.invalidCursor, message)
         case (_, "invalidQuery"): return SyncError(.invalidQuery, message)
-        case (406, "unsupportedVersion"): return SyncError(.unsupported, message)
+        case (406, "unsupportedVersion"), (415, "unsupportedVersion"): return SyncError(.unsupported, message)
         case (413, _), (_, "pageSizeExceeded"): return SyncError(.limitExceeded, message)
         case (404, _): return SyncError(.notFound, message)
         default: return SyncError(.rejected, "the server refused the request (\(status) \(code)): \(message)")

@@ -112,6 +112,7 @@ DENIAL = {"bearer": 401, "admin": 401, "cognito-identity": 403, "cognito-pool": 
 ROUTE_KINDS = {
     ("GET", "/health"): "open",
     ("POST", "/v1/push"): "bearer",
+    ("POST", "/v2/push"): "bearer",
     ("POST", "/v1/pull"): "bearer",
     ("POST", "/v2/pull"): "bearer",
     ("GET", "/v1/changes"): "bearer",
@@ -364,6 +365,11 @@ def dataset_path(identity, dataset, pool=PROBE_POOL):
 JSON_HEADERS = {"Content-Type": "application/json"}
 # What a client of POST /v2/pull accepts (Docs/Protocol.md, "The page stream").
 PAGE_STREAM = "application/vnd.offlinesync.pages; version=1"
+# What a client of POST /v2/push sends and accepts (Docs/Protocol.md, "The binary push"), and
+# the smallest body it can send: the header, no operation, the end frame.
+BINARY_PUSH = {"Content-Type": "application/vnd.offlinesync.push; version=1",
+               "Accept": "application/vnd.offlinesync.push-results; version=1"}
+EMPTY_BINARY_PUSH = b"OSPU\x01" + b"\x03\x00\x00\x00\x00"
 TABLES_HEADERS = {"ZUMO-API-VERSION": "3.0.0"}
 TABLES_JSON_HEADERS = {"ZUMO-API-VERSION": "3.0.0", "Content-Type": "application/json"}
 
@@ -566,6 +572,7 @@ def _make_probes():
     specs = {
         ("GET", "/health"): ("/health", None, {}, {200}),
         ("POST", "/v1/push"): ("/v1/push", jbody({"operations": [attack_op]}), J, {200}),
+        ("POST", "/v2/push"): ("/v2/push", EMPTY_BINARY_PUSH, BINARY_PUSH, {200}),
         ("POST", "/v1/pull"): ("/v1/pull", jbody({"table": "probe"}), J, {200}),
         ("POST", "/v2/pull"): ("/v2/pull", jbody({"table": "probe"}), dict(J, Accept=PAGE_STREAM), {200}),
         ("GET", "/v1/changes"): ("/v1/changes", None, {}, {426}),

@@ -35,9 +35,11 @@ After every test the server must still be running and answer GET /health with 20
 end it must stop on SIGTERM with exit status 0 within 30 s.
 """
 
+import collections
 import http.client
 import json
 import os
+import random
 import re
 import select
 import shutil
@@ -298,6 +300,8 @@ class HostileRequestsTest(unittest.TestCase):
           the schemathesis CLI cannot compute; with the bearer token they answer 403
           NotAuthorizedException, so they are fuzzed only as far as authentication (their path
           and query parsing included). They stay in the run: they must not 5xx either.
+        - POST /v2/push takes a binary media type schemathesis has no serializer for; test 02c
+          fuzzes it by hand (random, cut, flipped and spliced bodies).
         - GET /v1/changes is a WebSocket upgrade; schemathesis cannot complete a handshake and
           sends `Upgrade: websocket` without a key, which SwiftNIO's upgrader answers by
           closing the connection (schemathesis counts that as a network error). It is left out
@@ -330,7 +334,8 @@ class HostileRequestsTest(unittest.TestCase):
                    "--phases", "examples,coverage,fuzzing",
                    "--generation-deterministic",  # implies no example database
                    "--request-timeout", "20",
-                   "--exclude-path", "/v1/changes"]
+                   "--exclude-path", "/v1/changes",
+                   "--exclude-path", "/v2/push"]
         started = time.monotonic()
         try:
             run = subprocess.run(command, cwd=self.tmp, capture_output=True, text=True, timeout=300,
@@ -414,6 +419,93 @@ class HostileRequestsTest(unittest.TestCase):
                     except NETWORK_ERRORS as error:
                         self.fail("no answer (connection dropped): %r" % error)
                     self.assertLess(status, 500, answer[:300])
+
+    def test_02c_binary_push_bodies_never_5xx(self):
+        """POST /v2/push (Docs/Protocol.md, "The binary push"; schemathesis cannot write its media
+        type, so it is fuzzed here): a body written from the document by this file's own encoder
+        applies, and its answer reads; then random bytes, the body cut at every length, and
+        seeded byte flips and frame splices are each answered 4xx (a flip that still decodes may
+        apply: 200), never 5xx or a dropped connection, and the server keeps serving."""
+        def varint(n):
+            out = bytearray()
+            while n >= 0x80:
+                out.append((n & 0x7F) | 0x80)
+                n >>= 7
+            out.append(n)
+            return bytes(out)
+
+        def text(s):
+            data = s.encode()
+            return varint(len(data)) + data
+
+        def value(v):   # the value codec's tags: null 0, false 1, true 2, int 3, string 5, array 8
+            if v is None:
+                return b"\x00"
+            if v is True or v is False:
+                return b"\x02" if v else b"\x01"
+            if isinstance(v, int):
+                return b"\x03" + varint((v << 1) ^ (v >> 63))
+            if isinstance(v, str):
+                return b"\x05" + text(v)
+            return b"\x08" + varint(len(v)) + b"".join(value(item) for item in v)
+
+        def record(item_id, fields):   # format 1, id, no version, no updatedAt, live, fields (object 9, keys in order)
+            return (b"\x01" + text(item_id) + b"\x00\x00\x00\x09" + varint(len(fields))
+                    + b"".join(text(k) + value(fields[k]) for k in sorted(fields, key=lambda k: k.encode())))
+
+        def frame(kind, payload):
+            return bytes([kind]) + struct.pack("<I", len(payload)) + payload
+
+        def body(operations):
+            out = b"OSPU\x01"
+            for op_id, kind, item_id, base, fields in operations:
+                out += frame(1, value([op_id, "todos", item_id, kind, base, fields is not None]))
+                if fields is not None:
+                    out += frame(2, record(item_id, fields))
+            return out + frame(3, b"")
+
+        headers = {"Content-Type": "application/vnd.offlinesync.push; version=1",
+                   "Accept": "application/vnd.offlinesync.push-results; version=1"}
+        valid = body([("bin-1", "insert", "b1", None, {"title": "binary", "n": 7, "done": False}),
+                      ("bin-2", "update", "b1", None, {"title": "binary, again", "n": -8}),
+                      ("bin-3", "delete", "b1", None, None)])
+        status, answer, answer_headers = self.request("POST", "/v2/push", valid, headers)
+        self.assertEqual(status, 200, answer[:300])
+        self.assertTrue(answer_headers["Content-Type"].startswith("application/vnd.offlinesync.push-results"))
+        self.assertEqual(answer[:5], b"OSPA\x01")
+        offset, heads, kinds = 5, 0, []
+        while offset < len(answer):
+            kind, length = answer[offset], struct.unpack("<I", answer[offset + 1:offset + 5])[0]
+            kinds.append(kind)
+            heads += kind == 1
+            offset += 5 + length
+        self.assertEqual((heads, kinds[-1], offset), (3, 3, len(answer)), "three results, then the end frame")
+
+        rng = random.Random(20261127)
+        cases = [("random bytes %d" % i, bytes(rng.randrange(256) for _ in range(rng.randrange(1, 200))))
+                 for i in range(40)]
+        cases += [("cut at %d" % n, valid[:n]) for n in range(len(valid))]
+        for i in range(150):
+            flipped = bytearray(valid)
+            for _ in range(rng.randrange(1, 4)):
+                flipped[rng.randrange(len(flipped))] = rng.randrange(256)
+            cases.append(("flip %d" % i, bytes(flipped)))
+        frames = valid[5:]
+        cases += [("frames twice", valid + frames), ("no header", frames), ("header only", valid[:5])]
+        statuses = collections.Counter()
+        for name, data in cases:
+            with self.subTest(body=name):
+                try:
+                    status, answer, _ = self.request("POST", "/v2/push", data, headers)
+                except NETWORK_ERRORS as error:
+                    self.fail("no answer (connection dropped): %r" % error)
+                statuses[status] += 1
+                if name.startswith("cut") or name in ("frames twice", "no header", "header only"):
+                    self.assertTrue(400 <= status < 500, "answered %s: %r" % (status, answer[:300]))
+                else:
+                    self.assertTrue(status == 200 or 400 <= status < 500, "answered %s: %r" % (status, answer[:300]))
+        print("\n  POST /v2/push: %s" % dict(sorted(statuses.items())), file=sys.stderr)
+        self.assert_serving("after the binary push bodies")
 
     # ---------------------------------------------------------------- 03: oversized
 

@@ -13,7 +13,7 @@ HTTP/1.1 proxy (this file), which follows the request/response framing in both d
 (keep-alive, Content-Length, chunked) and, when armed for a phase, acts on the next matching
 exchange:
 
-  before-send       a complete POST /v1/push reached the proxy and is never forwarded;
+  before-send       a complete POST /v2/push (the binary push) reached the proxy and is never forwarded;
                     the client is killed.
   after-send        the push is forwarded and the server's complete answer is read but never
                     forwarded (the server applied it, the client never learns); client killed.
@@ -111,8 +111,8 @@ CONFIGS = {
 PHASES = ["before-send", "after-send", "mid-response", "mid-pull-page", "mid-server-apply", "mid-local-write",
           "mid-compaction"]
 # Phases the proxy carries out (it holds the client's connection until the client is killed).
-PROXY_PHASES = {"before-send": "/v1/push", "after-send": "/v1/push", "mid-response": "/v1/push",
-                "mid-pull-page": "/v2/pull", "mid-server-apply": "/v1/push"}
+PROXY_PHASES = {"before-send": "/v2/push", "after-send": "/v2/push", "mid-response": "/v2/push",
+                "mid-pull-page": "/v2/pull", "mid-server-apply": "/v2/push"}
 
 TOKEN_SECRET = "crash-trials-token-secret-0123456789abcdef"
 PULL_PAGE_SIZE = 7
@@ -446,7 +446,7 @@ class FaultProxy:
                     return
                 parts = start.split(" ")
                 method, path = parts[0], (parts[1].split("?")[0] if len(parts) > 1 else "")
-                kind = "push" if path == "/v1/push" else "pull" if path in ("/v1/pull", "/v2/pull") else "other"
+                kind = "push" if path in ("/v1/push", "/v2/push") else "pull" if path in ("/v1/pull", "/v2/pull") else "other"
                 with self.lock:
                     self.exchanges[kind] += 1
                 action = self._match(method, path)
@@ -889,7 +889,7 @@ class ConfigRun:
             action = None
             if phase in PROXY_PHASES:
                 skip = skip_draw
-                if PROXY_PHASES[phase] == "/v1/push":
+                if PROXY_PHASES[phase] == "/v2/push":
                     # Pushes with operations in this run: one per 5th step, and one after the last.
                     pushes = sum(1 for s in range(before, target) if s % 5 == 4) + (0 if (target - 1) % 5 == 4 else 1)
                     skip = min(skip_draw, max(0, pushes - 1), 2)
