@@ -58,7 +58,7 @@ public struct Record: Sendable, Hashable, CustomStringConvertible {
             case SystemField.updatedAt: return updatedAt.map(Value.date) ?? .null
             case SystemField.deleted: return .bool(deleted)
             default:
-                guard let index = storage.index(forKey: field), storage[index].key.utf8.elementsEqual(field.utf8)
+                guard let index = storage.index(forKey: field), ExactString.sameBytes(storage[index].key, field)
                 else { return .null }
                 return storage[index].value
             }
@@ -70,7 +70,7 @@ public struct Record: Sendable, Hashable, CustomStringConvertible {
 
     /// Exact equality, including field-name bytes.
     public static func == (lhs: Record, rhs: Record) -> Bool {
-        lhs.id.utf8.elementsEqual(rhs.id.utf8) && lhs.version == rhs.version && lhs.updatedAt == rhs.updatedAt
+        ExactString.sameBytes(lhs.id, rhs.id) && lhs.version == rhs.version && lhs.updatedAt == rhs.updatedAt
             && lhs.deleted == rhs.deleted && Value.object(lhs.storage) == Value.object(rhs.storage)
     }
 

@@ -90,7 +90,7 @@ extension Value: Hashable {
         case let (.bool(a), .bool(b)): return a == b
         case let (.int(a), .int(b)): return a == b
         case let (.double(a), .double(b)): return a.bitPattern == b.bitPattern || (a.isNaN && b.isNaN)
-        case let (.string(a), .string(b)): return a.utf8.elementsEqual(b.utf8)
+        case let (.string(a), .string(b)): return ExactString.sameBytes(a, b)
         case let (.bytes(a), .bytes(b)): return a == b
         case let (.date(a), .date(b)): return a == b
         case let (.array(a), .array(b)): return a == b
@@ -100,7 +100,7 @@ extension Value: Hashable {
                 // Swift's String equality is canonical equivalence; demand identical bytes too.
                 guard let index = b.index(forKey: key) else { return false }
                 let (otherKey, otherValue) = b[index]
-                guard otherKey.utf8.elementsEqual(key.utf8), otherValue == value else { return false }
+                guard ExactString.sameBytes(otherKey, key), otherValue == value else { return false }
             }
             return true
         default: return false

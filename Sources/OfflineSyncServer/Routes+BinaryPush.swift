@@ -2,6 +2,7 @@ import Hummingbird
 import HTTPTypes
 import NIOCore
 import OfflineSync
+import OfflineSyncService
 import OfflineSyncWire
 
 extension Routes {
@@ -17,7 +18,11 @@ extension Routes {
         let claims = try context.requireClaims()
         try Self.checkBinaryPushTypes(request.headers)
         let buffer = try await readBody(request)
-        let operations = try await decode { try buffer.withUnsafeReadableBytes { try PushBatch.decodeOperations($0) } }
+        let operations = try await decode {
+            try buffer.withUnsafeReadableBytes {
+                try PushBatch.decodeOperations($0, reservingExtraFields: OfflineSyncService.fieldsAddedToPushedItems)
+            }
+        }
         try checkBatchSize(operations.count)
         let report = try await apply(operations, claims: claims, request: request)
         let bytes = PushBatch.encode(results: report.results, answering: operations)

@@ -72,7 +72,9 @@ extension OfflineSyncService {
         // now (no field of the caller's uses the reserved prefix), so it is kept, not rebuilt
         // by stripping them again.
         let publicFields = fields
-        fields.reserveCapacity(fields.count + 3)
+        // An item decoded with room for these (``fieldsAddedToPushedItems``) is only copied,
+        // not grown: reserving on a shared dictionary copies and rehashes every field.
+        if fields.capacity < fields.count + Meta.count { fields.reserveCapacity(fields.count + Meta.count) }
         fields[Meta.owner] = .string(owner)
         fields[Meta.item] = .string(item)
         fields[Meta.sequence] = .int(sequence.value)

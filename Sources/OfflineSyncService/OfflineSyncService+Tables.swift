@@ -80,7 +80,7 @@ extension OfflineSyncService {
             let value: Value
             switch outcome {
             case .applied(let record):
-                if let operation, record.id.utf8.elementsEqual(operation.itemId.utf8),
+                if let operation, ExactString.sameBytes(record.id, operation.itemId),
                    operation.storedRecord(version: nil, updatedAt: nil, deleted: false) != nil {
                     assert(operation.storedRecord(version: record.version, updatedAt: record.updatedAt, deleted: record.deleted) == record,
                            "an applied record that is not its item")
@@ -120,7 +120,7 @@ extension OfflineSyncService {
             if let first = outcome.first, first != Self.objectTag {
                 let kept = try ValueCodec.decodeRecord(Array(outcome))
                 guard kept.fields.isEmpty else { throw SyncError(.corrupted, "a stored push outcome is unreadable") }
-                guard operation.itemId.utf8.elementsEqual(kept.id.utf8),
+                guard ExactString.sameBytes(operation.itemId, kept.id),
                       let record = operation.storedRecord(version: kept.version, updatedAt: kept.updatedAt, deleted: kept.deleted) else {
                     return .rejected(reason: "operation id '\(operation.id)' was applied before as an insert or update of another item: an operation id names one operation", status: 409)
                 }

@@ -41,7 +41,13 @@ public final class OfflineSyncService: Sendable {
         static let owner = "__owner"
         static let item = "__item"
         static let sequence = "__seq"
+        /// How many fields the service adds to a pushed item's to store it (the three above).
+        static let count = 3
     }
+
+    /// How many fields the service adds to each pushed item's when it stores it: a decoder
+    /// that makes room for them in the item's dictionary saves the service growing it.
+    package static let fieldsAddedToPushedItems = Meta.count
 
     /// The largest pull page the service returns.
     public static let maxPageSize = 1000

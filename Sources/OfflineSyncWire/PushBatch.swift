@@ -74,7 +74,10 @@ public enum PushBatch {
     /// a head that is not six values of the right kinds, an unknown kind, a value that does
     /// not decode, a NaN, no end frame, bytes after it — is ``SyncError/Code/invalidValue``
     /// naming the operation or the byte.
-    public static func decodeOperations(_ buffer: UnsafeRawBufferPointer) throws -> [PushOperation] {
+    ///
+    /// Each item's fields are decoded with room for `extraFields` more (a server that adds
+    /// its own to each row it stores).
+    public static func decodeOperations(_ buffer: UnsafeRawBufferPointer, reservingExtraFields extraFields: Int = 0) throws -> [PushOperation] {
         var reader = try Frames.Reader(buffer, header: operationsHeader, what: "the push body")
         var operations: [PushOperation] = []
         while true {
@@ -103,7 +106,7 @@ public enum PushBatch {
                     guard let next = try reader.next(), next.type == FrameType.record.rawValue else {
                         throw reader.refused("\(path): the item it announces does not follow it", at: reader.offset)
                     }
-                    item = try record(next.payload, reader, at: next.at)
+                    item = try record(next.payload, reader, at: next.at, reservingExtra: extraFields)
                 }
                 operations.append(PushOperation(id: id, table: table, itemId: itemId, kind: kind, item: item, baseVersion: baseVersion))
             case .record?:
@@ -198,7 +201,7 @@ public enum PushBatch {
                     default: throw reader.refused("\(path): updatedAt must be a date or null", at: frame.at)
                     }
                     let index = results.count
-                    guard index < operations.count, operations[index].id.utf8.elementsEqual(id.utf8),
+                    guard index < operations.count, ExactString.sameBytes(operations[index].id, id),
                           let record = operations[index].storedRecord(version: version, updatedAt: updatedAt, deleted: deleted) else {
                         throw reader.refused("\(path): an applied-as-sent result answers only the insert or update at its place", at: frame.at)
                     }
@@ -237,9 +240,10 @@ public enum PushBatch {
 
     /// A record frame's record. The codec keeps every bit pattern; a value may not be NaN (no
     /// store keeps one).
-    private static func record(_ payload: UnsafeRawBufferPointer, _ reader: Frames.Reader, at offset: Int) throws -> Record {
+    private static func record(_ payload: UnsafeRawBufferPointer, _ reader: Frames.Reader, at offset: Int,
+                               reservingExtra extra: Int = 0) throws -> Record {
         do {
-            let record = try ValueCodec.decodeRecord(payload)
+            let record = try ValueCodec.decodeRecord(payload, reservingExtra: extra)
             for (name, value) in record.fields { try value.validate(path: name) }
             return record
         } catch let error as SyncError {

@@ -173,7 +173,7 @@ extension Wire {
     /// Whether `record` is `operation`'s item as sent: the operation this result answers, an
     /// insert or update, with the same id and exactly the same fields.
     static func isEcho(_ record: Record, of operation: PushOperation, for result: PushResult) -> Bool {
-        operation.id.utf8.elementsEqual(result.operationId.utf8)
+        ExactString.sameBytes(operation.id, result.operationId)
             && operation.storedRecord(version: record.version, updatedAt: record.updatedAt, deleted: record.deleted) == record
     }
 }

@@ -254,7 +254,7 @@ public enum Wire {
             let version = try reader.optionalString("version")
             let updatedAt = try reader.optionalInt("updatedAt").map(Timestamp.init(millisecondsSince1970:))
             let deleted = try reader.optionalBool("deleted") ?? false
-            guard let operation, operation.id.utf8.elementsEqual(id.utf8),
+            guard let operation, ExactString.sameBytes(operation.id, id),
                   let record = operation.storedRecord(version: version, updatedAt: updatedAt, deleted: deleted) else {
                 throw invalid(path, "an applied result without its record answers only the insert or update it names")
             }

@@ -137,7 +137,7 @@ public enum QueryEvaluator {
         case let (.int(x), .double(y)): return compareIntDouble(x, y)
         case let (.double(x), .int(y)): return -compareIntDouble(y, x)
         case let (.string(x), .string(y)):
-            if x.utf8.elementsEqual(y.utf8) { return 0 }
+            if ExactString.sameBytes(x, y) { return 0 }
             return Value.utf8Less(x, y) ? -1 : 1
         case let (.bytes(x), .bytes(y)):
             if x == y { return 0 }
