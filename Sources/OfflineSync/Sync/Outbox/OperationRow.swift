@@ -89,24 +89,20 @@ extension QueuedOperation {
             }
             return s
         }
-        id = record.id
-        sequence = record[OperationRow.name(.sequence)].intValue ?? 0
-        table = try string(.table)
-        let itemId = try string(.itemId)
-        self.itemId = itemId
+        let table = try string(.table), itemId = try string(.itemId)
         guard let kind = OperationKind(rawValue: try string(.kind)), let state = OperationState(rawValue: try string(.state)) else {
             throw SyncError(.corrupted, "row '\(record.id)' of \(OperationRow.table) has an unknown kind or state")
         }
-        self.kind = kind
-        self.state = state
-        item = record[OperationRow.name(.item)].objectValue.map { Record(id: itemId, fields: $0) }
-        baseVersion = record[OperationRow.name(.baseVersion)].stringValue
-        attempts = Int(record[OperationRow.name(.attempts)].intValue ?? 0)
-        createdAt = record[OperationRow.name(.createdAt)].dateValue ?? Timestamp(millisecondsSince1970: 0)
-        changedAt = record[OperationRow.name(.changedAt)].dateValue ?? createdAt
-        transaction = record[OperationRow.name(.transaction)].stringValue ?? ""
-        sendId = record[OperationRow.name(.sendId)].stringValue ?? record.id
-        changedFields = (record[OperationRow.name(.changedFields)].arrayValue ?? []).compactMap(\.stringValue)
+        let createdAt = record[OperationRow.name(.createdAt)].dateValue ?? Timestamp(millisecondsSince1970: 0)
+        self.init(Values(
+            id: record.id, sequence: record[OperationRow.name(.sequence)].intValue ?? 0, table: table,
+            itemId: itemId, kind: kind, item: record[OperationRow.name(.item)].objectValue.map { Record(id: itemId, fields: $0) },
+            baseVersion: record[OperationRow.name(.baseVersion)].stringValue, state: state,
+            attempts: Int(record[OperationRow.name(.attempts)].intValue ?? 0), createdAt: createdAt,
+            changedAt: record[OperationRow.name(.changedAt)].dateValue ?? createdAt,
+            transaction: record[OperationRow.name(.transaction)].stringValue ?? "",
+            sendId: record[OperationRow.name(.sendId)].stringValue ?? record.id,
+            changedFields: (record[OperationRow.name(.changedFields)].arrayValue ?? []).compactMap(\.stringValue)))
     }
 
     /// The `__operations` row. Its dictionary is a copy of the template for the optional

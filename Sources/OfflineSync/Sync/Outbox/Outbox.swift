@@ -77,7 +77,8 @@ enum Outbox {
     /// The items (``itemKey(_:)``) of `batch` that have queued operations besides the batch's
     /// own — one query per table, however long the batch — and any item the batch holds more
     /// than one operation on (``nextBatch(_:limit:excluding:)`` never makes such a batch).
-    static func itemsQueuedBesides(_ batch: [QueuedOperation], _ txn: any LocalReadTransaction) throws -> Set<String> {
+    static func itemsQueuedBesides(_ batch: [QueuedOperation], _ txn: any LocalReadTransaction,
+                                   maxRuns: Int = maxExcludedRuns) throws -> Set<String> {
         var result = Set<String>()
         var seen = Set<String>()
         for operation in batch where !seen.insert(itemKey(operation)).inserted { result.insert(itemKey(operation)) }
@@ -85,7 +86,7 @@ enum Outbox {
             let rows = try txn.records(in: OperationRow.table, matching: Query(
                 OperationRow.field(.table) == .string(table)
                     && OperationRow.field(.itemId).isIn(operations.map { .string($0.itemId) })
-                    && .not(.isIn(SystemField.id, operations.map { .string($0.id) }))))
+                    && leavingOut(operations, maxRuns: maxRuns)))
             for row in rows { result.insert(itemKey(try QueuedOperation(row: row))) }
         }
         return result
@@ -191,29 +192,37 @@ enum Outbox {
     /// that would split a local transaction. Operations of `inFlight` (a batch sent and not
     /// yet answered) are skipped, and the batch ends before the first operation on one of
     /// their items.
-    static func nextBatch(_ txn: any LocalReadTransaction, limit: Int, excluding inFlight: [QueuedOperation] = []) throws -> [QueuedOperation] {
+    ///
+    /// `maxRuns` bounds the runs of sequence numbers the batch in flight is stepped over by
+    /// (``leavingOut(_:maxRuns:)``); tests set it to compare with leaving it out by id.
+    static func nextBatch(_ txn: any LocalReadTransaction, limit: Int, excluding inFlight: [QueuedOperation] = [],
+                          maxRuns: Int = maxExcludedRuns) throws -> [QueuedOperation] {
         let blocked = Set(try txn.records(in: OperationRow.table, matching: Query(OperationRow.failed))
             .map { itemKey(try QueuedOperation(row: $0)) })
-        let sent = Set(inFlight.map(\.id))
         let busyItems = Set(inFlight.map(itemKey))
         var batch: [QueuedOperation] = []
         var items = Set<String>()
         // One row past the limit: the row that ends a full batch is read in the same page.
         let pageSize = max(limit, 100) + 1
-        // The batch in flight is left out by the store, so its rows are neither read nor decoded.
-        let wanted: QueryPredicate = sent.isEmpty
+        // The batch in flight is left out by the store, so its rows are neither read nor
+        // decoded: stepped over by sequence where it lies in a few runs (the usual case), by
+        // id otherwise (an id list costs the store a temporary index per query).
+        let runs = sequenceRuns(inFlight)
+        let skipped: [ClosedRange<Int64>] = runs.count <= maxRuns ? runs : []
+        let wanted: QueryPredicate = inFlight.isEmpty || !skipped.isEmpty
             ? OperationRow.sendable
-            : OperationRow.sendable && .not(.isIn(SystemField.id, sent.map { .string($0) }))
+            : OperationRow.sendable && .not(.isIn(SystemField.id, inFlight.map { .string($0.id) }))
         // Paged by sequence (keyset), not by offset: each page starts at the indexed
         // sequence where the last one ended, so a long run of skipped operations costs one
         // pass, not a quadratic one.
         var after: Int64?
+        var nextSkipped = 0
         scan: while true {
-            let page = after.map { wanted && OperationRow.field(.sequence) > .int($0) } ?? wanted
+            var page = after.map { wanted && OperationRow.field(.sequence) > .int($0) } ?? wanted
+            let below = nextSkipped < skipped.count ? skipped[nextSkipped].lowerBound : nil
+            if let below { page = page && OperationRow.field(.sequence) < .int(below) }
             let rows = try txn.records(in: OperationRow.table, matching: Query(
                 page, order: [OperationRow.sorted(.sequence)], limit: pageSize))
-            if rows.isEmpty { break }
-            after = rows.last?[OperationRow.name(.sequence)].intValue
             for row in rows {
                 let operation = try QueuedOperation(row: row)
                 let item = itemKey(operation)
@@ -224,9 +233,45 @@ enum Outbox {
                 batch.append(operation)
                 items.insert(item)
             }
-            if rows.count < pageSize { break }
+            if rows.count == pageSize {
+                after = rows.last?[OperationRow.name(.sequence)].intValue
+            } else if below != nil {
+                // This stretch is read: step over the run in flight.
+                after = skipped[nextSkipped].upperBound
+                nextSkipped += 1
+            } else {
+                break
+            }
         }
         return batch
+    }
+
+    /// The most runs of sequence numbers a batch in flight is left out by; past them, by id.
+    static let maxExcludedRuns = 16
+
+    /// The sequence numbers of `operations` as runs: maximal ranges of consecutive numbers,
+    /// each one of theirs, in order. Sequences are unique in the queue, so while these
+    /// operations are queued, an operation whose sequence lies in a run is one of them.
+    static func sequenceRuns(_ operations: [QueuedOperation]) -> [ClosedRange<Int64>] {
+        var runs: [ClosedRange<Int64>] = []
+        for sequence in operations.map(\.sequence).sorted() {
+            if let last = runs.last, sequence <= last.upperBound + 1 {
+                runs[runs.count - 1] = last.lowerBound...max(last.upperBound, sequence)
+            } else {
+                runs.append(sequence...sequence)
+            }
+        }
+        return runs
+    }
+
+    /// Leaves out exactly `operations`, which must be queued (their rows not removed, so no
+    /// other operation holds their sequence numbers): by their sequence runs when there are
+    /// at most `maxRuns`, by their ids otherwise.
+    static func leavingOut(_ operations: [QueuedOperation], maxRuns: Int = maxExcludedRuns) -> QueryPredicate {
+        let runs = sequenceRuns(operations)
+        guard runs.count <= maxRuns, !runs.isEmpty else { return .not(.isIn(SystemField.id, operations.map { .string($0.id) })) }
+        let sequence = OperationRow.field(.sequence)
+        return .and(runs.map { run in .not(sequence >= .int(run.lowerBound) && sequence <= .int(run.upperBound)) })
     }
 
     // MARK: Queuing
