@@ -87,9 +87,12 @@ extension SyncContext {
             let answered = outcomes, decided = decisions, refused = refusals
             let seen = lastSequence
             let (settled, following, queued, isEmpty) = try await observer.write { txn in
-                let settled = try SyncContext.settle(batch, outcomes: answered, decisions: decided, refusals: refused, txn: txn)
+                var marker = try InFlight.read(txn)
+                let settled = try SyncContext.settle(batch, outcomes: answered, decisions: decided, refusals: refused,
+                                                     inFlight: &marker, txn: txn)
                 let following = next.isEmpty ? nil : try Outbox.markAttempted(
-                    try Outbox.nextBatch(txn, limit: batchSize, excluding: next), txn)
+                    try Outbox.nextBatch(txn, limit: batchSize, excluding: next), into: &marker, txn)
+                try marker.write(txn)
                 let queued: (count: Int, last: Int64, exact: Bool)
                 if next.isEmpty {
                     queued = (try Outbox.sendableCount(txn), seen, true)

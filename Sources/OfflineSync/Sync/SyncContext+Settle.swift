@@ -11,17 +11,17 @@ extension SyncContext {
         var settled = 0
     }
 
-    /// Applies a batch's outcomes in one local transaction.
+    /// Applies a batch's outcomes in one local transaction. `inFlight` is the push's marker as
+    /// read in this transaction; the batch's ids leave it, and the caller writes it.
     static func settle(_ batch: [QueuedOperation], outcomes: [String: PushOutcome],
                        decisions: [String: ConflictResolution], refusals: [String: RefusalResolution] = [:],
-                       txn: any LocalWriteTransaction) throws -> Settled {
+                       inFlight: inout InFlight, txn: any LocalWriteTransaction) throws -> Settled {
         var result = Settled()
         let now = Timestamp.now()
         // Settling an operation changes only its own item's queue, so which items have other
         // operations is read once for the batch; an applied operation on any other item just
         // makes the local copy the remote's.
         let queuedBesides = try Outbox.itemsQueuedBesides(batch, txn)
-        let inFlight = try InFlight.read(txn)
         // The local copies that become the remote's, held and written in multi-row chunks,
         // and their operations, taken off the queue together at the end: each is an item no
         // other operation (in the batch or queued) names, so nothing else the settle does
@@ -89,7 +89,7 @@ extension SyncContext {
         }
         try remoteCopies.flush(txn)
         try Outbox.remove(ids: removals, txn)
-        try Outbox.endInFlight(batch, answered: { outcomes[$0.sendId] != nil }, inFlight: inFlight, txn)
+        try Outbox.endInFlight(batch, answered: { outcomes[$0.sendId] != nil }, inFlight: &inFlight, txn)
         return result
     }
 
