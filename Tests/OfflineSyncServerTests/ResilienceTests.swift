@@ -30,13 +30,15 @@ struct FlakyProxy {
             }
             var forward = HTTPClientRequest(url: target + request.uri.path)
             forward.method = .POST
-            for field in request.headers where field.name == .authorization || field.name == .contentType {
+            for field in request.headers where [.authorization, .contentType, .accept].contains(field.name) {
                 forward.headers.add(name: field.name.rawName, value: field.value)
             }
             forward.body = .bytes(body)
             let answer = try await HTTPClient.shared.execute(forward, timeout: .seconds(30))
             let bytes = try await answer.body.collect(upTo: 64 << 20)
-            return Response(status: .init(code: Int(answer.status.code)), body: .init(byteBuffer: bytes))
+            var headers: HTTPFields = [:]
+            if let type = answer.headers.first(name: "Content-Type") { headers[.contentType] = type }
+            return Response(status: .init(code: Int(answer.status.code)), headers: headers, body: .init(byteBuffer: bytes))
         }
         let app = try await LoopbackApp.start(router)
         return FlakyProxy(running: app.running, port: app.port, requests: counter)
@@ -174,7 +176,7 @@ struct LogTests {
         }
         let all = lines.withLock { $0 }
         #expect(all.count >= 5, "one line per request")
-        #expect(all.contains { $0.contains("/v1/push") && $0.contains("status=200") || $0.contains("/v1/push") && $0.contains("200") })
+        #expect(all.contains { $0.contains("/v2/push") && $0.contains("status=200") || $0.contains("/v2/push") && $0.contains("200") })
         for line in all {
             for secret in ["TOP-SECRET-VALUE", "secret-item-id", "forged.TOKEN.value", testAdminKey, "eyJ",
                            String(decoding: testSecret, as: UTF8.self)] {
