@@ -73,7 +73,7 @@ let package = Package(
         .target(name: "OfflineSyncService", dependencies: ["OfflineSync", "OfflineSyncStoreKit", "OfflineSyncDatasets"],
                 path: "Sources/OfflineSyncService"),
         // What client and server both speak: the native protocol's lossless JSON, its binary page
-        // stream (records in StoreKit's value codec) and the Cognito Sync API's JSON shapes.
+        // stream and binary push (records in StoreKit's value codec) and the Cognito Sync API's JSON shapes.
         .target(name: "OfflineSyncWire", dependencies: ["OfflineSync", "OfflineSyncDatasets", "OfflineSyncStoreKit"], path: "Sources/OfflineSyncWire"),
         // The tables API's OData query language (server side only).
         .target(name: "OfflineSyncOData", dependencies: ["OfflineSync", "OfflineSyncWire"], path: "Sources/OfflineSyncOData"),
