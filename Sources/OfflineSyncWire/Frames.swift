@@ -14,6 +14,18 @@ enum Frames {
         for i in 0..<4 { out[lengthAt + i] = UInt8(truncatingIfNeeded: length >> (8 * UInt32(i))) }
     }
 
+    /// The payload length in a frame's head, the four bytes after its type byte at `head`
+    /// (little-endian); the bytes must be there.
+    static func payloadLength<Bytes: RandomAccessCollection<UInt8>>(_ bytes: Bytes, head: Bytes.Index) -> Int {
+        var length = 0
+        var index = bytes.index(after: head)
+        for shift in stride(from: 0, to: 32, by: 8) {
+            length |= Int(bytes[index]) << shift
+            index = bytes.index(after: index)
+        }
+        return length
+    }
+
     /// The frames of a whole message held in memory (a push's body or its answer): its
     /// `header` (magic and version byte) is checked first, then each ``next()`` is one frame.
     /// Anything malformed is ``SyncError/Code/invalidValue`` naming `what` and the byte.
@@ -46,8 +58,7 @@ enum Frames {
             guard offset < buffer.count else { return nil }
             let at = offset
             guard buffer.count - offset >= 5 else { throw refused("a frame's head is cut short", at: at) }
-            var length = 0
-            for i in 0..<4 { length |= Int(buffer[offset + 1 + i]) << (8 * i) }
+            let length = Frames.payloadLength(buffer, head: offset)
             guard buffer.count - offset - 5 >= length else { throw refused("a frame of \(length) bytes runs past the end", at: at) }
             let type = buffer[offset]
             offset += 5 + length

@@ -139,8 +139,7 @@ public struct PageStreamDecoder {
             guard !ended else { throw refused("bytes follow the end frame", at: at) }
             let typeByte = buffer[start]
             guard let type = PageStream.FrameType(rawValue: typeByte) else { throw refused("unknown frame type \(typeByte)", at: at) }
-            var length = 0
-            for i in 0..<4 { length |= Int(buffer[start + 1 + i]) << (8 * i) }
+            let length = Frames.payloadLength(buffer, head: start)
             guard length <= maxFrameBytes else { throw refused("a frame of \(length) bytes exceeds the limit of \(maxFrameBytes)", at: at) }
             guard buffer.count - start - 5 >= length else { return nil }
             let payloadStart = start + 5

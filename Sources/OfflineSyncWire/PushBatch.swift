@@ -157,7 +157,7 @@ public enum PushBatch {
 
     /// The results an answer carries, rebuilding each applied-as-sent record from the
     /// operation it answers (`operations`, in order). Malformed bytes are
-    /// ``SyncError/Code/invalidValue`` as in ``decodeOperations(_:)``, and so is an
+    /// ``SyncError/Code/invalidValue`` as in ``decodeOperations(_:reservingExtraFields:)``, and so is an
     /// applied-as-sent result that names another operation than the one at its place, or a
     /// delete (whose record no operation carries).
     public static func decodeResults(_ buffer: UnsafeRawBufferPointer, answering operations: [PushOperation]) throws -> [PushResult] {
