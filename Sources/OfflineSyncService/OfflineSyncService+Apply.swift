@@ -22,9 +22,15 @@ extension OfflineSyncService {
     /// the store itself, it reads those rows only through `rows`. An operation that does —
     /// a shared table's (its rules read memberships and logs), or one whose row the batch did
     /// not read — writes `pending` out first, so it sees every earlier operation's writes.
-    func apply(_ operation: PushOperation, claims: Claims, schema: TableSchema, now: Timestamp,
+    ///
+    /// The row it writes carries `key` (the operation's outcome key) in `__op`, and
+    /// `remembered` is then set: the row is the operation's remembered outcome while it holds
+    /// the key, so the push stores no outcome row for it. A write that takes over a row holding
+    /// another operation's key first stores that operation's outcome — the row as it stands,
+    /// made public — under its key, so a replay of it is still answered.
+    func apply(_ operation: PushOperation, key: String, claims: Claims, schema: TableSchema, now: Timestamp,
                txn: any LocalWriteTransaction, rows: inout BatchReads, index: Int, pending: inout PendingWrites,
-               clocks: inout TableClocks, effects: inout SharedEffects) throws -> PushOutcome {
+               clocks: inout TableClocks, effects: inout SharedEffects, remembered: inout Bool) throws -> PushOutcome {
         do { try Names.validateId(operation.itemId) } catch let error as SyncError {
             return .rejected(reason: error.message, status: 400)
         }
@@ -78,6 +84,7 @@ extension OfflineSyncService {
         fields[Meta.owner] = .string(owner)
         fields[Meta.item] = .string(item)
         fields[Meta.sequence] = .int(sequence.value)
+        fields[Meta.operation] = .string(key)
         let row = Record(id: id, fields: fields, version: Self.version(epoch: sequence.epoch, sequence: sequence.value),
                          updatedAt: try Self.nextStamp(of: table, now: now, txn, &clocks),
                          deleted: operation.kind == .delete)
@@ -87,8 +94,10 @@ extension OfflineSyncService {
         let applied = PushOutcome.applied(Record(id: item, fields: publicFields, version: row.version,
                                                  updatedAt: row.updatedAt, deleted: row.deleted))
         guard shared else {
+            try keepOutcome(of: current, takenOverBy: key, now: now, txn, rows: &rows, pending: &pending)
             try pending.add(row, in: table, txn)
             rows.wrote(row, by: index)
+            remembered = true
             return applied
         }
         let live = current.flatMap { $0.deleted ? nil : $0 }
@@ -102,8 +111,10 @@ extension OfflineSyncService {
             }
             return forbidden
         }
+        try keepOutcome(of: current, takenOverBy: key, now: now, txn, rows: &rows, pending: &pending)
         try txn.upsert(row, in: table)
         rows.wrote(row, by: index)
+        remembered = true
         try logChange(of: table, from: current, to: row, at: sequence.value, txn, &clocks, &effects)
         if try !evaluator.canRead(row, in: table, claims: claims, txn, memo: memo) {
             // A write the caller may make but not read back (a list's owner adding a member
@@ -111,5 +122,16 @@ extension OfflineSyncService {
             try tell(claims.identity, about: row, of: table, at: sequence.value, evenIfUnseen: true, txn, &effects)
         }
         return applied
+    }
+
+    /// Before a write takes over `current`: when the row holds another operation's key, that
+    /// operation's outcome — the row as it stands, made public — goes to `__srv_operations`
+    /// under its key (and to the batch's own reads, should the batch replay it too).
+    private func keepOutcome(of current: Record?, takenOverBy key: String, now: Timestamp, _ txn: any LocalWriteTransaction,
+                             rows: inout BatchReads, pending: inout PendingWrites) throws {
+        guard let current, let holder = current[Meta.operation].stringValue, !ExactString.sameBytes(holder, key) else { return }
+        let kept = OutcomeRow(id: holder, outcome: .applied(Self.publicRecord(current)), createdAt: now)
+        try pending.add(kept.record(), in: OutcomeRow.table, txn)
+        rows.stored(kept, underKey: holder)
     }
 }

@@ -21,6 +21,8 @@ extension OfflineSyncService {
 
         /// Per operation, the slot of its outcome and of its row (`nil`: not read here).
         private let outcomeSlots: [Int]
+        /// The slot of each outcome key the batch names.
+        private let keySlots: [ExactString: Int]
         private let rowSlots: [Int?]
         private var outcomes: [OutcomeRow?]
         private var rows: [Record?]
@@ -42,6 +44,7 @@ extension OfflineSyncService {
                 reads.append(.record(table: OutcomeRow.table, id: key))
                 return reads.count - 1
             }
+            self.keySlots = keySlots
             let outcomeCount = reads.count
             var rowKeySlots: [RowKey: Int] = [:]
             rowKeySlots.reserveCapacity(wanted.count)
@@ -70,6 +73,13 @@ extension OfflineSyncService {
         /// Notes the outcome operation `index` stored.
         mutating func stored(_ outcome: OutcomeRow, by index: Int) {
             outcomes[outcomeSlots[index]] = outcome
+        }
+
+        /// Notes an outcome stored under `key` by another operation's write (a row's earlier
+        /// writer's, kept when the row was taken over): an operation of this batch with that
+        /// key finds it.
+        mutating func stored(_ outcome: OutcomeRow, underKey key: String) {
+            if let slot = keySlots[ExactString(key)] { outcomes[slot] = outcome }
         }
 
         /// Operation `index`'s row — `id` of `table` — as the batch left it so far.

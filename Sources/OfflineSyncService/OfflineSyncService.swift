@@ -41,8 +41,12 @@ public final class OfflineSyncService: Sendable {
         static let owner = "__owner"
         static let item = "__item"
         static let sequence = "__seq"
-        /// How many fields the service adds to a pushed item's to store it (the three above).
-        static let count = 3
+        /// The key (``OfflineSyncService/rowId(owner:item:)`` of the writer and the operation
+        /// id) of the pushed operation that last wrote the row: while the row holds it, that
+        /// operation's outcome is the row itself, and a replay is answered from it.
+        static let operation = "__op"
+        /// How many fields the service adds to a pushed item's to store it (the four above).
+        static let count = 4
     }
 
     /// How many fields the service adds to each pushed item's when it stores it: a decoder
@@ -129,6 +133,7 @@ public final class OfflineSyncService: Sendable {
         fields.append(FieldDefinition(Meta.owner, .string))
         fields.append(FieldDefinition(Meta.item, .string))
         fields.append(FieldDefinition(Meta.sequence, .int))
+        fields.append(FieldDefinition(Meta.operation, .string))
         var indexes = app.indexes
         indexes.append(IndexDefinition([Meta.owner, Meta.sequence]))
         if isShared(table) {
@@ -193,7 +198,7 @@ public final class OfflineSyncService: Sendable {
     }
 
     /// ``publicRecord(_:)`` of each row. The rows are changed where they lie, so a row read
-    /// from the store loses its three fields without its dictionary being copied first
+    /// from the store loses its own fields without its dictionary being copied first
     /// (copying it was 9% of the server's side of a pull, `perf`, pull-1m).
     static func publicRecords(_ rows: consuming [Record]) -> [Record] {
         var rows = rows
@@ -206,6 +211,7 @@ public final class OfflineSyncService: Sendable {
         row[Meta.owner] = .null
         row[Meta.item] = .null
         row[Meta.sequence] = .null
+        row[Meta.operation] = .null
     }
 
     static func validateIdentity(_ identity: String) throws {
@@ -280,16 +286,28 @@ public final class OfflineSyncService: Sendable {
                     results.append(PushResult(operationId: operation.id, outcome: try stored.pushOutcome(answering: operation)))
                     continue
                 }
+                // An operation whose row still holds its key was applied, and the row is its
+                // outcome (the outcome moves to `__srv_operations` only when a later write
+                // takes the row over: ``apply``).
+                if known.holdsRow(of: index), let (table, id) = wanted[index], let row = try known.row(of: index, in: table, id: id, txn),
+                   let holder = row[Meta.operation].stringValue, ExactString.sameBytes(holder, keys[index]) {
+                    results.append(PushResult(operationId: operation.id, outcome: .applied(Self.publicRecord(row))))
+                    continue
+                }
                 let outcome: PushOutcome
+                var remembered = false
                 if let reason = refused[operation.table] {
                     outcome = .rejected(reason: reason, status: 404)
                 } else {
-                    outcome = try self.apply(operation, claims: claims, schema: schemas[operation.table]!, now: now, txn: txn,
-                                             rows: &known, index: index, pending: &pending, clocks: &clocks, effects: &effects)
+                    outcome = try self.apply(operation, key: keys[index], claims: claims, schema: schemas[operation.table]!, now: now,
+                                             txn: txn, rows: &known, index: index, pending: &pending, clocks: &clocks,
+                                             effects: &effects, remembered: &remembered)
                 }
-                let stored = OutcomeRow(id: keys[index], outcome: outcome, answering: operation, createdAt: now)
-                try pending.add(stored.record(), in: OutcomeRow.table, txn)
-                known.stored(stored, by: index)
+                if !remembered {
+                    let stored = OutcomeRow(id: keys[index], outcome: outcome, answering: operation, createdAt: now)
+                    try pending.add(stored.record(), in: OutcomeRow.table, txn)
+                    known.stored(stored, by: index)
+                }
                 results.append(PushResult(operationId: operation.id, outcome: outcome))
             }
             try pending.flush(txn)

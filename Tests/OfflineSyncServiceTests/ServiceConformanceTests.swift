@@ -49,18 +49,46 @@ struct SQLiteMemoryScenarioTests {
 
 @Suite("OfflineSyncService")
 struct ServiceTests {
-    @Test("stored outcomes can be pruned; a pruned operation id is applied as new")
+    @Test("an applied operation's outcome is its row while the row holds it; taken over, it is stored, can be pruned, and a pruned id is applied as new")
     func pruneOutcomes() async throws {
         let service = try await OfflineSyncService(store: InMemoryStore())
-        let insert = PushOperation(id: "op-1", table: "t", itemId: "a", kind: .insert, item: Record(id: "a"), baseVersion: nil)
-        _ = try await service.push(identity: "u", [insert])
-        #expect(try await service.pruneOperationOutcomes(olderThan: Timestamp(millisecondsSince1970: 0)) == 0)
         let future = Timestamp(millisecondsSince1970: Timestamp.now().millisecondsSince1970 + 60_000)
+        let insert = PushOperation(id: "op-1", table: "t", itemId: "a", kind: .insert, item: Record(id: "a", fields: ["n": 1]), baseVersion: nil)
+        let first = try await service.push(identity: "u", [insert])
+        // The row holds the insert's outcome: nothing to prune, and a replay gets the first answer.
+        #expect(try await service.pruneOperationOutcomes(olderThan: future) == 0)
+        #expect(try await service.push(identity: "u", [insert]) == first)
+        // Another identity's operation with the same id is its own.
+        guard case .applied = try await service.push(identity: "v", [insert])[0].outcome else {
+            Issue.record("the same operation id under another identity is another operation"); return
+        }
+        // An update takes the row over: the insert's outcome is stored, so a replay still gets it.
+        let update = PushOperation(id: "op-2", table: "t", itemId: "a", kind: .update, item: Record(id: "a", fields: ["n": 2]), baseVersion: nil)
+        let second = try await service.push(identity: "u", [update])
+        #expect(try await service.push(identity: "u", [insert]) == first)
+        #expect(try await service.push(identity: "u", [update, insert]) == second + first)
+        #expect(try await service.pruneOperationOutcomes(olderThan: Timestamp(millisecondsSince1970: 0)) == 0)
         #expect(try await service.pruneOperationOutcomes(olderThan: future) == 1)
+        // Pruned, the insert's id is a new insert of an existing id; the update still answers from its row.
         let replay = try await service.push(identity: "u", [insert])
         guard case .conflict = replay[0].outcome else {
             Issue.record("a replay after pruning is a new insert of an existing id: \(replay[0].outcome)"); return
         }
+        #expect(try await service.push(identity: "u", [update]) == second)
+    }
+
+    @Test("a batch that takes a row over and then replays the operation that held it answers that operation's first outcome")
+    func takeOverThenReplayInOneBatch() async throws {
+        let service = try await OfflineSyncService(store: InMemoryStore())
+        let insert = PushOperation(id: "op-1", table: "t", itemId: "a", kind: .insert, item: Record(id: "a", fields: ["n": 1]), baseVersion: nil)
+        let first = try await service.push(identity: "u", [insert])
+        let update = PushOperation(id: "op-2", table: "t", itemId: "a", kind: .update, item: Record(id: "a", fields: ["n": 2]), baseVersion: nil)
+        let both = try await service.push(identity: "u", [update, insert])
+        #expect(both[1] == first[0], "the insert is answered as first applied, not applied again")
+        guard case .applied(let record) = both[0].outcome else { Issue.record("\(both)"); return }
+        #expect(record.fields == ["n": 2])
+        let rows = try await service.query(identity: "u", table: "t")
+        #expect(rows.map(\.fields) == [["n": 2]], "one row, the update's")
     }
 
     @Test("a batch sees its own writes: operations on one row and a repeated id in one push answer as one push each would")
