@@ -94,9 +94,7 @@ extension OfflineSyncService {
         let applied = PushOutcome.applied(Record(id: item, fields: publicFields, version: row.version,
                                                  updatedAt: row.updatedAt, deleted: row.deleted))
         guard shared else {
-            try keepOutcome(of: current, takenOverBy: key, now: now, txn, rows: &rows, pending: &pending)
-            try pending.add(row, in: table, txn)
-            rows.wrote(row, by: index)
+            try write(row, over: current, in: table, key: key, shared: false, now: now, txn, index: index, rows: &rows, pending: &pending)
             remembered = true
             return applied
         }
@@ -111,9 +109,7 @@ extension OfflineSyncService {
             }
             return forbidden
         }
-        try keepOutcome(of: current, takenOverBy: key, now: now, txn, rows: &rows, pending: &pending)
-        try txn.upsert(row, in: table)
-        rows.wrote(row, by: index)
+        try write(row, over: current, in: table, key: key, shared: true, now: now, txn, index: index, rows: &rows, pending: &pending)
         remembered = true
         try logChange(of: table, from: current, to: row, at: sequence.value, txn, &clocks, &effects)
         if try !evaluator.canRead(row, in: table, claims: claims, txn, memo: memo) {
@@ -124,14 +120,19 @@ extension OfflineSyncService {
         return applied
     }
 
-    /// Before a write takes over `current`: when the row holds another operation's key, that
-    /// operation's outcome — the row as it stands, made public — goes to `__srv_operations`
-    /// under its key (and to the batch's own reads, should the batch replay it too).
-    private func keepOutcome(of current: Record?, takenOverBy key: String, now: Timestamp, _ txn: any LocalWriteTransaction,
-                             rows: inout BatchReads, pending: inout PendingWrites) throws {
-        guard let current, let holder = current[Meta.operation].stringValue, !ExactString.sameBytes(holder, key) else { return }
-        let kept = OutcomeRow(id: holder, outcome: .applied(Self.publicRecord(current)), createdAt: now)
-        try pending.add(kept.record(), in: OutcomeRow.table, txn)
-        rows.stored(kept, underKey: holder)
+    /// Writes operation `index`'s `row` over `current`: an owner-only row held for the
+    /// batch's multi-row write (``PendingWrites``), a shared one at once (its operation reads
+    /// the store). When `current` holds another operation's key, that operation's outcome —
+    /// the row as it stands, made public — first goes to `__srv_operations` under its key (and
+    /// to the batch's own reads, should the batch replay it too).
+    private func write(_ row: Record, over current: Record?, in table: String, key: String, shared: Bool, now: Timestamp,
+                       _ txn: any LocalWriteTransaction, index: Int, rows: inout BatchReads, pending: inout PendingWrites) throws {
+        if let current, let holder = current[Meta.operation].stringValue, !ExactString.sameBytes(holder, key) {
+            let kept = OutcomeRow(id: holder, outcome: .applied(Self.publicRecord(current)), createdAt: now)
+            try pending.add(kept.record(), in: OutcomeRow.table, txn)
+            rows.stored(kept, underKey: holder)
+        }
+        if shared { try txn.upsert(row, in: table) } else { try pending.add(row, in: table, txn) }
+        rows.wrote(row, by: index)
     }
 }
