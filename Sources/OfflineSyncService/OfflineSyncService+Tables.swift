@@ -44,9 +44,12 @@ extension OfflineSyncService {
         }
     }
 
-    /// `__srv_operations`: the outcome of every pushed operation, keyed by
-    /// ``rowId(owner:item:)`` of the identity and the operation id, so a replayed batch is
-    /// answered with its first outcome. Pruned by ``pruneOperationOutcomes(olderThan:)``.
+    /// `__srv_operations`: the outcomes of pushed operations that are not held by a row,
+    /// keyed by ``rowId(owner:item:)`` of the identity and the operation id, so a replayed
+    /// batch is answered with its first outcome — conflicts, rejections, a delete of a
+    /// tombstone, and an applied operation's outcome once a later write took its row over
+    /// (an applied write's outcome is otherwise its row: `__op`, ``apply``). Pruned by
+    /// ``pruneOperationOutcomes(olderThan:)``.
     struct OutcomeRow: StoredRow {
         static let table = "__srv_operations"
         enum CodingKeys: String, CodingKey { case id, outcome, createdAt }
@@ -74,8 +77,10 @@ extension OfflineSyncService {
         /// updatedAt, deleted, in ``ValueCodec``'s record encoding). ``pushOutcome(answering:)``
         /// rebuilds the record from the replayed operation, which carries the same item (an
         /// operation id names one operation: a client resends it unchanged and queues later
-        /// changes behind it). That is most rows of the table, and no second encoding of every
-        /// pushed record. Every other outcome keeps its record, in an object.
+        /// changes behind it). Stores written before applied outcomes moved into their rows hold
+        /// many such rows, and they stay readable; the push now stores an applied insert's or
+        /// update's outcome here only when its row is taken over, without its operation, so
+        /// whole. Every other outcome keeps its record, in an object.
         init(id: String, outcome: PushOutcome, answering operation: PushOperation? = nil, createdAt: Timestamp) {
             let value: Value
             switch outcome {

@@ -12,8 +12,8 @@ import OfflineSyncWire
 /// C API inserting the same rows (every column as the service stored them) into the same
 /// table and indexes with one multi-row `INSERT` per batch, one transaction each. The goal
 /// (issue 36) is at least half the raw inserts' speed: a ratio of at most 2. What the service
-/// does beyond the rows — each operation's remembered outcome (idempotency), the change
-/// sequence, the version and owner — is what the ratio prices.
+/// does beyond the rows — each operation's remembered outcome (idempotency: the key in the
+/// row it writes), the change sequence, the version and owner — is what the ratio prices.
 enum PushServerApply: BenchWorkload {
     static let name = "push-10k-server"
     static let baseline = "raw-multi-row-inserts"
