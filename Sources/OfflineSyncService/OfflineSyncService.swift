@@ -97,6 +97,29 @@ public final class OfflineSyncService: Sendable {
             try await separateClosedEntries()
         }
         for schema in schemas { try await ensureTable(schema.name) }
+        try await upgradeStoredTables()
+    }
+
+    /// Gives every served app table the store already holds this version's storage now, before
+    /// the first request, rather than inside it: when the storage schema changed (a service
+    /// column added, a table's rules or declared fields changed), the store migrates the
+    /// table, which on SQLite rewrites every row with the write lock held — about 7 s for a
+    /// million rows on the machine of the README's figures. Throws what that migration
+    /// throws (``SyncError/Code/schemaMismatch`` when stored rows do not fit a declared
+    /// schema), so such a store is reported when the service opens. Tables the service does
+    /// not serve are left as they are.
+    private func upgradeStoredTables() async throws {
+        let stored = try await store.read { txn in try txn.tables().map(\.name) }
+        for table in stored.sorted() where !defined.contains(table) && isServed(table) {
+            try await ensureTable(table)
+        }
+    }
+
+    /// Whether requests may use `table`: an app table's name, declared or undeclared ones
+    /// allowed, and covered by the rules.
+    private func isServed(_ table: String) -> Bool {
+        (try? Names.validateAppTable(table)) != nil
+            && (schemas[table] != nil || allowUndeclaredTables) && rules.rules(for: table) != nil
     }
 
     /// The default ``init(store:schemas:allowUndeclaredTables:rules:groupFanoutLimit:)``'s
@@ -166,9 +189,7 @@ public final class OfflineSyncService: Sendable {
     private func ensureTable(_ table: String) async throws {
         if defined.contains(table) { return }
         try Names.validateAppTable(table)
-        guard schemas[table] != nil || allowUndeclaredTables, rules.rules(for: table) != nil else {
-            throw SyncError(.rejected, "table '\(table)' is not served")
-        }
+        guard isServed(table) else { throw SyncError(.rejected, "table '\(table)' is not served") }
         try await defineStorage(table)
         if isShared(table) {
             // Decisions look rows up in the other shared tables (memberships, owned rows), so
