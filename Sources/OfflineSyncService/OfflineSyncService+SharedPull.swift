@@ -29,7 +29,7 @@ extension OfflineSyncService {
             case .view:
                 var reader = ViewReader(service: self, table: table, claims: claims, predicate: predicate, txn: txn)
                 let remaining = try reader.read(from: &cursor, limit: limit)
-                return PullPage(records: reader.records, nextCursor: PullCursor(epoch: epoch, mode: mode, position: cursor).text,
+                return PullPage(records: reader.takeRecords(), nextCursor: PullCursor(epoch: epoch, mode: mode, position: cursor).text,
                                 remaining: remaining, cursorReset: reset, removed: reader.removed)
             }
         }

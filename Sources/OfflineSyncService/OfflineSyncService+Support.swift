@@ -20,6 +20,8 @@ struct IdentityRemote: RemoteStore {
 /// predicate, with the table's sequence when it was counted. A paging client's next request
 /// starts at that cursor; if the table's sequence has not moved, the count after the new page
 /// is the old count minus the page's rows, so a long pull costs one count, not one per page.
+/// A shared table's sweep keeps its count here too, with the shared sequence as the table's
+/// and the sweep's event and group in place of the epoch (`ViewReader`).
 final class RemainingCounts: Sendable {
     struct Key: Hashable {
         var table: String

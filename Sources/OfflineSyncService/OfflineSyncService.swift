@@ -29,7 +29,9 @@ public final class OfflineSyncService: Sendable {
     private let schemas: [String: TableSchema]
     private let allowUndeclaredTables: Bool
     private let defined = DefinedTables()
-    private let remainingCounts = RemainingCounts()
+    /// Counts of what remains after a pull's cursor, so the next page of the same pull need
+    /// not count again (owner-only pulls, and the sweeps of shared ones).
+    let remainingCounts = RemainingCounts()
     /// Who may read and write which rows.
     public let rules: SyncRules
     /// ``SyncRules/sharedTables``, worked out once.
