@@ -164,7 +164,7 @@ extension OfflineSyncService {
         /// sequences are their own), each row read once; and the entries of items that left,
         /// from the log, with their rows read a page at a time.
         private mutating func sweep(_ group: String, after: Int64) throws -> Int64? {
-            let fields = Group(key: group).map { service.groupFields(of: $0, in: table) } ?? []
+            let fields = keyFields(of: group)
             var position = after
             while true {
                 let fetch = limit + 1
@@ -207,6 +207,12 @@ extension OfflineSyncService {
                 if bound == .max { return nil }
                 position = bound
             }
+        }
+
+        /// The fields (and values) by which the table's rows belong to the group with key
+        /// `group`: a sweep reads, and counts, the group's rows by them.
+        private func keyFields(of group: String) -> [(field: String, value: Value)] {
+            Group(key: group).map { service.groupFields(of: $0, in: table) } ?? []
         }
 
         /// A sweep's read: a table row still in the group (`entry` nil), or an entry of an item
@@ -321,7 +327,7 @@ extension OfflineSyncService {
         /// counted for the sweep and no longer counts once it moved from `from` to `to`.
         private func swept(_ group: String, after from: Int64, through to: Int64) throws -> Int {
             var count = 0
-            for pair in Group(key: group).map({ service.groupFields(of: $0, in: table) }) ?? [] {
+            for pair in keyFields(of: group) {
                 count += try txn.count(in: table, matching: Field(pair.field) == pair.value
                     && Field(Meta.sequence) > .int(from) && Field(Meta.sequence) <= .int(to))
             }
@@ -338,7 +344,7 @@ extension OfflineSyncService {
                 }
             }
             if let sweep = cursor.sweep {
-                let fields = Group(key: sweep.group).map { service.groupFields(of: $0, in: table) } ?? []
+                let fields = keyFields(of: sweep.group)
                 for pair in fields {
                     count += try txn.count(in: table, matching: Field(pair.field) == pair.value && Field(Meta.sequence) > .int(sweep.after))
                 }

@@ -112,7 +112,7 @@ public final class OfflineSyncService: Sendable {
     /// not serve are left as they are.
     private func upgradeStoredTables() async throws {
         let stored = try await store.read { txn in try txn.tables().map(\.name) }
-        for table in stored.sorted() where !defined.contains(table) && isServed(table) {
+        for table in stored.sorted() where isServed(table) {
             try await ensureTable(table)
         }
     }
