@@ -62,6 +62,63 @@ extension LocalStoreConformance {
             let q = try await must(await store.read { tx in try tx.record(in: "people", id: "q") }, "reading q")
             try expectRecord(q, Record(id: "q", fields: ["age": 4]), "the last upsert in a transaction wins")
         },
+        ConformanceCase("insertWritesOnlyNewIds") { ctx in
+            // `insert(_:in:)`. An adapter that keeps the default answers `notChecked` and
+            // writes nothing. One that checks writes exactly when no record has the id —
+            // committed, or written earlier in the same transaction; by exact bytes; short or
+            // long — validates as `upsert` does, and leaves a taken id's record as it was.
+            let store = try await ctx.open()
+            try await must(await store.defineTable(CRUDFixtures.people), "defining people")
+            let committed = Record(id: "taken", fields: ["name": "Committed", "age": 1], version: "v1",
+                                   updatedAt: Timestamp(millisecondsSince1970: 7))
+            try await must(await store.write { tx in try tx.upsert(committed, in: "people") }, "writing a record")
+            let probe = Record(id: "probe", fields: ["name": "Probe"])
+            let (outcome, read) = try await must(await store.write { tx in
+                (try tx.insert(probe, in: "people"), try tx.record(in: "people", id: probe.id))
+            }, "inserting a new id")
+            if outcome == .notChecked {
+                try expect(read == nil, "an insert answered notChecked wrote its record")
+                let count = try await must(await store.read { tx in try tx.count(in: "people", matching: .all) }, "counting")
+                try expectEqual(count, 1, "an insert answered notChecked writes nothing")
+                return
+            }
+            try expectEqual(outcome, .inserted, "inserting a new id")
+            try expectRecord(read, probe, "the inserted record, read in its own transaction")
+            let long = String(repeating: "日", count: 341) + "x" // 1,024 UTF-8 bytes
+            let ids = ["taken", "caf\u{E9}", "cafe\u{301}", long, "probe", "bad"]
+            let inserted = [
+                Record(id: "caf\u{E9}", fields: ["name": "precomposed"]), Record(id: "cafe\u{301}", fields: ["name": "decomposed"]),
+                Record(id: long, fields: ["name": "long"], version: "v2", deleted: true),
+                Record(id: "probe", fields: ["name": "Back", "note": "undeclared"]),
+            ]
+            let (outcomes, refused, reads) = try await must(await store.write { tx in
+                var outcomes: [LocalInsertOutcome] = []
+                func insert(_ record: Record) throws { outcomes.append(try tx.insert(record, in: "people")) }
+                try insert(Record(id: "taken", fields: ["name": "Replaced"]))
+                try insert(inserted[0])
+                try insert(inserted[1])
+                try insert(Record(id: "caf\u{E9}", fields: ["name": "again"]))
+                try insert(inserted[2])
+                try insert(Record(id: long, fields: ["name": "long again"]))
+                try tx.delete(id: "probe", in: "people")
+                try insert(inserted[3])
+                var refused: SyncError.Code?
+                do { _ = try tx.insert(Record(id: "bad", fields: ["age": "not a number"]), in: "people") } catch {
+                    refused = (error as? SyncError)?.code
+                }
+                return (outcomes, refused, try ids.map { try tx.record(in: "people", id: $0) })
+            }, "inserting ids taken and free")
+            try expectEqual(outcomes, [.idExists, .inserted, .inserted, .idExists, .inserted, .idExists, .inserted],
+                            "insert(_:in:) answers: a committed id, two spellings of é, the first again, a long id twice, an id deleted earlier in the transaction")
+            try expectEqual(refused, .typeMismatch, "inserting a record whose declared field has the wrong type")
+            let expected: [Record?] = [committed] + inserted.map { $0 } + [nil]
+            for (id, (got, want)) in zip(ids, zip(reads, expected)) {
+                if let want { try expectRecord(got, want, "record '\(id)' in the inserting transaction") }
+                else { try expect(got == nil, "a refused insert wrote record '\(id)'") }
+            }
+            let all = try await must(await store.read { tx in try tx.records(in: "people", matching: .all) }, "reading after the commit")
+            try expectRecords(all, ([committed] + inserted).sorted { Value.utf8Less($0.id, $1.id) }, "the committed records")
+        },
         ConformanceCase("upsertMany") { ctx in
             // `upsert(_ records:in:)`, whatever statements the adapter writes them with: a batch
             // of an odd size (no power of two, past any one statement's rows), ids repeated in

@@ -73,6 +73,29 @@ extension SyncScenarioConformance {
     ]
 
     static let collapseCases: [ScenarioCase] = [
+        ("an insert of an id that exists is refused and changes nothing", { world in
+            let a = try await world.client("a")
+            try await a.table("notes").insert(note("x", title: "first"))
+            try await expectThrows(.duplicateId, "inserting a queued id again") {
+                try await a.table("notes").insert(note("x", title: "second"))
+            }
+            let queue = try await a.pendingOperations()
+            try expectEqual(queue.map(\.kind), [.insert], "queued kinds")
+            try expectEqual(queue.first?.item?["title"], "first", "queued item")
+            try await a.push()
+            try await expectThrows(.duplicateId, "inserting a pushed id again") {
+                try await a.table("notes").insert(note("x", title: "third"))
+            }
+            try expectEqual(try await a.table("notes").get("x")?["title"], "first", "local title")
+            try expectEqual(try await a.pendingOperationCount(), 0, "queue after the refused insert")
+            // A refused insert inside a transaction leaves the rest of it to commit.
+            try await a.transaction { tx in
+                try tx.insert(note("y", title: "kept"), into: "notes")
+                _ = try? tx.insert(note("y", title: "refused"), into: "notes")
+            }
+            try expectEqual(try await a.table("notes").get("y")?["title"], "kept", "y after its transaction")
+            try expectEqual(try await a.pendingOperations().map(\.itemId), ["y"], "queued items")
+        }),
         ("insert then update queues one insert with the new item", { world in
             let a = try await world.client("a")
             try await a.table("notes").insert(note("x", title: "first"))

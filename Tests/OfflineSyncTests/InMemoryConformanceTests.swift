@@ -34,6 +34,7 @@ import Testing
         (.nullsSortLast, .queries),
         (.tableNamesFoldCase, .names),
         (.schemaNotMigrated, .schemaEvolution),
+        (.insertReplaces, .crud),
     ])
     func brokenStoreFails(fault: FaultyStore.Fault, group: LocalStoreConformance.Group) async throws {
         let suite = LocalStoreConformance(capabilities: .init(persistent: false)) { _ in FaultyStore(fault) }
@@ -48,6 +49,8 @@ final class FaultyStore: LocalStore, @unchecked Sendable {
     enum Fault: Sendable {
         case negativeZeroBecomesZero, stringsNormalised, undeclaredFieldsDropped, writesNotRolledBack
         case offsetIgnored, nullsSortLast, tableNamesFoldCase, schemaNotMigrated
+        /// `insert(_:in:)` writes over a taken id and says it inserted.
+        case insertReplaces
     }
 
     let inner = InMemoryStore()
@@ -97,6 +100,13 @@ final class FaultyStore: LocalStore, @unchecked Sendable {
         func record(in table: String, id: String) throws -> Record? { try inner.record(in: store.table(table), id: id) }
         func count(in table: String, matching predicate: QueryPredicate) throws -> Int { try inner.count(in: store.table(table), matching: predicate) }
         func delete(id: String, in table: String) throws -> Bool { try inner.delete(id: id, in: store.table(table)) }
+
+        func insert(_ record: Record, in table: String) throws -> LocalInsertOutcome {
+            // Other faults keep the default, so `upsert` (which applies them) does every write.
+            guard store.fault == .insertReplaces else { return .notChecked }
+            try upsert(record, in: table)
+            return .inserted
+        }
 
         func records(in table: String, matching query: Query) throws -> [Record] {
             switch store.fault {

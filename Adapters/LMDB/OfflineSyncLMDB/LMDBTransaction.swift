@@ -395,6 +395,17 @@ final class LMDBWriteTransaction: LMDBReadTransaction, LocalWriteTransaction {
     // MARK: LocalWriteTransaction
 
     func upsert(_ record: Record, in table: String) throws {
+        _ = try write(record, in: table, replacing: true)
+    }
+
+    func insert(_ record: Record, in table: String) throws -> LocalInsertOutcome {
+        try write(record, in: table, replacing: false) ? .inserted : .idExists
+    }
+
+    /// Writes the record and its index entries, or — unless `replacing` — nothing when a
+    /// record has its id; returns whether it wrote. A short id's key is found by the write
+    /// itself (`MDB_NOOVERWRITE`), so an insert searches the tree once, not twice.
+    private func write(_ record: Record, in table: String, replacing: Bool) throws -> Bool {
         let entry = try entry(table)
         try entry.schema.validate(record)
         let dbi = try recordsDatabase(entry)
@@ -405,6 +416,7 @@ final class LMDBWriteTransaction: LMDBReadTransaction, LocalWriteTransaction {
         var written = false
         if LMDBLayout.isLong(record.id) {
             if let existing = try find(dbi, id: record.id) {
+                guard replacing else { return false }
                 key = existing.key
                 previous = existing.record
             } else {
@@ -412,8 +424,11 @@ final class LMDBWriteTransaction: LMDBReadTransaction, LocalWriteTransaction {
             }
         } else {
             key = LMDBLayout.recordKey(record.id)
-            // The row it replaces, whose index entries go: read by the write itself.
-            if !indexes.isEmpty {
+            if !replacing {
+                guard try insertIfAbsent(entry.database, key, value, existing: { _ in true }) == nil else { return false }
+                written = true
+            } else if !indexes.isEmpty {
+                // The row it replaces, whose index entries go: read by the write itself.
                 previous = try insertIfAbsent(entry.database, key, value, existing: Self.decode)
                 written = previous == nil
             }
@@ -428,6 +443,7 @@ final class LMDBWriteTransaction: LMDBReadTransaction, LocalWriteTransaction {
             }
             try put(entry.indexDatabase(position), newKey, key)
         }
+        return true
     }
 
     func delete(id: String, in table: String) throws -> Bool {

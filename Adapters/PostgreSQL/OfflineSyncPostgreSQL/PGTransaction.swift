@@ -12,6 +12,10 @@ import OfflineSyncStoreKit
 /// the buffer first, so the transaction always reads its own writes; deletes run at once
 /// (dropping a buffered upsert of the same id). A write the server refuses at a flush fails
 /// the whole transaction, which is rolled back.
+///
+/// It keeps the default `insert(_:in:)`, which leaves the look-up of the id to the caller: the
+/// core then reads the item with its queued operations in one round trip, where a checked
+/// insert would cost one of its own.
 final class PGTransaction: LocalWriteTransaction {
     private var connection: PGConnection?
     private let queueKey: DispatchSpecificKey<Bool>

@@ -39,6 +39,9 @@ final class SQLiteTable {
     let sumColumn: Int32
     let selectByID: SQLiteSQL
     let upsert: SQLiteSQL
+    /// ``upsert``'s insert, which writes nothing when the id is taken: the statement's change
+    /// count says which happened (``SQLiteWriteTransaction/insert(_:in:)``).
+    let insertIfAbsent: SQLiteSQL
     /// The upserts of several rows in one statement: entry `k` writes `2^k` rows (entry 0 is
     /// ``upsert``), up to ``rowsPerUpsert``. Powers of two, so a batch of any size is a few
     /// cached statements — SQLite prepares each once per connection — instead of one
@@ -81,6 +84,7 @@ final class SQLiteTable {
         let updates = columns.dropFirst().map { "\($0) = excluded.\($0)" }.joined(separator: ", ")
         let insert = "INSERT INTO \(sqlName) (\(selectList)) VALUES ", onConflict = " ON CONFLICT(\"id\") DO UPDATE SET \(updates)"
         upsert = SQLiteSQL(insert + "(\(placeholders))" + onConflict)
+        insertIfAbsent = SQLiteSQL(insert + "(\(placeholders)) ON CONFLICT(\"id\") DO NOTHING")
         var upserts = [upsert]
         let row = "(" + Array(repeating: "?", count: columns.count).joined(separator: ", ") + ")"
         while 1 << upserts.count <= Self.rowsPerUpsert(columns: columns.count) {

@@ -280,6 +280,16 @@ final class SQLiteWriteTransaction: SQLiteReadTransaction, LocalWriteTransaction
         try live().execute(info.upsert, bindings)
     }
 
+    /// One `INSERT … ON CONFLICT("id") DO NOTHING`: the id's index is searched once, by the
+    /// write, where a look-up and then an upsert searched it twice.
+    func insert(_ record: Record, in table: String) throws -> LocalInsertOutcome {
+        let info = try self.table(table)
+        let bindings = try info.validatedBindings(for: record)
+        let connection = try live()
+        try connection.execute(info.insertIfAbsent, bindings)
+        return connection.changes > 0 ? .inserted : .idExists
+    }
+
     /// Writes the records with as few statements of ``SQLiteTable/upserts`` as the count
     /// allows (the largest first), each statement's records validated as its parameters are
     /// made. A later row with an earlier row's id updates it within the same statement, as

@@ -42,10 +42,7 @@ final class TrackedWriteTransaction: LocalWriteTransaction {
 
     func upsert(_ record: Record, in table: String) throws {
         try base.upsert(record, in: table)
-        note(table) { touched in
-            touched.written[record.id] = record
-            touched.deleted.remove(record.id)
-        }
+        noteWritten(record, in: table)
     }
 
     func upsert(_ records: [Record], in table: String) throws {
@@ -56,6 +53,12 @@ final class TrackedWriteTransaction: LocalWriteTransaction {
                 touched.deleted.remove(record.id)
             }
         }
+    }
+
+    func insert(_ record: Record, in table: String) throws -> LocalInsertOutcome {
+        let outcome = try base.insert(record, in: table)
+        if outcome == .inserted { noteWritten(record, in: table) }
+        return outcome
     }
 
     @discardableResult
@@ -84,6 +87,13 @@ final class TrackedWriteTransaction: LocalWriteTransaction {
             }
         }
         return existed
+    }
+
+    private func noteWritten(_ record: Record, in table: String) {
+        note(table) { touched in
+            touched.written[record.id] = record
+            touched.deleted.remove(record.id)
+        }
     }
 
     private func note(_ table: String, _ change: (inout Touched) -> Void) {

@@ -79,11 +79,14 @@ public final class SyncContext: Sendable {
     public func table(_ name: String) -> SyncTable { SyncTable(context: self, name: name) }
 
     /// Runs `body` in one local transaction: the writes and their queue entries commit together.
+    /// A write whose record reached the store but whose queue entry failed rolls the whole
+    /// transaction back with that error, even if `body` caught it and returned.
     public func transaction<T: Sendable>(_ body: @escaping @Sendable (SyncTransaction) throws -> T) async throws -> T {
         let (value, events, isEmpty) = try await observer.write { txn in
             let transaction = SyncTransaction(txn)
             defer { transaction.isOpen = false }
             let value = try body(transaction)
+            if let torn = transaction.torn { throw torn }
             let isEmpty = transaction.events.isEmpty
                 ? nil : try Outbox.isEmpty(txn)
             return (value, transaction.events, isEmpty)

@@ -12,6 +12,10 @@ public final class SyncTransaction {
     private var nextSequence: Int64?
     var events: [SyncEvent] = []
     var isOpen = true
+    /// The first error thrown after a change reached the store but before its queue entry
+    /// did. ``SyncContext/transaction(_:)`` then rolls the transaction back even if the
+    /// closure caught the error, so no record commits without its operation.
+    private(set) var torn: (any Error)?
 
     init(_ txn: any LocalWriteTransaction) { self.txn = txn }
 
@@ -37,19 +41,35 @@ public final class SyncTransaction {
     @discardableResult
     public func insert(_ record: Record, into table: String) throws -> Record {
         try check(table)
-        let (existing, latest) = try Outbox.itemAndLatest(txn, table: table, itemId: record.id)
-        return try insert(record, into: table, existing: existing, latest: latest)
+        let stored = record.withoutSystemProperties
+        // A store that finds the id as it writes saves the look-up of the item; the queued
+        // operations are read after the write, which they do not depend on.
+        switch try txn.insert(stored, in: table) {
+        case .inserted:
+            return try completing { try queueInsert(of: stored, into: table, latest: try Outbox.latest(txn, table: table, itemId: stored.id)) }
+        case .idExists:
+            throw duplicateId(record.id, in: table)
+        case .notChecked:
+            let (existing, latest) = try Outbox.itemAndLatest(txn, table: table, itemId: record.id)
+            return try insert(record, into: table, existing: existing, latest: latest)
+        }
     }
 
     private func insert(_ record: Record, into table: String, existing: Record?, latest: QueuedOperation?) throws -> Record {
-        if existing != nil {
-            throw SyncError(.duplicateId, "record '\(record.id)' already exists in table '\(table)'")
-        }
+        if existing != nil { throw duplicateId(record.id, in: table) }
         let stored = record.withoutSystemProperties
         try txn.upsert(stored, in: table)
+        return try completing { try queueInsert(of: stored, into: table, latest: latest) }
+    }
+
+    private func queueInsert(of stored: Record, into table: String, latest: QueuedOperation?) throws -> Record {
         try queue(table: table, itemId: stored.id, kind: .insert, item: stored, baseVersion: nil,
                   changedFields: Array(stored.fields.keys), latest: latest)
         return stored
+    }
+
+    private func duplicateId(_ id: String, in table: String) -> SyncError {
+        SyncError(.duplicateId, "record '\(id)' already exists in table '\(table)'")
     }
 
     /// Replaces an existing record's fields and queues an update based on its version.
@@ -67,10 +87,12 @@ public final class SyncTransaction {
         }
         let stored = Record(id: record.id, fields: record.fields, version: existing.version, updatedAt: existing.updatedAt)
         try txn.upsert(stored, in: table)
-        let keys = Set(existing.fields.keys).union(stored.fields.keys)
-        let changed = keys.filter { existing[$0] != stored[$0] }
-        try queue(table: table, itemId: stored.id, kind: .update, item: stored, baseVersion: existing.version,
-                  changedFields: Array(changed), latest: latest)
+        try completing {
+            let keys = Set(existing.fields.keys).union(stored.fields.keys)
+            let changed = keys.filter { existing[$0] != stored[$0] }
+            try queue(table: table, itemId: stored.id, kind: .update, item: stored, baseVersion: existing.version,
+                      changedFields: Array(changed), latest: latest)
+        }
         return stored
     }
 
@@ -92,8 +114,20 @@ public final class SyncTransaction {
             throw SyncError(.notFound, "record '\(id)' does not exist in table '\(table)'")
         }
         try txn.delete(id: id, in: table)
-        try queue(table: table, itemId: id, kind: .delete, item: existing, baseVersion: existing.version,
-                  changedFields: [], latest: latest)
+        try completing {
+            try queue(table: table, itemId: id, kind: .delete, item: existing, baseVersion: existing.version,
+                      changedFields: [], latest: latest)
+        }
+    }
+
+    /// Runs the step that queues a change the store has taken, noting in ``torn`` what it throws.
+    private func completing<T>(_ step: () throws -> T) throws -> T {
+        do {
+            return try step()
+        } catch {
+            if torn == nil { torn = error }
+            throw error
+        }
     }
 
     private func queue(table: String, itemId: String, kind: OperationKind, item: Record, baseVersion: String?,

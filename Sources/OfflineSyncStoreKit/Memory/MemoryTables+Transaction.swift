@@ -54,11 +54,23 @@ extension MemoryTables {
         }
 
         func upsert(_ record: Record, in table: String) throws {
+            _ = try write(record, in: table, replacing: true)
+        }
+
+        func insert(_ record: Record, in table: String) throws -> LocalInsertOutcome {
+            try write(record, in: table, replacing: false) ? .inserted : .idExists
+        }
+
+        /// Writes the record, or — unless `replacing` — nothing when a record has its id;
+        /// returns whether it wrote.
+        private func write(_ record: Record, in table: String, replacing: Bool) throws -> Bool {
             let (key, stored) = try self.table(table)
             guard writable else { throw SyncError(.unsupported, "a read transaction cannot write") }
             try stored.schema.validate(record)
             let id = RowID(record.id)
+            if !replacing, stored.rows[id] != nil { return false }
             remember(stored.set(id, record), record, id, stored, key)
+            return true
         }
 
         func delete(id: String, in table: String) throws -> Bool {
