@@ -58,7 +58,7 @@ public protocol LocalWriteTransaction: LocalReadTransaction {
     /// every local insert its look-up of the item (4–9% of a local insert in `perf`). The
     /// default writes nothing and answers ``LocalInsertOutcome/notChecked``: the caller looks
     /// the id up itself, as a store that pays a round trip per call should have it do (the
-    /// core then reads the item with the item's queued operations, in one ``read(_:)``).
+    /// core then reads the item with the item's queued operations, in one ``LocalReadTransaction/read(_:)``).
     func insert(_ record: Record, in table: String) throws -> LocalInsertOutcome
 }
 
