@@ -10,15 +10,21 @@ import Testing
 @Suite struct TornWriteTests {
     static let notes = TableSchema("notes", fields: [FieldDefinition("title", .string)])
 
+    /// A context on a store the test can also write behind the queue's back, `notes` defined.
+    static func open() async throws -> (InMemoryStore, SyncContext) {
+        let store = InMemoryStore()
+        let context = try await SyncContext(store: store, remote: OfflineSyncService(store: InMemoryStore()).remote(for: "u"))
+        try await context.defineTable(notes)
+        return (store, context)
+    }
+
     static func isInvalidSequence(_ error: any Error) -> Bool {
         (error as? SyncError)?.code == .invalidOperationSequence
     }
 
     @Test("an insert whose queue entry fails rolls the transaction back though the closure caught it")
     func insert() async throws {
-        let store = InMemoryStore()
-        let context = try await SyncContext(store: store, remote: OfflineSyncService(store: InMemoryStore()).remote(for: "u"))
-        try await context.defineTable(Self.notes)
+        let (store, context) = try await Self.open()
         try await context.table("notes").insert(Record(id: "x", fields: ["title": "queued"]))
         // The record leaves behind the queue's back, so its insert stays queued: a second
         // insert of x reaches the store, then cannot be queued after the pending one.
@@ -37,9 +43,7 @@ import Testing
 
     @Test("an update whose queue entry fails rolls the transaction back though the closure caught it")
     func update() async throws {
-        let store = InMemoryStore()
-        let context = try await SyncContext(store: store, remote: OfflineSyncService(store: InMemoryStore()).remote(for: "u"))
-        try await context.defineTable(Self.notes)
+        let (store, context) = try await Self.open()
         try await context.table("notes").insert(Record(id: "y", fields: ["title": "pushed"]))
         try await context.push()
         try await context.table("notes").delete(id: "y")
@@ -57,8 +61,7 @@ import Testing
 
     @Test("a refused duplicate insert leaves the transaction whole")
     func duplicate() async throws {
-        let context = try await SyncContext(store: InMemoryStore(), remote: OfflineSyncService(store: InMemoryStore()).remote(for: "u"))
-        try await context.defineTable(Self.notes)
+        let (_, context) = try await Self.open()
         try await context.transaction { tx in
             try tx.insert(Record(id: "z", fields: ["title": "first"]), into: "notes")
             #expect { try tx.insert(Record(id: "z", fields: ["title": "second"]), into: "notes") } throws: {
