@@ -8,7 +8,7 @@ import OfflineSyncStoreKit
 /// ```swift
 /// let suite = RemoteStoreConformance { directory in
 ///     let service = try await OfflineSyncService(store: InMemoryStore())
-///     return ConformanceBackend(remote: { service.remote(for: $0) }, shutdown: {})
+///     return ConformanceBackend(remote: { service.remote(for: try Identity($0)) }, shutdown: {})
 /// }
 /// @Test func conflicts() async throws { try await suite.conflicts() }
 /// ```

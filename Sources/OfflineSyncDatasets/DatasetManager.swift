@@ -46,11 +46,12 @@ public final class DatasetManager: Sendable {
     /// Opens the datasets of `identity` in `store` (defining the dataset tables if needed),
     /// synchronized with `remote` when one is given; `network` tells
     /// ``Dataset/synchronizeOnConnectivity(_:)`` when the remote is reachable. Throws
-    /// ``SyncError/Code/invalidName`` for an empty identity or one over 256 bytes.
+    /// ``SyncError/Code/invalidName`` for an identity ``Identity/validate(_:)`` refuses (empty,
+    /// over 256 bytes, or holding a control character).
     public init(store: any LocalStore, identity: String, remote: (any DatasetRemote)? = nil,
                 network: (any NetworkMonitor)? = nil) async throws {
-        guard !identity.isEmpty, identity.utf8.count <= 256, !identity.utf8.contains(0) else {
-            throw SyncError(.invalidName, "an identity is 1 to 256 bytes with no NUL")
+        do { try Identity.validate(identity) } catch let error as SyncError {
+            throw SyncError(.invalidName, error.message)
         }
         self.store = store
         self.identity = identity

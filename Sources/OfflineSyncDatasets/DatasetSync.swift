@@ -187,7 +187,7 @@ extension DatasetManager {
     /// Datasets of `previous` deleted locally are dropped. Returns the moved datasets' new names.
     @discardableResult
     public func mergeDatasets(from previous: String) async throws -> [String] {
-        guard previous != identity else { throw SyncError(.invalidValue, "an identity cannot be merged into itself") }
+        guard !ExactString.sameBytes(previous, identity) else { throw SyncError(.invalidValue, "an identity cannot be merged into itself") }
         let identity = self.identity
         let suffix = "." + String(previous.map { character -> Character in
             character.isASCII && (character.isLetter || character.isNumber || "_.:-".contains(character)) ? character : "_"
@@ -297,7 +297,7 @@ extension DatasetManager {
     @discardableResult
     public func handle(_ notification: DatasetNotification,
                        callbacks: DatasetSyncCallbacks = DatasetSyncCallbacks()) async -> Bool {
-        guard notification.identityId == identity, (try? DatasetManager.validateName(notification.datasetName)) != nil else {
+        guard ExactString.sameBytes(notification.identityId, identity), (try? DatasetManager.validateName(notification.datasetName)) != nil else {
             return false
         }
         let identity = self.identity, name = notification.datasetName

@@ -69,6 +69,23 @@ public struct ChangeNotice: Sendable, Hashable {
     /// Whether this notice is for the server's connections only, not for clients.
     var isInternal: Bool { table.isEmpty && dataset == nil }
 
+    /// Exact equality: identities, tables, members and origins are compared by their bytes, so
+    /// notices for two identities that differ only in Unicode normalisation stay two notices.
+    public static func == (lhs: ChangeNotice, rhs: ChangeNotice) -> Bool {
+        ExactString(lhs.identity) == ExactString(rhs.identity) && ExactString(lhs.table) == ExactString(rhs.table)
+            && lhs.dataset == rhs.dataset && lhs.member.map(ExactString.init) == rhs.member.map(ExactString.init)
+            && lhs.origin.map(ExactString.init) == rhs.origin.map(ExactString.init)
+    }
+
+    /// Hashes consistently with `==`.
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(ExactString(identity))
+        hasher.combine(ExactString(table))
+        hasher.combine(dataset)
+        hasher.combine(member.map(ExactString.init))
+        hasher.combine(origin.map(ExactString.init))
+    }
+
     /// Creates a dataset notice.
     public init(dataset: DatasetNotification) {
         self.identity = dataset.identityId
@@ -149,7 +166,9 @@ public final class LocalChangeFeed: ChangeFeed, Sendable {
     /// A dropped notice loses nothing: notices only say "pull now", and a pull fetches every change.
     public static let bufferSize = 256
 
-    private let broadcaster = Broadcaster<String, ChangeNotice>(bufferingPolicy: .bufferingNewest(LocalChangeFeed.bufferSize))
+    /// Topics are identities' exact bytes: a subscriber hears no notice of an identity that is
+    /// only canonically equivalent to its own.
+    private let broadcaster = Broadcaster<ExactString, ChangeNotice>(bufferingPolicy: .bufferingNewest(LocalChangeFeed.bufferSize))
 
     /// Creates a feed with no subscribers.
     public init() {}
@@ -158,12 +177,12 @@ public final class LocalChangeFeed: ChangeFeed, Sendable {
     public func publish(_ notices: [ChangeNotice]) async { deliver(notices) }
 
     func deliver(_ notices: [ChangeNotice]) {
-        for notice in notices { broadcaster.publish(notice, to: notice.identity) }
+        for notice in notices { broadcaster.publish(notice, to: ExactString(notice.identity)) }
     }
 
     /// Subscribes to `identity`'s notices.
     public func subscribe(identity: String) -> AsyncStream<ChangeNotice> {
-        broadcaster.subscribe(to: identity)
+        broadcaster.subscribe(to: ExactString(identity))
     }
 
     /// How many subscriptions are open (for tests and health reports).

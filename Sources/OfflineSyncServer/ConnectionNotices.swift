@@ -45,7 +45,7 @@ final class ConnectionNotices: Sendable {
     /// this returns reaches ``stream``. Call ``close()`` when the connection ends.
     static func open(feed: any ChangeFeed, service: OfflineSyncService, claims: Claims) async -> ConnectionNotices {
         let connection = ConnectionNotices(feed: feed, service: service, claims: claims)
-        let own = feed.subscribe(identity: claims.identity)
+        let own = feed.subscribe(identity: claims.identity.text)
         // A store that cannot be read now leaves the groups unheard until the identity's next
         // groups notice; the client still pulls on reconnect and on its own schedule.
         if let groups = try? await service.groupSubscriptions(claims: claims) {
@@ -83,7 +83,7 @@ final class ConnectionNotices: Sendable {
         let relay = Task { [weak self] in
             for await notice in notices {
                 guard let self else { return }
-                if notice.member == self.claims.identity {
+                if let member = notice.member, self.claims.identity.isExactly(member) {
                     await self.reread(group)
                 } else if !notice.isInternal, self.state.withLock({ $0.groups[group]?.tables.contains(notice.table) ?? false }) {
                     self.continuation.yield(notice)
@@ -116,7 +116,7 @@ final class ConnectionNotices: Sendable {
     }
 
     private func announce(_ tables: Set<String>) {
-        for table in tables.sorted() { continuation.yield(ChangeNotice(identity: claims.identity, table: table)) }
+        for table in tables.sorted() { continuation.yield(ChangeNotice(identity: claims.identity.text, table: table)) }
     }
 
     /// Stops every subscription and ends ``stream``.

@@ -108,21 +108,21 @@ struct Routes: Sendable {
     /// With `origin` (the pushing client's id), the notices carry it, so that client's own
     /// channel does not make it pull what it just pushed — unless the push wrote a membership
     /// or `owner_of` table, which can change the writer's own view beyond the rows it wrote.
-    func announce(identity: String, operations: [PushOperation], report: OfflineSyncService.PushReport,
+    func announce(identity: Identity, operations: [PushOperation], report: OfflineSyncService.PushReport,
                   origin: String? = nil) async {
         var notices = Set<ChangeNotice>()
         for (result, operation) in zip(report.results, operations) where !service.isShared(operation.table) {
-            if case .applied = result.outcome { notices.insert(ChangeNotice(identity: identity, table: operation.table)) }
+            if case .applied = result.outcome { notices.insert(ChangeNotice(identity: identity.text, table: operation.table)) }
         }
         for (table, identities) in report.viewsChanged {
-            for reader in identities { notices.insert(ChangeNotice(identity: reader, table: table)) }
+            for reader in identities { notices.insert(ChangeNotice(identity: reader.text, table: table)) }
         }
         for (table, groups) in report.groupsChanged {
             for group in groups { notices.insert(ChangeNotice(group: group, table: table)) }
         }
         for (reader, groups) in report.regrouped {
-            notices.insert(ChangeNotice(groupsChangedFor: reader))
-            for group in groups { notices.insert(ChangeNotice(group: group, member: reader)) }
+            notices.insert(ChangeNotice(groupsChangedFor: reader.text))
+            for group in groups { notices.insert(ChangeNotice(group: group, member: reader.text)) }
         }
         let deciding = service.rules.viewDecidingTables
         if let origin, !operations.contains(where: { deciding.contains($0.table) }) {
@@ -208,7 +208,7 @@ struct Routes: Sendable {
                 return
             }
             let claims = caller.claims
-            let identity = claims.identity
+            let identity = claims.identity.text
             let connection = await ConnectionNotices.open(feed: feed, service: service, claims: claims)
             defer { connection.close() }
             let notices = connection.stream

@@ -49,7 +49,7 @@ public struct TokenAuthority: Sendable {
 
     /// The identity a valid token carries. Throws ``SyncError/Code/authenticationFailed``
     /// (with no detail) for anything else.
-    public func identity(fromToken token: String) async throws -> String {
+    public func identity(fromToken token: String) async throws -> Identity {
         try await claims(fromToken: token).identity
     }
 
@@ -82,16 +82,10 @@ public struct TokenAuthority: Sendable {
             guard let list = TokenVerifier.strings(value), case .array = value else { throw TokenRefusal("development token roles that are not a list") }
             roles = Set(list)
         }
-        guard Self.accepts(identity: identity, roles: roles) else {
+        guard let valid = try? Identity(identity), (try? Self.validate(roles: roles)) != nil else {
             throw TokenRefusal("a development token with an identity or roles the service does not accept")
         }
-        return VerifiedToken(claims: Claims(identity: identity, roles: roles), expires: Date(timeIntervalSince1970: exp))
-    }
-
-    /// Whether the service accepts `identity` and `roles` from a verified token (see
-    /// ``validate(identity:)`` and ``validate(roles:)``), whoever issued it.
-    static func accepts(identity: String, roles: Set<String>) -> Bool {
-        (try? validate(identity: identity)) != nil && (try? validate(roles: roles)) != nil
+        return VerifiedToken(claims: Claims(identity: valid, roles: roles), expires: Date(timeIntervalSince1970: exp))
     }
 
     static func validate(roles: Set<String>) throws {
@@ -103,12 +97,8 @@ public struct TokenAuthority: Sendable {
 
     static let refused = SyncError(.authenticationFailed, "missing, invalid or expired token")
 
-    /// The identities the service accepts: 1 to 256 UTF-8 bytes, no control characters.
-    static func validate(identity: String) throws {
-        if identity.isEmpty || identity.utf8.count > 256 || identity.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) {
-            throw SyncError(.invalidValue, "an identity is 1 to 256 bytes of UTF-8 with no control characters")
-        }
-    }
+    /// The identities the service accepts: ``Identity/validate(_:)``'s rule.
+    static func validate(identity: String) throws { try Identity.validate(identity) }
 }
 
 /// The claims of an identity token.

@@ -37,7 +37,7 @@ extension OfflineSyncService {
         let table = operation.table, item = operation.itemId
         let shared = isShared(table)
         if shared || !rows.holdsRow(of: index) { try pending.flush(txn) }
-        let id = shared ? item : Self.rowId(owner: claims.identity, item: item)
+        let id = shared ? item : Self.rowId(owner: claims.identity.text, item: item)
         // Built only when it is the answer: most operations are allowed.
         var forbidden: PushOutcome {
             .rejected(reason: "forbidden: no grant of the sync rules on table '\(table)' lets this identity \(operation.kind.rawValue) item '\(item)'",
@@ -49,7 +49,7 @@ extension OfflineSyncService {
         let memo = effects.memo
         let readable = try !shared || (current.map { try evaluator.canRead($0, in: table, claims: claims, txn, memo: memo) } ?? false)
         var fields: [String: Value]
-        var owner = claims.identity
+        var owner = claims.identity.text
         switch operation.kind {
         case .insert:
             if let current, !current.deleted { return readable ? .conflict(serverRecord: Self.publicRecord(current)) : forbidden }
@@ -58,7 +58,7 @@ extension OfflineSyncService {
         case .update, .delete:
             guard let current else { return .rejected(reason: "item '\(item)' does not exist", status: 404) }
             guard readable else { return forbidden }
-            owner = current[Meta.owner].stringValue ?? claims.identity
+            owner = current[Meta.owner].stringValue ?? claims.identity.text
             if current.deleted {
                 return operation.kind == .delete ? .applied(Self.publicRecord(current)) : .conflict(serverRecord: Self.publicRecord(current))
             }

@@ -36,7 +36,7 @@ extension OfflineSyncService {
             try GroupLogRow(id: id, key: group.key, table: table, item: item, sequence: sequence, spans: spans).save(txn)
             switch group {
             case let .ownerOf(target, owned):
-                if let row = try txn.record(in: target, id: owned), !row.deleted, let owner = row[Meta.owner].stringValue {
+                if let row = try txn.record(in: target, id: owned), !row.deleted, let owner = Self.identity(in: row[Meta.owner]) {
                     told.insert(owner)
                 }
             case let .member(name, value):
@@ -62,12 +62,12 @@ extension OfflineSyncService {
     /// admits it, claim conditions aside (the pull applies them with the caller's token). An
     /// identity that could read neither this row nor its `before` state, and has no entry for
     /// it, gets none — unless `evenIfUnseen` (it wrote the row, so its device holds a copy).
-    func tell(_ identity: String, about row: Record, of table: String, at sequence: Int64, before: Record? = nil,
+    func tell(_ identity: Identity, about row: Record, of table: String, at sequence: Int64, before: Record? = nil,
               evenIfUnseen: Bool = false, _ txn: any LocalWriteTransaction, _ effects: inout SharedEffects) throws {
         let item = row[Meta.item].stringValue ?? row.id
         let visible = try evaluator.canRead(row, in: table, claims: Claims(identity: identity), ignoringConditions: true, txn,
                                             memo: effects.memo)
-        let id = ViewRow.id(identity: identity, table: table, item: item)
+        let id = ViewRow.id(identity: identity.text, table: table, item: item)
         if !visible, !evenIfUnseen {
             let sawBefore = try before.map {
                 try evaluator.canRead($0, in: table, claims: Claims(identity: identity), ignoringConditions: true, txn,
@@ -75,7 +75,7 @@ extension OfflineSyncService {
             } ?? false
             if !sawBefore, try ViewRow.find(txn, id: id) == nil { return }
         }
-        try ViewRow(id: id, identity: identity, table: table, item: item, sequence: sequence, visible: visible).save(txn)
+        try ViewRow(id: id, identity: identity.text, table: table, item: item, sequence: sequence, visible: visible).save(txn)
         effects.identities[table, default: []].insert(identity)
     }
 
@@ -83,24 +83,24 @@ extension OfflineSyncService {
     /// and converting groups), those after `after` in member order when given; read once per
     /// push while its memberships stay as they are.
     private func members(of group: Group, value: Value, through membership: Membership, after: String? = nil,
-                         _ txn: any LocalReadTransaction, _ effects: inout SharedEffects) throws -> Set<String> {
-        let all: Set<String>
+                         _ txn: any LocalReadTransaction, _ effects: inout SharedEffects) throws -> Set<Identity> {
+        let all: Set<Identity>
         if let known = effects.members[group.key] {
             all = known
         } else {
             let rows = try txn.records(in: membership.table, matching: Query(
                 Field(membership.group) == value && Field(SystemField.deleted) == false))
-            all = Set(rows.compactMap { $0[membership.member].stringValue })
+            all = Set(rows.compactMap { Self.identity(in: $0[membership.member]) })
             effects.members[group.key] = all
         }
         guard let after else { return all }
-        return all.filter { $0 > after }
+        return all.filter { Value.utf8Less(after, $0.text) }
     }
 
     /// Whom a row's read grants name, claim conditions aside: identities directly, and groups.
     /// `everyone` grants name none: callers they admit pull such tables directly.
     struct Audience {
-        var identities = Set<String>()
+        var identities = Set<Identity>()
         var groups = Set<Group>()
     }
 
@@ -109,11 +109,11 @@ extension OfflineSyncService {
         for grant in rules.rules(for: table)?.read ?? [] {
             switch grant.kind {
             case .owner:
-                if let owner = row[Meta.owner].stringValue { audience.identities.insert(owner) }
+                if let owner = Self.identity(in: row[Meta.owner]) { audience.identities.insert(owner) }
             case .everyone:
                 break
             case .identityField(let field):
-                if let identity = row[field].stringValue { audience.identities.insert(identity) }
+                if let identity = Self.identity(in: row[field]) { audience.identities.insert(identity) }
             case let .member(name, key, _):
                 if let value = RuleEvaluator.value(of: key, in: row) { audience.groups.insert(.member(name, value)) }
             case let .ownerOf(target, key):
@@ -135,14 +135,14 @@ extension OfflineSyncService {
                                   _ txn: any LocalWriteTransaction, _ clocks: inout TableClocks,
                                   _ effects: inout SharedEffects) throws {
         for (name, membership) in rules.memberships.sorted(by: { $0.key < $1.key }) where membership.table == table {
-            func pair(_ row: Record?) -> (member: String, group: Value, role: String?)? {
-                guard let row, !row.deleted, let member = row[membership.member].stringValue,
+            func pair(_ row: Record?) -> (member: Identity, group: Value, role: String?)? {
+                guard let row, !row.deleted, let member = Self.identity(in: row[membership.member]),
                       let group = RuleEvaluator.value(of: membership.group, in: row) else { return nil }
                 return (member, group, membership.role.flatMap { row[$0].stringValue })
             }
             let old = pair(before), new = pair(after)
-            if old?.member == new?.member, old?.group == new?.group, old?.role == new?.role { continue }
-            var seen: [(String, Value)] = []
+            if old?.member == new?.member, old?.group == new?.group, old?.role.map(ExactString.init) == new?.role.map(ExactString.init) { continue }
+            var seen: [(Identity, Value)] = []
             for (member, value, _) in [old, new].compactMap({ $0 }) where !seen.contains(where: { $0 == (member, value) }) {
                 seen.append((member, value))
                 let group = Group.member(name, value)
@@ -150,7 +150,7 @@ extension OfflineSyncService {
                     - (old.map { $0.member == member && $0.group == value } == true ? 1 : 0)
                 var groupRow = try self.groupRow(group, value: value, delta: Int64(delta), through: membership, txn)
                 let current = try txn.first(in: membership.table, matching: Query(
-                    Field(membership.member) == .string(member) && Field(membership.group) == value
+                    Field(membership.member) == .string(member.text) && Field(membership.group) == value
                         && Field(SystemField.deleted) == false))
                 let role = current.flatMap { row in membership.role.flatMap { row[$0].stringValue } }
                 try setReach(member, in: group, present: current != nil, role: role, marked: groupRow.mode != .small,
@@ -173,7 +173,7 @@ extension OfflineSyncService {
             }
         }
         let dependents = ownerOfDependents(of: table)
-        guard !dependents.isEmpty, let owner = after[Meta.owner].stringValue else { return }
+        guard !dependents.isEmpty, let owner = Self.identity(in: after[Meta.owner]) else { return }
         let wasLive = before.map { !$0.deleted } ?? false
         if wasLive != !after.deleted {
             let group = Group.ownerOf(table, after[Meta.item].stringValue ?? after.id)
@@ -184,10 +184,10 @@ extension OfflineSyncService {
 
     /// Brings `identity`'s reach of `group` to `present` with `role`; when that changes, one
     /// event per table in `dependents` at a new sequence number.
-    private func setReach(_ identity: String, in group: Group, present: Bool, role: String?, marked: Bool,
+    private func setReach(_ identity: Identity, in group: Group, present: Bool, role: String?, marked: Bool,
                           dependents: [String], _ txn: any LocalWriteTransaction, _ clocks: inout TableClocks,
                           _ effects: inout SharedEffects) throws {
-        let id = ReachRow.id(identity: identity, group: group.key)
+        let id = ReachRow.id(identity: identity.text, group: group.key)
         let stored = try ReachRow.find(txn, id: id)
         var spans = try stored.map { try Spans($0.spans) } ?? Spans()
         guard spans.isOpen != present || (present && spans.openRole != role) || (stored?.marked ?? false) != (present && marked) else {
@@ -197,13 +197,13 @@ extension OfflineSyncService {
         if spans.isOpen != present || spans.openRole != role {
             if present { spans.open(at: sequence, role: role) } else { spans.close(at: sequence) }
             for table in Set(dependents).sorted() {
-                try ViewRow(id: ViewRow.eventId(identity: identity, table: table, group: group.key), identity: identity,
+                try ViewRow(id: ViewRow.eventId(identity: identity.text, table: table, group: group.key), identity: identity.text,
                             table: table, item: "", sequence: sequence, visible: present, group: group.key).save(txn)
                 effects.identities[table, default: []].insert(identity)
             }
         }
         if stored?.marked ?? false || (present && marked) { effects.regrouped[identity, default: []].insert(group.key) }
-        try ReachRow(id: id, identity: identity, group: group.key, spans: spans.data, marked: present && marked).save(txn)
+        try ReachRow(id: id, identity: identity.text, group: group.key, spans: spans.data, marked: present && marked).save(txn)
     }
 
     /// The row of the group `value` of `membership` with `delta` live memberships more; a
@@ -226,12 +226,12 @@ extension OfflineSyncService {
     /// (the process stopped) goes on after the next push that touches the group; so does one
     /// whose step failed (its transaction rolled back, changing nothing). Returns the members
     /// it marked, with the group (their notification connections now listen to it).
-    func convertGroups(_ keys: Set<String>) async -> [String: Set<String>] {
-        var marked: [String: Set<String>] = [:]
+    func convertGroups(_ keys: Set<String>) async -> [Identity: Set<String>] {
+        var marked: [Identity: Set<String>] = [:]
         for key in keys.sorted() {
             while true {
                 guard let (converting, step) = try? await store.write({ txn in
-                    var step: [String: Set<String>] = [:]
+                    var step: [Identity: Set<String>] = [:]
                     return (try self.convertStep(key, txn, marking: &step), step)
                 }) else { return marked }
                 marked.merge(step) { $0.union($1) }
@@ -244,24 +244,28 @@ extension OfflineSyncService {
     /// One bounded step of a converting group: marks the next members (in member order); when
     /// every member is marked, the group is large and writes stop fanning out. Returns whether
     /// the group is still converting; adds the members it marked to `marked`, with the group.
-    func convertStep(_ key: String, _ txn: any LocalWriteTransaction, marking marked: inout [String: Set<String>]) throws -> Bool {
+    func convertStep(_ key: String, _ txn: any LocalWriteTransaction, marking marked: inout [Identity: Set<String>]) throws -> Bool {
         guard var row = try GroupRow.find(txn, id: key), row.mode == .converting,
               case let .member(name, value)? = Group(key: key), let membership = rules.memberships[name] else { return false }
         var predicate = Field(membership.group) == value && Field(SystemField.deleted) == false
         if let progress = row.progress { predicate = predicate && Field(membership.member) > .string(progress) }
         let batch = try txn.records(in: membership.table, matching: Query(
             predicate, order: [SortKey(membership.member)], limit: Self.conversionStep))
-        for member in batch.compactMap({ $0[membership.member].stringValue }) {
-            let id = ReachRow.id(identity: member, group: key)
+        for entry in batch {
+            // The batch is in the store's member order, so progress moves past every row; a
+            // member that is no valid identity is no one's token and is only passed over.
+            guard let text = entry[membership.member].stringValue else { continue }
+            row.progress = text
+            guard let member = Self.identity(in: .string(text)) else { continue }
+            let id = ReachRow.id(identity: member.text, group: key)
             var reach = try ReachRow.find(txn, id: id) ?? {
                 var spans = Spans()
                 spans.open(at: 0)
-                return ReachRow(id: id, identity: member, group: key, spans: spans.data, marked: true)
+                return ReachRow(id: id, identity: member.text, group: key, spans: spans.data, marked: true)
             }()
             if !reach.marked { marked[member, default: []].insert(key) }
             reach.marked = true
             try reach.save(txn)
-            row.progress = member
         }
         if batch.count < Self.conversionStep {
             row.mode = .large
@@ -346,15 +350,15 @@ extension OfflineSyncService {
 /// whose own log changed and the large groups whose log changed; the identities whose
 /// large groups changed; and the converting groups it touched, each of which takes one conversion step before the push commits.
 struct SharedEffects {
-    var identities: [String: Set<String>] = [:]
+    var identities: [String: Set<Identity>] = [:]
     var groups: [String: Set<String>] = [:]
     var converting = Set<String>()
     /// Identities whose reading of a large group's log began, ended or changed role, with
     /// those groups (``PushReport/regrouped``).
-    var regrouped: [String: Set<String>] = [:]
+    var regrouped: [Identity: Set<String>] = [:]
     /// The push's answers about memberships, and the members of the small groups it wrote
     /// to, by group key: a batch of a thousand rows into one list reads the list's members
     /// once. Both are dropped whenever the push writes to a membership table.
     let memo = ReadMemo()
-    var members: [String: Set<String>] = [:]
+    var members: [String: Set<Identity>] = [:]
 }

@@ -43,7 +43,7 @@ extension OfflineSyncService {
         let wanted: QueryPredicate = predicate == .all ? .all : (predicate || Field(SystemField.deleted) == true)
         let rows = try txn.records(in: table, matching: Query(Field(Meta.sequence) > .int(after) && wanted,
                                                               order: [SortKey(Meta.sequence)], limit: limit))
-        let entries = try ViewRow.all(txn, Query(ViewRow.entries(after: after, identity: claims.identity, table: table),
+        let entries = try ViewRow.all(txn, Query(ViewRow.entries(after: after, identity: claims.identity.text, table: table),
                                                  order: [ViewRow.sorted(.sequence)], limit: limit))
         // Both streams share the table's sequence: merge them and keep the first `limit`.
         var merged: [(sequence: Int64, item: String, row: Record?)] =
@@ -67,7 +67,7 @@ extension OfflineSyncService {
         var remaining = 0
         if rows.count == limit || entries.count == limit || merged.count < rows.count + entries.count {
             remaining = try txn.count(in: table, matching: Field(Meta.sequence) > .int(last) && wanted)
-                + ViewRow.count(txn, ViewRow.entries(after: last, identity: claims.identity, table: table))
+                + ViewRow.count(txn, ViewRow.entries(after: last, identity: claims.identity.text, table: table))
         }
         return (records, removed, last, remaining)
     }

@@ -35,7 +35,7 @@ extension OfflineSyncService {
     /// chunks together (they are disjoint: one row has one value of the grant's key).
     func viewSources(claims: Claims, table: String, _ txn: any LocalReadTransaction) throws -> [[ViewSource]]? {
         if readsDirectly(table, claims: claims) { return nil }
-        let me = Value.string(claims.identity)
+        let me = Value.string(claims.identity.text)
         var families: [[ViewSource]] = []
         func chunks(_ key: String, _ values: [Value]) -> [ViewSource] {
             let field = key == SystemField.id ? Meta.item : key

@@ -25,7 +25,7 @@ struct IdentityRemote: RemoteStore {
 final class RemainingCounts: Sendable {
     struct Key: Hashable {
         var table: String
-        var identity: String
+        var identity: Identity
         var predicate: QueryPredicate
     }
     struct Entry {

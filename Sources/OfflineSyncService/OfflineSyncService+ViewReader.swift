@@ -96,7 +96,7 @@ extension OfflineSyncService {
             let groups = try largeGroups(readAfter: cursor.main)
             while true {
                 let fetch = limit + 1
-                var entries = try ViewRow.all(txn, Query(ViewRow.after(cursor.main, identity: claims.identity, table: table),
+                var entries = try ViewRow.all(txn, Query(ViewRow.after(cursor.main, identity: claims.identity.text, table: table),
                                                          order: [ViewRow.sorted(.sequence)], limit: fetch)).map(Entry.own)
                 // Entries up to `bound` are complete in every log read: a log that filled its
                 // fetch may hold more after its last one.
@@ -259,7 +259,7 @@ extension OfflineSyncService {
         private mutating func knows(_ entry: GroupLogRow) throws -> Bool {
             let key = entry.key
             if reaches[key] == nil {
-                let row = try ReachRow.find(txn, id: ReachRow.id(identity: claims.identity, group: key))
+                let row = try ReachRow.find(txn, id: ReachRow.id(identity: claims.identity.text, group: key))
                 reaches[key] = try row.map { try Spans($0.spans) }
             }
             guard let reach = reaches[key] ?? nil else { return false }
@@ -276,7 +276,7 @@ extension OfflineSyncService {
         /// moves forward, and a group read needlessly costs an empty range.
         private mutating func largeGroups(readAfter cursor: Int64) throws -> [(String, Int64)] {
             if let groups = readGroups { return groups }
-            let marked = try ReachRow.all(txn, Query(ReachRow.field(.identity) == .string(claims.identity)
+            let marked = try ReachRow.all(txn, Query(ReachRow.field(.identity) == .string(claims.identity.text)
                 && ReachRow.field(.marked) == true))
             let names = Set(service.rules.rules(for: table)?.read.compactMap { grant -> String? in
                 if case let .member(name, _, _) = grant.kind { return name }
@@ -337,7 +337,7 @@ extension OfflineSyncService {
 
         /// How many entries lie after `cursor`, by counting them.
         private mutating func counted(after cursor: ViewCursor) throws -> Int {
-            var count = try ViewRow.count(txn, ViewRow.after(cursor.main, identity: claims.identity, table: table))
+            var count = try ViewRow.count(txn, ViewRow.after(cursor.main, identity: claims.identity.text, table: table))
             for (group, since) in try largeGroups(readAfter: cursor.main) {
                 for stored in [group, GroupLogRow.closedPrefix + group] {
                     count += try GroupLogRow.count(txn, GroupLogRow.after(max(cursor.main, since), group: stored, table: table))

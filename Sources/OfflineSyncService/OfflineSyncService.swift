@@ -81,7 +81,7 @@ public final class OfflineSyncService: Sendable {
         let shared = rules.sharedTables
         sharedTables = shared
         evaluator = RuleEvaluator(rules: rules) { table, item, identity in
-            shared.contains(table) ? item : Self.rowId(owner: identity, item: item)
+            shared.contains(table) ? item : Self.rowId(owner: identity.text, item: item)
         }
         var byName: [String: TableSchema] = [:]
         for schema in schemas {
@@ -138,7 +138,7 @@ public final class OfflineSyncService: Sendable {
     public let fanoutLimit: Int
 
     /// A ``RemoteStore`` for one identity, for in-process use.
-    public func remote(for identity: String) -> any RemoteStore {
+    public func remote(for identity: Identity) -> any RemoteStore {
         IdentityRemote(service: self, claims: Claims(identity: identity))
     }
 
@@ -237,17 +237,19 @@ public final class OfflineSyncService: Sendable {
         row[Meta.operation] = .null
     }
 
-    static func validateIdentity(_ identity: String) throws {
-        if identity.isEmpty || identity.utf8.count > 256 || identity.utf8.contains(0) {
-            throw SyncError(.rejected, "invalid identity")
-        }
+    /// The identity a row's field names, when the field holds a text ``Identity`` accepts:
+    /// the identities a grant reaches through stored rows (owners, members, identity fields).
+    /// Any other value is no token's identity, so it reaches no one.
+    static func identity(in value: Value) -> Identity? {
+        guard case .string(let text) = value else { return nil }
+        return try? Identity(text)
     }
 
     // MARK: Push
 
     /// Applies a batch for `identity`, in order, in one transaction, and returns one result
     /// per operation. Operation ids seen before return their stored outcome.
-    public func push(identity: String, _ operations: [PushOperation]) async throws -> [PushResult] {
+    public func push(identity: Identity, _ operations: [PushOperation]) async throws -> [PushResult] {
         try await push(claims: Claims(identity: identity), operations)
     }
 
@@ -264,7 +266,7 @@ public final class OfflineSyncService: Sendable {
         /// One result per operation, in order.
         public var results: [PushResult]
         /// Shared tables the push changed, each with the identities whose own log changed.
-        public var viewsChanged: [String: Set<String>]
+        public var viewsChanged: [String: Set<Identity>]
         /// Shared tables the push changed, each with the large groups (the keys
         /// ``groupSubscriptions(claims:)`` returns) whose log changed: the members whose pulls
         /// read that log may read the change.
@@ -273,13 +275,12 @@ public final class OfflineSyncService: Sendable {
         /// joined or left one, their role in one changed, or a group of theirs turned large),
         /// each with those groups' keys: their notification connections re-read
         /// ``groupSubscriptions(claims:)``.
-        public var regrouped: [String: Set<String>] = [:]
+        public var regrouped: [Identity: Set<String>] = [:]
     }
 
     /// Applies a batch (see ``push(claims:_:)``) and reports whose views it changed.
     public func pushReporting(claims: Claims, _ operations: [PushOperation]) async throws -> PushReport {
-        let identity = claims.identity
-        try Self.validateIdentity(identity)
+        let identity = claims.identity.text
         var unserved: [String: String] = [:]
         for table in Set(operations.map(\.table)) {
             do { try await ensureTable(table) } catch let error as SyncError {
@@ -352,7 +353,7 @@ public final class OfflineSyncService: Sendable {
 
     /// Returns the next page of `identity`'s changes to a table after the request's cursor,
     /// in commit order, with the exact count of matching changes after it.
-    public func pull(identity: String, _ request: PullRequest) async throws -> PullPage {
+    public func pull(identity: Identity, _ request: PullRequest) async throws -> PullPage {
         try await pull(claims: Claims(identity: identity), request)
     }
 
@@ -360,8 +361,7 @@ public final class OfflineSyncService: Sendable {
     /// table the page holds the rows in the caller's view and ``PullPage/removed`` the ids that
     /// left it.
     public func pull(claims: Claims, _ request: PullRequest) async throws -> PullPage {
-        let identity = claims.identity
-        try Self.validateIdentity(identity)
+        let identity = claims.identity.text
         try await ensureTable(request.table)
         if isShared(request.table) { return try await pullShared(claims: claims, request) }
         let predicate = try Self.mapPredicate(request.predicate)
@@ -385,7 +385,7 @@ public final class OfflineSyncService: Sendable {
                 order: [SortKey(Meta.sequence)], limit: limit))
             let last = rows.last?[Meta.sequence].intValue ?? after
             let tableSequence = meta.sequence
-            let key = RemainingCounts.Key(table: table, identity: identity, predicate: predicate)
+            let key = RemainingCounts.Key(table: table, identity: claims.identity, predicate: predicate)
             let remaining: Int
             if rows.count < limit {
                 remaining = 0
@@ -413,7 +413,7 @@ public final class OfflineSyncService: Sendable {
     /// id, after skipping `offset`, at most `limit` (nil: all). Tombstones are included only
     /// with `includeDeleted`. Field names are the client's (`id` is the item id); reserved
     /// names are refused with ``SyncError/Code/invalidQuery``.
-    public func query(identity: String, table: String, predicate: QueryPredicate = .all, order: [SortKey] = [],
+    public func query(identity: Identity, table: String, predicate: QueryPredicate = .all, order: [SortKey] = [],
                       offset: Int = 0, limit: Int? = nil, includeDeleted: Bool = false) async throws -> [Record] {
         try await query(claims: Claims(identity: identity), table: table, predicate: predicate, order: order,
                         offset: offset, limit: limit, includeDeleted: includeDeleted)
@@ -436,7 +436,7 @@ public final class OfflineSyncService: Sendable {
             }
             return Self.publicRecords(rows)
         }
-        let query = Self.ownedPredicate(claims.identity, mapped, includeDeleted: includeDeleted)
+        let query = Self.ownedPredicate(claims.identity.text, mapped, includeDeleted: includeDeleted)
         let keys = order.map { SortKey($0.field == SystemField.id ? Meta.item : $0.field, ascending: $0.ascending) }
         let rows = try await store.read { txn in
             try txn.records(in: table, matching: Query(query, order: keys, limit: limit, offset: offset))
@@ -445,7 +445,7 @@ public final class OfflineSyncService: Sendable {
     }
 
     /// How many of `identity`'s records of a table match `predicate` (tombstones only with `includeDeleted`).
-    public func count(identity: String, table: String, predicate: QueryPredicate = .all, includeDeleted: Bool = false) async throws -> Int {
+    public func count(identity: Identity, table: String, predicate: QueryPredicate = .all, includeDeleted: Bool = false) async throws -> Int {
         try await count(claims: Claims(identity: identity), table: table, predicate: predicate, includeDeleted: includeDeleted)
     }
 
@@ -458,31 +458,29 @@ public final class OfflineSyncService: Sendable {
                 try self.readableCount(claims: claims, table: table, matching: mapped, includeDeleted: includeDeleted, txn)
             }
         }
-        let query = Self.ownedPredicate(claims.identity, mapped, includeDeleted: includeDeleted)
+        let query = Self.ownedPredicate(claims.identity.text, mapped, includeDeleted: includeDeleted)
         return try await store.read { txn in try txn.count(in: table, matching: query) }
     }
 
     /// `identity`'s record `id` of a table (a tombstone included), or `nil`.
-    public func record(identity: String, table: String, id: String) async throws -> Record? {
+    public func record(identity: Identity, table: String, id: String) async throws -> Record? {
         try await record(claims: Claims(identity: identity), table: table, id: id)
     }
 
     /// The record `id` of a table (a tombstone included) when the caller with `claims` may
     /// read it; `nil` when there is none or the rules hide it — the two are never told apart.
     public func record(claims: Claims, table: String, id: String) async throws -> Record? {
-        try Self.validateIdentity(claims.identity)
         try await ensureTable(table)
         if isShared(table) {
             return try await store.read { txn in try self.readableRecord(claims: claims, table: table, id: id, txn) }
         }
         return try await store.read { txn in
-            try txn.record(in: table, id: Self.rowId(owner: claims.identity, item: id)).map(Self.publicRecord)
+            try txn.record(in: table, id: Self.rowId(owner: claims.identity.text, item: id)).map(Self.publicRecord)
         }
     }
 
-    /// Validates the caller and the table, and maps the client's predicate onto stored names.
+    /// Validates the table, and maps the client's predicate onto stored names.
     private func listPredicate(claims: Claims, table: String, predicate: QueryPredicate) async throws -> QueryPredicate {
-        try Self.validateIdentity(claims.identity)
         try await ensureTable(table)
         return try Self.mapPredicate(predicate)
     }

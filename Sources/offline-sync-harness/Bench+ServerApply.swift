@@ -47,7 +47,7 @@ enum PushServerApply: BenchWorkload {
         var applied = 0
         let seconds = try await LocalWrites.measure {
             for operations in batches {
-                for result in try await service.push(identity: SyncBench.identity, operations) {
+                for result in try await service.push(identity: Identity(SyncBench.identity), operations) {
                     if case .applied = result.outcome { applied += 1 }
                 }
             }

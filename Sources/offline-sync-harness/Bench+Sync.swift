@@ -61,7 +61,7 @@ enum SyncBench {
                     PushOperation(id: "seed-\(i)", table: "items", itemId: String(format: "item-%07d", i), kind: .insert,
                                   item: record(i), baseVersion: nil)
                 }
-                _ = try await service.push(identity: identity, operations)
+                _ = try await service.push(identity: Identity(identity), operations)
             }
         }
     }

@@ -10,14 +10,14 @@ import Testing
 let lmdbBackend: @Sendable (URL) async throws -> ConformanceBackend = { directory in
     let store = try await LMDBStore(directory: directory.appendingPathComponent("service-env"))
     let service = try await OfflineSyncService(store: store)
-    return ConformanceBackend(remote: { service.remote(for: $0) }, shutdown: { try await store.close() })
+    return ConformanceBackend(remote: { service.remote(for: try Identity($0)) }, shutdown: { try await store.close() })
 }
 
 /// The service over an LMDB environment, under the shared-lists rules.
 let lmdbSharedBackend: @Sendable (URL) async throws -> ConformanceBackend = { directory in
     let store = try await LMDBStore(directory: directory.appendingPathComponent("service-env"))
     let service = try await OfflineSyncService(store: store, rules: sharedListsRules(ownerReadsMembers: false))
-    return ConformanceBackend(remote: { service.remote(for: $0) }, shutdown: { try await store.close() })
+    return ConformanceBackend(remote: { service.remote(for: try Identity($0)) }, shutdown: { try await store.close() })
 }
 
 @Suite("Conformance: service over LMDB")

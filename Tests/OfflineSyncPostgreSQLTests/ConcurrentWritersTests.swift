@@ -16,7 +16,7 @@ import Testing
        .enabled(if: TestServer.shouldRun, TestServer.skipMessage))
 struct ConcurrentWritersTests {
     static let table = "docs"
-    static let identity = "user-1"
+    static let identity: Identity = "user-1"
 
     /// One applied change, as its push returned it.
     struct Change: Sendable {

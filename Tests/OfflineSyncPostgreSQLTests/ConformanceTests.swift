@@ -31,14 +31,14 @@ struct ConformanceTests {
 let postgresBackend: @Sendable (URL) async throws -> ConformanceBackend = { directory in
     let store = try await makeStore(directory.appendingPathComponent("service"))
     let service = try await OfflineSyncService(store: store)
-    return ConformanceBackend(remote: { service.remote(for: $0) }, shutdown: { try await store.close() })
+    return ConformanceBackend(remote: { service.remote(for: try Identity($0)) }, shutdown: { try await store.close() })
 }
 
 /// The service over a PostgreSQL store, under the shared-lists rules.
 let postgresSharedBackend: @Sendable (URL) async throws -> ConformanceBackend = { directory in
     let store = try await makeStore(directory.appendingPathComponent("service"))
     let service = try await OfflineSyncService(store: store, rules: sharedListsRules(ownerReadsMembers: false))
-    return ConformanceBackend(remote: { service.remote(for: $0) }, shutdown: { try await store.close() })
+    return ConformanceBackend(remote: { service.remote(for: try Identity($0)) }, shutdown: { try await store.close() })
 }
 
 @Suite("Conformance: service over PostgreSQL", .enabled(if: TestServer.shouldRun, TestServer.skipMessage))
@@ -72,7 +72,7 @@ let sharedPostgresBackend: @Sendable (URL) async throws -> ConformanceBackend = 
     let second = try await makeStore(directory.appendingPathComponent("shared"))
     let services = [try await OfflineSyncService(store: first), try await OfflineSyncService(store: second)]
     let turn = Counter()
-    return ConformanceBackend(remote: { services[turn.next() % 2].remote(for: $0) },
+    return ConformanceBackend(remote: { services[turn.next() % 2].remote(for: try Identity($0)) },
                               shutdown: { try await first.close(); try await second.close() })
 }
 
@@ -85,7 +85,7 @@ let sharedPostgresRulesBackend: @Sendable (URL) async throws -> ConformanceBacke
     let rules = sharedListsRules(ownerReadsMembers: false)
     let services = [try await OfflineSyncService(store: first, rules: rules), try await OfflineSyncService(store: second, rules: rules)]
     let turn = Counter()
-    return ConformanceBackend(remote: { services[turn.next() % 2].remote(for: $0) },
+    return ConformanceBackend(remote: { services[turn.next() % 2].remote(for: try Identity($0)) },
                               shutdown: { try await first.close(); try await second.close() })
 }
 

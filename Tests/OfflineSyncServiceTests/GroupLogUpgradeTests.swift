@@ -20,7 +20,7 @@ struct GroupLogUpgradeTests {
                           holding held: Set<String>) async throws -> (Set<String>, String?) {
         var held = held, cursor = cursor
         while true {
-            let page = try await service.pull(identity: identity, PullRequest(table: "todos", cursor: cursor, limit: 2))
+            let page = try await service.pull(identity: try Identity(identity), PullRequest(table: "todos", cursor: cursor, limit: 2))
             for record in page.records { if record.deleted { held.remove(record.id) } else { held.insert(record.id) } }
             held.subtract(page.removed)
             cursor = page.nextCursor

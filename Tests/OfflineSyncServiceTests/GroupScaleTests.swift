@@ -94,7 +94,7 @@ struct GroupScaleTests {
 
                 /// Pushes the operations; the writer knows the ids it wrote, readable or not.
                 func push(as writer: String) async throws {
-                    _ = try await service.push(identity: writer, operations)
+                    _ = try await service.push(identity: try Identity(writer), operations)
                     for operation in operations { everSeen[writer, default: [:]][operation.table, default: []].insert(operation.itemId) }
                 }
             }
@@ -102,7 +102,7 @@ struct GroupScaleTests {
             /// One page for `identity` of `table`; checks it leaks nothing; returns whether
             /// the table is read to its end.
             func pullPage(_ identity: String, _ table: String) async throws -> Bool {
-                let page = try await service.pull(identity: identity, PullRequest(
+                let page = try await service.pull(identity: try Identity(identity), PullRequest(
                     table: table, cursor: cursors[identity]?[table], limit: Int(random.next() % 3) + 1))
                 let view = try await Self.views(service)[identity]?[table] ?? [:]
                 var rows = held[identity]?[table] ?? [:]

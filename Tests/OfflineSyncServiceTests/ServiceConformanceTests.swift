@@ -11,14 +11,14 @@ import Testing
 let sqliteBackend: @Sendable (URL) async throws -> ConformanceBackend = { directory in
     let store = try await SQLiteStore(path: directory.appendingPathComponent("service.sqlite").path)
     let service = try await OfflineSyncService(store: store)
-    return ConformanceBackend(remote: { service.remote(for: $0) }, shutdown: { try await store.close() })
+    return ConformanceBackend(remote: { service.remote(for: try Identity($0)) }, shutdown: { try await store.close() })
 }
 
 /// A service over a SQLite file in `directory`, under the shared-lists rules.
 let sqliteSharedBackend: @Sendable (URL) async throws -> ConformanceBackend = { directory in
     let store = try await SQLiteStore(path: directory.appendingPathComponent("service.sqlite").path)
     let service = try await OfflineSyncService(store: store, rules: sharedListsRules(ownerReadsMembers: false))
-    return ConformanceBackend(remote: { service.remote(for: $0) }, shutdown: { try await store.close() })
+    return ConformanceBackend(remote: { service.remote(for: try Identity($0)) }, shutdown: { try await store.close() })
 }
 
 @Suite("Conformance: service over SQLite (file)")

@@ -22,7 +22,7 @@ struct SharedDataTests {
         } else {
             store = InMemoryStore()
         }
-        let context = try await SyncContext(store: store, remote: service.remote(for: identity))
+        let context = try await SyncContext(store: store, remote: service.remote(for: try Identity(identity)))
         for table in tables { try await context.defineTable(TableSchema(table)) }
         return context
     }
@@ -183,7 +183,7 @@ struct SharedDataTests {
             let before = try await SQLiteStore(path: path)
             let plain = try await OfflineSyncService(store: before)
             for identity in ["alice", "bob"] {
-                let results = try await plain.push(identity: identity, [PushOperation(
+                let results = try await plain.push(identity: try Identity(identity), [PushOperation(
                     id: "op-\(identity)", table: "notes", itemId: "n1", kind: .insert,
                     item: Record(id: "n1", fields: ["text": .string("\(identity)'s note")]), baseVersion: nil)])
                 #expect(results.count == 1)
@@ -193,7 +193,7 @@ struct SharedDataTests {
             let after = try await SQLiteStore(path: path)
             let shared = try await OfflineSyncService(store: after, rules: Self.rules)
             for identity in ["alice", "bob"] {
-                let page = try await shared.pull(identity: identity, PullRequest(table: "notes", cursor: nil, limit: 100))
+                let page = try await shared.pull(identity: try Identity(identity), PullRequest(table: "notes", cursor: nil, limit: 100))
                 #expect(page.records.map(\.id) == ["n1"])
                 #expect(page.records.first?["text"] == .string("\(identity)'s note"))
             }

@@ -30,7 +30,7 @@ struct SharedListTests {
                               item: Record(id: id, fields: fields), baseVersion: nil)
             }
             func push(_ who: String, _ operations: [PushOperation]) async throws {
-                for result in try await service.push(identity: who, operations) {
+                for result in try await service.push(identity: try Identity(who), operations) {
                     guard case .applied = result.outcome else { Issue.record("\(result.operationId): \(result.outcome)"); return }
                 }
             }
@@ -71,7 +71,7 @@ struct SharedListTests {
             }
 
             for identity in Self.identities {
-                let claims = Claims(identity: identity)
+                let claims = try Claims(identity: Identity(identity))
                 let live = try await sharedListsOracle(serverStore: store, identity: identity, ownerReadsMembers: true)
                 let all = try await sharedListsOracle(serverStore: store, identity: identity, includingTombstones: true,
                                                       ownerReadsMembers: true)

@@ -12,11 +12,11 @@ import Testing
 struct InMemoryServiceConformanceTests {
     static let backend: @Sendable (URL) async throws -> ConformanceBackend = { _ in
         let service = try await OfflineSyncService(store: InMemoryStore())
-        return ConformanceBackend(remote: { service.remote(for: $0) }, shutdown: { try await service.store.close() })
+        return ConformanceBackend(remote: { service.remote(for: try Identity($0)) }, shutdown: { try await service.store.close() })
     }
     static let sharedBackend: @Sendable (URL) async throws -> ConformanceBackend = { _ in
         let service = try await OfflineSyncService(store: InMemoryStore(), rules: sharedListsRules(ownerReadsMembers: false))
-        return ConformanceBackend(remote: { service.remote(for: $0) }, shutdown: { try await service.store.close() })
+        return ConformanceBackend(remote: { service.remote(for: try Identity($0)) }, shutdown: { try await service.store.close() })
     }
     let remote = RemoteStoreConformance(makeBackend: backend, makeSharedListsBackend: sharedBackend)
     let scenarios = SyncScenarioConformance(makeLocal: { _ in InMemoryStore() }, makeBackend: backend)

@@ -54,7 +54,7 @@ final class ObservationWatcher {
     let wake: AsyncStream<Void>.Continuation
     private(set) var phase = Phase.current
     /// The ids of the rows the last read or patch showed (`.matching` interests only).
-    var shown: Set<String> = []
+    var shown: Set<ExactString> = []
     /// The last change this watcher was found for (``WatcherIndex/collect(_:mark:into:)``).
     var mark: UInt64 = 0
 

@@ -99,7 +99,7 @@ public struct ObservedValue<Element: Sendable>: AsyncSequence, Sendable {
                 observer.endRead(id, shown: nil)
                 throw error
             }
-            observer.endRead(id, shown: reading.records.map { Set($0.lazy.map(\.id)) }, tables: reading.tables)
+            observer.endRead(id, shown: reading.records.map { Set($0.lazy.map { ExactString($0.id) }) }, tables: reading.tables)
             return reading
         }
 

@@ -37,7 +37,7 @@ extension ResultPatch {
             if candidates.count > limit { candidates.removeLast() }
         }
         if query.limit == nil { candidates.sort { Ordered.precedes($0, $1, order) } }
-        let rows = merged(last.lazy.filter { !latest.ids.contains($0.id) }, candidates, order, limit: query.limit)
+        let rows = merged(last.lazy.filter { !latest.ids.contains(ExactString($0.id)) }, candidates, order, limit: query.limit)
         if let limit = query.limit, last.count >= limit {
             // Rows the last result left out all sort after its last row: the rows known up to
             // that row must fill the limit.

@@ -25,7 +25,7 @@ enum ResultPatch {
     /// How the ids of the rows an observation shows changed with a patch.
     enum ShownUpdate {
         /// These ids entered the result and these left it.
-        case delta(entered: [String], left: [String])
+        case delta(entered: [ExactString], left: [ExactString])
         /// The result was rebuilt: the ids are those of its rows.
         case rebuilt
     }
@@ -43,9 +43,9 @@ enum ResultPatch {
         if latest.ids.count > movesLimit { return rebuilt(query, last: last, latest: latest) }
         var rows = last
         // The ids taken out of the last result, and those put in that it did not hold.
-        var removed: [String] = [], inserted: [String] = []
+        var removed: [ExactString] = [], inserted: [ExactString] = []
         for id in latest.ids {
-            let old = rows.firstIndex { $0.id == id }
+            let old = rows.firstIndex { ExactString.sameBytes($0.id, id.value) }
             let new = latest.written[id].flatMap { QueryEvaluator.matches($0, query.predicate) ? $0 : nil }
             if let old, let new, rows[old] == new { continue }
             if let old {
@@ -58,7 +58,7 @@ enum ResultPatch {
             }
         }
         if removed.isEmpty, inserted.isEmpty { return Patched(rows: last, changed: false, shown: .delta(entered: [], left: [])) }
-        var left = removed.filter { id in !rows.contains { $0.id == id } }
+        var left = removed.filter { id in !rows.contains { ExactString.sameBytes($0.id, id.value) } }
         if let limit = query.limit {
             if last.count >= limit {
                 // Rows the last result left out all sort after its last row: the rows known up
@@ -68,19 +68,20 @@ enum ResultPatch {
                 guard known >= limit else { return nil }
             }
             if rows.count > limit {
-                for row in rows[limit...] where !inserted.contains(row.id) { left.append(row.id) }
+                for row in rows[limit...] where !inserted.contains(ExactString(row.id)) { left.append(ExactString(row.id)) }
                 rows.removeSubrange(limit...)
             }
         }
-        let entered = inserted.filter { id in rows.contains { $0.id == id } }
+        let entered = inserted.filter { id in rows.contains { ExactString.sameBytes($0.id, id.value) } }
         // A row taken out but still there was changed in place; otherwise the result changed
         // only if a row entered or left.
-        let changed = !entered.isEmpty || !left.isEmpty || removed.contains { id in rows.contains { $0.id == id } }
+        let changed = !entered.isEmpty || !left.isEmpty || removed.contains { id in rows.contains { ExactString.sameBytes($0.id, id.value) } }
         return Patched(rows: changed ? rows : last, changed: changed, shown: .delta(entered: entered, left: left))
     }
 
     /// The one record with `id` (an empty array while there is none), patched.
-    static func record(id: String, last: [Record], changes: [TableChange]) -> Patched? {
+    static func record(id text: String, last: [Record], changes: [TableChange]) -> Patched? {
+        let id = ExactString(text)
         var rows = last
         for change in changes {
             guard let ids = change.ids else { return nil }
@@ -89,16 +90,16 @@ enum ResultPatch {
             rows = written[id].map { [$0] } ?? []
         }
         let changed = rows != last
-        let entered = last.isEmpty ? rows.map(\.id) : [], left = rows.isEmpty ? last.map(\.id) : []
+        let entered = last.isEmpty ? rows.map { ExactString($0.id) } : [], left = rows.isEmpty ? last.map { ExactString($0.id) } : []
         return Patched(rows: changed ? rows : last, changed: changed, shown: .delta(entered: entered, left: left))
     }
 
     /// The rows some commits wrote or deleted, each as the last of them left it.
     struct Latest {
         /// Every row written or deleted.
-        var ids: Set<String>
+        var ids: Set<ExactString>
         /// The rows written and not deleted since (an id of `ids` missing here was deleted).
-        var written: [String: Record]
+        var written: [ExactString: Record]
 
         /// The rows `changes` wrote, in commit order; `nil` when a change does not list its
         /// rows. One change is taken as it is, without copying.

@@ -252,8 +252,8 @@ package final class StoreObserver: Sendable {
     /// Ends a patch that left the result `rows`, whose ids changed as `shown` says.
     func endPatch(_ id: UInt64, _ shown: ResultPatch.ShownUpdate, rows: [Record]) {
         // A rebuilt result's ids are hashed before taking the lock.
-        var rebuilt: Set<String>?
-        if case .rebuilt = shown { rebuilt = Set(rows.lazy.map(\.id)) }
+        var rebuilt: Set<ExactString>?
+        if case .rebuilt = shown { rebuilt = Set(rows.lazy.map { ExactString($0.id) }) }
         state.withLock { state in
             guard let watcher = state.watchers[id] else { return }
             watcher.endLook()
@@ -270,7 +270,7 @@ package final class StoreObserver: Sendable {
 
     /// Marks the end of a read that returned the rows `shown` (`nil`: the read failed or
     /// its value is not rows) from `tables` (for a watcher that learns its tables).
-    func endRead(_ id: UInt64, shown: Set<String>?, tables: Set<String>? = nil) {
+    func endRead(_ id: UInt64, shown: Set<ExactString>?, tables: Set<String>? = nil) {
         state.withLock { state in
             guard let watcher = state.watchers[id] else { return }
             if let tables, state.learning[id] != nil { watcher.tables = tables }
@@ -282,7 +282,7 @@ package final class StoreObserver: Sendable {
 
     /// Notes that the watcher now shows the rows `shown` (kept for `.matching` interests, the
     /// only ones that look at the rows shown).
-    private static func show(_ shown: Set<String>, _ watcher: ObservationWatcher, _ state: inout State) {
+    private static func show(_ shown: Set<ExactString>, _ watcher: ObservationWatcher, _ state: inout State) {
         guard case .matching = watcher.interest else { return }
         let entered = shown.subtracting(watcher.shown), left = watcher.shown.subtracting(shown)
         watcher.shown = shown

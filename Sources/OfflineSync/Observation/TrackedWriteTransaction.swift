@@ -8,8 +8,8 @@ final class TrackedWriteTransaction: LocalWriteTransaction {
 
     /// What the transaction did to one table.
     private struct Touched {
-        var written: [String: Record] = [:]
-        var deleted: Set<String> = []
+        var written: [ExactString: Record] = [:]
+        var deleted: Set<ExactString> = []
         /// More than ``TrackedWriteTransaction/limit`` rows: no longer listed.
         var many = false
     }
@@ -49,8 +49,9 @@ final class TrackedWriteTransaction: LocalWriteTransaction {
         try base.upsert(records, in: table)
         note(table) { touched in
             for record in records {
-                touched.written[record.id] = record
-                touched.deleted.remove(record.id)
+                let id = ExactString(record.id)
+                touched.written[id] = record
+                touched.deleted.remove(id)
             }
         }
     }
@@ -66,6 +67,7 @@ final class TrackedWriteTransaction: LocalWriteTransaction {
         let existed = try base.delete(id: id, in: table)
         if existed {
             note(table) { touched in
+                let id = ExactString(id)
                 touched.written[id] = nil
                 touched.deleted.insert(id)
             }
@@ -80,7 +82,7 @@ final class TrackedWriteTransaction: LocalWriteTransaction {
         let existed = try base.delete(ids: ids, in: table)
         if existed > 0 {
             note(table) { touched in
-                for id in ids {
+                for id in ids.lazy.map(ExactString.init) {
                     touched.written[id] = nil
                     touched.deleted.insert(id)
                 }
@@ -91,8 +93,9 @@ final class TrackedWriteTransaction: LocalWriteTransaction {
 
     private func noteWritten(_ record: Record, in table: String) {
         note(table) { touched in
-            touched.written[record.id] = record
-            touched.deleted.remove(record.id)
+            let id = ExactString(record.id)
+            touched.written[id] = record
+            touched.deleted.remove(id)
         }
     }
 

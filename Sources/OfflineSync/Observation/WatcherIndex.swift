@@ -103,18 +103,18 @@ struct WatcherIndex {
     /// `.anyRow` watchers, and `.matching` ones without an equality or bounds.
     private var scanned: [ObservationWatcher] = []
     private var byBounds: [String: [ObservationWatcher]] = [:]
-    private var byRecord: [String: [ObservationWatcher]] = [:]
+    private var byRecord: [ExactString: [ObservationWatcher]] = [:]
     private var byEquality: [String: [EqualityKey: [ObservationWatcher]]] = [:]
     /// The `.matching` watchers showing each row: one entry per row shown, most of them
     /// naming one watcher without an array.
-    private var shownBy: [String: Watchers] = [:]
+    private var shownBy: [ExactString: Watchers] = [:]
 
     var isEmpty: Bool { all.isEmpty }
 
     mutating func add(_ watcher: ObservationWatcher) {
         all[watcher.id] = watcher
         if case .record(let id) = watcher.interest {
-            byRecord[id, default: []].append(watcher)
+            byRecord[ExactString(id), default: []].append(watcher)
         } else if let (field, key) = watcher.equality {
             byEquality[field, default: [:]][key, default: []].append(watcher)
         } else if let bounds = watcher.bounds {
@@ -129,7 +129,7 @@ struct WatcherIndex {
         all[watcher.id] = nil
         busy[watcher.id] = nil
         if case .record(let id) = watcher.interest {
-            Self.drop(watcher, from: &byRecord, id)
+            Self.drop(watcher, from: &byRecord, ExactString(id))
         } else if let (field, key) = watcher.equality {
             Self.drop(watcher, from: &byEquality[field, default: [:]], key)
             if byEquality[field]?.isEmpty == true { byEquality[field] = nil }
@@ -147,7 +147,7 @@ struct WatcherIndex {
     }
 
     /// Notes that rows `entered` the watcher's result and rows `left` it.
-    mutating func show(_ watcher: ObservationWatcher, entered: some Sequence<String>, left: some Sequence<String>) {
+    mutating func show(_ watcher: ObservationWatcher, entered: some Sequence<ExactString>, left: some Sequence<ExactString>) {
         for id in left { Self.unshow(watcher, id, &shownBy) }
         for id in entered {
             if let others = shownBy[id] { shownBy[id] = others.adding(watcher) } else { shownBy[id] = .one(watcher) }
@@ -233,7 +233,7 @@ struct WatcherIndex {
         }
     }
 
-    private static func unshow(_ watcher: ObservationWatcher, _ id: String, _ shownBy: inout [String: Watchers]) {
+    private static func unshow(_ watcher: ObservationWatcher, _ id: ExactString, _ shownBy: inout [ExactString: Watchers]) {
         if let watchers = shownBy[id] { shownBy[id] = watchers.removing(watcher) }
     }
 

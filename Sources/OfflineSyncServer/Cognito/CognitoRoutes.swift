@@ -128,7 +128,7 @@ struct CognitoRoutes: Sendable {
         if header.lowercased().hasPrefix("bearer ") {
             // Verified by the authentication middleware, as on every other route.
             guard let caller = context.caller else { throw CognitoError.notAuthorized() }
-            return (.identity(caller.claims.identity, via: "token"), nil)
+            return (.identity(caller.claims.identity.text, via: "token"), nil)
         }
         var headers = request.headers.map { (name: $0.name.canonicalName, value: $0.value) }
         // HTTP/1's Host header arrives as the request's authority, not among the fields.
@@ -149,9 +149,10 @@ struct CognitoRoutes: Sendable {
         return (.developer(accessKeyId: key.accessKeyId), signer)
     }
 
-    /// An identity's caller reaches only its own identity; a developer key reaches any.
+    /// An identity's caller reaches only its own identity, spelled with the same bytes (a
+    /// canonically equivalent spelling is another identity); a developer key reaches any.
     func authorize(_ caller: CognitoCaller, identity: String) throws {
-        if case .identity(let own, _) = caller, own != identity {
+        if case .identity(let own, _) = caller, ExactString(own) != ExactString(identity) {
             throw CognitoError.notAuthorized("these credentials may not reach identity '\(identity)'")
         }
     }

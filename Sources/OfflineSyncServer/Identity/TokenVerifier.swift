@@ -37,8 +37,10 @@ package final class TokenVerifier: Sendable {
         self.issuers = keyed
         if issuers.count > 1 {
             for (index, one) in issuers.enumerated() {
-                for other in issuers[(index + 1)...] where one.identityPrefix.hasPrefix(other.identityPrefix)
-                    || other.identityPrefix.hasPrefix(one.identityPrefix) {
+                // Bytes, not characters: identities are compared by their bytes, and
+                // `String.hasPrefix` would miss a prefix spelled in another normalisation.
+                for other in issuers[(index + 1)...] where one.identityPrefix.utf8.starts(with: other.identityPrefix.utf8)
+                    || other.identityPrefix.utf8.starts(with: one.identityPrefix.utf8) {
                     throw SyncError(.invalidConfiguration, "issuers '\(one.issuer)' and '\(other.issuer)' could give two users one identity: "
                                     + "give each an identity_prefix of its own, none the beginning of another's")
                 }
@@ -104,7 +106,7 @@ package final class TokenVerifier: Sendable {
             guard let list = Self.strings(value) else { throw refuse("a roles claim that is neither a string nor a list of strings") }
             roles = Set(list)
         }
-        guard TokenAuthority.accepts(identity: identity, roles: roles) else {
+        guard let valid = try? Identity(identity), (try? TokenAuthority.validate(roles: roles)) != nil else {
             throw refuse("an identity or roles the service does not accept")
         }
         var values: [String: [String]] = [:]
@@ -113,7 +115,7 @@ package final class TokenVerifier: Sendable {
                 if let list = Self.strings(member.value) { values[member.key] = list }
             }
         }
-        return VerifiedToken(claims: Claims(identity: identity, roles: roles, values: values), expires: Date(timeIntervalSince1970: exp))
+        return VerifiedToken(claims: Claims(identity: valid, roles: roles, values: values), expires: Date(timeIntervalSince1970: exp))
     }
 
     /// The claim at `path`: the whole text as one name first, then as dot-separated names

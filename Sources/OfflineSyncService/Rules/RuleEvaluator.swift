@@ -16,7 +16,7 @@ struct RuleEvaluator: Sendable {
     /// How the evaluator finds rows of other tables: the stored row of `table` with item id
     /// `item` as the caller `identity` would address it (owner-only tables keep one row per
     /// identity and item; shared tables one per item).
-    let rowLocator: @Sendable (_ table: String, _ item: String, _ identity: String) -> String
+    let rowLocator: @Sendable (_ table: String, _ item: String, _ identity: Identity) -> String
 
     // MARK: Reading
 
@@ -66,11 +66,11 @@ struct RuleEvaluator: Sendable {
         guard ignoringConditions || grant.conditions.allSatisfy({ $0.holds(for: claims) }) else { return false }
         switch grant.kind {
         case .owner:
-            return row[OfflineSyncService.Meta.owner].stringValue == claims.identity
+            return claims.identity.isExactly(row[OfflineSyncService.Meta.owner])
         case .everyone:
             return true
         case .identityField(let field):
-            return row[field].stringValue == claims.identity
+            return claims.identity.isExactly(row[field])
         case let .member(name, key, roles):
             guard let membership = rules.memberships[name], let group = Self.value(of: key, in: row) else { return false }
             guard let memo else { return try isMember(claims.identity, of: group, through: membership, roles: roles, txn) }
@@ -83,15 +83,15 @@ struct RuleEvaluator: Sendable {
             guard let item = Self.value(of: key, in: row)?.stringValue else { return false }
             let id = rowLocator(table, item, claims.identity)
             guard let owned = try txn.record(in: table, id: id), !owned.deleted else { return false }
-            return owned[OfflineSyncService.Meta.owner].stringValue == claims.identity
+            return claims.identity.isExactly(owned[OfflineSyncService.Meta.owner])
         }
     }
 
     /// Whether a live row of the membership's table makes `identity` a member of `group`
     /// (with one of `roles`, when given).
-    func isMember(_ identity: String, of group: Value, through membership: Membership, roles: [String]?,
+    func isMember(_ identity: Identity, of group: Value, through membership: Membership, roles: [String]?,
                   _ txn: any LocalReadTransaction) throws -> Bool {
-        var predicate = Field(membership.member) == .string(identity) && Field(membership.group) == group
+        var predicate = Field(membership.member) == .string(identity.text) && Field(membership.group) == group
             && Field(SystemField.deleted) == false
         if let roles, let role = membership.role {
             predicate = predicate && Field(role).isIn(roles.map(Value.string))
@@ -114,7 +114,7 @@ struct RuleEvaluator: Sendable {
 /// shared between tasks.
 final class ReadMemo {
     struct Membership: Hashable {
-        let identity: String
+        let identity: Identity
         let name: String
         let group: Value
         let roles: [String]?

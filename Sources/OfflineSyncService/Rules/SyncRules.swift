@@ -178,8 +178,10 @@ public struct Condition: Sendable, Hashable {
         self.values = values
     }
 
-    /// Whether `claims` satisfy it.
+    /// Whether `claims` satisfy it. Values are compared by their bytes, as identities are: a
+    /// claim spelled in another Unicode normalisation is another value.
     public func holds(for claims: Claims) -> Bool {
-        !Set(claims.values(of: claim)).isDisjoint(with: values)
+        let accepted = Set(values.map(ExactString.init))
+        return claims.values(of: claim).contains { accepted.contains(ExactString($0)) }
     }
 }
