@@ -16,7 +16,8 @@ import Synchronization
 ///   connection errors and timeouts, 5xx, and 429 (honouring `Retry-After`). Both calls are
 ///   safe to repeat: a pull is a read, and a push replayed after a lost answer gets its
 ///   first outcome back (the server remembers each operation id), so nothing is applied twice.
-/// - **Typed errors**: 401 is ``SyncError/Code/authenticationFailed``; a request the server
+/// - **Typed errors**: 401 is ``SyncError/Code/authenticationFailed``; 403 is
+///   ``SyncError/Code/forbidden`` (that request is refused, not the credentials); a request the server
 ///   refuses keeps the server's code (`invalidCursor`, `invalidQuery`…) or is
 ///   ``SyncError/Code/rejected``; a failure that outlasts the retries is
 ///   ``SyncError/Code/transient``, so the sync context keeps its queue and tries later.
@@ -274,8 +275,11 @@ public struct HTTPRemoteStore: RemoteStore {
         case (_, "ResourceNotFoundException"): return SyncError(.notFound, message)
         case (_, "InvalidConfigurationException"): return SyncError(.invalidConfiguration, message)
         case (_, "InvalidParameterException"): return SyncError(.invalidValue, message)
-        case (403, "NotAuthorizedException"): return SyncError(.forbidden, message)
-        case (401, _), (403, _): return SyncError(.authenticationFailed, message)
+        // Only 401 says the credentials are refused. A 403 refuses this request (the sync
+        // rules deny the table or the operation, or a proxy denies the path): the caller's
+        // other requests may pass, so it is no reason to stop syncing everything.
+        case (403, _): return SyncError(.forbidden, message)
+        case (401, _): return SyncError(.authenticationFailed, message)
         case (_, "invalidCursor"): return SyncError(.invalidCursor, message)
         case (_, "invalidQuery"): return SyncError(.invalidQuery, message)
         case (406, "unsupportedVersion"), (415, "unsupportedVersion"): return SyncError(.unsupported, message)

@@ -186,11 +186,16 @@ public final class OfflineSyncService: Sendable {
         return TableSchema(table, fields: fields, indexes: indexes, undeclaredFields: app.undeclaredFields)
     }
 
-    /// Defines the table's storage and its sequence row on first use. Throws `rejected` for
-    /// tables the service does not serve.
+    /// Defines the table's storage and its sequence row on first use. Throws
+    /// ``SyncError/Code/forbidden`` for a table the rules give no one (`default: deny` and
+    /// not named), `rejected` for one the service does not serve otherwise (an undeclared
+    /// table when undeclared tables are not allowed).
     private func ensureTable(_ table: String) async throws {
         if defined.contains(table) { return }
         try Names.validateAppTable(table)
+        guard rules.rules(for: table) != nil else {
+            throw SyncError(.forbidden, "forbidden: the sync rules give no identity access to table '\(table)'")
+        }
         guard isServed(table) else { throw SyncError(.rejected, "table '\(table)' is not served") }
         try await defineStorage(table)
         if isShared(table) {
@@ -281,10 +286,10 @@ public final class OfflineSyncService: Sendable {
     /// Applies a batch (see ``push(claims:_:)``) and reports whose views it changed.
     public func pushReporting(claims: Claims, _ operations: [PushOperation]) async throws -> PushReport {
         let identity = claims.identity.text
-        var unserved: [String: String] = [:]
+        var unserved: [String: (reason: String, status: Int)] = [:]
         for table in Set(operations.map(\.table)) {
             do { try await ensureTable(table) } catch let error as SyncError {
-                unserved[table] = error.message
+                unserved[table] = (error.message, error.code == .forbidden ? 403 : 404)
             }
         }
         let schemas = Dictionary(uniqueKeysWithValues: Set(operations.map(\.table)).map { ($0, storageSchema(for: $0)) })
@@ -320,8 +325,8 @@ public final class OfflineSyncService: Sendable {
                 }
                 let outcome: PushOutcome
                 var remembered = false
-                if let reason = refused[operation.table] {
-                    outcome = .rejected(reason: reason, status: 404)
+                if let (reason, status) = refused[operation.table] {
+                    outcome = .rejected(reason: reason, status: status)
                 } else {
                     outcome = try self.apply(operation, key: keys[index], claims: claims, schema: schemas[operation.table]!, now: now,
                                              txn: txn, rows: &known, index: index, pending: &pending, clocks: &clocks,

@@ -127,6 +127,7 @@ extension SyncContext {
         await withTaskGroup(of: SessionEnd.self) { group in
             group.addTask { await self.followChanges(tables: tables, queryId: queryId) }
             group.addTask { await self.pushLocalWrites() }
+            group.addTask { await self.retryRefusedTables(tables: tables, queryId: queryId) }
             for await end in group where end == .halted {
                 group.cancelAll()
                 return .halted
@@ -215,7 +216,10 @@ extension SyncContext {
 
     /// Runs ``sync(_:queryId:)`` until it succeeds, the session is cancelled, or the remote
     /// refuses the credentials; reports each failure (``SyncEvent/syncFailed(error:willRetry:)``)
-    /// and backs off between them (see ``restartDelay``).
+    /// and backs off between them (see ``restartDelay``). A run that only some tables' refusals
+    /// failed is done: every other table was pulled and the outbox pushed, and the refused
+    /// tables are ``retryRefusedTables(tables:queryId:)``'s, so change notices are not held
+    /// up behind a backoff.
     private func syncUntilDone(tables: [String], queryId: String) async -> SessionEnd {
         var backoff = Backoff(initial: Self.restartDelay, maximum: Self.maxRestartDelay)
         while !Task.isCancelled {
@@ -227,9 +231,45 @@ extension SyncContext {
                 let failure = SyncFailure(error, willRetry: true)
                 if failure.kind == .cancelled { break }
                 guard failure.isRetryable else { return halt(failure) }
+                if failure.kind == .rejected, !status.tableErrors.isEmpty {
+                    failed(failure)
+                    return .cancelled
+                }
                 failed(failure)
                 try? await Task.sleep(for: backoff.nextDelay())
             }
+        }
+        return .cancelled
+    }
+
+    /// Pulls again, with backoff, each of `tables` whose last pull the remote refused
+    /// (``SyncStatus/tableErrors``), until it passes or the session ends; waits on the status
+    /// while no table is refused. Each refusal is reported again; one that retrying cannot fix
+    /// (refused credentials, a store error) halts the session.
+    private func retryRefusedTables(tables: [String], queryId: String) async -> SessionEnd {
+        let wanted = Set(tables)
+        var backoff = Backoff(initial: Self.restartDelay, maximum: Self.maxRestartDelay)
+        var statuses = observeStatus().makeAsyncIterator()
+        while !Task.isCancelled {
+            // Wait for a refused table: the status stream yields the current status first.
+            var refused: [String] = []
+            while refused.isEmpty {
+                guard let status = await statuses.next() else { return .cancelled }
+                refused = status.tableErrors.keys.filter(wanted.contains).sorted()
+            }
+            try? await Task.sleep(for: backoff.nextDelay())
+            for table in refused where !Task.isCancelled && status.tableErrors[table] != nil {
+                do {
+                    _ = try await pull(table, queryId: queryId)
+                } catch {
+                    if Task.isCancelled || error is CancellationError { return .cancelled }
+                    let failure = SyncFailure(error, willRetry: true)
+                    if failure.kind == .cancelled { return .cancelled }
+                    guard failure.isRetryable else { return halt(failure) }
+                    failed(failure)
+                }
+            }
+            if status.tableErrors.keys.allSatisfy({ !wanted.contains($0) }) { backoff.reset() }
         }
         return .cancelled
     }

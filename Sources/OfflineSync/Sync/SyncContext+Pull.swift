@@ -20,7 +20,16 @@ extension SyncContext {
         if try await pendingOperationCount(table: table) > 0 {
             _ = try await pushLocked()
         }
-        return try await flagged(\.downloading) { try await self.pullPages(table, query: query, queryId: queryId) }
+        do {
+            let summary = try await flagged(\.downloading) { try await self.pullPages(table, query: query, queryId: queryId) }
+            statusState.update { $0.tableErrors[table] = nil }
+            return summary
+        } catch let error as SyncError where SyncFailure.kind(of: error) == .rejected && !Task.isCancelled {
+            // A refusal of this table's pull: reported on the table, which a started context
+            // pulls again with backoff while every other table goes on.
+            statusState.update { $0.tableErrors[table] = SyncFailure(error: error, willRetry: $0.backgroundSync == .running) }
+            throw error
+        }
     }
 
     private func pullPages(_ table: String, query: Query, queryId: String?) async throws -> PullSummary {

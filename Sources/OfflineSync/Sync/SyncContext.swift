@@ -164,16 +164,33 @@ public final class SyncContext: Sendable {
     /// A full sync run with Amplify's event sequence: `syncQueriesStarted`, one `modelSynced`
     /// per table, `syncQueriesReady`, then the outbox is drained, `outboxStatus`, and `ready`.
     /// Each table is pulled incrementally under the query id `queryId`.
+    ///
+    /// A table whose pull the remote refuses (``SyncFailure/Kind/rejected``: the sync rules deny
+    /// it, a 403, another 4xx but 401) does not stop the run: the other tables are pulled and
+    /// the outbox pushed, the refusal is kept in ``SyncStatus/tableErrors``, and the run then
+    /// throws the first such refusal, naming its table. A failure of any other kind (the remote
+    /// does not answer, refuses the credentials, the store fails) ends the run at once.
     public func sync(_ tables: [String], queryId: String = "default") async throws {
         for table in tables { try Names.validateAppTable(table) }
         try await tracked {
             self.broadcaster.publish(.syncQueriesStarted(tables: tables))
-            for table in tables { _ = try await self.pullLocked(table, query: .all, queryId: queryId) }
+            var refused: [(table: String, error: SyncError)] = []
+            for table in tables {
+                do {
+                    _ = try await self.pullLocked(table, query: .all, queryId: queryId)
+                } catch let error as SyncError where SyncFailure.kind(of: error) == .rejected && !Task.isCancelled {
+                    refused.append((table, error))
+                }
+            }
             self.broadcaster.publish(.syncQueriesReady)
             _ = try await self.pushLocked()
             let isEmpty = try await self.store.read { try Outbox.isEmpty($0) }
             self.broadcaster.publish(.outboxStatus(isEmpty: isEmpty))
             self.broadcaster.publish(.ready)
+            if let first = refused.first {
+                let others = refused.count > 1 ? " (and \(refused.count - 1) more refused tables)" : ""
+                throw SyncError(first.error.code, "table '\(first.table)': \(first.error.message)\(others)", underlying: first.error)
+            }
         }
     }
 

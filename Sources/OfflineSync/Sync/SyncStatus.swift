@@ -18,6 +18,11 @@ public struct SyncStatus: Sendable, Hashable {
     public var lastSyncedAt: [String: Timestamp]
     /// The last failure of a push, pull or sync run, until one succeeds.
     public var lastError: SyncFailure?
+    /// The tables whose last pull the remote refused (``SyncFailure/Kind/rejected``: the sync
+    /// rules deny the table, a 403, a 4xx other than 401), each with its failure, until a pull
+    /// of that table succeeds. Only that table waits: the others keep syncing, and a started
+    /// context pulls a refused table again with backoff (a role granted later lets it through).
+    public var tableErrors: [String: SyncFailure]
     /// The background sync of ``SyncContext/start(tables:network:queryId:)``.
     public var backgroundSync: BackgroundSync
 
@@ -38,12 +43,14 @@ public struct SyncStatus: Sendable, Hashable {
 
     /// A status.
     public init(connected: Bool = false, uploading: Bool = false, downloading: Bool = false,
-                lastSyncedAt: [String: Timestamp] = [:], lastError: SyncFailure? = nil, backgroundSync: BackgroundSync = .off) {
+                lastSyncedAt: [String: Timestamp] = [:], lastError: SyncFailure? = nil, tableErrors: [String: SyncFailure] = [:],
+                backgroundSync: BackgroundSync = .off) {
         self.connected = connected
         self.uploading = uploading
         self.downloading = downloading
         self.lastSyncedAt = lastSyncedAt
         self.lastError = lastError
+        self.tableErrors = tableErrors
         self.backgroundSync = backgroundSync
     }
 }
@@ -55,14 +62,16 @@ public struct SyncFailure: Sendable, Hashable {
     public enum Kind: Sendable, Hashable {
         /// The remote could not be reached, or answered 5xx or 429: retried with backoff.
         case transient
-        /// The remote refused the credentials, after the token provider was asked again:
+        /// The remote refused the credentials (401), after the token provider was asked again:
         /// not retried until the app starts the context again.
         case authentication
         /// The local store failed (disk full, damaged, closed): not retried; the app must act.
         case store
-        /// The remote refused the request itself (a 4xx other than 401): retried with the
-        /// longest backoff, as a server that is being fixed may accept it later. Refused
-        /// operations are not this: they wait in ``SyncContext/operationErrors()``.
+        /// The remote refused the request itself (a 4xx other than 401, a 403 of the sync
+        /// rules or of a proxy included): retried with backoff, as a server that is being fixed
+        /// or a role granted later may let it through. A refused pull is reported on its table
+        /// (``SyncStatus/tableErrors``) while the other tables keep syncing. Refused operations
+        /// are not this: they wait in ``SyncContext/operationErrors()``.
         case rejected
         /// The call was cancelled.
         case cancelled
@@ -95,7 +104,7 @@ public struct SyncFailure: Sendable, Hashable {
     public static func kind(of error: SyncError) -> Kind {
         switch error.code {
         case .transient, .busy: return .transient
-        case .authenticationFailed, .forbidden: return .authentication
+        case .authenticationFailed: return .authentication
         case .corrupted, .notADatabase, .foreignDatabase, .storeClosed, .storageFailure, .missingKey, .wrongKey: return .store
         case .cancelled: return .cancelled
         default: return .rejected
