@@ -60,7 +60,9 @@ public struct Identity: Hashable, Comparable, Sendable, CustomStringConvertible 
 
 extension Identity: ExpressibleByStringLiteral {
     /// An identity written in source. A literal the rule refuses is a programming error and
-    /// stops the program; identities from outside go through ``init(_:)``.
+    /// stops the program; identities from outside go through ``init(_:)``. Note that Swift
+    /// reads `Identity("…")` with a literal argument as this initialiser, not as the throwing
+    /// one: validate text you did not write through a `String` value.
     public init(stringLiteral text: String) {
         do { try self.init(text) } catch { preconditionFailure("'\(text)' is not a valid identity: \(error)") }
     }

@@ -194,7 +194,7 @@ public final class OfflineSyncService: Sendable {
         if defined.contains(table) { return }
         try Names.validateAppTable(table)
         guard rules.rules(for: table) != nil else {
-            throw SyncError(.forbidden, "forbidden: the sync rules give no identity access to table '\(table)'")
+            throw SyncError(.forbidden, "the sync rules give no identity access to table '\(table)'")
         }
         guard isServed(table) else { throw SyncError(.rejected, "table '\(table)' is not served") }
         try await defineStorage(table)

@@ -49,8 +49,12 @@ func statusLine(_ status: SyncStatus) -> String {
         switch failure.kind {
         case .authentication: return "signed out: sign in to sync"   // halted: call start again
         case .store: return "storage problem: \(failure.error.message)"
-        case .transient, .rejected, .cancelled: return failure.willRetry ? "offline, retrying" : failure.error.message
+        case .transient: return failure.willRetry ? "offline, retrying" : failure.error.message
+        case .rejected, .cancelled: return failure.error.message      // the server answered: it refused
         }
+    }
+    if let (table, refused) = status.tableErrors.min(by: { $0.key < $1.key }) {
+        return "\(table) not synced: \(refused.error.message)"       // the other tables still sync
     }
     if status.uploading || status.downloading { return "syncing…" }
     return status.hasSynced ? "up to date" : "not synced yet"

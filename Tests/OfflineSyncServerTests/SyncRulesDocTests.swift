@@ -128,7 +128,7 @@ struct SyncRulesDocTests {
             _ = try await ann.table("notes").insert(Record(id: "n", fields: ["text": "x"]))
             try await ann.push()
             #expect(try await ann.operationErrors().map(\.table) == ["notes"])
-            await #expect { try await ann.pull("notes") } throws: { ($0 as? SyncError)?.message.contains("not served") == true }
+            await #expect { try await ann.pull("notes") } throws: { ($0 as? SyncError)?.code == .forbidden }
         }
     }
 

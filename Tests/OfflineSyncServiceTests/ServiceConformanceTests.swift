@@ -136,7 +136,7 @@ struct ServiceTests {
         let service = try await OfflineSyncService(store: InMemoryStore(), schemas: [TableSchema("only")],
                                                    allowUndeclaredTables: false)
         await #expect(throws: SyncError.self) {
-            try await service.pull(identity: Identity(""), PullRequest(table: "only"))
+            try await service.pull(identity: Identity(String()), PullRequest(table: "only"))
         }
         let results = try await service.push(identity: "u", [
             PushOperation(id: "x", table: "other", itemId: "a", kind: .insert, item: Record(id: "a"), baseVersion: nil),

@@ -37,6 +37,9 @@ extension SyncContext {
         if let queryId { cursor = try await self.cursor(table: table, queryId: queryId) }
         var summary = PullSummary(table: table, isFullSync: cursor == nil)
         var done = 0
+        // A sweep a pull cut short (the app stopped mid-resend) goes on marking.
+        var marking = false
+        if let queryId { marking = try await isSweeping(table, queryId: queryId) }
         let stream = remote.openPull(PullRequest(table: table, predicate: query.predicate, cursor: cursor,
                                                  limit: options.pullPageSize))
         func fetch() -> Task<PullPage?, any Error> { Task { try await stream.next() } }
@@ -57,9 +60,14 @@ extension SyncContext {
             let more = !page.endsPull
             if more { next = fetch() }
             if page.cursorReset { summary.isFullSync = true }
+            if page.cursorReset, queryId != nil, !marking {
+                try await store.defineTable(Self.sweepMarksSchema)
+                marking = true
+            }
             let pulledAt = more ? nil : Timestamp.now()
+            let marks = marking
             let (counts, removedIds) = try await observer.write { txn in
-                try SyncContext.applyPage(page, table: table, queryId: queryId, pulledAt: pulledAt, txn: txn)
+                try SyncContext.applyPage(page, table: table, queryId: queryId, pulledAt: pulledAt, marking: marks, txn: txn)
             }
             if let pulledAt { statusState.update { $0.lastSyncedAt[table] = pulledAt } }
             if !removedIds.isEmpty { broadcaster.publish(.removedFromView(table: table, ids: removedIds)) }
@@ -73,6 +81,10 @@ extension SyncContext {
             done += page.records.count + page.removed.count
             broadcaster.publish(.pullProgress(table: table, done: done, total: done + page.remaining))
             if !more { break }
+        }
+        if marking, let queryId {
+            let swept = try await sweepUnmarked(table, queryId: queryId)
+            summary.removedFromView += swept
         }
         broadcaster.publish(.modelSynced(ModelSyncedEvent(
             table: table, isFullSync: summary.isFullSync, isDeltaSync: !summary.isFullSync, added: summary.added,
@@ -90,9 +102,20 @@ extension SyncContext {
     /// upsert statement per row cost a first pull a third of its client time (`perf`, pull-1m).
     /// The result is what applying the rows one by one in page order gives, an id met twice
     /// included.
-    static func applyPage(_ page: PullPage, table: String, queryId: String?, pulledAt: Timestamp?,
+    ///
+    /// With `marking` (the remote is sending the view again after a cursor reset), the page's
+    /// rows are also marked in ``sweepMarks``, and a reset page notes the sweep in `__config`
+    /// in the same transaction, so a pull cut short resumes marking.
+    static func applyPage(_ page: PullPage, table: String, queryId: String?, pulledAt: Timestamp?, marking: Bool = false,
                           txn: any LocalWriteTransaction) throws -> (PullSummary, [String]) {
         var counts = PullSummary(table: table)
+        if marking, let queryId {
+            if page.cursorReset {
+                try ConfigRow.setValue(txn, table: table, key: sweepKey(queryId), keyType: ConfigRow.KeyType.sweep.rawValue, value: "1")
+            }
+            let marks = page.records.lazy.filter { !$0.deleted }.map { Record(id: markId(table: table, item: $0.id), fields: ["table": .string(table)]) }
+            if !marks.isEmpty { try txn.upsert(Array(marks), in: sweepMarks) }
+        }
         // Most pages meet no queued operation of their table (a first pull, a device not being
         // edited): one probe of the queue's index says so, instead of a query naming every id.
         let withOperations = try Outbox.hasOperations(txn, table: table)

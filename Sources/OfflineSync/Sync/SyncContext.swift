@@ -145,6 +145,11 @@ public final class SyncContext: Sendable {
                 for row in try txn.records(in: ConfigRow.table, matching: Query(ConfigRow.cursors(of: table))) {
                     try txn.delete(id: row.id, in: ConfigRow.table)
                 }
+                // The marks of a sweep a pull left unfinished: the next one starts over.
+                if try txn.tables().contains(where: { $0.name == Self.sweepMarks }) {
+                    let marks = try txn.records(in: Self.sweepMarks, matching: Query(Field("table") == .string(table)))
+                    if !marks.isEmpty { _ = try txn.delete(ids: marks.map(\.id), in: Self.sweepMarks) }
+                }
                 try ConfigRow.setValue(txn, table: table, key: ConfigRow.pulledAtKey,
                                        keyType: ConfigRow.KeyType.pulledAt.rawValue, value: nil)
                 while true {

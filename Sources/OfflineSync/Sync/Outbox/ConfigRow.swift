@@ -13,6 +13,9 @@ struct ConfigRow: StoredRow {
         case pulledAt
         /// The push's in-flight marker (``InFlight``): one row, under the outbox's table name.
         case inFlight
+        /// A resent view being marked for a sweep (``SyncContext/sweepKey(_:)``): the remote
+        /// reset the table's cursor, so rows it does not send again leave when the pull ends.
+        case sweep
     }
 
     var id: String
@@ -37,9 +40,10 @@ struct ConfigRow: StoredRow {
     /// The key of the time a pull of the table last reached its end.
     static let pulledAtKey = "pulledAt"
 
-    /// The rows of `table` holding pull cursors.
+    /// The rows of `table` holding pull cursors, and notes of sweeps under way (a purge
+    /// drops both: the next pull starts over).
     static func cursors(of table: String) -> QueryPredicate {
-        field(.table) == .string(table) && field(.keyType) == .string(KeyType.cursor.rawValue)
+        field(.table) == .string(table) && field(.keyType).isIn([.string(KeyType.cursor.rawValue), .string(KeyType.sweep.rawValue)])
     }
 
     /// When each table's last pull reached its end (tables never pulled, or purged since, are absent).
