@@ -67,13 +67,20 @@ final class ConnectionNotices: Sendable {
     }
 
     /// After the identity's groups changed: subscribes to the groups it now reads and does
-    /// not hear yet, and stops hearing (until their relays re-read them) those it no longer reads.
+    /// not hear yet, and drops the relays of those it no longer reads (a relay that stayed
+    /// would cost the connection a subscription per group it ever left). A group joined again
+    /// later is subscribed afresh.
     private func regroup() async {
         guard let groups = try? await service.groupSubscriptions(claims: claims) else { return }
-        let heard = state.withLock { state in
-            for (group, entry) in state.groups where groups[group] == nil { state.groups[group] = ([], entry.relay) }
-            return Set(state.groups.keys)
+        let (heard, left) = state.withLock { state -> (Set<String>, [Task<Void, Never>]) in
+            var left: [Task<Void, Never>] = []
+            for (group, entry) in state.groups where groups[group] == nil {
+                state.groups[group] = nil
+                left.append(entry.relay)
+            }
+            return (Set(state.groups.keys), left)
         }
+        left.forEach { $0.cancel() }
         for (group, tables) in groups where !heard.contains(group) { subscribe(group, tables: tables, announcing: true) }
     }
 
@@ -108,7 +115,13 @@ final class ConnectionNotices: Sendable {
             return entry.tables
         }
         guard let groups = try? await service.groupSubscriptions(claims: claims) else { return }
-        let tables = groups[group] ?? []
+        guard let tables = groups[group] else {
+            // Left: the relay goes, as ``regroup()`` drops it (this task is that relay;
+            // cancelling ends its loop). Regrouping reads the groups afresh, so a group joined
+            // again meanwhile is subscribed anew rather than lost with the old relay.
+            await regroup()
+            return
+        }
         state.withLock { state in
             if let entry = state.groups[group] { state.groups[group] = (tables, entry.relay) }
         }
