@@ -35,6 +35,25 @@ struct EventBufferTests {
         #expect(await iterator.next() == nil)
     }
 
+    @Test("drops between progress events add to one marker: the buffer stays bounded however long the run")
+    func dropsInterleavedWithProgress() async {
+        let hub = SyncEventHub(limit: 10)
+        let events = hub.subscribe()
+        for n in 0..<10 { hub.publish(Self.enqueued(n)) }
+        // Full: every other event is dropped, each between two progress events.
+        for n in 10..<10_010 {
+            hub.publish(.pullProgress(table: "a", done: n, total: 10_010))
+            hub.publish(Self.enqueued(n))
+        }
+        hub.finish()
+        let held = await Self.drain(events)
+        let markers = held.filter(\.isDropMarker)
+        #expect(markers == [.eventsDropped(count: 10_000)], "\(markers.count) markers")
+        #expect(held.count <= 10 + 1 + EventQueue.coalescingWindow + 1, "\(held.count) events held")
+        #expect(held.last == .pullProgress(table: "a", done: 10_009, total: 10_010))
+        #expect(Array(held.prefix(10)) == (0..<10).map(Self.enqueued))
+    }
+
     @Test("a subscriber that keeps up never coalesces; one far behind holds one progress event per table")
     func progressCoalesces() async {
         let hub = SyncEventHub(limit: 1_000)

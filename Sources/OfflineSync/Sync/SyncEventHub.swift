@@ -9,8 +9,10 @@ import Synchronization
 ///   64 events behind: a newer one replaces the one still waiting, and is placed after the
 ///   events that came in between;
 /// - other events are kept up to ``SyncOptions/eventBufferLimit``; past it, new events are
-///   dropped and the subscriber reads one ``SyncEvent/eventsDropped(count:)`` where they
-///   would have been, counting them. The state they told of can be read again: the outbox
+///   dropped and the subscriber reads one ``SyncEvent/eventsDropped(count:)`` after the last
+///   event kept, counting every event dropped since (progress events in between do not
+///   start another marker), so the buffer holds at most the limit, one marker per event
+///   kept, and one progress event per kind past the coalescing window. The state they told of can be read again: the outbox
 ///   (``SyncContext/observeOutbox()``), the status (``SyncContext/observeStatus()``), the
 ///   operation errors.
 ///
@@ -57,29 +59,74 @@ final class EventSubscription: Sendable {
 }
 
 /// One subscriber's bounded buffer (the policy is ``SyncEvents``'s) and its waiting reader.
+///
+/// Every push costs O(1) under the lock, however far behind the reader is: a coalesced
+/// progress event leaves a hole where it was (found through `newest`, not by a scan), holes
+/// are squeezed out once they outnumber the events, and drops add to the one marker that
+/// follows the last event kept.
 final class EventQueue: Sendable {
     private struct State {
-        /// Waiting events from `head` on; the slots before `head` are read and reclaimed in bulk.
-        var events: [SyncEvent] = []
+        /// Waiting slots from `head` on (`nil`: a progress event a newer one replaced); the
+        /// slots before `head` are read and reclaimed in bulk.
+        var slots: [SyncEvent?] = []
         var head = 0
+        /// Events waiting (slots from `head` that are not holes).
+        var waiting = 0
         /// Events held against the limit (progress events and the drop marker are not).
         var counted = 0
+        /// The slot of the newest waiting progress event of each coalescing key.
+        var newest: [String: Int] = [:]
+        /// The slot of the waiting drop marker that drops add to: the one after the last
+        /// event kept (a kept event ends it, so drops after it get a marker of their own).
+        var marker: Int?
         var reader: CheckedContinuation<SyncEvent?, Never>?
         var ended = false
 
         mutating func take() -> SyncEvent? {
-            guard head < events.count else { return nil }
-            let event = events[head]
-            head += 1
-            if event.coalescingKey == nil, !event.isDropMarker { counted -= 1 }
-            if head == events.count {
-                events.removeAll(keepingCapacity: true)
-                head = 0
-            } else if head >= 1024, head * 2 >= events.count {
-                events.removeFirst(head)
-                head = 0
+            while head < slots.count {
+                let slot = head
+                head += 1
+                guard let event = slots[slot] else { continue }
+                waiting -= 1
+                if let key = event.coalescingKey {
+                    if newest[key] == slot { newest[key] = nil }
+                } else if event.isDropMarker {
+                    if marker == slot { marker = nil }
+                } else {
+                    counted -= 1
+                }
+                reclaim()
+                return event
             }
-            return event
+            reclaim()
+            return nil
+        }
+
+        mutating func append(_ event: SyncEvent) {
+            slots.append(event)
+            waiting += 1
+        }
+
+        /// Drops the read slots in bulk, and squeezes out holes once they outnumber the events.
+        mutating func reclaim() {
+            if head == slots.count {
+                slots.removeAll(keepingCapacity: true)
+                head = 0
+                newest = [:]
+                marker = nil
+            } else if (head >= 1024 && head * 2 >= slots.count) || slots.count - head > 2 * waiting + 1024 {
+                var moved: [Int: Int] = [:]
+                var kept: [SyncEvent?] = []
+                kept.reserveCapacity(waiting)
+                for index in head..<slots.count where slots[index] != nil {
+                    moved[index] = kept.count
+                    kept.append(slots[index])
+                }
+                slots = kept
+                head = 0
+                newest = newest.compactMapValues { moved[$0] }
+                marker = marker.flatMap { moved[$0] }
+            }
         }
     }
 
@@ -104,24 +151,28 @@ final class EventQueue: Sendable {
                 return
             }
             if let key = event.coalescingKey {
-                // Past the window, at most one event per key waits: the scan is bounded.
-                if state.events.count - state.head >= Self.coalescingWindow,
-                   let old = state.events[state.head...].lastIndex(where: { $0.coalescingKey == key }) {
-                    state.events.remove(at: old)
+                // Past the window, at most one event per key waits: the older one leaves a hole.
+                if state.waiting >= Self.coalescingWindow, let old = state.newest[key] {
+                    state.slots[old] = nil
+                    state.waiting -= 1
                 }
-                state.events.append(event)
+                state.append(event)
+                state.newest[key] = state.slots.count - 1
+                state.reclaim()
                 return
             }
             if state.counted >= limit {
-                if case .eventsDropped(let count)? = state.events.last, state.events.count > state.head {
-                    state.events[state.events.count - 1] = .eventsDropped(count: count + 1)
+                if let slot = state.marker, case .eventsDropped(let count)? = state.slots[slot] {
+                    state.slots[slot] = .eventsDropped(count: count + 1)
                 } else {
-                    state.events.append(.eventsDropped(count: 1))
+                    state.append(.eventsDropped(count: 1))
+                    state.marker = state.slots.count - 1
                 }
                 return
             }
             state.counted += 1
-            state.events.append(event)
+            state.append(event)
+            state.marker = nil
         }
     }
 
