@@ -7,7 +7,7 @@ import OfflineSync
 
 extension OfflineSyncService {
     /// How many rows one backfill transaction reads.
-    private static let backfillPage = 500
+    static let backfillPage = 500
 
     /// Creates the shared change sequence on the first open by this version, after filling in
     /// the group log and reach rows of what earlier versions stored (existing own-log entries
@@ -65,6 +65,54 @@ extension OfflineSyncService {
         try await store.write { txn in
             if try SequenceRow.find(txn, id: Self.closedEntriesMarker) == nil {
                 try SequenceRow(id: Self.closedEntriesMarker, epoch: "", sequence: 0).save(txn)
+            }
+        }
+    }
+
+    /// The ``SequenceRow`` whose presence says every group with live memberships has its
+    /// ``GroupRow``.
+    static let groupsCountedMarker = "__groups_counted"
+
+    /// On the first open by this version, gives each group that has live memberships and no
+    /// group row its row, counted now: memberships written before group rows existed left
+    /// their groups without one, and a group without a row counts as small, so every write to
+    /// its rows fanned out to each member until its membership next changed. A group past
+    /// the fan-out limit starts converting, and its conversion runs before the service
+    /// serves. Page by page of each membership table, one transaction each; a start cut short
+    /// does it again, keeping the rows already there.
+    func countStoredGroups() async throws {
+        if try await store.read({ try SequenceRow.find($0, id: Self.groupsCountedMarker) }) != nil { return }
+        let stored = Set(try await store.read { txn in try txn.tables().map(\.name) })
+        var converting = Set<String>()
+        for (name, membership) in rules.memberships.sorted(by: { $0.key < $1.key }) where stored.contains(membership.table) {
+            var after: String?
+            while true {
+                let start = after, limit = Int64(fanoutLimit)
+                let (last, started) = try await store.write { txn -> (String?, Set<String>) in
+                    let rows = try txn.records(in: membership.table, matching: Query(
+                        start.map { Field(SystemField.id) > .string($0) } ?? .all, order: [SortKey(SystemField.id)], limit: Self.backfillPage))
+                    var started = Set<String>()
+                    for row in rows where !row.deleted {
+                        guard let value = RuleEvaluator.value(of: membership.group, in: row) else { continue }
+                        let key = Group.member(name, value).key
+                        if try GroupRow.find(txn, id: key) != nil { continue }
+                        let members = Int64(try txn.count(in: membership.table, matching: Field(membership.group) == value
+                                                          && Field(SystemField.deleted) == false))
+                        let mode: GroupMode = members > limit ? .converting : .small
+                        try GroupRow(id: key, members: members, mode: mode).save(txn)
+                        if mode == .converting { started.insert(key) }
+                    }
+                    return (rows.count < Self.backfillPage ? nil : rows.last?.id, started)
+                }
+                converting.formUnion(started)
+                guard let last else { break }
+                after = last
+            }
+        }
+        _ = await convertGroups(converting)
+        try await store.write { txn in
+            if try SequenceRow.find(txn, id: Self.groupsCountedMarker) == nil {
+                try SequenceRow(id: Self.groupsCountedMarker, epoch: "", sequence: 0).save(txn)
             }
         }
     }

@@ -97,6 +97,7 @@ public final class OfflineSyncService: Sendable {
             for schema in [GroupLogRow.schema, GroupRow.schema, ReachRow.schema] { try await store.defineTable(schema) }
             try await openSharedSequence()
             try await separateClosedEntries()
+            try await countStoredGroups()
         }
         for schema in schemas { try await ensureTable(schema.name) }
         try await upgradeStoredTables()
