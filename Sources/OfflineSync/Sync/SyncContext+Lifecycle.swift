@@ -153,11 +153,7 @@ extension SyncContext {
                         backoff.reset()
                         break
                     } catch {
-                        if Task.isCancelled || error is CancellationError { return .cancelled }
-                        let failure = SyncFailure(error, willRetry: true)
-                        if failure.kind == .cancelled { return .cancelled }
-                        guard failure.isRetryable else { return halt(failure) }
-                        failed(failure)
+                        if let end = settle(error) { return end }
                         try? await Task.sleep(for: backoff.nextDelay())
                     }
                 }
@@ -193,13 +189,10 @@ extension SyncContext {
                 do {
                     _ = try await pull(table, queryId: queryId)
                 } catch {
-                    // Stopped (or the network went down) while pulling: not a failure.
-                    if Task.isCancelled || error is CancellationError { break }
-                    // Retryable failures wait for the next notice or reconnection.
-                    let failure = SyncFailure(error, willRetry: true)
-                    if failure.kind == .cancelled { break }
-                    guard failure.isRetryable else { return halt(failure) }
-                    failed(failure)
+                    // Stopped while pulling is not a failure, and retryable failures wait for the
+                    // next notice or reconnection (a refused table for its retry): only a halt
+                    // ends the following.
+                    if settle(error) == .halted { return .halted }
                 }
             case .unavailable(let error):
                 // The channel could not open: say so, and stop if retrying cannot help.
@@ -227,15 +220,8 @@ extension SyncContext {
                 try await sync(tables, queryId: queryId)
                 return .cancelled
             } catch {
-                if Task.isCancelled || error is CancellationError { break }
-                let failure = SyncFailure(error, willRetry: true)
-                if failure.kind == .cancelled { break }
-                guard failure.isRetryable else { return halt(failure) }
-                if failure.kind == .rejected, !status.tableErrors.isEmpty {
-                    failed(failure)
-                    return .cancelled
-                }
-                failed(failure)
+                if let end = settle(error) { return end }
+                if SyncFailure(error, willRetry: true).kind == .rejected, !status.tableErrors.isEmpty { return .cancelled }
                 try? await Task.sleep(for: backoff.nextDelay())
             }
         }
@@ -262,16 +248,24 @@ extension SyncContext {
                 do {
                     _ = try await pull(table, queryId: queryId)
                 } catch {
-                    if Task.isCancelled || error is CancellationError { return .cancelled }
-                    let failure = SyncFailure(error, willRetry: true)
-                    if failure.kind == .cancelled { return .cancelled }
-                    guard failure.isRetryable else { return halt(failure) }
-                    failed(failure)
+                    if let end = settle(error) { return end }
                 }
             }
             if status.tableErrors.keys.allSatisfy({ !wanted.contains($0) }) { backoff.reset() }
         }
         return .cancelled
+    }
+
+    /// What a background loop does after `error`: `nil` to go on (the failure is reported as
+    /// one it will retry), `.cancelled` when the session was stopped (not a failure), or
+    /// `.halted` after reporting a failure retrying cannot fix.
+    private func settle(_ error: any Error) -> SessionEnd? {
+        if Task.isCancelled || error is CancellationError { return .cancelled }
+        let failure = SyncFailure(error, willRetry: true)
+        if failure.kind == .cancelled { return .cancelled }
+        guard failure.isRetryable else { return halt(failure) }
+        failed(failure)
+        return nil
     }
 
     /// Reports a failure of the background sync that it will retry.
