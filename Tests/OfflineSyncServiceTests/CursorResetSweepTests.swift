@@ -71,6 +71,32 @@ struct CursorResetSweepTests {
         }
     }
 
+    @Test("a filtered pull's reset sweeps nothing: its resend holds only the rows its predicate matches")
+    func filteredResetDoesNotSweep() async throws {
+        try await withTemporaryDirectory { directory in
+            let service = try await OfflineSyncService(store: InMemoryStore(), rules: Self.rules)
+            _ = try await service.push(claims: Claims(identity: "boss", roles: ["admin"]), [
+                Self.insert("r1", "q1"), Self.insert("r2", "q2"), Self.insert("r3", "q3"),
+            ])
+            let store = try await SQLiteStore(path: directory.appendingPathComponent("device.sqlite").path)
+            let admin = Claims(identity: "u", roles: ["admin"])
+            let only = Query(Field("title") == "q1")
+            let first = try await SyncContext(store: store, remote: service.remote(for: admin))
+            try await first.defineTable(TableSchema("reports"))
+            try await first.sync(["reports"])
+            _ = try await first.pull("reports", query: only, queryId: "only-q1")
+            // The filtered cursor's reading mode changes twice (without the role, then with it
+            // again): each time its pull is reset and resends what the filter matches.
+            let without = try await SyncContext(store: store, remote: service.remote(for: Claims(identity: "u")))
+            _ = try await without.pull("reports", query: only, queryId: "only-q1")
+            let back = try await SyncContext(store: store, remote: service.remote(for: admin))
+            let summary = try await back.pull("reports", query: only, queryId: "only-q1")
+            #expect(summary.isFullSync, "the filtered pull was not reset")
+            #expect(try await Self.ids(back) == ["r1", "r2", "r3"], "a filtered resend swept rows outside its filter")
+            try await store.close()
+        }
+    }
+
     @Test("a sweep cut short by a stopped pull resumes marking and sweeps when a later pull ends")
     func resumedSweep() async throws {
         try await withTemporaryDirectory { directory in

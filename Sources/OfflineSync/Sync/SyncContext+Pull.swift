@@ -39,7 +39,7 @@ extension SyncContext {
         var done = 0
         // A sweep a pull cut short (the app stopped mid-resend) goes on marking.
         var marking = false
-        if let queryId { marking = try await isSweeping(table, queryId: queryId) }
+        if let queryId, query.predicate == .all { marking = try await isSweeping(table, queryId: queryId) }
         let stream = remote.openPull(PullRequest(table: table, predicate: query.predicate, cursor: cursor,
                                                  limit: options.pullPageSize))
         func fetch() -> Task<PullPage?, any Error> { Task { try await stream.next() } }
@@ -60,7 +60,9 @@ extension SyncContext {
             let more = !page.endsPull
             if more { next = fetch() }
             if page.cursorReset { summary.isFullSync = true }
-            if page.cursorReset, queryId != nil, !marking {
+            // Only a pull of the whole table is swept: a filtered one's resend holds only the
+            // rows its predicate matches on the server, which says nothing of the others.
+            if page.cursorReset, queryId != nil, query.predicate == .all, !marking {
                 try await store.defineTable(Self.sweepMarksSchema)
                 marking = true
             }
