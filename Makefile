@@ -10,7 +10,8 @@
 #   make soak    the long forms of the reliability tests (crash trials, convergence with 20
 #                clients, corrupt-store sweeps, hostile requests); writes Docs/Reliability.md
 #   make bench   run the benchmarks (offline-sync-harness bench) in release mode, PostgreSQL's on
-#                a throwaway cluster (writes bench-results.json)
+#                a throwaway cluster (writes bench-results.json; Scripts/bench-table.py renders it
+#                as the table of Docs/Performance.md)
 #   make clean   remove build products
 #
 # Every target that builds runs `deps` first, so a fresh machine needs only `make test`.

@@ -11,7 +11,7 @@ import OfflineSyncWire
 /// from the binary push before the clock starts, as the route decodes them) — against the sqlite3
 /// C API inserting the same rows (every column as the service stored them) into the same
 /// table and indexes with one multi-row `INSERT` per batch, one transaction each. The goal
-/// (issue 36) is at least half the raw inserts' speed: a ratio of at most 2. What the service
+/// is at least half the raw inserts' speed: a ratio of at most 2. What the service
 /// does beyond the rows — each operation's remembered outcome (idempotency: the key in the
 /// row it writes), the change sequence, the version and owner — is what the ratio prices.
 enum PushServerApply: BenchWorkload {
