@@ -34,6 +34,14 @@ public struct APIError: HTTPResponseError, Sendable {
     static let unauthorized = APIError(.unauthorized, "unauthorized", "missing or invalid credentials",
                                        headers: [.wwwAuthenticate: "Bearer"])
 
+    /// The answer for a token that could be neither accepted nor refused because its issuer's
+    /// keys cannot be had now: a client retries it, and does not take its credentials for refused.
+    static func keysUnavailable(retryAfter: Duration) -> APIError {
+        let seconds = max(1, retryAfter.components.seconds + (retryAfter.components.attoseconds > 0 ? 1 : 0))
+        return APIError(.serviceUnavailable, "unavailable", "the identity provider's keys cannot be had now; retry later",
+                        headers: [.retryAfter: "\(seconds)"])
+    }
+
     /// The answer for a failure the client can do nothing about; its detail goes to the log only.
     static let internalError = APIError(.internalServerError, "internal", "the server could not complete the request")
 

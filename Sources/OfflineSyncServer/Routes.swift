@@ -141,10 +141,14 @@ struct Routes: Sendable {
 
     func mintToken(_ request: Request, _ context: SyncRequestContext) async throws -> Response {
         try requireAdmin(request)
+        guard server.verifier.acceptsDevelopmentTokens else {
+            throw APIError(.forbidden, "forbidden", "development tokens are off on this server")
+        }
         let body = try await readJSON(request)
         guard case .string(let identity)? = body["identity"] else {
             throw APIError(.badRequest, "invalidRequest", "the body needs an 'identity' string")
         }
+        try await decode { try server.verifier.checkDevelopmentIdentity(identity) }
         var lifetime: Int64 = 24 * 3600
         if let value = body["lifetimeSeconds"] {
             guard case .number(let text) = value, let seconds = Int64(text), seconds > 0, seconds <= 366 * 24 * 3600 else {

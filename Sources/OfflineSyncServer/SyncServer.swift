@@ -58,9 +58,13 @@ public struct SyncServer: Sendable {
         /// stopping server open. A push cut off this way rolls back whole, as any failed
         /// transaction does.
         public var shutdownGracePeriod: Duration = .seconds(10)
-        /// The identity providers whose tokens are accepted beside the server's own
-        /// development tokens (`Docs/Server.md`, "Identity providers").
+        /// The identity providers whose tokens are accepted (`Docs/Server.md`, "Identity
+        /// providers").
         public var issuers: [TokenIssuer] = []
+        /// Whether the server's own development tokens are accepted (and minted by
+        /// `POST /v1/admin/tokens`). By default only while no issuer is configured: whoever
+        /// holds the token secret or the admin key can mint one for any identity.
+        public var developmentTokens: DevelopmentTokens = .withoutIssuers
         /// When the issuers' keys are fetched again.
         public var keyRefresh = KeyRefreshPolicy()
         /// Whether `POST /v2/pull` answers with the binary page stream (`Docs/Protocol.md`).
@@ -122,7 +126,8 @@ public struct SyncServer: Sendable {
         self.service = service
         self.configuration = configuration
         self.tokens = try await TokenAuthority(secret: configuration.tokenSecret)
-        self.verifier = try TokenVerifier(development: tokens, issuers: configuration.issuers,
+        self.verifier = try TokenVerifier(development: configuration.developmentTokens.isOn(issuers: configuration.issuers) ? tokens : nil,
+                                          issuers: configuration.issuers,
                                           policy: configuration.keyRefresh, logger: configuration.logger)
         self.feed = feed
         if let datasets {
@@ -197,6 +202,28 @@ public struct SyncServer: Sendable {
     }
 }
 
+/// When the server accepts its own development tokens (``TokenAuthority``).
+public enum DevelopmentTokens: String, Sendable, Hashable, CaseIterable {
+    /// Accepted while no identity provider is configured, refused once one is: a server
+    /// that takes an identity provider's tokens is taken to be in production.
+    case withoutIssuers = "auto"
+    /// Accepted beside the issuers' tokens. Each issuer then needs an identity prefix, and a
+    /// development token may not carry an identity that starts with one, so the token secret
+    /// and the admin key cannot mint a token for a provider's user.
+    case on
+    /// Refused, and never minted: only the identity providers' tokens are accepted.
+    case off
+
+    /// Whether development tokens are accepted beside `issuers`.
+    func isOn(issuers: [TokenIssuer]) -> Bool {
+        switch self {
+        case .withoutIssuers: issuers.isEmpty
+        case .on: true
+        case .off: false
+        }
+    }
+}
+
 /// A server started with ``SyncServer/start()``.
 public struct RunningSyncServer: Sendable {
     /// The bound address.
@@ -221,20 +248,42 @@ public struct RunningSyncServer: Sendable {
 struct SyncRequestContext: RequestContext, WebSocketRequestContext {
     var coreContext: CoreRequestContextStorage
     let webSocket: WebSocketHandlerReference<Self>
-    /// The request's verified bearer token, or `nil` when it had none or an invalid one.
-    var caller: VerifiedToken?
+    /// What became of the request's bearer token.
+    var bearer = Bearer.none
+
+    /// The request's verified bearer token, or `nil` when it had none or one not verified.
+    var caller: VerifiedToken? {
+        if case .verified(let token) = bearer { return token }
+        return nil
+    }
 
     init(source: ApplicationRequestContextSource) {
         coreContext = .init(source: source)
         webSocket = .init()
     }
 
-    /// The verified caller's claims; 401 `unauthorized` (the same answer whatever was wrong)
-    /// otherwise.
+    /// The verified caller's claims; otherwise 401 `unauthorized` (the same answer whatever
+    /// was wrong), or 503 `unavailable` with `Retry-After` when the token's issuer's keys
+    /// could not be had.
     func requireClaims() throws -> Claims {
-        guard let caller else { throw APIError.unauthorized }
-        return caller.claims
+        switch bearer {
+        case .verified(let token): return token.claims
+        case .none, .refused: throw APIError.unauthorized
+        case .unverifiable(let retryAfter): throw APIError.keysUnavailable(retryAfter: retryAfter)
+        }
     }
+}
+
+/// What became of a request's `Authorization: Bearer` token.
+enum Bearer: Sendable {
+    /// The request carried none.
+    case none
+    /// It was verified.
+    case verified(VerifiedToken)
+    /// It was refused: no retry with it can pass.
+    case refused
+    /// It could not be checked now (``KeysUnavailable``).
+    case unverifiable(retryAfter: Duration)
 }
 
 /// Verifies a request's `Authorization: Bearer` token, once, before any route sees it, and
@@ -251,7 +300,13 @@ struct AuthenticationMiddleware: RouterMiddleware {
         if let header = request.headers[.authorization] {
             let parts = header.split(separator: " ", maxSplits: 1)
             if parts.count == 2, parts[0].lowercased() == "bearer" {
-                context.caller = try? await verifier.verify(String(parts[1]).trimmingCharacters(in: .whitespaces))
+                do {
+                    context.bearer = .verified(try await verifier.verify(String(parts[1]).trimmingCharacters(in: .whitespaces)))
+                } catch let unavailable as KeysUnavailable {
+                    context.bearer = .unverifiable(retryAfter: unavailable.retryAfter)
+                } catch {
+                    context.bearer = .refused
+                }
             }
         }
         return try await next(request, context)

@@ -33,7 +33,7 @@ enum AuthVerify: BenchWorkload {
         let file = directory.appendingPathComponent("jwks.json")
         try JSONSerialization.data(withJSONObject: ["keys": keys]).write(to: file)
         let verifier = try TokenVerifier(
-            development: try await TokenAuthority(secret: secret),
+            development: nil,
             issuers: [TokenIssuer(issuer: issuer, audiences: ["bench"], keys: .file(file.path))],
             policy: KeyRefreshPolicy(), logger: Logger(label: "bench") { _ in SwiftLogNoOpLogHandler() })
         let signers: [(kid: String, alg: String, sign: ([UInt8]) throws -> [UInt8])] = [

@@ -124,6 +124,15 @@ struct ServeCommand: AsyncParsableCommand {
         """))
     var issuerFiles: [String] = []
 
+    @Option(name: .customLong("development-tokens"), help: ArgumentHelp(
+        "Whether the server's own development tokens are accepted: auto, on or off (environment: OFFLINE_SYNC_DEVELOPMENT_TOKENS).",
+        discussion: """
+            auto (the default) accepts them while no --issuer is given and refuses them once one is. on accepts them \
+            beside the issuers' tokens, and then needs an identity_prefix on every issuer (a development token may \
+            not carry an identity that starts with one). The start-up log names every token source that is on.
+            """))
+    var developmentTokens: String?
+
     func run() async throws {
         let environment = ProcessInfo.processInfo.environment
         guard let level = Logger.Level(rawValue: logLevel) else { throw ValidationError("unknown log level '\(logLevel)'") }
@@ -168,6 +177,11 @@ struct ServeCommand: AsyncParsableCommand {
             cognitoKeys: try parseCognitoKeys(environment))
         let issuerPaths = issuerFiles + (environment["OFFLINE_SYNC_ISSUERS"] ?? "").split(separator: ":").map(String.init)
         configuration.issuers = try issuerPaths.flatMap(TokenIssuer.issuers(contentsOfFile:))
+        let developmentText = developmentTokens ?? environment["OFFLINE_SYNC_DEVELOPMENT_TOKENS"] ?? "auto"
+        guard let development = DevelopmentTokens(rawValue: developmentText) else {
+            throw ValidationError("--development-tokens is auto, on or off, not '\(developmentText)'")
+        }
+        configuration.developmentTokens = development
         let datasets = try await DatasetService(
             store: store, streamSink: JSONLinesStreamSink(directory: directory.appendingPathComponent("streams", isDirectory: true)))
         let server = try await SyncServer(service: service, configuration: configuration, feed: feed, datasets: datasets)

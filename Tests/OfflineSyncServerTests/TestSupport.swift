@@ -106,12 +106,13 @@ struct RawResponse {
 }
 
 /// Sends one request with AsyncHTTPClient and reads the whole answer.
-func http(_ method: NIOHTTP1.HTTPMethod, _ url: String, headers: [(String, String)] = [], body: [UInt8]? = nil) async throws -> RawResponse {
+func http(_ method: NIOHTTP1.HTTPMethod, _ url: String, headers: [(String, String)] = [], body: [UInt8]? = nil,
+          client: HTTPClient = .shared) async throws -> RawResponse {
     var request = HTTPClientRequest(url: url)
     request.method = method
     for (name, value) in headers { request.headers.add(name: name, value: value) }
     if let body { request.body = .bytes(ByteBuffer(bytes: body)) }
-    let response = try await HTTPClient.shared.execute(request, timeout: .seconds(60))
+    let response = try await client.execute(request, timeout: .seconds(60))
     let buffer = try await response.body.collect(upTo: 512 << 20)
     return RawResponse(status: Int(response.status.code), headers: response.headers.map { ($0.name, $0.value) },
                        body: Array(buffer.readableBytesView))
@@ -119,3 +120,19 @@ func http(_ method: NIOHTTP1.HTTPMethod, _ url: String, headers: [(String, Strin
 
 import NIOHTTP1
 import OfflineSyncWire
+
+/// Runs `body` with an HTTP client of its own that opens up to `connections` connections to
+/// one host at once (the shared client queues requests past 8), and shuts it down after.
+func withWideClient<T>(connections: Int, _ body: (HTTPClient) async throws -> T) async throws -> T {
+    var configuration = HTTPClient.Configuration()
+    configuration.connectionPool = .init(idleTimeout: .seconds(60), concurrentHTTP1ConnectionsPerHostSoftLimit: connections)
+    let client = HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
+    do {
+        let result = try await body(client)
+        try await client.shutdown()
+        return result
+    } catch {
+        try? await client.shutdown()
+        throw error
+    }
+}

@@ -127,8 +127,14 @@ struct CognitoRoutes: Sendable {
         guard let header = request.headers[.authorization] else { throw CognitoError.notAuthorized("missing credentials") }
         if header.lowercased().hasPrefix("bearer ") {
             // Verified by the authentication middleware, as on every other route.
-            guard let caller = context.caller else { throw CognitoError.notAuthorized() }
-            return (.identity(caller.claims.identity.text, via: "token"), nil)
+            switch context.bearer {
+            case .verified(let caller): return (.identity(caller.claims.identity.text, via: "token"), nil)
+            case .unverifiable:
+                // Not a refusal: the token's issuer's keys cannot be had now, and a retry may
+                // pass (the AWS SDKs retry this exception with backoff).
+                throw CognitoError("TooManyRequestsException", .tooManyRequests, "the identity provider's keys cannot be had now; retry later")
+            case .none, .refused: throw CognitoError.notAuthorized()
+            }
         }
         var headers = request.headers.map { (name: $0.name.canonicalName, value: $0.value) }
         // HTTP/1's Host header arrives as the request's authority, not among the fields.

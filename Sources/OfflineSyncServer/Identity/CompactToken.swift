@@ -4,7 +4,13 @@ import OfflineSyncWire
 /// part of the token: a client is told `unauthorized` and nothing else.
 struct TokenRefusal: Error, Sendable {
     let reason: String
-    init(_ reason: String) { self.reason = reason }
+    /// Set when the token was not found wanting but could not be checked now (its issuer's
+    /// keys cannot be had): a retry after this long may pass.
+    let retryAfter: Duration?
+    init(_ reason: String, retryAfter: Duration? = nil) {
+        self.reason = reason
+        self.retryAfter = retryAfter
+    }
 }
 
 /// A JSON Web Token in compact serialization (`header.payload.signature`), split and

@@ -18,6 +18,8 @@ extension TokenIssuer {
     ///     identity_prefix: "kc:"                        # required of each when there are several
     ///     roles_claim: realm_access.roles
     ///     audience_claim: aud                           # client_id for Cognito access tokens
+    ///     token_type: at+jwt                            # the header typ a token must carry
+    ///     required_claims: { token_use: access }        # claims a token must carry, with these values
     /// ```
     ///
     /// Throws ``SyncError/Code/invalidConfiguration`` with `<source>:<line>:` and the problem
@@ -43,7 +45,8 @@ private struct IssuersReader: YAMLReading {
     let source: String
 
     static let keys: Set<String> = ["issuer", "audiences", "any_audience", "audience_claim", "jwks_url", "discovery_url", "jwks_file",
-                                    "algorithms", "clock_skew_seconds", "identity_claim", "identity_prefix", "roles_claim"]
+                                    "algorithms", "clock_skew_seconds", "identity_claim", "identity_prefix", "roles_claim",
+                                    "token_type", "required_claims"]
 
     func document(_ root: Node) throws -> [TokenIssuer] {
         var result: [TokenIssuer] = []
@@ -104,6 +107,16 @@ private struct IssuersReader: YAMLReading {
         if let claim = values["identity_claim"] { issuer.identityClaim = try string(claim.value, "identity_claim") }
         if let claim = values["roles_claim"] { issuer.rolesClaim = try string(claim.value, "roles_claim") }
         if let prefix = values["identity_prefix"] { issuer.identityPrefix = try string(prefix.value, "identity_prefix") }
+        if let type = values["token_type"] { issuer.requiredType = try string(type.value, "token_type") }
+        if let required = values["required_claims"] {
+            guard let mapping = required.value.mapping else {
+                throw fail(required.value, "required_claims maps claim names to the string each must have")
+            }
+            for (key, value) in mapping {
+                let name = try string(key, "a required claim's name")
+                issuer.requiredClaims[name] = try string(value, "required claim '\(name)'")
+            }
+        }
         do {
             try issuer.validate()
         } catch let error as SyncError {

@@ -66,11 +66,20 @@ public struct TokenIssuer: Sendable, Hashable {
     /// providers' users can never be taken for one another (one provider's `sub` is free text
     /// to another). Empty by default: the identity is the claim's value.
     public var identityPrefix: String
+    /// The JOSE header `typ` a token must carry, or `nil` to accept any. `at+jwt` accepts only
+    /// access tokens of the RFC 9068 profile (Auth0 issues them for an API set to that
+    /// profile), so an ID token meant for the same audience is refused. Compared as RFC 7515
+    /// §4.1.9 says media types are: without case, and with or without `application/`.
+    public var requiredType: String?
+    /// Claims a token must carry with exactly these string values: `token_use: access` keeps
+    /// a Cognito user pool's ID tokens out, `typ: Bearer` a Keycloak realm's ID tokens.
+    public var requiredClaims: [String: String]
 
     /// Creates an issuer. See ``validate()`` for what a usable one needs.
     public init(issuer: String, audiences: Set<String>, acceptsAnyAudience: Bool = false, audienceClaim: String = "aud",
                 keys: KeySource, algorithms: Set<Algorithm> = Set(Algorithm.allCases), clockSkew: Duration = .seconds(60),
-                identityClaim: String = "sub", rolesClaim: String? = nil, identityPrefix: String = "") {
+                identityClaim: String = "sub", rolesClaim: String? = nil, identityPrefix: String = "",
+                requiredType: String? = nil, requiredClaims: [String: String] = [:]) {
         self.issuer = issuer
         self.audiences = audiences
         self.acceptsAnyAudience = acceptsAnyAudience
@@ -81,13 +90,15 @@ public struct TokenIssuer: Sendable, Hashable {
         self.identityClaim = identityClaim
         self.rolesClaim = rolesClaim
         self.identityPrefix = identityPrefix
+        self.requiredType = requiredType
+        self.requiredClaims = requiredClaims
     }
 
     /// Throws ``SyncError/Code/invalidConfiguration`` naming the problem: an empty issuer or
     /// the development tokens' own (`offline-sync`), no audience without the waiver, no
     /// algorithm, a clock skew outside 0–600 seconds, an empty claim name, an identity prefix
-    /// over 64 bytes or with a control character, or a key URL that is neither `https` nor
-    /// `http` to a loopback address.
+    /// over 64 bytes or with a control character, an empty required type or claim name, or a
+    /// key URL that is neither `https` nor `http` to a loopback address.
     public func validate() throws {
         func fail(_ message: String) -> SyncError { SyncError(.invalidConfiguration, "issuer '\(issuer)': \(message)") }
         guard !issuer.isEmpty else { throw SyncError(.invalidConfiguration, "an issuer needs its 'iss' value") }
@@ -102,6 +113,9 @@ public struct TokenIssuer: Sendable, Hashable {
         guard identityPrefix.utf8.count <= 64,
               !identityPrefix.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) else {
             throw fail("the identity prefix is at most 64 bytes, with no control characters")
+        }
+        guard requiredType.map({ !Self.mediaType($0).isEmpty }) ?? true, !requiredClaims.keys.contains("") else {
+            throw fail("a required token type or claim name may not be empty")
         }
         switch keys {
         case .jwks(let url), .discovery(let url):
@@ -123,5 +137,18 @@ public struct TokenIssuer: Sendable, Hashable {
         if bare == "localhost" || bare == "::1" { return true }
         let octets = bare.split(separator: ".", omittingEmptySubsequences: false)
         return octets.count == 4 && octets[0] == "127" && octets.allSatisfy { UInt8($0) != nil }
+    }
+
+    /// Whether a token's header `typ` is the required one (always, when none is required).
+    func acceptsType(_ typ: String?) -> Bool {
+        guard let requiredType else { return true }
+        guard let typ else { return false }
+        return Self.mediaType(typ) == Self.mediaType(requiredType)
+    }
+
+    /// A `typ` value as RFC 7515 §4.1.9 compares it: lowercased, without `application/`.
+    static func mediaType(_ text: String) -> String {
+        let lowered = text.lowercased()
+        return lowered.hasPrefix("application/") ? String(lowered.dropFirst("application/".count)) : lowered
     }
 }

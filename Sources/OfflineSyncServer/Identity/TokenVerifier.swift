@@ -11,21 +11,40 @@ package struct VerifiedToken: Sendable {
     package let expires: Date
 }
 
+/// A token that could be neither accepted nor refused now: its issuer's keys could not be
+/// had (``KeyLookup/unavailable(retryAfter:)``). Answered 503 with `Retry-After`, which a
+/// client retries instead of taking its credentials for refused.
+package struct KeysUnavailable: Error, Sendable {
+    /// When a retry may pass.
+    package let retryAfter: Duration
+}
+
 /// Verifies every bearer token the server is given: its own development tokens
-/// (``TokenAuthority``) and those of the configured identity providers (``TokenIssuer``).
+/// (``TokenAuthority``), while they are on, and those of the configured identity providers
+/// (``TokenIssuer``).
 ///
 /// The token's `iss` picks the verifier; nothing else in an unverified token is trusted.
 /// Every refusal is the same ``SyncError/Code/authenticationFailed`` to the caller; the
 /// reason goes to the server's log at debug level, naming the configured issuer at most and
 /// never any part of the token.
+///
+/// Development tokens and issuers' tokens never name one identity: with both on, every
+/// issuer has an identity prefix, and a development token whose identity starts with one is
+/// refused (and is never minted).
 package final class TokenVerifier: Sendable {
-    private let development: TokenAuthority
+    private let development: TokenAuthority?
     private let issuers: [String: IssuerKeys]
     private let logger: Logger
+    private let policy: KeyRefreshPolicy
 
-    package init(development: TokenAuthority, issuers: [TokenIssuer], policy: KeyRefreshPolicy, logger: Logger) throws {
+    package init(development: TokenAuthority?, issuers: [TokenIssuer], policy: KeyRefreshPolicy, logger: Logger) throws {
         self.development = development
         self.logger = logger
+        self.policy = policy
+        if development != nil, let open = issuers.first(where: { $0.identityPrefix.isEmpty }) {
+            throw SyncError(.invalidConfiguration, "development tokens could carry any identity of issuer '\(open.issuer)': "
+                            + "turn them off (serve --development-tokens off) or give the issuer an identity_prefix")
+        }
         var keyed: [String: IssuerKeys] = [:]
         for issuer in issuers {
             try issuer.validate()
@@ -48,18 +67,46 @@ package final class TokenVerifier: Sendable {
         }
     }
 
-    /// Starts fetching every issuer's keys in the background.
+    /// Whether the server's own development tokens are accepted.
+    package var acceptsDevelopmentTokens: Bool { development != nil }
+
+    /// Starts fetching every issuer's keys in the background, and logs which token sources
+    /// are on.
     package func start() {
-        for keys in issuers.values { keys.start() }
+        if development != nil {
+            logger.notice("token source: development tokens (HS256 over the server's token secret; minted by `offline-sync token` and POST /v1/admin/tokens)")
+        } else {
+            logger.notice("token source: development tokens are off")
+        }
+        for keys in issuers.values.sorted(by: { $0.issuer.issuer < $1.issuer.issuer }) {
+            let issuer = keys.issuer
+            var terms = ["identities '\(issuer.identityPrefix)…'"]
+            if let type = issuer.requiredType { terms.append("typ \(type)") }
+            terms += issuer.requiredClaims.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }
+            terms.append("keys used up to \(policy.maximumStaleness.components.seconds) s past their lifetime while refreshes fail")
+            logger.notice("token source: issuer \(issuer.issuer) (\(terms.joined(separator: "; ")))")
+            keys.start()
+        }
+    }
+
+    /// Throws ``SyncError/Code/invalidValue`` for an identity a development token may not
+    /// carry: one in an issuer's namespace (starting with its identity prefix).
+    package func checkDevelopmentIdentity(_ identity: String) throws {
+        if let issuer = issuers.values.first(where: { identity.utf8.starts(with: $0.issuer.identityPrefix.utf8) })?.issuer {
+            throw SyncError(.invalidValue, "a development token may not carry an identity of issuer '\(issuer.issuer)' "
+                            + "(it starts with '\(issuer.identityPrefix)')")
+        }
     }
 
     /// The verified claims of `token`. Throws ``SyncError/Code/authenticationFailed`` with no
-    /// detail for any token that is not valid now.
+    /// detail for any token that is not valid now, and ``KeysUnavailable`` for one whose
+    /// issuer's keys cannot be had now.
     package func verify(_ token: String, now: Date = Date()) async throws -> VerifiedToken {
         do throws(TokenRefusal) {
             return try await check(token, now: now)
         } catch {
             logger.debug("token refused", metadata: ["reason": "\(error.reason)"])
+            if let retryAfter = error.retryAfter { throw KeysUnavailable(retryAfter: retryAfter) }
             throw TokenAuthority.refused
         }
     }
@@ -68,7 +115,12 @@ package final class TokenVerifier: Sendable {
         let parsed = try CompactToken(token)
         guard case .string(let issuerName)? = parsed.payload["iss"] else { throw TokenRefusal("no 'iss' claim") }
         if issuerName == TokenAuthority.issuer {
-            return try await development.verify(parsed, now: now)
+            guard let development else { throw TokenRefusal("a development token, and they are off") }
+            let verified = try await development.verify(parsed, now: now)
+            guard (try? checkDevelopmentIdentity(verified.claims.identity.text)) != nil else {
+                throw TokenRefusal("a development token naming an identity of an issuer")
+            }
+            return verified
         }
         guard let keys = issuers[issuerName] else { throw TokenRefusal("an issuer that is not configured") }
         let issuer = keys.issuer
@@ -76,8 +128,13 @@ package final class TokenVerifier: Sendable {
         guard let algorithm = TokenIssuer.Algorithm(rawValue: parsed.algorithm), issuer.algorithms.contains(algorithm) else {
             throw refuse("an algorithm the issuer does not allow")
         }
-        let candidates = await keys.candidates(keyId: parsed.keyId, algorithm: algorithm)
-        guard !candidates.isEmpty else { throw refuse("no key of the issuer fits the token's key id and algorithm") }
+        let candidates: [VerificationKey]
+        switch await keys.lookup(keyId: parsed.keyId, algorithm: algorithm) {
+        case .found(let keys): candidates = keys
+        case .unknown: throw refuse("no key of the issuer fits the token's key id and algorithm")
+        case .unavailable(let retryAfter):
+            throw TokenRefusal("issuer \(issuer.issuer): its keys cannot be had now", retryAfter: retryAfter)
+        }
         guard candidates.contains(where: { $0.isValidSignature(parsed.signature, of: parsed.signingInput, algorithm: algorithm) }) else {
             throw refuse("bad signature")
         }
@@ -96,6 +153,16 @@ package final class TokenVerifier: Sendable {
                   audiences.contains(where: issuer.audiences.contains) else {
                 throw refuse("a missing or foreign audience")
             }
+        }
+        let typ: String?
+        switch parsed.header["typ"] {
+        case .string(let text)?: typ = text
+        case nil: typ = nil
+        default: throw refuse("a header 'typ' that is not a string")
+        }
+        guard issuer.acceptsType(typ) else { throw refuse("a token type the issuer does not accept") }
+        for (name, value) in issuer.requiredClaims {
+            guard case .string(value)? = parsed.payload[name] else { throw refuse("claim '\(name)' is missing or has another value") }
         }
         guard case .string(let subject)? = Self.claim(issuer.identityClaim, in: parsed.payload), !subject.isEmpty else {
             throw refuse("no string identity claim")
