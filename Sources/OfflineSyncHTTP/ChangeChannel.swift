@@ -33,30 +33,34 @@ extension HTTPRemoteStore: RemoteChangeSource {
         let configuration = self.configuration
         let task = Task {
             var backoff = Backoff(initial: configuration.initialBackoff, maximum: configuration.maxBackoff)
+            let handshakes = HandshakeWatch(timeout: configuration.channelHandshakeTimeout)
             while !Task.isCancelled {
                 let connected = ConnectionFlag()
                 do {
                     var socket = WebSocketClientConfiguration()
                     socket.additionalHeaders = [.authorization: "Bearer \(try await remote.currentToken())"]
                     socket.maxFrameSize = 1 << 16
-                    try await WebSocketClient.connect(url: url, configuration: socket, logger: logger) { inbound, _, _ in
-                        for try await message in inbound.messages(maxSize: 1 << 16) {
-                            guard case .text(let text) = message,
-                                  let json = try? JSON.parse(Array(text.utf8)), case .string(let type)? = json["type"] else { continue }
-                            switch type {
-                            case "subscribed":
-                                connected.set()
-                                continuation.yield(.subscribed)
-                            case "change":
-                                if case .string(let table)? = json["table"] { continuation.yield(.changed(table: table)) }
-                            case "dataset":
-                                guard case .string(let pool)? = json["identityPoolId"], case .string(let identity)? = json["identityId"],
-                                      case .string(let name)? = json["datasetName"], case .number(let count)? = json["syncCount"],
-                                      let syncCount = Int64(count) else { continue }
-                                continuation.yield(.dataset(DatasetNotification(
-                                    identityPoolId: pool, identityId: identity, datasetName: name, syncCount: syncCount)))
-                            default:
-                                continue
+                    let settings = socket
+                    try await handshakes.run(until: connected) {
+                        try await WebSocketClient.connect(url: url, configuration: settings, logger: logger) { inbound, _, _ in
+                            for try await message in inbound.messages(maxSize: 1 << 16) {
+                                guard case .text(let text) = message,
+                                      let json = try? JSON.parse(Array(text.utf8)), case .string(let type)? = json["type"] else { continue }
+                                switch type {
+                                case "subscribed":
+                                    connected.set()
+                                    continuation.yield(.subscribed)
+                                case "change":
+                                    if case .string(let table)? = json["table"] { continuation.yield(.changed(table: table)) }
+                                case "dataset":
+                                    guard case .string(let pool)? = json["identityPoolId"], case .string(let identity)? = json["identityId"],
+                                          case .string(let name)? = json["datasetName"], case .number(let count)? = json["syncCount"],
+                                          let syncCount = Int64(count) else { continue }
+                                    continuation.yield(.dataset(DatasetNotification(
+                                        identityPoolId: pool, identityId: identity, datasetName: name, syncCount: syncCount)))
+                                default:
+                                    continue
+                                }
                             }
                         }
                     }
@@ -81,8 +85,10 @@ extension HTTPRemoteStore: RemoteChangeSource {
 extension HTTPRemoteStore {
     /// Why an attempt to open the change channel failed. A refused upgrade does not say why,
     /// so the same request is sent once as plain HTTP, whose answer does: 401 (after the
-    /// token provider was asked again) is ``SyncError/Code/authenticationFailed``; anything
-    /// else is ``SyncError/Code/transient``, with what went wrong.
+    /// token provider was asked again) is ``SyncError/Code/authenticationFailed``; another
+    /// answer (a proxy without WebSockets answering 404) is ``SyncError/Code/rejected`` — the
+    /// remote answers, it only will not open the channel; no answer is
+    /// ``SyncError/Code/transient``, with what went wrong.
     func channelFailure(_ error: any Error) async -> SyncError {
         if let error = error as? SyncError { return error.code == .authenticationFailed ? error : SyncError(.transient, error.message) }
         guard let upgrade = error as? WebSocketClientError, upgrade == .webSocketUpgradeFailed else {
@@ -90,11 +96,12 @@ extension HTTPRemoteStore {
         }
         do {
             _ = try await send(method: .GET, path: "/v1/changes", body: nil, attempts: 1)
-            return SyncError(.transient, "the change channel's upgrade was refused")
+            return SyncError(.rejected, "the change channel's upgrade was refused")
         } catch let refusal as SyncError where refusal.code == .authenticationFailed {
             return refusal
         } catch let refusal as SyncError {
-            return SyncError(.transient, "the change channel's upgrade was refused (\(refusal.message))")
+            return SyncError(refusal.code == .transient ? .transient : .rejected,
+                             "the change channel's upgrade was refused (\(refusal.message))")
         } catch {
             return SyncError(.transient, "the change channel's upgrade was refused")
         }
@@ -104,7 +111,7 @@ extension HTTPRemoteStore {
 /// Whether one connection attempt got as far as its subscription (then losing it is a
 /// disconnection worth reporting). A class, because the socket's handler escapes and an
 /// `Atomic` alone cannot be captured by an escaping closure.
-private final class ConnectionFlag: Sendable {
+final class ConnectionFlag: Sendable {
     private let value = Atomic(false)
     func set() { value.store(true, ordering: .releasing) }
     var isSet: Bool { value.load(ordering: .acquiring) }

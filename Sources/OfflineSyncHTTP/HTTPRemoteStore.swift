@@ -42,15 +42,22 @@ public struct HTTPRemoteStore: RemoteStore {
         public var maxBackoff: Duration
         /// The largest response body read.
         public var maxResponseBytes: Int
+        /// How long the change channel may take from connecting to its subscription (the
+        /// WebSocket upgrade and the server's `subscribed`). A server that accepts and never
+        /// answers, or a proxy that holds the upgrade, is then reported as
+        /// ``RemoteChangeEvent/unavailable(_:)`` and tried again with backoff.
+        public var channelHandshakeTimeout: Duration
 
         /// Creates a configuration.
         public init(requestTimeout: Duration = .seconds(30), maxAttempts: Int = 5, initialBackoff: Duration = .milliseconds(100),
-                    maxBackoff: Duration = .seconds(10), maxResponseBytes: Int = 256 << 20) {
+                    maxBackoff: Duration = .seconds(10), maxResponseBytes: Int = 256 << 20,
+                    channelHandshakeTimeout: Duration = .seconds(10)) {
             self.requestTimeout = requestTimeout
             self.maxAttempts = max(1, maxAttempts)
             self.initialBackoff = initialBackoff
             self.maxBackoff = maxBackoff
             self.maxResponseBytes = maxResponseBytes
+            self.channelHandshakeTimeout = channelHandshakeTimeout
         }
     }
 

@@ -102,10 +102,10 @@ final class SilenceWatch: Sendable {
     }
 }
 
-/// The one answer of a ``SilenceWatch/race(_:)``: the first of the read's result, the
-/// silence and the caller's cancellation resumes the caller; the others are ignored. A result
+/// The one answer of a race (``SilenceWatch/race(_:)``, a change channel's handshake): the
+/// first of its contenders' results resumes the caller; the others are ignored. A result
 /// that comes before the caller's continuation is stored is kept until it is.
-private final class Answer<T: Sendable>: Sendable {
+final class Answer<T: Sendable>: Sendable {
     private enum State {
         case waiting(CheckedContinuation<T, any Error>?)
         case finished(Result<T, any Error>?)

@@ -170,15 +170,20 @@ struct TokenPolicyTests {
         let key = ProviderKey.p256(kid: "real")
         try await Self.with(keys: [key], configure: { configuration, provider in
             configuration.issuers = [TokenIssuer(issuer: provider.issuer, audiences: ["app"], keys: .jwks(provider.jwksURL))]
-            configuration.keyRefresh = KeyRefreshPolicy(minimumRefetchInterval: .seconds(3), maximumWaitingRequests: 4)
+            configuration.keyRefresh = KeyRefreshPolicy(minimumRefetchInterval: .seconds(10), maximumWaitingRequests: 4)
         }) { provider, live throws in
-            // A made-up key id starts a fetch now; the next is allowed 3 s later.
+            // A made-up key id starts a fetch now; the next is allowed 10 s later, and the 20
+            // requests below all arrive before it.
             #expect(try await Self.pull(live, signedToken(provider.claims("otto"), key: key.described(["kid": "first"]))).status == 401)
-            let answers = try await withThrowingTaskGroup(of: (Int, String?).self) { group in
-                for i in 0..<20 {
-                    group.addTask { try await Self.pull(live, signedToken(provider.claims("otto"), key: key.described(["kid": "x\(i)"]))) }
+            let answers = try await withWideClient(connections: 20) { client in
+                try await withThrowingTaskGroup(of: (Int, String?).self) { group in
+                    for i in 0..<20 {
+                        group.addTask {
+                            try await Self.pull(live, signedToken(provider.claims("otto"), key: key.described(["kid": "x\(i)"])), client: client)
+                        }
+                    }
+                    return try await group.reduce(into: []) { $0.append($1) }
                 }
-                return try await group.reduce(into: []) { $0.append($1) }
             }
             let waited = answers.filter { $0.0 == 401 }.count
             let turnedAway = answers.filter { $0.0 == 503 }

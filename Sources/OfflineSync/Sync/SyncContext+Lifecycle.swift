@@ -1,6 +1,39 @@
 import Foundation
 import Synchronization
 
+/// Whether an online period has a live change channel, and when it last synced: what
+/// ``SyncContext`` polls by while the channel is down.
+final class ChannelState: Sendable {
+    private struct State {
+        var live = false
+        var lastRun: ContinuousClock.Instant?
+    }
+
+    private let state = Mutex(State())
+    /// When the period began.
+    let began = ContinuousClock.now
+
+    /// The channel subscribed (`true`) or dropped (`false`).
+    func setLive(_ live: Bool) { state.withLock { $0.live = live } }
+
+    /// A sync run began or ended (whether or not it succeeded): the next poll is due an
+    /// interval later.
+    func ran() { state.withLock { $0.lastRun = .now } }
+
+    /// Whether a sync run began in this period.
+    var hasRun: Bool { state.withLock { $0.lastRun != nil } }
+
+    /// When the next poll is due: `nil` while the channel is live; one `interval` after the
+    /// last run, or after the period began if nothing ran yet (a channel that neither opens
+    /// nor reports a failure).
+    func pollDue(interval: Duration) -> ContinuousClock.Instant? {
+        state.withLock { state in
+            if state.live { return nil }
+            return (state.lastRun ?? began) + interval
+        }
+    }
+}
+
 /// The running ``SyncContext/start(tables:network:queryId:)`` loop, if any.
 final class LifecycleState: Sendable {
     let task = Mutex<Task<Void, Never>?>(nil)
@@ -26,7 +59,14 @@ extension SyncContext {
     /// a sync run: ``SyncEvent/syncQueriesStarted(tables:)``, ``SyncEvent/modelSynced(_:)``
     /// per table, ``SyncEvent/syncQueriesReady``, ``SyncEvent/outboxStatus(isEmpty:)`` and
     /// ``SyncEvent/ready``. Afterwards each notified change pulls its table, and each
-    /// reconnection of the channel runs the sequence again.
+    /// reconnection of the channel runs the sequence again. Local writes are pushed as they
+    /// are made.
+    ///
+    /// The change channel is the fast path, not a requirement: while it is not live (the
+    /// remote has none, a proxy refuses WebSockets, it is down), the context runs a sync
+    /// every ``SyncOptions/pollInterval`` — the first as soon as the channel reports that it
+    /// cannot open. ``SyncStatus/connected`` says whether
+    /// the remote answered, never merely that the monitor reports a network.
     ///
     /// Offline at start, only `networkStatus(active: false)` is reported; local reads and
     /// writes go on (writes queue), and the whole sequence runs when the network returns —
@@ -63,7 +103,7 @@ extension SyncContext {
                     session?.cancel()
                     await session?.value
                     session = nil
-                    self.networkReachable(online)
+                    self.networkChanged(online)
                     if online {
                         session = Task {
                             if await self.runSession(tables: tables, queryId: queryId) == .halted { input.yield(.halted) }
@@ -124,10 +164,12 @@ extension SyncContext {
     /// One online period: the remote's change notices and the app's local writes, each
     /// followed until the period is cancelled or a failure retrying cannot fix halts it.
     private func runSession(tables: [String], queryId: String) async -> SessionEnd {
-        await withTaskGroup(of: SessionEnd.self) { group in
-            group.addTask { await self.followChanges(tables: tables, queryId: queryId) }
+        let channel = ChannelState()
+        return await withTaskGroup(of: SessionEnd.self) { group in
+            group.addTask { await self.followChanges(tables: tables, queryId: queryId, channel: channel) }
             group.addTask { await self.pushLocalWrites() }
             group.addTask { await self.retryRefusedTables(tables: tables, queryId: queryId) }
+            group.addTask { await self.pollWithoutChannel(tables: tables, queryId: queryId, channel: channel) }
             for await end in group where end == .halted {
                 group.cancelAll()
                 return .halted
@@ -168,10 +210,10 @@ extension SyncContext {
 
     /// The remote's change notices: a sync run when the channel opens (and after each drop),
     /// a pull of each table a notice names.
-    private func followChanges(tables: [String], queryId: String) async -> SessionEnd {
+    private func followChanges(tables: [String], queryId: String, channel: ChannelState) async -> SessionEnd {
         guard let source = remote as? RemoteChangeSource else {
             broadcaster.publish(.subscriptionsEstablished)
-            return await syncUntilDone(tables: tables, queryId: queryId)
+            return await syncUntilDone(tables: tables, queryId: queryId, channel: channel)
         }
         let wanted = Set(tables)
         var established = false
@@ -179,12 +221,14 @@ extension SyncContext {
             if Task.isCancelled { break }
             switch event {
             case .subscribed:
+                channel.setLive(true)
+                remoteAnswered()
                 if !established {
                     established = true
                     broadcaster.publish(.subscriptionsEstablished)
                 }
                 // First time, or back after a drop: catch up on everything.
-                if await syncUntilDone(tables: tables, queryId: queryId) == .halted { return .halted }
+                if await syncUntilDone(tables: tables, queryId: queryId, channel: channel) == .halted { return .halted }
             case .changed(let table) where wanted.contains(table):
                 do {
                     _ = try await pull(table, queryId: queryId)
@@ -195,12 +239,18 @@ extension SyncContext {
                     if settle(error) == .halted { return .halted }
                 }
             case .unavailable(let error):
-                // The channel could not open: say so, and stop if retrying cannot help.
+                // The channel could not open: say so, and stop if retrying cannot help (the
+                // poll keeps syncing meanwhile).
+                channel.setLive(false)
+                remoteFailed(error)
                 let failure = SyncFailure(error: error, willRetry: true)
                 guard failure.isRetryable else { return halt(failure) }
-                remoteFailed(error)
                 failed(failure)
-            case .changed, .disconnected, .dataset:
+                // Without the channel, the poll syncs; the first run is now.
+                if !channel.hasRun, let end = await syncOnce(tables: tables, queryId: queryId, channel: channel) { return end }
+            case .disconnected:
+                channel.setLive(false)
+            case .changed, .dataset:
                 continue
             }
         }
@@ -213,10 +263,12 @@ extension SyncContext {
     /// failed is done: every other table was pulled and the outbox pushed, and the refused
     /// tables are ``retryRefusedTables(tables:queryId:)``'s, so change notices are not held
     /// up behind a backoff.
-    private func syncUntilDone(tables: [String], queryId: String) async -> SessionEnd {
+    private func syncUntilDone(tables: [String], queryId: String, channel: ChannelState) async -> SessionEnd {
         var backoff = Backoff(initial: Self.restartDelay, maximum: Self.maxRestartDelay)
         while !Task.isCancelled {
             do {
+                channel.ran()
+                defer { channel.ran() }
                 try await sync(tables, queryId: queryId)
                 return .cancelled
             } catch {
@@ -226,6 +278,39 @@ extension SyncContext {
             }
         }
         return .cancelled
+    }
+
+    /// Runs a sync whenever one is due while the change channel is not live
+    /// (``ChannelState/pollDue(interval:)``): every ``SyncOptions/pollInterval`` after the last
+    /// run. A failed run is reported and tried again at the next poll; one that retrying
+    /// cannot fix halts the session.
+    private func pollWithoutChannel(tables: [String], queryId: String, channel: ChannelState) async -> SessionEnd {
+        while !Task.isCancelled {
+            guard let due = channel.pollDue(interval: options.pollInterval) else {
+                // Live: look again an interval from now (a drop is noticed within one).
+                try? await Task.sleep(for: options.pollInterval)
+                continue
+            }
+            if due > .now {
+                try? await Task.sleep(until: due, clock: .continuous)
+                continue
+            }
+            if let end = await syncOnce(tables: tables, queryId: queryId, channel: channel), end == .halted { return .halted }
+        }
+        return .cancelled
+    }
+
+    /// One sync run of the poll: `nil` when it succeeded or failed in a way the next poll may
+    /// fix (reported), otherwise how the session ends.
+    private func syncOnce(tables: [String], queryId: String, channel: ChannelState) async -> SessionEnd? {
+        channel.ran()
+        defer { channel.ran() }
+        do {
+            try await sync(tables, queryId: queryId)
+            return nil
+        } catch {
+            return settle(error)
+        }
     }
 
     /// Pulls again, with backoff, each of `tables` whose last pull the remote refused

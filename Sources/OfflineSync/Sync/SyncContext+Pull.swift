@@ -52,7 +52,7 @@ extension SyncContext {
             do {
                 guard let read = try await next.valueCancellingWithCaller() else { break }
                 page = read
-                networkReachable(true)
+                remoteAnswered()
             } catch {
                 remoteFailed(error)
                 throw error

@@ -69,7 +69,7 @@ extension SyncContext {
             let results: [PushResult]
             do {
                 results = try await answer.valueCancellingWithCaller()
-                networkReachable(true)
+                remoteAnswered()
             } catch {
                 inFlight = nil
                 remoteFailed(error)

@@ -27,6 +27,8 @@ public final class SyncContext: Sendable {
     /// Every write of the context goes through it, so observations see each commit.
     package let observer: StoreObserver
     let statusState: SyncStatusState
+    /// The deadline of each push, pull and sync call (``SyncOptions/progressTimeout``).
+    let stallWatch: StallWatch
 
     /// Opens a context: defines the system tables in `store` if needed.
     public init(store: any LocalStore, remote: any RemoteStore, options: SyncOptions = SyncOptions()) async throws {
@@ -35,6 +37,7 @@ public final class SyncContext: Sendable {
         self.options = options
         self.broadcaster = SyncEventHub(limit: options.eventBufferLimit)
         self.observer = StoreObserver(store: store, externalChangeInterval: options.externalChangeInterval)
+        self.stallWatch = StallWatch(timeout: options.progressTimeout)
         try await SystemTables.define(in: store)
         let (synced, marked) = try await store.read { txn in (try ConfigRow.pulledAtTimes(txn), !(try InFlight.read(txn).isEmpty)) }
         if marked {
@@ -199,25 +202,41 @@ public final class SyncContext: Sendable {
         }
     }
 
-    func networkReachable(_ active: Bool) {
-        if network.set(active) { broadcaster.publish(.networkStatus(active: active)) }
-        statusState.update { $0.connected = active }
+    /// The network monitor's word (for a started context): reported as
+    /// ``SyncEvent/networkStatus(active:)``. Down, the remote is not connected; up says
+    /// nothing about the remote, which is ``SyncStatus/connected`` only once it answers.
+    func networkChanged(_ online: Bool) {
+        if network.set(online) { broadcaster.publish(.networkStatus(active: online)) }
+        if !online { statusState.update { $0.connected = false } }
+    }
+
+    /// The remote answered (a refusal is an answer): it is connected, and the running call's
+    /// deadline starts again.
+    func remoteAnswered() {
+        stallWatch.heard()
+        reachable(true)
     }
 
     /// What a failed remote call says about the network: the remote did not answer only
     /// when the failure is transient (a refusal, 401 included, is an answer).
     func remoteFailed(_ error: any Error) {
         guard let error = error as? SyncError, error.code != .cancelled else { return }
-        networkReachable(error.code != .transient)
+        if error.code == .transient { reachable(false) } else { remoteAnswered() }
+    }
+
+    private func reachable(_ active: Bool) {
+        if network.set(active) { broadcaster.publish(.networkStatus(active: active)) }
+        statusState.update { $0.connected = active }
     }
 
     /// Runs a public push, pull or sync through the gate, keeping ``SyncStatus/lastError``:
-    /// set by a failure, cleared by a success. A call whose task is cancelled throws
+    /// set by a failure, cleared by a success. Its turn at the gate ends when the remote has
+    /// answered nothing for ``SyncOptions/progressTimeout`` (``StallWatch``). A call whose task is cancelled throws
     /// `CancellationError`; what it had committed (whole pages, whole settled batches) stays,
     /// and operations sent but not answered stay queued, marked attempted.
-    func tracked<T: Sendable>(_ body: @Sendable () async throws -> T) async throws -> T {
+    func tracked<T: Sendable>(_ body: @escaping @Sendable () async throws -> T) async throws -> T {
         do {
-            let value = try await gate.run(body)
+            let value = try await gate.run { try await self.stallWatch.run(body) }
             statusState.update { $0.lastError = nil }
             return value
         } catch {
@@ -230,6 +249,8 @@ public final class SyncContext: Sendable {
                 status.downloading = false
                 if !cancelled, failure.kind != .cancelled { status.lastError = failure }
             }
+            // A call the stall watch cancelled saw only its cancellation: the remote did not answer.
+            if !cancelled, failure.kind == .transient { remoteFailed(error) }
             // A cancelled call ends with CancellationError, whatever the remote made of it.
             if cancelled { throw CancellationError() }
             throw error

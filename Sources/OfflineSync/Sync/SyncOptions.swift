@@ -21,17 +21,32 @@ public struct SyncOptions: Sendable {
     /// a push of 10,000 operations announces each one, so a subscriber that reads after it
     /// still hears them all.
     public var eventBufferLimit: Int
+    /// The deadline of a push, pull or sync call: once the remote has answered nothing for
+    /// this long, the call is cancelled and throws ``SyncError/Code/transient``, however many
+    /// attempts its remote still had. Every answer (a page, a push batch's results) starts it
+    /// again, so a long first sync that keeps receiving pages never meets it. What the call
+    /// committed stays (whole pages, settled batches), and what it did not send stays queued.
+    /// Default 30 seconds. A ``ConflictResolver`` that waits for a person counts against it:
+    /// leave such conflicts for the app (``ConflictResolution/leaveForApp``) instead.
+    public var progressTimeout: Duration
+    /// How often a started context syncs while it has no live change channel (the remote has
+    /// none, a proxy refuses WebSockets, the channel is down): it then pulls on this schedule,
+    /// and pushes after every local write, as it does with the channel. Default 30 seconds.
+    public var pollInterval: Duration
 
     /// Creates options.
     public init(conflictResolver: any ConflictResolver = ConflictPolicy.serverWins, pushBatchSize: Int = 500,
                 pullPageSize: Int = 500, maxConflictRetries: Int = 5,
-                externalChangeInterval: Duration = .milliseconds(100), eventBufferLimit: Int = 10_000) {
+                externalChangeInterval: Duration = .milliseconds(100), eventBufferLimit: Int = 10_000,
+                progressTimeout: Duration = .seconds(30), pollInterval: Duration = .seconds(30)) {
         self.conflictResolver = conflictResolver
         self.pushBatchSize = max(1, pushBatchSize)
         self.pullPageSize = max(1, pullPageSize)
         self.maxConflictRetries = max(1, maxConflictRetries)
         self.externalChangeInterval = max(.milliseconds(1), externalChangeInterval)
         self.eventBufferLimit = max(1, eventBufferLimit)
+        self.progressTimeout = max(.milliseconds(10), progressTimeout)
+        self.pollInterval = max(.milliseconds(10), pollInterval)
     }
 }
 

@@ -5,8 +5,10 @@ import Synchronization
 /// `currentStatus` and Amplify scatters hub events, so an app can show "offline", "syncing",
 /// "last synced 2 min ago" or "sign in again" from one place.
 public struct SyncStatus: Sendable, Hashable {
-    /// Whether the remote answered the last call (a refusal is an answer), or — for a
-    /// started context — the network monitor's last word. `false` until the first.
+    /// Whether the remote answered the last call or its change channel subscribed (a refusal
+    /// is an answer). `false` until the first answer, after a call the remote did not answer,
+    /// and while a started context's network monitor reports no network: a network that is
+    /// up says nothing about whether the remote answers.
     public var connected: Bool
     /// Whether a push is under way.
     public var uploading: Bool
