@@ -35,10 +35,10 @@ extension SyncScenarioConformance {
             let a = try await world.client("a"), b = try await world.client("b")
             for i in 1...3 { try await a.table("notes").insert(note("n\(i)", title: "t\(i)", n: Int64(i))) }
             try expectEqual(try await b.pull("notes").added, 0, "b sees nothing before a pushes")
-            try expectEqual(try await a.pendingOperationCount(), 3, "a's queue before push")
+            try expectEqual(try await a.queuedOperationCount(), 3, "a's queue before push")
             let pushed = try await a.push()
             try expectEqual(pushed.applied, 3, "operations applied")
-            try expectEqual(try await a.pendingOperationCount(), 0, "a's queue after push")
+            try expectEqual(try await a.queuedOperationCount(), 0, "a's queue after push")
             try expectEqual(try await b.pull("notes").added, 3, "b's pull after a's push")
             try await b.table("notes").update(note("n1", title: "by b", n: 1))
             try await b.table("notes").delete(id: "n2")
@@ -68,7 +68,7 @@ extension SyncScenarioConformance {
                 throw failure("the transaction did not throw")
             } catch is Abort {}
             try expectEqual(try await a.table("notes").count(), 0, "records after the rolled-back transaction")
-            try expectEqual(try await a.pendingOperationCount(), 0, "queue after the rolled-back transaction")
+            try expectEqual(try await a.queuedOperationCount(), 0, "queue after the rolled-back transaction")
         }),
     ]
 
@@ -79,7 +79,7 @@ extension SyncScenarioConformance {
             try await expectThrows(.duplicateId, "inserting a queued id again") {
                 try await a.table("notes").insert(note("x", title: "second"))
             }
-            let queue = try await a.pendingOperations()
+            let queue = try await a.queuedOperations()
             try expectEqual(queue.map(\.kind), [.insert], "queued kinds")
             try expectEqual(queue.first?.item?["title"], "first", "queued item")
             try await a.push()
@@ -87,20 +87,20 @@ extension SyncScenarioConformance {
                 try await a.table("notes").insert(note("x", title: "third"))
             }
             try expectEqual(try await a.table("notes").get("x")?["title"], "first", "local title")
-            try expectEqual(try await a.pendingOperationCount(), 0, "queue after the refused insert")
+            try expectEqual(try await a.queuedOperationCount(), 0, "queue after the refused insert")
             // A refused insert inside a transaction leaves the rest of it to commit.
             try await a.transaction { tx in
                 try tx.insert(note("y", title: "kept"), into: "notes")
                 _ = try? tx.insert(note("y", title: "refused"), into: "notes")
             }
             try expectEqual(try await a.table("notes").get("y")?["title"], "kept", "y after its transaction")
-            try expectEqual(try await a.pendingOperations().map(\.itemId), ["y"], "queued items")
+            try expectEqual(try await a.queuedOperations().map(\.itemId), ["y"], "queued items")
         }),
         ("insert then update queues one insert with the new item", { world in
             let a = try await world.client("a")
             try await a.table("notes").insert(note("x", title: "first"))
             try await a.table("notes").update(note("x", title: "second"))
-            let queue = try await a.pendingOperations()
+            let queue = try await a.queuedOperations()
             try expectEqual(queue.map(\.kind), [.insert], "queued kinds")
             try expectEqual(queue.first?.item?["title"], "second", "queued item")
             try await a.push()
@@ -112,7 +112,7 @@ extension SyncScenarioConformance {
             let a = try await world.client("a")
             try await a.table("notes").insert(note("x"))
             try await a.table("notes").delete(id: "x")
-            try expectEqual(try await a.pendingOperationCount(), 0, "queue length")
+            try expectEqual(try await a.queuedOperationCount(), 0, "queue length")
             try expectEqual(try await a.push().sent, 0, "operations sent")
             let b = try await world.client("b")
             try expectEqual(try await b.pull("notes").added + (try await b.pull("notes").deleted), 0, "changes at b")
@@ -124,7 +124,7 @@ extension SyncScenarioConformance {
             let base = try await a.table("notes").get("x")?.version
             try await a.table("notes").update(note("x", title: "v2"))
             try await a.table("notes").update(note("x", title: "v3"))
-            let queue = try await a.pendingOperations()
+            let queue = try await a.queuedOperations()
             try expectEqual(queue.map(\.kind), [.update], "queued kinds")
             try expectEqual(queue.first?.item?["title"], "v3", "queued item")
             try expectEqual(queue.first?.baseVersion, base, "base version")
@@ -136,7 +136,7 @@ extension SyncScenarioConformance {
             try await a.push()
             try await a.table("notes").update(note("x", title: "changed"))
             try await a.table("notes").delete(id: "x")
-            try expectEqual(try await a.pendingOperations().map(\.kind), [.delete], "queued kinds")
+            try expectEqual(try await a.queuedOperations().map(\.kind), [.delete], "queued kinds")
             try await a.push()
             let b = try await world.client("b")
             try await b.pull("notes")
@@ -148,7 +148,7 @@ extension SyncScenarioConformance {
             try await a.push()
             try await a.table("notes").delete(id: "x")
             try await a.table("notes").insert(note("x", title: "new"))
-            let queue = try await a.pendingOperations()
+            let queue = try await a.queuedOperations()
             try expectEqual(queue.map(\.kind), [.update], "queued kinds")
             try expectEqual(queue.first?.item?["title"], "new", "queued item")
             try expectEqual(try await a.push().applied, 1, "applied")
@@ -163,7 +163,7 @@ extension SyncScenarioConformance {
                 guard written.value == nil, let context = box.value else { return }
                 written.value = true
                 try await context.table("notes").update(note("x", title: "during push"))
-                let queue = try await context.pendingOperations()
+                let queue = try await context.queuedOperations()
                 try expectEqual(queue.map(\.kind), [.insert, .update], "queue while the insert is in flight")
                 try expectEqual(queue.first?.state, .attempted, "state of the operation in flight")
                 try expectEqual(queue.first?.item?["title"], "before", "the operation in flight is not rewritten")
@@ -173,7 +173,7 @@ extension SyncScenarioConformance {
             let summary = try await a.push()
             try expectEqual(summary.applied, 2, "both operations applied")
             try expectEqual(summary.conflictsResolved + summary.failed, 0, "conflicts or failures")
-            try expectEqual(try await a.pendingOperationCount(), 0, "queue after push")
+            try expectEqual(try await a.queuedOperationCount(), 0, "queue after push")
             let local = try await a.table("notes").get("x")
             try expectEqual(local?["title"], "during push", "the local edit survived the push response")
             let b = try await world.client("b")
@@ -223,7 +223,7 @@ extension SyncScenarioConformance {
             try expectEqual(push.conflictsResolved, 1, "conflicts resolved")
             try await expectTitleBody(server, "tA", "b0", "the server")
             try await expectTitleBody(b, "tA", "b0", "b")
-            try expectEqual(try await b.pendingOperationCount(), 0, "b's queue")
+            try expectEqual(try await b.queuedOperationCount(), 0, "b's queue")
         }),
         ("client wins", { world in
             let (_, b, server, _) = try await conflict(world, resolver: ConflictPolicy.clientWins)
@@ -258,7 +258,7 @@ extension SyncScenarioConformance {
         ("discarding the client's change removes the local copy until the next pull", { world in
             let (_, b, _, _) = try await conflict(world, resolver: ClosureConflictResolver { _ in .discardClient })
             try expectEqual(try await b.table("notes").get("r"), nil, "b's copy after discard")
-            try expectEqual(try await b.pendingOperationCount(), 0, "b's queue")
+            try expectEqual(try await b.queuedOperationCount(), 0, "b's queue")
             try await b.pull("notes")
             try await expectTitleBody(b, "tA", "b0", "b after pull")
         }),
@@ -279,7 +279,7 @@ extension SyncScenarioConformance {
             try await server.pull("notes")
             try await expectTitleBody(server, "t0", "bB", "the server after retry")
             try expectEqual(try await b.operationErrors().count, 0, "errors after retry")
-            try expectEqual(try await b.pendingOperationCount(), 0, "b's queue after retry")
+            try expectEqual(try await b.queuedOperationCount(), 0, "b's queue after retry")
         }),
     ]
 
@@ -291,10 +291,10 @@ extension SyncScenarioConformance {
                 try await a.purge("notes")
             }
             try expectEqual(try await a.table("notes").count(), 1, "records after the refused purge")
-            try expectEqual(try await a.pendingOperationCount(), 1, "queue after the refused purge")
+            try expectEqual(try await a.queuedOperationCount(), 1, "queue after the refused purge")
             try await a.purge("notes", force: true)
             try expectEqual(try await a.table("notes").count(), 0, "records after the forced purge")
-            try expectEqual(try await a.pendingOperationCount(), 0, "queue after the forced purge")
+            try expectEqual(try await a.queuedOperationCount(), 0, "queue after the forced purge")
             try expectEqual(try await a.push().sent, 0, "nothing is sent after the forced purge")
         }),
         ("purge of a query removes only matching records and resets cursors", { world in
@@ -388,7 +388,7 @@ extension SyncScenarioConformance {
             let a = try await world.client("a"), b = try await world.client("b")
             try await a.table("notes").insert(note("x", title: "from a"))
             try await a.pull("notes")
-            try expectEqual(try await a.pendingOperationCount(), 0, "a's queue after its pull")
+            try expectEqual(try await a.queuedOperationCount(), 0, "a's queue after its pull")
             try expect(try await a.table("notes").get("x")?.version != nil, "x has a server version at a")
             try await b.pull("notes")
             try expectEqual(try await b.table("notes").get("x")?["title"], "from a", "x at b")

@@ -128,7 +128,7 @@ enum Push10k: BenchWorkload {
         }
         var summary: PushSummary?
         let seconds = try await LocalWrites.measure { summary = try await context.push() }
-        guard summary?.applied == count, try await context.pendingOperationCount() == 0 else {
+        guard summary?.applied == count, try await context.queuedOperationCount() == 0 else {
             throw SyncError(.storageFailure, "the push applied \(summary?.applied ?? 0) of \(count)")
         }
         try await context.close()

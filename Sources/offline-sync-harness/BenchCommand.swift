@@ -285,7 +285,7 @@ enum LocalWrites {
                 }
             }
         }
-        let queued = try await context.pendingOperationCount()
+        let queued = try await context.queuedOperationCount()
         guard queued == records else { throw ValidationError("expected \(records) queued operations, found \(queued)") }
         try await store.close()
         return seconds

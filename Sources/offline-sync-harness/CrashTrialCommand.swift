@@ -59,7 +59,7 @@ struct CrashTrialClientCommand: AsyncParsableCommand {
             var rounds = 0
             var done = false
             while rounds < 50 {
-                if done, try await context.pendingOperationCount() == 0 { break }
+                if done, try await context.queuedOperationCount() == 0 { break }
                 rounds += 1
                 do {
                     try await exchange()
@@ -68,7 +68,7 @@ struct CrashTrialClientCommand: AsyncParsableCommand {
                     try await Task.sleep(for: .milliseconds(200))
                 }
             }
-            let pending = try await context.pendingOperationCount()
+            let pending = try await context.queuedOperationCount()
             let errors = try await context.operationErrors().count
             let rows = try await local.read { txn in try txn.records(in: "trial", matching: .all) }
                 .filter { !$0.deleted }.sorted { $0.id < $1.id }

@@ -74,21 +74,21 @@ extension Demo {
         say("   the network returns: C uploads its change and pulls")
         network.set(online: true)
         ok = await Demo.waitForStatus(context) { $0.hasSynced && !$0.uploading && !$0.downloading && $0.lastError == nil } && ok
-        ok = try await context.pendingOperationCount() == 0 && ok
+        ok = try await context.queuedOperationCount() == 0 && ok
         await settle()
 
         say("   C's token is replaced by one the server refuses (as when a session is revoked), and C writes again")
         current.withLock { $0 = "not-a-valid-token" }
         _ = try await context.table("todos").insert(Record(id: "c-2", fields: ["title": "written while signed out", "done": false]))
         ok = await Demo.waitForStatus(context) { $0.backgroundSync == .halted && $0.lastError?.kind == .authentication } && ok
-        say("   pending operations kept: \(try await context.pendingOperationCount())")
+        say("   pending operations kept: \(try await context.queuedOperationCount())")
         await settle()
 
         say("   C signs in again and calls start: the kept change is pushed")
         current.withLock { $0 = good }
         await context.start(tables: ["todos"], network: network)
         ok = await Demo.waitForStatus(context) { $0.backgroundSync == .running && $0.lastError == nil && !$0.uploading && !$0.downloading } && ok
-        let pending = try await context.pendingOperationCount()
+        let pending = try await context.queuedOperationCount()
         say("   pending operations: \(pending)")
         ok = pending == 0 && ok
         await settle()

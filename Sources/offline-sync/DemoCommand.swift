@@ -74,7 +74,7 @@ struct Demo {
             let note = todo["note"].stringValue.map { " — \($0)" } ?? ""
             say("   \(who) [\(done)] \(todo.id): \(todo["title"].stringValue ?? "")\(note)  (version \(todo.version ?? "none"))")
         }
-        let pending = try await context.pendingOperationCount()
+        let pending = try await context.queuedOperationCount()
         say("   \(who) queue: \(pending) pending operation\(pending == 1 ? "" : "s")")
     }
 
@@ -268,7 +268,7 @@ struct Demo {
         say("   conflict policy:      \(policy.rawValue)")
         say("   todo-1 at the end:    \(recordsA.first { $0.id == "todo-1" }.map { "\($0["title"].stringValue ?? ""), note: \($0["note"].stringValue ?? "none")" } ?? "missing")")
         say("   records on A / B / server: \(recordsA.count) / \(recordsB.count) / \(server.count)")
-        say("   pending operations:   \(try await a.pendingOperationCount() + b.pendingOperationCount()); operation errors: \(errors)")
+        say("   pending operations:   \(try await a.queuedOperationCount() + b.queuedOperationCount()); operation errors: \(errors)")
         say("   converged:            \(converged ? "yes" : "NO")")
         say("   datasets converged:   \(datasetsConverged ? "yes" : "NO")")
         try await clients.storeA.close()

@@ -51,12 +51,12 @@ struct MigrationTests {
             ])
             // The newest operation on "a" is found through the new index: the update collapses into its insert.
             try await context.table("notes").update(Record(id: "a", fields: ["title": "A"]))
-            let queued = try await context.pendingOperations()
+            let queued = try await context.queuedOperations()
             #expect(queued.map(\.itemId) == ["b", "a", "c"])
             #expect(queued.map(\.kind) == [.insert, .insert, .insert])
             #expect(queued[1].item?["title"] == "A")
             _ = try await context.push()
-            #expect(try await context.pendingOperations().isEmpty)
+            #expect(try await context.queuedOperations().isEmpty)
             try await context.close()
 
             let reader = try await SyncContext(store: InMemoryStore(), remote: service.remote(for: "user"))

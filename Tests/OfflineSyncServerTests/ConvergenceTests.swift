@@ -302,7 +302,7 @@ struct ConvergenceTests {
             for (index, client) in clients.enumerated() {
                 let rows = try await client.context.table("items").query().sorted { $0.id < $1.id }
                 #expect(rows == serverRows, "client \(index) diverged from the server; \(replay)")
-                #expect(try await client.context.pendingOperationCount() == 0, "client \(index) has queued operations; \(replay)")
+                #expect(try await client.context.queuedOperationCount() == 0, "client \(index) has queued operations; \(replay)")
                 #expect(try await client.context.operationErrors().isEmpty, "client \(index) has failed operations; \(replay)")
                 let values = try await client.datasets.openOrCreateDataset("shared").getAll()
                 #expect(values == serverValues, "client \(index)'s dataset diverged; \(replay)")

@@ -43,7 +43,7 @@ struct FailFastTests {
             }
             let elapsed = ContinuousClock.now - started
             #expect(elapsed < .seconds(15), "five attempts with 100 ms doubling backoff, not five request deadlines: \(elapsed)")
-            #expect(try await context.pendingOperationCount() == 1)
+            #expect(try await context.queuedOperationCount() == 1)
             #expect(context.status.lastError?.kind == .transient)
             try await store.close()
         }
@@ -61,7 +61,7 @@ struct FailFastTests {
             let result = await push.result
             guard case .failure(let error) = result else { Issue.record("a cancelled push succeeded"); return }
             #expect(error is CancellationError, "\(error)")
-            let queued = try await context.pendingOperations()
+            let queued = try await context.queuedOperations()
             #expect(queued.map(\.itemId) == ["queued"])
             // A push waiting behind it for the gate leaves the line just as promptly.
             try await store.close()
@@ -97,7 +97,7 @@ struct FailFastTests {
             var started = ContinuousClock.now
             await hung.stop()
             #expect(ContinuousClock.now - started < .seconds(5), "hung server: \(ContinuousClock.now - started)")
-            #expect(try await hung.pendingOperationCount() == 1)
+            #expect(try await hung.queuedOperationCount() == 1)
             silent.stop()
             try await hungStore.close()
 
@@ -110,7 +110,7 @@ struct FailFastTests {
             started = ContinuousClock.now
             await closed.stop()
             #expect(ContinuousClock.now - started < .seconds(5), "closed port: \(ContinuousClock.now - started)")
-            #expect(try await closed.pendingOperationCount() == 1)
+            #expect(try await closed.queuedOperationCount() == 1)
             try await closedStore.close()
 
             // A real server killed with SIGKILL while the context is idle with its socket open.
@@ -124,7 +124,7 @@ struct FailFastTests {
             started = ContinuousClock.now
             await idle.stop()
             #expect(ContinuousClock.now - started < .seconds(5), "killed server: \(ContinuousClock.now - started)")
-            #expect(try await idle.pendingOperationCount() == 0, "pushed before the kill")
+            #expect(try await idle.queuedOperationCount() == 0, "pushed before the kill")
             try await idleStore.close()
         }
     }
@@ -150,7 +150,7 @@ struct FailFastTests {
                 #expect(context.status.backgroundSync == .halted)
                 #expect(context.status.lastError?.kind == .authentication)
                 #expect(context.status.connected, "the server answered: it is not offline")
-                #expect(try await context.pendingOperationCount() == 1)
+                #expect(try await context.queuedOperationCount() == 1)
                 await context.stop()
                 try await store.close()
             }

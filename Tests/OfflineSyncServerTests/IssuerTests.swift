@@ -420,7 +420,7 @@ extension IssuerTests {
                 try await context.defineTable(TableSchema("todos"))
                 _ = try await context.table("todos").insert(Record(id: "kept"))
                 #expect(await syncErrorCode { try await context.push() } == .authenticationFailed)
-                #expect(try await context.pendingOperationCount() == 1)
+                #expect(try await context.queuedOperationCount() == 1)
                 try await store.close()
             }
             // A provider that keeps returning a refused token: the second 401 ends the call.

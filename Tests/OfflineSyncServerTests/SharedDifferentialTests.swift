@@ -114,9 +114,9 @@ struct SharedDifferentialTests {
                                                lists: &lists, random: &random, trace: trace) { continue }
             if client.partition.isCut {
                 // Offline: the sync fails as a lost network does, and the queue stays.
-                let pending = try await client.context.pendingOperationCount()
+                let pending = try await client.context.queuedOperationCount()
                 #expect(await syncErrorCode { try await sharedListsSync(client.context) } == .transient)
-                #expect(try await client.context.pendingOperationCount() >= pending, "\(context), step \(step): a failed sync lost queued work")
+                #expect(try await client.context.queuedOperationCount() >= pending, "\(context), step \(step): a failed sync lost queued work")
                 continue
             }
             try await sharedListsSync(client.context)
@@ -135,7 +135,7 @@ struct SharedDifferentialTests {
             let expected = try await sharedListsOracle(serverStore: servers.store, identity: identity)
             let actual = try await sharedListsLocalView(client.context)
             #expect(actual == expected, "\(context), at the end: \(identity)'s tables differ from what the rules let it read")
-            #expect(try await client.context.pendingOperationCount() == 0, "\(context): \(identity) still has queued work")
+            #expect(try await client.context.queuedOperationCount() == 0, "\(context): \(identity) still has queued work")
             try await client.store.close()
         }
     }

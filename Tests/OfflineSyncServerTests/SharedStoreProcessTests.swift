@@ -82,7 +82,7 @@ struct SharedStoreProcessTests {
             try await offThePool { third.process.waitUntilExit() }
             observing.cancel()
 
-            let operations = try await context.pendingOperations()
+            let operations = try await context.queuedOperations()
             #expect(operations.count == 300)
             #expect(Set(operations.map(\.itemId)) == Set(["a", "b", "c"].flatMap { w in (0..<100).map { "\(w)-\($0)" } }))
             #expect(Set(operations.map(\.sequence)).count == 300)
@@ -131,7 +131,7 @@ struct SharedStoreProcessTests {
                 #expect(Set(mine.map(\.id)) == Set((0..<mine.count).map { "\(name)-\($0)" }))
             }
             // Each row is queued exactly once, and nothing else is.
-            let operations = try await context.pendingOperations()
+            let operations = try await context.queuedOperations()
             #expect(operations.count == rows.count)
             #expect(Set(operations.map(\.itemId)) == ids)
             #expect(Set(operations.map(\.sequence)).count == operations.count)

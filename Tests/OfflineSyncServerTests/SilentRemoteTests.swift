@@ -43,7 +43,7 @@ struct SilentRemoteTests {
             }
             let elapsed = ContinuousClock.now - started
             #expect(elapsed < .seconds(20), "the deadline, not the remote's attempts: \(elapsed)")
-            #expect(try await context.pendingOperationCount() == 1)
+            #expect(try await context.queuedOperationCount() == 1)
             #expect(context.status.lastError?.kind == .transient)
             #expect(!context.status.connected && !context.status.uploading && !context.status.downloading)
             try await store.close()
@@ -78,7 +78,7 @@ struct SilentRemoteTests {
             #expect(statuses.value.allSatisfy { !$0.connected }, "never connected: nothing answered")
             await context.stop()
             watching.cancel()
-            #expect(try await context.pendingOperationCount() == 1)
+            #expect(try await context.queuedOperationCount() == 1)
             try await store.close()
         }
     }

@@ -55,7 +55,7 @@ struct TableRefusalTests {
                     #expect(error.code == .forbidden)
                     #expect(error.message.contains("'secrets'"), "\(error.message)")
                 }
-                #expect(try await writer.pendingOperationCount() == 0, "the push after a refused table did not run")
+                #expect(try await writer.queuedOperationCount() == 0, "the push after a refused table did not run")
                 #expect(writer.status.tableErrors["secrets"]?.error.code == .forbidden)
                 #expect(writer.status.tableErrors["todos"] == nil)
                 await #expect(throws: SyncError.self) { try await reader.sync(["secrets", "todos"]) }

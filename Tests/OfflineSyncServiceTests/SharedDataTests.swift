@@ -135,12 +135,12 @@ struct SharedDataTests {
         let pulled = try await bob.pull("lists", queryId: "lists")
         if policy == .clientWins {
             #expect(errors.first?.compensated == false)
-            #expect(try await bob.pendingOperationCount() == 1, "kept for the app: the operation waits")
+            #expect(try await bob.queuedOperationCount() == 1, "kept for the app: the operation waits")
             #expect(try await bob.table("lists").get("L1")?["name"] == "bob's now", "the pull leaves a pending item alone")
             #expect(pulled.skippedPending == 1)
         } else {
             #expect(errors.first?.compensated == true)
-            #expect(try await bob.pendingOperationCount() == 0, "compensated: nothing is left to send")
+            #expect(try await bob.queuedOperationCount() == 0, "compensated: nothing is left to send")
             #expect(try await bob.table("lists").get("L1")?["name"] == "groceries", "the server's state is back")
         }
         for error in errors { try await bob.resolve(error, with: .discard) }

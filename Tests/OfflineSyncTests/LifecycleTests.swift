@@ -89,7 +89,7 @@ struct LifecycleTests {
         #expect(await events.waitFor("syncFailed(transient, true)"))
         h.network.set(.up)
         #expect(await events.waitFor("processed(insert)", count: 2))
-        #expect(try await h.client.pendingOperationCount() == 0)
+        #expect(try await h.client.queuedOperationCount() == 0)
         await h.client.stop()
     }
 
@@ -155,13 +155,13 @@ struct LifecycleTests {
         monitor.set(online: true)
         #expect(await events.barrier(h.client))
         #expect(await events.names.filter { $0.hasPrefix("syncFailed") } == ["syncFailed(authenticationFailed, false)"])
-        #expect(try await h.client.pendingOperationCount() == 1, "the queue is kept")
+        #expect(try await h.client.queuedOperationCount() == 1, "the queue is kept")
 
         // Started again with credentials that work, it syncs.
         h.network.set(.up)
         await h.client.start(tables: ["notes"], network: monitor)
         #expect(await events.waitFor("ready"))
-        #expect(try await h.client.pendingOperationCount() == 0)
+        #expect(try await h.client.queuedOperationCount() == 0)
         await h.client.stop()
     }
 
@@ -179,7 +179,7 @@ struct LifecycleTests {
         _ = try await h.client.table("notes").insert(Record(id: "queued", fields: ["title": "never sent"]))
         try await h.client.clear()
         #expect(try await h.client.table("notes").query().isEmpty)
-        #expect(try await h.client.pendingOperationCount() == 0)
+        #expect(try await h.client.queuedOperationCount() == 0)
         #expect(try await h.client.cursor(table: "notes", queryId: "default") == nil)
 
         h.network.set(.up)

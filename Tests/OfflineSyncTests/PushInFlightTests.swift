@@ -37,12 +37,12 @@ struct PushInFlightTests {
         #expect(marked.rows.values.allSatisfy { $0.state == .pending && $0.attempts == 0 }, "rows are not rewritten when chosen")
 
         // Every reader sees the chosen operations attempted, and a write queues behind one.
-        let seen = try await first.pendingOperations()
+        let seen = try await first.queuedOperations()
         #expect(seen.map(\.state) == [.attempted, .attempted, .pending])
         #expect(seen.map(\.attempts) == [1, 1, 0])
         try await first.table("notes").update(Record(id: "a", fields: ["title": "a2"]))
         try await first.table("notes").update(Record(id: "c", fields: ["title": "c2"]))
-        let queued = try await first.pendingOperations()
+        let queued = try await first.queuedOperations()
         #expect(queued.map(\.itemId) == ["a", "b", "c", "a"], "the update of a queues behind its chosen insert; c's collapses")
         #expect(queued.first?.item?["title"] == "a", "the chosen insert is not rewritten")
 
@@ -52,12 +52,12 @@ struct PushInFlightTests {
         #expect(recovered.marker.isEmpty)
         #expect(recovered.rows["b"]?.state == .attempted && recovered.rows["b"]?.attempts == 1)
         #expect(recovered.rows["c"]?.state == .pending && recovered.rows["c"]?.attempts == 0)
-        #expect(try await second.pendingOperations().map(\.attempts) == [1, 1, 0, 0])
+        #expect(try await second.queuedOperations().map(\.attempts) == [1, 1, 0, 0])
 
         let summary = try await second.push()
         #expect(summary.applied == 4)
         #expect(summary.conflictsResolved + summary.failed == 0)
-        #expect(try await second.pendingOperationCount() == 0)
+        #expect(try await second.queuedOperationCount() == 0)
         let remote = try await service.remote(for: "user").pull(PullRequest(table: "notes"))
         #expect(Dictionary(uniqueKeysWithValues: remote.records.map { ($0.id, $0["title"]) }) == ["a": "a2", "b": "b", "c": "c2"])
     }

@@ -153,13 +153,13 @@ struct SyncEngineTests {
             try tx.insert(Record(id: "b", fields: ["title": "2"]), into: "notes")
         }
         try await h.client.table("notes").insert(Record(id: "c", fields: ["title": "3"]))
-        let before = try await h.client.pendingOperations()
+        let before = try await h.client.queuedOperations()
         h.network.set(.down)
         let events = await recordEvents(h.client) {
             await #expect(throws: SyncError.self) { try await h.client.push() }
         }
         #expect(events.map(name) == ["networkStatus(false)"])
-        let after = try await h.client.pendingOperations()
+        let after = try await h.client.queuedOperations()
         #expect(after.map(\.id) == before.map(\.id))
         #expect(after.map(\.sendId) == before.map(\.sendId))
         #expect(after.map(\.kind) == before.map(\.kind))
@@ -169,7 +169,7 @@ struct SyncEngineTests {
         h.network.set(.up)
         let summary = try await h.client.push()
         #expect(summary.applied == 3)
-        #expect(try await h.client.pendingOperationCount() == 0)
+        #expect(try await h.client.queuedOperationCount() == 0)
     }
 
     @Test("a lost push response is replayed by operation id: applied once, no false conflict")
@@ -182,7 +182,7 @@ struct SyncEngineTests {
         await #expect(throws: SyncError.self) { try await h.client.push() }
         // The service applied it; the client does not know. A write now queues behind it.
         try await h.client.table("notes").update(Record(id: "a", fields: ["title": "3"]))
-        #expect(try await h.client.pendingOperations().map(\.kind) == [.update, .update])
+        #expect(try await h.client.queuedOperations().map(\.kind) == [.update, .update])
         h.network.set(.up)
         let summary = try await h.client.push()
         #expect(summary.applied == 2)
@@ -213,7 +213,7 @@ struct SyncEngineTests {
         #expect(failed.first?.message.contains("declared int") == true)
         let errors = try await h.client.operationErrors()
         #expect(errors.map(\.itemId) == ["bad"])
-        let queue = try await h.client.pendingOperations()
+        let queue = try await h.client.queuedOperations()
         #expect(queue.map(\.state) == [.failed])
         #expect(queue.first?.item?["n"] == "still not") // insert+update collapsed before the push
         let other = try await h.otherDevice()
@@ -223,11 +223,11 @@ struct SyncEngineTests {
         // A later write to the failed item waits behind it.
         try await h.client.table("loose").update(Record(id: "bad", fields: ["n": 5]))
         try await h.client.push()
-        #expect(try await h.client.pendingOperations().map(\.state) == [.failed, .pending])
+        #expect(try await h.client.queuedOperations().map(\.state) == [.failed, .pending])
         // The app fixes it: retry with a valid record; the waiting update follows.
         try await h.client.resolve(errors[0], with: .retryWith(Record(id: "bad", fields: ["n": 4])))
         try await h.client.push()
-        #expect(try await h.client.pendingOperationCount() == 0)
+        #expect(try await h.client.queuedOperationCount() == 0)
         try await other.pull("loose")
         #expect(try await other.table("loose").get("bad")?["n"] == 5)
     }
@@ -239,7 +239,7 @@ struct SyncEngineTests {
         h.network.set(.loseResponses)
         await #expect(throws: SyncError.self) { try await h.client.push() }
         try await h.client.table("notes").delete(id: "a")
-        #expect(try await h.client.pendingOperations().map(\.kind) == [.insert, .delete])
+        #expect(try await h.client.queuedOperations().map(\.kind) == [.insert, .delete])
         h.network.set(.up)
         try await h.client.push()
         let page = try await h.service.pull(identity: "user", PullRequest(table: "notes", limit: 10))
@@ -271,7 +271,7 @@ struct SyncEngineTests {
         #expect(try await h.client.table("notes").get("a")?["title"] == "server")
         try await other.pull("notes")
         #expect(try await other.table("notes").get("a")?["title"] == "server")
-        #expect(try await h.client.pendingOperationCount() == 0)
+        #expect(try await h.client.queuedOperationCount() == 0)
     }
 
     @Test("pairs the queue cannot combine are a typed error and change nothing")
@@ -307,7 +307,7 @@ struct SyncEngineTests {
         await #expect(throws: SyncError.self) {
             try await h.client.table("notes").insert(Record(id: "typed", fields: ["n": "not an int"]))
         }
-        #expect(try await h.client.pendingOperationCount() == 1)
+        #expect(try await h.client.queuedOperationCount() == 1)
     }
 
     @Test("events reach every subscriber")

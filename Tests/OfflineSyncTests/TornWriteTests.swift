@@ -36,7 +36,7 @@ import Testing
             }
         } throws: { Self.isInvalidSequence($0) }
         #expect(try await context.table("notes").count() == 0)
-        let queue = try await context.pendingOperations()
+        let queue = try await context.queuedOperations()
         #expect(queue.map(\.itemId) == ["x"])
         #expect(queue.first?.item?["title"] == "queued")
     }
@@ -56,7 +56,7 @@ import Testing
             }
         } throws: { Self.isInvalidSequence($0) }
         #expect(try await context.table("notes").get("y")?["title"] == "restored")
-        #expect(try await context.pendingOperations().map(\.kind) == [.delete])
+        #expect(try await context.queuedOperations().map(\.kind) == [.delete])
     }
 
     @Test("a refused duplicate insert leaves the transaction whole")
@@ -69,6 +69,6 @@ import Testing
             }
         }
         #expect(try await context.table("notes").get("z")?["title"] == "first")
-        #expect(try await context.pendingOperations().map(\.kind) == [.insert])
+        #expect(try await context.queuedOperations().map(\.kind) == [.insert])
     }
 }

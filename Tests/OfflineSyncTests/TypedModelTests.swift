@@ -137,7 +137,7 @@ struct TypedModelTests {
         #expect(try await lists.next() == [List(id: "L1", name: "home")])
         #expect(try await open.next()?.map(\.id) == ["t1"])
         #expect(try await one.next()??.title == "sweep")
-        #expect(try await context.pendingOperationCount() == 3)
+        #expect(try await context.queuedOperationCount() == 3)
         let pushed = try await context.push()
         #expect(pushed.batches == 1, "one transaction, one batch")
 

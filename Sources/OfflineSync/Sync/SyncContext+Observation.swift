@@ -11,8 +11,12 @@ public struct OutboxStatus: Sendable, Hashable {
         self.failed = failed
     }
 
+    /// Every operation in the queue: ``pending`` and ``failed``
+    /// (``SyncContext/queuedOperationCount(table:)``).
+    public var queued: Int { pending + failed }
+
     /// Whether nothing is queued, failed operations included.
-    public var isEmpty: Bool { pending == 0 && failed == 0 }
+    public var isEmpty: Bool { queued == 0 }
 }
 
 extension SyncContext {

@@ -17,7 +17,7 @@ extension SyncContext {
     }
 
     func pullLocked(_ table: String, query: Query, queryId: String?) async throws -> PullSummary {
-        if try await pendingOperationCount(table: table) > 0 {
+        if try await queuedOperationCount(table: table) > 0 {
             _ = try await pushLocked()
         }
         do {

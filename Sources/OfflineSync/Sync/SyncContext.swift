@@ -101,19 +101,31 @@ public final class SyncContext: Sendable {
 
     // MARK: Queue inspection
 
-    /// Every queued operation, in queue order.
-    public func pendingOperations() async throws -> [QueuedOperation] {
+    /// Every operation in the queue, in queue order: those the next push sends and those
+    /// the remote rejected (``OutboxStatus/queued``).
+    public func queuedOperations() async throws -> [QueuedOperation] {
         try await store.read { txn in
             try Outbox.all(txn)
         }
     }
 
-    /// The number of queued operations (failed ones included), optionally for one table.
-    public func pendingOperationCount(table: String? = nil) async throws -> Int {
+    /// The number of operations in the queue, failed ones included (``OutboxStatus/queued``),
+    /// optionally for one table.
+    public func queuedOperationCount(table: String? = nil) async throws -> Int {
         try await store.read { txn in
             try Outbox.count(txn, table: table)
         }
     }
+
+    /// Every operation in the queue, failed ones included.
+    @available(*, deprecated, renamed: "queuedOperations()",
+               message: "it includes failed operations, which OutboxStatus.pending does not count")
+    public func pendingOperations() async throws -> [QueuedOperation] { try await queuedOperations() }
+
+    /// The number of operations in the queue, failed ones included.
+    @available(*, deprecated, renamed: "queuedOperationCount(table:)",
+               message: "it counts failed operations, which OutboxStatus.pending does not")
+    public func pendingOperationCount(table: String? = nil) async throws -> Int { try await queuedOperationCount(table: table) }
 
     /// Operations the remote rejected and conflicts left for the app, oldest first.
     public func operationErrors() async throws -> [OperationError] {
