@@ -1,3 +1,4 @@
+import OfflineSync
 import Synchronization
 
 /// Ends a read of one streamed response once no bytes came for `timeout`, with one timer for
@@ -13,7 +14,7 @@ import Synchronization
 ///
 /// A silent read is cancelled and *left*: the caller goes on at once (to ask again), so a
 /// body whose read does not honour cancellation cannot hold the pull.
-final class SilenceWatch: Sendable {
+final class SilenceWatch: DeadlineWatched {
     private struct State {
         /// When the current read began; `nil` while nobody waits for bytes.
         var waitingSince: ContinuousClock.Instant?
@@ -30,12 +31,7 @@ final class SilenceWatch: Sendable {
     init(timeout: Duration) {
         self.timeout = timeout
         // The task holds the watch weakly, so dropping the watch ends it (`deinit`).
-        let task = Task { [weak self] in
-            while let deadline = self?.nextDeadline() {
-                do { try await Task.sleep(until: deadline, clock: .continuous) } catch { return }
-                self?.endSilentRead()
-            }
-        }
+        let task = deadlineTimer(for: self)
         timer.withLock { $0 = task }
     }
 
@@ -77,12 +73,12 @@ final class SilenceWatch: Sendable {
     /// When the timer should look next: the current read's deadline, or one `timeout` from
     /// now while nobody waits (a read that begins meanwhile has a later deadline, so the
     /// timer is never late for it).
-    private func nextDeadline() -> ContinuousClock.Instant {
+    package func nextDeadline() -> ContinuousClock.Instant {
         state.withLock { ($0.waitingSince ?? .now) + timeout }
     }
 
     /// Ends the current read as silent if it has waited `timeout`.
-    private func endSilentRead() {
+    package func deadlinePassed() {
         let timeout = timeout
         let silent = state.withLock { state -> (@Sendable () -> Void)? in
             guard let since = state.waitingSince, since + timeout <= .now else { return nil }

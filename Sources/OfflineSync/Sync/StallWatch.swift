@@ -9,7 +9,7 @@ import Synchronization
 /// the context: it sleeps until the current call's deadline, or for `timeout` while no call
 /// runs, so a burst of short calls leaves no timers queued behind it. The task holds the
 /// watch weakly and ends when the watch is dropped.
-final class StallWatch: Sendable {
+final class StallWatch: DeadlineWatched {
     private struct State {
         /// When the running call began or last heard from the remote; `nil` while none runs.
         var since: ContinuousClock.Instant?
@@ -27,12 +27,7 @@ final class StallWatch: Sendable {
 
     init(timeout: Duration) {
         self.timeout = timeout
-        let task = Task { [weak self] in
-            while let deadline = self?.nextDeadline() {
-                do { try await Task.sleep(until: deadline, clock: .continuous) } catch { return }
-                self?.cancelIfStalled()
-            }
-        }
+        let task = deadlineTimer(for: self)
         timer.withLock { $0 = task }
     }
 
@@ -72,11 +67,11 @@ final class StallWatch: Sendable {
         return try result.get()
     }
 
-    private func nextDeadline() -> ContinuousClock.Instant {
+    package func nextDeadline() -> ContinuousClock.Instant {
         state.withLock { ($0.since ?? .now) + timeout }
     }
 
-    private func cancelIfStalled() {
+    package func deadlinePassed() {
         let timeout = timeout
         let cancel = state.withLock { state -> (@Sendable () -> Void)? in
             guard let since = state.since, since + timeout <= .now, state.stalled != state.call else { return nil }
@@ -91,5 +86,26 @@ extension Result where Failure == any Error {
     /// The result of an async throwing body.
     init(_ body: () async throws -> Success) async {
         do { self = .success(try await body()) } catch { self = .failure(error) }
+    }
+}
+
+/// An object with one timer task that sleeps until its next deadline and tells it when the
+/// deadline has passed (``deadlineTimer(for:)``).
+package protocol DeadlineWatched: AnyObject, Sendable {
+    /// When the timer should look next. A deadline that moves later while the timer sleeps
+    /// is met by the next look (``deadlinePassed()`` checks the deadline again).
+    func nextDeadline() -> ContinuousClock.Instant
+    /// The deadline the timer slept until has passed.
+    func deadlinePassed()
+}
+
+/// Starts `owner`'s timer task. It holds `owner` weakly and ends once `owner` is gone (or
+/// when the task is cancelled, as the owner's `deinit` should do).
+package func deadlineTimer(for owner: some DeadlineWatched) -> Task<Void, Never> {
+    Task { [weak owner] in
+        while let deadline = owner?.nextDeadline() {
+            do { try await Task.sleep(until: deadline, clock: .continuous) } catch { return }
+            owner?.deadlinePassed()
+        }
     }
 }
