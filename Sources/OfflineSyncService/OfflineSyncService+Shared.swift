@@ -221,24 +221,35 @@ extension OfflineSyncService {
     /// How many markers one conversion step writes, in one transaction of its own.
     static let conversionStep = 1000
 
+    /// What ``convertGroups(_:)`` did: the members it marked, with their groups (their
+    /// notification connections now listen to them), and the groups whose conversion failed.
+    struct Conversion {
+        var marked: [Identity: Set<String>] = [:]
+        var failed: [(group: String, error: any Error)] = []
+    }
+
     /// Finishes converting `keys` to large groups, one bounded step per write transaction, so
     /// other writers run between steps. Called after a push commits; a conversion cut short
-    /// (the process stopped) goes on after the next push that touches the group; so does one
-    /// whose step failed (its transaction rolled back, changing nothing). Returns the members
-    /// it marked, with the group (their notification connections now listen to it).
-    func convertGroups(_ keys: Set<String>) async -> [Identity: Set<String>] {
-        var marked: [Identity: Set<String>] = [:]
+    /// (the process stopped) goes on after the next push that touches the group. A group
+    /// whose step fails (its transaction rolled back, changing nothing) stays converting and
+    /// is reported in ``Conversion/failed``; the other groups are converted all the same.
+    func convertGroups(_ keys: Set<String>) async -> Conversion {
+        var conversion = Conversion()
         for key in keys.sorted() {
-            while true {
-                guard let (converting, step) = try? await store.write({ txn in
-                    var step: [Identity: Set<String>] = [:]
-                    return (try self.convertStep(key, txn, marking: &step), step)
-                }) else { return marked }
-                marked.merge(step) { $0.union($1) }
-                if !converting { break }
+            do {
+                while true {
+                    let (converting, step) = try await store.write { txn in
+                        var step: [Identity: Set<String>] = [:]
+                        return (try self.convertStep(key, txn, marking: &step), step)
+                    }
+                    conversion.marked.merge(step) { $0.union($1) }
+                    if !converting { break }
+                }
+            } catch {
+                conversion.failed.append((key, error))
             }
         }
-        return marked
+        return conversion
     }
 
     /// One bounded step of a converting group: marks the next members (in member order); when

@@ -109,7 +109,13 @@ extension OfflineSyncService {
                 after = last
             }
         }
-        _ = await convertGroups(converting)
+        // A group that cannot be converted stops the open: the store holds a row it cannot
+        // read, and serving would leave that group fanning out to every member unseen.
+        if let failure = await convertGroups(converting).failed.first {
+            throw SyncError((failure.error as? SyncError)?.code ?? .storageFailure,
+                            "a large group could not be converted at open: \((failure.error as? SyncError)?.message ?? "\(type(of: failure.error))")",
+                            underlying: failure.error)
+        }
         try await store.write { txn in
             if try SequenceRow.find(txn, id: Self.groupsCountedMarker) == nil {
                 try SequenceRow(id: Self.groupsCountedMarker, epoch: "", sequence: 0).save(txn)

@@ -345,9 +345,11 @@ public final class OfflineSyncService: Sendable {
             return (PushReport(results: results, viewsChanged: effects.identities, groupsChanged: effects.groups,
                                regrouped: effects.regrouped), effects.converting)
         }
-        // The push is committed; the conversion's own steps follow.
+        // The push is committed; the conversion's own steps follow. A group whose step
+        // failed stays converting (its writes fan out as a small group's do, which is correct,
+        // only dearer) and is taken up again by the next push that touches it.
         var pushed = report.0
-        pushed.regrouped.merge(await convertGroups(report.1)) { $0.union($1) }
+        pushed.regrouped.merge(await convertGroups(report.1).marked) { $0.union($1) }
         return pushed
     }
 

@@ -63,4 +63,39 @@ struct GroupRowsUpgradeTests {
             #expect(page.records.map(\.id) == ["t1"], "\(member)")
         }
     }
+
+    @Test("a group that cannot be converted at open stops the open with the store's error; the other groups are converted all the same")
+    func unreadableRowStopsTheOpen() async throws {
+        let store = InMemoryStore()
+        let rules = sharedListsRules(ownerReadsMembers: true)
+        do {
+            let service = try await OfflineSyncService(store: store, rules: rules, groupFanoutLimit: 2)
+            _ = try await service.push(identity: "alice", [Self.insert("L1", "lists", ["name": "one"]), Self.insert("L2", "lists", ["name": "two"])]
+                + ["alice", "bob", "carol"].flatMap { member in ["L1", "L2"].map { list in
+                    Self.insert("m-\(list)-\(member)", "list_members", ["list_id": .string(list), "user_id": .string(member)])
+                } })
+        }
+        // As a version before group rows left it, and with bob's reach row of L1 unreadable
+        // (its identity is gone: no version writes that).
+        try await store.write { txn in
+            _ = try txn.delete(ids: try txn.records(in: "__srv_groups", matching: .all).map(\.id), in: "__srv_groups")
+            for var reach in try txn.records(in: "__srv_reach", matching: .all) {
+                reach["marked"] = false
+                if reach["identity"] == "bob", case .string(let group) = reach["group"], group.contains("L1") { reach["identity"] = .null }
+                try txn.upsert(reach, in: "__srv_reach")
+            }
+            _ = try txn.delete(id: "__groups_counted", in: "__srv_tables")
+        }
+        // Before, the open succeeded, L1 stayed converting (every write to it fanning out to
+        // each member, with nothing said), and L2, after it, was never converted.
+        do {
+            _ = try await OfflineSyncService(store: store, rules: rules, groupFanoutLimit: 2)
+            Issue.record("the open succeeded over an unreadable reach row")
+        } catch let error as SyncError {
+            #expect(error.code == .corrupted, "\(error)")
+            #expect(error.message.contains("__srv_reach"), "\(error.message)")
+        }
+        let modes = try await store.read { txn in try txn.records(in: "__srv_groups", matching: .all).map(\.["mode"]) }
+        #expect(modes.sorted { "\($0)" < "\($1)" } == ["converting", "large"], "\(modes)")
+    }
 }
