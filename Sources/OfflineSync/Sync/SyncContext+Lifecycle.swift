@@ -65,8 +65,8 @@ extension SyncContext {
     /// The change channel is the fast path, not a requirement: while it is not live (the
     /// remote has none, a proxy refuses WebSockets, it is down), the context runs a sync
     /// every ``SyncOptions/pollInterval`` — the first as soon as the channel reports that it
-    /// cannot open. ``SyncStatus/connected`` says whether
-    /// the remote answered, never merely that the monitor reports a network.
+    /// cannot open. ``SyncStatus/connected`` says whether the remote answered, never merely
+    /// that the monitor reports a network.
     ///
     /// Offline at start, only `networkStatus(active: false)` is reported; local reads and
     /// writes go on (writes queue), and the whole sequence runs when the network returns —
