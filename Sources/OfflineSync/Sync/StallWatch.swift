@@ -61,7 +61,8 @@ final class StallWatch: DeadlineWatched {
             state.cancel = nil
             return state.stalled == number
         }
-        if stalled, !Task.isCancelled {
+        // A call that completed as the watch fired keeps its result.
+        if stalled, !Task.isCancelled, case .failure = result {
             throw SyncError(.transient, "the remote answered nothing for \(timeout); what the call committed stays, and what it did not send stays queued")
         }
         return try result.get()
