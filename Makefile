@@ -9,6 +9,9 @@
 #                mint a client token with `make token IDENTITY=alice`
 #   make soak    the long forms of the reliability tests (crash trials, convergence with 20
 #                clients, corrupt-store sweeps, hostile requests); writes Docs/Reliability.md
+#   make fuzz    build offline-sync-fuzz with libFuzzer and the address sanitizer and run every
+#                parser's fuzz target for FUZZ_SECONDS (default 60) each; writes fuzz-results.json
+#                and the Fuzzing section of Docs/Reliability.md
 #   make bench   run the benchmarks (offline-sync-harness bench) in release mode, PostgreSQL's on
 #                a throwaway cluster (writes bench-results.json; Scripts/bench-table.py renders it
 #                as the table of Docs/Performance.md)
@@ -31,7 +34,7 @@ SWIFT ?= swift
 PKG_CONFIG_MODULES := sqlite3 lmdb libpq
 APT_PACKAGES := pkg-config libsqlite3-dev liblmdb-dev libpq-dev postgresql curl
 
-.PHONY: deps build docs test test-steps architecture-check openapi-check conformance-cli corrupt-sweep crash-trials cognito-test hostile-test soak demo serve token bench bench-scale clean
+.PHONY: deps build docs fuzz test test-steps architecture-check openapi-check conformance-cli corrupt-sweep crash-trials cognito-test hostile-test soak demo serve token bench bench-scale clean
 
 deps:
 	@if ! command -v $(SWIFT) >/dev/null 2>&1; then \
@@ -169,6 +172,17 @@ soak: deps
 	$(SWIFT) build --build-tests
 	@python3 -c "import schemathesis" 2>/dev/null || python3 -m pip install --quiet schemathesis
 	Scripts/with-postgres.sh python3 Scripts/soak.py $(SOAK_ARGS)
+
+# Every parser that reads the network or a file, under libFuzzer with the address sanitizer
+# (Sources/OfflineSyncFuzzing lists the targets; Scripts/fuzz.py runs them). Its own build
+# directory, in release mode: `-DFUZZING` turns offline-sync-fuzz from a replayer into
+# libFuzzer's driver, and lld links libFuzzer's runtime where gold fails to.
+FUZZ_SECONDS ?= 60
+FUZZ_BUILD := .build/fuzz-build
+fuzz: deps
+	$(SWIFT) build -c release --product offline-sync-fuzz --scratch-path $(FUZZ_BUILD) \
+		-Xswiftc -sanitize=fuzzer,address -Xswiftc -DFUZZING -Xswiftc -use-ld=lld
+	python3 Scripts/fuzz.py --bin $(FUZZ_BUILD)/release/offline-sync-fuzz --seconds $(FUZZ_SECONDS)
 
 # The whole LocalStore suite through `offline-sync conformance`, as a user runs it: against
 # LMDB, against an encrypted file opened with a passphrase and with a raw key (cheap KDF

@@ -204,6 +204,16 @@ let package = Package(
             path: "Sources/offline-sync-harness"
         ),
 
+        // The parsers' fuzz targets (`make fuzz`; their corpora replay in `make test`): never a product.
+        .target(
+            name: "OfflineSyncFuzzing",
+            dependencies: ["OfflineSync", "OfflineSyncWire", "OfflineSyncOData", "OfflineSyncService", "OfflineSyncServer",
+                           "OfflineSyncEncryptedFile", "OfflineSyncLMDB"],
+            path: "Sources/OfflineSyncFuzzing"
+        ),
+        // libFuzzer's driver over them when built with `-sanitize=fuzzer -DFUZZING`; a replayer otherwise.
+        .executableTarget(name: "offline-sync-fuzz", dependencies: ["OfflineSyncFuzzing"], path: "Sources/offline-sync-fuzz"),
+
         // What every test target shares: temporary directories, typed-error helpers, boxes.
         .target(
             name: "OfflineSyncTestSupport",
@@ -235,7 +245,7 @@ let package = Package(
             dependencies: [
                 "OfflineSyncTestSupport", "OfflineSync", "OfflineSyncDatasets", "OfflineSyncStoreKit", "OfflineSyncService", "OfflineSyncWire",
                 "OfflineSyncOData", "OfflineSyncServer", "OfflineSyncHTTP", "OfflineSyncConformance", "OfflineSyncSQLite",
-                "OfflineSyncPostgreSQL", "OfflineSyncLMDB",
+                "OfflineSyncPostgreSQL", "OfflineSyncLMDB", "OfflineSyncFuzzing",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Hummingbird", package: "hummingbird"),

@@ -338,6 +338,14 @@ def report(args, crash, members, converge, shared, sweep, attacks):
     if attacks["status"] != 0:
         lines += ["```", attacks["tail"].strip(), "```", ""]
 
+    # The fuzzing section is `make fuzz`'s (Scripts/fuzz.py); a soak run keeps its last figures.
+    results = os.path.join(ROOT, "fuzz-results.json")
+    if os.path.exists(results):
+        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+        import fuzz
+        with open(results) as f:
+            lines += [fuzz.section(json.load(f)), ""]
+
     lines += ["## How the figures are made", "",
               "- Crash trials: `Tests/Reliability/crash_trials.py` (its docstring lists each phase and check); the short form",
               "  runs in `make test`.",
@@ -346,7 +354,9 @@ def report(args, crash, members, converge, shared, sweep, attacks):
               "- Shared data: `Tests/OfflineSyncServiceTests/SharedDataTests.swift` and",
               "  `Tests/OfflineSyncServerTests/SharedDifferentialTests.swift`; replay a seed's steps with `SHARED_TRACE=N`.",
               "- Corrupt stores: `offline-sync-harness corrupt-sweep --help`; `make corrupt-sweep` is the short form.",
-              "- Hostile requests: `make hostile-test` is the short form.", ""]
+              "- Hostile requests: `make hostile-test` is the short form.",
+              "- Fuzzing: `make fuzz FUZZ_SECONDS=N` (Scripts/fuzz.py); `offline-sync-fuzz replay TARGET FILE` replays one input on",
+              "  a normal build, and `make test` replays every committed seed and regression input.", ""]
     return "\n".join(lines)
 
 

@@ -39,12 +39,18 @@ enum ODataRenderer {
         case .all: return Text(text: "true")
         case .and(let parts):
             if parts.isEmpty { return Text(text: "true") }
+            if let text = membership(parts) { return Text(text: text) }
             return parts.count == 1 ? truth(parts[0]) : join(parts.map(truth), "and")
         case .or(let parts):
             if parts.isEmpty { return Text(text: "false") }
             if parts.count == 1 { return truth(parts[0]) }
             if parts.count == 2, case .isNull(let field) = parts[0], let text = nullOr(field, parts[1]) {
                 return Text(text: text)
+            }
+            // `call(…) ne literal`, which the parser reads as "null, or set and different".
+            if parts.count == 2, case .isNullExpression(let value) = parts[0], case .call = value,
+               case .compareExpressions(value, .notEqual, .literal(let literal)) = parts[1], !literal.isNull {
+                return Text(text: "\(expression(value)) ne \(self.literal(literal))")
             }
             return join(parts.map(truth), "or")
         case .not(let inner):
@@ -63,10 +69,23 @@ enum ODataRenderer {
         case .contains, .hasPrefix, .hasSuffix:
             return Text(text: call(predicate)?.text ?? "false")
         case let .compareExpressions(left, op, right):
+            // A computed value against a literal: the parser's plain form, unknown (no match)
+            // where the value is null, so it needs no guard.
+            if case .call = left, case .literal(let value) = right, !value.isNull, op != .notEqual {
+                return Text(text: "\(expression(left)) \(ODataFilterParser.name(op)) \(literal(value))")
+            }
             return both(left, right, "\(expression(left)) \(ODataFilterParser.name(op)) \(expression(right))")
         case .isNullExpression(let inner):
             return Text(text: "\(expression(inner)) eq null")
         }
+    }
+
+    /// `field in (…)` for the shape the parser reads it as (set, and one of the values), or
+    /// `nil` for other conjunctions.
+    static func membership(_ parts: [QueryPredicate]) -> String? {
+        guard parts.count == 2, case .not(.isNull(let field)) = parts[0], case .isIn(field, let values) = parts[1],
+              !values.isEmpty, !values.contains(where: \.isNull) else { return nil }
+        return "\(field) in (\(values.map(literal).joined(separator: ",")))"
     }
 
     /// `condition` where both values are set (OData compares nulls as values).

@@ -1,3 +1,4 @@
+import Foundation
 import OfflineSync
 
 /// A parsed Datasync/Azure Mobile Apps list query: the OData system query options a
@@ -46,6 +47,20 @@ public struct ODataQuery: Sendable, Hashable {
         self.select = select
         self.includeDeleted = includeDeleted
         self.skipToken = skipToken
+    }
+
+    /// A URL's query string as name/value pairs, in order: split at `&` (empty pairs skipped)
+    /// and at the first `=`, each side percent-decoded with `+` read as a space. A side that
+    /// is not valid percent-encoding is kept as written, so ``parse(_:)`` reports it.
+    public static func parameters(query: String) -> [(name: String, value: String)] {
+        query.split(separator: "&", omittingEmptySubsequences: true).map { pair in
+            let parts = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
+            func decode(_ text: Substring) -> String {
+                let spaced = text.replacingOccurrences(of: "+", with: " ")
+                return spaced.removingPercentEncoding ?? spaced
+            }
+            return (decode(parts[0]), parts.count > 1 ? decode(parts[1]) : "")
+        }
     }
 
     /// Parses the query parameters (names and values already percent-decoded, in order).

@@ -24,7 +24,7 @@ import OfflineSyncWire
 /// (`HttpRequestExtensions.CreateNextLink`); that client sends `X-ZUMO-VERSION`
 /// (`ServiceHttpClient.cs`) and the toolkit never does, so a request with that header gets
 /// an absolute URL.
-enum TablesPaging {
+package enum TablesPaging {
     /// The header only the older Datasync / Azure Mobile Apps clients send.
     static let legacyClientHeader = HTTPField.Name("X-ZUMO-VERSION")!
 
@@ -45,7 +45,7 @@ enum TablesPaging {
     }
 
     /// The cursor after `row` in `order`: its key values, base64url-encoded.
-    static func token(after row: Record, order: [SortKey]) -> String {
+    package static func token(after row: Record, order: [SortKey]) -> String {
         var bytes: [UInt8] = []
         JSON.array(order.map { Wire.json(row[$0.field]) }).write(into: &bytes)
         return Data(bytes).base64EncodedString()
@@ -56,7 +56,7 @@ enum TablesPaging {
     /// The rows strictly after the position `token` names in `order` (ascending keys put
     /// nulls first, descending keys last, as every store sorts them). Throws
     /// ``SyncError/Code/invalidQuery`` for a token this server did not issue for this order.
-    static func predicate(after token: String, order: [SortKey]) throws -> QueryPredicate {
+    package static func predicate(after token: String, order: [SortKey]) throws -> QueryPredicate {
         let invalid = SyncError(.invalidQuery, "$skiptoken is not one this server issued for this $orderby")
         var text = token.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
         text += String(repeating: "=", count: (4 - text.count % 4) % 4)

@@ -55,7 +55,7 @@ extension Routes {
 
     func list(_ request: Request, _ context: SyncRequestContext) async throws -> Response {
         let (claims, table) = try await tablesRequest(request, context)
-        let parameters = Self.queryParameters(request.uri.query ?? "")
+        let parameters = ODataQuery.parameters(query: request.uri.query ?? "")
         var query: ODataQuery
         do { query = try ODataQuery.parse(parameters) } catch let error as SyncError {
             throw APIError(.badRequest, "invalidQuery", error.message)
@@ -102,24 +102,12 @@ extension Routes {
         return Self.json(.object(members))
     }
 
-    /// The query string's name/value pairs, percent-decoded (`+` as a space), in order.
-    static func queryParameters(_ query: String) -> [(name: String, value: String)] {
-        query.split(separator: "&", omittingEmptySubsequences: true).map { pair in
-            let parts = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
-            func decode(_ text: Substring) -> String {
-                let spaced = text.replacingOccurrences(of: "+", with: " ")
-                return spaced.removingPercentEncoding ?? spaced
-            }
-            return (decode(parts[0]), parts.count > 1 ? decode(parts[1]) : "")
-        }
-    }
-
     // MARK: GET one
 
     func read(_ request: Request, _ context: SyncRequestContext) async throws -> Response {
         let (claims, table) = try await tablesRequest(request, context)
         let id = try entityId(context)
-        let includeDeleted = Self.queryParameters(request.uri.query ?? "").contains { $0.name == "__includedeleted" && $0.value == "true" }
+        let includeDeleted = ODataQuery.parameters(query: request.uri.query ?? "").contains { $0.name == "__includedeleted" && $0.value == "true" }
         guard let record = try await call({ try await service.record(claims: claims, table: table, id: id) }) else {
             throw APIError(.notFound, "notFound", "no entity '\(id)' in table '\(table)'")
         }

@@ -76,6 +76,12 @@ extension OfflineSyncService {
                 case .group(let row): return row.sequence
                 }
             }
+
+            /// A membership event: serving it sweeps its group's log.
+            var startsSweep: Bool {
+                if case .own(let row) = self { return row.group != nil }
+                return false
+            }
         }
 
         /// Serves the entries after `cursor` until the page holds `limit` rows and removals,
@@ -91,6 +97,7 @@ extension OfflineSyncService {
                     cursor.sweep?.after = last
                     return try remaining(after: cursor, sweptFrom: sweep.after)
                 }
+                // Everything else at the event's sequence was served before the sweep began.
                 cursor = ViewCursor(main: sweep.event)
             }
             let groups = try largeGroups(readAfter: cursor.main)
@@ -112,12 +119,20 @@ extension OfflineSyncService {
                     }
                 }
                 if entries.isEmpty { return 0 }
-                entries.sort { $0.sequence < $1.sequence }
+                // A membership event comes last at its sequence: its sweep may end the page, and
+                // once the sweep is done the cursor moves past the whole sequence, so whatever
+                // else shares it must be served first. Only one event fits a sequence: the
+                // sweep's cursor names it by sequence alone (each membership change draws a
+                // sequence of its own, so two never share one).
+                entries.sort { ($0.sequence, $0.startsSweep ? 1 : 0) < ($1.sequence, $1.startsSweep ? 1 : 0) }
                 var index = 0
                 while index < entries.count, entries[index].sequence <= bound {
                     let sequence = entries[index].sequence
                     var end = index
                     while end < entries.count, entries[end].sequence == sequence { end += 1 }
+                    guard entries[index..<end].count(where: \.startsSweep) <= 1 else {
+                        throw SyncError(.corrupted, "the change log of table '\(table)' holds two membership events at sequence \(sequence)")
+                    }
                     // One sequence number is one change: served whole or not at all.
                     if isFull, try entries[index..<end].contains(where: { try adds($0) }) { return try remaining(after: cursor) }
                     for entry in entries[index..<end] {

@@ -2,8 +2,8 @@ import OfflineSyncWire
 
 /// Why a token was refused. Only the server's debug log sees it, and it never holds any
 /// part of the token: a client is told `unauthorized` and nothing else.
-struct TokenRefusal: Error, Sendable {
-    let reason: String
+package struct TokenRefusal: Error, Sendable {
+    package let reason: String
     /// Set when the token was not found wanting but could not be checked now (its issuer's
     /// keys cannot be had): a retry after this long may pass.
     let retryAfter: Duration?
@@ -23,7 +23,7 @@ struct TokenRefusal: Error, Sendable {
 /// nothing we will not do — no critical extensions (`crit`), and no key or key location
 /// carried by the token itself (`jku`, `x5u`, `jwk`, `x5c`: a token may not choose the key
 /// that verifies it).
-struct CompactToken {
+package struct CompactToken {
     /// The longest token accepted, in bytes. Identity providers' tokens are 1–3 KB; a user in
     /// many groups makes them longer, so the limit is generous but bounded.
     static let maxTokenBytes = 16 * 1024
@@ -41,11 +41,11 @@ struct CompactToken {
     /// The decoded signature.
     let signature: [UInt8]
     /// The header's `alg`.
-    let algorithm: String
+    package let algorithm: String
     /// The header's `kid`, when it has one.
-    let keyId: String?
+    package let keyId: String?
 
-    init(_ token: String) throws(TokenRefusal) {
+    package init(_ token: String) throws(TokenRefusal) {
         let bytes = Array(token.utf8)
         guard !bytes.isEmpty else { throw TokenRefusal("empty token") }
         guard bytes.count <= Self.maxTokenBytes else { throw TokenRefusal("token longer than \(Self.maxTokenBytes) bytes") }

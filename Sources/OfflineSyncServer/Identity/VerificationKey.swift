@@ -66,17 +66,19 @@ struct VerificationKey: Sendable {
 }
 
 /// The keys of one JSON Web Key Set (RFC 7517) that can verify signatures.
-struct KeySet: Sendable {
+package struct KeySet: Sendable {
     /// The usable keys, in the document's order.
     let keys: [VerificationKey]
     /// How many keys the document held that were left out (encryption keys, symmetric keys,
     /// unknown types or curves, RSA keys under 2048 bits, malformed entries).
-    let skipped: Int
+    package let skipped: Int
+    /// How many keys were kept.
+    package var usableCount: Int { keys.count }
 
     /// Reads a JWKS document. Throws ``TokenRefusal`` when it is not a JSON object with a
     /// `keys` array; a key that cannot be used for verification is skipped, not fatal, so
     /// one exotic key (an encryption key, a post-quantum key) does not take the others down.
-    init(document: JSON) throws(TokenRefusal) {
+    package init(document: JSON) throws(TokenRefusal) {
         guard case .array(let entries)? = document["keys"] else { throw TokenRefusal("the key set has no 'keys' array") }
         var keys: [VerificationKey] = []
         for entry in entries {
