@@ -8,7 +8,8 @@
 #   make serve   run the sync server (127.0.0.1:8080, data in ./offline-sync-data/ on SQLite);
 #                mint a client token with `make token IDENTITY=alice`
 #   make soak    the long forms of the reliability tests (crash trials, convergence with 20
-#                clients, corrupt-store sweeps, hostile requests); writes Docs/Reliability.md
+#                clients, corrupt-store sweeps, hostile requests, the suites under the thread and
+#                address sanitizers); writes Docs/Reliability.md
 #   make fuzz    build offline-sync-fuzz with libFuzzer and the address sanitizer and run every
 #                parser's fuzz target for FUZZ_SECONDS (default 60) each; writes fuzz-results.json
 #                and the Fuzzing section of Docs/Reliability.md

@@ -207,7 +207,7 @@ let package = Package(
         // The parsers' fuzz targets (`make fuzz`; their corpora replay in `make test`): never a product.
         .target(
             name: "OfflineSyncFuzzing",
-            dependencies: ["OfflineSync", "OfflineSyncWire", "OfflineSyncOData", "OfflineSyncService", "OfflineSyncServer",
+            dependencies: ["OfflineSync", "OfflineSyncDatasets", "OfflineSyncWire", "OfflineSyncOData", "OfflineSyncService", "OfflineSyncServer",
                            "OfflineSyncEncryptedFile", "OfflineSyncLMDB"],
             path: "Sources/OfflineSyncFuzzing"
         ),

@@ -1,5 +1,6 @@
 import Foundation
 import OfflineSync
+import OfflineSyncDatasets
 import OfflineSyncEncryptedFile
 import OfflineSyncLMDB
 import OfflineSyncServer
@@ -57,6 +58,17 @@ package enum FuzzSeeds {
         let order = [SortKey("updatedAt"), SortKey("id")]
         for (index, row) in records.enumerated() {
             add("tables-skip-token", "token-\(index)", Array(TablesPaging.token(after: row, order: order).utf8))
+        }
+
+        let notices = [
+            ChangeNotice(identity: "josé", table: "todos"), ChangeNotice(group: "\u{1}list\u{0}L", table: "todos"),
+            ChangeNotice(group: "\u{1}list\u{0}L", member: "bob"), ChangeNotice(groupsChangedFor: "alice"),
+            ChangeNotice(dataset: DatasetNotification(identityPoolId: "us-east-1:pool", identityId: "us-east-1:id", datasetName: "prefs", syncCount: 7)),
+        ]
+        for (index, var notice) in notices.enumerated() {
+            add("change-notice", "notice-\(index)", Array(notice.encoded.utf8))
+            notice.origin = "client-\(index)"
+            add("change-notice", "origin-\(index)", Array(notice.encoded.utf8))
         }
 
         add("encrypted-file", "store", try await encryptedStore())

@@ -83,6 +83,11 @@ extension FuzzTarget {
             })
             if let signer { try expect(signer.accessKeyId == sigV4AccessKey, "a request signed by \(signer.accessKeyId) was accepted") }
         },
+        FuzzTarget("change-notice", "a change notice between server instances (a PostgreSQL NOTIFY payload), read by ChangeNotice(encoded:)") { input throws(FuzzFinding) in
+            guard let notice = ChangeNotice(encoded: text(input)) else { return }
+            let again = ChangeNotice(encoded: notice.encoded)
+            try expect(again == notice, "a change notice does not read back as written: \(notice) became \(String(describing: again))")
+        },
     ]
 
     /// The one credential the SigV4 target's verifier knows; the seeds are signed with it.

@@ -99,7 +99,7 @@ public struct ChangeNotice: Sendable, Hashable {
     /// rows and `m<hex group key>:<member>` for a group's member (a group key may hold bytes
     /// a PostgreSQL `NOTIFY` payload may not), `r<identity>` for a change of an identity's
     /// groups; any of them after `o<origin byte count>:<origin>` when the notice has an origin.
-    var encoded: String {
+    package var encoded: String {
         if let origin {
             // `o<origin byte count>:<origin>` before the notice's own form.
             var plain = self
@@ -116,7 +116,7 @@ public struct ChangeNotice: Sendable, Hashable {
                                          last: String(dataset.syncCount))
     }
 
-    init?(encoded: String) {
+    package init?(encoded: String) {
         if encoded.first == "o" {
             guard let (parts, rest) = CompositeKey.unpack(encoded.dropFirst(), count: 1), rest.first != "o",
                   var notice = ChangeNotice(encoded: String(rest)) else { return nil }
