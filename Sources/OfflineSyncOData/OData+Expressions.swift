@@ -65,7 +65,7 @@ extension ODataFilterParser {
     }
 
     /// True where OData's comparison holds, false elsewhere — never unknown.
-    private static func expressionTruth(_ left: QueryExpression, _ op: ComparisonOperator,
+    static func expressionTruth(_ left: QueryExpression, _ op: ComparisonOperator,
                                         _ right: QueryExpression) -> QueryPredicate {
         let leftNull = nullness(left), rightNull = nullness(right)
         let bothSet = QueryPredicate.and([leftNull.notNull, rightNull.notNull, .compareExpressions(left, op == .notEqual ? .equal : op, right)])

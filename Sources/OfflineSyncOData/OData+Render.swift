@@ -35,6 +35,7 @@ enum ODataRenderer {
 
     /// True exactly where the predicate is true.
     static func truth(_ predicate: QueryPredicate) -> Text {
+        if let text = comparison(predicate, negated: false) { return Text(text: text) }
         switch predicate {
         case .all: return Text(text: "true")
         case .and(let parts):
@@ -43,6 +44,7 @@ enum ODataRenderer {
             return parts.count == 1 ? truth(parts[0]) : join(parts.map(truth), "and")
         case .or(let parts):
             if parts.isEmpty { return Text(text: "false") }
+            if let text = valueMembership(parts) { return Text(text: text) }
             if parts.count == 1 { return truth(parts[0]) }
             if parts.count == 2, case .isNull(let field) = parts[0], let text = nullOr(field, parts[1]) {
                 return Text(text: text)
@@ -77,6 +79,59 @@ enum ODataRenderer {
             return both(left, right, "\(expression(left)) \(ODataFilterParser.name(op)) \(expression(right))")
         case .isNullExpression(let inner):
             return Text(text: "\(expression(inner)) eq null")
+        }
+    }
+
+    /// The text of a comparison of two values that the parser reads as exactly `predicate`
+    /// (`negated`: as its negation): `left op right` where `predicate` is the never-unknown
+    /// form ``ODataFilterParser/expressionTruth(_:_:_:)`` builds for it, which spells out
+    /// OData's null rules. Writing that form out instead would read back as a larger one, and
+    /// the filter would grow with every page's nextLink.
+    static func comparison(_ predicate: QueryPredicate, negated: Bool) -> String? {
+        switch predicate {
+        case .and, .or, .not: break
+        default: return nil
+        }
+        guard let (left, op, right) = innerComparison(predicate, depth: 4) else { return nil }
+        func text(_ op: ComparisonOperator) -> String { "\(expression(left)) \(ODataFilterParser.name(op)) \(expression(right))" }
+        switch op {
+        case .equal:
+            let equal = ODataFilterParser.expressionTruth(left, .equal, right)
+            if predicate == equal { return text(negated ? .notEqual : .equal) }
+            if predicate == .not(equal) { return text(negated ? .equal : .notEqual) }
+            return nil
+        default:
+            guard predicate == ODataFilterParser.expressionTruth(left, op, right) else { return nil }
+            return negated ? "not (\(text(op)))" : text(op)
+        }
+    }
+
+    /// `value in (…)` for a computed value, which the parser reads as one never-unknown
+    /// equality per listed literal; `nil` for other disjunctions.
+    static func valueMembership(_ parts: [QueryPredicate]) -> String? {
+        var value: QueryExpression?
+        var literals: [Value] = []
+        for part in parts {
+            guard let (left, op, right) = innerComparison(part, depth: 3), op == .equal, case .literal(let literal) = right,
+                  value == nil || value == left, part == ODataFilterParser.expressionTruth(left, .equal, right) else { return nil }
+            if case .field = left { return nil }
+            value = left
+            literals.append(literal)
+        }
+        guard let value, !literals.isEmpty else { return nil }
+        return "\(expression(value)) in (\(literals.map(literal).joined(separator: ",")))"
+    }
+
+    /// The first comparison of two values within `depth` levels of `and`, `or` and `not`.
+    static func innerComparison(_ predicate: QueryPredicate, depth: Int) -> (QueryExpression, ComparisonOperator, QueryExpression)? {
+        guard depth > 0 else { return nil }
+        switch predicate {
+        case let .compareExpressions(left, op, right): return (left, op, right)
+        case .and(let parts), .or(let parts):
+            for part in parts { if let found = innerComparison(part, depth: depth - 1) { return found } }
+            return nil
+        case .not(let inner): return innerComparison(inner, depth: depth - 1)
+        default: return nil
         }
     }
 
@@ -132,6 +187,7 @@ enum ODataRenderer {
 
     /// True exactly where the predicate is false.
     static func falsity(_ predicate: QueryPredicate) -> Text {
+        if let text = comparison(predicate, negated: true) { return Text(text: text) }
         switch predicate {
         case .all: return Text(text: "false")
         case .and(let parts):
@@ -139,6 +195,7 @@ enum ODataRenderer {
             return parts.count == 1 ? falsity(parts[0]) : join(parts.map(falsity), "or")
         case .or(let parts):
             if parts.isEmpty { return Text(text: "true") }
+            if let text = valueMembership(parts) { return Text(text: "not (\(text))") }
             return parts.count == 1 ? falsity(parts[0]) : join(parts.map(falsity), "and")
         case .not(let inner):
             return truth(inner)

@@ -3,94 +3,121 @@ import OfflineSync
 import OfflineSyncDatasets
 import OfflineSyncService
 
-/// A change committed by the server: which identity's rows of which table changed, or
-/// (for push sync) which dataset of the identity changed and its new sync count; or which
-/// large group's rows of a table changed (one notice for every member, see
-/// ``init(group:table:)``); or that an identity's reading of large groups changed (told to
-/// the identity, and to each group concerned, see ``init(groupsChangedFor:)`` and
-/// ``init(group:member:)``).
+/// A change committed by the server, and who hears of it: an identity's connections or a
+/// large group's members (``Topic``); and what changed (``Change``): rows of a table, a
+/// dataset (push sync), or — told only to the server's own connections — an identity's
+/// reading of large groups.
 public struct ChangeNotice: Sendable, Hashable {
-    /// The identity whose rows changed; for a group notice, the group's topic
-    /// (``groupTopic(_:)``), which no identity can equal.
-    public var identity: String
-    /// The table (empty for a dataset change and for ``isGroupsChange``).
-    public var table: String
-    /// The dataset change, for push sync; `nil` for a table change.
-    public var dataset: DatasetNotification?
-    /// For a group's member notice: the member whose reading of the group changed.
-    public var member: String?
+    /// Whose subscribers hear a notice. Compared by the bytes of its identity or group key,
+    /// so two identities that differ only in Unicode normalisation are two topics.
+    public enum Topic: Sendable, Hashable, CustomStringConvertible {
+        /// One identity's connections.
+        case identity(String)
+        /// The connections of a large group's members: the group's key, as the service
+        /// reports it in `PushReport.groupsChanged`. No identity's topic equals a group's.
+        case group(String)
+
+        public static func == (lhs: Topic, rhs: Topic) -> Bool {
+            switch (lhs, rhs) {
+            case let (.identity(a), .identity(b)), let (.group(a), .group(b)): return ExactString(a) == ExactString(b)
+            default: return false
+            }
+        }
+
+        public func hash(into hasher: inout Hasher) {
+            switch self {
+            case .identity(let identity): hasher.combine(0); hasher.combine(ExactString(identity))
+            case .group(let group): hasher.combine(1); hasher.combine(ExactString(group))
+            }
+        }
+
+        public var description: String {
+            switch self {
+            case .identity(let identity): return "identity \(identity)"
+            case .group(let group): return "group " + OfflineSyncService.hex(group)
+            }
+        }
+    }
+
+    /// What changed. Tables and members compare by their bytes.
+    public enum Change: Sendable, Hashable {
+        /// Rows of this table: the topic's subscribers should pull it.
+        case table(String)
+        /// A dataset and its new sync count (push sync), on its identity's topic.
+        case dataset(DatasetNotification)
+        /// On an identity's topic: the identity began, ended or changed its reading of large
+        /// groups (it joined or left one, its role changed, a group of its turned large), so
+        /// its connections re-read the groups they listen to. Not sent on to clients.
+        case groups
+        /// On a group's topic: this member's reading of the group changed, so its
+        /// connections stop hearing the group until they have re-read it, and no notice of
+        /// the group published after the change reaches a member who lost it. Not sent on
+        /// to clients.
+        case member(String)
+
+        public static func == (lhs: Change, rhs: Change) -> Bool {
+            switch (lhs, rhs) {
+            case let (.table(a), .table(b)), let (.member(a), .member(b)): return ExactString(a) == ExactString(b)
+            case let (.dataset(a), .dataset(b)): return a == b
+            case (.groups, .groups): return true
+            default: return false
+            }
+        }
+
+        public func hash(into hasher: inout Hasher) {
+            switch self {
+            case .table(let table): hasher.combine(0); hasher.combine(ExactString(table))
+            case .dataset(let dataset): hasher.combine(1); hasher.combine(dataset)
+            case .groups: hasher.combine(2)
+            case .member(let member): hasher.combine(3); hasher.combine(ExactString(member))
+            }
+        }
+    }
+
+    /// Who hears the notice.
+    public var topic: Topic
+    /// What changed.
+    public var change: Change
     /// The client whose push caused the change (its `X-OfflineSync-Client`), when the change
     /// is only what that client wrote: that client's own change channel skips the notice,
     /// since it already holds the change. `nil` when any reader may need to pull.
     public var origin: String?
 
-    /// Creates a table notice.
-    public init(identity: String, table: String) {
-        self.identity = identity
-        self.table = table
+    /// A notice of `change` for `topic`'s subscribers.
+    public init(_ topic: Topic, _ change: Change, origin: String? = nil) {
+        self.topic = topic
+        self.change = change
+        self.origin = origin
     }
 
-    /// A notice that rows of `table` in the large group `group` (a key the service reports
-    /// in `PushReport.groupsChanged`) changed: it reaches the subscribers of
-    /// ``groupTopic(_:)``, the connections of the members whose pulls read that group's log.
-    public init(group: String, table: String) {
-        self.identity = Self.groupTopic(group)
-        self.table = table
+    /// A notice that `identity`'s rows of `table` changed.
+    public init(identity: String, table: String) { self.init(.identity(identity), .table(table)) }
+
+    /// A notice that rows of `table` in the large group `group` changed: it reaches the
+    /// connections of the members whose pulls read that group's log.
+    public init(group: String, table: String) { self.init(.group(group), .table(table)) }
+
+    /// A notice that `identity`'s reading of large groups changed (``Change/groups``).
+    public init(groupsChangedFor identity: String) { self.init(.identity(identity), .groups) }
+
+    /// A notice, on `group`'s topic, that `member`'s reading of it changed (``Change/member(_:)``).
+    public init(group: String, member: String) { self.init(.group(group), .member(member)) }
+
+    /// A dataset notice, on the dataset's identity's topic.
+    public init(dataset: DatasetNotification) { self.init(.identity(dataset.identityId), .dataset(dataset)) }
+
+    /// The table whose rows changed, for a table notice.
+    public var table: String? {
+        if case .table(let table) = change { return table }
+        return nil
     }
-
-    /// A notice that `identity` began, ended or changed its reading of large groups (it
-    /// joined or left one, its role changed, a group of its turned large): its connections
-    /// re-read the groups they listen to. Not sent on to clients.
-    public init(groupsChangedFor identity: String) {
-        self.identity = identity
-        self.table = ""
-    }
-
-    /// A notice, on the group's topic, that `member`'s reading of `group` changed: that
-    /// member's connections stop hearing the group until they have re-read it, so no notice
-    /// of the group published after the change reaches a member who lost it. Not sent on to
-    /// clients.
-    public init(group: String, member: String) {
-        self.identity = Self.groupTopic(group)
-        self.table = ""
-        self.member = member
-    }
-
-    /// The topic a group's notices are delivered to: the key after a NUL, which an identity
-    /// never holds, so no identity's subscribers hear a group's notices by name.
-    public static func groupTopic(_ group: String) -> String { "\u{0}" + group }
-
-    /// The large group this notice is about, if it is a group notice.
-    public var group: String? { identity.first == "\u{0}" ? String(identity.dropFirst()) : nil }
-
-    /// Whether this notice says its identity's large groups changed.
-    public var isGroupsChange: Bool { table.isEmpty && dataset == nil && group == nil }
 
     /// Whether this notice is for the server's connections only, not for clients.
-    var isInternal: Bool { table.isEmpty && dataset == nil }
-
-    /// Exact equality: identities, tables, members and origins are compared by their bytes, so
-    /// notices for two identities that differ only in Unicode normalisation stay two notices.
-    public static func == (lhs: ChangeNotice, rhs: ChangeNotice) -> Bool {
-        ExactString(lhs.identity) == ExactString(rhs.identity) && ExactString(lhs.table) == ExactString(rhs.table)
-            && lhs.dataset == rhs.dataset && lhs.member.map(ExactString.init) == rhs.member.map(ExactString.init)
-            && lhs.origin.map(ExactString.init) == rhs.origin.map(ExactString.init)
-    }
-
-    /// Hashes consistently with `==`.
-    public func hash(into hasher: inout Hasher) {
-        hasher.combine(ExactString(identity))
-        hasher.combine(ExactString(table))
-        hasher.combine(dataset)
-        hasher.combine(member.map(ExactString.init))
-        hasher.combine(origin.map(ExactString.init))
-    }
-
-    /// Creates a dataset notice.
-    public init(dataset: DatasetNotification) {
-        self.identity = dataset.identityId
-        self.table = ""
-        self.dataset = dataset
+    public var isInternal: Bool {
+        switch change {
+        case .table, .dataset: return false
+        case .groups, .member: return true
+        }
     }
 
     /// The compact form sent between server instances: `<identity byte count>:<identity><table>`
@@ -101,21 +128,22 @@ public struct ChangeNotice: Sendable, Hashable {
     /// groups; any of them after `o<origin byte count>:<origin>` when the notice has an origin.
     package var encoded: String {
         if let origin {
-            // `o<origin byte count>:<origin>` before the notice's own form.
-            var plain = self
-            plain.origin = nil
-            return "o" + CompositeKey.packed(origin, last: plain.encoded)
+            return "o" + CompositeKey.packed(origin, last: ChangeNotice(topic, change).encoded)
         }
-        if let group {
-            let hex = OfflineSyncService.hex(group)
-            return member.map { "m" + hex + ":" + $0 } ?? "g" + hex + ":" + table
+        switch (topic, change) {
+        case let (.identity(identity), .table(table)): return CompositeKey.packed(identity, last: table)
+        case let (.identity, .dataset(dataset)):
+            return "d" + CompositeKey.packed(dataset.identityId, dataset.identityPoolId, dataset.datasetName, last: String(dataset.syncCount))
+        case let (.identity(identity), .groups): return "r" + identity
+        case let (.group(group), .table(table)): return "g" + OfflineSyncService.hex(group) + ":" + table
+        case let (.group(group), .member(member)): return "m" + OfflineSyncService.hex(group) + ":" + member
+        case (.identity, .member), (.group, .dataset), (.group, .groups):
+            // No initializer makes these; they have no compact form, and a relay drops them.
+            return ""
         }
-        if isGroupsChange { return "r" + identity }
-        guard let dataset else { return CompositeKey.packed(identity, last: table) }
-        return "d" + CompositeKey.packed(dataset.identityId, dataset.identityPoolId, dataset.datasetName,
-                                         last: String(dataset.syncCount))
     }
 
+    /// Reads ``encoded``'s form; `nil` for anything else.
     package init?(encoded: String) {
         if encoded.first == "o" {
             guard let (parts, rest) = CompositeKey.unpack(encoded.dropFirst(), count: 1), rest.first != "o",
@@ -127,11 +155,7 @@ public struct ChangeNotice: Sendable, Hashable {
         if encoded.first == "g" || encoded.first == "m" {
             let parts = encoded.dropFirst().split(separator: ":", maxSplits: 1, omittingEmptySubsequences: false)
             guard parts.count == 2, !parts[1].isEmpty, let group = OfflineSyncService.unhex(parts[0]) else { return nil }
-            if encoded.first == "m" {
-                self.init(group: group, member: String(parts[1]))
-            } else {
-                self.init(group: group, table: String(parts[1]))
-            }
+            self.init(.group(group), encoded.first == "m" ? .member(String(parts[1])) : .table(String(parts[1])))
             return
         }
         if encoded.first == "r" {
@@ -155,34 +179,34 @@ public struct ChangeNotice: Sendable, Hashable {
 public protocol ChangeFeed: Sendable {
     /// Announces committed changes.
     func publish(_ notices: [ChangeNotice]) async
-    /// The notices for `identity` from now on, until the returned stream is dropped.
-    func subscribe(identity: String) -> AsyncStream<ChangeNotice>
+    /// The notices for `topic` from now on, until the returned stream is dropped.
+    func subscribe(to topic: ChangeNotice.Topic) -> AsyncStream<ChangeNotice>
 }
 
-/// Delivers notices to the subscribers of this process, one topic per identity: a notice
-/// reaches only its identity's subscribers.
+/// Delivers notices to the subscribers of this process: a notice reaches only its topic's
+/// subscribers.
 public final class LocalChangeFeed: ChangeFeed, Sendable {
     /// How many notices a slow subscriber may have waiting before the oldest are dropped.
     /// A dropped notice loses nothing: notices only say "pull now", and a pull fetches every change.
     public static let bufferSize = 256
 
-    /// Topics are identities' exact bytes: a subscriber hears no notice of an identity that is
+    /// Topics compare by their exact bytes: a subscriber hears no notice of an identity that is
     /// only canonically equivalent to its own.
-    private let broadcaster = Broadcaster<ExactString, ChangeNotice>(bufferingPolicy: .bufferingNewest(LocalChangeFeed.bufferSize))
+    private let broadcaster = Broadcaster<ChangeNotice.Topic, ChangeNotice>(bufferingPolicy: .bufferingNewest(LocalChangeFeed.bufferSize))
 
     /// Creates a feed with no subscribers.
     public init() {}
 
-    /// Delivers `notices` to the current subscribers of their identities.
+    /// Delivers `notices` to the current subscribers of their topics.
     public func publish(_ notices: [ChangeNotice]) async { deliver(notices) }
 
     func deliver(_ notices: [ChangeNotice]) {
-        for notice in notices { broadcaster.publish(notice, to: ExactString(notice.identity)) }
+        for notice in notices { broadcaster.publish(notice, to: notice.topic) }
     }
 
-    /// Subscribes to `identity`'s notices.
-    public func subscribe(identity: String) -> AsyncStream<ChangeNotice> {
-        broadcaster.subscribe(to: ExactString(identity))
+    /// Subscribes to `topic`'s notices.
+    public func subscribe(to topic: ChangeNotice.Topic) -> AsyncStream<ChangeNotice> {
+        broadcaster.subscribe(to: topic)
     }
 
     /// How many subscriptions are open (for tests and health reports).
@@ -244,9 +268,12 @@ public final class RelayedChangeFeed: ChangeFeed, Sendable {
     /// Sends each notice to the channel. A failed send is dropped: notices are hints, and
     /// clients also pull on reconnect and on their own schedule.
     public func publish(_ notices: [ChangeNotice]) async {
-        for notice in Set(notices) { try? await send(notice.encoded) }
+        for notice in Set(notices) {
+            let message = notice.encoded
+            if !message.isEmpty { try? await send(message) }
+        }
     }
 
-    /// Subscribes to `identity`'s notices from every instance.
-    public func subscribe(identity: String) -> AsyncStream<ChangeNotice> { local.subscribe(identity: identity) }
+    /// Subscribes to `topic`'s notices from every instance.
+    public func subscribe(to topic: ChangeNotice.Topic) -> AsyncStream<ChangeNotice> { local.subscribe(to: topic) }
 }

@@ -45,7 +45,7 @@ final class ConnectionNotices: Sendable {
     /// this returns reaches ``stream``. Call ``close()`` when the connection ends.
     static func open(feed: any ChangeFeed, service: OfflineSyncService, claims: Claims) async -> ConnectionNotices {
         let connection = ConnectionNotices(feed: feed, service: service, claims: claims)
-        let own = feed.subscribe(identity: claims.identity.text)
+        let own = feed.subscribe(to: .identity(claims.identity.text))
         // A store that cannot be read now leaves the groups unheard until the identity's next
         // groups notice; the client still pulls on reconnect and on its own schedule.
         if let groups = try? await service.groupSubscriptions(claims: claims) {
@@ -53,10 +53,10 @@ final class ConnectionNotices: Sendable {
         }
         let relay = Task {
             for await notice in own {
-                if notice.isGroupsChange {
-                    await connection.regroup()
-                } else if !notice.isInternal {
-                    connection.continuation.yield(notice)
+                switch notice.change {
+                case .groups: await connection.regroup()
+                case .table, .dataset: connection.continuation.yield(notice)
+                case .member: break
                 }
             }
         }
@@ -86,14 +86,17 @@ final class ConnectionNotices: Sendable {
 
     /// Relays `group`'s topic for `tables`; with `announcing`, tells the client those tables changed.
     private func subscribe(_ group: String, tables: Set<String>, announcing: Bool) {
-        let notices = feed.subscribe(identity: ChangeNotice.groupTopic(group))
+        let notices = feed.subscribe(to: .group(group))
         let relay = Task { [weak self] in
             for await notice in notices {
                 guard let self else { return }
-                if let member = notice.member, self.claims.identity.isExactly(member) {
+                switch notice.change {
+                case .member(let member) where self.claims.identity.isExactly(member):
                     await self.reread(group)
-                } else if !notice.isInternal, self.state.withLock({ $0.groups[group]?.tables.contains(notice.table) ?? false }) {
+                case .table(let table) where self.state.withLock({ $0.groups[group]?.tables.contains(table) ?? false }):
                     self.continuation.yield(notice)
+                case .table, .member, .dataset, .groups:
+                    break
                 }
             }
         }

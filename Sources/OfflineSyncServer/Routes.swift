@@ -128,12 +128,12 @@ struct Routes: Sendable {
         if let origin, !operations.contains(where: { deciding.contains($0.table) }) {
             notices = Set(notices.map { notice in
                 var marked = notice
-                if !notice.isInternal, notice.dataset == nil { marked.origin = origin }
+                if case .table = notice.change { marked.origin = origin }
                 return marked
             })
         }
         if !notices.isEmpty {
-            await server.feed.publish(notices.sorted { ($0.identity, $0.table) < ($1.identity, $1.table) })
+            await server.feed.publish(notices.sorted { $0.encoded < $1.encoded })
         }
     }
 
@@ -238,7 +238,8 @@ struct Routes: Sendable {
                     for await notice in notices {
                         if let origin = notice.origin, origin == client { continue }
                         let message: JSON
-                        if let change = notice.dataset {
+                        switch notice.change {
+                        case .dataset(let change):
                             guard let device, (try? await datasets.device(pool: change.identityPoolId, identity: identity,
                                                                          deviceId: device)) == .webSocket,
                                   (try? await datasets.isSubscribed(pool: change.identityPoolId, identity: identity,
@@ -249,8 +250,10 @@ struct Routes: Sendable {
                                 ("identityPoolId", .string(change.identityPoolId)), ("identityId", .string(change.identityId)),
                                 ("datasetName", .string(change.datasetName)), ("syncCount", .number(String(change.syncCount))),
                             ])
-                        } else {
-                            message = JSON.object([("type", .string("change")), ("table", .string(notice.table))])
+                        case .table(let table):
+                            message = JSON.object([("type", .string("change")), ("table", .string(table))])
+                        case .groups, .member:
+                            continue
                         }
                         try await outbound.writeTextMessage(String(decoding: message.encoded, as: UTF8.self))
                     }

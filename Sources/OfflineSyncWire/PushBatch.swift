@@ -158,8 +158,9 @@ public enum PushBatch {
     /// The results an answer carries, rebuilding each applied-as-sent record from the
     /// operation it answers (`operations`, in order). Malformed bytes are
     /// ``SyncError/Code/invalidValue`` as in ``decodeOperations(_:reservingExtraFields:)``, and so is an
-    /// applied-as-sent result that names another operation than the one at its place, or a
-    /// delete (whose record no operation carries).
+    /// applied-as-sent result that names another operation than the one at its place, a
+    /// delete (whose record no operation carries), or an answer with more or fewer results
+    /// than `operations`.
     public static func decodeResults(_ buffer: UnsafeRawBufferPointer, answering operations: [PushOperation]) throws -> [PushResult] {
         var reader = try Frames.Reader(buffer, header: resultsHeader, what: "the push answer")
         var results: [PushResult] = []
@@ -170,6 +171,9 @@ public enum PushBatch {
             case .end?:
                 guard frame.payload.isEmpty else { throw reader.refused("the end frame has a payload", at: frame.at) }
                 guard reader.atEnd else { throw reader.refused("bytes follow the end frame", at: reader.offset) }
+                guard results.count == operations.count else {
+                    throw reader.refused("the answer holds \(results.count) results for \(operations.count) operations", at: frame.at)
+                }
                 return results
             case .head?:
                 let path = "results[\(results.count)]"

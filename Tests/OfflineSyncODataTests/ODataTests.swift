@@ -726,14 +726,17 @@ struct ODataTests {
     }
 
     /// Each page's nextLink is written from the query parsed out of the previous nextLink, so
-    /// a filter that does not read back as itself changes (and grew, with computed values)
-    /// from page to page. Found by the `odata-filter` fuzz target's seeds.
+    /// a filter that does not read back as itself changes (and grew, with computed values
+    /// and fields compared with fields) from page to page. Found by the `odata-filter` and
+    /// `odata-query` fuzz targets.
     @Test func nextLinksKeepTheirFilterPageAfterPage() throws {
         let filters = [
             "startswith(title,'mi') or contains(tolower(title),'EGG') and not (count ge 12.5)",
             "id in ('a','b') and year(createdAt) eq 2026 and length(title) gt 3",
             "deleted eq true or (priority sub 1 mul 2 ne -4 and title ne 'it''s')",
             "length(title) ne 4 or id in ('x') or id in ('y', null)",
+            "year(createdAt) eq due and done eq flagged",
+            "a ne b or not (a lt b) or length(a) ge count or tolower(a) in ('x', 'y')",
         ]
         for text in filters {
             let first = try ODataQuery.parse([("$filter", text)])

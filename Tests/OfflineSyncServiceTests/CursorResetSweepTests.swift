@@ -8,7 +8,7 @@ import Testing
 
 /// A cursor reset ends with the local table equal to what the identity may read now: rows
 /// seen through a grant it lost leave, queued local writes stay.
-@Suite("A reset cursor sweeps the rows the identity may no longer read", .timeLimit(.minutes(1)))
+@Suite("A reset cursor sweeps the rows the identity may no longer read", .timeLimit(.minutes(sanitizerSlowdown)))
 struct CursorResetSweepTests {
     static let admin = Condition(claim: "roles", values: ["admin"])
     /// `reports` is read by admins only; `notes` is owner-only.

@@ -14,7 +14,7 @@ import Testing
 /// The time limit guards against a hang, not a speed: each test awaits thousands of reads
 /// and observation values one after another, so while the rest of the test binary loads
 /// both cores it takes minutes (126 s in a full run on the 2-core VM, 4 s alone).
-@Suite("Observations patched from written rows equal fresh queries", .timeLimit(.minutes(10)))
+@Suite("Observations patched from written rows equal fresh queries", .timeLimit(.minutes(10 * sanitizerSlowdown)))
 struct ObservationPatchTests {
     static let schema = TableSchema("items", fields: [
         FieldDefinition("n", .int, indexed: true), FieldDefinition("tag", .string), FieldDefinition("flag", .bool),

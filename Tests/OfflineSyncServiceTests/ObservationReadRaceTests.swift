@@ -11,7 +11,7 @@ import Testing
 /// patch after the read must not lose it. A real store whose reads can be held at either
 /// point makes both orders happen on purpose. The time limit guards against a hang only (see
 /// ObservationPatchTests: awaits in sequence are slow while the whole binary runs).
-@Suite("Observations: commits that land during a read", .timeLimit(.minutes(10)))
+@Suite("Observations: commits that land during a read", .timeLimit(.minutes(10 * sanitizerSlowdown)))
 struct ObservationReadRaceTests {
     @Test("a commit after the read's snapshot is shown next, also when a later commit patches", arguments: ["memory", "sqlite"])
     func afterSnapshot(_ kind: String) async throws {

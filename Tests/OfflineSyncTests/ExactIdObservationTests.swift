@@ -7,7 +7,7 @@ import Testing
 
 /// Record ids that differ only in Unicode normalisation are two records to every store, and
 /// so to every observation: a write to one never answers an observation of the other.
-@Suite("Observations tell ids apart by their bytes", .timeLimit(.minutes(1)))
+@Suite("Observations tell ids apart by their bytes", .timeLimit(.minutes(sanitizerSlowdown)))
 struct ExactIdObservationTests {
     /// "café" with é precomposed, and with e + U+0301: one Swift string, two ids.
     static let composed = "caf\u{E9}", decomposed = "cafe\u{301}"
