@@ -47,8 +47,13 @@ def reports(prefix):
                 frames = re.findall(r"#\d+ (\S+) (\S+)", block)
                 ours = [f"{name} {where}" for name, where in frames if "/Sources/" in where or "/Adapters/" in where or "/Tests/" in where]
                 found.append({"kind": head.group(1).strip(), "log": os.path.relpath(path, ROOT), "first_frame_of_ours": ours[0] if ours else ""})
+        # TSan: "ThreadSanitizer: Matched N suppressions" then "count type:pattern" lines.
         for count, pattern in re.findall(r"(?m)^\s*(\d+) (\S+:\S+)$", text.split("Matched", 1)[1] if "Matched" in text else ""):
             matched[pattern] = matched.get(pattern, 0) + int(count)
+        # LSan: "Suppressions used:", a header, then "count bytes template" lines.
+        if "Suppressions used:" in text:
+            for count, _, pattern in re.findall(r"(?m)^\s*(\d+)\s+(\d+)\s+(\S+)$", text.split("Suppressions used:", 1)[1]):
+                matched["leak:" + pattern] = matched.get("leak:" + pattern, 0) + int(count)
     return found, matched
 
 
