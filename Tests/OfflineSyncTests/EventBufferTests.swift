@@ -7,7 +7,7 @@ import Testing
 
 /// A subscriber of a context's events that stops reading costs a bounded buffer: progress
 /// coalesces, other events stop at the limit behind one `eventsDropped` marker.
-@Suite("Events: bounded buffers per subscriber")
+@Suite("Events: bounded buffers per subscriber", .timeLimit(.minutes(sanitizerSlowdown)))
 struct EventBufferTests {
     static func enqueued(_ n: Int) -> SyncEvent {
         .outboxMutationEnqueued(table: "notes", record: Record(id: "r\(n)", fields: [:]), kind: .insert)
@@ -113,6 +113,18 @@ struct EventBufferTests {
         #expect(held.contains(.pushProgress(done: 500, total: 500)))
         #expect(held.contains(.pullProgress(table: "notes", done: 2_000, total: 2_000)))
         #expect(held.count <= 100 + EventQueue.coalescingWindow + 2)
+    }
+
+    @Test("a subscriber's loop ends when its context is released without being closed")
+    func releasedContextEndsItsStreams() async throws {
+        var context: SyncContext? = try await SyncContext(store: InMemoryStore(), remote: OfflineSyncService(store: InMemoryStore()).remote(for: "u"))
+        let events = try #require(context).events()
+        let reader = Task { await Self.drain(events) }
+        context = nil
+        // The reader's loop ends. Were it to wait forever, the suite's time limit cancels this
+        // test, which cancels the reader, and the test fails.
+        let seen = await withTaskCancellationHandler { await reader.value } onCancel: { reader.cancel() }
+        #expect(!seen.contains { if case .eventsDropped = $0 { true } else { false } })
     }
 
     @Test("a cancelled reader ends its subscription, and the context stops buffering for it")

@@ -220,6 +220,11 @@ final class SyncEventHub: Sendable {
         self.limit = limit
     }
 
+    /// A context released without ``finish()`` (never closed) still ends its subscribers'
+    /// streams: a `for await` over its events ends, rather than waiting forever on a queue
+    /// nothing will push to (and keeping the waiting task and its buffer alive).
+    deinit { finish() }
+
     /// A subscription with the hub's limit (`limit` overrides it: a test's reader that must
     /// miss nothing).
     func subscribe(limit: Int? = nil) -> SyncEvents {
