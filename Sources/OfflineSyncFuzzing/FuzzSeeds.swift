@@ -4,6 +4,7 @@ import OfflineSyncDatasets
 import OfflineSyncEncryptedFile
 import OfflineSyncLMDB
 import OfflineSyncServer
+import OfflineSyncService
 import OfflineSyncWire
 
 /// The seed inputs the encoders write (`offline-sync-fuzz seeds DIR`): well-formed
@@ -58,6 +59,10 @@ package enum FuzzSeeds {
         let order = [SortKey("updatedAt"), SortKey("id")]
         for (index, row) in records.enumerated() {
             add("tables-skip-token", "token-\(index)", Array(TablesPaging.token(after: row, order: order).utf8))
+        }
+
+        for (index, cursor) in ["0f3a:17", "0f3a:t:0", "0f3a:v:42", "0f3a:v:43:40:" + OfflineSyncService.hex("g\u{0}1")].enumerated() {
+            add("pull-cursor", "cursor-\(index)", Array(cursor.utf8))
         }
 
         let notices = [

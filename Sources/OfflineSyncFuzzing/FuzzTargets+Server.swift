@@ -89,6 +89,11 @@ extension FuzzTarget {
             })
             if let signer { try expect(signer.accessKeyId == sigV4AccessKey, "a request signed by \(signer.accessKeyId) was accepted") }
         },
+        FuzzTarget("pull-cursor", "a pull request's cursor, read by the service's PullCursor") { input throws(FuzzFinding) in
+            guard let cursor = try refusing("PullCursor(parsing:)", { try OfflineSyncService.PullCursor(parsing: text(input)) }) else { return }
+            let again = try refusing("PullCursor(parsing:) of its own text", { try OfflineSyncService.PullCursor(parsing: cursor.text) })
+            try expect(again?.text == cursor.text, "a cursor does not read back as written: \(cursor.text) became \(String(describing: again?.text))")
+        },
         FuzzTarget("change-notice", "a change notice between server instances (a PostgreSQL NOTIFY payload), read by ChangeNotice(encoded:)") { input throws(FuzzFinding) in
             guard let notice = ChangeNotice(encoded: text(input)) else { return }
             let again = ChangeNotice(encoded: notice.encoded)

@@ -16,7 +16,7 @@ extension OfflineSyncService {
     /// The epoch changes when a table's sequence starts over; a cursor of another epoch makes
     /// the pull start again (`cursorReset`), anything else this service did not write is
     /// ``SyncError/Code/invalidCursor``.
-    struct PullCursor {
+    package struct PullCursor {
         var epoch: String
         /// `nil` for an owner-only table's cursor.
         var mode: PullMode?
@@ -28,7 +28,7 @@ extension OfflineSyncService {
             self.position = position
         }
 
-        init(parsing text: String) throws {
+        package init(parsing text: String) throws {
             let invalid = SyncError(.invalidCursor, "the cursor is not one this service issued")
             let parts = text.split(separator: ":", omittingEmptySubsequences: false)
             epoch = String(parts[0])
@@ -53,7 +53,7 @@ extension OfflineSyncService {
             }
         }
 
-        var text: String {
+        package var text: String {
             guard let mode else { return "\(epoch):\(position.main)" }
             return "\(epoch):\(mode.rawValue):\(position.text)"
         }
@@ -65,16 +65,26 @@ extension OfflineSyncService {
         text.utf8.map { byte in (byte < 16 ? "0" : "") + String(byte, radix: 16) }.joined()
     }
 
-    /// The UTF-8 string whose bytes `text` spells in hex (``hex(_:)``); `nil` for anything else.
+    /// The UTF-8 string whose bytes `text` spells in hex as ``hex(_:)`` writes it (lowercase,
+    /// two digits a byte); `nil` for anything else. Read byte by byte: a cursor is client
+    /// input, and any character, of any width, may stand where a digit should.
     package static func unhex(_ text: Substring) -> String? {
-        guard text.utf8.count % 2 == 0 else { return nil }
+        let digits = Array(text.utf8)
+        guard digits.count % 2 == 0 else { return nil }
+        func value(_ digit: UInt8) -> UInt8? {
+            switch digit {
+            case UInt8(ascii: "0")...UInt8(ascii: "9"): return digit - UInt8(ascii: "0")
+            case UInt8(ascii: "a")...UInt8(ascii: "f"): return digit - UInt8(ascii: "a") + 10
+            default: return nil
+            }
+        }
         var bytes: [UInt8] = []
-        var index = text.startIndex
-        while index < text.endIndex {
-            let next = text.index(index, offsetBy: 2)
-            guard let byte = UInt8(text[index..<next], radix: 16) else { return nil }
-            bytes.append(byte)
-            index = next
+        bytes.reserveCapacity(digits.count / 2)
+        var index = 0
+        while index < digits.count {
+            guard let high = value(digits[index]), let low = value(digits[index + 1]) else { return nil }
+            bytes.append(high << 4 | low)
+            index += 2
         }
         return String(validating: bytes, as: UTF8.self)
     }
