@@ -83,6 +83,19 @@ public struct ChangeNotice: Sendable, Hashable {
     /// since it already holds the change. `nil` when any reader may need to pull.
     public var origin: String?
 
+    /// Exact equality: the topic, the change and the origin compare by their bytes, so notices
+    /// for two identities or origins that differ only in Unicode normalisation stay two notices.
+    public static func == (lhs: ChangeNotice, rhs: ChangeNotice) -> Bool {
+        lhs.topic == rhs.topic && lhs.change == rhs.change && lhs.origin.map(ExactString.init) == rhs.origin.map(ExactString.init)
+    }
+
+    /// Hashes consistently with `==`.
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(topic)
+        hasher.combine(change)
+        hasher.combine(origin.map(ExactString.init))
+    }
+
     /// A notice of `change` for `topic`'s subscribers.
     public init(_ topic: Topic, _ change: Change, origin: String? = nil) {
         self.topic = topic

@@ -54,6 +54,21 @@ import Foundation
 
 @Suite("Change notices between instances: the compact form round-trips")
 struct ChangeNoticeEncodingTests {
+    @Test("notices compare by bytes: identities, groups, tables and origins that differ only in normalisation differ")
+    func exactEquality() {
+        let composed = "jos\u{E9}", decomposed = "jose\u{301}"
+        #expect(ChangeNotice(identity: composed, table: "t") != ChangeNotice(identity: decomposed, table: "t"))
+        #expect(ChangeNotice(group: composed, table: "t") != ChangeNotice(group: decomposed, table: "t"))
+        #expect(ChangeNotice(identity: "a", table: composed) != ChangeNotice(identity: "a", table: decomposed))
+        #expect(ChangeNotice(group: "g", table: "t") != ChangeNotice(identity: "g", table: "t"))
+        var first = ChangeNotice(identity: "a", table: "t")
+        first.origin = composed
+        var second = first
+        second.origin = decomposed
+        #expect(first != second)
+        #expect(Set([first, second]).count == 2)
+    }
+
     @Test("every kind of notice, with and without an origin, decodes to itself; malformed forms are refused")
     func roundTrip() {
         var withOrigin = ChangeNotice(identity: "alice", table: "todos")

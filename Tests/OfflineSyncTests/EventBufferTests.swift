@@ -7,7 +7,7 @@ import Testing
 
 /// A subscriber of a context's events that stops reading costs a bounded buffer: progress
 /// coalesces, other events stop at the limit behind one `eventsDropped` marker.
-@Suite("Events: bounded buffers per subscriber", .timeLimit(.minutes(sanitizerSlowdown)))
+@Suite("Events: bounded buffers per subscriber")
 struct EventBufferTests {
     static func enqueued(_ n: Int) -> SyncEvent {
         .outboxMutationEnqueued(table: "notes", record: Record(id: "r\(n)", fields: [:]), kind: .insert)
@@ -115,13 +115,13 @@ struct EventBufferTests {
         #expect(held.count <= 100 + EventQueue.coalescingWindow + 2)
     }
 
-    @Test("a subscriber's loop ends when its context is released without being closed")
+    @Test("a subscriber's loop ends when its context is released without being closed", .timeLimit(.minutes(sanitizerSlowdown)))
     func releasedContextEndsItsStreams() async throws {
         var context: SyncContext? = try await SyncContext(store: InMemoryStore(), remote: OfflineSyncService(store: InMemoryStore()).remote(for: "u"))
         let events = try #require(context).events()
         let reader = Task { await Self.drain(events) }
         context = nil
-        // The reader's loop ends. Were it to wait forever, the suite's time limit cancels this
+        // The reader's loop ends. Were it to wait forever, the time limit cancels this
         // test, which cancels the reader, and the test fails.
         let seen = await withTaskCancellationHandler { await reader.value } onCancel: { reader.cancel() }
         #expect(!seen.contains { if case .eventsDropped = $0 { true } else { false } })
