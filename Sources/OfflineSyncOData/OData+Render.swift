@@ -232,7 +232,16 @@ enum ODataRenderer {
             if d.isNaN { return "NaN" }
             if d.isInfinite { return d < 0 ? "-INF" : "INF" }
             return "\(d)"
-        case .string(let s): return "'" + s.replacingOccurrences(of: "'", with: "''") + "'"
+        case .string(let s):
+            // Doubled scalar by scalar, as the parser reads: a quote followed by a combining
+            // mark is one Character, which a Character-wise replacement would leave single,
+            // ending the literal early when the nextLink is read back.
+            var quoted = String.UnicodeScalarView()
+            for scalar in s.unicodeScalars {
+                quoted.append(scalar)
+                if scalar == "'" { quoted.append(scalar) }
+            }
+            return "'" + String(quoted) + "'"
         case .bytes(let b):
             let base64 = Data(b).base64EncodedString()
                 .replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")

@@ -56,7 +56,9 @@ public struct ODataQuery: Sendable, Hashable {
         query.split(separator: "&", omittingEmptySubsequences: true).map { pair in
             let parts = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
             func decode(_ text: Substring) -> String {
-                let spaced = text.replacingOccurrences(of: "+", with: " ")
+                // `+` is a space scalar by scalar: a `+` followed by a combining mark is one
+                // Character, which a Character-wise replacement would leave.
+                let spaced = String(String.UnicodeScalarView(text.unicodeScalars.map { $0 == "+" ? " " : $0 }))
                 return spaced.removingPercentEncoding ?? spaced
             }
             return (decode(parts[0]), parts.count > 1 ? decode(parts[1]) : "")

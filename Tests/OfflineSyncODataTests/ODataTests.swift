@@ -725,6 +725,12 @@ struct ODataTests {
         #expect(ODataQuery(filter: .compare("deleted", .equal, .bool(false))).queryString(skip: 0) == "$filter=deleted%20eq%20false")
     }
 
+    @Test func queryStringPlusIsASpaceEvenBeforeACombiningMark() {
+        let parameters = ODataQuery.parameters(query: "$filter=t%20eq%20%27a+\u{301}%27&x+y=1+2")
+        #expect(parameters.map(\.name) == ["$filter", "x y"])
+        #expect(parameters.map(\.value) == ["t eq 'a \u{301}'", "1 2"])
+    }
+
     /// Each page's nextLink is written from the query parsed out of the previous nextLink, so
     /// a filter that does not read back as itself changes (and grew, with computed values
     /// and fields compared with fields) from page to page. Found by the `odata-filter` and
@@ -737,6 +743,9 @@ struct ODataTests {
             "length(title) ne 4 or id in ('x') or id in ('y', null)",
             "year(createdAt) eq due and done eq flagged",
             "a ne b or not (a lt b) or length(a) ge count or tolower(a) in ('x', 'y')",
+            // A quote followed by a combining mark (U+06D8) is one Character: doubled only
+            // Character by Character, it ended the literal early (the odata-filter target).
+            "title eq 'it''\u{6D8}s' or title eq '''\u{301}'",
         ]
         for text in filters {
             let first = try ODataQuery.parse([("$filter", text)])
