@@ -66,8 +66,8 @@ package enum FuzzSeeds {
         }
 
         let notices = [
-            ChangeNotice(identity: "josé", table: "todos"), ChangeNotice(group: "\u{1}list\u{0}L", table: "todos"),
-            ChangeNotice(group: "\u{1}list\u{0}L", member: "bob"), ChangeNotice(groupsChangedFor: "alice"),
+            ChangeNotice(identity: "josé", table: "todos"), ChangeNotice(group: GroupKey("\u{1}list\u{0}L"), table: "todos"),
+            ChangeNotice(group: GroupKey("\u{1}list\u{0}L"), member: "bob"), ChangeNotice(groupsChangedFor: "alice"),
             ChangeNotice(dataset: DatasetNotification(identityPoolId: "us-east-1:pool", identityId: "us-east-1:id", datasetName: "prefs", syncCount: 7)),
         ]
         for (index, var notice) in notices.enumerated() {

@@ -15,11 +15,12 @@ public struct ChangeNotice: Sendable, Hashable {
         case identity(String)
         /// The connections of a large group's members: the group's key, as the service
         /// reports it in `PushReport.groupsChanged`. No identity's topic equals a group's.
-        case group(String)
+        case group(GroupKey)
 
         public static func == (lhs: Topic, rhs: Topic) -> Bool {
             switch (lhs, rhs) {
-            case let (.identity(a), .identity(b)), let (.group(a), .group(b)): return ExactString(a) == ExactString(b)
+            case let (.identity(a), .identity(b)): return ExactString(a) == ExactString(b)
+            case let (.group(a), .group(b)): return a == b
             default: return false
             }
         }
@@ -27,14 +28,14 @@ public struct ChangeNotice: Sendable, Hashable {
         public func hash(into hasher: inout Hasher) {
             switch self {
             case .identity(let identity): hasher.combine(0); hasher.combine(ExactString(identity))
-            case .group(let group): hasher.combine(1); hasher.combine(ExactString(group))
+            case .group(let group): hasher.combine(1); hasher.combine(group)
             }
         }
 
         public var description: String {
             switch self {
             case .identity(let identity): return "identity \(identity)"
-            case .group(let group): return "group " + OfflineSyncService.hex(group)
+            case .group(let group): return "group " + OfflineSyncService.hex(group.text)
             }
         }
     }
@@ -108,13 +109,13 @@ public struct ChangeNotice: Sendable, Hashable {
 
     /// A notice that rows of `table` in the large group `group` changed: it reaches the
     /// connections of the members whose pulls read that group's log.
-    public init(group: String, table: String) { self.init(.group(group), .table(table)) }
+    public init(group: GroupKey, table: String) { self.init(.group(group), .table(table)) }
 
     /// A notice that `identity`'s reading of large groups changed (``Change/groups``).
     public init(groupsChangedFor identity: String) { self.init(.identity(identity), .groups) }
 
     /// A notice, on `group`'s topic, that `member`'s reading of it changed (``Change/member(_:)``).
-    public init(group: String, member: String) { self.init(.group(group), .member(member)) }
+    public init(group: GroupKey, member: String) { self.init(.group(group), .member(member)) }
 
     /// A dataset notice, on the dataset's identity's topic.
     public init(dataset: DatasetNotification) { self.init(.identity(dataset.identityId), .dataset(dataset)) }
@@ -148,8 +149,8 @@ public struct ChangeNotice: Sendable, Hashable {
         case let (.identity, .dataset(dataset)):
             return "d" + CompositeKey.packed(dataset.identityId, dataset.identityPoolId, dataset.datasetName, last: String(dataset.syncCount))
         case let (.identity(identity), .groups): return "r" + identity
-        case let (.group(group), .table(table)): return "g" + OfflineSyncService.hex(group) + ":" + table
-        case let (.group(group), .member(member)): return "m" + OfflineSyncService.hex(group) + ":" + member
+        case let (.group(group), .table(table)): return "g" + OfflineSyncService.hex(group.text) + ":" + table
+        case let (.group(group), .member(member)): return "m" + OfflineSyncService.hex(group.text) + ":" + member
         case (.identity, .member), (.group, .dataset), (.group, .groups):
             // No initializer makes these; they have no compact form, and a relay drops them.
             return ""
@@ -168,7 +169,7 @@ public struct ChangeNotice: Sendable, Hashable {
         if encoded.first == "g" || encoded.first == "m" {
             let parts = encoded.dropFirst().split(separator: ":", maxSplits: 1, omittingEmptySubsequences: false)
             guard parts.count == 2, !parts[1].isEmpty, let group = OfflineSyncService.unhex(parts[0]) else { return nil }
-            self.init(.group(group), encoded.first == "m" ? .member(String(parts[1])) : .table(String(parts[1])))
+            self.init(.group(GroupKey(group)), encoded.first == "m" ? .member(String(parts[1])) : .table(String(parts[1])))
             return
         }
         if encoded.first == "r" {

@@ -20,7 +20,7 @@ final class ConnectionNotices: Sendable {
     private struct State {
         /// Per large group: the tables the identity reads through it, and the task relaying
         /// the group's topic.
-        var groups: [String: (tables: Set<String>, relay: Task<Void, Never>)] = [:]
+        var groups: [GroupKey: (tables: Set<String>, relay: Task<Void, Never>)] = [:]
         var own: Task<Void, Never>?
         var closed = false
     }
@@ -72,7 +72,7 @@ final class ConnectionNotices: Sendable {
     /// later is subscribed afresh.
     private func regroup() async {
         guard let groups = try? await service.groupSubscriptions(claims: claims) else { return }
-        let (heard, left) = state.withLock { state -> (Set<String>, [Task<Void, Never>]) in
+        let (heard, left) = state.withLock { state -> (Set<GroupKey>, [Task<Void, Never>]) in
             var left: [Task<Void, Never>] = []
             for (group, entry) in state.groups where groups[group] == nil {
                 state.groups[group] = nil
@@ -85,7 +85,7 @@ final class ConnectionNotices: Sendable {
     }
 
     /// Relays `group`'s topic for `tables`; with `announcing`, tells the client those tables changed.
-    private func subscribe(_ group: String, tables: Set<String>, announcing: Bool) {
+    private func subscribe(_ group: GroupKey, tables: Set<String>, announcing: Bool) {
         let notices = feed.subscribe(to: .group(group))
         let relay = Task { [weak self] in
             for await notice in notices {
@@ -111,7 +111,7 @@ final class ConnectionNotices: Sendable {
 
     /// After the identity's reading of `group` changed: hears nothing of it until it has
     /// re-read which tables it reads through it (none, when it left).
-    private func reread(_ group: String) async {
+    private func reread(_ group: GroupKey) async {
         let previous = state.withLock { state -> Set<String> in
             guard let entry = state.groups[group] else { return [] }
             state.groups[group] = ([], entry.relay)

@@ -63,8 +63,10 @@ struct Routes: Sendable {
     /// What both push routes do with a decoded batch: refuse an operation id sent twice, apply
     /// the batch and announce what it changed.
     func apply(_ operations: [PushOperation], claims: Claims, request: Request) async throws -> OfflineSyncService.PushReport {
-        var seen = Set<String>()
-        for operation in operations where !seen.insert(operation.id).inserted {
+        // Compared by bytes, as the outcomes are stored: two ids that differ only in Unicode
+        // normalisation are two operations.
+        var seen = Set<ExactString>()
+        for operation in operations where !seen.insert(ExactString(operation.id)).inserted {
             throw APIError(.badRequest, "invalidRequest", "operation id '\(operation.id)' appears twice in one push")
         }
         let report = try await call { try await service.pushReporting(claims: claims, operations) }

@@ -45,7 +45,10 @@ extension OfflineSyncService {
                 position = ViewCursor(main: sequence)
             case 5:
                 guard parts[1] == Substring(PullMode.view.rawValue), let event = Int64(parts[2]), event > 0,
-                      let after = Int64(parts[3]), let group = OfflineSyncService.unhex(parts[4]) else { throw invalid }
+                      let after = Int64(parts[3]), let text = OfflineSyncService.unhex(parts[4]) else { throw invalid }
+                // Only a group this service names: the cursor is client input.
+                let group = GroupKey(text)
+                guard Group(key: group) != nil else { throw invalid }
                 mode = .view
                 position = ViewCursor(main: event - 1, sweep: ViewCursor.Sweep(event: event, group: group, after: after))
             default:

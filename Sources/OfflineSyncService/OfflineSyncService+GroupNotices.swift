@@ -12,10 +12,10 @@ extension OfflineSyncService {
     /// reads through that group: those whose `member` grant through the group's membership
     /// admits the caller's role in the group, under conditions its claims meet. Reads one
     /// reach row per large group the caller is in, and nothing per member.
-    public func groupSubscriptions(claims: Claims) async throws -> [String: Set<String>] {
+    public func groupSubscriptions(claims: Claims) async throws -> [GroupKey: Set<String>] {
         if sharedTables.isEmpty { return [:] }
         return try await store.read { txn in
-            var subscriptions: [String: Set<String>] = [:]
+            var subscriptions: [GroupKey: Set<String>] = [:]
             let marked = try ReachRow.all(txn, Query(ReachRow.field(.identity) == .string(claims.identity.text)
                 && ReachRow.field(.marked) == true))
             for reach in marked {

@@ -6,10 +6,41 @@ import OfflineSyncStoreKit
 // enforces them"): a log per group, the groups' sizes and modes, and each identity's spans of
 // membership. Each row type is declared once: its columns (the coding keys) and its schema.
 
+/// The name of one group of readers (the members of one list, the owner of one row an
+/// `owner_of` grant points at), as the service stores it and as notifications and cursors
+/// carry it. Apps and servers treat it as opaque: they compare keys, and subscribe to them
+/// (``OfflineSyncService/groupSubscriptions(claims:)``).
+///
+/// Two keys are equal when their bytes are: a group's key holds its value (a list id, say),
+/// and two values that differ only in Unicode normalisation are two groups to every store.
+public struct GroupKey: Hashable, Sendable, Codable, CustomStringConvertible {
+    private let exact: ExactString
+
+    /// The key's text, as stored.
+    public var text: String { exact.value }
+
+    /// A key as read back from a store, a cursor or another server instance. Only the
+    /// service makes keys from groups (``OfflineSyncService/Group/key``); what a key names is
+    /// asked of ``group``, which is `nil` for text no version of the service wrote.
+    package init(_ text: String) { exact = ExactString(text) }
+
+    public var description: String { text }
+
+    public init(from decoder: any Decoder) throws {
+        self.init(try decoder.singleValueContainer().decode(String.self))
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.singleValueContainer()
+        try container.encode(text)
+    }
+}
+
 extension OfflineSyncService {
     /// A set of readers a read grant names by a key rather than by an identity: the members of
     /// one group of a membership, or the owner of one row of an `owner_of` target table. Its
-    /// ``key`` names it in the group log, the group table and the reach table.
+    /// ``key`` names it in the group log, the group table and the reach table. Equal when
+    /// the keys are: every part compares by bytes.
     enum Group: Hashable {
         /// The members of the group whose key is `value` in the membership `name`.
         case member(String, Value)
@@ -19,15 +50,16 @@ extension OfflineSyncService {
         /// The group's stored name: `m<membership>` or `o<table>`, length-prefixed, then the
         /// group value (`s` and the string, or `i` and the integer; an integral double is its
         /// integer, as the stores compare them) or the item id.
-        var key: String {
+        var key: GroupKey {
             switch self {
-            case let .member(name, value): return "m" + CompositeKey.packed(name, last: Self.encode(value))
-            case let .ownerOf(table, item): return "o" + CompositeKey.packed(table, last: item)
+            case let .member(name, value): return GroupKey("m" + CompositeKey.packed(name, last: Self.encode(value)))
+            case let .ownerOf(table, item): return GroupKey("o" + CompositeKey.packed(table, last: item))
             }
         }
 
         /// The group a stored key names; `nil` for a key this version did not write.
-        init?(key: String) {
+        init?(key: GroupKey) {
+            let key = key.text
             guard let kind = key.first, let (parts, rest) = CompositeKey.unpack(key.dropFirst(), count: 1) else { return nil }
             switch kind {
             case "m":
@@ -35,6 +67,27 @@ extension OfflineSyncService {
                 self = .member(parts[0], value)
             case "o": self = .ownerOf(parts[0], String(rest))
             default: return nil
+            }
+        }
+
+        static func == (lhs: Group, rhs: Group) -> Bool {
+            switch (lhs, rhs) {
+            case let (.member(a, x), .member(b, y)): return ExactString.sameBytes(a, b) && x == y
+            case let (.ownerOf(a, x), .ownerOf(b, y)): return ExactString.sameBytes(a, b) && ExactString.sameBytes(x, y)
+            default: return false
+            }
+        }
+
+        func hash(into hasher: inout Hasher) {
+            switch self {
+            case let .member(name, value):
+                hasher.combine(0)
+                hasher.combine(ExactString(name))
+                hasher.combine(value)
+            case let .ownerOf(table, item):
+                hasher.combine(1)
+                hasher.combine(ExactString(table))
+                hasher.combine(ExactString(item))
             }
         }
 
@@ -131,20 +184,21 @@ extension OfflineSyncService {
     /// entries on pull; a member's move-in or move-out sweeps them (``GroupLogRow/after(_:group:table:)``).
     ///
     /// The stored `group` field is the group's key while the item is in the group, and the key
-    /// after ``closedPrefix`` once it has left: a sweep reads the rows still in the group from
-    /// the table itself, in change order (their entries' sequences are their own), and only the
-    /// entries of rows that left from this log.
+    /// after a marker once it has left: a sweep reads the rows still in the group from the
+    /// table itself, in change order (their entries' sequences are their own), and only the
+    /// entries of rows that left from this log. Both forms stay inside this type: the others
+    /// see ``key`` and ``inGroup``.
     struct GroupLogRow: StoredRow {
         static let table = "__srv_glog"
         enum CodingKeys: String, CodingKey { case id, group, table, item, sequence, spans }
 
         /// Before a group's key in the entries of items that left it. No key starts with it
         /// (keys start with `m` or `o`).
-        static let closedPrefix = "x"
+        private static let leftMarker = "x"
 
         var id: String
-        /// The group's key, or ``closedPrefix`` and the key (``key`` is the key either way).
-        var group: String
+        /// The stored form: the group's key, or the marker and the key.
+        private var group: String
         var table: String
         var item: String
         var sequence: Int64
@@ -158,12 +212,12 @@ extension OfflineSyncService {
 
         /// An entry of the group with key `key`, stored under the key while the item is in
         /// the group (`spans` open) and under the closed form once it left.
-        init(id: String, key: String, table: String, item: String, sequence: Int64, spans: Spans) {
-            self.init(id: id, group: spans.isOpen ? key : Self.closedPrefix + key, table: table, item: item,
+        init(id: String, key: GroupKey, table: String, item: String, sequence: Int64, spans: Spans) {
+            self.init(id: id, group: Self.stored(key, inGroup: spans.isOpen), table: table, item: item,
                       sequence: sequence, spans: spans.data)
         }
 
-        init(id: String, group: String, table: String, item: String, sequence: Int64, spans: Data) {
+        private init(id: String, group: String, table: String, item: String, sequence: Int64, spans: Data) {
             self.id = id
             self.group = group
             self.table = table
@@ -173,16 +227,29 @@ extension OfflineSyncService {
         }
 
         /// The group's key, whether the item is still in it or not.
-        var key: String { group.hasPrefix(Self.closedPrefix) ? String(group.dropFirst(Self.closedPrefix.count)) : group }
+        var key: GroupKey { GroupKey(inGroup ? group : String(group.dropFirst(Self.leftMarker.count))) }
 
-        static func id(group: String, table: String, item: String) -> String {
-            CompositeKey.packed(group, table, last: item)
+        /// Whether the item is in the group (as stored: the last change the entry logged).
+        var inGroup: Bool { !group.hasPrefix(Self.leftMarker) }
+
+        private static func stored(_ key: GroupKey, inGroup: Bool) -> String {
+            inGroup ? key.text : leftMarker + key.text
         }
 
-        /// The entries of `table` after `sequence` stored under `group` (a key: the items in
-        /// the group; a closed key: those that left).
-        static func after(_ sequence: Int64, group: String, table: String) -> QueryPredicate {
-            field(.group) == .string(group) && field(.table) == .string(table) && field(.sequence) > .int(sequence)
+        static func id(group: GroupKey, table: String, item: String) -> String {
+            CompositeKey.packed(group.text, table, last: item)
+        }
+
+        /// The entries of `table` after `sequence` of the items in `group` (`inGroup`), or of
+        /// those that left it.
+        static func after(_ sequence: Int64, group: GroupKey, inGroup: Bool, table: String) -> QueryPredicate {
+            field(.group) == .string(stored(group, inGroup: inGroup)) && field(.table) == .string(table)
+                && field(.sequence) > .int(sequence)
+        }
+
+        /// The same entry with `spans` (its stored form follows them), as rewritten by an upgrade.
+        func with(spans: Spans) -> GroupLogRow {
+            GroupLogRow(id: id, key: key, table: table, item: item, sequence: sequence, spans: spans)
         }
 
         /// The entries `query` selects, read field by field: a pull reads a thousand a page,
@@ -234,6 +301,25 @@ extension OfflineSyncService {
             column(.members, .int), column(.mode, .string), column(.largeUntil, .int), column(.progress, .string),
         ], undeclaredFields: .reject)
 
+        /// The group's key (the row's id).
+        var key: GroupKey { GroupKey(id) }
+
+        init(key: GroupKey, members: Int64, mode: GroupMode) {
+            self.init(id: key.text, members: members, mode: mode)
+        }
+
+        init(id: String, members: Int64, mode: GroupMode, largeUntil: Int64? = nil, progress: String? = nil) {
+            self.id = id
+            self.members = members
+            self.mode = mode
+            self.largeUntil = largeUntil
+            self.progress = progress
+        }
+
+        static func find(_ txn: any LocalReadTransaction, key: GroupKey) throws -> GroupRow? {
+            try find(txn, id: key.text)
+        }
+
         /// Whether a member's pull from `cursor` must read the group's log.
         func isRead(after cursor: Int64) -> Bool {
             mode != .small || (largeUntil ?? .min) > cursor
@@ -250,7 +336,7 @@ extension OfflineSyncService {
 
         var id: String
         var identity: String
-        var group: String
+        var group: GroupKey
         var spans: Data
         var marked: Bool
 
@@ -259,8 +345,8 @@ extension OfflineSyncService {
         ], indexes: [IndexDefinition([CodingKeys.identity.rawValue, CodingKeys.marked.rawValue])],
            undeclaredFields: .reject)
 
-        static func id(identity: String, group: String) -> String {
-            CompositeKey.packed(identity, last: group)
+        static func id(identity: String, group: GroupKey) -> String {
+            CompositeKey.packed(identity, last: group.text)
         }
     }
 }

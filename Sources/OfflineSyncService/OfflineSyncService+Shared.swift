@@ -41,7 +41,7 @@ extension OfflineSyncService {
                 }
             case let .member(name, value):
                 guard let membership = rules.memberships[name] else { continue }
-                let row = try GroupRow.find(txn, id: group.key)
+                let row = try GroupRow.find(txn, key: group.key)
                 let mode = row?.mode ?? .small
                 // A converting group's members up to its progress are marked: their pulls read
                 // the group's log, so only the others are told.
@@ -197,8 +197,7 @@ extension OfflineSyncService {
         if spans.isOpen != present || spans.openRole != role {
             if present { spans.open(at: sequence, role: role) } else { spans.close(at: sequence) }
             for table in Set(dependents).sorted() {
-                try ViewRow(id: ViewRow.eventId(identity: identity.text, table: table, group: group.key), identity: identity.text,
-                            table: table, item: "", sequence: sequence, visible: present, group: group.key).save(txn)
+                try ViewRow.event(identity: identity, table: table, group: group.key, sequence: sequence, visible: present).save(txn)
                 effects.identities[table, default: []].insert(identity)
             }
         }
@@ -210,12 +209,12 @@ extension OfflineSyncService {
     /// group without one is counted now (after the change) and starts small.
     private func groupRow(_ group: Group, value: Value, delta: Int64, through membership: Membership,
                           _ txn: any LocalReadTransaction) throws -> GroupRow {
-        if var row = try GroupRow.find(txn, id: group.key) {
+        if var row = try GroupRow.find(txn, key: group.key) {
             row.members += delta
             return row
         }
         let count = try txn.count(in: membership.table, matching: Field(membership.group) == value && Field(SystemField.deleted) == false)
-        return GroupRow(id: group.key, members: Int64(count), mode: .small)
+        return GroupRow(key: group.key, members: Int64(count), mode: .small)
     }
 
     /// How many markers one conversion step writes, in one transaction of its own.
@@ -224,8 +223,8 @@ extension OfflineSyncService {
     /// What ``convertGroups(_:)`` did: the members it marked, with their groups (their
     /// notification connections now listen to them), and the groups whose conversion failed.
     struct Conversion {
-        var marked: [Identity: Set<String>] = [:]
-        var failed: [(group: String, error: any Error)] = []
+        var marked: [Identity: Set<GroupKey>] = [:]
+        var failed: [(group: GroupKey, error: any Error)] = []
     }
 
     /// Finishes converting `keys` to large groups, one bounded step per write transaction, so
@@ -233,13 +232,13 @@ extension OfflineSyncService {
     /// (the process stopped) goes on after the next push that touches the group. A group
     /// whose step fails (its transaction rolled back, changing nothing) stays converting and
     /// is reported in ``Conversion/failed``; the other groups are converted all the same.
-    func convertGroups(_ keys: Set<String>) async -> Conversion {
+    func convertGroups(_ keys: Set<GroupKey>) async -> Conversion {
         var conversion = Conversion()
-        for key in keys.sorted() {
+        for key in keys.sorted(by: { Value.utf8Less($0.text, $1.text) }) {
             do {
                 while true {
                     let (converting, step) = try await store.write { txn in
-                        var step: [Identity: Set<String>] = [:]
+                        var step: [Identity: Set<GroupKey>] = [:]
                         return (try self.convertStep(key, txn, marking: &step), step)
                     }
                     conversion.marked.merge(step) { $0.union($1) }
@@ -255,8 +254,8 @@ extension OfflineSyncService {
     /// One bounded step of a converting group: marks the next members (in member order); when
     /// every member is marked, the group is large and writes stop fanning out. Returns whether
     /// the group is still converting; adds the members it marked to `marked`, with the group.
-    func convertStep(_ key: String, _ txn: any LocalWriteTransaction, marking marked: inout [Identity: Set<String>]) throws -> Bool {
-        guard var row = try GroupRow.find(txn, id: key), row.mode == .converting,
+    func convertStep(_ key: GroupKey, _ txn: any LocalWriteTransaction, marking marked: inout [Identity: Set<GroupKey>]) throws -> Bool {
+        guard var row = try GroupRow.find(txn, key: key), row.mode == .converting,
               case let .member(name, value)? = Group(key: key), let membership = rules.memberships[name] else { return false }
         var predicate = Field(membership.group) == value && Field(SystemField.deleted) == false
         if let progress = row.progress { predicate = predicate && Field(membership.member) > .string(progress) }
@@ -362,14 +361,14 @@ extension OfflineSyncService {
 /// large groups changed; and the converting groups it touched, each of which takes one conversion step before the push commits.
 struct SharedEffects {
     var identities: [String: Set<Identity>] = [:]
-    var groups: [String: Set<String>] = [:]
-    var converting = Set<String>()
+    var groups: [String: Set<GroupKey>] = [:]
+    var converting = Set<GroupKey>()
     /// Identities whose reading of a large group's log began, ended or changed role, with
     /// those groups (``PushReport/regrouped``).
-    var regrouped: [Identity: Set<String>] = [:]
+    var regrouped: [Identity: Set<GroupKey>] = [:]
     /// The push's answers about memberships, and the members of the small groups it wrote
     /// to, by group key: a batch of a thousand rows into one list reads the list's members
     /// once. Both are dropped whenever the push writes to a membership table.
     let memo = ReadMemo()
-    var members: [String: Set<Identity>] = [:]
+    var members: [GroupKey: Set<Identity>] = [:]
 }

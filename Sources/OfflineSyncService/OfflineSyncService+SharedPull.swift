@@ -51,10 +51,11 @@ extension OfflineSyncService {
         merged.sort { $0.sequence < $1.sequence }
         if merged.count > limit { merged.removeLast(merged.count - limit) }
         let last = merged.last?.sequence ?? after
-        var latest: [String: Int] = [:]
-        for (index, change) in merged.enumerated() { latest[change.item] = index }
+        // By item id, compared by bytes: ids that differ only in normalisation are two rows.
+        var latest: [ExactString: Int] = [:]
+        for (index, change) in merged.enumerated() { latest[ExactString(change.item)] = index }
         var records: [Record] = [], removed: [String] = []
-        for (index, change) in merged.enumerated() where latest[change.item] == index {
+        for (index, change) in merged.enumerated() where latest[ExactString(change.item)] == index {
             guard let row = try change.row ?? txn.record(in: table, id: change.item),
                   try evaluator.canRead(row, in: table, claims: claims, txn) else {
                 removed.append(change.item)

@@ -107,7 +107,8 @@ extension OfflineSyncService {
             buffers.append(rows); positions.append(0); fetched.append(rows.count)
             finished.append(window.map { rows.count < $0 } ?? true)
         }
-        var taken = Set<String>(), result: [Record] = [], skipped = 0
+        // By id, compared by bytes: ids that differ only in normalisation are two rows.
+        var taken = Set<ExactString>(), result: [Record] = [], skipped = 0
         while limit.map({ result.count < $0 }) ?? true {
             var best: Int?
             for index in sources.indices {
@@ -128,8 +129,8 @@ extension OfflineSyncService {
             guard let best else { break }
             let row = buffers[best][positions[best]]
             positions[best] += 1
-            guard !taken.contains(row.id), try evaluator.canRead(row, in: table, claims: claims, txn) else { continue }
-            taken.insert(row.id)
+            guard !taken.contains(ExactString(row.id)), try evaluator.canRead(row, in: table, claims: claims, txn) else { continue }
+            taken.insert(ExactString(row.id))
             if skipped < offset { skipped += 1 } else { result.append(row) }
         }
         return result

@@ -51,11 +51,10 @@ extension OfflineSyncService {
             let last = try await store.write { txn -> String? in
                 let page = try GroupLogRow.entries(txn, Query(start.map { Field(SystemField.id) > .string($0) } ?? .all,
                                                               order: [SortKey(SystemField.id)], limit: Self.backfillPage))
-                for entry in page where !entry.group.hasPrefix(GroupLogRow.closedPrefix) {
+                for entry in page where entry.inGroup {
                     let spans = try Spans(entry.spans)
                     guard !spans.isOpen else { continue }
-                    try GroupLogRow(id: entry.id, key: entry.group, table: entry.table, item: entry.item,
-                                    sequence: entry.sequence, spans: spans).save(txn)
+                    try entry.with(spans: spans).save(txn)
                 }
                 return page.count < Self.backfillPage ? nil : page.last?.id
             }
@@ -83,23 +82,23 @@ extension OfflineSyncService {
     func countStoredGroups() async throws {
         if try await store.read({ try SequenceRow.find($0, id: Self.groupsCountedMarker) }) != nil { return }
         let stored = Set(try await store.read { txn in try txn.tables().map(\.name) })
-        var converting = Set<String>()
+        var converting = Set<GroupKey>()
         for (name, membership) in rules.memberships.sorted(by: { $0.key < $1.key }) where stored.contains(membership.table) {
             var after: String?
             while true {
                 let start = after, limit = Int64(fanoutLimit)
-                let (last, started) = try await store.write { txn -> (String?, Set<String>) in
+                let (last, started) = try await store.write { txn -> (String?, Set<GroupKey>) in
                     let rows = try txn.records(in: membership.table, matching: Query(
                         start.map { Field(SystemField.id) > .string($0) } ?? .all, order: [SortKey(SystemField.id)], limit: Self.backfillPage))
-                    var started = Set<String>()
+                    var started = Set<GroupKey>()
                     for row in rows where !row.deleted {
                         guard let value = RuleEvaluator.value(of: membership.group, in: row) else { continue }
                         let key = Group.member(name, value).key
-                        if try GroupRow.find(txn, id: key) != nil { continue }
+                        if try GroupRow.find(txn, key: key) != nil { continue }
                         let members = Int64(try txn.count(in: membership.table, matching: Field(membership.group) == value
                                                           && Field(SystemField.deleted) == false))
                         let mode: GroupMode = members > limit ? .converting : .small
-                        try GroupRow(id: key, members: members, mode: mode).save(txn)
+                        try GroupRow(key: key, members: members, mode: mode).save(txn)
                         if mode == .converting { started.insert(key) }
                     }
                     return (rows.count < Self.backfillPage ? nil : rows.last?.id, started)

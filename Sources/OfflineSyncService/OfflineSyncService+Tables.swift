@@ -168,7 +168,7 @@ extension OfflineSyncService {
         /// `false`: the row left the identity's view (a pull sends its id as removed).
         var visible: Bool
         /// For an event, the key of the group (``Group/key``) whose membership changed.
-        var group: String?
+        var group: GroupKey?
 
         static let schema = TableSchema(table, fields: [
             column(.identity, .string), column(.table, .string), column(.item, .string),
@@ -182,9 +182,12 @@ extension OfflineSyncService {
             CompositeKey.packed(identity, table, last: item)
         }
 
-        /// An event's id: `!` first, which no entry's id (a length first) starts with.
-        static func eventId(identity: String, table: String, group: String) -> String {
-            "!" + CompositeKey.packed(identity, table, last: group)
+        /// An event of `identity`'s membership of `group`, for `table`, at `sequence`:
+        /// `visible` while the membership is live.
+        static func event(identity: Identity, table: String, group: GroupKey, sequence: Int64, visible: Bool) -> ViewRow {
+            // `!` first, which no entry's id (a length first) starts with.
+            ViewRow(id: "!" + CompositeKey.packed(identity.text, table, last: group.text), identity: identity.text, table: table,
+                    item: "", sequence: sequence, visible: visible, group: group)
         }
 
         /// The caller's entries and events of `table` after `sequence`.
@@ -200,7 +203,7 @@ extension OfflineSyncService {
                 Self.name(.identity): .string(identity), Self.name(.table): .string(table), Self.name(.item): .string(item),
                 Self.name(.sequence): .int(sequence), Self.name(.visible): .bool(visible),
             ]
-            if let group { fields[Self.name(.group)] = .string(group) }
+            if let group { fields[Self.name(.group)] = .string(group.text) }
             try txn.upsert(Record(id: id, fields: fields), in: Self.table)
         }
 

@@ -12,7 +12,7 @@ extension OfflineSyncService {
     struct ViewCursor {
         struct Sweep {
             var event: Int64
-            var group: String
+            var group: GroupKey
             var after: Int64
         }
         var main: Int64
@@ -22,7 +22,7 @@ extension OfflineSyncService {
         /// `<event>:<after>:<group in hex>` during a sweep.
         var text: String {
             guard let sweep else { return String(main) }
-            return "\(sweep.event):\(sweep.after):" + OfflineSyncService.hex(sweep.group)
+            return "\(sweep.event):\(sweep.after):" + OfflineSyncService.hex(sweep.group.text)
         }
     }
 
@@ -51,10 +51,12 @@ extension OfflineSyncService {
 
         private var servedRecords: [Record] = []
         private var removedIds: [String] = []
-        private var served: [String: Int] = [:]
-        private var removedIndex: [String: Int] = [:]
-        private var reaches: [String: Spans?] = [:]
-        private var roles: [String: Set<String>?] = [:]
+        /// By item id, compared by bytes: two ids that differ only in Unicode normalisation
+        /// are two rows.
+        private var served: [ExactString: Int] = [:]
+        private var removedIndex: [ExactString: Int] = [:]
+        private var reaches: [GroupKey: Spans?] = [:]
+        private var roles: [GroupKey: Set<String>?] = [:]
         private let memo = ReadMemo()
 
         init(service: OfflineSyncService, table: String, claims: Claims, predicate: QueryPredicate, txn: any LocalReadTransaction) {
@@ -111,8 +113,8 @@ extension OfflineSyncService {
                 for (group, since) in groups {
                     let from = max(cursor.main, since)
                     // Items still in the group and items that left it are stored apart.
-                    for stored in [group, GroupLogRow.closedPrefix + group] {
-                        let logged = try GroupLogRow.entries(txn, Query(GroupLogRow.after(from, group: stored, table: table),
+                    for inGroup in [true, false] {
+                        let logged = try GroupLogRow.entries(txn, Query(GroupLogRow.after(from, group: group, inGroup: inGroup, table: table),
                                                                         order: [GroupLogRow.sorted(.sequence)], limit: fetch))
                         if logged.count == fetch { bound = min(bound, logged.last!.sequence) }
                         entries += logged.map(Entry.group)
@@ -164,8 +166,8 @@ extension OfflineSyncService {
         /// Whether serving `entry` could add a row or a removal the page does not hold yet.
         private func adds(_ entry: Entry) throws -> Bool {
             switch entry {
-            case .own(let row): return row.group != nil || (served[row.item] == nil && removedIndex[row.item] == nil)
-            case .group(let row): return served[row.item] == nil && removedIndex[row.item] == nil
+            case .own(let row): return row.group != nil || !isDecided(row.item)
+            case .group(let row): return !isDecided(row.item)
             }
         }
 
@@ -178,7 +180,7 @@ extension OfflineSyncService {
         /// from the table itself (by the grant's key and the change sequence: their entries'
         /// sequences are their own), each row read once; and the entries of items that left,
         /// from the log, with their rows read a page at a time.
-        private mutating func sweep(_ group: String, after: Int64) throws -> Int64? {
+        private mutating func sweep(_ group: GroupKey, after: Int64) throws -> Int64? {
             let fields = keyFields(of: group)
             var position = after
             while true {
@@ -192,29 +194,28 @@ extension OfflineSyncService {
                     if rows.count == fetch { bound = min(bound, rows.last?[Meta.sequence].intValue ?? .min) }
                     candidates += rows.map { ($0[Meta.sequence].intValue ?? .min, $0[Meta.item].stringValue ?? $0.id, $0, nil) }
                 }
-                let left = try GroupLogRow.entries(txn, Query(GroupLogRow.after(position, group: GroupLogRow.closedPrefix + group,
-                                                                                table: table),
+                let left = try GroupLogRow.entries(txn, Query(GroupLogRow.after(position, group: group, inGroup: false, table: table),
                                                               order: [GroupLogRow.sorted(.sequence)], limit: fetch))
                 if left.count == fetch { bound = min(bound, left.last!.sequence) }
                 // The rows of the items that left, in one read, not one lookup per entry.
-                var stored: [String: Record] = [:]
+                var stored: [ExactString: Record] = [:]
                 try Self.byIDs(left.map { .string($0.item) }) { query in
-                    for row in try txn.records(in: table, matching: query) { stored[row.id] = row }
+                    for row in try txn.records(in: table, matching: query) { stored[ExactString(row.id)] = row }
                 }
-                candidates += left.map { ($0.sequence, $0.item, stored[$0.item], $0) }
+                candidates += left.map { ($0.sequence, $0.item, stored[ExactString($0.item)], $0) }
                 candidates.sort { $0.sequence < $1.sequence }
                 // The log entries of the rows that cannot be served (every row of a move-out),
                 // read for the rest of the page at the first such row: one lookup per row was
                 // a third of move-out-big's server time. A move-in reads none.
-                var logged: [String: GroupLogRow]?
+                var logged: [ExactString: GroupLogRow]?
                 for (index, candidate) in candidates.enumerated() where candidate.sequence <= bound {
-                    if isFull, served[candidate.item] == nil, removedIndex[candidate.item] == nil { return position }
+                    if isFull, !isDecided(candidate.item) { return position }
                     if let entry = candidate.entry {
                         try decide(candidate.item, stored: candidate.row) { try $0.knows(entry) }
                     } else {
                         try decide(candidate.item, stored: candidate.row) { reader in
                             if logged == nil { logged = try reader.logEntries(of: candidates[index...], in: group) }
-                            return try logged?[candidate.item].map { try reader.knows($0) } ?? false
+                            return try logged?[ExactString(candidate.item)].map { try reader.knows($0) } ?? false
                         }
                     }
                     position = candidate.sequence
@@ -226,7 +227,7 @@ extension OfflineSyncService {
 
         /// The fields (and values) by which the table's rows belong to the group with key
         /// `group`: a sweep reads, and counts, the group's rows by them.
-        private func keyFields(of group: String) -> [(field: String, value: Value)] {
+        private func keyFields(of group: GroupKey) -> [(field: String, value: Value)] {
             Group(key: group).map { service.groupFields(of: $0, in: table) } ?? []
         }
 
@@ -235,11 +236,11 @@ extension OfflineSyncService {
         private typealias Candidate = (sequence: Int64, item: String, row: Record?, entry: GroupLogRow?)
 
         /// The log entries under `group`'s key of the table rows among `candidates`, by item.
-        private func logEntries(of candidates: ArraySlice<Candidate>, in group: String) throws -> [String: GroupLogRow] {
-            var entries: [String: GroupLogRow] = [:]
+        private func logEntries(of candidates: ArraySlice<Candidate>, in group: GroupKey) throws -> [ExactString: GroupLogRow] {
+            var entries: [ExactString: GroupLogRow] = [:]
             let ids = candidates.filter { $0.entry == nil }.map { Value.string(GroupLogRow.id(group: group, table: table, item: $0.item)) }
             try Self.byIDs(ids) { query in
-                for entry in try GroupLogRow.entries(txn, query) { entries[entry.item] = entry }
+                for entry in try GroupLogRow.entries(txn, query) { entries[ExactString(entry.item)] = entry }
             }
             return entries
         }
@@ -256,17 +257,24 @@ extension OfflineSyncService {
         /// pull's filter, or is a deletion), else its id as removed when the caller may have
         /// seen it (`known`, asked only then). `stored` is the row as read (`nil`: there is none).
         private mutating func decide(_ item: String, stored: Record?, known: (inout ViewReader) throws -> Bool) throws {
+            let key = ExactString(item)
             if let row = stored, try service.evaluator.canRead(row, in: table, claims: claims, txn, memo: memo) {
-                if let index = removedIndex.removeValue(forKey: item) { removedIds[index] = "" }
+                if let index = removedIndex.removeValue(forKey: key) { removedIds[index] = "" }
                 guard row.deleted || predicate == .all || QueryEvaluator.matches(row, predicate) else { return }
-                if let index = served[item] { servedRecords[index] = row } else {
-                    served[item] = servedRecords.count
+                if let index = served[key] { servedRecords[index] = row } else {
+                    served[key] = servedRecords.count
                     servedRecords.append(row)
                 }
-            } else if removedIndex[item] == nil, served[item] == nil, try known(&self) {
-                removedIndex[item] = removedIds.count
+            } else if removedIndex[key] == nil, served[key] == nil, try known(&self) {
+                removedIndex[key] = removedIds.count
                 removedIds.append(item)
             }
+        }
+
+        /// Whether `item` is already served, as a row or as removed.
+        private func isDecided(_ item: String) -> Bool {
+            let key = ExactString(item)
+            return served[key] != nil || removedIndex[key] != nil
         }
 
         /// Whether the caller may have seen the item of a group-log entry: it was in the group
@@ -289,7 +297,7 @@ extension OfflineSyncService {
         /// now, or large after it), each with where the caller's current membership began (its
         /// move-in sweep serves the log before). Read once per page: the page's cursor only
         /// moves forward, and a group read needlessly costs an empty range.
-        private mutating func largeGroups(readAfter cursor: Int64) throws -> [(String, Int64)] {
+        private mutating func largeGroups(readAfter cursor: Int64) throws -> [(GroupKey, Int64)] {
             if let groups = readGroups { return groups }
             let marked = try ReachRow.all(txn, Query(ReachRow.field(.identity) == .string(claims.identity.text)
                 && ReachRow.field(.marked) == true))
@@ -297,17 +305,17 @@ extension OfflineSyncService {
                 if case let .member(name, _, _) = grant.kind { return name }
                 return nil
             } ?? [])
-            var groups: [(String, Int64)] = []
+            var groups: [(GroupKey, Int64)] = []
             for row in marked {
                 guard case let .member(name, _)? = Group(key: row.group), names.contains(name),
-                      try GroupRow.find(txn, id: row.group)?.isRead(after: cursor) ?? false else { continue }
+                      try GroupRow.find(txn, key: row.group)?.isRead(after: cursor) ?? false else { continue }
                 groups.append((row.group, try Spans(row.spans).openSince ?? .min))
             }
             readGroups = groups
             return groups
         }
 
-        private var readGroups: [(String, Int64)]?
+        private var readGroups: [(GroupKey, Int64)]?
 
         /// How many entries lie after `cursor` (an upper bound: an item logged in several
         /// logs counts once in each), at least 1: the page was not the last.
@@ -327,7 +335,7 @@ extension OfflineSyncService {
             let key = RemainingCounts.Key(table: table, identity: claims.identity, predicate: predicate)
             // Where the count was taken: the sweep's event and group (the main position stays
             // put during a sweep) stand in for the epoch an owner-only pull keys it by.
-            let place = "sweep \(sweep.event) " + OfflineSyncService.hex(sweep.group)
+            let place = "sweep \(sweep.event) " + OfflineSyncService.hex(sweep.group.text)
             let count: Int
             if let known = service.remainingCounts.remaining(key, epoch: place, after: from, tableSequence: shared) {
                 count = known - (try swept(sweep.group, after: from, through: sweep.after))
@@ -340,13 +348,13 @@ extension OfflineSyncService {
 
         /// The entries of a sweep of `group` in (`from`, `to`]: what ``counted(after:)``
         /// counted for the sweep and no longer counts once it moved from `from` to `to`.
-        private func swept(_ group: String, after from: Int64, through to: Int64) throws -> Int {
+        private func swept(_ group: GroupKey, after from: Int64, through to: Int64) throws -> Int {
             var count = 0
             for pair in keyFields(of: group) {
                 count += try txn.count(in: table, matching: Field(pair.field) == pair.value
                     && Field(Meta.sequence) > .int(from) && Field(Meta.sequence) <= .int(to))
             }
-            return count + (try GroupLogRow.count(txn, GroupLogRow.after(from, group: GroupLogRow.closedPrefix + group, table: table)
+            return count + (try GroupLogRow.count(txn, GroupLogRow.after(from, group: group, inGroup: false, table: table)
                 && GroupLogRow.field(.sequence) <= .int(to)))
         }
 
@@ -354,8 +362,9 @@ extension OfflineSyncService {
         private mutating func counted(after cursor: ViewCursor) throws -> Int {
             var count = try ViewRow.count(txn, ViewRow.after(cursor.main, identity: claims.identity.text, table: table))
             for (group, since) in try largeGroups(readAfter: cursor.main) {
-                for stored in [group, GroupLogRow.closedPrefix + group] {
-                    count += try GroupLogRow.count(txn, GroupLogRow.after(max(cursor.main, since), group: stored, table: table))
+                for inGroup in [true, false] {
+                    count += try GroupLogRow.count(txn, GroupLogRow.after(max(cursor.main, since), group: group, inGroup: inGroup,
+                                                                          table: table))
                 }
             }
             if let sweep = cursor.sweep {
@@ -363,8 +372,7 @@ extension OfflineSyncService {
                 for pair in fields {
                     count += try txn.count(in: table, matching: Field(pair.field) == pair.value && Field(Meta.sequence) > .int(sweep.after))
                 }
-                count += try GroupLogRow.count(txn, GroupLogRow.after(sweep.after, group: GroupLogRow.closedPrefix + sweep.group,
-                                                                      table: table))
+                count += try GroupLogRow.count(txn, GroupLogRow.after(sweep.after, group: sweep.group, inGroup: false, table: table))
             }
             return count
         }

@@ -276,12 +276,12 @@ public final class OfflineSyncService: Sendable {
         /// Shared tables the push changed, each with the large groups (the keys
         /// ``groupSubscriptions(claims:)`` returns) whose log changed: the members whose pulls
         /// read that log may read the change.
-        public var groupsChanged: [String: Set<String>] = [:]
+        public var groupsChanged: [String: Set<GroupKey>] = [:]
         /// Identities whose reading of large groups' logs began, ended or changed role (they
         /// joined or left one, their role in one changed, or a group of theirs turned large),
         /// each with those groups' keys: their notification connections re-read
         /// ``groupSubscriptions(claims:)``.
-        public var regrouped: [Identity: Set<String>] = [:]
+        public var regrouped: [Identity: Set<GroupKey>] = [:]
     }
 
     /// Applies a batch (see ``push(claims:_:)``) and reports whose views it changed.

@@ -51,6 +51,7 @@ struct KeyRefreshTests {
 }
 
 import Foundation
+import OfflineSyncService
 
 @Suite("Change notices between instances: the compact form round-trips")
 struct ChangeNoticeEncodingTests {
@@ -58,9 +59,9 @@ struct ChangeNoticeEncodingTests {
     func exactEquality() {
         let composed = "jos\u{E9}", decomposed = "jose\u{301}"
         #expect(ChangeNotice(identity: composed, table: "t") != ChangeNotice(identity: decomposed, table: "t"))
-        #expect(ChangeNotice(group: composed, table: "t") != ChangeNotice(group: decomposed, table: "t"))
+        #expect(ChangeNotice(group: GroupKey(composed), table: "t") != ChangeNotice(group: GroupKey(decomposed), table: "t"))
         #expect(ChangeNotice(identity: "a", table: composed) != ChangeNotice(identity: "a", table: decomposed))
-        #expect(ChangeNotice(group: "g", table: "t") != ChangeNotice(identity: "g", table: "t"))
+        #expect(ChangeNotice(group: GroupKey("g"), table: "t") != ChangeNotice(identity: "g", table: "t"))
         var first = ChangeNotice(identity: "a", table: "t")
         first.origin = composed
         var second = first
@@ -73,11 +74,11 @@ struct ChangeNoticeEncodingTests {
     func roundTrip() {
         var withOrigin = ChangeNotice(identity: "alice", table: "todos")
         withOrigin.origin = "0F3A-client_1"
-        var groupWithOrigin = ChangeNotice(group: "list\u{0}7", table: "todos")
+        var groupWithOrigin = ChangeNotice(group: GroupKey("list\u{0}7"), table: "todos")
         groupWithOrigin.origin = "c"
         let notices = [
             ChangeNotice(identity: "alice", table: "todos"), ChangeNotice(identity: "名前:with:colons", table: "t"),
-            ChangeNotice(group: "list-7", table: "todos"), ChangeNotice(group: "g", member: "bob"),
+            ChangeNotice(group: GroupKey("list-7"), table: "todos"), ChangeNotice(group: GroupKey("g"), member: "bob"),
             ChangeNotice(groupsChangedFor: "carol"),
             ChangeNotice(dataset: DatasetNotification(identityPoolId: "pool", identityId: "dave", datasetName: "settings", syncCount: 9)),
             withOrigin, groupWithOrigin,

@@ -31,12 +31,15 @@ struct SweepSequenceTests {
     }
 
     /// Writes an entry for bob at `sequence`: `item` left his view.
-    static func removal(_ item: String, at sequence: Int64, group: String? = nil, _ store: SQLiteStore) async throws {
+    static func removal(_ item: String, at sequence: Int64, group: GroupKey? = nil, _ store: SQLiteStore) async throws {
         try await store.write { txn in
-            let id = group.map { OfflineSyncService.ViewRow.eventId(identity: "bob", table: "todos", group: $0) }
-                ?? OfflineSyncService.ViewRow.id(identity: "bob", table: "todos", item: item)
-            try OfflineSyncService.ViewRow(id: id, identity: "bob", table: "todos", item: item, sequence: sequence, visible: false,
-                                           group: group).save(txn)
+            if let group {
+                try OfflineSyncService.ViewRow.event(identity: "bob", table: "todos", group: group, sequence: sequence, visible: false)
+                    .save(txn)
+            } else {
+                try OfflineSyncService.ViewRow(id: OfflineSyncService.ViewRow.id(identity: "bob", table: "todos", item: item),
+                                               identity: "bob", table: "todos", item: item, sequence: sequence, visible: false).save(txn)
+            }
         }
     }
 
@@ -70,7 +73,7 @@ struct SweepSequenceTests {
             let store = try await SQLiteStore(path: directory.appendingPathComponent("server.sqlite").path)
             let service = try await OfflineSyncService(store: store, rules: sharedListsRules(ownerReadsMembers: false), groupFanoutLimit: 1)
             let event = try await Self.bobJoins(service, store)
-            try await Self.removal("", at: event, group: "another group", store)
+            try await Self.removal("", at: event, group: GroupKey("another group"), store)
             let error = await #expect(throws: SyncError.self) {
                 _ = try await service.pull(identity: "bob", PullRequest(table: "todos", cursor: nil, limit: 4))
             }

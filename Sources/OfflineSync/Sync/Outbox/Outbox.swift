@@ -78,9 +78,9 @@ enum Outbox {
     /// own — one query per table, however long the batch — and any item the batch holds more
     /// than one operation on (``nextBatch(_:limit:excluding:)`` never makes such a batch).
     static func itemsQueuedBesides(_ batch: [QueuedOperation], _ txn: any LocalReadTransaction,
-                                   maxRuns: Int = maxExcludedRuns) throws -> Set<String> {
-        var result = Set<String>()
-        var seen = Set<String>()
+                                   maxRuns: Int = maxExcludedRuns) throws -> Set<ExactString> {
+        var result = Set<ExactString>()
+        var seen = Set<ExactString>()
         for operation in batch where !seen.insert(itemKey(operation)).inserted { result.insert(itemKey(operation)) }
         for (table, operations) in Dictionary(grouping: batch, by: \.table) {
             let rows = try txn.records(in: OperationRow.table, matching: Query(
@@ -92,9 +92,11 @@ enum Outbox {
         return result
     }
 
-    /// An operation's item, as one key across tables.
-    static func itemKey(_ operation: QueuedOperation) -> String {
-        CompositeKey.slashed(operation.table, last: operation.itemId)
+    /// An operation's item, as one key across tables, compared by bytes: two ids that differ
+    /// only in Unicode normalisation are two records, so a failed write on one never holds
+    /// back the other.
+    static func itemKey(_ operation: QueuedOperation) -> ExactString {
+        ExactString(CompositeKey.slashed(operation.table, last: operation.itemId))
     }
 
     /// Whether any operation on `table` is queued, failed ones included: one step into the
@@ -201,7 +203,7 @@ enum Outbox {
             .map { itemKey(try QueuedOperation(row: $0)) })
         let busyItems = Set(inFlight.map(itemKey))
         var batch: [QueuedOperation] = []
-        var items = Set<String>()
+        var items = Set<ExactString>()
         // One row past the limit: the row that ends a full batch is read in the same page.
         let pageSize = max(limit, 100) + 1
         // The batch in flight is left out by the store, so its rows are neither read nor
