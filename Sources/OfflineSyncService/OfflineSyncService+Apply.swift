@@ -16,64 +16,66 @@ extension OfflineSyncService {
     ///   copy; a conflict carries the server's copy only when the caller may read it. The
     ///   logs (own and group) learn of the change in the same transaction.
     ///
-    /// `rows` answers the operation's own row (the batch read it with the others; the
+    /// `push.rows` answers the operation's own row (the batch read it with the others; the
     /// operation is its `index`) and learns what this operation writes to it. An owner-only
-    /// row is held in `pending` (the push holds its outcomes there too): until the batch reads
-    /// the store itself, it reads those rows only through `rows`. An operation that does —
-    /// a shared table's (its rules read memberships and logs), or one whose row the batch did
-    /// not read — writes `pending` out first, so it sees every earlier operation's writes.
+    /// row is held in `push.pending` (the push holds its outcomes there too): until the batch
+    /// reads the store itself, it reads those rows only through `push.rows`. An operation that
+    /// does — a shared table's (its rules read memberships and logs), or one whose row the
+    /// batch did not read — writes `push.pending` out first, so it sees every earlier
+    /// operation's writes.
     ///
-    /// The row it writes carries `key` (the operation's outcome key) in `__op`, and
-    /// `remembered` is then set: the row is the operation's remembered outcome while it holds
-    /// the key, so the push stores no outcome row for it. A write that takes over a row holding
+    /// The row it writes carries `key` (the operation's outcome key) in `__op`, and the answer
+    /// says `remembered`: the row is the operation's remembered outcome while it holds the
+    /// key, so the push stores no outcome row for it. A write that takes over a row holding
     /// another operation's key first stores that operation's outcome — the row as it stands,
     /// made public — under its key, so a replay of it is still answered.
-    func apply(_ operation: PushOperation, key: String, claims: Claims, schema: TableSchema, now: Timestamp,
-               txn: any LocalWriteTransaction, rows: inout BatchReads, index: Int, pending: inout PendingWrites,
-               clocks: inout TableClocks, effects: inout SharedEffects, remembered: inout Bool) throws -> PushOutcome {
+    func apply(_ operation: PushOperation, index: Int, key: String, schema: TableSchema,
+               in push: inout PushTransaction) throws -> (outcome: PushOutcome, remembered: Bool) {
         do { try Names.validateId(operation.itemId) } catch let error as SyncError {
-            return .rejected(reason: error.message, status: 400)
+            return (.rejected(reason: error.message, status: 400), false)
         }
+        let txn = push.txn, claims = push.claims
         let table = operation.table, item = operation.itemId
         let shared = isShared(table)
-        if shared || !rows.holdsRow(of: index) { try pending.flush(txn) }
+        if shared || !push.rows.holdsRow(of: index) { try push.pending.flush(txn) }
         let id = shared ? item : Self.rowId(owner: claims.identity.text, item: item)
         // Built only when it is the answer: most operations are allowed.
         var forbidden: PushOutcome {
             .rejected(reason: "forbidden: no grant of the sync rules on table '\(table)' lets this identity \(operation.kind.rawValue) item '\(item)'",
                       status: 403)
         }
-        let current = try rows.row(of: index, in: table, id: id, txn)
+        let current = try push.rows.row(of: index, in: table, id: id, txn)
         // Membership answers are remembered for the push (``SharedEffects/memo``) until it
         // writes a membership: a batch into one list asks once whether the writer is in it.
-        let memo = effects.memo
+        let memo = push.effects.memo
         let readable = try !shared || (current.map { try evaluator.canRead($0, in: table, claims: claims, txn, memo: memo) } ?? false)
         var fields: [String: Value]
         var owner = claims.identity.text
         switch operation.kind {
         case .insert:
-            if let current, !current.deleted { return readable ? .conflict(serverRecord: Self.publicRecord(current)) : forbidden }
-            guard let item = operation.item else { return .rejected(reason: "an insert needs an item", status: 400) }
+            if let current, !current.deleted { return (readable ? .conflict(serverRecord: Self.publicRecord(current)) : forbidden, false) }
+            guard let item = operation.item else { return (.rejected(reason: "an insert needs an item", status: 400), false) }
             fields = item.fields
         case .update, .delete:
-            guard let current else { return .rejected(reason: "item '\(item)' does not exist", status: 404) }
-            guard readable else { return forbidden }
+            guard let current else { return (.rejected(reason: "item '\(item)' does not exist", status: 404), false) }
+            guard readable else { return (forbidden, false) }
             owner = current[Meta.owner].stringValue ?? claims.identity.text
             if current.deleted {
-                return operation.kind == .delete ? .applied(Self.publicRecord(current)) : .conflict(serverRecord: Self.publicRecord(current))
+                return (operation.kind == .delete ? .applied(Self.publicRecord(current)) : .conflict(serverRecord: Self.publicRecord(current)),
+                        false)
             }
-            if let base = operation.baseVersion, base != current.version { return .conflict(serverRecord: Self.publicRecord(current)) }
+            if let base = operation.baseVersion, base != current.version { return (.conflict(serverRecord: Self.publicRecord(current)), false) }
             if operation.kind == .update {
-                guard let item = operation.item else { return .rejected(reason: "an update needs an item", status: 400) }
+                guard let item = operation.item else { return (.rejected(reason: "an update needs an item", status: 400), false) }
                 fields = item.fields
             } else {
                 fields = Self.publicRecord(current).fields
             }
         }
         if let reserved = fields.keys.first(where: { $0.hasPrefix(Names.reservedPrefix) }) {
-            return .rejected(reason: "field name '\(reserved)' uses the reserved prefix '\(Names.reservedPrefix)'", status: 400)
+            return (.rejected(reason: "field name '\(reserved)' uses the reserved prefix '\(Names.reservedPrefix)'", status: 400), false)
         }
-        let sequence = try Self.nextSequence(of: shared ? SequenceRow.shared : table, txn, &clocks)
+        let sequence = try push.nextSequence(of: shared ? SequenceRow.shared : table)
         // The answer's record is the row without the service's own fields: `fields` as it is
         // now (no field of the caller's uses the reserved prefix), so it is kept, not rebuilt
         // by stripping them again.
@@ -86,17 +88,15 @@ extension OfflineSyncService {
         fields[Meta.sequence] = .int(sequence.value)
         fields[Meta.operation] = .string(key)
         let row = Record(id: id, fields: fields, version: Self.version(epoch: sequence.epoch, sequence: sequence.value),
-                         updatedAt: try Self.nextStamp(of: table, now: now, txn, &clocks),
-                         deleted: operation.kind == .delete)
+                         updatedAt: try push.nextStamp(of: table), deleted: operation.kind == .delete)
         do { try schema.validate(row) } catch let error as SyncError {
-            return .rejected(reason: error.message, status: 400)
+            return (.rejected(reason: error.message, status: 400), false)
         }
         let applied = PushOutcome.applied(Record(id: item, fields: publicFields, version: row.version,
                                                  updatedAt: row.updatedAt, deleted: row.deleted))
         guard shared else {
-            try write(row, over: current, in: table, key: key, shared: false, now: now, txn, index: index, rows: &rows, pending: &pending)
-            remembered = true
-            return applied
+            try write(row, over: current, in: table, key: key, shared: false, index: index, &push)
+            return (applied, true)
         }
         let live = current.flatMap { $0.deleted ? nil : $0 }
         guard try evaluator.canWrite(operation.kind, in: table, current: operation.kind == .insert ? nil : live,
@@ -104,20 +104,19 @@ extension OfflineSyncService {
             // The compensating write: the caller may read the row it may not change, so its
             // next pull brings the server's copy back, whatever its cursor.
             if let live, readable {
-                let again = try Self.nextSequence(of: SequenceRow.shared, txn, &clocks).value
-                try tell(claims.identity, about: live, of: table, at: again, evenIfUnseen: true, txn, &effects)
+                let again = try push.nextSequence(of: SequenceRow.shared).value
+                try tell(claims.identity, about: live, of: table, at: again, evenIfUnseen: true, &push)
             }
-            return forbidden
+            return (forbidden, false)
         }
-        try write(row, over: current, in: table, key: key, shared: true, now: now, txn, index: index, rows: &rows, pending: &pending)
-        remembered = true
-        try logChange(of: table, from: current, to: row, at: sequence.value, txn, &clocks, &effects)
+        try write(row, over: current, in: table, key: key, shared: true, index: index, &push)
+        try logChange(of: table, from: current, to: row, at: sequence.value, &push)
         if try !evaluator.canRead(row, in: table, claims: claims, txn, memo: memo) {
             // A write the caller may make but not read back (a list's owner adding a member
             // whose rows only members read): its copy leaves the caller's device next pull.
-            try tell(claims.identity, about: row, of: table, at: sequence.value, evenIfUnseen: true, txn, &effects)
+            try tell(claims.identity, about: row, of: table, at: sequence.value, evenIfUnseen: true, &push)
         }
-        return applied
+        return (applied, true)
     }
 
     /// Writes operation `index`'s `row` over `current`: an owner-only row held for the
@@ -125,14 +124,53 @@ extension OfflineSyncService {
     /// the store). When `current` holds another operation's key, that operation's outcome —
     /// the row as it stands, made public — first goes to `__srv_operations` under its key (and
     /// to the batch's own reads, should the batch replay it too).
-    private func write(_ row: Record, over current: Record?, in table: String, key: String, shared: Bool, now: Timestamp,
-                       _ txn: any LocalWriteTransaction, index: Int, rows: inout BatchReads, pending: inout PendingWrites) throws {
+    private func write(_ row: Record, over current: Record?, in table: String, key: String, shared: Bool, index: Int,
+                       _ push: inout PushTransaction) throws {
+        let txn = push.txn
         if let current, let holder = current[Meta.operation].stringValue, !ExactString.sameBytes(holder, key) {
-            let kept = OutcomeRow(id: holder, outcome: .applied(Self.publicRecord(current)), createdAt: now)
-            try pending.add(kept.record(), in: OutcomeRow.table, txn)
-            rows.stored(kept, underKey: holder)
+            let kept = OutcomeRow(id: holder, outcome: .applied(Self.publicRecord(current)), createdAt: push.now)
+            try push.pending.add(kept.record(), in: OutcomeRow.table, txn)
+            push.rows.stored(kept, underKey: holder)
         }
-        if shared { try txn.upsert(row, in: table) } else { try pending.add(row, in: table, txn) }
-        rows.wrote(row, by: index)
+        if shared { try txn.upsert(row, in: table) } else { try push.pending.add(row, in: table, txn) }
+        push.rows.wrote(row, by: index)
+    }
+}
+
+/// What one push carries from operation to operation inside its write transaction: who
+/// pushes and when, the rows the batch read and what its operations wrote to them, the
+/// owner-only rows held for one multi-row write, the clocks of the tables it touched, and
+/// what its shared writes did (for the push's report). ``OfflineSyncService/apply(_:index:key:schema:in:)``
+/// and the logs and memberships it updates take it whole, so adding to what a push keeps
+/// changes one type, not every signature along the way.
+struct PushTransaction {
+    let txn: any LocalWriteTransaction
+    let claims: Claims
+    let now: Timestamp
+    var rows: OfflineSyncService.BatchReads
+    var pending = PendingWrites()
+    var clocks: OfflineSyncService.TableClocks = [:]
+    var effects = SharedEffects()
+
+    init(txn: any LocalWriteTransaction, claims: Claims, now: Timestamp, rows: OfflineSyncService.BatchReads) {
+        self.txn = txn
+        self.claims = claims
+        self.now = now
+        self.rows = rows
+    }
+
+    /// The next sequence number of `table` (or of the shared sequence).
+    mutating func nextSequence(of table: String) throws -> (epoch: String, value: Int64) {
+        try OfflineSyncService.nextSequence(of: table, txn, &clocks)
+    }
+
+    /// The last sequence number drawn of `table` (or of the shared sequence).
+    mutating func lastSequence(of table: String) throws -> Int64 {
+        try OfflineSyncService.clock(of: table, txn, &clocks).next - 1
+    }
+
+    /// The next update stamp of `table`.
+    mutating func nextStamp(of table: String) throws -> Timestamp {
+        try OfflineSyncService.nextStamp(of: table, now: now, txn, &clocks)
     }
 }

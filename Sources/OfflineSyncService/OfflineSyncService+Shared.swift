@@ -11,14 +11,15 @@ extension OfflineSyncService {
     /// group-log entry per group the row is in before or after; an entry in the own log of each
     /// identity a grant names directly (owner, identity field, `owner_of`) and of each member
     /// of a group that fans out; then, when the row is a membership or an `owner_of` target,
-    /// the membership change itself (``changeMembership(of:from:to:txn:_:_:)``).
+    /// the membership change itself (``changeMembership(of:from:to:_:)``).
     func logChange(of table: String, from before: Record?, to after: Record, at sequence: Int64,
-                   _ txn: any LocalWriteTransaction, _ clocks: inout TableClocks, _ effects: inout SharedEffects) throws {
+                   _ push: inout PushTransaction) throws {
+        let txn = push.txn
         let item = after[Meta.item].stringValue ?? after.id
         if rules.memberships.values.contains(where: { $0.table == table }) {
             // A membership changes: what the push remembered about memberships may not hold.
-            effects.memo.memberships.removeAll()
-            effects.members.removeAll()
+            push.effects.memo.memberships.removeAll()
+            push.effects.members.removeAll()
         }
         let old = before.map { audience(of: $0, in: table) } ?? Audience()
         let new = audience(of: after, in: table)
@@ -46,16 +47,16 @@ extension OfflineSyncService {
                 // A converting group's members up to its progress are marked: their pulls read
                 // the group's log, so only the others are told.
                 if mode != .large {
-                    told.formUnion(try members(of: group, value: value, through: membership, after: row?.progress, txn, &effects))
+                    told.formUnion(try members(of: group, value: value, through: membership, after: row?.progress, &push))
                 }
-                if mode != .small { effects.groups[table, default: []].insert(group.key) }
-                if mode == .converting { effects.converting.insert(group.key) }
+                if mode != .small { push.effects.groups[table, default: []].insert(group.key) }
+                if mode == .converting { push.effects.converting.insert(group.key) }
             }
         }
         for identity in told.sorted() {
-            try tell(identity, about: after, of: table, at: sequence, before: before, txn, &effects)
+            try tell(identity, about: after, of: table, at: sequence, before: before, &push)
         }
-        try changeMembership(of: table, from: before, to: after, txn, &clocks, &effects)
+        try changeMembership(of: table, from: before, to: after, &push)
     }
 
     /// Writes `identity`'s own-log entry for `row` at `sequence`: visible when some read grant
@@ -63,35 +64,36 @@ extension OfflineSyncService {
     /// identity that could read neither this row nor its `before` state, and has no entry for
     /// it, gets none — unless `evenIfUnseen` (it wrote the row, so its device holds a copy).
     func tell(_ identity: Identity, about row: Record, of table: String, at sequence: Int64, before: Record? = nil,
-              evenIfUnseen: Bool = false, _ txn: any LocalWriteTransaction, _ effects: inout SharedEffects) throws {
+              evenIfUnseen: Bool = false, _ push: inout PushTransaction) throws {
+        let txn = push.txn, memo = push.effects.memo
         let item = row[Meta.item].stringValue ?? row.id
         let visible = try evaluator.canRead(row, in: table, claims: Claims(identity: identity), ignoringConditions: true, txn,
-                                            memo: effects.memo)
+                                            memo: memo)
         let id = ViewRow.id(identity: identity.text, table: table, item: item)
         if !visible, !evenIfUnseen {
             let sawBefore = try before.map {
                 try evaluator.canRead($0, in: table, claims: Claims(identity: identity), ignoringConditions: true, txn,
-                                      memo: effects.memo)
+                                      memo: memo)
             } ?? false
             if !sawBefore, try ViewRow.find(txn, id: id) == nil { return }
         }
         try ViewRow(id: id, identity: identity.text, table: table, item: item, sequence: sequence, visible: visible).save(txn)
-        effects.identities[table, default: []].insert(identity)
+        push.effects.identities[table, default: []].insert(identity)
     }
 
     /// The live members of `group`, the group `value` of `membership` (only asked of small
     /// and converting groups), those after `after` in member order when given; read once per
     /// push while its memberships stay as they are.
     private func members(of group: Group, value: Value, through membership: Membership, after: String? = nil,
-                         _ txn: any LocalReadTransaction, _ effects: inout SharedEffects) throws -> Set<Identity> {
+                         _ push: inout PushTransaction) throws -> Set<Identity> {
         let all: Set<Identity>
-        if let known = effects.members[group.key] {
+        if let known = push.effects.members[group.key] {
             all = known
         } else {
-            let rows = try txn.records(in: membership.table, matching: Query(
+            let rows = try push.txn.records(in: membership.table, matching: Query(
                 Field(membership.group) == value && Field(SystemField.deleted) == false))
             all = Set(rows.compactMap { Self.identity(in: $0[membership.member]) })
-            effects.members[group.key] = all
+            push.effects.members[group.key] = all
         }
         guard let after else { return all }
         return all.filter { Value.utf8Less(after, $0.text) }
@@ -131,9 +133,8 @@ extension OfflineSyncService {
     /// group grants reading of — O(1) writes whatever the group's size; the rows that move
     /// in or out are found by the member's next pull. Group sizes are counted here, and a
     /// group crossing the fan-out limit changes mode.
-    private func changeMembership(of table: String, from before: Record?, to after: Record,
-                                  _ txn: any LocalWriteTransaction, _ clocks: inout TableClocks,
-                                  _ effects: inout SharedEffects) throws {
+    private func changeMembership(of table: String, from before: Record?, to after: Record, _ push: inout PushTransaction) throws {
+        let txn = push.txn
         for (name, membership) in rules.memberships.sorted(by: { $0.key < $1.key }) where membership.table == table {
             func pair(_ row: Record?) -> (member: Identity, group: Value, role: String?)? {
                 guard let row, !row.deleted, let member = Self.identity(in: row[membership.member]),
@@ -154,15 +155,15 @@ extension OfflineSyncService {
                         && Field(SystemField.deleted) == false))
                 let role = current.flatMap { row in membership.role.flatMap { row[$0].stringValue } }
                 try setReach(member, in: group, present: current != nil, role: role, marked: groupRow.mode != .small,
-                             dependents: memberDependents(of: name), txn, &clocks, &effects)
-                let sequence = try Self.clock(of: SequenceRow.shared, txn, &clocks).next - 1
+                             dependents: memberDependents(of: name), &push)
+                let sequence = try push.lastSequence(of: SequenceRow.shared)
                 if groupRow.mode == .small, groupRow.members > Int64(fanoutLimit) {
                     groupRow.mode = .converting
                     groupRow.progress = nil
                     try groupRow.save(txn)
                     // The first step now: a group that crosses a limit below the step's size is
                     // large before this transaction's next write to it.
-                    if try convertStep(group.key, txn, marking: &effects.regrouped) { effects.converting.insert(group.key) }
+                    if try convertStep(group.key, txn, marking: &push.effects.regrouped) { push.effects.converting.insert(group.key) }
                     continue
                 } else if groupRow.mode != .small, groupRow.members <= Int64(fanoutLimit / 2) {
                     groupRow.mode = .small
@@ -178,30 +179,30 @@ extension OfflineSyncService {
         if wasLive != !after.deleted {
             let group = Group.ownerOf(table, after[Meta.item].stringValue ?? after.id)
             try setReach(owner, in: group, present: !after.deleted, role: nil, marked: false,
-                         dependents: dependents.map(\.table), txn, &clocks, &effects)
+                         dependents: dependents.map(\.table), &push)
         }
     }
 
     /// Brings `identity`'s reach of `group` to `present` with `role`; when that changes, one
     /// event per table in `dependents` at a new sequence number.
     private func setReach(_ identity: Identity, in group: Group, present: Bool, role: String?, marked: Bool,
-                          dependents: [String], _ txn: any LocalWriteTransaction, _ clocks: inout TableClocks,
-                          _ effects: inout SharedEffects) throws {
+                          dependents: [String], _ push: inout PushTransaction) throws {
+        let txn = push.txn
         let id = ReachRow.id(identity: identity.text, group: group.key)
         let stored = try ReachRow.find(txn, id: id)
         var spans = try stored.map { try Spans($0.spans) } ?? Spans()
         guard spans.isOpen != present || (present && spans.openRole != role) || (stored?.marked ?? false) != (present && marked) else {
             return
         }
-        let sequence = try Self.nextSequence(of: SequenceRow.shared, txn, &clocks).value
+        let sequence = try push.nextSequence(of: SequenceRow.shared).value
         if spans.isOpen != present || spans.openRole != role {
             if present { spans.open(at: sequence, role: role) } else { spans.close(at: sequence) }
             for table in Set(dependents).sorted() {
                 try ViewRow.event(identity: identity, table: table, group: group.key, sequence: sequence, visible: present).save(txn)
-                effects.identities[table, default: []].insert(identity)
+                push.effects.identities[table, default: []].insert(identity)
             }
         }
-        if stored?.marked ?? false || (present && marked) { effects.regrouped[identity, default: []].insert(group.key) }
+        if stored?.marked ?? false || (present && marked) { push.effects.regrouped[identity, default: []].insert(group.key) }
         try ReachRow(id: id, identity: identity.text, group: group.key, spans: spans.data, marked: present && marked).save(txn)
     }
 

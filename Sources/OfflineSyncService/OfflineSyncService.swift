@@ -303,45 +303,40 @@ public final class OfflineSyncService: Sendable {
             return (operation.table, isShared(operation.table) ? operation.itemId : Self.rowId(owner: identity, item: operation.itemId))
         }
         let report = try await store.write { txn in
-            var clocks: TableClocks = [:]
-            var effects = SharedEffects()
             var results: [PushResult] = []
             results.reserveCapacity(operations.count)
-            let now = Timestamp.now()
-            var known = try BatchReads(outcomes: keys, rows: wanted, txn)
-            var pending = PendingWrites()
+            var push = PushTransaction(txn: txn, claims: claims, now: Timestamp.now(), rows: try BatchReads(outcomes: keys, rows: wanted, txn))
             for (index, operation) in operations.enumerated() {
-                defer { known.finished(index) }
-                if let stored = known.outcome(of: index) {
+                defer { push.rows.finished(index) }
+                if let stored = push.rows.outcome(of: index) {
                     results.append(PushResult(operationId: operation.id, outcome: try stored.pushOutcome(answering: operation)))
                     continue
                 }
                 // An operation whose row still holds its key was applied, and the row is its
                 // outcome (the outcome moves to `__srv_operations` only when a later write
                 // takes the row over: ``apply``).
-                if known.holdsRow(of: index), let (table, id) = wanted[index], let row = try known.row(of: index, in: table, id: id, txn),
+                if push.rows.holdsRow(of: index), let (table, id) = wanted[index], let row = try push.rows.row(of: index, in: table, id: id, txn),
                    let holder = row[Meta.operation].stringValue, ExactString.sameBytes(holder, keys[index]) {
                     results.append(PushResult(operationId: operation.id, outcome: .applied(Self.publicRecord(row))))
                     continue
                 }
-                let outcome: PushOutcome
-                var remembered = false
+                let outcome: PushOutcome, remembered: Bool
                 if let (reason, status) = refused[operation.table] {
-                    outcome = .rejected(reason: reason, status: status)
+                    (outcome, remembered) = (.rejected(reason: reason, status: status), false)
                 } else {
-                    outcome = try self.apply(operation, key: keys[index], claims: claims, schema: schemas[operation.table]!, now: now,
-                                             txn: txn, rows: &known, index: index, pending: &pending, clocks: &clocks,
-                                             effects: &effects, remembered: &remembered)
+                    (outcome, remembered) = try self.apply(operation, index: index, key: keys[index], schema: schemas[operation.table]!,
+                                                           in: &push)
                 }
                 if !remembered {
-                    let stored = OutcomeRow(id: keys[index], outcome: outcome, answering: operation, createdAt: now)
-                    try pending.add(stored.record(), in: OutcomeRow.table, txn)
-                    known.stored(stored, by: index)
+                    let stored = OutcomeRow(id: keys[index], outcome: outcome, answering: operation, createdAt: push.now)
+                    try push.pending.add(stored.record(), in: OutcomeRow.table, txn)
+                    push.rows.stored(stored, by: index)
                 }
                 results.append(PushResult(operationId: operation.id, outcome: outcome))
             }
-            try pending.flush(txn)
-            for (table, clock) in clocks { try clock.row(table: table).save(txn) }
+            try push.pending.flush(txn)
+            for (table, clock) in push.clocks { try clock.row(table: table).save(txn) }
+            let effects = push.effects
             return (PushReport(results: results, viewsChanged: effects.identities, groupsChanged: effects.groups,
                                regrouped: effects.regrouped), effects.converting)
         }
