@@ -10,6 +10,9 @@
 #   make soak    the long forms of the reliability tests (crash trials, convergence with 20
 #                clients, corrupt-store sweeps, hostile requests, the suites under the thread and
 #                address sanitizers); writes Docs/Reliability.md
+#   make sanitize  the core, StoreKit, service and adapter suites under the thread and the
+#                address sanitizers (about an hour on 2 cores); writes sanitizer-results.json and
+#                the Sanitizers section of Docs/Reliability.md (make soak runs them too)
 #   make fuzz    build offline-sync-fuzz with libFuzzer and the address sanitizer and run every
 #                parser's fuzz target for FUZZ_SECONDS (default 60) each; writes fuzz-results.json
 #                and the Fuzzing section of Docs/Reliability.md
@@ -35,7 +38,7 @@ SWIFT ?= swift
 PKG_CONFIG_MODULES := sqlite3 lmdb libpq
 APT_PACKAGES := pkg-config libsqlite3-dev liblmdb-dev libpq-dev postgresql curl
 
-.PHONY: deps build docs fuzz test test-steps architecture-check openapi-check conformance-cli corrupt-sweep crash-trials cognito-test hostile-test soak demo serve token bench bench-scale clean
+.PHONY: deps build docs fuzz sanitize test test-steps architecture-check openapi-check conformance-cli corrupt-sweep crash-trials cognito-test hostile-test soak demo serve token bench bench-scale clean
 
 deps:
 	@if ! command -v $(SWIFT) >/dev/null 2>&1; then \
@@ -173,6 +176,11 @@ soak: deps
 	$(SWIFT) build --build-tests
 	@python3 -c "import schemathesis" 2>/dev/null || python3 -m pip install --quiet schemathesis
 	Scripts/with-postgres.sh python3 Scripts/soak.py $(SOAK_ARGS)
+
+# The suites under each sanitizer, each in its own build directory (Scripts/sanitizers.py says
+# what counts as a finding and where the suppressions' reasons are).
+sanitize: deps
+	Scripts/with-postgres.sh python3 Scripts/sanitizers.py
 
 # Every parser that reads the network or a file, under libFuzzer with the address sanitizer
 # (Sources/OfflineSyncFuzzing lists the targets; Scripts/fuzz.py runs them). Its own build

@@ -2,22 +2,31 @@
 """Runs the core, StoreKit, service and adapter test suites under the thread sanitizer and
 the address sanitizer (with its leak checker), and says what each reported.
 
-    python3 Scripts/sanitizers.py [--sanitizer thread|address ...] [--out sanitizer-results.json]
+    make sanitize        (inside a throwaway PostgreSQL, so the PostgreSQL adapter's suite runs too)
+    python3 Scripts/sanitizers.py [--sanitizer thread|address ...] [--no-doc]
 
-`make soak` runs it (inside a throwaway PostgreSQL, so the PostgreSQL adapter's suite runs
-too) and puts its table in Docs/Reliability.md. Each sanitizer builds into its own directory
-(.build/sanitize-thread, .build/sanitize-address). What a sanitizer reports is a failure,
-except what Tests/Sanitizers/tsan.supp and lsan.supp suppress, each entry with its reason
-beside it: the thread sanitizer's blind spot for a contended Synchronization.Mutex on Linux
-(checked on every run by Tests/Sanitizers/mutex-blind-spot.swift: if this toolchain no longer
-has the blind spot, the run fails until those entries are removed), and allocations the
-test runner itself keeps. Every sanitizer report is kept under .build/sanitize-logs.
+`make soak` runs it too. Each sanitizer builds into its own directory (.build/sanitize-thread,
+.build/sanitize-address). What a sanitizer reports is a failure, except what
+Tests/Sanitizers/tsan.supp and lsan.supp suppress, each entry with its reason beside it: the
+thread sanitizer's blind spot for a contended Synchronization.Mutex on Linux (checked on every
+run by Tests/Sanitizers/mutex-blind-spot.swift: if this toolchain no longer has the blind spot,
+the run fails until those entries are removed), and allocations the test runner itself keeps.
+Every sanitizer report is kept under .build/sanitize-logs.
+
+A run of both sanitizers writes sanitizer-results.json and the "Sanitizers" section of
+Docs/Reliability.md (unless --no-doc); `make soak` keeps that section when it is told to skip them.
 """
-import argparse, glob, json, os, re, subprocess, sys, time
+import argparse, datetime, glob, json, os, re, subprocess, sys, time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import fuzz  # noqa: E402  (its description of the machine, shared by every figure this repository writes)
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 SANITIZERS = os.path.join(ROOT, "Tests", "Sanitizers")
 LOGS = os.path.join(ROOT, ".build", "sanitize-logs")
+RESULTS = os.path.join(ROOT, "sanitizer-results.json")
+DOC = os.path.join(ROOT, "Docs", "Reliability.md")
+BEGIN, END = "<!-- sanitizer results: written by Scripts/sanitizers.py -->", "<!-- end of sanitizer results -->"
 SUITES = ["OfflineSyncTests", "OfflineSyncStoreKitTests", "OfflineSyncServiceTests", "OfflineSyncSQLiteTests",
           "OfflineSyncLMDBTests", "OfflineSyncEncryptedFileTests", "OfflineSyncPostgreSQLTests"]
 
@@ -99,13 +108,62 @@ def run(sanitizer, suites):
     }
 
 
+def section(results):
+    """The Sanitizers section of Docs/Reliability.md, from sanitizer-results.json's contents."""
+    lines = [BEGIN, "## Sanitizers", "",
+             "Written by `make sanitize` (or `make soak`) on %s, commit %s, on %s (debug builds)." % (
+                 results["date"], results["commit"], results["machine"]),
+             "`Scripts/sanitizers.py` builds the core, StoreKit, service and adapter suites (PostgreSQL's too, inside a",
+             "throwaway cluster) under each sanitizer and runs them. A report is a failure unless",
+             "`Tests/Sanitizers/tsan.supp` or `lsan.supp` suppresses it; each entry there says why. The thread",
+             "sanitizer's entries rest on its blind spot for a contended `Synchronization.Mutex` on Linux, which",
+             "`Tests/Sanitizers/mutex-blind-spot.swift` shows on every run (races reported inside one Mutex: %d)." % results["blind_spot_races"],
+             "", "| sanitizer | suites | tests | failed | reports | suppressed (entry: count) | build s | run s |",
+             "|---|---|---:|---|---:|---|---:|---:|"]
+    for run in results["runs"]:
+        suppressed = ", ".join("`%s`: %d" % (k, v) for k, v in sorted(run.get("suppressed", {}).items())) or "none"
+        lines.append("| %s | %s | %s | %s | %d | %s | %s | %s |" % (
+            run["sanitizer"], ", ".join(s.replace("OfflineSync", "").replace("Tests", "") or "core" for s in run.get("suites", [])),
+            run.get("tests", "—"), "yes" if run.get("tests_failed") else "no", len(run.get("reports", [])), suppressed,
+            run.get("build_seconds", "—"), run.get("test_seconds", "—")))
+    lines.append("")
+    for run in results["runs"]:
+        for finding in run.get("reports", [])[:20]:
+            lines.append("- %s: %s — %s (`%s`)" % (run["sanitizer"], finding["kind"], finding["first_frame_of_ours"], finding["log"]))
+        if run.get("tail"):
+            lines += ["", "```", run["tail"], "```"]
+    lines.append(END)
+    return "\n".join(lines)
+
+
+def write_doc(text):
+    """Puts `text` in place of the Sanitizers section, or before the Fuzzing section (or
+    "How the figures are made")."""
+    with open(DOC) as f:
+        doc = f.read()
+    if BEGIN in doc and END in doc:
+        doc = doc[:doc.index(BEGIN)] + text + doc[doc.index(END) + len(END):]
+    else:
+        at = len(doc)
+        for marker in ["<!-- fuzz results", "## Fuzzing", "## How the figures are made"]:
+            if marker in doc:
+                at = doc.index(marker)
+                break
+        doc = doc[:at] + text + "\n\n" + doc[at:]
+    with open(DOC, "w") as f:
+        f.write(doc)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sanitizer", action="append", choices=["thread", "address"])
     parser.add_argument("--suite", action="append", help="test targets to run (default: %s)" % ", ".join(SUITES))
-    parser.add_argument("--out", default=os.path.join(ROOT, ".build", "sanitizer-results.json"))
+    parser.add_argument("--out", default=RESULTS, help="where the results go (default: sanitizer-results.json)")
+    parser.add_argument("--no-doc", action="store_true", help="do not write the section of Docs/Reliability.md")
     args = parser.parse_args()
-    results = {"blind_spot_races": blind_spot(), "runs": []}
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+    results = {"date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), "commit": commit or "unknown",
+               "machine": fuzz.machine(), "blind_spot_races": blind_spot(), "runs": []}
     for sanitizer in args.sanitizer or ["thread", "address"]:
         print("sanitizers: %s" % sanitizer, flush=True)
         result = run(sanitizer, args.suite or SUITES)
@@ -114,6 +172,11 @@ def main():
         results["runs"].append(result)
     with open(args.out, "w") as f:
         json.dump(results, f, indent=1)
+        f.write("\n")
+    # Only a run of every sanitizer over every suite stands for the tree in the document.
+    if not args.no_doc and not args.sanitizer and not args.suite:
+        write_doc(section(results))
+        print("sanitizers: wrote %s and %s" % (os.path.relpath(args.out, ROOT), os.path.relpath(DOC, ROOT)))
     stale = results["blind_spot_races"] == 0 and any(r.get("suppressed") for r in results["runs"] if r["sanitizer"] == "thread")
     if stale:
         print("sanitizers: this toolchain's thread sanitizer sees a contended Mutex; remove the blind-spot entries of tsan.supp")

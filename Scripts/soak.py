@@ -210,41 +210,12 @@ def unknown(value):
 
 
 def sanitizers(skip):
-    """Scripts/sanitizers.py: the core, StoreKit, service and adapter suites under TSan and ASan."""
+    """Scripts/sanitizers.py: the core, StoreKit, service and adapter suites under TSan and ASan.
+    It writes sanitizer-results.json; the report takes its section from there."""
     if skip:
         return {"status": 0, "skipped": True}
-    out = os.path.join(ROOT, ".build", "sanitizer-results.json")
-    status = subprocess.run([sys.executable, os.path.join(ROOT, "Scripts", "sanitizers.py"), "--out", out], cwd=ROOT).returncode
-    with open(out) as f:
-        results = json.load(f)
-    results["status"] = status
-    return results
-
-
-def sanitizer_section(sanitized):
-    if sanitized.get("skipped"):
-        return ["## Sanitizers", "", "Not run (`--skip-sanitizers`).", ""]
-    lines = ["## Sanitizers", "",
-             "`Scripts/sanitizers.py`: the core, StoreKit, service and adapter suites (PostgreSQL's too, inside the",
-             "soak's throwaway cluster) built and run under each sanitizer. A report is a failure unless",
-             "`Tests/Sanitizers/tsan.supp` or `lsan.supp` suppresses it; each entry there says why. The thread",
-             "sanitizer's entries rest on its blind spot for a contended `Synchronization.Mutex` on Linux, which",
-             "`Tests/Sanitizers/mutex-blind-spot.swift` shows on every run (races reported inside one Mutex: %d)." % sanitized["blind_spot_races"],
-             "", "| sanitizer | tests | failed | reports | suppressed (entry: count) | build s | run s |",
-             "|---|---:|---|---:|---|---:|---:|"]
-    for run in sanitized["runs"]:
-        suppressed = ", ".join("`%s`: %d" % (k, v) for k, v in sorted(run.get("suppressed", {}).items())) or "none"
-        lines.append("| %s | %s | %s | %d | %s | %s | %s |" % (run["sanitizer"], run.get("tests", "—"),
-                     "yes" if run.get("tests_failed") else "no", len(run.get("reports", [])), suppressed,
-                     run.get("build_seconds", "—"), run.get("test_seconds", "—")))
-    lines.append("")
-    for run in sanitized["runs"]:
-        for finding in run.get("reports", [])[:20]:
-            lines.append("- %s: %s — %s (`%s`)" % (run["sanitizer"], finding["kind"], finding["first_frame_of_ours"], finding["log"]))
-        if run.get("tail"):
-            lines += ["", "```", run["tail"], "```"]
-    lines.append("")
-    return lines
+    status = subprocess.run([sys.executable, os.path.join(ROOT, "Scripts", "sanitizers.py"), "--no-doc"], cwd=ROOT).returncode
+    return {"status": status}
 
 
 def report(args, crash, members, converge, shared, sweep, attacks, sanitized):
@@ -378,15 +349,15 @@ def report(args, crash, members, converge, shared, sweep, attacks, sanitized):
     if attacks["status"] != 0:
         lines += ["```", attacks["tail"].strip(), "```", ""]
 
-    lines += sanitizer_section(sanitized)
-
-    # The fuzzing section is `make fuzz`'s (Scripts/fuzz.py); a soak run keeps its last figures.
-    results = os.path.join(ROOT, "fuzz-results.json")
-    if os.path.exists(results):
-        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-        import fuzz
-        with open(results) as f:
-            lines += [fuzz.section(json.load(f)), ""]
+    # The sanitizer section is Scripts/sanitizers.py's: this run's, or with --skip-sanitizers the
+    # last `make sanitize`; the fuzzing section is `make fuzz`'s (Scripts/fuzz.py), its last figures.
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import fuzz
+    import sanitizers as sanitizer_runs
+    for module, results in [(sanitizer_runs, os.path.join(ROOT, "sanitizer-results.json")), (fuzz, os.path.join(ROOT, "fuzz-results.json"))]:
+        if os.path.exists(results):
+            with open(results) as f:
+                lines += [module.section(json.load(f)), ""]
 
     lines += ["## How the figures are made", "",
               "- Crash trials: `Tests/Reliability/crash_trials.py` (its docstring lists each phase and check); the short form",
@@ -397,8 +368,8 @@ def report(args, crash, members, converge, shared, sweep, attacks, sanitized):
               "  `Tests/OfflineSyncServerTests/SharedDifferentialTests.swift`; replay a seed's steps with `SHARED_TRACE=N`.",
               "- Corrupt stores: `offline-sync-harness corrupt-sweep --help`; `make corrupt-sweep` is the short form.",
               "- Hostile requests: `make hostile-test` is the short form.",
-              "- Sanitizers: `python3 Scripts/sanitizers.py --sanitizer thread` (or `address`); the reports stay in",
-              "  `.build/sanitize-logs`.",
+              "- Sanitizers: `make sanitize`, or `python3 Scripts/sanitizers.py --sanitizer thread` (or `address`) for one;",
+              "  the reports stay in `.build/sanitize-logs`.",
               "- Fuzzing: `make fuzz FUZZ_SECONDS=N` (Scripts/fuzz.py); `offline-sync-fuzz replay TARGET FILE` replays one input on",
               "  a normal build, and `make test` replays every committed seed and regression input.", ""]
     return "\n".join(lines)
