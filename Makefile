@@ -38,7 +38,7 @@ SWIFT ?= swift
 PKG_CONFIG_MODULES := sqlite3 lmdb libpq
 APT_PACKAGES := pkg-config libsqlite3-dev liblmdb-dev libpq-dev postgresql curl
 
-.PHONY: deps build docs fuzz sanitize test test-steps architecture-check openapi-check conformance-cli corrupt-sweep crash-trials cognito-test hostile-test soak demo serve token bench bench-scale clean
+.PHONY: deps build docs fuzz sanitize test test-steps architecture-check docs-check openapi-check conformance-cli corrupt-sweep crash-trials cognito-test hostile-test soak demo serve token bench bench-scale clean
 
 deps:
 	@if ! command -v $(SWIFT) >/dev/null 2>&1; then \
@@ -91,7 +91,7 @@ EXAMPLE := Docs/Examples/SnapshotStore
 test: deps
 	Scripts/with-postgres.sh $(MAKE) --no-print-directory test-steps
 
-test-steps: deps openapi-check architecture-check
+test-steps: deps openapi-check architecture-check docs-check
 	$(SWIFT) build --build-tests
 	$(SWIFT) test
 	$(MAKE) --no-print-directory conformance-cli
@@ -109,6 +109,11 @@ test-steps: deps openapi-check architecture-check
 # no source file or function grows past the size limits (Scripts/check-architecture.py).
 architecture-check:
 	python3 Scripts/check-architecture.py
+
+# The README stays under 200 lines, and every relative link in it and in Docs/ resolves
+# (Scripts/check-docs.py).
+docs-check:
+	python3 Scripts/check-docs.py
 
 # Docs/openapi.yaml must be a valid OpenAPI 3 document (openapi-spec-validator, from PyPI).
 openapi-check:
