@@ -4,8 +4,9 @@
 // no race. Linux's Mutex takes a contended lock in the kernel (FUTEX_LOCK_PI) and releases it
 // there (FUTEX_UNLOCK_PI), with no user-space atomic on that path, so TSan sees no
 // happens-before edge between the holders and reports their accesses as races. Scripts/sanitizers.py
-// builds this with -sanitize=thread: while it reports a race, the suppressions in
-// Tests/Sanitizers/tsan.supp that rest on this blind spot stay; once it reports none, they go.
+// builds this with -sanitize=thread on every run: while it reports a race, the thread-sanitizer
+// build keeps replacing every Mutex of ours with one it sees (ThreadSanitizerMutex); once it
+// reports none, the replacement can go.
 import Foundation
 import Synchronization
 
