@@ -32,6 +32,7 @@ struct Routes: Sendable {
         router.post("v1/admin/tokens") { request, context in try await mintToken(request, context) }
         router.post("v1/admin/prune") { request, context in try await prune(request, context) }
         router.post("v1/admin/merge-identities") { request, context in try await mergeIdentities(request, context) }
+        router.post("v1/admin/explain") { request, context in try await explain(request, context) }
         router.get("v1/changes") { _, context -> Response in
             _ = try context.requireClaims()
             throw APIError(.upgradeRequired, "upgradeRequired", "/v1/changes is a WebSocket: send an upgrade request")
@@ -193,6 +194,53 @@ struct Routes: Sendable {
         }
         let names = try await call { try await server.datasets.mergeIdentity(pool: pool, from: from, into: into, caller: "admin") }
         return Self.json(.object([("datasets", .array(names.map(JSON.string)))]))
+    }
+
+    /// Why the rules let an identity read a row and make each change to it, or why not:
+    /// `{"identity", "table", "id", "roles"?: [..], "claims"?: {name: [values]}}` →
+    /// ``OfflineSyncService/RuleExplanation`` as JSON. The claims are the ones a token of that
+    /// identity would carry; the answer names what the rules compare, so only the admin key asks.
+    func explain(_ request: Request, _ context: SyncRequestContext) async throws -> Response {
+        try requireAdmin(request)
+        let body = try await readJSON(request)
+        guard case .string(let identity)? = body["identity"], case .string(let table)? = body["table"],
+              case .string(let id)? = body["id"] else {
+            throw APIError(.badRequest, "invalidRequest", "the body needs 'identity', 'table' and 'id' strings")
+        }
+        func strings(_ value: JSON?, _ name: String) throws -> [String] {
+            guard let value else { return [] }
+            guard case .array(let items) = value else { throw APIError(.badRequest, "invalidRequest", "'\(name)' must be an array of strings") }
+            return try items.map { item in
+                guard case .string(let text) = item else { throw APIError(.badRequest, "invalidRequest", "'\(name)' must be an array of strings") }
+                return text
+            }
+        }
+        var values: [String: [String]] = [:]
+        if let claims = body["claims"] {
+            guard case .object(let pairs) = claims else {
+                throw APIError(.badRequest, "invalidRequest", "'claims' must be an object of string arrays")
+            }
+            for (name, value) in pairs { values[name] = try strings(value, "claims.\(name)") }
+        }
+        let claims = Claims(identity: try await decode { try Identity(identity) }, roles: Set(try strings(body["roles"], "roles")),
+                            values: values)
+        let explanation = try await call { try await service.explain(claims: claims, table: table, id: id) }
+        return Self.json(Self.json(explanation))
+    }
+
+    static func json(_ explanation: RuleExplanation) -> JSON {
+        .object([
+            ("identity", .string(explanation.identity)), ("table", .string(explanation.table)), ("id", .string(explanation.id)),
+            ("storage", .string(explanation.storage)), ("exists", .bool(explanation.exists)), ("deleted", .bool(explanation.deleted)),
+            ("decisions", .array(explanation.decisions.map { decision in
+                .object([
+                    ("operation", .string(decision.operation)), ("allowed", .bool(decision.allowed)),
+                    ("grants", .array(decision.grants.map { check in
+                        .object([("grant", .string(check.grant)), ("admits", .bool(check.admits)), ("reason", .string(check.reason))])
+                    })),
+                ])
+            })),
+        ])
     }
 
     // MARK: Notifications

@@ -17,6 +17,32 @@ struct ServerDataArguments: ParsableArguments {
         URL(fileURLWithPath: data ?? ProcessInfo.processInfo.environment["OFFLINE_SYNC_DATA"] ?? "offline-sync-data", isDirectory: true)
     }
 
+    /// Opens the server's store: `store` (a store URL), else OFFLINE_SYNC_STORE, else the data
+    /// directory's `server.sqlite` — created, with the directory, when `create`; otherwise a
+    /// missing one is an error, not an empty store. `shown` names it for a log line: a
+    /// PostgreSQL URL only by its scheme, since it may carry a password.
+    func openStore(_ store: String?, create: Bool = true) async throws -> (store: any LocalStore, shown: String) {
+        var text = store ?? ProcessInfo.processInfo.environment["OFFLINE_SYNC_STORE"] ?? ""
+        if text.isEmpty {
+            let file = directory.standardizedFileURL.appendingPathComponent("server.sqlite")
+            if create {
+                try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+            } else if !FileManager.default.fileExists(atPath: file.path) {
+                throw ValidationError("no server store at \(file.path): name the server's --data directory or --store")
+            }
+            text = "sqlite://" + file.path
+        }
+        let arguments = try StoreArguments.parse(["--store", text])
+        let (location, adapter) = try StoreRegistry.builtIn.resolve(try arguments.url())
+        let shown = location.scheme.hasPrefix("postgres") ? "\(location.scheme) store" : text
+        return (try await adapter.open(location, try arguments.options(for: location)), shown)
+    }
+
+    /// The sync rules in `path`, else in OFFLINE_SYNC_RULES's file; owner-only without either.
+    func rules(_ path: String?) throws -> SyncRules {
+        try (path ?? ProcessInfo.processInfo.environment["OFFLINE_SYNC_RULES"]).map(SyncRules.init(contentsOfFile:)) ?? .ownerOnly
+    }
+
     /// The token secret: OFFLINE_SYNC_TOKEN_SECRET (at least 32 bytes) when set, otherwise the
     /// data directory's `token-secret` file, created with 32 random bytes (mode 0600) if
     /// `create` and missing.
@@ -144,16 +170,8 @@ struct ServeCommand: AsyncParsableCommand {
         }
         let directory = dataArguments.directory
         let secret = try dataArguments.tokenSecret(create: true)
-        var storeText = self.store ?? environment["OFFLINE_SYNC_STORE"] ?? ""
-        if storeText.isEmpty {
-            try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-            storeText = "sqlite://" + directory.standardizedFileURL.appendingPathComponent("server.sqlite").path
-        }
-        let rulesPath = self.rules ?? environment["OFFLINE_SYNC_RULES"]
-        let syncRules = try rulesPath.map(SyncRules.init(contentsOfFile:)) ?? .ownerOnly
-        let storeArguments = try StoreArguments.parse(["--store", storeText])
-        let (location, adapter) = try StoreRegistry.builtIn.resolve(try storeArguments.url())
-        let store = try await adapter.open(location, try storeArguments.options(for: location))
+        let syncRules = try dataArguments.rules(self.rules)
+        let (store, shownStore) = try await dataArguments.openStore(self.store)
         let fanoutText = environment["OFFLINE_SYNC_GROUP_FANOUT_LIMIT"]
         let fanout = groupFanoutLimit ?? (fanoutText.map { Int($0) ?? 0 } ?? OfflineSyncService.defaultGroupFanoutLimit)
         guard fanout >= 1 else {
@@ -185,7 +203,6 @@ struct ServeCommand: AsyncParsableCommand {
         let datasets = try await DatasetService(
             store: store, streamSink: JSONLinesStreamSink(directory: directory.appendingPathComponent("streams", isDirectory: true)))
         let server = try await SyncServer(service: service, configuration: configuration, feed: feed, datasets: datasets)
-        let shownStore = location.scheme.hasPrefix("postgres") ? "\(location.scheme) store" : storeText
         try await server.run { port in
             let shownHost = host.contains(":") ? "[\(host)]" : host
             // Written in one call and unbuffered, so a supervising process sees the line at once.
@@ -231,5 +248,77 @@ struct TokenCommand: AsyncParsableCommand {
         guard lifetime > 0 else { throw ValidationError("--lifetime must be positive") }
         let authority = try await TokenAuthority(secret: try dataArguments.tokenSecret(create: false))
         print(try await authority.mint(identity: identity, roles: Set(roles), lifetime: .seconds(lifetime)))
+    }
+}
+
+/// `offline-sync explain --identity bob --table todos --id T1`: why the server's rules let an
+/// identity read a row and make each change to it, or why not, read from the server's own store.
+struct ExplainCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "explain",
+        abstract: "Explain why the sync rules let an identity read and change a row, or why not.",
+        discussion: """
+            Reads the server's store (--data or --store, as `serve` does) with the rules `serve` uses, \
+            and checks every grant of the table for read, insert, update and delete: which one \
+            admits, or what each lacked (a membership, a role, a token claim, an owner). Safe \
+            beside a running server on SQLite or PostgreSQL. The admin route POST /v1/admin/explain \
+            answers the same question over HTTP.
+            """)
+
+    @Option(help: "The identity asked about.")
+    var identity: String
+
+    @Option(help: "The table.")
+    var table: String
+
+    @Option(help: "The row's id.")
+    var id: String
+
+    @Option(name: .customLong("role"), help: "A role the identity's token carries (repeatable).")
+    var roles: [String] = []
+
+    @Option(name: .customLong("claim"), help: "Another claim of its token, as name=value (repeatable).")
+    var claims: [String] = []
+
+    @Option(help: "The store URL (environment: OFFLINE_SYNC_STORE); default: sqlite://<data>/server.sqlite.")
+    var store: String?
+
+    @Option(help: "A sync rules document (environment: OFFLINE_SYNC_RULES); without one every table is owner-only.")
+    var rules: String?
+
+    @Flag(help: "Print the explanation as JSON.")
+    var json = false
+
+    @OptionGroup var dataArguments: ServerDataArguments
+
+    func run() async throws {
+        var values: [String: [String]] = [:]
+        for claim in claims {
+            guard let equals = claim.firstIndex(of: "="), equals != claim.startIndex else {
+                throw ValidationError("--claim takes name=value, not '\(claim)'")
+            }
+            values[String(claim[..<equals]), default: []].append(String(claim[claim.index(after: equals)...]))
+        }
+        let syncRules = try dataArguments.rules(rules)
+        let store = try await dataArguments.openStore(store, create: false).store
+        let service = try await OfflineSyncService(store: store, rules: syncRules)
+        let explanation = try await service.explain(claims: Claims(identity: try Identity(identity), roles: Set(roles), values: values),
+                                                    table: table, id: id)
+        try await store.close()
+        if json {
+            let encoder = JSONEncoder()
+            encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
+            print(String(decoding: try encoder.encode(explanation), as: UTF8.self))
+            return
+        }
+        print("\(explanation.identity) on \(explanation.table)/\(explanation.id): \(explanation.storage) table, "
+            + (explanation.exists ? (explanation.deleted ? "the row is deleted" : "the row exists") : "no such row"))
+        for decision in explanation.decisions {
+            print("\(decision.operation): \(decision.allowed ? "allowed" : "refused")")
+            if decision.grants.isEmpty { print("  no grant to check") }
+            for check in decision.grants {
+                print("  \(check.admits ? "+" : "-") \(check.grant): \(check.reason)")
+            }
+        }
     }
 }
