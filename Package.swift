@@ -55,6 +55,8 @@ let package = Package(
         .package(url: "https://github.com/swiftlang/swift-docc-plugin", from: "1.5.0"),
         // The sync rules document (`offline-sync serve --rules FILE`).
         .package(url: "https://github.com/jpsim/Yams", from: "6.2.2"),
+        // The server's `/metrics` (Prometheus text format).
+        .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.4.1"),
     ],
     targets: [
         // Core: records, queries, the store protocols, queue, sync context, events. No C library,
@@ -110,6 +112,7 @@ let package = Package(
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "Yams", package: "Yams"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
             ],
             path: "Sources/OfflineSyncServer"
         ),

@@ -25,7 +25,7 @@ extension Routes {
         guard pull.limit <= configuration.maxPageSize else {
             throw APIError(.badRequest, "pageSizeExceeded", "'limit' may be at most \(configuration.maxPageSize)")
         }
-        let first = try await call { try await service.pull(claims: claims, pull) }
+        let first = try await pulled(claims: claims, pull)
         let pagesPerStream = configuration.pagesPerStream
         let headers: HTTPFields = [.contentType: "\(PageStream.mediaType); version=\(PageStream.version)"]
         return Response(status: .ok, headers: headers, body: ResponseBody { writer in
@@ -41,7 +41,7 @@ extension Routes {
                 pull.cursor = page.nextCursor
                 do {
                     // `call` answers a service error as `/v1/pull` would, and logs a 5xx.
-                    page = try await call { try await service.pull(claims: claims, pull) }
+                    page = try await pulled(claims: claims, pull)
                     sent += 1
                 } catch {
                     let answer = error as? APIError ?? APIError.internalError

@@ -21,6 +21,7 @@ struct Routes: Sendable {
         router.get("health") { _, _ in
             Self.json(.object([("status", .string("ok"))]))
         }
+        router.get("metrics") { request, _ in try metrics(request) }
         router.post("v1/push") { request, context in try await push(request, context) }
         router.post("v1/pull") { request, context in try await pull(request, context) }
         if configuration.binaryPush {
@@ -70,7 +71,7 @@ struct Routes: Sendable {
         for operation in operations where !seen.insert(ExactString(operation.id)).inserted {
             throw APIError(.badRequest, "invalidRequest", "operation id '\(operation.id)' appears twice in one push")
         }
-        let report = try await call { try await service.pushReporting(claims: claims, operations) }
+        let report = try await pushed(claims: claims, operations)
         let origin = request.headers[Self.clientHeader].flatMap(Self.clientId)
         await announce(identity: claims.identity, operations: operations, report: report, origin: origin)
         return report
@@ -99,7 +100,7 @@ struct Routes: Sendable {
         guard pull.limit <= configuration.maxPageSize else {
             throw APIError(.badRequest, "pageSizeExceeded", "'limit' may be at most \(configuration.maxPageSize)")
         }
-        let page = try await call { try await service.pull(claims: claims, pull) }
+        let page = try await pulled(claims: claims, pull)
         return Self.json(bytes: Wire.encode(page))
     }
 
@@ -264,7 +265,12 @@ struct Routes: Sendable {
             let claims = caller.claims
             let identity = claims.identity.text
             let connection = await ConnectionNotices.open(feed: feed, service: service, claims: claims)
-            defer { connection.close() }
+            let metrics = server.metrics
+            metrics.channel(+1)
+            defer {
+                connection.close()
+                metrics.channel(-1)
+            }
             let notices = connection.stream
             // A device registered for push sync (platform WEBSOCKET) names itself with
             // `?device=<id>`; it then also hears its subscribed datasets' changes.
@@ -306,6 +312,7 @@ struct Routes: Sendable {
                             continue
                         }
                         try await outbound.writeTextMessage(String(decoding: message.encoded, as: UTF8.self))
+                        metrics.noticeSent()
                     }
                 }
                 try await group.next()
@@ -331,6 +338,22 @@ struct Routes: Sendable {
     }
 
     // MARK: Helpers
+
+    /// `GET /metrics`: ``ServerMetrics`` in Prometheus's text format, for the admin key — in
+    /// `X-Admin-Key`, or as `Authorization: Bearer <key>`, which is how Prometheus sends a
+    /// scrape's credentials.
+    func metrics(_ request: Request) throws -> Response {
+        let bearer = request.headers[.authorization].flatMap { header -> String? in
+            let parts = header.split(separator: " ", maxSplits: 1)
+            return parts.count == 2 && parts[0].lowercased() == "bearer" ? String(parts[1]) : nil
+        }
+        let scraper = bearer.map { given in
+            configuration.adminKey.map { constantTimeEqual(Array(given.utf8), Array($0.utf8)) } ?? false
+        } ?? false
+        if !scraper { try requireAdmin(request) }
+        return Response(status: .ok, headers: [.contentType: "text/plain; version=0.0.4; charset=utf-8"],
+                        body: .init(byteBuffer: ByteBuffer(bytes: server.metrics.exposition())))
+    }
 
     /// Checks the `X-Admin-Key` header in constant time; 401 without detail otherwise.
     func requireAdmin(_ request: Request) throws {
@@ -391,6 +414,22 @@ struct Routes: Sendable {
         do { return try await body() } catch let error as SyncError {
             throw APIError(.badRequest, "invalidRequest", error.message)
         }
+    }
+
+    /// Applies a push through the service (``call(_:)``) and counts it in ``SyncServer/metrics``.
+    func pushed(claims: Claims, _ operations: [PushOperation]) async throws -> OfflineSyncService.PushReport {
+        let start = ContinuousClock.now
+        let report = try await call { try await service.pushReporting(claims: claims, operations) }
+        server.metrics.push(operations, report.results, duration: ContinuousClock.now - start)
+        return report
+    }
+
+    /// Reads a pull page through the service (``call(_:)``) and counts it in ``SyncServer/metrics``.
+    func pulled(claims: Claims, _ request: PullRequest) async throws -> PullPage {
+        let start = ContinuousClock.now
+        let page = try await call { try await service.pull(claims: claims, request) }
+        server.metrics.pull(page, duration: ContinuousClock.now - start)
+        return page
     }
 
     /// Runs a service call, answering its ``SyncError`` with the matching status (and logging

@@ -110,6 +110,8 @@ public struct SyncServer: Sendable {
     public let feed: any ChangeFeed
     /// The datasets behind the Cognito Sync API.
     public let datasets: DatasetService
+    /// What the server counts, served on `GET /metrics` (``ServerMetrics``).
+    public let metrics: ServerMetrics
     let sigV4: SigV4Verifier
     let signedRequests: SignedRequestLedger
     let cognitoKeys: [String: CognitoAccessKey]
@@ -125,10 +127,13 @@ public struct SyncServer: Sendable {
         }
         self.service = service
         self.configuration = configuration
+        let metrics = ServerMetrics(ruleTables: Set(service.rules.tables.keys))
+        self.metrics = metrics
         self.tokens = try await TokenAuthority(secret: configuration.tokenSecret)
         self.verifier = try TokenVerifier(development: configuration.developmentTokens.isOn(issuers: configuration.issuers) ? tokens : nil,
                                           issuers: configuration.issuers,
-                                          policy: configuration.keyRefresh, logger: configuration.logger)
+                                          policy: configuration.keyRefresh, logger: configuration.logger,
+                                          keySetFetched: { metrics.keySetFetched(issuer: $0, ok: $1) })
         self.feed = feed
         if let datasets {
             self.datasets = datasets
@@ -184,14 +189,15 @@ public struct SyncServer: Sendable {
     func makeApplication(onServerRunning: @escaping @Sendable (any Channel) async -> Void) -> some ApplicationProtocol {
         verifier.start()
         let router = Router(context: SyncRequestContext.self)
+        router.add(middleware: RequestMetricsMiddleware(metrics: metrics))
         router.add(middleware: RequestLogMiddleware(logger: configuration.logger))
-        router.add(middleware: AuthenticationMiddleware(verifier: verifier))
+        router.add(middleware: AuthenticationMiddleware(verifier: verifier, metrics: metrics))
         let routes = Routes(server: self)
         routes.addNative(to: router)
         routes.addTables(to: router)
         CognitoRoutes(routes: routes).add(to: router)
         let webSocketRouter = Router(context: SyncRequestContext.self)
-        webSocketRouter.add(middleware: AuthenticationMiddleware(verifier: verifier))
+        webSocketRouter.add(middleware: AuthenticationMiddleware(verifier: verifier, metrics: metrics))
         routes.addWebSocket(to: webSocketRouter)
         return Application(
             router: router,
@@ -294,22 +300,49 @@ enum Bearer: Sendable {
 struct AuthenticationMiddleware: RouterMiddleware {
     typealias Context = SyncRequestContext
     let verifier: TokenVerifier
+    let metrics: ServerMetrics
 
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
         var context = context
-        if let header = request.headers[.authorization] {
+        // A scrape of /metrics carries the admin key as its bearer (Prometheus's way): no token.
+        if let header = request.headers[.authorization], request.uri.path != "/metrics" {
             let parts = header.split(separator: " ", maxSplits: 1)
             if parts.count == 2, parts[0].lowercased() == "bearer" {
                 do {
                     context.bearer = .verified(try await verifier.verify(String(parts[1]).trimmingCharacters(in: .whitespaces)))
+                    metrics.tokenVerified("verified")
                 } catch let unavailable as KeysUnavailable {
                     context.bearer = .unverifiable(retryAfter: unavailable.retryAfter)
+                    metrics.tokenVerified("unverifiable")
                 } catch {
                     context.bearer = .refused
+                    metrics.tokenVerified("refused")
                 }
             }
         }
         return try await next(request, context)
+    }
+}
+
+/// Counts each request answered and times it (``ServerMetrics``), by the matched route's
+/// template — never the path, which holds ids — and the status, errors included.
+struct RequestMetricsMiddleware: RouterMiddleware {
+    typealias Context = SyncRequestContext
+    let metrics: ServerMetrics
+
+    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+        let start = ContinuousClock.now
+        do {
+            let response = try await next(request, context)
+            metrics.request(route: context.endpointPath ?? "NotFound", method: request.method, status: response.status.code,
+                            duration: ContinuousClock.now - start)
+            return response
+        } catch {
+            let status = (error as? any HTTPResponseError)?.status.code ?? 500
+            metrics.request(route: context.endpointPath ?? "NotFound", method: request.method, status: status,
+                            duration: ContinuousClock.now - start)
+            throw error
+        }
     }
 }
 

@@ -194,7 +194,7 @@ extension Routes {
     /// `conflict` and the server's entity, a write the sync rules refuse with 403 (no entity:
     /// the caller may not be allowed to read it), any other rejection with 400 (or 404).
     func apply(claims: Claims, _ operation: PushOperation, conflict: HTTPResponse.Status) async throws -> Record {
-        let report = try await call { try await service.pushReporting(claims: claims, [operation]) }
+        let report = try await pushed(claims: claims, [operation])
         await announce(identity: claims.identity, operations: [operation], report: report)
         switch report.results[0].outcome {
         case .applied(let record):

@@ -31,7 +31,8 @@ struct FailFastTests {
     @Test("sync() against a closed port throws soon, saying the connection was refused; the queue is kept")
     func closedPortFailsFast() async throws {
         try await withTemporaryDirectory { directory in
-            let port = try SilentServer.closedPort()
+            let refusing = try RefusingPort(), port = refusing.port
+            defer { withExtendedLifetime(refusing) {} }
             let (context, store) = try await Self.context(directory, baseURL: "http://127.0.0.1:\(port)")
             let started = ContinuousClock.now
             do {
@@ -102,7 +103,8 @@ struct FailFastTests {
             try await hungStore.close()
 
             // Nothing listens: the loop is between failed attempts.
-            let port = try SilentServer.closedPort()
+            let refusing = try RefusingPort(), port = refusing.port
+            defer { withExtendedLifetime(refusing) {} }
             let (closed, closedStore) = try await Self.context(directory, baseURL: "http://127.0.0.1:\(port)")
             let events = closed.events()
             await closed.start(tables: ["notes"], network: ManualNetworkMonitor(online: true))
@@ -160,7 +162,8 @@ struct FailFastTests {
     @Test("two concurrent starts leave one loop, which stop() ends")
     func concurrentStarts() async throws {
         try await withTemporaryDirectory { directory in
-            let port = try SilentServer.closedPort()
+            let refusing = try RefusingPort(), port = refusing.port
+            defer { withExtendedLifetime(refusing) {} }
             let (context, store) = try await Self.context(directory, baseURL: "http://127.0.0.1:\(port)")
             let monitor = ManualNetworkMonitor(online: true)
             async let one: Void = context.start(tables: ["notes"], network: monitor)

@@ -55,10 +55,33 @@ final class SilentServer: Sendable {
         for connection in connections { close(connection) }
     }
 
-    /// A loopback port nothing listens on (bound, then closed).
-    static func closedPort() throws -> Int {
-        let server = try SilentServer()
-        server.stop()
-        return server.port
+}
+
+/// A loopback port that refuses every connection for as long as it is held: bound, never
+/// listening. A port bound, closed and then handed out could be taken meanwhile by a server
+/// another test starts, and the "refused" connection would reach it (seen: a sync against the
+/// "closed" port was answered by another test's server).
+final class RefusingPort: Sendable {
+    let port: Int
+    private let descriptor: Int32
+
+    init() throws {
+        let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = 0
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let bound = withUnsafeMutablePointer(to: &address) { pointer in
+            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(descriptor, $0, length) == 0 && getsockname(descriptor, $0, &length) == 0 }
+        }
+        guard descriptor >= 0, bound else {
+            if descriptor >= 0 { close(descriptor) }
+            throw POSIXError(.EADDRNOTAVAIL)
+        }
+        self.descriptor = descriptor
+        port = Int(UInt16(bigEndian: address.sin_port))
     }
+
+    deinit { close(descriptor) }
 }

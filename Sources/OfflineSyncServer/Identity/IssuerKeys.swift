@@ -102,11 +102,15 @@ final class IssuerKeys: Sendable {
     private let logger: Logger
     private let loader = KeyDocumentLoader()
     private let state = Mutex(State())
+    /// Told of each fetch's end: the issuer, and whether it brought keys (the server's metrics).
+    private let fetched: @Sendable (_ issuer: String, _ ok: Bool) -> Void
 
-    init(issuer: TokenIssuer, policy: KeyRefreshPolicy, logger: Logger) {
+    init(issuer: TokenIssuer, policy: KeyRefreshPolicy, logger: Logger,
+         fetched: @escaping @Sendable (_ issuer: String, _ ok: Bool) -> Void = { _, _ in }) {
         self.issuer = issuer
         self.policy = policy
         self.logger = logger
+        self.fetched = fetched
     }
 
     /// Starts the first fetch without waiting for it: the server starts even when the
@@ -212,6 +216,7 @@ final class IssuerKeys: Sendable {
         }
         let name = issuer.issuer
         let now = ContinuousClock.now
+        if case .success = result { fetched(name, true) } else { fetched(name, false) }
         state.withLock { state in
             state.fetching = nil
             state.completedBegan = began

@@ -37,7 +37,9 @@ package final class TokenVerifier: Sendable {
     private let logger: Logger
     private let policy: KeyRefreshPolicy
 
-    package init(development: TokenAuthority?, issuers: [TokenIssuer], policy: KeyRefreshPolicy, logger: Logger) throws {
+    /// `keySetFetched` is told of every key-set fetch's end (the server counts them).
+    package init(development: TokenAuthority?, issuers: [TokenIssuer], policy: KeyRefreshPolicy, logger: Logger,
+                 keySetFetched: @escaping @Sendable (_ issuer: String, _ ok: Bool) -> Void = { _, _ in }) throws {
         self.development = development
         self.logger = logger
         self.policy = policy
@@ -51,7 +53,7 @@ package final class TokenVerifier: Sendable {
             guard keyed[issuer.issuer] == nil else {
                 throw SyncError(.invalidConfiguration, "issuer '\(issuer.issuer)' is configured twice")
             }
-            keyed[issuer.issuer] = IssuerKeys(issuer: issuer, policy: policy, logger: logger)
+            keyed[issuer.issuer] = IssuerKeys(issuer: issuer, policy: policy, logger: logger, fetched: keySetFetched)
         }
         self.issuers = keyed
         if issuers.count > 1 {
