@@ -187,6 +187,32 @@ struct MetricsTests {
         }
     }
 
+    @Test("the Grafana dashboard in Docs queries only metrics the server exports, and every one of them")
+    func dashboardQueriesExportedMetrics() throws {
+        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("../..").standardized
+        let data = try Data(contentsOf: root.appendingPathComponent("Docs/grafana-dashboard.json"))
+        let dashboard = try #require(try JSONSerialization.jsonObject(with: data) as? [String: Any])
+        let panels = try #require(dashboard["panels"] as? [[String: Any]])
+        #expect(!panels.isEmpty)
+        var queried = Set<String>()
+        for panel in panels {
+            let targets = try #require(panel["targets"] as? [[String: Any]], "panel \(panel["title"] ?? "?") has no targets")
+            #expect(!targets.isEmpty)
+            for target in targets {
+                let expression = try #require(target["expr"] as? String)
+                for match in expression.matches(of: /offline_sync_[a-z_]+/) {
+                    var name = String(match.output)
+                    for suffix in ["_bucket", "_sum", "_count"] where name.hasSuffix(suffix) && name.hasSuffix("_seconds" + suffix) {
+                        name = String(name.dropLast(suffix.count))
+                    }
+                    queried.insert(name)
+                }
+            }
+        }
+        #expect(queried.subtracting(ServerMetrics.names).isEmpty, "not exported: \(queried.subtracting(ServerMetrics.names).sorted())")
+        #expect(Set(ServerMetrics.names).subtracting(queried).isEmpty, "on no panel: \(Set(ServerMetrics.names).subtracting(queried).sorted())")
+    }
+
     @Test("a refusal on a table the rules do not name is labelled other: a client cannot add series")
     func unnamedTablesShareOneLabel() async throws {
         let rules = SyncRules(defaultAccess: .deny, tables: ["notes": .ownerOnly])
