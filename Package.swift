@@ -57,11 +57,14 @@ let package = Package(
         .package(url: "https://github.com/jpsim/Yams", from: "6.2.2"),
         // The server's `/metrics` (Prometheus text format).
         .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.4.1"),
+        // The client's metrics API (the app picks the backend).
+        .package(url: "https://github.com/apple/swift-metrics", from: "2.13.0"),
     ],
     targets: [
         // Core: records, queries, the store protocols, queue, sync context, events. No C library,
-        // no networking, no adapter toolkit.
-        .target(name: "OfflineSync", path: "Sources/OfflineSync"),
+        // no networking, no adapter toolkit; swift-metrics' API only (no backend).
+        .target(name: "OfflineSync", dependencies: [.product(name: "CoreMetrics", package: "swift-metrics")],
+                path: "Sources/OfflineSync"),
         // The adapter author's toolkit: the reference query evaluator, SQL dialects and predicate
         // translation, the in-memory table engine and change sets, the value codec, CRC-32C, and
         // InMemoryStore built from them.
@@ -225,7 +228,8 @@ let package = Package(
         ),
         .testTarget(
             name: "OfflineSyncTests",
-            dependencies: ["OfflineSyncTestSupport", "OfflineSync", "OfflineSyncStoreKit", "OfflineSyncDatasets", "OfflineSyncService", "OfflineSyncConformance"],
+            dependencies: ["OfflineSyncTestSupport", "OfflineSync", "OfflineSyncStoreKit", "OfflineSyncDatasets", "OfflineSyncService", "OfflineSyncConformance",
+                           .product(name: "MetricsTestKit", package: "swift-metrics")],
             path: "Tests/OfflineSyncTests"
         ),
         .testTarget(

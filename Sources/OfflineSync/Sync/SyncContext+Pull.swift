@@ -20,14 +20,20 @@ extension SyncContext {
         if try await queuedOperationCount(table: table) > 0 {
             _ = try await pushLocked()
         }
+        let started = ContinuousClock.now
         do {
             let summary = try await flagged(\.downloading) { try await self.pullPages(table, query: query, queryId: queryId) }
+            metrics.pulled(summary, duration: ContinuousClock.now - started)
             statusState.update { $0.tableErrors[table] = nil }
             return summary
         } catch let error as SyncError where SyncFailure.kind(of: error) == .rejected && !Task.isCancelled {
             // A refusal of this table's pull: reported on the table, which a started context
             // pulls again with backoff while every other table goes on.
+            metrics.failed("pull", error)
             statusState.update { $0.tableErrors[table] = SyncFailure(error: error, willRetry: $0.backgroundSync == .running) }
+            throw error
+        } catch {
+            metrics.failed("pull", error)
             throw error
         }
     }

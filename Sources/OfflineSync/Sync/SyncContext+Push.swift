@@ -16,9 +16,13 @@ extension SyncContext {
 
     func pushLocked() async throws -> PushSummary {
         try await flagged(\.uploading) {
+            let started = ContinuousClock.now
             do {
-                return try await self.pushBatches()
+                let summary = try await self.pushBatches()
+                self.metrics.pushed(summary, duration: ContinuousClock.now - started)
+                return summary
             } catch {
+                self.metrics.failed("push", error)
                 // The batches chosen and not settled stay queued as attempted (the remote may
                 // have applied them): their rows say so from now on. If this write fails too,
                 // the marker stays, every reader still sees them attempted, and the next push
@@ -27,6 +31,14 @@ extension SyncContext {
                 throw error
             }
         }
+    }
+
+    /// The operations waiting to be pushed, and the queue's last sequence number, as a push
+    /// begins; the count is also the queue depth it reports (``SyncMetrics``).
+    private func queueAtStart() async throws -> (count: Int, lastSequence: Int64) {
+        let (count, last) = try await store.read { txn in (try Outbox.sendableCount(txn), try Outbox.lastSequence(txn)) }
+        metrics.queued(count)
+        return (count, last)
     }
 
     private func pushBatches() async throws -> PushSummary {
@@ -49,9 +61,8 @@ extension SyncContext {
         // The progress total: counted once here, then kept up by arithmetic (what each batch
         // settled, what was queued meanwhile, found on the sequence index) and counted again
         // after the last batch — counting the whole queue per batch made a long push quadratic.
-        var (remaining, lastSequence) = try await store.read { txn in
-            (try Outbox.sendableCount(txn), try Outbox.lastSequence(txn))
-        }
+        var (remaining, lastSequence) = try await queueAtStart()
+        defer { metrics.queued(remaining) }
         while true {
             if inFlight == nil {
                 let batch = try await markAttempted { txn in

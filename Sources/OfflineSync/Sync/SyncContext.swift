@@ -29,6 +29,8 @@ public final class SyncContext: Sendable {
     let statusState: SyncStatusState
     /// The deadline of each push, pull and sync call (``SyncOptions/progressTimeout``).
     let stallWatch: StallWatch
+    /// Where pushes, pulls and failures are reported (``SyncOptions/metricsFactory``).
+    let metrics: SyncMetrics
 
     /// Opens a context: defines the system tables in `store` if needed.
     public init(store: any LocalStore, remote: any RemoteStore, options: SyncOptions = SyncOptions()) async throws {
@@ -38,6 +40,7 @@ public final class SyncContext: Sendable {
         self.broadcaster = SyncEventHub(limit: options.eventBufferLimit)
         self.observer = StoreObserver(store: store, externalChangeInterval: options.externalChangeInterval)
         self.stallWatch = StallWatch(timeout: options.progressTimeout)
+        self.metrics = SyncMetrics(factory: options.metricsFactory)
         try await SystemTables.define(in: store)
         let (synced, marked) = try await store.read { txn in (try ConfigRow.pulledAtTimes(txn), !(try InFlight.read(txn).isEmpty)) }
         if marked {

@@ -1,3 +1,4 @@
+import CoreMetrics
 import Foundation
 
 /// Settings of a ``SyncContext``.
@@ -33,12 +34,17 @@ public struct SyncOptions: Sendable {
     /// none, a proxy refuses WebSockets, the channel is down): it then pulls on this schedule,
     /// and pushes after every local write, as it does with the channel. Default 30 seconds.
     public var pollInterval: Duration
+    /// Where the context reports its metrics (``SyncMetrics``): `nil`, the default, is the
+    /// backend the app bootstrapped with swift-metrics' `MetricsSystem` (none: nothing is kept).
+    public var metricsFactory: (any MetricsFactory)?
 
     /// Creates options.
     public init(conflictResolver: any ConflictResolver = ConflictPolicy.serverWins, pushBatchSize: Int = 500,
                 pullPageSize: Int = 500, maxConflictRetries: Int = 5,
                 externalChangeInterval: Duration = .milliseconds(100), eventBufferLimit: Int = 10_000,
-                progressTimeout: Duration = .seconds(30), pollInterval: Duration = .seconds(30)) {
+                progressTimeout: Duration = .seconds(30), pollInterval: Duration = .seconds(30),
+                metricsFactory: (any MetricsFactory)? = nil) {
+        self.metricsFactory = metricsFactory
         self.conflictResolver = conflictResolver
         self.pushBatchSize = max(1, pushBatchSize)
         self.pullPageSize = max(1, pullPageSize)
