@@ -12,19 +12,9 @@ final class SilentServer: Sendable {
     private let state = Box<(accepted: [Int32], stopped: Bool)>(([], false))
 
     init() throws {
-        let listener = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        let (listener, port) = try loopbackSocket(listening: true)
         self.listener = listener
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = 0
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        let bound = withUnsafeMutablePointer(to: &address) { pointer in
-            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(listener, $0, length) == 0 && listen(listener, 64) == 0
-                && getsockname(listener, $0, &length) == 0 }
-        }
-        guard bound else { close(listener); throw POSIXError(.EADDRNOTAVAIL) }
-        port = Int(UInt16(bigEndian: address.sin_port))
+        self.port = port
         let thread = Thread { [state] in
             while true {
                 let connection = accept(listener, nil, nil)
@@ -66,22 +56,29 @@ final class RefusingPort: Sendable {
     private let descriptor: Int32
 
     init() throws {
-        let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = 0
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        let bound = withUnsafeMutablePointer(to: &address) { pointer in
-            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(descriptor, $0, length) == 0 && getsockname(descriptor, $0, &length) == 0 }
-        }
-        guard descriptor >= 0, bound else {
-            if descriptor >= 0 { close(descriptor) }
-            throw POSIXError(.EADDRNOTAVAIL)
-        }
-        self.descriptor = descriptor
-        port = Int(UInt16(bigEndian: address.sin_port))
+        (descriptor, port) = try loopbackSocket(listening: false)
     }
 
     deinit { close(descriptor) }
+}
+
+/// A TCP socket bound to a free port on 127.0.0.1, listening or not, and its port.
+private func loopbackSocket(listening: Bool) throws -> (descriptor: Int32, port: Int) {
+    let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    guard descriptor >= 0 else { throw POSIXError(.EMFILE) }
+    var address = sockaddr_in()
+    address.sin_family = sa_family_t(AF_INET)
+    address.sin_port = 0
+    address.sin_addr.s_addr = inet_addr("127.0.0.1")
+    var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+    let bound = withUnsafeMutablePointer(to: &address) { pointer in
+        pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+            bind(descriptor, $0, length) == 0 && (!listening || listen(descriptor, 64) == 0) && getsockname(descriptor, $0, &length) == 0
+        }
+    }
+    guard bound else {
+        close(descriptor)
+        throw POSIXError(.EADDRNOTAVAIL)
+    }
+    return (descriptor, Int(UInt16(bigEndian: address.sin_port)))
 }
