@@ -210,6 +210,16 @@ struct MetricsTests {
             }
         }
         #expect(queried.subtracting(ServerMetrics.names).isEmpty, "not exported: \(queried.subtracting(ServerMetrics.names).sorted())")
+        // The operators' guide's alert rules query exported metrics too.
+        let guide = try String(contentsOf: root.appendingPathComponent("Docs/Operating.md"), encoding: .utf8)
+        var alerted = Set<String>()
+        for match in guide.matches(of: /offline_sync_[a-z_]+/) {
+            var name = String(match.output)
+            if name.hasSuffix("_bucket") { name = String(name.dropLast("_bucket".count)) }
+            alerted.insert(name)
+        }
+        #expect(!alerted.isEmpty)
+        #expect(alerted.subtracting(ServerMetrics.names).isEmpty, "Operating.md names \(alerted.subtracting(ServerMetrics.names).sorted())")
         #expect(Set(ServerMetrics.names).subtracting(queried).isEmpty, "on no panel: \(Set(ServerMetrics.names).subtracting(queried).sorted())")
     }
 
