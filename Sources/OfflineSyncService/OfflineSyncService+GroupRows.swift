@@ -19,9 +19,9 @@ public struct GroupKey: Hashable, Sendable, Codable, CustomStringConvertible {
     /// The key's text, as stored.
     public var text: String { exact.value }
 
-    /// A key as read back from a store, a cursor or another server instance. Only the
-    /// service makes keys from groups (``OfflineSyncService/Group/key``); what a key names is
-    /// asked of ``group``, which is `nil` for text no version of the service wrote.
+    /// A key as read back from a store, a cursor or another server instance. The service
+    /// makes keys from the groups its rules name, and reads a key back into its group once,
+    /// where it enters (a cursor naming no group it writes is an invalid cursor).
     package init(_ text: String) { exact = ExactString(text) }
 
     public var description: String { text }
@@ -181,7 +181,7 @@ extension OfflineSyncService {
     /// to: the shared sequence of the last change that touched the item while in or leaving
     /// the group, and the spans it was in the group. A write costs one entry per group of the
     /// row before and after it, whatever the groups' sizes. Members of a large group read its
-    /// entries on pull; a member's move-in or move-out sweeps them (``GroupLogRow/after(_:group:table:)``).
+    /// entries on pull; a member's move-in or move-out sweeps them (``GroupLogRow/after(_:group:inGroup:table:)``).
     ///
     /// The stored `group` field is the group's key while the item is in the group, and the key
     /// after a marker once it has left: a sweep reads the rows still in the group from the

@@ -36,7 +36,7 @@ extension OfflineSyncService {
     }
 
     /// The ``SequenceRow`` whose presence says the group log keeps the entries of items that
-    /// left a group under the closed key (``GroupLogRow/closedPrefix``).
+    /// left a group under their closed form (``GroupLogRow/inGroup``).
     static let closedEntriesMarker = "__glog_closed"
 
     /// On the first open by this version, moves the entries of items that left their group
