@@ -21,6 +21,7 @@ struct Routes: Sendable {
         router.get("health") { _, _ in
             Self.json(.object([("status", .string("ok"))]))
         }
+        router.get("ready") { _, _ in await ready() }
         router.get("metrics") { request, _ in try metrics(request) }
         router.post("v1/push") { request, context in try await push(request, context) }
         router.post("v1/pull") { request, context in try await pull(request, context) }
@@ -338,6 +339,28 @@ struct Routes: Sendable {
     }
 
     // MARK: Helpers
+
+    /// `GET /ready`, the readiness probe (no credentials): 200 while the server takes new
+    /// work; 503 once a shutdown began (``SyncServer/Configuration/drainPeriod``), and while
+    /// its store does not answer a read within two seconds.
+    func ready() async -> Response {
+        if server.draining.isSet {
+            return Self.json(.object([("status", .string("draining"))]), status: .serviceUnavailable)
+        }
+        let store = service.store
+        let answered = await withTaskGroup(of: Bool.self) { group in
+            group.addTask { (try? await store.read { txn in _ = try txn.tables() }) != nil }
+            group.addTask {
+                try? await Task.sleep(for: .seconds(2))
+                return false
+            }
+            let first = await group.next() ?? false
+            group.cancelAll()
+            return first
+        }
+        guard answered else { return Self.json(.object([("status", .string("store unavailable"))]), status: .serviceUnavailable) }
+        return Self.json(.object([("status", .string("ready"))]))
+    }
 
     /// `GET /metrics`: ``ServerMetrics`` in Prometheus's text format, for the admin key — in
     /// `X-Admin-Key`, or as `Authorization: Bearer <key>`, which is how Prometheus sends a

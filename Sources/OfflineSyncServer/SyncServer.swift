@@ -7,6 +7,7 @@ import OfflineSync
 import OfflineSyncService
 import OfflineSyncWire
 import ServiceLifecycle
+import Synchronization
 
 /// The sync server: ``OfflineSyncService`` over HTTP on Hummingbird 2.
 ///
@@ -58,6 +59,10 @@ public struct SyncServer: Sendable {
         /// stopping server open. A push cut off this way rolls back whole, as any failed
         /// transaction does.
         public var shutdownGracePeriod: Duration = .seconds(10)
+        /// How long, once a shutdown begins, the server keeps serving while `GET /ready`
+        /// answers 503, before it stops accepting: the time a load balancer needs to see the
+        /// instance leave and send new requests elsewhere. Default 0: it stops accepting at once.
+        public var drainPeriod: Duration = .zero
         /// The identity providers whose tokens are accepted (`Docs/Server.md`, "Identity
         /// providers").
         public var issuers: [TokenIssuer] = []
@@ -112,6 +117,14 @@ public struct SyncServer: Sendable {
     public let datasets: DatasetService
     /// What the server counts, served on `GET /metrics` (``ServerMetrics``).
     public let metrics: ServerMetrics
+    /// Set once a shutdown begins: `GET /ready` answers 503 from then on.
+    let draining = DrainFlag()
+
+    /// The service that, when a shutdown begins, marks the server draining and holds the
+    /// listener open for ``Configuration/drainPeriod``. It comes after the application in the
+    /// service group, which shuts services down in reverse order: it is told first, and the
+    /// application stops accepting only once it is done.
+    private var drain: DrainService { DrainService(server: self) }
     let sigV4: SigV4Verifier
     let signedRequests: SignedRequestLedger
     let cognitoKeys: [String: CognitoAccessKey]
@@ -159,7 +172,7 @@ public struct SyncServer: Sendable {
     /// `onListening` is called with the bound port once the server accepts connections.
     public func run(onListening: @escaping @Sendable (Int) async -> Void = { _ in }) async throws {
         let app = makeApplication(onServerRunning: { channel in await onListening(channel.localAddress?.port ?? 0) })
-        var groupConfiguration = ServiceGroupConfiguration(services: [app], gracefulShutdownSignals: [.sigterm, .sigint],
+        var groupConfiguration = ServiceGroupConfiguration(services: [app, drain], gracefulShutdownSignals: [.sigterm, .sigint],
                                                            logger: configuration.logger)
         groupConfiguration.maximumGracefulShutdownDuration = configuration.shutdownGracePeriod
         try await ServiceGroup(configuration: groupConfiguration).run()
@@ -171,7 +184,7 @@ public struct SyncServer: Sendable {
         let app = makeApplication(onServerRunning: { channel in
             boundContinuation.yield(channel.localAddress?.port ?? 0)
         })
-        var groupConfiguration = ServiceGroupConfiguration(services: [app], logger: configuration.logger)
+        var groupConfiguration = ServiceGroupConfiguration(services: [app, drain], logger: configuration.logger)
         groupConfiguration.maximumGracefulShutdownDuration = configuration.shutdownGracePeriod
         let group = ServiceGroup(configuration: groupConfiguration)
         let task = Task {
@@ -205,6 +218,27 @@ public struct SyncServer: Sendable {
             configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: "OfflineSync"),
             onServerRunning: onServerRunning,
             logger: configuration.logger)
+    }
+}
+
+/// Whether a server's shutdown began (shared by its copies).
+final class DrainFlag: Sendable {
+    private let value = Atomic<Bool>(false)
+    var isSet: Bool { value.load(ordering: .acquiring) }
+    func set() { value.store(true, ordering: .releasing) }
+}
+
+/// Marks a server draining when a shutdown begins, then waits its drain period.
+struct DrainService: Service {
+    let server: SyncServer
+
+    func run() async throws {
+        // Until the shutdown begins (or the group is cancelled).
+        try? await gracefulShutdown()
+        server.draining.set()
+        if server.configuration.drainPeriod > .zero {
+            try? await Task.sleep(for: server.configuration.drainPeriod)
+        }
     }
 }
 

@@ -142,6 +142,11 @@ struct ServeCommand: AsyncParsableCommand {
         """))
     var groupFanoutLimit: Int?
 
+    @Option(name: .customLong("drain-seconds"), help: ArgumentHelp(
+        "On SIGTERM, how long to keep serving while GET /ready answers 503 (environment: OFFLINE_SYNC_DRAIN_SECONDS).",
+        discussion: "Time for a load balancer to send new requests elsewhere before the server stops accepting. Default 0."))
+    var drainSeconds: Int?
+
     @Option(name: .customLong("issuer"), help: ArgumentHelp("An identity provider's configuration, a YAML file with an 'issuers:' list (repeatable; environment: OFFLINE_SYNC_ISSUERS, paths separated by ':').",
                                                            discussion: """
         The server then accepts that provider's tokens (Auth0, Keycloak, Cognito user pools, Firebase Auth, Supabase Auth, any \
@@ -193,6 +198,12 @@ struct ServeCommand: AsyncParsableCommand {
             adminKey: environment["OFFLINE_SYNC_ADMIN_KEY"].flatMap { $0.isEmpty ? nil : $0 },
             maxBodyBytes: maxBodyBytes, maxBatchSize: maxBatchSize, logger: logger,
             cognitoKeys: try parseCognitoKeys(environment))
+        let drainText = environment["OFFLINE_SYNC_DRAIN_SECONDS"]
+        let drain = drainSeconds ?? (drainText.map { Int($0) ?? -1 } ?? 0)
+        guard (0...3600).contains(drain) else {
+            throw ValidationError("the drain period must be a whole number of seconds from 0 to 3600")
+        }
+        configuration.drainPeriod = .seconds(drain)
         let issuerPaths = issuerFiles + (environment["OFFLINE_SYNC_ISSUERS"] ?? "").split(separator: ":").map(String.init)
         configuration.issuers = try issuerPaths.flatMap(TokenIssuer.issuers(contentsOfFile:))
         let developmentText = developmentTokens ?? environment["OFFLINE_SYNC_DEVELOPMENT_TOKENS"] ?? "auto"
