@@ -95,6 +95,9 @@ def run(sanitizer, suites):
     test = subprocess.run([swift(), "test", "--skip-build", "--sanitize", sanitizer, "--scratch-path", scratch, "--filter", pattern] + flags,
                           cwd=ROOT, capture_output=True, text=True, errors="replace", env=env)
     output = test.stdout + test.stderr
+    # The whole run, beside the sanitizer's reports: a failed test's message is in here.
+    with open(os.path.join(LOGS, "tests-" + sanitizer + ".log"), "w") as f:
+        f.write(output)
     passed = re.findall(r"Test run with (\d+) tests? (?:in \d+ suites? )?passed", output)
     failed = re.findall(r"Test run with (\d+) tests? (?:in \d+ suites? )?failed", output)
     found, matched = reports(prefix)
