@@ -214,7 +214,7 @@ let package = Package(
         .target(
             name: "OfflineSyncFuzzing",
             dependencies: ["OfflineSync", "OfflineSyncDatasets", "OfflineSyncWire", "OfflineSyncOData", "OfflineSyncService", "OfflineSyncServer",
-                           "OfflineSyncEncryptedFile", "OfflineSyncLMDB"],
+                           "OfflineSyncEncryptedFile", "OfflineSyncLMDB", "OfflineSyncStoreKit"],
             path: "Sources/OfflineSyncFuzzing"
         ),
         // libFuzzer's driver over them when built with `-sanitize=fuzzer -DFUZZING`; a replayer otherwise.

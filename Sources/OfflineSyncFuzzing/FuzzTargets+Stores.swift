@@ -2,6 +2,7 @@ import Foundation
 import OfflineSync
 import OfflineSyncEncryptedFile
 import OfflineSyncLMDB
+import OfflineSyncStoreKit
 
 extension FuzzTarget {
     /// The stores' readers of their own files, fed a file as a user's device could hold it
@@ -57,21 +58,9 @@ extension FuzzTarget {
         }
     }
 
-    /// The file's bytes, read with POSIX calls: Foundation's `FileManager.contents(atPath:)`
-    /// leaks a 4 KiB buffer per call on this toolchain, which the fuzzer's leak check reports.
-    static func readFile(_ path: String) -> [UInt8]? {
-        let fd = open(path, O_RDONLY)
-        guard fd >= 0 else { return nil }
-        defer { close(fd) }
-        var bytes: [UInt8] = []
-        var chunk = [UInt8](repeating: 0, count: 1 << 16)
-        while true {
-            let count = chunk.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
-            if count < 0 { return nil }
-            if count == 0 { return bytes }
-            bytes += chunk[..<count]
-        }
-    }
+    /// The file's bytes (StoreKit's POSIX reader: Foundation's leaks a buffer per call, which
+    /// the fuzzer's leak check reports).
+    static func readFile(_ path: String) -> [UInt8]? { fileContents(path) }
 
     static func write(_ bytes: [UInt8], to path: String) throws(FuzzFinding) {
         guard FileManager.default.createFile(atPath: path, contents: Data(bytes)) else { throw FuzzFinding("cannot write \(path)") }

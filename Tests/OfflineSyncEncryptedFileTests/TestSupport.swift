@@ -2,6 +2,7 @@ import Crypto
 import Foundation
 import OfflineSync
 import OfflineSyncEncryptedFile
+import OfflineSyncStoreKit
 import OfflineSyncTestSupport
 
 /// Keys and derivations shared by the tests.
@@ -28,9 +29,10 @@ func withTempDirectory<T>(_ body: (TempDirectory) async throws -> T) async throw
     try await withTemporaryDirectory { try await body(TempDirectory(url: $0)) }
 }
 
-/// The bytes of a file.
+/// The bytes of a file (read without Foundation's leak: ``OfflineSyncStoreKit/fileContents(_:)``).
 func fileBytes(_ path: String) throws -> [UInt8] {
-    [UInt8](try Data(contentsOf: URL(fileURLWithPath: path)))
+    guard let bytes = fileContents(path) else { throw CocoaError(.fileReadNoSuchFile) }
+    return bytes
 }
 
 /// SHA-256 of a file, hex.

@@ -2,6 +2,7 @@ import COfflineSyncSQLite3
 import Foundation
 import OfflineSync
 import OfflineSyncSQLite
+import OfflineSyncStoreKit
 import OfflineSyncTestSupport
 import Testing
 
@@ -11,9 +12,10 @@ func withStore<T>(at path: String, options: SQLiteStore.Options = .init(),
     try await withClosing(try await SQLiteStore(path: path, options: options), body)
 }
 
-/// The bytes of a file, or `nil` when it does not exist.
+/// The bytes of a file, or `nil` when it does not exist (read without Foundation's leak:
+/// ``OfflineSyncStoreKit/fileContents(_:)``).
 func fileBytes(_ path: String) -> Data? {
-    FileManager.default.contents(atPath: path)
+    fileContents(path).map { Data($0) }
 }
 
 /// A raw sqlite3 connection for building foreign files and holding locks in tests.
