@@ -124,7 +124,7 @@ public struct SyncServer: Sendable {
     /// listener open for ``Configuration/drainPeriod``. It comes after the application in the
     /// service group, which shuts services down in reverse order: it is told first, and the
     /// application stops accepting only once it is done.
-    private var drain: DrainService { DrainService(server: self) }
+    private var drain: DrainService { DrainService(draining: draining, period: configuration.drainPeriod) }
     let sigV4: SigV4Verifier
     let signedRequests: SignedRequestLedger
     let cognitoKeys: [String: CognitoAccessKey]
@@ -229,16 +229,21 @@ final class DrainFlag: Sendable {
 }
 
 /// Marks a server draining when a shutdown begins, then waits its drain period.
-struct DrainService: Service {
-    let server: SyncServer
+///
+/// It holds only the flag and the period: the service group logs each service's description
+/// (at debug level), so a service holding the server would log its configuration, the admin
+/// key and the token secret among it (`LogTests` caught that).
+struct DrainService: Service, CustomStringConvertible {
+    let draining: DrainFlag
+    let period: Duration
+
+    var description: String { "DrainService" }
 
     func run() async throws {
         // Until the shutdown begins (or the group is cancelled).
         try? await gracefulShutdown()
-        server.draining.set()
-        if server.configuration.drainPeriod > .zero {
-            try? await Task.sleep(for: server.configuration.drainPeriod)
-        }
+        draining.set()
+        if period > .zero { try? await Task.sleep(for: period) }
     }
 }
 
