@@ -201,7 +201,7 @@ struct TokenPolicyTests {
             configuration.issuers = [TokenIssuer(issuer: provider.issuer, audiences: ["app"], keys: .jwks(provider.jwksURL))]
             configuration.keyRefresh = KeyRefreshPolicy(minimumLifetime: .milliseconds(300), maximumLifetime: .milliseconds(300),
                                                         defaultLifetime: .milliseconds(300), minimumRefetchInterval: .milliseconds(100),
-                                                        maximumStaleness: .seconds(1))
+                                                        maximumStaleness: .seconds(3))
             configuration.logger = Logger(label: "capture") { _ in CapturingLogHandler(lines: lines) }
         }) { provider, live throws in
             let token = signedToken(provider.claims("pia"), key: key)
