@@ -362,18 +362,10 @@ struct Routes: Sendable {
         return Self.json(.object([("status", .string("ready"))]))
     }
 
-    /// `GET /metrics`: ``ServerMetrics`` in Prometheus's text format, for the admin key — in
-    /// `X-Admin-Key`, or as `Authorization: Bearer <key>`, which is how Prometheus sends a
-    /// scrape's credentials.
+    /// `GET /metrics`: ``ServerMetrics`` in Prometheus's text format, for the admin key in
+    /// `X-Admin-Key` (a scrape sends it as a header of its own; the key is never a bearer token).
     func metrics(_ request: Request) throws -> Response {
-        let bearer = request.headers[.authorization].flatMap { header -> String? in
-            let parts = header.split(separator: " ", maxSplits: 1)
-            return parts.count == 2 && parts[0].lowercased() == "bearer" ? String(parts[1]) : nil
-        }
-        let scraper = bearer.map { given in
-            configuration.adminKey.map { constantTimeEqual(Array(given.utf8), Array($0.utf8)) } ?? false
-        } ?? false
-        if !scraper { try requireAdmin(request) }
+        try requireAdmin(request)
         return Response(status: .ok, headers: [.contentType: "text/plain; version=0.0.4; charset=utf-8"],
                         body: .init(byteBuffer: ByteBuffer(bytes: server.metrics.exposition())))
     }

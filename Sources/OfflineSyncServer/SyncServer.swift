@@ -343,8 +343,7 @@ struct AuthenticationMiddleware: RouterMiddleware {
 
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
         var context = context
-        // A scrape of /metrics carries the admin key as its bearer (Prometheus's way): no token.
-        if let header = request.headers[.authorization], request.uri.path != "/metrics" {
+        if let header = request.headers[.authorization] {
             let parts = header.split(separator: " ", maxSplits: 1)
             if parts.count == 2, parts[0].lowercased() == "bearer" {
                 do {

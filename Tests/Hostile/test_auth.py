@@ -19,7 +19,7 @@ targets), so an attack differs from a valid request only by its credentials.
   00  the probe list covers exactly the operations of Docs/openapi.yaml (and as many routes
       as Sources/OfflineSyncServer registers), with the security and denial status the
       document gives each one: a new route without an auth probe fails here.
-  01  /health is the one route without credentials.
+  01  /health and /ready, the probes, are the only routes without credentials.
   02  control: every probe, with valid credentials, reaches its route (never 401/403).
   03-09  every probe is denied (401 native / tables / operator routes, 403
       NotAuthorizedException on the Cognito routes, as documented) with no credentials, a
@@ -111,6 +111,8 @@ DENIAL = {"bearer": 401, "admin": 401, "cognito-identity": 403, "cognito-pool": 
 # bearer token, for its own identity) and "cognito-pool" (SigV4 with a developer key).
 ROUTE_KINDS = {
     ("GET", "/health"): "open",
+    ("GET", "/ready"): "open",
+    ("GET", "/metrics"): "admin",
     ("POST", "/v1/push"): "bearer",
     ("POST", "/v2/push"): "bearer",
     ("POST", "/v1/pull"): "bearer",
@@ -119,6 +121,7 @@ ROUTE_KINDS = {
     ("POST", "/v1/admin/tokens"): "admin",
     ("POST", "/v1/admin/prune"): "admin",
     ("POST", "/v1/admin/merge-identities"): "admin",
+    ("POST", "/v1/admin/explain"): "admin",
     ("GET", "/tables/{table}"): "bearer",
     ("POST", "/tables/{table}"): "bearer",
     ("GET", "/tables/{table}/{id}"): "bearer",
@@ -571,6 +574,9 @@ def _make_probes():
               "RecordPatches": [{"Op": "replace", "Key": "attack", "Value": "attack", "SyncCount": 0}]}
     specs = {
         ("GET", "/health"): ("/health", None, {}, {200}),
+        ("GET", "/ready"): ("/ready", None, {}, {200}),
+        ("GET", "/metrics"): ("/metrics", None, {}, {200}),
+        ("POST", "/v1/admin/explain"): ("/v1/admin/explain", jbody({"identity": ALICE, "table": "probe", "id": "p1"}), J, {200}),
         ("POST", "/v1/push"): ("/v1/push", jbody({"operations": [attack_op]}), J, {200}),
         ("POST", "/v2/push"): ("/v2/push", EMPTY_BINARY_PUSH, BINARY_PUSH, {200}),
         ("POST", "/v1/pull"): ("/v1/pull", jbody({"table": "probe"}), J, {200}),
@@ -912,12 +918,15 @@ class T0RoutesAndTokens(AuthTestCase):
         self.assertEqual(registered, collections.Counter(method for method, _ in documented),
                          "routes registered in Sources/OfflineSyncServer vs operations in Docs/openapi.yaml")
 
-    def test_01_health_is_the_only_open_route(self):
-        self.assertEqual([key for key, kind in ROUTE_KINDS.items() if kind == "open"], [("GET", "/health")])
+    def test_01_the_probes_are_the_only_open_routes(self):
+        """/health and /ready answer without credentials, whatever is sent, and say nothing but
+        their status."""
+        self.assertEqual([key for key, kind in ROUTE_KINDS.items() if kind == "open"], [("GET", "/health"), ("GET", "/ready")])
         for creds in ({}, bearer("not-a-token"), bearer(make_jwt(HS256, claims(), OTHER_SECRET))):
-            status, _, body = send("GET", "/health", None, creds)
-            self.assertEqual(status, 200, body)
-            self.assertEqual(json.loads(body), {"status": "ok"})
+            for path, answer in (("/health", {"status": "ok"}), ("/ready", {"status": "ready"})):
+                status, _, body = send("GET", path, None, creds)
+                self.assertEqual(status, 200, body)
+                self.assertEqual(json.loads(body), answer)
 
     def test_02_valid_credentials_reach_every_route(self):
         """Control: each probe with valid credentials gets its route's answer, never 401/403,
