@@ -34,8 +34,10 @@ public struct SyncOptions: Sendable {
     /// none, a proxy refuses WebSockets, the channel is down): it then pulls on this schedule,
     /// and pushes after every local write, as it does with the channel. Default 30 seconds.
     public var pollInterval: Duration
-    /// Where the context reports its metrics (``SyncMetrics``): `nil`, the default, is the
-    /// backend the app bootstrapped with swift-metrics' `MetricsSystem` (none: nothing is kept).
+    /// Where the context reports its metrics (push and pull times, pushed operations, pulled
+    /// records, queue depth, failures; Docs/GettingStarted.md lists them): `nil`, the default,
+    /// is the backend the app bootstrapped with swift-metrics' `MetricsSystem` (none: nothing
+    /// is kept).
     public var metricsFactory: (any MetricsFactory)?
 
     /// Creates options.
