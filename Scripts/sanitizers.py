@@ -104,6 +104,9 @@ def run(sanitizer, suites):
         test = subprocess.run(base + arguments, cwd=ROOT, capture_output=True, text=True, errors="replace", env=env)
         output += test.stdout + test.stderr
         returncode = returncode or test.returncode
+    # The whole run, beside the sanitizer's reports: a failed test's message is in here.
+    with open(os.path.join(LOGS, "tests-" + sanitizer + ".log"), "w") as f:
+        f.write(output)
     passed = [int(n) for n in re.findall(r"Test run with (\d+) tests? (?:in \d+ suites? )?passed", output)]
     failed = [int(n) for n in re.findall(r"Test run with (\d+) tests? (?:in \d+ suites? )?failed", output)]
     found, matched = reports(prefix)
@@ -132,6 +135,9 @@ def section(results):
              "sanitizer cannot see a contended `Synchronization.Mutex` on Linux (`Tests/Sanitizers/mutex-blind-spot.swift`",
              "shows it on every run: races reported inside one Mutex: %d), so its build makes every Mutex of ours a" % results["blind_spot_races"],
              "pthread mutex it sees (`ThreadSanitizerMutex`, `-DOFFLINE_SYNC_TSAN_LOCKS`): Mutex-held state is checked too.",
+             "The suites whose started contexts run on timers (%s) run in a pass of their own after the others: on" % ", ".join(
+                 "`%s`" % name.split(".")[-1] for name in SOLO),
+             "two cores a sanitized full run starves them past their deadlines.",
              "", "| sanitizer | suites | tests | failed | reports | suppressed (entry: count) | build s | run s |",
              "|---|---|---:|---|---:|---|---:|---:|"]
     for run in results["runs"]:
