@@ -85,6 +85,9 @@ build: deps
 
 # The third-party adapter example: a separate package that depends on this one by path.
 EXAMPLE := Docs/Examples/SnapshotStore
+# The example's build lives under the repository's .build, not under Docs/, so the packages it
+# checks out (and their own documents) never sit among ours.
+EXAMPLE_BUILD := .build/snapshot-example
 
 # The test steps run inside Scripts/with-postgres.sh: a throwaway PostgreSQL cluster (or the
 # server OFFLINE_SYNC_TEST_POSTGRES_URL already names) for the PostgreSQL adapter's tests.
@@ -101,8 +104,8 @@ test-steps: deps openapi-check architecture-check docs-check
 	"$$($(SWIFT) build --show-bin-path)/offline-sync" demo
 	$(MAKE) --no-print-directory cognito-test
 	$(MAKE) --no-print-directory hostile-test
-	$(SWIFT) build --package-path $(EXAMPLE) --build-tests
-	$(SWIFT) test --package-path $(EXAMPLE)
+	$(SWIFT) build --package-path $(EXAMPLE) --scratch-path $(EXAMPLE_BUILD) --build-tests
+	$(SWIFT) test --package-path $(EXAMPLE) --scratch-path $(EXAMPLE_BUILD)
 	$(MAKE) --no-print-directory docs
 
 # The module table of Docs/Architecture.md matches Package.swift, every import is declared, and
@@ -258,4 +261,4 @@ docs: deps
 
 clean:
 	@if command -v $(SWIFT) >/dev/null 2>&1; then $(SWIFT) package clean; else rm -rf .build; fi
-	rm -rf $(EXAMPLE)/.build
+	rm -rf $(EXAMPLE)/.build $(EXAMPLE_BUILD)
