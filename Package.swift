@@ -8,10 +8,13 @@ import PackageDescription
 //        ├── OfflineSyncDatasets
 //        ├── OfflineSyncConformance (+ StoreKit's reference evaluator)
 //        ├── OfflineSyncService (+ StoreKit, Datasets) ◄── OfflineSyncServer (+ Wire, OData)
-//        └── OfflineSyncWire (+ Datasets, StoreKit's value codec) ◄── OfflineSyncHTTP
+//        └── OfflineSyncWire (+ Datasets, StoreKit's value codec) ◄── OfflineSyncTransport
+//                                                      ▲
+//                                     OfflineSyncHTTP ─┴─ OfflineSyncURLSession
 //
-// An app links OfflineSync, one adapter and, to sync over HTTP, OfflineSyncHTTP; it never links
-// the OData parser or the server's dependencies. (Every adapter links StoreKit already; the
+// An app links OfflineSync, one adapter and, to sync over HTTP, OfflineSyncURLSession (Foundation's
+// URLSession) or OfflineSyncHTTP (AsyncHTTPClient, SwiftNIO); it never links the OData parser or
+// the server's dependencies. (Every adapter links StoreKit already; the
 // wire reuses its binary value codec for the page stream rather than keep a second one.)
 
 let package = Package(
@@ -23,6 +26,9 @@ let package = Package(
         .library(name: "OfflineSync", targets: ["OfflineSync"]),
         .library(name: "OfflineSyncDatasets", targets: ["OfflineSyncDatasets"]),
         .library(name: "OfflineSyncHTTP", targets: ["OfflineSyncHTTP"]),
+        .library(name: "OfflineSyncURLSession", targets: ["OfflineSyncURLSession"]),
+        // What a transport of one's own builds on (both HTTP products re-export it).
+        .library(name: "OfflineSyncTransport", targets: ["OfflineSyncTransport"]),
         // One product per store, so an app links only the C library it uses.
         .library(name: "OfflineSyncSQLite", targets: ["OfflineSyncSQLite"]),
         .library(name: "OfflineSyncLMDB", targets: ["OfflineSyncLMDB"]),
@@ -83,12 +89,28 @@ let package = Package(
         // The tables API's OData query language (server side only).
         .target(name: "OfflineSyncOData", dependencies: ["OfflineSync", "OfflineSyncWire"], path: "Sources/OfflineSyncOData"),
 
-        // The HTTP client: a RemoteStore and a DatasetRemote over AsyncHTTPClient plus the
-        // notification channel.
+        // The HTTP client, whatever carries it: the native API's RemoteStore and the Cognito
+        // Sync DatasetRemote with their deadlines, retries, typed refusals, page stream and change
+        // channel, over a transport protocol. No network library.
+        .target(
+            name: "OfflineSyncTransport",
+            dependencies: [
+                "OfflineSync", "OfflineSyncDatasets", "OfflineSyncWire",
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            path: "Sources/OfflineSyncTransport"
+        ),
+        // The client's transport on Foundation's URLSession (FoundationNetworking on Linux): no SwiftNIO.
+        .target(
+            name: "OfflineSyncURLSession",
+            dependencies: ["OfflineSync", "OfflineSyncTransport", .product(name: "Logging", package: "swift-log")],
+            path: "Sources/OfflineSyncURLSession"
+        ),
+        // The client's transport on AsyncHTTPClient and swift-websocket (SwiftNIO).
         .target(
             name: "OfflineSyncHTTP",
             dependencies: [
-                "OfflineSync", "OfflineSyncDatasets", "OfflineSyncWire",
+                "OfflineSync", "OfflineSyncTransport",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "WSClient", package: "swift-websocket"),
                 .product(name: "Logging", package: "swift-log"),

@@ -1,96 +1,32 @@
 import AsyncHTTPClient
-import Foundation
 import Logging
-import NIOCore
-import NIOHTTP1
 import OfflineSync
-import OfflineSyncWire
-import Synchronization
+@_exported import OfflineSyncTransport
 
-/// A ``RemoteStore`` over HTTP: the native API of an OfflineSync server (binary pushes to
-/// `/v2/push`, or JSON to `/v1/push` on a server without it; `/v1/pull`, and whole pulls as
-/// `/v2/pull`'s page stream: ``openPull(_:)``), on AsyncHTTPClient.
-///
-/// - **Timeouts**: every request has a deadline (``Configuration/requestTimeout``).
-/// - **Retries** with exponential backoff and full jitter for failures worth retrying:
-///   connection errors and timeouts, 5xx, and 429 (honouring `Retry-After`). Both calls are
-///   safe to repeat: a pull is a read, and a push replayed after a lost answer gets its
-///   first outcome back (the server remembers each operation id), so nothing is applied twice.
-/// - **Typed errors**: 401 is ``SyncError/Code/authenticationFailed``; 403 is
-///   ``SyncError/Code/forbidden`` (that request is refused, not the credentials); a request the server
-///   refuses keeps the server's code (`invalidCursor`, `invalidQuery`…) or is
-///   ``SyncError/Code/rejected``; a failure that outlasts the retries is
-///   ``SyncError/Code/transient``, so the sync context keeps its queue and tries later.
-/// - **Memory**: a response is read up to ``Configuration/maxResponseBytes``; a pull page is
-///   bounded by its page size, never by the table's size, and a page stream is read a frame
-///   at a time as the pull asks for pages.
+/// A ``OfflineSync/RemoteStore`` over HTTP on AsyncHTTPClient (SwiftNIO): the native API of
+/// an OfflineSync server, with deadlines, retries, typed refusals, the page stream and the
+/// change channel as ``OfflineSyncTransport/NativeRemote`` describes them. Pick it on a
+/// server or a Linux client; on a device, `OfflineSyncURLSession`'s `URLSessionRemoteStore`
+/// behaves the same without linking SwiftNIO.
 ///
 /// ```swift
 /// let remote = HTTPRemoteStore(baseURL: "http://127.0.0.1:8080", token: { myToken })
 /// let context = try await SyncContext(store: local, remote: remote)
 /// ```
-public struct HTTPRemoteStore: RemoteStore {
+public struct HTTPRemoteStore: NativeRemoteBacked {
     /// How requests are timed and retried.
-    public struct Configuration: Sendable {
-        /// The deadline of one attempt.
-        public var requestTimeout: Duration
-        /// Attempts per call, the first included.
-        public var maxAttempts: Int
-        /// The first retry waits up to this long; each further retry doubles it.
-        public var initialBackoff: Duration
-        /// The longest wait between attempts (also caps `Retry-After`).
-        public var maxBackoff: Duration
-        /// The largest response body read.
-        public var maxResponseBytes: Int
-        /// How long the change channel may take from connecting to its subscription (the
-        /// WebSocket upgrade and the server's `subscribed`). A server that accepts and never
-        /// answers, or a proxy that holds the upgrade, is then reported as
-        /// ``RemoteChangeEvent/unavailable(_:)`` and tried again with backoff.
-        public var channelHandshakeTimeout: Duration
+    public typealias Configuration = NativeRemote.Configuration
 
-        /// Creates a configuration.
-        public init(requestTimeout: Duration = .seconds(30), maxAttempts: Int = 5, initialBackoff: Duration = .milliseconds(100),
-                    maxBackoff: Duration = .seconds(10), maxResponseBytes: Int = 256 << 20,
-                    channelHandshakeTimeout: Duration = .seconds(10)) {
-            self.requestTimeout = requestTimeout
-            self.maxAttempts = max(1, maxAttempts)
-            self.initialBackoff = initialBackoff
-            self.maxBackoff = maxBackoff
-            self.maxResponseBytes = maxResponseBytes
-            self.channelHandshakeTimeout = channelHandshakeTimeout
-        }
-    }
+    /// The remote over AsyncHTTPClient, which gives this type its API (``OfflineSyncTransport/NativeRemoteBacked``).
+    public let native: NativeRemote
 
-    /// The server's base URL (`http://host:port`).
-    public let baseURL: String
-    /// The retry and timeout policy.
-    public let configuration: Configuration
-    let token: @Sendable () async throws -> String
-    let client: HTTPClient
-    /// This remote's id, sent with its pushes (`X-OfflineSync-Client`) and its change
-    /// channel (`?client=`): the server does not announce a push's own changes back to the
-    /// channel of the client that pushed them, so a context does not pull what it just sent.
-    let clientId = UUID().uuidString
-    /// The routes this remote found the server lacks (shared by its copies).
-    let routes = KnownRoutes()
-    let logger: Logger
-
-    /// Creates a remote for the server at `baseURL`. `token` returns the bearer token to send:
-    /// it is called before each attempt, and once more at once after a 401 (then the request
-    /// is sent again with what it returns), so an app's provider can return its identity
-    /// SDK's current access token and refresh it when it has expired. A provider that throws
-    /// makes the call fail with ``SyncError/Code/authenticationFailed`` (or the code of the
-    /// ``SyncError`` it throws); a second 401 in a row is ``SyncError/Code/authenticationFailed``.
-    /// `client` defaults to ``defaultClient``.
+    /// Creates a remote for the server at `baseURL`; see
+    /// ``OfflineSyncTransport/NativeRemote/init(baseURL:configuration:transport:logger:token:)``
+    /// for `token`. `client` defaults to ``defaultClient``.
     public init(baseURL: String, configuration: Configuration = .init(), client: HTTPClient = HTTPRemoteStore.defaultClient,
                 logger: Logger = Logger(label: "offline-sync.http"), token: @escaping @Sendable () async throws -> String) {
-        var base = baseURL
-        while base.hasSuffix("/") { base.removeLast() }
-        self.baseURL = base
-        self.configuration = configuration
-        self.client = client
-        self.logger = logger
-        self.token = token
+        native = NativeRemote(baseURL: baseURL, configuration: configuration, transport: AsyncHTTPClientTransport(client: client),
+                              logger: logger, token: token)
     }
 
     /// The client a remote uses unless given another: AsyncHTTPClient's shared settings, but
@@ -105,240 +41,4 @@ public struct HTTPRemoteStore: RemoteStore {
         configuration.timeout.connect = .seconds(5)
         return HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
     }()
-
-    /// Pushes a batch; see ``RemoteStore/push(_:)``. The batch goes to `POST /v2/push` in
-    /// binary (``PushBatch``); a server without that route (older, or with it turned off)
-    /// answers a bare 404, and from then on this remote pushes JSON to `POST /v1/push`.
-    public func push(_ operations: [PushOperation]) async throws -> [PushResult] {
-        if !routes.lacksBinaryPush.withLock({ $0 }) {
-            let answer = try await exchange(
-                path: "/v2/push", body: PushBatch.encode(operations: operations),
-                contentType: "\(PushBatch.mediaType); version=\(PushBatch.version)",
-                headers: [("X-OfflineSync-Client", clientId), ("Accept", "\(PushBatch.resultsMediaType); version=\(PushBatch.version)")]
-            ) { response in
-                let type = response.headers.first(name: "Content-Type") ?? ""
-                guard type.lowercased().hasPrefix(PushBatch.resultsMediaType) else {
-                    throw SyncError(.transient, "the server answered /v2/push with '\(type)', not a binary push answer")
-                }
-                let buffer = try await response.body.collect(upTo: configuration.maxResponseBytes)
-                do {
-                    return try buffer.withUnsafeReadableBytes { try PushBatch.decodeResults($0, answering: operations) }
-                } catch let error as SyncError {
-                    throw SyncError(.transient, "the server's push answer is malformed: \(error.message)")
-                }
-            }
-            switch answer {
-            case .answered(let results): return try Self.checked(results, answering: operations)
-            case .noSuchRoute: routes.lacksBinaryPush.withLock { $0 = true }
-            }
-        }
-        // `return=minimal`: an applied insert or update comes back without its record, which
-        // is rebuilt here from the operation (half a push's answer, and most of its parsing);
-        // a server that ignores the preference answers whole records, read the same way.
-        let answer = try await send(path: "/v1/push", body: Wire.encode(operations: operations),
-                                    headers: [("X-OfflineSync-Client", clientId), ("Prefer", "return=minimal")])
-        guard case .array(let items)? = answer["results"] else {
-            throw SyncError(.transient, "the server's push answer has no 'results'")
-        }
-        let results = try items.enumerated().map { index, item in
-            try Wire.result(item, answering: index < operations.count ? operations[index] : nil, path: "results[\(index)]")
-        }
-        return try Self.checked(results, answering: operations)
-    }
-
-    /// `results` when they answer `operations` one for one, in order.
-    private static func checked(_ results: [PushResult], answering operations: [PushOperation]) throws -> [PushResult] {
-        guard results.map(\.operationId) == operations.map(\.id) else {
-            throw SyncError(.transient, "the server's push answer does not match the operations sent")
-        }
-        return results
-    }
-
-    /// Pulls one page; see ``RemoteStore/pull(_:)``.
-    public func pull(_ request: PullRequest) async throws -> PullPage {
-        let answer = try await send(path: "/v1/pull", body: Wire.json(request).encoded)
-        do { return try Wire.pullPage(answer) } catch let error as SyncError {
-            throw SyncError(.transient, "the server's pull answer is malformed: \(error.message)")
-        }
-    }
-
-    /// Sends a request with retries; returns the parsed 200 answer. `path` may carry a
-    /// query. Errors in the native shape (`{"error": {"code", "message"}}`) and in the
-    /// Cognito Sync shape (`x-amzn-ErrorType`) are both typed.
-    func send(method: HTTPMethod = .POST, path: String, body bytes: [UInt8]?, attempts: Int? = nil,
-              headers: [(String, String)] = []) async throws -> JSON {
-        let answer = try await exchange(method: method, path: path, body: bytes, attempts: attempts, headers: headers) { response in
-            let buffer = try await response.body.collect(upTo: configuration.maxResponseBytes)
-            return try buffer.withUnsafeReadableBytes { try JSON.parse($0) }
-        }
-        guard case .answered(let json) = answer else { throw Self.error(status: 404, code: "http404", message: "HTTP 404") }
-        return json
-    }
-
-    /// What ``exchange(method:path:body:attempts:contentType:headers:read:)`` got back.
-    enum Exchange<Answer: Sendable>: Sendable {
-        /// The 200 response, as `read` made it.
-        case answered(Answer)
-        /// A 404 that is not the server's own error (no `{"error": …}` body): the server has
-        /// no such route — it is older than the route.
-        case noSuchRoute
-    }
-
-    /// Sends a request with retries until an answer: `read` makes the 200 response into the
-    /// answer (an error it throws that is not a ``SyncError`` — a body cut short — is retried
-    /// as a failed attempt); any other status is thrown as a typed error, except a bare 404.
-    func exchange<Answer: Sendable>(method: HTTPMethod = .POST, path: String, body bytes: [UInt8]?, attempts: Int? = nil,
-                                    contentType: String = "application/json", headers: [(String, String)] = [],
-                                    read: (HTTPClientResponse) async throws -> Answer) async throws -> Exchange<Answer> {
-        let maxAttempts = attempts ?? configuration.maxAttempts
-        var attempt = 0
-        var askedAgain = false
-        var backoff = Backoff(initial: configuration.initialBackoff, maximum: configuration.maxBackoff)
-        while true {
-            attempt += 1
-            let failure: SyncError
-            var retryAfter: Duration?
-            let bearer = try await currentToken()
-            do {
-                var request = HTTPClientRequest(url: baseURL + path)
-                request.method = method
-                request.headers.add(name: "Authorization", value: "Bearer \(bearer)")
-                for (name, value) in headers { request.headers.add(name: name, value: value) }
-                if let bytes {
-                    request.headers.add(name: "Content-Type", value: contentType)
-                    request.body = .bytes(ByteBuffer(bytes: bytes))
-                }
-                let response = try await client.execute(request, timeout: .nanoseconds(configuration.requestTimeout.nanoseconds))
-                let status = Int(response.status.code)
-                if status == 200 {
-                    return .answered(try await read(response))
-                }
-                let buffer = try await response.body.collect(upTo: configuration.maxResponseBytes)
-                let answer = try? buffer.withUnsafeReadableBytes { try JSON.parse($0) }
-                let code: String
-                let message: String
-                if case .string(let c)? = answer?["error"]?["code"], case .string(let m)? = answer?["error"]?["message"] {
-                    (code, message) = (c, m)
-                } else if let type = response.headers.first(name: "x-amzn-ErrorType") {
-                    code = String(type.prefix { $0 != ":" })
-                    if case .string(let m)? = answer?["message"] { message = m } else { message = code }
-                } else {
-                    if status == 404 { return .noSuchRoute }
-                    (code, message) = ("http\(status)", "HTTP \(status)")
-                }
-                if status == 401, !askedAgain {
-                    // The token may have expired since the provider gave it: ask once more
-                    // (an app's provider refreshes it through its own SDK) and send again at
-                    // once. This is not one of the transient attempts.
-                    askedAgain = true
-                    attempt -= 1
-                    logger.debug("401: asking the token provider again", metadata: ["path": "\(path)"])
-                    continue
-                }
-                if status == 429 || status >= 500 {
-                    failure = SyncError(.transient, "the server answered \(status): \(message)")
-                    retryAfter = response.headers.first(name: "Retry-After").flatMap(Int.init).map { .seconds(max(0, $0)) }
-                } else {
-                    throw Self.error(status: status, code: code, message: message)
-                }
-            } catch let error as SyncError {
-                throw error
-            } catch is CancellationError {
-                throw SyncError(.cancelled, "the request was cancelled")
-            } catch {
-                if Task.isCancelled { throw SyncError(.cancelled, "the request was cancelled") }
-                // Connection refused or reset, timeouts, a body cut short: worth retrying.
-                failure = SyncError(.transient, "the request to \(path) failed: \(Self.describe(error))")
-            }
-            guard attempt < maxAttempts else { throw failure }
-            // A server's Retry-After is honoured up to the configured largest wait.
-            let wait = min(max(retryAfter ?? .zero, backoff.nextDelay()), configuration.maxBackoff)
-            logger.debug("retrying", metadata: ["path": "\(path)", "attempt": "\(attempt)", "reason": "\(failure.message)"])
-            try await Task.sleep(for: wait)
-        }
-    }
-
-    /// The token provider's answer. A provider that throws ``SyncError`` keeps its code (so
-    /// it can say ``SyncError/Code/transient`` when its own refresh failed for want of a
-    /// network); anything else it throws is ``SyncError/Code/authenticationFailed``: the
-    /// app has no token to give, and retrying will not make one.
-    func currentToken() async throws -> String {
-        do {
-            return try await token()
-        } catch let error as SyncError {
-            throw error
-        } catch is CancellationError {
-            throw SyncError(.cancelled, "the request was cancelled")
-        } catch {
-            throw SyncError(.authenticationFailed, "the token provider failed (\(Self.describe(error)))")
-        }
-    }
-
-    /// The typed error for a 4xx answer.
-    static func error(status: Int, code: String, message: String) -> SyncError {
-        switch (status, code) {
-        case (_, "ResourceConflictException"): return SyncError(.conflict, message)
-        case (_, "LimitExceededException"): return SyncError(.limitExceeded, message)
-        case (_, "ResourceNotFoundException"): return SyncError(.notFound, message)
-        case (_, "InvalidConfigurationException"): return SyncError(.invalidConfiguration, message)
-        case (_, "InvalidParameterException"): return SyncError(.invalidValue, message)
-        // Only 401 says the credentials are refused. A 403 refuses this request (the sync
-        // rules deny the table or the operation, or a proxy denies the path): the caller's
-        // other requests may pass, so it is no reason to stop syncing everything.
-        case (403, _): return SyncError(.forbidden, message)
-        case (401, _): return SyncError(.authenticationFailed, message)
-        case (_, "invalidCursor"): return SyncError(.invalidCursor, message)
-        case (_, "invalidQuery"): return SyncError(.invalidQuery, message)
-        case (406, "unsupportedVersion"), (415, "unsupportedVersion"): return SyncError(.unsupported, message)
-        case (413, _), (_, "pageSizeExceeded"): return SyncError(.limitExceeded, message)
-        case (404, _): return SyncError(.notFound, message)
-        default: return SyncError(.rejected, "the server refused the request (\(status) \(code)): \(message)")
-        }
-    }
-
-    /// What went wrong with a request, in words an operator can act on ("the connection was
-    /// refused"), never with anything the request carried.
-    static func describe(_ error: any Error) -> String {
-        if let error = error as? StreamBrokeOff { return error.reason }
-        if let error = error as? HTTPClientError {
-            if error == .connectTimeout { return "the connection could not be established within 5 s" }
-            if error == .deadlineExceeded || error == .readTimeout { return "no answer in time" }
-            if error == .remoteConnectionClosed { return "the server closed the connection" }
-            return error.description
-        }
-        if let error = error as? IOError {
-            switch error.errnoCode {
-            case ECONNREFUSED: return "the connection was refused (is the server running on that port?)"
-            case ECONNRESET: return "the connection was reset"
-            case EHOSTUNREACH, ENETUNREACH: return "the host cannot be reached"
-            default: return "I/O error \(error.errnoCode)"
-            }
-        }
-        if error is ChannelError { return "the connection failed (\(error))" }
-        return String(describing: type(of: error))
-    }
-}
-
-extension HTTPRemoteStore {
-    /// Whether the server answers `GET /health` with 200 within `timeout` (one attempt, no retries).
-    public func isReachable(timeout: Duration = .seconds(5)) async -> Bool {
-        var request = HTTPClientRequest(url: baseURL + "/health")
-        request.method = .GET
-        guard let response = try? await client.execute(request, timeout: .nanoseconds(timeout.nanoseconds)) else { return false }
-        _ = try? await response.body.collect(upTo: 1 << 16)
-        return response.status == .ok
-    }
-
-    /// The default ``NetworkMonitor`` for this server: ``isReachable(timeout:)`` every
-    /// `interval` while it answers, with backoff from 250 ms up to `maxBackoff` while it does not.
-    public func networkMonitor(interval: Duration = .seconds(30), maxBackoff: Duration = .seconds(30)) -> ProbingNetworkMonitor {
-        ProbingNetworkMonitor(interval: interval, maxBackoff: maxBackoff) { await self.isReachable() }
-    }
-}
-
-/// What a remote learned of its server's routes: once `/v2/push` answered a bare 404, pushes
-/// go to `/v1/push` without asking again (a server is not expected to lose a route; a
-/// remote made anew asks again).
-final class KnownRoutes: Sendable {
-    let lacksBinaryPush = Mutex(false)
 }

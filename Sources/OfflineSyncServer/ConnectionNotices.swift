@@ -135,14 +135,19 @@ final class ConnectionNotices: Sendable {
         for table in tables.sorted() { continuation.yield(ChangeNotice(identity: claims.identity.text, table: table)) }
     }
 
-    /// Stops every subscription and ends ``stream``.
-    func close() {
-        let tasks: [Task<Void, Never>] = state.withLock { state in
+    /// Stops every subscription and ends ``stream``; `true` the first time, `false` when it
+    /// was closed already.
+    @discardableResult
+    func close() -> Bool {
+        let tasks: [Task<Void, Never>]? = state.withLock { state in
+            guard !state.closed else { return nil }
             state.closed = true
             defer { state.groups = [:]; state.own = nil }
             return state.groups.values.map(\.relay) + [state.own].compactMap { $0 }
         }
+        guard let tasks else { return false }
         tasks.forEach { $0.cancel() }
         continuation.finish()
+        return true
     }
 }

@@ -35,9 +35,11 @@ struct Routes: Sendable {
         router.post("v1/admin/prune") { request, context in try await prune(request, context) }
         router.post("v1/admin/merge-identities") { request, context in try await mergeIdentities(request, context) }
         router.post("v1/admin/explain") { request, context in try await explain(request, context) }
-        router.get("v1/changes") { _, context -> Response in
+        router.get("v1/changes") { request, context -> Response in
             _ = try context.requireClaims()
-            throw APIError(.upgradeRequired, "upgradeRequired", "/v1/changes is a WebSocket: send an upgrade request")
+            if Self.acceptsEventStream(request.headers) { return try eventStream(request, context) }
+            throw APIError(.upgradeRequired, "upgradeRequired",
+                           "/v1/changes is a WebSocket (send an upgrade request) or an event stream (Accept: text/event-stream)")
         }
     }
 
@@ -248,7 +250,6 @@ struct Routes: Sendable {
     // MARK: Notifications
 
     func addWebSocket(to router: Router<SyncRequestContext>) {
-        let feed = server.feed
         // A request that may not upgrade (no valid token) falls through to the HTTP router,
         // whose `GET /v1/changes` answers 401 (or 426 to a valid token without an upgrade).
         router.ws("v1/changes", shouldUpgrade: { request, context in
@@ -263,23 +264,9 @@ struct Routes: Sendable {
                 try await outbound.close(.policyViolation, reason: "unauthorized")
                 return
             }
-            let claims = caller.claims
-            let identity = claims.identity.text
-            let connection = await ConnectionNotices.open(feed: feed, service: service, claims: claims)
-            let metrics = server.metrics
-            metrics.channel(+1)
-            defer {
-                connection.close()
-                metrics.channel(-1)
-            }
-            let notices = connection.stream
-            // A device registered for push sync (platform WEBSOCKET) names itself with
-            // `?device=<id>`; it then also hears its subscribed datasets' changes.
-            let device = context.request.uri.queryParameters.get("device")
-            // The client's id (`?client=`), whose own pushes' notices it does not need.
-            let client = context.request.uri.queryParameters.get("client").flatMap { Self.clientId(String($0)) }
-            let datasets = server.datasets
-            try await outbound.writeTextMessage(String(decoding: JSON.object([("type", .string("subscribed"))]).encoded, as: UTF8.self))
+            let relay = await NoticeRelay.open(routes: self, caller: caller, request: context.request)
+            defer { relay.close() }
+            try await outbound.writeTextMessage(NoticeRelay.subscribed)
             try await withThrowingTaskGroup(of: Void.self) { group in
                 group.addTask {
                     // Read (and ignore) what the client sends, until it closes.
@@ -287,34 +274,11 @@ struct Routes: Sendable {
                 }
                 group.addTask {
                     // The token's end is the connection's: the client reconnects with a fresh one.
-                    let remaining = caller.expires.timeIntervalSinceNow
-                    if remaining > 0 { try await Task.sleep(for: .milliseconds(Int64(min(remaining, 1e9) * 1000))) }
+                    try await relay.untilTokenExpires()
                     try await outbound.close(.unknown(Self.tokenExpiredCloseCode), reason: "token expired")
                 }
                 group.addTask {
-                    for await notice in notices {
-                        if let origin = notice.origin, origin == client { continue }
-                        let message: JSON
-                        switch notice.change {
-                        case .dataset(let change):
-                            guard let device, (try? await datasets.device(pool: change.identityPoolId, identity: identity,
-                                                                         deviceId: device)) == .webSocket,
-                                  (try? await datasets.isSubscribed(pool: change.identityPoolId, identity: identity,
-                                                                    dataset: change.datasetName, deviceId: device)) == true
-                            else { continue }
-                            message = JSON.object([
-                                ("type", .string("dataset")), ("source", .string("offline-sync")),
-                                ("identityPoolId", .string(change.identityPoolId)), ("identityId", .string(change.identityId)),
-                                ("datasetName", .string(change.datasetName)), ("syncCount", .number(String(change.syncCount))),
-                            ])
-                        case .table(let table):
-                            message = JSON.object([("type", .string("change")), ("table", .string(table))])
-                        case .groups, .member:
-                            continue
-                        }
-                        try await outbound.writeTextMessage(String(decoding: message.encoded, as: UTF8.self))
-                        metrics.noticeSent()
-                    }
+                    try await relay.run { try await outbound.writeTextMessage($0) }
                 }
                 try await group.next()
                 group.cancelAll()

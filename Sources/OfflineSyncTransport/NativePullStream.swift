@@ -1,9 +1,7 @@
-import AsyncHTTPClient
-import NIOCore
 import OfflineSync
 import OfflineSyncWire
 
-extension HTTPRemoteStore {
+extension NativeRemote {
     /// Opens a pull as the server's page stream (`POST /v2/pull`): the server reads the next
     /// page while this client decodes and stores the last, instead of waiting for each
     /// page's request. A server without the route (older, or with streaming turned off) is
@@ -12,20 +10,20 @@ extension HTTPRemoteStore {
     /// bytes that are not version 1 of the stream are refused as malformed
     /// (``SyncError/Code/transient``, as a malformed `/v1/pull` answer is), never misread.
     public func openPull(_ request: PullRequest) -> any PullStream {
-        HTTPPullStream(remote: self, request: request)
+        NativePullStream(remote: self, request: request)
     }
 }
 
-/// ``HTTPRemoteStore``'s page stream: one response carries many pages; when it ends before
+/// ``NativeRemote``'s page stream: one response carries many pages; when it ends before
 /// the pull does (the server's per-response bound) or breaks off, the next request starts
 /// from the last page's cursor, so no page is lost or read twice. A response that breaks off
 /// is a failed attempt, retried with the remote's backoff up to its attempts; the count
 /// starts again with every page read.
-actor HTTPPullStream: PullStream {
-    private let remote: HTTPRemoteStore
+actor NativePullStream: PullStream {
+    private let remote: NativeRemote
     private var request: PullRequest
     /// The response being read, with the watch that ends a read after `requestTimeout` of silence.
-    private var body: (iterator: HTTPClientResponse.Body.AsyncIterator, silence: SilenceWatch)?
+    private var body: (reader: any TransportBody, silence: SilenceWatch)?
     private var decoder = PageStreamDecoder()
     /// Pages read from the current response.
     private var pagesInResponse = 0
@@ -34,7 +32,7 @@ actor HTTPPullStream: PullStream {
     private var failures = 0
     private var backoff: Backoff
 
-    init(remote: HTTPRemoteStore, request: PullRequest) {
+    init(remote: NativeRemote, request: PullRequest) {
         self.remote = remote
         self.request = request
         self.backoff = Backoff(initial: remote.configuration.initialBackoff, maximum: remote.configuration.maxBackoff)
@@ -46,7 +44,7 @@ actor HTTPPullStream: PullStream {
             if body == nil {
                 switch try await open() {
                 case .answered(let response):
-                    body = (response.body.makeAsyncIterator(), SilenceWatch(timeout: remote.configuration.requestTimeout))
+                    body = (response.body, SilenceWatch(timeout: remote.configuration.requestTimeout))
                     decoder = PageStreamDecoder()
                     pagesInResponse = 0
                 case .noSuchRoute:
@@ -66,7 +64,7 @@ actor HTTPPullStream: PullStream {
                 body = nil
                 if Task.isCancelled { throw SyncError(.cancelled, "the request was cancelled") }
                 failures += 1
-                let failure = SyncError(.transient, "the page stream from /v2/pull broke off: \(HTTPRemoteStore.describe(error))")
+                let failure = SyncError(.transient, "the page stream from /v2/pull broke off: \(remote.describe(error))")
                 guard failures < remote.configuration.maxAttempts else { throw failure }
                 remote.logger.debug("reopening the page stream", metadata: ["attempt": "\(failures)", "reason": "\(failure.message)"])
                 do { try await Task.sleep(for: backoff.nextDelay()) } catch { throw SyncError(.cancelled, "the request was cancelled") }
@@ -108,12 +106,12 @@ actor HTTPPullStream: PullStream {
                 if status == 429 || status >= 500 {
                     throw StreamBrokeOff(reason: "the server answered \(status): \(message)")
                 }
-                throw HTTPRemoteStore.error(status: status, code: code, message: message)
+                throw NativeRemote.error(status: status, code: code, message: message)
             case nil:
                 guard let chunk = try await nextChunk() else {
                     throw StreamBrokeOff(reason: "the response ended inside the stream, before its end frame")
                 }
-                chunk.withUnsafeReadableBytes { decoder.append($0) }
+                chunk.withUnsafeBytes { decoder.append($0) }
             }
         }
     }
@@ -122,42 +120,21 @@ actor HTTPPullStream: PullStream {
     /// timeout (the response's deadline covers only its head, so a server that stops
     /// writing would otherwise hold the pull for ever). A silent read is left behind, not
     /// awaited: the response is dropped and asked for again.
-    private func nextChunk() async throws -> ByteBuffer? {
-        guard let (iterator, silence) = body else { return nil }
-        let reading = BodyReader(iterator: iterator)
-        let chunk = try await silence.race(Task.detached { try await reading.next() })
-        body = (reading.iterator, silence)
-        return chunk
+    private func nextChunk() async throws -> [UInt8]? {
+        guard let (reader, silence) = body else { return nil }
+        return try await silence.race(Task.detached { try await reader.next() })
     }
 
     /// Sends the stream's request (with the remote's retries for failures before the stream begins).
-    private func open() async throws -> HTTPRemoteStore.Exchange<HTTPClientResponse> {
+    private func open() async throws -> NativeRemote.Exchange<TransportResponse> {
         let accept = "\(PageStream.mediaType); version=\(PageStream.version)"
         return try await remote.exchange(path: "/v2/pull", body: Wire.json(request).encoded, headers: [("Accept", accept)]) { response in
-            let type = response.headers.first(name: "Content-Type") ?? ""
+            let type = response.header("Content-Type") ?? ""
             guard type.lowercased().hasPrefix(PageStream.mediaType) else {
                 throw SyncError(.transient, "the server answered /v2/pull with '\(type)', not the page stream")
             }
             return response
         }
-    }
-}
-
-/// Lends a response body's iterator to the one task that reads the next bytes.
-///
-/// `@unchecked Sendable`: the iterator is touched by one task at a time — the reading task
-/// while ``HTTPPullStream/nextChunk()`` waits for its result, and the stream only after that
-/// result came back (a read that was given up is never touched again: its response is
-/// dropped).
-private final class BodyReader: @unchecked Sendable {
-    var iterator: HTTPClientResponse.Body.AsyncIterator
-
-    init(iterator: HTTPClientResponse.Body.AsyncIterator) {
-        self.iterator = iterator
-    }
-
-    func next() async throws -> ByteBuffer? {
-        try await iterator.next()
     }
 }
 

@@ -1,0 +1,154 @@
+import Foundation
+import Hummingbird
+import HTTPTypes
+import NIOCore
+import OfflineSync
+import OfflineSyncService
+import OfflineSyncWire
+import ServiceLifecycle
+
+extension Routes {
+    // MARK: Change channel as an event stream
+
+    /// `GET /v1/changes` with `Accept: text/event-stream`: the change channel's messages as
+    /// server-sent events, for a client that cannot open a WebSocket (Foundation on Linux) or
+    /// sits behind a proxy that passes only plain HTTP. Each message is one event whose data
+    /// is the JSON text the WebSocket would carry (`subscribed` first); a comment every
+    /// ``eventStreamKeepAlive`` keeps proxies from closing an idle stream and tells the
+    /// client the server is alive. The stream ends when the token expires (the client comes
+    /// back with a fresh one) and when the server shuts down.
+    func eventStream(_ request: Request, _ context: SyncRequestContext) throws -> Response {
+        guard let caller = context.caller else { throw APIError(.unauthorized, "unauthorized", "a bearer token is required") }
+        let headers: HTTPFields = [.contentType: "text/event-stream", .cacheControl: "no-store"]
+        return Response(status: .ok, headers: headers, body: ResponseBody { writer in
+            let relay = await NoticeRelay.open(routes: self, caller: caller, request: request)
+            defer { relay.close() }
+            let events = EventWriter(WriterBox(writer))
+            try await events.send(NoticeRelay.subscribed)
+            try await withGracefulShutdownHandler {
+                try await withThrowingTaskGroup(of: Void.self) { group in
+                    group.addTask { try await relay.untilTokenExpires() }
+                    group.addTask { try await relay.run { try await events.send($0) } }
+                    group.addTask {
+                        while true {
+                            try await Task.sleep(for: Self.eventStreamKeepAlive)
+                            try await events.keepAlive()
+                        }
+                    }
+                    try await group.next()
+                    group.cancelAll()
+                }
+            } onGracefulShutdown: {
+                relay.close()
+            }
+            try await events.finish()
+        })
+    }
+
+    /// How often an idle event stream gets a comment.
+    static let eventStreamKeepAlive: Duration = .seconds(10)
+
+    /// Whether `Accept` names `text/event-stream`.
+    static func acceptsEventStream(_ headers: HTTPFields) -> Bool {
+        headers[values: .accept].contains { value in
+            value.split(separator: ",").contains { $0.split(separator: ";").first?.trimmingCharacters(in: .whitespaces).lowercased() == "text/event-stream" }
+        }
+    }
+}
+
+/// Writes one event stream: messages and keep-alive comments from several tasks, one at a time.
+///
+/// `@unchecked Sendable`: Hummingbird's body writer is not `Sendable`, but the actor below
+/// is its only user, so its writes never overlap, and every task that writes ends before the
+/// response's body closure returns (a task group inside it).
+private final class WriterBox: @unchecked Sendable {
+    var writer: any ResponseBodyWriter
+    init(_ writer: any ResponseBodyWriter) { self.writer = writer }
+}
+
+private actor EventWriter {
+    private let box: WriterBox
+
+    init(_ box: WriterBox) {
+        self.box = box
+    }
+
+    /// One event whose data is `message` (a channel message is one line of JSON, so it is one `data:` line).
+    func send(_ message: String) async throws {
+        try await box.writer.write(ByteBuffer(string: "data: " + message + "\n\n"))
+    }
+
+    func keepAlive() async throws {
+        try await box.writer.write(ByteBuffer(string: ":\n\n"))
+    }
+
+    func finish() async throws {
+        try await box.writer.finish(nil)
+    }
+}
+
+/// One change channel's relay, whatever carries it (a WebSocket, an event stream): the change
+/// notices its caller may hear, as the channel's JSON messages.
+struct NoticeRelay: Sendable {
+    /// The first message of every channel.
+    static let subscribed = String(decoding: JSON.object([("type", .string("subscribed"))]).encoded, as: UTF8.self)
+
+    let connection: ConnectionNotices
+    let caller: VerifiedToken
+    /// A device registered for push sync (platform WEBSOCKET), named by `?device=<id>`: it
+    /// also hears its subscribed datasets' changes.
+    let device: String?
+    /// The client's id (`?client=`), whose own pushes' notices it does not need.
+    let client: String?
+    let routes: Routes
+
+    /// Opens the caller's notices (and counts the channel in the metrics until ``close()``);
+    /// `request` is the channel's, whose query may name a `device` and a `client`.
+    static func open(routes: Routes, caller: VerifiedToken, request: Request) async -> NoticeRelay {
+        let query = request.uri.queryParameters
+        let connection = await ConnectionNotices.open(feed: routes.server.feed, service: routes.service, claims: caller.claims)
+        routes.server.metrics.channel(+1)
+        return NoticeRelay(connection: connection, caller: caller, device: query.get("device").map { String($0) },
+                           client: query.get("client").flatMap { Routes.clientId(String($0)) }, routes: routes)
+    }
+
+    /// Stops the notices; the channel is no longer counted. Idempotent.
+    func close() {
+        if connection.close() { routes.server.metrics.channel(-1) }
+    }
+
+    /// Returns when the caller's token expires (at once if it has).
+    func untilTokenExpires() async throws {
+        let remaining = caller.expires.timeIntervalSinceNow
+        if remaining > 0 { try await Task.sleep(for: .milliseconds(Int64(min(remaining, 1e9) * 1000))) }
+    }
+
+    /// Sends each notice the caller may hear, as a channel message, until the notices end.
+    func run(_ send: (String) async throws -> Void) async throws {
+        let identity = caller.claims.identity.text
+        let datasets = routes.server.datasets
+        for await notice in connection.stream {
+            if let origin = notice.origin, origin == client { continue }
+            let message: JSON
+            switch notice.change {
+            case .dataset(let change):
+                guard let device, (try? await datasets.device(pool: change.identityPoolId, identity: identity,
+                                                             deviceId: device)) == .webSocket,
+                      (try? await datasets.isSubscribed(pool: change.identityPoolId, identity: identity,
+                                                        dataset: change.datasetName, deviceId: device)) == true
+                else { continue }
+                message = JSON.object([
+                    ("type", .string("dataset")), ("source", .string("offline-sync")),
+                    ("identityPoolId", .string(change.identityPoolId)), ("identityId", .string(change.identityId)),
+                    ("datasetName", .string(change.datasetName)), ("syncCount", .number(String(change.syncCount))),
+                ])
+            case .table(let table):
+                message = JSON.object([("type", .string("change")), ("table", .string(table))])
+            case .groups, .member:
+                continue
+            }
+            try await send(String(decoding: message.encoded, as: UTF8.self))
+            routes.server.metrics.noticeSent()
+        }
+    }
+}

@@ -1,0 +1,46 @@
+import OfflineSync
+
+/// A remote that is a ``NativeRemote`` over one transport (`HTTPRemoteStore`,
+/// `URLSessionRemoteStore`): it gets the whole native API from it — push, pull, the page
+/// stream, the change channel, reachability — and differs only in how it is made.
+public protocol NativeRemoteBacked: RemoteStore, RemoteChangeSource {
+    /// The remote over this type's transport.
+    var native: NativeRemote { get }
+}
+
+extension NativeRemoteBacked {
+    /// The server's base URL (`http://host:port`).
+    public var baseURL: String { native.baseURL }
+    /// The retry and timeout policy.
+    public var configuration: NativeRemote.Configuration { native.configuration }
+
+    /// Pushes a batch; see ``NativeRemote/push(_:)``.
+    public func push(_ operations: [PushOperation]) async throws -> [PushResult] { try await native.push(operations) }
+
+    /// Pulls one page; see ``NativeRemote/pull(_:)``.
+    public func pull(_ request: PullRequest) async throws -> PullPage { try await native.pull(request) }
+
+    /// Opens a pull as the server's page stream; see ``NativeRemote/openPull(_:)``.
+    public func openPull(_ request: PullRequest) -> any PullStream { native.openPull(request) }
+
+    /// The change channel; see ``NativeRemote/changes(device:)``.
+    public func changes(device: String?) -> AsyncStream<RemoteChangeEvent> { native.changes(device: device) }
+
+    /// The change channel without push sync.
+    public func changes() -> AsyncStream<RemoteChangeEvent> { native.changes(device: nil) }
+
+    /// Whether the server answers `GET /health` with 200 within `timeout` (one attempt, no retries).
+    public func isReachable(timeout: Duration = .seconds(5)) async -> Bool { await native.isReachable(timeout: timeout) }
+
+    /// The default ``OfflineSync/NetworkMonitor`` for this server; see ``NativeRemote/networkMonitor(interval:maxBackoff:)``.
+    public func networkMonitor(interval: Duration = .seconds(30), maxBackoff: Duration = .seconds(30)) -> ProbingNetworkMonitor {
+        native.networkMonitor(interval: interval, maxBackoff: maxBackoff)
+    }
+}
+
+extension HTTPDatasetRemote {
+    /// Creates the remote for `identityId` of `identityPoolId`, over `remote`'s native API.
+    public init(_ remote: some NativeRemoteBacked, identityPoolId: String, identityId: String) {
+        self.init(remote.native, identityPoolId: identityPoolId, identityId: identityId)
+    }
+}

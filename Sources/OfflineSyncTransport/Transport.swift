@@ -1,0 +1,131 @@
+/// What ``NativeRemote`` needs of an HTTP library: send a request and read its answer as it
+/// comes, and open a WebSocket. Everything above that — deadlines for silent bodies, retries
+/// and backoff, the token provider, typed refusals, the page stream, the change channel and
+/// its reconnection — lives once in ``NativeRemote``, whatever the library.
+///
+/// `OfflineSyncHTTP` implements it on AsyncHTTPClient and SwiftNIO, `OfflineSyncURLSession` on
+/// Foundation's `URLSession`; an app with its own HTTP stack can implement it too.
+public protocol HTTPTransport: Sendable {
+    /// Sends `request` and returns once the response's head came, within `timeout` (a
+    /// transport that cannot stop waiting at once throws when the deadline passes and leaves
+    /// its request behind). The body is read afterwards, chunk by chunk: the caller watches
+    /// each read for silence, so `timeout` need not cover it.
+    ///
+    /// Throws what went wrong below HTTP (a refused connection, a reset, a deadline);
+    /// ``NativeRemote`` retries those, so a transport must not throw ``OfflineSync/SyncError``
+    /// for them. A cancelled caller gets `CancellationError` (or the library's own).
+    func execute(_ request: TransportRequest, timeout: Duration) async throws -> TransportResponse
+
+    /// Opens a WebSocket to `url` (`ws://` or `wss://`) sending `headers` with the upgrade,
+    /// passes each text message to `receive` (binary ones are ignored; a message over
+    /// `maxMessageBytes` ends the socket) and returns when the socket closes.
+    ///
+    /// Throws ``WebSocketUpgradeRefused`` when the server answers the upgrade with anything
+    /// but 101, and ``WebSocketUnavailable`` when this transport cannot open a WebSocket here
+    /// at all (the change channel then uses the server's event stream, for good).
+    func webSocket(url: String, headers: [(name: String, value: String)], maxMessageBytes: Int,
+                   receive: @escaping @Sendable (String) -> Void) async throws
+
+    /// Words an operator can act on for an error this transport threw ("the connection was
+    /// refused"), never anything the request carried; `nil` for an error it does not know.
+    func describe(_ error: any Error) -> String?
+}
+
+/// One HTTP request, as ``HTTPTransport/execute(_:timeout:)`` sends it.
+public struct TransportRequest: Sendable {
+    /// The request's method.
+    public enum Method: String, Sendable, Hashable {
+        case get = "GET", post = "POST", put = "PUT", delete = "DELETE"
+    }
+
+    /// The method.
+    public var method: Method
+    /// The whole URL, query included.
+    public var url: String
+    /// The headers, in order (a name may repeat).
+    public var headers: [(name: String, value: String)]
+    /// The body; `nil` for none.
+    public var body: [UInt8]?
+
+    /// Creates a request.
+    public init(method: Method, url: String, headers: [(name: String, value: String)] = [], body: [UInt8]? = nil) {
+        self.method = method
+        self.url = url
+        self.headers = headers
+        self.body = body
+    }
+}
+
+/// A response's head, and its body to read.
+public struct TransportResponse: Sendable {
+    /// The status code.
+    public var status: Int
+    /// The headers, in order.
+    public var headers: [(name: String, value: String)]
+    /// The body, read a chunk at a time.
+    public var body: any TransportBody
+
+    /// Creates a response.
+    public init(status: Int, headers: [(name: String, value: String)], body: any TransportBody) {
+        self.status = status
+        self.headers = headers
+        self.body = body
+    }
+
+    /// The first header named `name` (any case).
+    public func header(_ name: String) -> String? {
+        headers.first { $0.name.caseInsensitiveEquals(name) }?.value
+    }
+}
+
+/// A response body, read by one reader at a time.
+///
+/// A read that the caller gave up on (its deadline passed) is cancelled and never awaited;
+/// the body is then dropped, so a transport must let go of the connection when its body is
+/// released (or when the read is cancelled) and never block a thread in `next()`.
+public protocol TransportBody: AnyObject, Sendable {
+    /// The next bytes, in order; `nil` at the end. An empty chunk is allowed and means nothing.
+    func next() async throws -> [UInt8]?
+}
+
+extension TransportBody {
+    /// The whole body, or a failure once it passes `limit` bytes (the rest is not read).
+    func collect(upTo limit: Int) async throws -> [UInt8] {
+        var bytes: [UInt8] = []
+        while let chunk = try await next() {
+            guard bytes.count + chunk.count <= limit else {
+                throw StreamBrokeOff(reason: "the answer is larger than \(limit) bytes")
+            }
+            bytes += chunk
+        }
+        return bytes
+    }
+}
+
+/// The server answered a WebSocket upgrade with something other than 101 (a proxy that does
+/// not pass WebSockets, a refused token). The change channel asks the server's event stream
+/// instead, whose plain HTTP answer says why.
+public struct WebSocketUpgradeRefused: Error, Sendable, CustomStringConvertible {
+    /// Creates the error.
+    public init() {}
+    public var description: String { "the WebSocket upgrade was refused" }
+}
+
+/// The transport cannot open a WebSocket on this platform (Foundation on Linux, whose libcurl
+/// is built without WebSockets). The change channel uses the server's event stream instead.
+public struct WebSocketUnavailable: Error, Sendable, CustomStringConvertible {
+    /// Why, in words.
+    public let reason: String
+    /// Creates the error.
+    public init(reason: String) { self.reason = reason }
+    public var description: String { reason }
+}
+
+extension String {
+    /// ASCII case-insensitive equality (header names).
+    func caseInsensitiveEquals(_ other: String) -> Bool {
+        utf8.count == other.utf8.count && zip(utf8, other.utf8).allSatisfy { a, b in
+            (a | 0x20) == (b | 0x20) && ((a | 0x20) >= 0x61 && (a | 0x20) <= 0x7A || a == b)
+        }
+    }
+}
