@@ -273,8 +273,8 @@ let package = Package(
             name: "OfflineSyncServerTests",
             dependencies: [
                 "OfflineSyncTestSupport", "OfflineSync", "OfflineSyncDatasets", "OfflineSyncStoreKit", "OfflineSyncService", "OfflineSyncWire",
-                "OfflineSyncOData", "OfflineSyncServer", "OfflineSyncHTTP", "OfflineSyncConformance", "OfflineSyncSQLite",
-                "OfflineSyncPostgreSQL", "OfflineSyncLMDB", "OfflineSyncFuzzing",
+                "OfflineSyncOData", "OfflineSyncServer", "OfflineSyncHTTP", "OfflineSyncURLSession", "OfflineSyncConformance",
+                "OfflineSyncSQLite", "OfflineSyncPostgreSQL", "OfflineSyncLMDB", "OfflineSyncFuzzing",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Hummingbird", package: "hummingbird"),

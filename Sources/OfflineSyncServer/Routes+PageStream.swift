@@ -27,15 +27,19 @@ extension Routes {
         }
         let first = try await pulled(claims: claims, pull)
         let pagesPerStream = configuration.pagesPerStream
+        // A client that cannot pause a response it reads (URLSession) bounds its bytes.
+        let byteLimit = request.headers[HTTPField.Name(PageStream.responseBytesHeader)!].flatMap { Int($0) }.map { max(1, $0) } ?? .max
         let headers: HTTPFields = [.contentType: "\(PageStream.mediaType); version=\(PageStream.version)"]
         return Response(status: .ok, headers: headers, body: ResponseBody { writer in
             var pull = pull
             var out = PageStream.header
             var page = first
             var sent = 1
+            var written = 0
             while true {
                 PageStream.write(page, into: &out)
-                if page.endsPull || sent == pagesPerStream { break }
+                written += out.count
+                if page.endsPull || sent == pagesPerStream || written >= byteLimit { break }
                 try await writer.write(ByteBuffer(bytes: out))
                 out.removeAll(keepingCapacity: true)
                 pull.cursor = page.nextCursor

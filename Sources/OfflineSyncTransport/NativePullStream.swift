@@ -128,7 +128,9 @@ actor NativePullStream: PullStream {
     /// Sends the stream's request (with the remote's retries for failures before the stream begins).
     private func open() async throws -> NativeRemote.Exchange<TransportResponse> {
         let accept = "\(PageStream.mediaType); version=\(PageStream.version)"
-        return try await remote.exchange(path: "/v2/pull", body: Wire.json(request).encoded, headers: [("Accept", accept)]) { response in
+        var headers = [("Accept", accept)]
+        if let limit = remote.transport.streamedResponseLimit { headers.append((PageStream.responseBytesHeader, String(limit))) }
+        return try await remote.exchange(path: "/v2/pull", body: Wire.json(request).encoded, headers: headers) { response in
             let type = response.header("Content-Type") ?? ""
             guard type.lowercased().hasPrefix(PageStream.mediaType) else {
                 throw SyncError(.transient, "the server answered /v2/pull with '\(type)', not the page stream")

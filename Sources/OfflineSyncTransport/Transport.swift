@@ -29,6 +29,17 @@ public protocol HTTPTransport: Sendable {
     /// Words an operator can act on for an error this transport threw ("the connection was
     /// refused"), never anything the request carried; `nil` for an error it does not know.
     func describe(_ error: any Error) -> String?
+
+    /// The most bytes one page-stream response should carry, for a transport that holds what
+    /// arrives until it is read and cannot pause a response: the server ends the response
+    /// after the page that reaches it, and the remote asks again from that page's cursor.
+    /// `nil` (the default) for a transport that reads only as fast as it is asked.
+    var streamedResponseLimit: Int? { get }
+}
+
+extension HTTPTransport {
+    /// No limit: the transport has back-pressure.
+    public var streamedResponseLimit: Int? { nil }
 }
 
 /// One HTTP request, as ``HTTPTransport/execute(_:timeout:)`` sends it.

@@ -27,13 +27,13 @@ public struct URLSessionRemoteStore: NativeRemoteBacked {
     /// The remote over `URLSession`, which gives this type its API (``OfflineSyncTransport/NativeRemoteBacked``).
     public let native: NativeRemote
 
-    /// Creates a remote for the server at `baseURL` over `session` (by default
-    /// ``URLSessionTransport/defaultSession``; pass the app's own to keep its configuration
-    /// and delegate — proxies, pinning, `allowsExpensiveNetworkAccess`); see
+    /// Creates a remote for the server at `baseURL` over `transport` (by default
+    /// ``URLSessionTransport/shared``; make one with the app's `URLSessionConfiguration` and
+    /// challenge handler to keep its proxies, pinning or `allowsExpensiveNetworkAccess`); see
     /// ``OfflineSyncTransport/NativeRemote/init(baseURL:configuration:transport:logger:token:)`` for `token`.
-    public init(baseURL: String, configuration: Configuration = .init(), session: URLSession = URLSessionTransport.defaultSession,
+    public init(baseURL: String, configuration: Configuration = .init(), transport: URLSessionTransport = .shared,
                 logger: Logger = Logger(label: "offline-sync.http"), token: @escaping @Sendable () async throws -> String) {
-        native = NativeRemote(baseURL: baseURL, configuration: configuration, transport: URLSessionTransport(session: session),
+        native = NativeRemote(baseURL: baseURL, configuration: configuration, transport: transport,
                               logger: logger, token: token)
     }
 }

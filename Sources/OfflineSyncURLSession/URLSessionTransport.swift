@@ -7,36 +7,50 @@ import OfflineSyncTransport
 import Synchronization
 
 /// ``OfflineSyncTransport/HTTPTransport`` on Foundation's `URLSession`: the platform's
-/// proxy, cellular and Low Data Mode settings, its TLS trust (and the session delegate's
-/// certificate pinning), and no SwiftNIO in the binary.
+/// proxy, cellular and Low Data Mode settings (from the `URLSessionConfiguration` it is
+/// given), its TLS trust with an optional challenge handler for certificate pinning, and no
+/// SwiftNIO in the binary.
 ///
-/// Each request gets a task delegate of its own (`URLSessionTask.delegate`), so the session
-/// can be the app's, with its own delegate and configuration: the transport handles only
-/// the response's head and data, and leaves authentication challenges to the session.
+/// The transport owns its session: it must be the session's delegate to read a body as it
+/// arrives (Foundation on Linux does not call per-task delegates). The session is invalidated
+/// when the last copy of the transport is released.
 ///
-/// A response body is handed over as it arrives and is held in memory only up to
-/// ``bufferLimit``: past that the task is suspended until the reader catches up, so a long
-/// page stream costs a bounded buffer, not its size.
+/// A response body is handed over as it arrives and held until it is read: URLSession has
+/// no back-pressure a data task's delegate can use (suspending a running task stops its
+/// transfer for good on Linux). So the transport asks the server to end each page-stream
+/// response after ``streamedResponseLimit`` bytes (the remote goes on from the last page's
+/// cursor in a new request): a pull holds at most that much plus a page, however large.
 ///
 /// WebSockets use `URLSessionWebSocketTask`. Foundation on Linux has the type but its libcurl
 /// is built without WebSockets; there the change channel reads the server's event stream
 /// instead (``OfflineSyncTransport/WebSocketUnavailable``).
 public struct URLSessionTransport: HTTPTransport {
-    /// The session requests go through.
-    public let session: URLSession
-    /// The most body bytes held for a reader that has not asked for them yet.
-    public static let bufferLimit = 4 << 20
+    /// Decides a TLS or HTTP authentication challenge (a pinned certificate's check); `nil`
+    /// leaves it to the system's default handling.
+    public typealias ChallengeHandler = @Sendable (URLAuthenticationChallenge) -> (URLSession.AuthChallengeDisposition, URLCredential?)
 
-    /// Creates the transport over `session` (by default ``defaultSession``).
-    public init(session: URLSession = URLSessionTransport.defaultSession) {
-        self.session = session
+    private let owner: SessionOwner
+    /// The session requests go through.
+    public var session: URLSession { owner.session }
+    /// The most bytes a page-stream response carries for this transport (4 MiB).
+    public var streamedResponseLimit: Int? { 4 << 20 }
+
+    /// Creates the transport with a session of `configuration`, answering its
+    /// authentication challenges with `challenge` (the system's default handling when `nil`).
+    public init(configuration: URLSessionConfiguration = URLSessionTransport.defaultConfiguration, challenge: ChallengeHandler? = nil) {
+        owner = SessionOwner(configuration: configuration, challenge: challenge)
     }
 
-    /// The session a transport uses unless given another: an ephemeral configuration (no
-    /// cookies, no cache: every answer of a sync server is fresh) that fails a request at
-    /// once when the device is offline instead of waiting for connectivity, so the remote's
-    /// own backoff decides when to try again.
-    public static let defaultSession: URLSession = {
+    /// The transport every ``URLSessionRemoteStore`` uses unless given another (one session
+    /// for the process, of ``defaultConfiguration``).
+    public static let shared = URLSessionTransport()
+
+    /// The configuration a transport uses unless given another: ephemeral (no cookies, no
+    /// cache: every answer of a sync server is fresh), failing a request at once when the
+    /// device is offline instead of waiting for connectivity, so the remote's own backoff
+    /// decides when to try again. Start from it to change a setting
+    /// (`allowsExpensiveNetworkAccess`, a proxy).
+    public static var defaultConfiguration: URLSessionConfiguration {
         let configuration = URLSessionConfiguration.ephemeral
         configuration.requestCachePolicy = .reloadIgnoringLocalCacheData
         configuration.urlCache = nil
@@ -46,8 +60,8 @@ public struct URLSessionTransport: HTTPTransport {
         #if !canImport(FoundationNetworking)
         configuration.waitsForConnectivity = false
         #endif
-        return URLSession(configuration: configuration)
-    }()
+        return configuration
+    }
 
     /// See ``OfflineSyncTransport/HTTPTransport/execute(_:timeout:)``.
     public func execute(_ request: TransportRequest, timeout: Duration) async throws -> TransportResponse {
@@ -62,7 +76,7 @@ public struct URLSessionTransport: HTTPTransport {
         outgoing.httpBody = request.body.map { Data($0) }
         let task = session.dataTask(with: outgoing)
         let exchange = TaskExchange()
-        task.delegate = exchange
+        owner.router.register(exchange, for: task)
         let body = URLSessionBody(task: task, exchange: exchange)
         let response = try await exchange.head(of: task, timeout: timeout)
         var headers: [(name: String, value: String)] = []
@@ -124,25 +138,78 @@ public struct URLSessionTransport: HTTPTransport {
     }
 }
 
+/// Owns a transport's session, and invalidates it when the last copy of the transport goes
+/// (the session holds its delegate until then, so it would outlive every remote otherwise).
+private final class SessionOwner: Sendable {
+    let session: URLSession
+    let router: SessionRouter
+
+    init(configuration: URLSessionConfiguration, challenge: URLSessionTransport.ChallengeHandler?) {
+        router = SessionRouter(challenge: challenge)
+        session = URLSession(configuration: configuration, delegate: router, delegateQueue: nil)
+    }
+
+    deinit { session.finishTasksAndInvalidate() }
+}
+
+/// The session's delegate: passes each data task's events to its ``TaskExchange``, and
+/// authentication challenges to the transport's handler.
+///
+/// `@unchecked Sendable` (an `NSObject` subclass, which cannot be checked): its only mutable
+/// state is the `Mutex`.
+final class SessionRouter: NSObject, URLSessionDataDelegate, @unchecked Sendable {
+    private let exchanges = Mutex<[Int: TaskExchange]>([:])
+    private let challenge: URLSessionTransport.ChallengeHandler?
+
+    init(challenge: URLSessionTransport.ChallengeHandler?) {
+        self.challenge = challenge
+    }
+
+    /// Sends `task`'s events to `exchange` until it completes (register before resuming it).
+    func register(_ exchange: TaskExchange, for task: URLSessionTask) {
+        exchanges.withLock { $0[task.taskIdentifier] = exchange }
+    }
+
+    private func exchange(_ task: URLSessionTask) -> TaskExchange? {
+        exchanges.withLock { $0[task.taskIdentifier] }
+    }
+
+    func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didReceive response: URLResponse,
+                    completionHandler: @escaping (URLSession.ResponseDisposition) -> Void) {
+        guard let exchange = exchange(dataTask) else { return completionHandler(.cancel) }
+        exchange.received(response, completionHandler: completionHandler)
+    }
+
+    func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didReceive data: Data) {
+        exchange(dataTask)?.received(data)
+    }
+
+    func urlSession(_ session: URLSession, task: URLSessionTask, didCompleteWithError error: (any Error)?) {
+        let exchange = exchanges.withLock { $0.removeValue(forKey: task.taskIdentifier) }
+        exchange?.completed(error)
+    }
+
+    func urlSession(_ session: URLSession, task: URLSessionTask, didReceive challenge: URLAuthenticationChallenge,
+                    completionHandler: @escaping (URLSession.AuthChallengeDisposition, URLCredential?) -> Void) {
+        guard let handler = self.challenge else { return completionHandler(.performDefaultHandling, nil) }
+        let (disposition, credential) = handler(challenge)
+        completionHandler(disposition, credential)
+    }
+}
+
 /// The response's head did not come within the request's deadline.
 struct HeadTimedOut: Error {}
 
-/// One data task's delegate: hands the response's head to the waiting request and its data
-/// to the body's reader, suspending the task while ``URLSessionTransport/bufferLimit`` bytes
-/// wait unread.
-///
-/// `@unchecked Sendable` (it is an `NSObject` subclass, which cannot be checked): every
-/// stored property is the `Mutex`.
-final class TaskExchange: NSObject, URLSessionDataDelegate, @unchecked Sendable {
+/// One data task's exchange: hands the response's head to the waiting request and its data
+/// to the body's reader.
+final class TaskExchange: Sendable {
     private struct State {
         var head: Result<HTTPURLResponse, any Error>?
         var headWaiter: CheckedContinuation<HTTPURLResponse, any Error>?
         var chunks: [[UInt8]] = []
-        var buffered = 0
         /// Set when the task completed: `nil` inside is a clean end.
         var end: Result<Void, any Error>?
         var bodyWaiter: CheckedContinuation<[UInt8]?, any Error>?
-        var suspended = false
     }
 
     private let state = Mutex(State())
@@ -186,25 +253,21 @@ final class TaskExchange: NSObject, URLSessionDataDelegate, @unchecked Sendable 
     func next(of task: URLSessionDataTask) async throws -> [UInt8]? {
         try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { continuation in
-                let (answer, resume) = state.withLock { state -> (Result<[UInt8]?, any Error>?, Bool) in
+                let answer = state.withLock { state -> Result<[UInt8]?, any Error>? in
                     if !state.chunks.isEmpty {
-                        let chunk = state.chunks.removeFirst()
-                        state.buffered -= chunk.count
-                        let resume = state.suspended && state.buffered <= URLSessionTransport.bufferLimit / 4
-                        if resume { state.suspended = false }
-                        return (.success(chunk), resume)
+                        // Every chunk waiting is handed over at once: fewer hand-offs.
+                        let chunk = state.chunks.count == 1 ? state.chunks[0] : Array(state.chunks.joined())
+                        state.chunks.removeAll(keepingCapacity: true)
+                        return .success(chunk)
                     }
                     switch state.end {
-                    case .success?: return (.success(nil), false)
-                    case .failure(let error)?: return (.failure(error), false)
+                    case .success?: return .success(nil)
+                    case .failure(let error)?: return .failure(error)
                     case nil:
                         state.bodyWaiter = continuation
-                        let resume = state.suspended
-                        state.suspended = false
-                        return (nil, resume)
+                        return nil
                     }
                 }
-                if resume { task.resume() }
                 if let answer { continuation.resume(with: answer) }
             }
         } onCancel: {
@@ -212,8 +275,7 @@ final class TaskExchange: NSObject, URLSessionDataDelegate, @unchecked Sendable 
         }
     }
 
-    func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didReceive response: URLResponse,
-                    completionHandler: @escaping (URLSession.ResponseDisposition) -> Void) {
+    func received(_ response: URLResponse, completionHandler: @escaping (URLSession.ResponseDisposition) -> Void) {
         if let response = response as? HTTPURLResponse {
             finishHead(.success(response))
             completionHandler(.allow)
@@ -223,24 +285,20 @@ final class TaskExchange: NSObject, URLSessionDataDelegate, @unchecked Sendable 
         }
     }
 
-    func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didReceive data: Data) {
+    func received(_ data: Data) {
         let chunk = [UInt8](data)
-        let (waiter, suspend) = state.withLock { state -> (CheckedContinuation<[UInt8]?, any Error>?, Bool) in
+        let waiter = state.withLock { state -> CheckedContinuation<[UInt8]?, any Error>? in
             if let waiter = state.bodyWaiter {
                 state.bodyWaiter = nil
-                return (waiter, false)
+                return waiter
             }
             state.chunks.append(chunk)
-            state.buffered += chunk.count
-            let suspend = !state.suspended && state.buffered > URLSessionTransport.bufferLimit
-            if suspend { state.suspended = true }
-            return (nil, suspend)
+            return nil
         }
-        if let waiter { waiter.resume(returning: chunk) }
-        if suspend { dataTask.suspend() }
+        waiter?.resume(returning: chunk)
     }
 
-    func urlSession(_ session: URLSession, task: URLSessionTask, didCompleteWithError error: (any Error)?) {
+    func completed(_ error: (any Error)?) {
         finishHead(.failure(error ?? URLError(.badServerResponse)))
         let end: Result<Void, any Error> = error.map { .failure($0) } ?? .success(())
         let waiter = state.withLock { state -> CheckedContinuation<[UInt8]?, any Error>? in

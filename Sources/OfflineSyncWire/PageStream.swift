@@ -25,6 +25,11 @@ public enum PageStream {
     public static let mediaType = "application/vnd.offlinesync.pages"
     /// The format version this build writes and reads.
     public static let version: UInt8 = 1
+    /// The request header by which a client asks the server to end a response once it has
+    /// written this many bytes (after the page that reaches it; every response carries at
+    /// least one page): for a client that cannot pause a response it reads, so what it holds
+    /// unread stays bounded. The client asks again from the last page's cursor.
+    public static let responseBytesHeader = "X-OfflineSync-Stream-Bytes"
     /// The first bytes of every stream.
     public static let header: [UInt8] = Array("OSPS".utf8) + [version]
     /// The largest frame a decoder accepts by default: far above a page of records at the

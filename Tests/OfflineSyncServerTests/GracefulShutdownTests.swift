@@ -3,6 +3,7 @@ import OfflineSync
 import OfflineSyncHTTP
 import OfflineSyncServer
 import OfflineSyncTestSupport
+import OfflineSyncURLSession
 import OfflineSyncWire
 import Testing
 #if canImport(Glibc)
@@ -66,6 +67,24 @@ struct GracefulShutdownTests {
             server.signal(SIGINT)
             let exit = try await server.exited()
             #expect(exit.status == 0)
+            #expect(await events.next() == .disconnected)
+        }
+    }
+    @Test("SIGINT with an event-stream change channel open: the stream ends, the process exits 0 within the grace period")
+    func sigintWithEventStream() async throws {
+        try await withTemporaryDirectory { directory in
+            let server = try await ServerProcess.start(data: directory)
+            let token = try await TokenAuthority(secret: testSecret).mint(identity: "alice")
+            // URLSession on Linux has no WebSocket: its channel is the event stream.
+            let remote = URLSessionRemoteStore(baseURL: server.baseURL,
+                                               configuration: .init(maxAttempts: 1, initialBackoff: .seconds(30)), token: { token })
+            var events = remote.changes().makeAsyncIterator()
+            #expect(await events.next() == .subscribed)
+            let started = ContinuousClock.now
+            server.signal(SIGINT)
+            let exit = try await server.exited()
+            #expect(exit.status == 0)
+            #expect(ContinuousClock.now - started < .seconds(8), "the open stream did not hold the server to its grace period")
             #expect(await events.next() == .disconnected)
         }
     }

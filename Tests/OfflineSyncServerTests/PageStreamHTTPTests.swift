@@ -231,4 +231,32 @@ struct PageStreamHTTPTests {
             #expect(frames.last == .end && decoder.isFinished)
         }
     }
+    @Test("a client's byte bound ends a response after the page that reaches it; the next response goes on from its cursor")
+    func byteBoundPerResponse() async throws {
+        try await LiveServer.with { live in
+            try await Self.seed(live, rows: 30)
+            let token = try await live.token("alice")
+            let headers = [("Authorization", "Bearer \(token)"), ("Accept", "\(PageStream.mediaType); version=1"),
+                           (PageStream.responseBytesHeader, "1")]
+            var cursor: String?
+            var ids: [String] = []
+            var responses = 0
+            while true {
+                let request = #"{"table":"todos","limit":10"# + (cursor.map { #","cursor":"\#($0)""# } ?? "") + "}"
+                let answer = try await http(.POST, live.baseURL + "/v2/pull", headers: headers, body: Array(request.utf8))
+                #expect(answer.status == 200)
+                var decoder = PageStreamDecoder()
+                answer.body.withUnsafeBytes { decoder.append($0) }
+                var pages: [PullPage] = []
+                while let frame = try decoder.next() { if case .page(let page) = frame { pages.append(page) } }
+                responses += 1
+                #expect(pages.count == 1, "one page per response under a 1-byte bound")
+                guard let page = pages.last else { return }
+                ids += page.records.map(\.id)
+                if page.endsPull || responses > 10 { break }
+                cursor = page.nextCursor
+            }
+            #expect(responses == 3 && ids.count == 30 && Set(ids).count == 30)
+        }
+    }
 }
