@@ -24,7 +24,7 @@ import sys
 MAX_FILE_LINES = 500
 MAX_FUNCTION_LINES = 80
 TOOLCHAIN_MODULES = {
-    "Foundation", "FoundationEssentials", "Dispatch", "Glibc", "Darwin", "Musl", "Synchronization",
+    "Foundation", "FoundationEssentials", "FoundationNetworking", "Dispatch", "Glibc", "Darwin", "Musl", "Synchronization",
     "Observation", "Testing", "XCTest", "PackageDescription",
 }
 ALLOWLIST = "Scripts/size-allowlist.txt"

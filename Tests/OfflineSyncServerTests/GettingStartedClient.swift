@@ -1,7 +1,7 @@
 import Foundation
-import OfflineSync          // models, the context, requests, observations, the sync status
-import OfflineSyncHTTP      // HTTPRemoteStore: the sync server over HTTP, and its network monitor
-import OfflineSyncSQLite    // the local store
+import OfflineSync            // models, the context, requests, observations, the sync status
+import OfflineSyncSQLite      // the local store
+import OfflineSyncURLSession  // URLSessionRemoteStore: the sync server over HTTP, and its network monitor
 
 /// A todo of a shared list. Swift names properties in camelCase, the sync rules name the
 /// server's snake_case fields: the coding keys map one to the other, and the rules'
@@ -33,7 +33,7 @@ struct ListTodo: SyncModel, Equatable {
 func startSyncing(server: String, storeFile: String,
                   token: @escaping @Sendable () async throws -> String) async throws -> SyncContext {
     let store = try await SQLiteStore(path: storeFile)
-    let remote = HTTPRemoteStore(baseURL: server, token: token)
+    let remote = URLSessionRemoteStore(baseURL: server, token: token)
     let context = try await SyncContext(store: store, remote: remote)
     try await context.defineTable(ListTodo.self)
     // Syncs now and after every change the server announces, whenever the server is
