@@ -19,6 +19,9 @@
 #   make bench   run the benchmarks (offline-sync-harness bench) in release mode, PostgreSQL's on
 #                a throwaway cluster (writes bench-results.json; Scripts/bench-table.py renders it
 #                as the table of Docs/Performance.md)
+#   make client-size  build two small clients in release (URLSession, AsyncHTTPClient), strip
+#                them, run them against a live server and write their sizes (client-size.json,
+#                Docs/Performance.md)
 #   make clean   remove build products
 #
 # Every target that builds runs `deps` first, so a fresh machine needs only `make test`.
@@ -38,7 +41,7 @@ SWIFT ?= swift
 PKG_CONFIG_MODULES := sqlite3 lmdb libpq
 APT_PACKAGES := pkg-config libsqlite3-dev liblmdb-dev libpq-dev postgresql curl
 
-.PHONY: deps build docs fuzz sanitize test test-steps architecture-check docs-check openapi-check conformance-cli corrupt-sweep crash-trials cognito-test hostile-test soak demo serve token bench bench-scale clean
+.PHONY: deps build docs fuzz sanitize test test-steps architecture-check docs-check openapi-check conformance-cli corrupt-sweep crash-trials cognito-test hostile-test soak demo serve token bench bench-scale client-size clean
 
 deps:
 	@if ! command -v $(SWIFT) >/dev/null 2>&1; then \
@@ -252,6 +255,11 @@ bench-scale: deps
 	$(SWIFT) build -c release --product offline-sync
 	$(SWIFT) build -c release --product offline-sync-harness
 	$(SWIFT) run -c release --skip-build offline-sync-harness bench --only pull-10m --runs 1
+
+# What each HTTP transport adds to an app's binary: Scripts/client-size's two clients, release, stripped.
+client-size: deps
+	$(SWIFT) build --product offline-sync
+	Scripts/client-size.py "$$($(SWIFT) build --show-bin-path)/offline-sync"
 
 # The DocC documentation of the core and the adapter toolkit (Docs/ guides included as
 # articles), as .doccarchive bundles under .build/plugins/Swift-DocC/outputs; any DocC

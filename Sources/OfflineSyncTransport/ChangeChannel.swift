@@ -88,7 +88,9 @@ extension NativeRemote: RemoteChangeSource {
     /// other requests' are; an answer that is not an event stream is
     /// ``SyncError/Code/rejected`` (the server, or a proxy, will not stream).
     private func readEventStream(query: String, receive: @escaping @Sendable (String) -> Void) async throws {
-        let answer = try await exchange(method: .get, path: "/v1/changes" + query, body: nil, attempts: 1,
+        // The transport's own idle timeout (URLSession's) must outlast the keep-alive comments too.
+        let silent = max(configuration.requestTimeout, Self.eventStreamSilence)
+        let answer = try await exchange(method: .get, path: "/v1/changes" + query, body: nil, attempts: 1, timeout: silent,
                                         headers: [("Accept", "text/event-stream")]) { response in
             guard (response.header("Content-Type") ?? "").lowercased().hasPrefix("text/event-stream") else {
                 throw SyncError(.rejected, "the server answered the change channel with '\(response.header("Content-Type") ?? "")', not an event stream")
@@ -101,7 +103,7 @@ extension NativeRemote: RemoteChangeSource {
         if !routes.channelIsEventStream.withLock({ $0 }) {
             routes.channelIsEventStream.withLock { $0 = true }
         }
-        let silence = SilenceWatch(timeout: max(configuration.requestTimeout, Self.eventStreamSilence))
+        let silence = SilenceWatch(timeout: silent)
         var parser = EventStreamParser()
         let body = response.body
         while let chunk = try await silence.race(Task.detached { try await body.next() }) {

@@ -161,7 +161,7 @@ public struct NativeRemote: RemoteStore {
         return json
     }
 
-    /// What ``exchange(method:path:body:attempts:contentType:headers:read:)`` got back.
+    /// What ``exchange(method:path:body:attempts:timeout:contentType:headers:read:)`` got back.
     enum Exchange<Answer: Sendable>: Sendable {
         /// The 200 response, as `read` made it.
         case answered(Answer)
@@ -174,7 +174,7 @@ public struct NativeRemote: RemoteStore {
     /// answer (an error it throws that is not a ``SyncError`` — a body cut short — is retried
     /// as a failed attempt); any other status is thrown as a typed error, except a bare 404.
     func exchange<Answer: Sendable>(method: TransportRequest.Method = .post, path: String, body bytes: [UInt8]?, attempts: Int? = nil,
-                                    contentType: String = "application/json", headers: [(String, String)] = [],
+                                    timeout: Duration? = nil, contentType: String = "application/json", headers: [(String, String)] = [],
                                     read: (TransportResponse) async throws -> Answer) async throws -> Exchange<Answer> {
         let maxAttempts = attempts ?? configuration.maxAttempts
         var attempt = 0
@@ -192,7 +192,7 @@ public struct NativeRemote: RemoteStore {
                     request.headers.append(("Content-Type", contentType))
                     request.body = bytes
                 }
-                let response = try await transport.execute(request, timeout: configuration.requestTimeout)
+                let response = try await transport.execute(request, timeout: timeout ?? configuration.requestTimeout)
                 let status = response.status
                 if status == 200 {
                     return .answered(try await read(response))

@@ -31,9 +31,10 @@ targets), so an attack differs from a valid request only by its credentials.
       user routes, a Cognito secret as a token) are denied.
   20  operator routes with a valid user token and no or a wrong admin key: 401.
   21  pool-level Cognito routes with an identity's token or identity-bound key: 403.
-  30-34  identities are isolated: bob's valid token or key cannot read, overwrite or delete
+  30-35  identities are isolated: bob's valid token or key cannot read, overwrite or delete
       alice's rows (native push/pull, tables API) or datasets (Cognito API); WebSocket
-      upgrades need a valid token; one identity's socket never hears another's changes.
+      upgrades and event streams need a valid token; one identity's socket or event stream
+      never hears another's changes.
   40-52  SigV4 on the Cognito API: a changed signature digit, a wrong secret, an unknown
       key, a signed header, the body, query, path or method changed after signing, a stale
       date (a captured request replayed later), a date in the future, a credential scope
@@ -727,6 +728,52 @@ def ws_open(authorization=None, query=""):
     return (int(match.group(1)) if match else None), sock, rest, head
 
 
+def es_open(authorization=None, query=""):
+    """/v1/changes as an event stream (Accept: text/event-stream): (status, socket, bytes after the head, head)."""
+    sock = socket.create_connection((S.host, S.port), timeout=10)
+    lines = ["GET /v1/changes%s HTTP/1.1" % query, "Host: %s:%d" % (S.host, S.port), "Accept: text/event-stream"]
+    if authorization is not None:
+        lines.append("Authorization: " + authorization)
+        _remember({"Authorization": authorization})
+    sock.sendall(("\r\n".join(lines) + "\r\n\r\n").encode("latin-1"))
+    data = b""
+    while b"\r\n\r\n" not in data:
+        chunk = sock.recv(65536)
+        if not chunk:
+            break
+        data += chunk
+    head, _, rest = data.partition(b"\r\n\r\n")
+    match = re.match(rb"HTTP/1\.[01] (\d{3})", head)
+    return (int(match.group(1)) if match else None), sock, rest, head
+
+
+class ESReader:
+    """Reads an event stream's `data:` lines (each a JSON message; the chunked framing's size
+    lines never begin with `data:`, and the server writes each event in one chunk)."""
+
+    def __init__(self, sock, buffered=b""):
+        self.sock, self.buffer = sock, buffered
+
+    def message(self, timeout):
+        """The next message (parsed JSON), or None if none arrives within `timeout`."""
+        deadline = time.monotonic() + timeout
+        while True:
+            match = re.search(rb"data: ([^\r\n]*)\n\n", self.buffer)
+            if match:
+                self.buffer = self.buffer[match.end():]
+                return json.loads(match.group(1))
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return None
+            ready, _, _ = select.select([self.sock], [], [], remaining)
+            if not ready:
+                return None
+            chunk = self.sock.recv(65536)
+            if not chunk:
+                raise ConnectionError("the server ended the event stream")
+            self.buffer += chunk
+
+
 class WSReader:
     """Reads the server's (unmasked) WebSocket frames."""
 
@@ -1395,6 +1442,37 @@ class T3Identities(AuthTestCase):
             self.assertIsNone(alice_plain.message(0.2), "a socket without a device heard a dataset change")
         finally:
             for sock in sockets:
+                sock.close()
+
+
+    def test_35_event_stream_notifications_stay_with_their_identity(self):
+        """The event-stream form of /v1/changes: without a valid token 401 and no stream; bob's
+        stream hears nothing of alice's push while hers does."""
+        expired = make_jwt(HS256, claims(lifetime=-5), S.server.token_secret)
+        for authorization in (None, "Bearer garbage", "Bearer " + expired):
+            status, sock, _, head = es_open(authorization)
+            sock.close()
+            self.assertEqual(status, 401, head)
+            self.assertNotIn(b"text/event-stream", head.lower())
+        streams = []
+        try:
+            def connect(token):
+                status, sock, rest, head = es_open("Bearer " + token)
+                streams.append(sock)
+                self.assertEqual(status, 200, head)
+                self.assertIn(b"text/event-stream", head.lower())
+                reader = ESReader(sock, rest)
+                self.assertEqual(reader.message(5), {"type": "subscribed"})
+                return reader
+            alice, bob = connect(S.alice), connect(S.bob)
+            item = "es-%d" % int(time.time() * 1000)
+            ok_json("POST", "/v1/push", jbody({"operations": [{"id": "op-" + item, "table": "esiso", "itemId": item,
+                                                               "kind": "insert", "item": {"id": item, "fields": {}}}]}),
+                    dict(JSON_HEADERS, **bearer(S.alice)))
+            self.assertEqual(alice.message(5), {"type": "change", "table": "esiso"})
+            self.assertIsNone(bob.message(1.0), "bob's event stream heard alice's change")
+        finally:
+            for sock in streams:
                 sock.close()
 
 
