@@ -4,6 +4,7 @@ import HTTPTypes
 import Logging
 import NIOCore
 import NIOHTTP1
+import NIOWebSocket
 import OfflineSyncTransport
 import WSClient
 
@@ -34,7 +35,7 @@ public struct AsyncHTTPClientTransport: HTTPTransport {
 
     /// See ``OfflineSyncTransport/HTTPTransport/webSocket(url:headers:maxMessageBytes:receive:)``.
     public func webSocket(url: String, headers: [(name: String, value: String)], maxMessageBytes: Int,
-                          receive: @escaping @Sendable (String) -> Void) async throws {
+                          receive: @escaping @Sendable (String) -> Void) async throws -> UInt16? {
         var socket = WebSocketClientConfiguration()
         var fields = HTTPFields()
         for (name, value) in headers {
@@ -45,11 +46,12 @@ public struct AsyncHTTPClientTransport: HTTPTransport {
         socket.maxFrameSize = maxMessageBytes
         let settings = socket
         do {
-            try await WebSocketClient.connect(url: url, configuration: settings, logger: logger) { inbound, _, _ in
+            let close = try await WebSocketClient.connect(url: url, configuration: settings, logger: logger) { inbound, _, _ in
                 for try await message in inbound.messages(maxSize: maxMessageBytes) {
                     if case .text(let text) = message { receive(text) }
                 }
             }
+            return close.map { UInt16(webSocketErrorCode: $0.closeCode) }
         } catch let error as WebSocketClientError where error == .webSocketUpgradeFailed {
             throw WebSocketUpgradeRefused()
         }

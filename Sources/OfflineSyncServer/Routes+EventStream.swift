@@ -6,6 +6,7 @@ import OfflineSync
 import OfflineSyncService
 import OfflineSyncWire
 import ServiceLifecycle
+import Synchronization
 
 extension Routes {
     // MARK: Change channel as an event stream
@@ -39,8 +40,11 @@ extension Routes {
                     group.cancelAll()
                 }
             } onGracefulShutdown: {
-                relay.close()
+                relay.goAway()
             }
+            // The client reconnects at once (to another instance, behind a balancer) without
+            // reporting a disconnection, as for a WebSocket's 1001.
+            if relay.isGoingAway { try await events.send(NoticeRelay.goingAway) }
             try await events.finish()
         })
     }
@@ -92,6 +96,8 @@ private actor EventWriter {
 struct NoticeRelay: Sendable {
     /// The first message of every channel.
     static let subscribed = String(decoding: JSON.object([("type", .string("subscribed"))]).encoded, as: UTF8.self)
+    /// An event stream's last message when the server shuts down (a WebSocket closes with 1001 instead).
+    static let goingAway = String(decoding: JSON.object([("type", .string("goingAway"))]).encoded, as: UTF8.self)
 
     let connection: ConnectionNotices
     let caller: VerifiedToken
@@ -101,6 +107,8 @@ struct NoticeRelay: Sendable {
     /// The client's id (`?client=`), whose own pushes' notices it does not need.
     let client: String?
     let routes: Routes
+    /// Set when the server's shutdown ended the relay; holds its number among the server's channels.
+    let shuttingDown = ShutdownMark()
 
     /// Opens the caller's notices (and counts the channel in the metrics until ``close()``);
     /// `request` is the channel's, whose query may name a `device` and a `client`.
@@ -108,14 +116,31 @@ struct NoticeRelay: Sendable {
         let query = request.uri.queryParameters
         let connection = await ConnectionNotices.open(feed: routes.server.feed, service: routes.service, claims: caller.claims)
         routes.server.metrics.channel(+1)
-        return NoticeRelay(connection: connection, caller: caller, device: query.get("device").map { String($0) },
-                           client: query.get("client").flatMap { Routes.clientId(String($0)) }, routes: routes)
+        let relay = NoticeRelay(connection: connection, caller: caller, device: query.get("device").map { String($0) },
+                                client: query.get("client").flatMap { Routes.clientId(String($0)) }, routes: routes)
+        if let number = routes.server.channels.add({ relay.goAway() }) {
+            relay.shuttingDown.registered(as: number)
+        } else {
+            relay.goAway()
+        }
+        return relay
     }
 
     /// Stops the notices; the channel is no longer counted. Idempotent.
     func close() {
         if connection.close() { routes.server.metrics.channel(-1) }
+        if let number = shuttingDown.registration { routes.server.channels.remove(number) }
     }
+
+    /// Ends the relay because the server is shutting down (``isGoingAway`` from then on);
+    /// the channel's carrier then says so (a WebSocket's 1001, an event stream's last message).
+    func goAway() {
+        shuttingDown.set()
+        connection.close()
+    }
+
+    /// Whether the server's shutdown ended the relay.
+    var isGoingAway: Bool { shuttingDown.isSet }
 
     /// Returns when the caller's token expires (at once if it has).
     func untilTokenExpires() async throws {
@@ -151,4 +176,15 @@ struct NoticeRelay: Sendable {
             routes.server.metrics.noticeSent()
         }
     }
+}
+
+/// Whether a relay was ended by the server's shutdown, and its number among the server's
+/// channels (``ChannelRegistry``).
+final class ShutdownMark: Sendable {
+    private let value = Atomic(false)
+    private let number = Mutex<Int?>(nil)
+    func set() { value.store(true, ordering: .releasing) }
+    var isSet: Bool { value.load(ordering: .acquiring) }
+    func registered(as number: Int) { self.number.withLock { $0 = number } }
+    var registration: Int? { number.withLock { $0 } }
 }

@@ -283,6 +283,9 @@ struct Routes: Sendable {
                 try await group.next()
                 group.cancelAll()
             }
+            // The drain ended (``DrainService``): 1001, and the client reconnects at once
+            // (behind a balancer, to another instance) without reporting a disconnection.
+            if relay.isGoingAway { try? await outbound.close(.goingAway, reason: "server shutting down") }
         })
     }
 

@@ -119,12 +119,14 @@ public struct SyncServer: Sendable {
     public let metrics: ServerMetrics
     /// Set once a shutdown begins: `GET /ready` answers 503 from then on.
     let draining = DrainFlag()
+    /// The change channels open now, told "going away" when the drain ends.
+    let channels = ChannelRegistry()
 
     /// The service that, when a shutdown begins, marks the server draining and holds the
     /// listener open for ``Configuration/drainPeriod``. It comes after the application in the
     /// service group, which shuts services down in reverse order: it is told first, and the
     /// application stops accepting only once it is done.
-    private var drain: DrainService { DrainService(draining: draining, period: configuration.drainPeriod) }
+    private var drain: DrainService { DrainService(draining: draining, period: configuration.drainPeriod, channels: channels) }
     let sigV4: SigV4Verifier
     let signedRequests: SignedRequestLedger
     let cognitoKeys: [String: CognitoAccessKey]
@@ -228,23 +230,76 @@ final class DrainFlag: Sendable {
     func set() { value.store(true, ordering: .releasing) }
 }
 
-/// Marks a server draining when a shutdown begins, then waits its drain period.
+/// Marks a server draining when a shutdown begins, waits its drain period, then tells every
+/// open change channel "going away" and gives them a moment to say it.
 ///
-/// It holds only the flag and the period: the service group logs each service's description
-/// (at debug level), so a service holding the server would log its configuration, the admin
-/// key and the token secret among it (`LogTests` caught that).
+/// It holds only the flag, the period and the channels: the service group logs each
+/// service's description (at debug level), so a service holding the server would log its
+/// configuration, the admin key and the token secret among it (`LogTests` caught that).
 struct DrainService: Service, CustomStringConvertible {
     let draining: DrainFlag
     let period: Duration
+    let channels: ChannelRegistry
 
     var description: String { "DrainService" }
+
+    /// How long the channels get to close with "going away" before the application's own
+    /// shutdown (which would close a WebSocket as a plain end: 1000) begins.
+    static let goingAwayGrace: Duration = .seconds(2)
 
     func run() async throws {
         // Until the shutdown begins (or the group is cancelled).
         try? await gracefulShutdown()
         draining.set()
         if period > .zero { try? await Task.sleep(for: period) }
+        // The balancer has had the drain period to send new work elsewhere: the channels
+        // still here move now, at once and without reporting a disconnection.
+        channels.goAway()
+        let deadline = ContinuousClock.now + Self.goingAwayGrace
+        while channels.count > 0, ContinuousClock.now < deadline {
+            try? await Task.sleep(for: .milliseconds(10))
+        }
     }
+}
+
+/// The change channels open on a server (shared by its copies), so a shutdown can tell each
+/// "going away" before the application stops.
+final class ChannelRegistry: Sendable {
+    private struct State {
+        var next = 0
+        var open: [Int: @Sendable () -> Void] = [:]
+        var closing = false
+    }
+
+    private let state = Mutex(State())
+
+    /// Adds a channel whose `goAway` ends it with "going away"; returns its number, or `nil`
+    /// when the server is already past its drain (the channel should go away at once).
+    func add(_ goAway: @escaping @Sendable () -> Void) -> Int? {
+        state.withLock { state in
+            guard !state.closing else { return nil }
+            state.next += 1
+            state.open[state.next] = goAway
+            return state.next
+        }
+    }
+
+    /// Removes a channel that ended.
+    func remove(_ number: Int) {
+        _ = state.withLock { $0.open.removeValue(forKey: number) }
+    }
+
+    /// Tells every open channel, and every one added from now on, to go away.
+    func goAway() {
+        let open = state.withLock { state in
+            state.closing = true
+            return Array(state.open.values)
+        }
+        open.forEach { $0() }
+    }
+
+    /// The channels open now.
+    var count: Int { state.withLock { $0.open.count } }
 }
 
 /// When the server accepts its own development tokens (``TokenAuthority``).

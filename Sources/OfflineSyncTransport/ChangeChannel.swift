@@ -20,6 +20,12 @@ extension NativeRemote: RemoteChangeSource {
     /// as ``RemoteChangeEvent/unavailable(_:)`` with the reason (a refused connection,
     /// refused credentials); a live channel that drops, as ``RemoteChangeEvent/disconnected``.
     ///
+    /// A server that shuts down says "going away" (a WebSocket's close code 1001, an event
+    /// stream's `goingAway` message): the channel then reconnects within a jittered
+    /// ``goingAwaySpread`` — behind a load balancer, to another instance — and reports no
+    /// disconnection; the next ``RemoteChangeEvent/subscribed`` tells the consumer to catch
+    /// up. Only if no server takes the reconnection is it reported, as `unavailable`.
+    ///
     /// With `device`, the id of a device registered for ``PushPlatform/webSocket`` push sync,
     /// the channel also carries ``RemoteChangeEvent/dataset(_:)`` for the datasets that
     /// device subscribed to.
@@ -32,20 +38,34 @@ extension NativeRemote: RemoteChangeSource {
             let handshakes = HandshakeWatch(timeout: configuration.channelHandshakeTimeout)
             while !Task.isCancelled {
                 let connected = ConnectionFlag()
+                let goingAway = ConnectionFlag()
                 let receive: @Sendable (String) -> Void = { text in
-                    guard let event = Self.changeEvent(text) else { return }
-                    if event == .subscribed { connected.set() }
-                    continuation.yield(event)
+                    switch Self.channelMessage(text) {
+                    case .event(let event)?:
+                        if event == .subscribed { connected.set() }
+                        continuation.yield(event)
+                    case .goingAway?:
+                        goingAway.set()
+                    case nil:
+                        break
+                    }
                 }
                 do {
                     try await handshakes.run(until: connected) {
-                        try await remote.openChannel(query: query, receive: receive)
+                        if try await remote.openChannel(query: query, receive: receive) == Self.goingAwayCloseCode { goingAway.set() }
                     }
                 } catch {
                     logger.debug("change channel failed", metadata: ["error": "\(remote.describe(error))"])
                     if !Task.isCancelled, !connected.isSet { continuation.yield(.unavailable(remote.channelFailure(error))) }
                 }
                 if Task.isCancelled { break }
+                if connected.isSet, goingAway.isSet {
+                    // Not a failure: the server is stopping and another may take the channel.
+                    backoff.reset()
+                    var spread = Backoff(initial: Self.goingAwaySpread, maximum: Self.goingAwaySpread)
+                    try? await Task.sleep(for: spread.nextDelay())
+                    continue
+                }
                 if connected.isSet {
                     continuation.yield(.disconnected)
                     backoff.reset()
@@ -58,20 +78,27 @@ extension NativeRemote: RemoteChangeSource {
         return stream
     }
 
-    /// One connection of the change channel, until it ends: the WebSocket, unless this
+    /// How long after "going away" a channel reconnects, at most: each client draws its wait
+    /// uniformly below it, so the clients of a stopping instance do not all arrive at once.
+    public static let goingAwaySpread: Duration = .seconds(1)
+
+    /// RFC 6455's "going away": the server is shutting down.
+    static let goingAwayCloseCode: UInt16 = 1001
+
+    /// One connection of the change channel, until it ends (returning the WebSocket's close
+    /// code, if it had one): the WebSocket, unless this
     /// remote learned it must use the event stream. A WebSocket the transport cannot open, or
     /// whose upgrade is refused, is asked as an event stream at once; a server that answers
     /// the event stream from then on gets only that (the upgrade is not tried again while
     /// this remote lives).
-    private func openChannel(query: String, receive: @escaping @Sendable (String) -> Void) async throws {
+    private func openChannel(query: String, receive: @escaping @Sendable (String) -> Void) async throws -> UInt16? {
         if !routes.channelIsEventStream.withLock({ $0 }) {
             let socketURL = (baseURL.hasPrefix("https://") ? "wss://" + baseURL.dropFirst(8) : "ws://" + baseURL.dropFirst(7))
                 + "/v1/changes" + query
             do {
                 let bearer = try await currentToken()
-                try await transport.webSocket(url: socketURL, headers: [("Authorization", "Bearer \(bearer)")],
-                                              maxMessageBytes: 1 << 16, receive: receive)
-                return
+                return try await transport.webSocket(url: socketURL, headers: [("Authorization", "Bearer \(bearer)")],
+                                                     maxMessageBytes: 1 << 16, receive: receive)
             } catch is WebSocketUnavailable {
                 logger.debug("the transport has no WebSocket here: the change channel is an event stream")
             } catch is WebSocketUpgradeRefused {
@@ -79,6 +106,7 @@ extension NativeRemote: RemoteChangeSource {
             }
         }
         try await readEventStream(query: query, receive: receive)
+        return nil
     }
 
     /// Reads `GET /v1/changes` as a server-sent event stream (`Accept: text/event-stream`),
@@ -115,20 +143,30 @@ extension NativeRemote: RemoteChangeSource {
     /// server's keep-alive intervals.
     static let eventStreamSilence: Duration = .seconds(30)
 
-    /// The event a channel message stands for; `nil` for one this client does not know.
-    static func changeEvent(_ text: String) -> RemoteChangeEvent? {
+    /// What a channel message says.
+    enum ChannelMessage: Equatable {
+        /// An event for the consumer.
+        case event(RemoteChangeEvent)
+        /// The server is shutting down (an event stream's last message).
+        case goingAway
+    }
+
+    /// What a channel message says; `nil` for one this client does not know.
+    static func channelMessage(_ text: String) -> ChannelMessage? {
         guard let json = try? JSON.parse(Array(text.utf8)), case .string(let type)? = json["type"] else { return nil }
         switch type {
         case "subscribed":
-            return .subscribed
+            return .event(.subscribed)
         case "change":
             guard case .string(let table)? = json["table"] else { return nil }
-            return .changed(table: table)
+            return .event(.changed(table: table))
         case "dataset":
             guard case .string(let pool)? = json["identityPoolId"], case .string(let identity)? = json["identityId"],
                   case .string(let name)? = json["datasetName"], case .number(let count)? = json["syncCount"],
                   let syncCount = Int64(count) else { return nil }
-            return .dataset(DatasetNotification(identityPoolId: pool, identityId: identity, datasetName: name, syncCount: syncCount))
+            return .event(.dataset(DatasetNotification(identityPoolId: pool, identityId: identity, datasetName: name, syncCount: syncCount)))
+        case "goingAway":
+            return .goingAway
         default:
             return nil
         }

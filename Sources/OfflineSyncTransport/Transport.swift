@@ -18,13 +18,15 @@ public protocol HTTPTransport: Sendable {
 
     /// Opens a WebSocket to `url` (`ws://` or `wss://`) sending `headers` with the upgrade,
     /// passes each text message to `receive` (binary ones are ignored; a message over
-    /// `maxMessageBytes` ends the socket) and returns when the socket closes.
+    /// `maxMessageBytes` ends the socket) and returns when the socket closes: the close code
+    /// the server sent (1001 "going away" makes the channel reconnect at once without
+    /// reporting a disconnection), `nil` when it sent none.
     ///
     /// Throws ``WebSocketUpgradeRefused`` when the server answers the upgrade with anything
     /// but 101, and ``WebSocketUnavailable`` when this transport cannot open a WebSocket here
     /// at all (the change channel then uses the server's event stream, for good).
     func webSocket(url: String, headers: [(name: String, value: String)], maxMessageBytes: Int,
-                   receive: @escaping @Sendable (String) -> Void) async throws
+                   receive: @escaping @Sendable (String) -> Void) async throws -> UInt16?
 
     /// Words an operator can act on for an error this transport threw ("the connection was
     /// refused"), never anything the request carried; `nil` for an error it does not know.

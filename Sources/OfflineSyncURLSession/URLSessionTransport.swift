@@ -89,14 +89,14 @@ public struct URLSessionTransport: HTTPTransport {
 
     /// See ``OfflineSyncTransport/HTTPTransport/webSocket(url:headers:maxMessageBytes:receive:)``.
     public func webSocket(url: String, headers: [(name: String, value: String)], maxMessageBytes: Int,
-                          receive: @escaping @Sendable (String) -> Void) async throws {
+                          receive: @escaping @Sendable (String) -> Void) async throws -> UInt16? {
         guard let address = URL(string: url) else { throw SyncError(.invalidConfiguration, "'\(url)' is not a URL") }
         var request = URLRequest(url: address)
         for (name, value) in headers { request.addValue(value, forHTTPHeaderField: name) }
         let task = session.webSocketTask(with: request)
         task.maximumMessageSize = maxMessageBytes
         task.resume()
-        try await withTaskCancellationHandler {
+        return try await withTaskCancellationHandler {
             do {
                 while true {
                     if case .string(let text) = try await task.receive() { receive(text) }
@@ -111,7 +111,7 @@ public struct URLSessionTransport: HTTPTransport {
                 if let response = task.response as? HTTPURLResponse, response.statusCode != 101 {
                     throw WebSocketUpgradeRefused()
                 }
-                if task.closeCode != .invalid { return }
+                if task.closeCode != .invalid { return UInt16(clamping: task.closeCode.rawValue) }
                 throw error
             }
         } onCancel: {

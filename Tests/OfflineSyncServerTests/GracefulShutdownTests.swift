@@ -55,7 +55,7 @@ struct GracefulShutdownTests {
         }
     }
 
-    @Test("SIGINT stops an idle server with status 0; notification sockets do not hold it open")
+    @Test("SIGINT stops an idle server with status 0; a notification socket is told 'going away' (1001) and reports no disconnection, only that the reconnection found no server; a killed server's socket is a disconnection")
     func sigintIdle() async throws {
         try await withTemporaryDirectory { directory in
             let server = try await ServerProcess.start(data: directory)
@@ -67,10 +67,27 @@ struct GracefulShutdownTests {
             server.signal(SIGINT)
             let exit = try await server.exited()
             #expect(exit.status == 0)
-            #expect(await events.next() == .disconnected)
+            #expect(await Self.nextIsUnreachable(&events))
+
+            // A server that dies says nothing: that is a disconnection.
+            let killed = try await ServerProcess.start(data: directory.appendingPathComponent("killed"))
+            let other = HTTPRemoteStore(baseURL: killed.baseURL,
+                                        configuration: .init(maxAttempts: 1, initialBackoff: .seconds(30)), token: { token })
+            var otherEvents = other.changes().makeAsyncIterator()
+            #expect(await otherEvents.next() == .subscribed)
+            killed.signal(SIGKILL)
+            _ = try await killed.exited()
+            #expect(await otherEvents.next() == .disconnected)
         }
     }
-    @Test("SIGINT with an event-stream change channel open: the stream ends, the process exits 0 within the grace period")
+
+    /// Whether the channel's next event says the server cannot be reached (and not that the
+    /// channel was disconnected: a server going away is not a disconnection).
+    static func nextIsUnreachable(_ events: inout AsyncStream<RemoteChangeEvent>.Iterator) async -> Bool {
+        guard case .unavailable(let error)? = await events.next() else { return false }
+        return error.code == .transient
+    }
+    @Test("SIGINT with an event-stream change channel open: its last message says 'going away', the process exits 0 within the grace period")
     func sigintWithEventStream() async throws {
         try await withTemporaryDirectory { directory in
             let server = try await ServerProcess.start(data: directory)
@@ -85,7 +102,7 @@ struct GracefulShutdownTests {
             let exit = try await server.exited()
             #expect(exit.status == 0)
             #expect(ContinuousClock.now - started < .seconds(8), "the open stream did not hold the server to its grace period")
-            #expect(await events.next() == .disconnected)
+            #expect(await Self.nextIsUnreachable(&events))
         }
     }
 }

@@ -88,7 +88,7 @@ struct ResilienceTests {
         }
     }
 
-    @Test("the change channel reconnects by itself when the server comes back")
+    @Test("the change channel reconnects by itself when the server comes back; a server that stopped said 'going away', so no disconnection is reported")
     func reconnects() async throws {
         try await withTemporaryDirectory { directory in
             let first = try await LiveServer.start(in: directory)
@@ -100,10 +100,11 @@ struct ResilienceTests {
             let events = EventLog(remote.changes())
             #expect(await events.waitFor(.subscribed))
             try await first.stop()
-            #expect(await events.waitFor(.disconnected))
             // The same data and port, a new server process-equivalent.
             let second = try await LiveServer.start(in: directory) { $0.port = port }
-            #expect(await events.waitFor(.subscribed), "subscribed again")
+            let between = await events.consume(through: .subscribed)
+            #expect(between != nil, "subscribed again")
+            #expect(!(between ?? []).contains(.disconnected), "\(between ?? [])")
             _ = try await HTTPRemoteStore(baseURL: second.baseURL, token: { token })
                 .push([PushOperation(id: "1", table: "todos", itemId: "a", kind: .insert, item: Record(id: "a"), baseVersion: nil)])
             #expect(await events.waitFor(.changed(table: "todos")))
