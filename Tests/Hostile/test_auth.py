@@ -708,11 +708,10 @@ def state_diff(before, after):
 WS_KEY = "dGhlIHNhbXBsZSBub25jZQ=="
 
 
-def ws_open(authorization=None, query=""):
-    """A WebSocket handshake on /v1/changes: (status, socket, bytes after the head, head)."""
+def _changes_open(extra_lines, authorization, query):
+    """A GET of /v1/changes with `extra_lines`: (status, socket, bytes after the head, head)."""
     sock = socket.create_connection((S.host, S.port), timeout=10)
-    lines = ["GET /v1/changes%s HTTP/1.1" % query, "Host: %s:%d" % (S.host, S.port), "Upgrade: websocket",
-             "Connection: Upgrade", "Sec-WebSocket-Key: " + WS_KEY, "Sec-WebSocket-Version: 13"]
+    lines = ["GET /v1/changes%s HTTP/1.1" % query, "Host: %s:%d" % (S.host, S.port)] + extra_lines
     if authorization is not None:
         lines.append("Authorization: " + authorization)
         _remember({"Authorization": authorization})
@@ -726,25 +725,17 @@ def ws_open(authorization=None, query=""):
     head, _, rest = data.partition(b"\r\n\r\n")
     match = re.match(rb"HTTP/1\.[01] (\d{3})", head)
     return (int(match.group(1)) if match else None), sock, rest, head
+
+
+def ws_open(authorization=None, query=""):
+    """A WebSocket handshake on /v1/changes: (status, socket, bytes after the head, head)."""
+    return _changes_open(["Upgrade: websocket", "Connection: Upgrade", "Sec-WebSocket-Key: " + WS_KEY,
+                          "Sec-WebSocket-Version: 13"], authorization, query)
 
 
 def es_open(authorization=None, query=""):
     """/v1/changes as an event stream (Accept: text/event-stream): (status, socket, bytes after the head, head)."""
-    sock = socket.create_connection((S.host, S.port), timeout=10)
-    lines = ["GET /v1/changes%s HTTP/1.1" % query, "Host: %s:%d" % (S.host, S.port), "Accept: text/event-stream"]
-    if authorization is not None:
-        lines.append("Authorization: " + authorization)
-        _remember({"Authorization": authorization})
-    sock.sendall(("\r\n".join(lines) + "\r\n\r\n").encode("latin-1"))
-    data = b""
-    while b"\r\n\r\n" not in data:
-        chunk = sock.recv(65536)
-        if not chunk:
-            break
-        data += chunk
-    head, _, rest = data.partition(b"\r\n\r\n")
-    match = re.match(rb"HTTP/1\.[01] (\d{3})", head)
-    return (int(match.group(1)) if match else None), sock, rest, head
+    return _changes_open(["Accept: text/event-stream"], authorization, query)
 
 
 class ESReader:
