@@ -19,6 +19,9 @@
 #   make bench   run the benchmarks (offline-sync-harness bench) in release mode, PostgreSQL's on
 #                a throwaway cluster (writes bench-results.json; Scripts/bench-table.py renders it
 #                as the table of Docs/Performance.md)
+#   make loadtest  a live server (release, SQLite) under many clients over loopback: propagation
+#                from one writer to 1,000 change-channel clients and 200 concurrent writers, with
+#                HdrHistogram percentiles (writes loadtest-results.json, Docs/loadtest-latency.svg)
 #   make client-size  build two small clients in release (URLSession, AsyncHTTPClient), strip
 #                them, run them against a live server and write their sizes (client-size.json,
 #                Docs/Performance.md)
@@ -41,7 +44,7 @@ SWIFT ?= swift
 PKG_CONFIG_MODULES := sqlite3 lmdb libpq
 APT_PACKAGES := pkg-config libsqlite3-dev liblmdb-dev libpq-dev postgresql curl
 
-.PHONY: deps build docs fuzz sanitize test test-steps architecture-check docs-check openapi-check conformance-cli corrupt-sweep crash-trials cognito-test hostile-test soak demo serve token bench bench-scale client-size clean
+.PHONY: deps build docs fuzz sanitize test test-steps architecture-check docs-check openapi-check conformance-cli corrupt-sweep crash-trials cognito-test hostile-test soak demo serve token bench bench-scale loadtest client-size clean
 
 deps:
 	@if ! command -v $(SWIFT) >/dev/null 2>&1; then \
@@ -107,6 +110,8 @@ test-steps: deps openapi-check architecture-check docs-check
 	"$$($(SWIFT) build --show-bin-path)/offline-sync" demo
 	$(MAKE) --no-print-directory cognito-test
 	$(MAKE) --no-print-directory hostile-test
+	"$$($(SWIFT) build --show-bin-path)/offline-sync-harness" loadtest --clients 200 --writes 60 --rate 20 --table-rows 2000 \
+		--writers 20 --duration 3 --check --output "$$($(SWIFT) build --show-bin-path)/loadtest-short.json"
 	$(SWIFT) build --package-path $(EXAMPLE) --scratch-path $(EXAMPLE_BUILD) --build-tests
 	$(SWIFT) test --package-path $(EXAMPLE) --scratch-path $(EXAMPLE_BUILD)
 	$(MAKE) --no-print-directory docs
@@ -255,6 +260,14 @@ bench-scale: deps
 	$(SWIFT) build -c release --product offline-sync
 	$(SWIFT) build -c release --product offline-sync-harness
 	$(SWIFT) run -c release --skip-build offline-sync-harness bench --only pull-10m --runs 1
+
+# The load test (bounded: about ten minutes with its release build's seeding); the short form in
+# `make test` checks the same invariants with 200 clients for a few seconds.
+loadtest: deps
+	$(SWIFT) build -c release --product offline-sync
+	$(SWIFT) build -c release --product offline-sync-harness
+	"$$($(SWIFT) build -c release --show-bin-path)/offline-sync-harness" loadtest --output loadtest-results.json
+	Scripts/loadtest-plot.py loadtest-results.json Docs/loadtest-latency.svg
 
 # What each HTTP transport adds to an app's binary: Scripts/client-size's two clients, release, stripped.
 client-size: deps

@@ -65,6 +65,8 @@ let package = Package(
         .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.4.1"),
         // The client's metrics API (the app picks the backend).
         .package(url: "https://github.com/apple/swift-metrics", from: "2.13.0"),
+        // The load test's latency percentiles (`offline-sync-harness loadtest`).
+        .package(url: "https://github.com/HdrHistogram/hdrhistogram-swift", from: "0.2.0"),
     ],
     targets: [
         // Core: records, queries, the store protocols, queue, sync context, events. No C library,
@@ -229,6 +231,7 @@ let package = Package(
                 .product(name: "_CryptoExtras", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Histogram", package: "hdrhistogram-swift"),
             ],
             path: "Sources/offline-sync-harness"
         ),

@@ -1,0 +1,240 @@
+import Foundation
+import OfflineSync
+import OfflineSyncHTTP
+import OfflineSyncServer
+import Synchronization
+
+/// Propagation: one client writes a row at a time at `rate` into a table of `tableRows` rows;
+/// `clients` other devices of the same identity hold the change channel open and pull from
+/// their own cursors (which start at the table's end) when told.
+/// Measured per receiving device: from the start of the write's push to the notice, and to the
+/// page that carries the row. A few devices of another identity listen too: any notice they
+/// hear is a leak.
+struct Propagation {
+    let base: String
+    let tokens: TokenAuthority
+    let clients: Int
+    let writes: Int
+    let rate: Int
+    let tableRows: Int
+
+    static let table = "lt_notes"
+
+    /// When each write's push began, by row id.
+    final class SendTimes: Sendable {
+        private let times = Mutex([String: ContinuousClock.Instant]())
+        func mark(_ id: String) { times.withLock { $0[id] = .now } }
+        func start(of id: String) -> ContinuousClock.Instant? { times.withLock { $0[id] } }
+    }
+
+    /// What one receiving device saw.
+    final class Receiver: Sendable {
+        let seen = Mutex(Set<String>())
+        let subscribed = Atomic(false)
+        let notices = Atomic(0)
+    }
+
+    func run() async throws -> LoadOutcome {
+        let alice = try await tokens.mint(identity: "loadtest-alice")
+        let bob = try await tokens.mint(identity: "loadtest-bob")
+        let sent = SendTimes()
+        let toNotice = LatencyRecorder()
+        let toPage = LatencyRecorder()
+        let writer = HTTPRemoteStore(baseURL: base, token: { alice })
+        let cursor = try await seed(writer)
+        let receivers = (0..<clients).map { _ in Receiver() }
+        let outsiders = (0..<max(1, clients / 100)).map { _ in Receiver() }
+
+        let listening = Task {
+            await withTaskGroup(of: Void.self) { group in
+                for receiver in receivers {
+                    group.addTask {
+                        await Self.listen(base: base, token: alice, from: cursor, receiver: receiver, sent: sent, toNotice: toNotice, toPage: toPage)
+                    }
+                }
+                for outsider in outsiders {
+                    group.addTask { await Self.listen(base: base, token: bob, from: nil, receiver: outsider, sent: sent, toNotice: nil, toPage: nil) }
+                }
+            }
+        }
+        defer { listening.cancel() }
+        let everyone = receivers + outsiders
+        let started = ContinuousClock.now
+        while everyone.contains(where: { !$0.subscribed.load(ordering: .acquiring) }) {
+            guard ContinuousClock.now - started < .seconds(120) else {
+                throw SyncError(.transient, "only \(everyone.filter { $0.subscribed.load(ordering: .acquiring) }.count) of \(everyone.count) change channels subscribed within 120 s")
+            }
+            try await Task.sleep(for: .milliseconds(50))
+        }
+        print("propagation: \(clients) receivers and \(outsiders.count) other-identity listeners subscribed in \(ContinuousClock.now - started)")
+
+        // The writer: one row per push, on a fixed schedule (a late push goes at once).
+        let interval = Duration.seconds(1) / rate
+        let begin = ContinuousClock.now
+        for index in 0..<writes {
+            let due = begin + interval * index
+            if due > .now { try await Task.sleep(until: due) }
+            let id = String(format: "row-%07d", index)
+            sent.mark(id)
+            let results = try await writer.push([PushOperation(id: "op-" + id, table: Self.table, itemId: id, kind: .insert,
+                                                               item: Record(id: id, fields: ["n": .int(Int64(index))]), baseVersion: nil)])
+            guard case .applied = results.first?.outcome else { throw SyncError(.rejected, "write \(id) was not applied: \(results)") }
+        }
+        // Every receiver should have every row; give the last notices time to land.
+        let deadline = ContinuousClock.now + .seconds(30)
+        while receivers.contains(where: { $0.seen.withLock { $0.count } < writes }), ContinuousClock.now < deadline {
+            try await Task.sleep(for: .milliseconds(50))
+        }
+        let missed = receivers.reduce(0) { $0 + writes - $1.seen.withLock { $0.count } }
+        let leaked = outsiders.reduce(0) { $0 + $1.notices.load(ordering: .acquiring) + $1.seen.withLock { $0.count } }
+        print("propagation: \(writes) writes at \(rate)/s to \(clients) receivers: to notice \(toNotice.summary); to page \(toPage.summary)")
+        var failures: [String] = []
+        if missed > 0 { failures.append("propagation: \(missed) row deliveries missed (of \(writes * clients))") }
+        if leaked > 0 { failures.append("propagation: \(leaked) notices or rows reached another identity") }
+        return LoadOutcome(json: [
+            "name": "propagation", "clients": clients, "ratePerSecond": rate, "writes": writes, "tableRows": tableRows,
+            "otherIdentityListeners": outsiders.count, "missedDeliveries": missed, "leakedNotices": leaked,
+            "writeToNotice": toNotice.json, "writeToPage": toPage.json,
+        ], failures: failures)
+    }
+
+    /// Fills the table with `tableRows` rows in batches of 5,000, then reads it to its end
+    /// once (the page stream): the cursor every receiver starts from, as a device that has
+    /// synced before does.
+    private func seed(_ writer: HTTPRemoteStore) async throws -> String? {
+        guard tableRows > 0 else { return nil }
+        let started = ContinuousClock.now
+        for start in stride(from: 0, to: tableRows, by: 5_000) {
+            let operations = (start..<min(start + 5_000, tableRows)).map { row in
+                let id = String(format: "seed-%07d", row)
+                return PushOperation(id: "op-" + id, table: Self.table, itemId: id, kind: .insert,
+                                     item: Record(id: id, fields: ["n": .int(Int64(row))]), baseVersion: nil)
+            }
+            _ = try await writer.push(operations)
+        }
+        var cursor: String?
+        var rows = 0
+        let stream = writer.openPull(PullRequest(table: Self.table, limit: 1_000))
+        while let page = try await stream.next() {
+            rows += page.records.count
+            cursor = page.nextCursor
+        }
+        guard rows == tableRows else { throw SyncError(.transient, "seeded \(tableRows) rows, pulled \(rows)") }
+        print("propagation: seeded \(tableRows) rows in \(ContinuousClock.now - started)")
+        return cursor
+    }
+
+    /// One device: the change channel, and on each notice a pull from its cursor.
+    static func listen(base: String, token: String, from start: String?, receiver: Receiver, sent: SendTimes,
+                       toNotice: LatencyRecorder?, toPage: LatencyRecorder?) async {
+        let remote = HTTPRemoteStore(baseURL: base, configuration: .init(maxAttempts: 10), token: { token })
+        var cursor = start
+        for await event in remote.changes() {
+            switch event {
+            case .subscribed:
+                receiver.subscribed.store(true, ordering: .releasing)
+            case .changed(let table):
+                receiver.notices.add(1, ordering: .relaxed)
+                guard table == Self.table else { continue }
+                let noticed = ContinuousClock.now
+                do {
+                    while true {
+                        let page = try await remote.pull(PullRequest(table: table, cursor: cursor, limit: 1_000))
+                        let arrived = ContinuousClock.now
+                        cursor = page.nextCursor
+                        for record in page.records {
+                            let fresh = receiver.seen.withLock { $0.insert(record.id).inserted }
+                            guard fresh, let start = sent.start(of: record.id) else { continue }
+                            toNotice?.record(noticed - start)
+                            toPage?.record(arrived - start)
+                        }
+                        if page.endsPull { break }
+                    }
+                } catch {
+                    // A failed pull is caught up by the next notice (the cursor did not move).
+                    continue
+                }
+            default:
+                continue
+            }
+            if Task.isCancelled { break }
+        }
+    }
+}
+
+/// Concurrent writers: `writers` clients, each its own identity, push batches of `batch` new
+/// rows as fast as they are answered for `duration` seconds. Measured: the push latency and
+/// the operations per second; then each writer's rows are counted on the server: exactly the
+/// rows acknowledged, none lost and none twice.
+struct ConcurrentWriters {
+    let base: String
+    let tokens: TokenAuthority
+    let writers: Int
+    let batch: Int
+    let duration: Int
+
+    static let table = "lt_rows"
+
+    func run() async throws -> LoadOutcome {
+        let latency = LatencyRecorder()
+        var remotes: [HTTPRemoteStore] = []
+        for index in 0..<writers {
+            let token = try await tokens.mint(identity: "loadtest-writer-\(index)")
+            remotes.append(HTTPRemoteStore(baseURL: base, token: { token }))
+        }
+        let end = ContinuousClock.now + .seconds(duration)
+        let begin = ContinuousClock.now
+        let acknowledged = try await withThrowingTaskGroup(of: (Int, Int, Int).self) { group in
+            for (index, remote) in remotes.enumerated() {
+                group.addTask {
+                    var rows = 0
+                    var refused = 0
+                    while ContinuousClock.now < end {
+                        let operations = (rows..<rows + batch).map { row in
+                            let id = "w\(index)-\(row)"
+                            return PushOperation(id: "op-" + id, table: Self.table, itemId: id, kind: .insert,
+                                                 item: Record(id: id, fields: ["n": .int(Int64(row))]), baseVersion: nil)
+                        }
+                        let started = ContinuousClock.now
+                        let results = try await remote.push(operations)
+                        latency.record(ContinuousClock.now - started)
+                        refused += results.filter { if case .applied = $0.outcome { return false } else { return true } }.count
+                        rows += batch
+                    }
+                    return (index, rows, refused)
+                }
+            }
+            var counts: [(Int, Int, Int)] = []
+            for try await count in group { counts.append(count) }
+            return counts
+        }
+        let elapsed = ContinuousClock.now - begin
+        let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+        let total = acknowledged.reduce(0) { $0 + $1.1 }
+        let refused = acknowledged.reduce(0) { $0 + $1.2 }
+        // Count every writer's rows on the server, through its own identity.
+        var lost = 0
+        var duplicated = 0
+        for (index, rows, _) in acknowledged {
+            var ids = Set<String>()
+            var count = 0
+            let stream = remotes[index].openPull(PullRequest(table: Self.table, limit: 1_000))
+            while let page = try await stream.next() {
+                count += page.records.count
+                ids.formUnion(page.records.map(\.id))
+            }
+            lost += max(0, rows - ids.count)
+            duplicated += count - ids.count
+        }
+        let perSecond = Double(total) / seconds
+        print("writers: \(writers) clients, batches of \(batch): \(total) operations in \(String(format: "%.1f", seconds)) s = \(Int(perSecond)) ops/s; push \(latency.summary)")
+        var failures: [String] = []
+        if refused > 0 { failures.append("writers: \(refused) operations were not applied") }
+        if lost > 0 { failures.append("writers: \(lost) acknowledged operations are missing on the server") }
+        if duplicated > 0 { failures.append("writers: \(duplicated) rows were pulled twice") }
+        return LoadOutcome(json: [
+            "name": "concurrent-writers", "writers": writers, "batch": batch, "durationSeconds": seconds, "operations": total,
+            "operationsPerSecond": perSecond, "notApplied": refused, "lost": lost, "duplicated": duplicated, "push": latency.json,
+        ], failures: failures)
+    }
+}

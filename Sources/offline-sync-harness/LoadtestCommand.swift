@@ -1,0 +1,152 @@
+import ArgumentParser
+import Foundation
+import Histogram
+import OfflineSync
+import OfflineSyncCommandSupport
+import OfflineSyncHTTP
+import OfflineSyncServer
+import Synchronization
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// `offline-sync-harness loadtest`: drives a live `offline-sync serve` on loopback with real
+/// HTTP and WebSocket connections and measures what a user of the server feels — how fast a
+/// write reaches other devices, how many writes per second it takes — with HdrHistogram
+/// percentiles, written to `loadtest-results.json`.
+///
+/// With `--check` it is also a test: it exits non-zero on a missed notification, a lost or
+/// duplicated operation, or a notice that reached an identity that may not read the row —
+/// never on a time (`make test` runs a short form).
+struct LoadtestCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "loadtest",
+        abstract: "Drive a live server with many clients over loopback and measure latency percentiles (writes loadtest-results.json).")
+
+    @Option(help: "Change-channel clients that receive the writes (propagation).") var clients = 1_000
+    @Option(help: "Writes, one row each (propagation).") var writes = 1_000
+    @Option(help: "Writes per second (propagation).") var rate = 10
+    @Option(help: "Rows the written table holds before the writes begin (propagation).") var tableRows = 1_000_000
+    @Option(help: "Seconds the writers push (writers).") var duration = 20
+    @Option(help: "Clients pushing batches as fast as they are answered (writers).") var writers = 200
+    @Option(help: "Rows per pushed batch (writers).") var batch = 100
+    @Option(help: "Only these workloads (comma-separated): propagation, writers.") var only: String?
+    @Option(help: "Where to write the results.") var output = "loadtest-results.json"
+    @Flag(help: "Exit non-zero on a missed notification, a lost or duplicated operation, or a notice to an identity that may not read the row.")
+    var check = false
+
+    static let workloads = ["propagation", "writers"]
+
+    func validate() throws {
+        guard clients > 0, writes > 0, rate > 0, duration > 0, writers > 0, batch > 0, tableRows >= 0 else {
+            throw ValidationError("clients, writes, rate, duration, writers and batch must be positive")
+        }
+        guard clients <= 20_000, writers <= 5_000, duration <= 3_600, writes / rate <= 3_600, rate <= 10_000, batch <= 5_000,
+              tableRows <= 10_000_000 else {
+            throw ValidationError("a load test is bounded: at most 20,000 clients, 5,000 writers, 10,000 writes/s, an hour of each, batches of 5,000 and 10,000,000 rows")
+        }
+        if let only, !Set(only.split(separator: ",").map(String.init)).isSubset(of: Self.workloads) {
+            throw ValidationError("unknown workload; known: \(Self.workloads.joined(separator: ", "))")
+        }
+    }
+
+    func run() async throws {
+        let descriptors = raiseDescriptorLimit()
+        let selected = only.map { Set($0.split(separator: ",").map(String.init)) } ?? Set(Self.workloads)
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("offline-sync-loadtest-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let secret = (0..<48).map { _ in "abcdefghijklmnopqrstuvwxyz0123456789".randomElement()! }.map(String.init).joined()
+        let server = try ServerProcess.start(data: directory, secret: secret)
+        defer { _ = server.stop() }
+        let tokens = try await TokenAuthority(secret: Array(secret.utf8))
+        print("loadtest: server \(server.baseURL) (SQLite), file descriptors \(descriptors)")
+
+        var results: [[String: Any]] = []
+        var failures: [String] = []
+        if selected.contains("propagation") {
+            let outcome = try await Propagation(base: server.baseURL, tokens: tokens, clients: clients, writes: writes, rate: rate,
+                                                tableRows: tableRows).run()
+            results.append(outcome.json)
+            failures += outcome.failures
+        }
+        if selected.contains("writers") {
+            let outcome = try await ConcurrentWriters(base: server.baseURL, tokens: tokens, writers: writers, batch: batch,
+                                                      duration: duration).run()
+            results.append(outcome.json)
+            failures += outcome.failures
+        }
+        let document: [String: Any] = [
+            "machine": machineDescription(), "store": "sqlite", "server": "offline-sync serve (debug or release as built)",
+            "workloads": results,
+        ]
+        let data = try JSONSerialization.data(withJSONObject: document, options: [.prettyPrinted, .sortedKeys])
+        try data.write(to: URL(fileURLWithPath: output))
+        print("loadtest: wrote \(output)")
+        if !failures.isEmpty {
+            failures.forEach { print("loadtest: FAILED: \($0)") }
+            if check { throw ExitCode(1) }
+        } else if check {
+            print("loadtest: check passed: no missed notification, no lost or duplicated operation, no notice to another identity")
+        }
+    }
+
+    /// Raises the soft limit on open files to the hard limit (each client holds a socket or
+    /// two); returns the limit now in force.
+    private func raiseDescriptorLimit() -> UInt64 {
+        var limit = rlimit()
+        guard getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0 else { return 0 }
+        limit.rlim_cur = limit.rlim_max
+        _ = setrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit)
+        return UInt64(limit.rlim_cur)
+    }
+
+    private func machineDescription() -> String {
+        let cores = ProcessInfo.processInfo.activeProcessorCount
+        let memory = ProcessInfo.processInfo.physicalMemory >> 30
+        return "\(cores) cores, \(memory) GiB, \(ProcessInfo.processInfo.operatingSystemVersionString)"
+    }
+}
+
+/// Latencies in microseconds, recorded from many tasks.
+final class LatencyRecorder: Sendable {
+    private let histogram = Mutex(Histogram<UInt64>(highestTrackableValue: 600_000_000, numberOfSignificantValueDigits: .three))
+
+    func record(_ elapsed: Duration) {
+        let micros = UInt64(max(0, elapsed.components.seconds)) * 1_000_000 + UInt64(max(0, elapsed.components.attoseconds)) / 1_000_000_000_000
+        _ = histogram.withLock { $0.record(max(1, min(micros, 600_000_000))) }
+    }
+
+    var count: UInt64 { histogram.withLock { $0.totalCount } }
+
+    /// p50, p95, p99, p99.9 and max in milliseconds, and the distribution (percentile, ms) for a plot.
+    var json: [String: Any] {
+        histogram.withLock { histogram in
+            guard histogram.totalCount > 0 else { return ["count": 0] }
+            let ms = { (value: UInt64) in Double(value) / 1_000 }
+            var distribution: [[Double]] = []
+            for point in histogram.percentiles(ticksPerHalfDistance: 5) {
+                distribution.append([point.percentile, ms(point.value)])
+            }
+            return [
+                "count": histogram.totalCount, "p50Ms": ms(histogram.valueAtPercentile(50)), "p95Ms": ms(histogram.valueAtPercentile(95)),
+                "p99Ms": ms(histogram.valueAtPercentile(99)), "p999Ms": ms(histogram.valueAtPercentile(99.9)), "maxMs": ms(histogram.max),
+                "distribution": distribution,
+            ]
+        }
+    }
+
+    var summary: String {
+        histogram.withLock { histogram in
+            guard histogram.totalCount > 0 else { return "no samples" }
+            func ms(_ percentile: Double) -> String { String(format: "%.1f", Double(histogram.valueAtPercentile(percentile)) / 1_000) }
+            return "p50 \(ms(50)) ms, p95 \(ms(95)) ms, p99 \(ms(99)) ms, max \(String(format: "%.1f", Double(histogram.max) / 1_000)) ms (\(histogram.totalCount) samples)"
+        }
+    }
+}
+
+/// One workload's figures and what it found wrong.
+struct LoadOutcome {
+    var json: [String: Any]
+    var failures: [String]
+}
