@@ -26,6 +26,12 @@ import Synchronization
 ///   bounded by its page size, never by the table's size, and a page stream is read a frame
 ///   at a time as the pull asks for pages.
 ///
+/// Over a transport of one's own (an app's own HTTP stack):
+///
+/// ```swift
+/// let remote = NativeRemote(baseURL: "https://sync.example.com", transport: MyTransport(), token: { try await auth.token() })
+/// let context = try await SyncContext(store: local, remote: remote)
+/// ```
 public struct NativeRemote: RemoteStore {
     /// How requests are timed and retried.
     public struct Configuration: Sendable {

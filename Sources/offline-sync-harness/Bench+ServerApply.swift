@@ -64,22 +64,36 @@ enum PushServerApply: BenchWorkload {
         // That apply is set-up, not the baseline: only the inserts below are its window.
         MeasuredWindows.shared.reset()
         let (ddl, columns, rows) = try RawTable.dump(path: source, table: "items")
-        let target = directory.appendingPathComponent("raw.sqlite").path
-        let db = try RawSQLite.open(target, flags: SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, durable: true)
+        guard rows.count % batchSize == 0 else { throw SyncError(.storageFailure, "\(rows.count) rows are not whole batches") }
+        return try RawTable.insert(rows, columns: columns, ddl: ddl, table: "items",
+                                   into: directory.appendingPathComponent("raw.sqlite").path, batch: batchSize)
+    }
+}
+
+extension RawTable {
+    /// Creates a durable SQLite file at `path` with `ddl` and inserts `rows` into `table`,
+    /// `batch` at a time — one multi-row `INSERT` per transaction, as a raw baseline writes
+    /// them; returns the seconds of the inserts alone (a ``MeasuredWindows`` window).
+    static func insert(_ rows: [[Cell]], columns: [String], ddl: [String], table: String, into path: String,
+                       batch: Int) throws -> Double {
+        let db = try RawSQLite.open(path, flags: SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, durable: true)
         defer { sqlite3_close_v2(db) }
         for statement in ddl { try RawSQLite.exec(db, statement) }
         let placeholders = "(" + Array(repeating: "?", count: columns.count).joined(separator: ", ") + ")"
-        let sql = "INSERT INTO \"items\" (\(columns.map { "\"\($0)\"" }.joined(separator: ", "))) VALUES "
-            + Array(repeating: placeholders, count: batchSize).joined(separator: ", ")
-        let insert = try RawSQLite.prepare(db, sql)
-        defer { sqlite3_finalize(insert) }
-        guard rows.count % batchSize == 0 else { throw SyncError(.storageFailure, "\(rows.count) rows are not whole batches") }
+        let head = "INSERT INTO \"\(table)\" (\(columns.map { "\"\($0)\"" }.joined(separator: ", "))) VALUES "
+        var statements: [Int: OpaquePointer] = [:]
+        defer { statements.values.forEach { sqlite3_finalize($0) } }
+        for size in Set([batch, rows.count % batch]) where size > 0 {
+            statements[size] = try RawSQLite.prepare(db, head + Array(repeating: placeholders, count: size).joined(separator: ", "))
+        }
         var failed = false
         let seconds = LocalWrites.measureSync {
-            for first in stride(from: 0, to: rows.count, by: batchSize) {
+            for first in stride(from: 0, to: rows.count, by: batch) {
+                let slice = rows[first..<min(first + batch, rows.count)]
+                guard let insert = statements[slice.count] else { failed = true; return }
                 sqlite3_exec(db, "BEGIN IMMEDIATE", nil, nil, nil)
                 var parameter: Int32 = 1
-                for row in rows[first..<(first + batchSize)] {
+                for row in slice {
                     for value in row {
                         RawTable.bind(insert, parameter, value)
                         parameter += 1

@@ -11,6 +11,10 @@ import Synchronization
 /// page that carries the row. A few devices of another identity listen too: any notice they
 /// hear is a leak.
 struct Propagation {
+    /// The workload's name in the results (`propagation`, `fan-out`).
+    let name: String
+    /// The identity whose devices write and receive (each run its own, so its table starts empty).
+    let identity: String
     let base: String
     let tokens: TokenAuthority
     let clients: Int
@@ -35,15 +39,15 @@ struct Propagation {
     }
 
     func run() async throws -> LoadOutcome {
-        let alice = try await tokens.mint(identity: "loadtest-alice")
-        let bob = try await tokens.mint(identity: "loadtest-bob")
+        let alice = try await tokens.mint(identity: identity)
+        let bob = try await tokens.mint(identity: identity + "-outsider")
         let sent = SendTimes()
         let toNotice = LatencyRecorder()
         let toPage = LatencyRecorder()
         let writer = HTTPRemoteStore(baseURL: base, token: { alice })
         let cursor = try await seed(writer)
         let receivers = (0..<clients).map { _ in Receiver() }
-        let outsiders = (0..<max(1, clients / 100)).map { _ in Receiver() }
+        let outsiders = (0..<max(2, clients / 100)).map { _ in Receiver() }
 
         let listening = Task {
             await withTaskGroup(of: Void.self) { group in
@@ -66,7 +70,7 @@ struct Propagation {
             }
             try await Task.sleep(for: .milliseconds(50))
         }
-        print("propagation: \(clients) receivers and \(outsiders.count) other-identity listeners subscribed in \(ContinuousClock.now - started)")
+        print("\(name): \(clients) receivers and \(outsiders.count) other-identity listeners subscribed in \(ContinuousClock.now - started)")
 
         // The writer: one row per push, on a fixed schedule (a late push goes at once).
         let interval = Duration.seconds(1) / rate
@@ -87,12 +91,12 @@ struct Propagation {
         }
         let missed = receivers.reduce(0) { $0 + writes - $1.seen.withLock { $0.count } }
         let leaked = outsiders.reduce(0) { $0 + $1.notices.load(ordering: .acquiring) + $1.seen.withLock { $0.count } }
-        print("propagation: \(writes) writes at \(rate)/s to \(clients) receivers: to notice \(toNotice.summary); to page \(toPage.summary)")
+        print("\(name): \(writes) writes at \(rate)/s to \(clients) receivers: to notice \(toNotice.summary); to page \(toPage.summary)")
         var failures: [String] = []
-        if missed > 0 { failures.append("propagation: \(missed) row deliveries missed (of \(writes * clients))") }
-        if leaked > 0 { failures.append("propagation: \(leaked) notices or rows reached another identity") }
+        if missed > 0 { failures.append("\(name): \(missed) row deliveries missed (of \(writes * clients))") }
+        if leaked > 0 { failures.append("\(name): \(leaked) notices or rows reached another identity") }
         return LoadOutcome(json: [
-            "name": "propagation", "clients": clients, "ratePerSecond": rate, "writes": writes, "tableRows": tableRows,
+            "name": name, "clients": clients, "ratePerSecond": rate, "writes": writes, "tableRows": tableRows,
             "otherIdentityListeners": outsiders.count, "missedDeliveries": missed, "leakedNotices": leaked,
             "writeToNotice": toNotice.json, "writeToPage": toPage.json,
         ], failures: failures)
@@ -120,7 +124,7 @@ struct Propagation {
             cursor = page.nextCursor
         }
         guard rows == tableRows else { throw SyncError(.transient, "seeded \(tableRows) rows, pulled \(rows)") }
-        print("propagation: seeded \(tableRows) rows in \(ContinuousClock.now - started)")
+        print("\(name): seeded \(tableRows) rows in \(ContinuousClock.now - started)")
         return cursor
     }
 
@@ -165,13 +169,20 @@ struct Propagation {
 /// Concurrent writers: `writers` clients, each its own identity, push batches of `batch` new
 /// rows as fast as they are answered for `duration` seconds. Measured: the push latency and
 /// the operations per second; then each writer's rows are counted on the server: exactly the
-/// rows acknowledged, none lost and none twice.
+/// rows acknowledged, none lost and none twice. The baseline: the same rows, as the server
+/// stored them, inserted with the sqlite3 C API `batch` at a time into a file of their own.
 struct ConcurrentWriters {
     let base: String
     let tokens: TokenAuthority
     let writers: Int
     let batch: Int
     let duration: Int
+    /// The server's SQLite file, read for the baseline's rows.
+    let serverStore: String
+    /// Where the baseline writes.
+    let scratch: URL
+    /// The most rows the baseline inserts (its rate is per row).
+    static let baselineRows = 200_000
 
     static let table = "lt_rows"
 
@@ -227,14 +238,20 @@ struct ConcurrentWriters {
             duplicated += count - ids.count
         }
         let perSecond = Double(total) / seconds
-        print("writers: \(writers) clients, batches of \(batch): \(total) operations in \(String(format: "%.1f", seconds)) s = \(Int(perSecond)) ops/s; push \(latency.summary)")
+        let (ddl, columns, rows) = try RawTable.dump(path: serverStore, table: Self.table)
+        let sample = Array(rows.prefix(Self.baselineRows))
+        let rawSeconds = try RawTable.insert(sample, columns: columns, ddl: ddl, table: Self.table,
+                                             into: scratch.appendingPathComponent("raw-writers.sqlite").path, batch: batch)
+        let rawPerSecond = Double(sample.count) / rawSeconds
+        print("writers: \(writers) clients, batches of \(batch): \(total) operations in \(String(format: "%.1f", seconds)) s = \(Int(perSecond)) ops/s (raw multi-row inserts \(Int(rawPerSecond)) rows/s: \(String(format: "%.2f", perSecond / rawPerSecond))×); push \(latency.summary)")
         var failures: [String] = []
         if refused > 0 { failures.append("writers: \(refused) operations were not applied") }
         if lost > 0 { failures.append("writers: \(lost) acknowledged operations are missing on the server") }
         if duplicated > 0 { failures.append("writers: \(duplicated) rows were pulled twice") }
         return LoadOutcome(json: [
             "name": "concurrent-writers", "writers": writers, "batch": batch, "durationSeconds": seconds, "operations": total,
-            "operationsPerSecond": perSecond, "notApplied": refused, "lost": lost, "duplicated": duplicated, "push": latency.json,
+            "operationsPerSecond": perSecond, "rawInsertsPerSecond": rawPerSecond, "rawRows": sample.count,
+            "ratioToRaw": perSecond / rawPerSecond, "notApplied": refused, "lost": lost, "duplicated": duplicated, "push": latency.json,
         ], failures: failures)
     }
 }

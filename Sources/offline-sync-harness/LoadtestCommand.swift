@@ -23,26 +23,27 @@ struct LoadtestCommand: AsyncParsableCommand {
         commandName: "loadtest",
         abstract: "Drive a live server with many clients over loopback and measure latency percentiles (writes loadtest-results.json).")
 
-    @Option(help: "Change-channel clients that receive the writes (propagation).") var clients = 1_000
     @Option(help: "Writes, one row each (propagation).") var writes = 1_000
     @Option(help: "Writes per second (propagation).") var rate = 10
+    @Option(help: "Change-channel clients that all receive each write (fan-out).") var clients = 1_000
+    @Option(help: "Writes at one per second (fan-out).") var fanoutWrites = 30
     @Option(help: "Rows the written table holds before the writes begin (propagation).") var tableRows = 1_000_000
     @Option(help: "Seconds the writers push (writers).") var duration = 20
     @Option(help: "Clients pushing batches as fast as they are answered (writers).") var writers = 200
     @Option(help: "Rows per pushed batch (writers).") var batch = 100
-    @Option(help: "Only these workloads (comma-separated): propagation, writers.") var only: String?
+    @Option(help: "Only these workloads (comma-separated): propagation, fan-out, writers.") var only: String?
     @Option(help: "Where to write the results.") var output = "loadtest-results.json"
     @Flag(help: "Exit non-zero on a missed notification, a lost or duplicated operation, or a notice to an identity that may not read the row.")
     var check = false
 
-    static let workloads = ["propagation", "writers"]
+    static let workloads = ["propagation", "fan-out", "writers"]
 
     func validate() throws {
-        guard clients > 0, writes > 0, rate > 0, duration > 0, writers > 0, batch > 0, tableRows >= 0 else {
-            throw ValidationError("clients, writes, rate, duration, writers and batch must be positive")
+        guard clients > 0, writes > 0, rate > 0, fanoutWrites > 0, duration > 0, writers > 0, batch > 0, tableRows >= 0 else {
+            throw ValidationError("clients, writes, rate, fan-out writes, duration, writers and batch must be positive")
         }
-        guard clients <= 20_000, writers <= 5_000, duration <= 3_600, writes / rate <= 3_600, rate <= 10_000, batch <= 5_000,
-              tableRows <= 10_000_000 else {
+        guard clients <= 20_000, writers <= 5_000, duration <= 3_600, writes / rate <= 3_600, fanoutWrites <= 3_600, rate <= 10_000,
+              batch <= 5_000, tableRows <= 10_000_000 else {
             throw ValidationError("a load test is bounded: at most 20,000 clients, 5,000 writers, 10,000 writes/s, an hour of each, batches of 5,000 and 10,000,000 rows")
         }
         if let only, !Set(only.split(separator: ",").map(String.init)).isSubset(of: Self.workloads) {
@@ -65,14 +66,24 @@ struct LoadtestCommand: AsyncParsableCommand {
         var results: [[String: Any]] = []
         var failures: [String] = []
         if selected.contains("propagation") {
-            let outcome = try await Propagation(base: server.baseURL, tokens: tokens, clients: clients, writes: writes, rate: rate,
-                                                tableRows: tableRows).run()
+            // The goal's shape: one writing device, one receiving device, a large table.
+            let outcome = try await Propagation(name: "propagation", identity: "loadtest-alice", base: server.baseURL, tokens: tokens,
+                                                clients: 1, writes: writes, rate: rate, tableRows: tableRows).run()
+            results.append(outcome.json)
+            failures += outcome.failures
+        }
+        if selected.contains("fan-out") {
+            // Every write reaches every one of `clients` devices, one write a second.
+            let outcome = try await Propagation(name: "fan-out", identity: "loadtest-team", base: server.baseURL, tokens: tokens,
+                                                clients: clients, writes: fanoutWrites, rate: 1, tableRows: 0).run()
             results.append(outcome.json)
             failures += outcome.failures
         }
         if selected.contains("writers") {
             let outcome = try await ConcurrentWriters(base: server.baseURL, tokens: tokens, writers: writers, batch: batch,
-                                                      duration: duration).run()
+                                                      duration: duration,
+                                                      serverStore: directory.appendingPathComponent("server.sqlite").path,
+                                                      scratch: directory).run()
             results.append(outcome.json)
             failures += outcome.failures
         }
