@@ -52,6 +52,8 @@ struct LoadtestCommand: AsyncParsableCommand {
     }
 
     func run() async throws {
+        // Progress lines as they happen, also when the output is a pipe (`make loadtest | tee`).
+        setvbuf(stdout, nil, _IOLBF, 0)
         let descriptors = raiseDescriptorLimit()
         let selected = only.map { Set($0.split(separator: ",").map(String.init)) } ?? Set(Self.workloads)
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("offline-sync-loadtest-\(UUID().uuidString)")
@@ -59,7 +61,7 @@ struct LoadtestCommand: AsyncParsableCommand {
         defer { try? FileManager.default.removeItem(at: directory) }
         let secret = (0..<48).map { _ in "abcdefghijklmnopqrstuvwxyz0123456789".randomElement()! }.map(String.init).joined()
         let server = try ServerProcess.start(data: directory, secret: secret)
-        defer { _ = server.stop() }
+        defer { if server.process.isRunning { kill(server.process.processIdentifier, SIGKILL) } }
         let tokens = try await TokenAuthority(secret: Array(secret.utf8))
         print("loadtest: server \(server.baseURL) (SQLite), file descriptors \(descriptors)")
 
@@ -87,9 +89,10 @@ struct LoadtestCommand: AsyncParsableCommand {
             results.append(outcome.json)
             failures += outcome.failures
         }
+        let shutdown = await stopBounded(server)
         let document: [String: Any] = [
             "machine": machineDescription(), "store": "sqlite", "server": "offline-sync serve (debug or release as built)",
-            "workloads": results,
+            "workloads": results, "serverShutdownSeconds": shutdown.map { $0 as Any } ?? NSNull(),
         ]
         let data = try JSONSerialization.data(withJSONObject: document, options: [.prettyPrinted, .sortedKeys])
         try data.write(to: URL(fileURLWithPath: output))
@@ -100,6 +103,24 @@ struct LoadtestCommand: AsyncParsableCommand {
         } else if check {
             print("loadtest: check passed: no missed notification, no lost or duplicated operation, no notice to another identity")
         }
+    }
+
+    /// Stops the server with SIGTERM and waits up to 30 s for it to exit; returns how long it
+    /// took, or `nil` when it had to be killed (said on the output: a server that does not
+    /// finish its shutdown is a defect, though not one of the invariants `--check` checks).
+    private func stopBounded(_ server: ServerProcess) async -> Double? {
+        let started = ContinuousClock.now
+        server.process.terminate()
+        while server.process.isRunning, ContinuousClock.now - started < .seconds(30) {
+            try? await Task.sleep(for: .milliseconds(20))
+        }
+        guard !server.process.isRunning else {
+            print("loadtest: WARNING: the server did not exit within 30 s of SIGTERM; killed it")
+            kill(server.process.processIdentifier, SIGKILL)
+            return nil
+        }
+        let elapsed = ContinuousClock.now - started
+        return Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
     }
 
     /// Raises the soft limit on open files to the hard limit (each client holds a socket or
