@@ -70,7 +70,7 @@ struct Propagation {
             }
             try await Task.sleep(for: .milliseconds(50))
         }
-        print("\(name): \(clients) receivers and \(outsiders.count) other-identity listeners subscribed in \(ContinuousClock.now - started)")
+        say("\(name): \(clients) receivers and \(outsiders.count) other-identity listeners subscribed in \(ContinuousClock.now - started)")
 
         // The writer: one row per push, on a fixed schedule (a late push goes at once).
         let interval = Duration.seconds(1) / rate
@@ -91,7 +91,7 @@ struct Propagation {
         }
         let missed = receivers.reduce(0) { $0 + writes - $1.seen.withLock { $0.count } }
         let leaked = outsiders.reduce(0) { $0 + $1.notices.load(ordering: .acquiring) + $1.seen.withLock { $0.count } }
-        print("\(name): \(writes) writes at \(rate)/s to \(clients) receivers: to notice \(toNotice.summary); to page \(toPage.summary)")
+        say("\(name): \(writes) writes at \(rate)/s to \(clients) receivers: to notice \(toNotice.summary); to page \(toPage.summary)")
         var failures: [String] = []
         if missed > 0 { failures.append("\(name): \(missed) row deliveries missed (of \(writes * clients))") }
         if leaked > 0 { failures.append("\(name): \(leaked) notices or rows reached another identity") }
@@ -124,7 +124,7 @@ struct Propagation {
             cursor = page.nextCursor
         }
         guard rows == tableRows else { throw SyncError(.transient, "seeded \(tableRows) rows, pulled \(rows)") }
-        print("\(name): seeded \(tableRows) rows in \(ContinuousClock.now - started)")
+        say("\(name): seeded \(tableRows) rows in \(ContinuousClock.now - started)")
         return cursor
     }
 
@@ -243,7 +243,7 @@ struct ConcurrentWriters {
         let rawSeconds = try RawTable.insert(sample, columns: columns, ddl: ddl, table: Self.table,
                                              into: scratch.appendingPathComponent("raw-writers.sqlite").path, batch: batch)
         let rawPerSecond = Double(sample.count) / rawSeconds
-        print("writers: \(writers) clients, batches of \(batch): \(total) operations in \(String(format: "%.1f", seconds)) s = \(Int(perSecond)) ops/s (raw multi-row inserts \(Int(rawPerSecond)) rows/s: \(String(format: "%.2f", perSecond / rawPerSecond))×); push \(latency.summary)")
+        say("writers: \(writers) clients, batches of \(batch): \(total) operations in \(String(format: "%.1f", seconds)) s = \(Int(perSecond)) ops/s (raw multi-row inserts \(Int(rawPerSecond)) rows/s: \(String(format: "%.2f", perSecond / rawPerSecond))×); push \(latency.summary)")
         var failures: [String] = []
         if refused > 0 { failures.append("writers: \(refused) operations were not applied") }
         if lost > 0 { failures.append("writers: \(lost) acknowledged operations are missing on the server") }

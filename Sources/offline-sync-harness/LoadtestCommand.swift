@@ -52,8 +52,6 @@ struct LoadtestCommand: AsyncParsableCommand {
     }
 
     func run() async throws {
-        // Progress lines as they happen, also when the output is a pipe (`make loadtest | tee`).
-        setvbuf(stdout, nil, _IOLBF, 0)
         let descriptors = raiseDescriptorLimit()
         let selected = only.map { Set($0.split(separator: ",").map(String.init)) } ?? Set(Self.workloads)
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("offline-sync-loadtest-\(UUID().uuidString)")
@@ -63,7 +61,7 @@ struct LoadtestCommand: AsyncParsableCommand {
         let server = try ServerProcess.start(data: directory, secret: secret)
         defer { if server.process.isRunning { kill(server.process.processIdentifier, SIGKILL) } }
         let tokens = try await TokenAuthority(secret: Array(secret.utf8))
-        print("loadtest: server \(server.baseURL) (SQLite), file descriptors \(descriptors)")
+        say("loadtest: server \(server.baseURL) (SQLite), file descriptors \(descriptors)")
 
         var results: [[String: Any]] = []
         var failures: [String] = []
@@ -96,12 +94,12 @@ struct LoadtestCommand: AsyncParsableCommand {
         ]
         let data = try JSONSerialization.data(withJSONObject: document, options: [.prettyPrinted, .sortedKeys])
         try data.write(to: URL(fileURLWithPath: output))
-        print("loadtest: wrote \(output)")
+        say("loadtest: wrote \(output)")
         if !failures.isEmpty {
-            failures.forEach { print("loadtest: FAILED: \($0)") }
+            failures.forEach { say("loadtest: FAILED: \($0)") }
             if check { throw ExitCode(1) }
         } else if check {
-            print("loadtest: check passed: no missed notification, no lost or duplicated operation, no notice to another identity")
+            say("loadtest: check passed: no missed notification, no lost or duplicated operation, no notice to another identity")
         }
     }
 
@@ -115,7 +113,7 @@ struct LoadtestCommand: AsyncParsableCommand {
             try? await Task.sleep(for: .milliseconds(20))
         }
         guard !server.process.isRunning else {
-            print("loadtest: WARNING: the server did not exit within 30 s of SIGTERM; killed it")
+            say("loadtest: WARNING: the server did not exit within 30 s of SIGTERM; killed it")
             kill(server.process.processIdentifier, SIGKILL)
             return nil
         }
@@ -181,4 +179,10 @@ final class LatencyRecorder: Sendable {
 struct LoadOutcome {
     var json: [String: Any]
     var failures: [String]
+}
+
+/// Writes a progress line at once, also when the output is a pipe (`print` would hold it in
+/// a buffer until the run ends).
+func say(_ line: String) {
+    FileHandle.standardOutput.write(Data((line + "\n").utf8))
 }
