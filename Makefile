@@ -268,7 +268,7 @@ loadtest: deps
 	$(SWIFT) build -c release --product offline-sync
 	$(SWIFT) build -c release --product offline-sync-harness
 	"$$($(SWIFT) build -c release --show-bin-path)/offline-sync-harness" loadtest --output loadtest-results.json
-	Scripts/loadtest-plot.py loadtest-results.json Docs/loadtest-latency.svg
+	Scripts/loadtest-plot.py loadtest-results.json Docs/loadtest-latency.svg Docs/Performance.md
 
 # What each HTTP transport adds to an app's binary: Scripts/client-size's two clients, release, stripped.
 client-size: deps

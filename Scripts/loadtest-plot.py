@@ -1,12 +1,47 @@
 #!/usr/bin/env python3
 """Draws loadtest-results.json's latency distributions as an SVG (HdrHistogram's usual plot:
-latency against percentile, the percentile axis stretched towards the tail).
+latency against percentile, the percentile axis stretched towards the tail), and writes its
+figures as the table between the `loadtest` markers of a Markdown file.
 
-Usage: Scripts/loadtest-plot.py [loadtest-results.json] [Docs/loadtest-latency.svg]
+Usage: Scripts/loadtest-plot.py [loadtest-results.json] [Docs/loadtest-latency.svg] [Docs/Performance.md]
 """
 import json
 import math
+import re
 import sys
+
+BEGIN, END = "<!-- loadtest: begin -->", "<!-- loadtest: end -->"
+
+
+def table(document):
+    """The figures as Markdown rows: one per workload, latencies in ms."""
+    def cell(figures):
+        return "p50 %.1f, p99 %.1f, max %.1f" % (figures["p50Ms"], figures["p99Ms"], figures["maxMs"])
+    rows = ["| workload | what was measured | latency (ms) | checks |", "|---|---|---|---|"]
+    for w in document["workloads"]:
+        checks = "missed %d, to another identity %d" % (w.get("missedDeliveries", 0), w.get("leakedNotices", 0))
+        if w["name"] in ("propagation", "fan-out"):
+            what = "%d writes at %d/s, %d receiving client%s, table of %s rows" % (
+                w["writes"], w["ratePerSecond"], w["clients"], "" if w["clients"] == 1 else "s", format(w["tableRows"], ","))
+            rows.append("| %s | write → notice: %s | %s | %s |" % (w["name"], what, cell(w["writeToNotice"]), checks))
+            rows.append("| %s | write → row pulled by the receiver | %s | |" % (w["name"], cell(w["writeToPage"])))
+        elif w["name"] == "concurrent-writers":
+            what = "%d clients pushing batches of %d for %.0f s: %s ops/s, %.2f× raw multi-row inserts (%s rows/s)" % (
+                w["writers"], w["batch"], w["durationSeconds"], format(int(w["operationsPerSecond"]), ","),
+                w["ratioToRaw"], format(int(w["rawInsertsPerSecond"]), ","))
+            rows.append("| %s | push latency; %s | %s | lost %d, duplicated %d, not applied %d |" % (
+                w["name"], what, cell(w["push"]), w["lost"], w["duplicated"], w["notApplied"]))
+    return "\n".join(rows)
+
+
+def write_table(document, path):
+    text = open(path).read()
+    section = "%s\n\n%s\n\n%s" % (BEGIN, table(document), END)
+    if BEGIN not in text:
+        raise SystemExit("%s has no %s marker" % (path, BEGIN))
+    text = re.sub(re.escape(BEGIN) + ".*?" + re.escape(END), lambda _: section, text, flags=re.S)
+    open(path, "w").write(text)
+    print("wrote the table of %s" % path)
 
 WIDTH, HEIGHT, LEFT, RIGHT, TOP, BOTTOM = 760, 420, 70, 20, 40, 60
 COLOURS = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b"]
@@ -59,6 +94,8 @@ def main():
     out.append("</svg>")
     open(target, "w").write("\n".join(out) + "\n")
     print("wrote %s (%d series)" % (target, len(series)))
+    if len(sys.argv) > 3:
+        write_table(document, sys.argv[3])
 
 
 if __name__ == "__main__":
