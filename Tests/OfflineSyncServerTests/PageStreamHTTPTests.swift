@@ -96,10 +96,13 @@ struct PageStreamHTTPTests {
     }
 
     /// Pulls `todos` through a context over `remote` into a new SQLite store; returns the
-    /// summary and the stored records.
-    static func pull(_ remote: HTTPRemoteStore, in directory: URL, name: String) async throws -> (PullSummary, [Record]) {
+    /// summary and the stored records. `progressTimeout` is the context's deadline for an
+    /// answer (see ``SyncOptions/progressTimeout``).
+    static func pull(_ remote: HTTPRemoteStore, in directory: URL, name: String,
+                     progressTimeout: Duration = .seconds(30)) async throws -> (PullSummary, [Record]) {
         let store = try await SQLiteStore(path: directory.appendingPathComponent("\(name).sqlite").path)
-        let context = try await SyncContext(store: store, remote: remote, options: SyncOptions(pullPageSize: 100))
+        let context = try await SyncContext(store: store, remote: remote,
+                                            options: SyncOptions(pullPageSize: 100, progressTimeout: progressTimeout))
         try await context.defineTable(TableSchema("todos", fields: [FieldDefinition("title", .string), FieldDefinition("n", .int)]))
         let summary = try await context.pull("todos", queryId: "all")
         let stored = try await context.read { try $0.records(in: "todos", matching: Query(order: [SortKey("id")])) }
@@ -164,7 +167,9 @@ struct PageStreamHTTPTests {
                 let remote = HTTPRemoteStore(baseURL: "http://127.0.0.1:\(proxy.port)",
                                              configuration: .init(requestTimeout: .seconds(3), initialBackoff: .milliseconds(10)),
                                              token: { token })
-                let (summary, stored) = try await Self.pull(remote, in: directory, name: "silenced")
+                // The context's own deadline is not what this test is about: under a loaded
+                // full run, two silent answers and their retries can together outlast its 30 s.
+                let (summary, stored) = try await Self.pull(remote, in: directory, name: "silenced", progressTimeout: .seconds(150))
                 #expect(summary.received == Self.rows && summary.added == Self.rows && stored.count == Self.rows)
                 // At least the two silent answers and one that finishes (a machine loaded enough
                 // to keep a healthy answer silent for 3 s adds a retry, which loses nothing).
