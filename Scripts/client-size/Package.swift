@@ -11,15 +11,16 @@ let package = Package(
         .package(name: "OfflineSync", path: "../.."),
     ],
     targets: [
-        .executableTarget(name: "client-urlsession", dependencies: [
+        // What both clients do; each executable adds only its remote.
+        .target(name: "ClientSizeProbe", dependencies: [
             .product(name: "OfflineSync", package: "OfflineSync"),
             .product(name: "OfflineSyncSQLite", package: "OfflineSync"),
-            .product(name: "OfflineSyncURLSession", package: "OfflineSync"),
+        ]),
+        .executableTarget(name: "client-urlsession", dependencies: [
+            "ClientSizeProbe", .product(name: "OfflineSyncURLSession", package: "OfflineSync"),
         ]),
         .executableTarget(name: "client-asynchttpclient", dependencies: [
-            .product(name: "OfflineSync", package: "OfflineSync"),
-            .product(name: "OfflineSyncSQLite", package: "OfflineSync"),
-            .product(name: "OfflineSyncHTTP", package: "OfflineSync"),
+            "ClientSizeProbe", .product(name: "OfflineSyncHTTP", package: "OfflineSync"),
         ]),
     ],
     swiftLanguageModes: [.v6]

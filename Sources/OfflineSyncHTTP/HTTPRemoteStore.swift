@@ -14,9 +14,6 @@ import OfflineSync
 /// let context = try await SyncContext(store: local, remote: remote)
 /// ```
 public struct HTTPRemoteStore: NativeRemoteBacked {
-    /// How requests are timed and retried.
-    public typealias Configuration = NativeRemote.Configuration
-
     /// The remote over AsyncHTTPClient, which gives this type its API (``OfflineSyncTransport/NativeRemoteBacked``).
     public let native: NativeRemote
 

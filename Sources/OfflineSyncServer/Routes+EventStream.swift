@@ -6,7 +6,6 @@ import OfflineSync
 import OfflineSyncService
 import OfflineSyncWire
 import ServiceLifecycle
-import Synchronization
 
 extension Routes {
     // MARK: Change channel as an event stream
@@ -107,8 +106,8 @@ struct NoticeRelay: Sendable {
     /// The client's id (`?client=`), whose own pushes' notices it does not need.
     let client: String?
     let routes: Routes
-    /// Set when the server's shutdown ended the relay; holds its number among the server's channels.
-    let shuttingDown = ShutdownMark()
+    /// Set when the server's shutdown ended the relay.
+    let shuttingDown = DrainFlag()
 
     /// Opens the caller's notices (and counts the channel in the metrics until ``close()``);
     /// `request` is the channel's, whose query may name a `device` and a `client`.
@@ -118,18 +117,14 @@ struct NoticeRelay: Sendable {
         routes.server.metrics.channel(+1)
         let relay = NoticeRelay(connection: connection, caller: caller, device: query.get("device").map { String($0) },
                                 client: query.get("client").flatMap { Routes.clientId(String($0)) }, routes: routes)
-        if let number = routes.server.channels.add({ relay.goAway() }) {
-            relay.shuttingDown.registered(as: number)
-        } else {
-            relay.goAway()
-        }
+        if !routes.server.channels.add(connection, goAway: { relay.goAway() }) { relay.goAway() }
         return relay
     }
 
     /// Stops the notices; the channel is no longer counted. Idempotent.
     func close() {
         if connection.close() { routes.server.metrics.channel(-1) }
-        if let number = shuttingDown.registration { routes.server.channels.remove(number) }
+        routes.server.channels.remove(connection)
     }
 
     /// Ends the relay because the server is shutting down (``isGoingAway`` from then on);
@@ -176,15 +171,4 @@ struct NoticeRelay: Sendable {
             routes.server.metrics.noticeSent()
         }
     }
-}
-
-/// Whether a relay was ended by the server's shutdown, and its number among the server's
-/// channels (``ChannelRegistry``).
-final class ShutdownMark: Sendable {
-    private let value = Atomic(false)
-    private let number = Mutex<Int?>(nil)
-    func set() { value.store(true, ordering: .releasing) }
-    var isSet: Bool { value.load(ordering: .acquiring) }
-    func registered(as number: Int) { self.number.withLock { $0 = number } }
-    var registration: Int? { number.withLock { $0 } }
 }

@@ -223,7 +223,8 @@ public struct SyncServer: Sendable {
     }
 }
 
-/// Whether a server's shutdown began (shared by its copies).
+/// A flag set once, read from any task: whether a server's shutdown began (shared by its
+/// copies), whether it reached a change channel.
 final class DrainFlag: Sendable {
     private let value = Atomic<Bool>(false)
     var isSet: Bool { value.load(ordering: .acquiring) }
@@ -266,27 +267,25 @@ struct DrainService: Service, CustomStringConvertible {
 /// "going away" before the application stops.
 final class ChannelRegistry: Sendable {
     private struct State {
-        var next = 0
-        var open: [Int: @Sendable () -> Void] = [:]
+        var open: [ObjectIdentifier: @Sendable () -> Void] = [:]
         var closing = false
     }
 
     private let state = Mutex(State())
 
-    /// Adds a channel whose `goAway` ends it with "going away"; returns its number, or `nil`
+    /// Adds the channel of `connection`, whose `goAway` ends it with "going away"; `false`
     /// when the server is already past its drain (the channel should go away at once).
-    func add(_ goAway: @escaping @Sendable () -> Void) -> Int? {
+    func add(_ connection: ConnectionNotices, goAway: @escaping @Sendable () -> Void) -> Bool {
         state.withLock { state in
-            guard !state.closing else { return nil }
-            state.next += 1
-            state.open[state.next] = goAway
-            return state.next
+            guard !state.closing else { return false }
+            state.open[ObjectIdentifier(connection)] = goAway
+            return true
         }
     }
 
-    /// Removes a channel that ended.
-    func remove(_ number: Int) {
-        _ = state.withLock { $0.open.removeValue(forKey: number) }
+    /// Removes the channel of `connection`, which ended.
+    func remove(_ connection: ConnectionNotices) {
+        _ = state.withLock { $0.open.removeValue(forKey: ObjectIdentifier(connection)) }
     }
 
     /// Tells every open channel, and every one added from now on, to go away.

@@ -9,10 +9,13 @@ public protocol NativeRemoteBacked: RemoteStore, RemoteChangeSource {
 }
 
 extension NativeRemoteBacked {
+    /// How requests are timed and retried.
+    public typealias Configuration = NativeRemote.Configuration
+
     /// The server's base URL (`http://host:port`).
     public var baseURL: String { native.baseURL }
     /// The retry and timeout policy.
-    public var configuration: NativeRemote.Configuration { native.configuration }
+    public var configuration: Configuration { native.configuration }
 
     /// Pushes a batch; see ``NativeRemote/push(_:)``.
     public func push(_ operations: [PushOperation]) async throws -> [PushResult] { try await native.push(operations) }

@@ -21,9 +21,6 @@ import OfflineSync
 /// let context = try await SyncContext(store: local, remote: remote)
 /// ```
 public struct URLSessionRemoteStore: NativeRemoteBacked {
-    /// How requests are timed and retried.
-    public typealias Configuration = NativeRemote.Configuration
-
     /// The remote over `URLSession`, which gives this type its API (``OfflineSyncTransport/NativeRemoteBacked``).
     public let native: NativeRemote
 

@@ -21,24 +21,7 @@ final class Balancer: Sendable {
 
     init(backends: [Int]) throws {
         self.backends = Mutex(backends)
-        let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        address.sin_port = 0
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        let bound = withUnsafeMutablePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { pointer in
-                bind(descriptor, pointer, length) == 0 && listen(descriptor, 256) == 0
-                    && getsockname(descriptor, pointer, &length) == 0
-            }
-        }
-        guard bound else {
-            close(descriptor)
-            throw SyncError(.transient, "the balancer could not listen (errno \(errno))")
-        }
-        listener = descriptor
-        port = Int(UInt16(bigEndian: address.sin_port))
+        (listener, port) = try loopbackSocket(listening: true)
         let thread = Thread { [self] in acceptLoop() }
         thread.start()
     }
@@ -67,21 +50,7 @@ final class Balancer: Sendable {
         let ports = backends.withLock { $0 }
         let first = turn.wrappingAdd(1, ordering: .relaxed).oldValue
         for offset in 0..<ports.count {
-            let port = ports[(first + offset) % ports.count]
-            let server = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-            var address = sockaddr_in()
-            address.sin_family = sa_family_t(AF_INET)
-            address.sin_addr.s_addr = inet_addr("127.0.0.1")
-            address.sin_port = UInt16(port).bigEndian
-            let connected = withUnsafePointer(to: &address) {
-                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                    connect(server, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0
-                }
-            }
-            guard connected else {
-                close(server)
-                continue
-            }
+            guard let server = try? RawConnection(port: ports[(first + offset) % ports.count]).fd else { continue }
             let done = DispatchGroup()
             done.enter()
             Thread.detachNewThread {

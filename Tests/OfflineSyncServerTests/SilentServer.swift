@@ -63,7 +63,7 @@ final class RefusingPort: Sendable {
 }
 
 /// A TCP socket bound to a free port on 127.0.0.1, listening or not, and its port.
-private func loopbackSocket(listening: Bool) throws -> (descriptor: Int32, port: Int) {
+func loopbackSocket(listening: Bool) throws -> (descriptor: Int32, port: Int) {
     let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
     guard descriptor >= 0 else { throw POSIXError(.EMFILE) }
     var address = sockaddr_in()
