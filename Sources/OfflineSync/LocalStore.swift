@@ -113,12 +113,20 @@ public protocol LocalStore: AnyObject, Sendable {
     /// for a write lock another process holds. SQLite answers `PRAGMA data_version` of its
     /// writer connection; LMDB compares the environment's last transaction id with its own.
     func externalChangeToken() async throws -> UInt64?
+
+    /// Where the store keeps attachment bytes (``AttachmentFileStore``): beside its file, or
+    /// sealed under its key for an encrypting store. `nil`, the default, for a store that
+    /// keeps none: a context on it refuses attachments with ``SyncError/Code/unsupported``.
+    var attachmentFiles: (any AttachmentFileStore)? { get }
 }
 
 extension LocalStore {
     /// `nil`: this adapter does not see commits made elsewhere; observations see only the
     /// commits of their own process.
     public func externalChangeToken() async throws -> UInt64? { nil }
+
+    /// `nil`: this adapter keeps no attachment bytes.
+    public var attachmentFiles: (any AttachmentFileStore)? { nil }
 }
 
 extension LocalWriteTransaction {

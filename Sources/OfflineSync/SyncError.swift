@@ -13,6 +13,7 @@ public struct SyncError: Error, Sendable, Hashable, CustomStringConvertible {
             case storageFailure, busy, transient, rejected, limitExceeded, invalidCursor
             case unsupported, cancelled, unknownScheme, invalidStoreURL, missingKey, wrongKey, authenticationFailed
             case conflict, forbidden, invalidConfiguration
+            case attachmentUnavailable, attachmentMissing, attachmentDamaged
         }
         private let base: Base
         private init(_ base: Base) { self.base = base }
@@ -83,6 +84,16 @@ public struct SyncError: Error, Sendable, Hashable, CustomStringConvertible {
         /// The remote is not configured for the request (for example push sync for a platform
         /// with no application configured).
         public static let invalidConfiguration = Code(.invalidConfiguration)
+        /// An attachment's bytes are not on this device and cannot be fetched now (offline, or
+        /// the remote does not answer): show "not downloaded" and try again later.
+        public static let attachmentUnavailable = Code(.attachmentUnavailable)
+        /// A record references an attachment whose bytes are nowhere the caller may read them:
+        /// the remote holds no such file for this identity, or the device lost a file it had
+        /// not uploaded. Nothing was applied.
+        public static let attachmentMissing = Code(.attachmentMissing)
+        /// An attachment's stored or received bytes do not match its hash. The bad copy has been
+        /// removed and is never served; fetching again brings a good one.
+        public static let attachmentDamaged = Code(.attachmentDamaged)
 
         /// The code's name, for example `corrupted`.
         public var description: String { base.rawValue }

@@ -62,6 +62,10 @@ public struct LocalStoreConformance: ConformanceSuite {
         /// Observed queries and records: first value, changes, nothing for unrelated or
         /// result-neutral commits, bursts coalesced, rollback unseen, cancellation.
         case observation
+        /// Attachment files (``LocalStore/attachmentFiles``): bytes round-trip at any offset,
+        /// cancelled and abandoned writes leave nothing, files survive reopening, a record
+        /// and its attachment commit together, a damaged file is never served.
+        case attachments
     }
 
     /// The store's capabilities.
@@ -121,6 +125,8 @@ public struct LocalStoreConformance: ConformanceSuite {
     public func systemTables() async throws { try await check(.systemTables) }
     /// Runs ``Group/schemaEvolution``. Throws ``ConformanceFailures`` listing every failed case.
     public func schemaEvolution() async throws { try await check(.schemaEvolution) }
+    /// Runs ``Group/attachments``. Throws ``ConformanceFailures`` listing every failed case.
+    public func attachments() async throws { try await check(.attachments) }
 
     static func cases(of group: Group) -> [ConformanceCase] {
         switch group {
@@ -135,6 +141,7 @@ public struct LocalStoreConformance: ConformanceSuite {
         case .systemTables: return systemTableCases
         case .schemaEvolution: return schemaEvolutionCases
         case .observation: return observationCases
+        case .attachments: return attachmentCases
         }
     }
 }

@@ -10,7 +10,8 @@ import Testing
 func makeStore(_ directory: URL, poolSize: Int = 2) async throws -> PostgreSQLStore {
     guard let url = TestServer.require() else { throw SyncError(.unsupported, "no PostgreSQL test server") }
     return try await PostgreSQLStore(connectionString: url,
-                                     options: .init(poolSize: poolSize, schema: TestServer.schema(for: directory.path)))
+                                     options: .init(poolSize: poolSize, schema: TestServer.schema(for: directory.path),
+                                                    attachmentsDirectory: directory.appendingPathComponent("attachments").path))
 }
 
 /// The shared LocalStore conformance suite over PostgreSQLStore.

@@ -133,7 +133,7 @@ struct StoreSummaryTests {
         try await h.client.push() // rejected: the server declares n as int
         for i in 0..<3 { try await h.client.table("notes").insert(Record(id: "p\(i)", fields: ["title": "t"])) }
         let summary = try await StoreSummary.summarize(h.client.store, operationLimit: 2)
-        #expect(summary.tables.map(\.name) == ["__config", "__operation_errors", "__operations", "loose", "notes"])
+        #expect(summary.tables.map(\.name) == ["__attachments", "__config", "__operation_errors", "__operations", "loose", "notes"])
         #expect(summary.tables.first { $0.name == "notes" }?.rows == 4)
         #expect(summary.tables.first { $0.name == "__operations" }?.isSystem == true)
         #expect(summary.operationsByState == ["failed": 1, "pending": 3])

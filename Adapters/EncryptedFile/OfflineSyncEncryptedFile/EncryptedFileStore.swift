@@ -72,6 +72,9 @@ public final class EncryptedFileStore: LocalStore, @unchecked Sendable {
     private let tables = MemoryTables()
     private let queue: DispatchQueue
     private var log: EncryptedFileOpenLog?
+    /// Attachment files, sealed under a key derived from the store's key, in the directory
+    /// `<path>-attachments`.
+    private let blobs: BlobDirectory
     /// Set once by ``close()``; checked before every operation.
     private let closed = Atomic(false)
 
@@ -97,7 +100,9 @@ public final class EncryptedFileStore: LocalStore, @unchecked Sendable {
         self.options = options
         queue = DispatchQueue(label: "OfflineSync.EncryptedFileStore")
         let tables = self.tables
-        log = try await Self.run(on: queue) { try EncryptedFileOpenLog.open(path: path, key: key, options: options, tables: tables) }
+        let log = try await Self.run(on: queue) { try EncryptedFileOpenLog.open(path: path, key: key, options: options, tables: tables) }
+        self.log = log
+        blobs = BlobDirectory(path: path + "-attachments", sealing: log.attachmentSealing())
     }
 
     deinit {
@@ -156,6 +161,9 @@ public final class EncryptedFileStore: LocalStore, @unchecked Sendable {
         }
     }
 
+    /// See ``LocalStore/attachmentFiles``: sealed files beside the store, in `<path>-attachments`.
+    public var attachmentFiles: (any AttachmentFileStore)? { blobs }
+
     private func checkOpen() throws {
         if closed.load(ordering: .acquiring) { throw SyncError(.storeClosed, "the encrypted-file store \(path) is closed") }
     }
@@ -190,7 +198,7 @@ final class EncryptedFileOpenLog: @unchecked Sendable {
     let path: String
     private(set) var file: EncryptedFileLog
     private(set) var header: EncryptedFileHeader
-    private let master: SecretBytes
+    let master: SecretBytes
     private var fileKey: SymmetricKey
     private var nextSequence: UInt64
     private var end: UInt64

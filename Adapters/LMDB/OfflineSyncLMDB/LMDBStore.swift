@@ -89,6 +89,11 @@ public final class LMDBStore: LocalStore {
 
     /// The environment directory.
     public let directory: String
+    private let blobs: BlobDirectory
+
+    /// See ``LocalStore/attachmentFiles``: files in the environment directory's `attachments`
+    /// subdirectory.
+    public var attachmentFiles: (any AttachmentFileStore)? { blobs }
     /// The options the store was opened with.
     public let options: Options
 
@@ -134,6 +139,7 @@ public final class LMDBStore: LocalStore {
             }
         }
         self.directory = directory
+        blobs = BlobDirectory(path: directory + "/attachments")
         self.options = options
         self.environment = environment
         self.meta = meta

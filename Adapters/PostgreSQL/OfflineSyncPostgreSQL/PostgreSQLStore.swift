@@ -52,10 +52,16 @@ public final class PostgreSQLStore: LocalStore {
         /// Whether a schema without a store gets one (the default); when false, opening it
         /// throws ``SyncError/Code/notFound`` and creates nothing.
         public var createIfMissing: Bool
+        /// The directory this device keeps attachment files in (made on the first one), or
+        /// `nil`, the default, for a store that keeps none (a context on it refuses
+        /// attachments with ``SyncError/Code/unsupported``). The bytes stay on the device:
+        /// the database holds only the references, as every adapter's rows do.
+        public var attachmentsDirectory: String?
 
         /// Creates options; every parameter has the documented default.
         public init(poolSize: Int = 4, schema: String = "offlinesync", statementTimeout: Duration? = nil,
-                    reconnectAttempts: Int = 3, createIfMissing: Bool = true) {
+                    reconnectAttempts: Int = 3, createIfMissing: Bool = true, attachmentsDirectory: String? = nil) {
+            self.attachmentsDirectory = attachmentsDirectory
             self.poolSize = poolSize
             self.schema = schema
             self.statementTimeout = statementTimeout
@@ -70,6 +76,10 @@ public final class PostgreSQLStore: LocalStore {
     public let endpoint: String
 
     private let pool: CheckoutPool<PGWorker>
+    private let blobs: BlobDirectory?
+
+    /// See ``LocalStore/attachmentFiles``: files in ``Options/attachmentsDirectory``, if set.
+    public var attachmentFiles: (any AttachmentFileStore)? { blobs }
     private let quotedSchema: String
     /// `notify`'s pool access and the open `LISTEN` connections (PostgreSQLStore+Notifications.swift).
     let notificationHub: PGNotificationHub
@@ -112,6 +122,7 @@ public final class PostgreSQLStore: LocalStore {
         self.pool = CheckoutPool(workers, storeName: "PostgreSQL")
         self.notificationHub = PGNotificationHub(pool: pool, connect: connect, password: password)
         self.options = options
+        blobs = options.attachmentsDirectory.map { BlobDirectory(path: $0) }
         self.quotedSchema = PostgreSQLStore.quote(options.schema)
         let quoted = quotedSchema, schemaName = options.schema, create = options.createIfMissing
         do {

@@ -93,6 +93,7 @@ public final class SQLiteStore: LocalStore {
     private let writer: SQLiteConnectionWorker
     private let readers: CheckoutPool<SQLiteConnectionWorker>?
     private let isInMemory: Bool
+    private let blobs: any AttachmentFileStore
 
     private init(path: String, options: Options, writer: SQLiteConnectionWorker, readers: CheckoutPool<SQLiteConnectionWorker>?, isInMemory: Bool) {
         self.path = path
@@ -100,7 +101,12 @@ public final class SQLiteStore: LocalStore {
         self.writer = writer
         self.readers = readers
         self.isInMemory = isInMemory
+        blobs = isInMemory ? MemoryAttachmentFiles() : BlobDirectory(path: path + "-attachments")
     }
+
+    /// See ``LocalStore/attachmentFiles``: files in the directory `<path>-attachments` beside
+    /// the database (in memory for an in-memory store).
+    public var attachmentFiles: (any AttachmentFileStore)? { blobs }
 
     /// Opens the store in the SQLite file at `path`, creating it if it is missing.
     ///

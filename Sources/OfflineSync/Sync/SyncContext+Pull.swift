@@ -171,7 +171,10 @@ extension SyncContext {
             upserts = upserts.filter { written[ExactString($0.id)] != .some(nil) }
         }
         if !deletes.isEmpty { _ = try txn.delete(ids: deletes, in: table) }
-        if !upserts.isEmpty { try txn.upsert(upserts, in: table) }
+        if !upserts.isEmpty {
+            try txn.upsert(upserts, in: table)
+            try AttachmentRow.noteRemote(in: upserts, txn: txn)
+        }
         if let queryId {
             try ConfigRow.setValue(txn, table: table, key: ConfigRow.cursorKey(queryId),
                                    keyType: ConfigRow.KeyType.cursor.rawValue, value: page.nextCursor)

@@ -31,6 +31,8 @@ public final class SyncContext: Sendable {
     let stallWatch: StallWatch
     /// Where pushes, pulls and failures are reported (``SyncOptions/metricsFactory``).
     let metrics: SyncMetrics
+    /// Attachments stored by this process and not yet referenced by a record.
+    let attachmentsStaged = StagedAttachments()
 
     /// Opens a context: defines the system tables in `store` if needed.
     public init(store: any LocalStore, remote: any RemoteStore, options: SyncOptions = SyncOptions()) async throws {
@@ -48,6 +50,7 @@ public final class SyncContext: Sendable {
             _ = try await observer.write { txn in try Outbox.writeInFlight(txn) }
         }
         self.statusState = SyncStatusState(SyncStatus(lastSyncedAt: synced))
+        try await removeOrphanedAttachments()
     }
 
     /// What the context is doing now and how its last push, pull or sync went.
@@ -89,7 +92,7 @@ public final class SyncContext: Sendable {
     /// transaction back with that error, even if `body` caught it and returned.
     public func transaction<T: Sendable>(_ body: @escaping @Sendable (SyncTransaction) throws -> T) async throws -> T {
         let (value, events, isEmpty) = try await observer.write { txn in
-            let transaction = SyncTransaction(txn)
+            let transaction = SyncTransaction(txn, files: self.store.attachmentFiles)
             defer { transaction.isOpen = false }
             let value = try body(transaction)
             if let torn = transaction.torn { throw torn }

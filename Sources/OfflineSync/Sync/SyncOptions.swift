@@ -39,6 +39,8 @@ public struct SyncOptions: Sendable {
     /// is the backend the app bootstrapped with swift-metrics' `MetricsSystem` (none: nothing
     /// is kept).
     public var metricsFactory: (any MetricsFactory)?
+    /// Limits and cache settings of attachments (``AttachmentOptions``).
+    public var attachments = AttachmentOptions()
 
     /// Creates options.
     public init(conflictResolver: any ConflictResolver = ConflictPolicy.serverWins, pushBatchSize: Int = 500,

@@ -17,7 +17,13 @@ public final class SyncTransaction {
     /// closure caught the error, so no record commits without its operation.
     private(set) var torn: (any Error)?
 
-    init(_ txn: any LocalWriteTransaction) { self.txn = txn }
+    /// Where the store keeps attachment bytes, to tell a staged file from a remote one.
+    let files: (any AttachmentFileStore)?
+
+    init(_ txn: any LocalWriteTransaction, files: (any AttachmentFileStore)? = nil) {
+        self.txn = txn
+        self.files = files
+    }
 
     private func check(_ table: String) throws {
         guard isOpen else { throw SyncError(.storeClosed, "the sync transaction has ended") }
@@ -132,6 +138,7 @@ public final class SyncTransaction {
 
     private func queue(table: String, itemId: String, kind: OperationKind, item: Record, baseVersion: String?,
                        changedFields: [String], latest: QueuedOperation?) throws {
+        if kind != .delete { try AttachmentRow.note(try Attachment.references(in: item), txn: txn, files: files, now: now) }
         try Outbox.enqueue(
             txn, table: table, itemId: itemId, kind: kind, item: item, baseVersion: baseVersion,
             changedFields: changedFields.sorted(by: Value.utf8Less), transaction: id, latest: latest,

@@ -1,6 +1,6 @@
 import Foundation
 
-/// The names and schemas of the three system tables the core keeps in every local store,
+/// The names and schemas of the four system tables the core keeps in every local store,
 /// under the reserved `__` prefix, through the ordinary ``LocalStore`` API.
 public enum SystemTables {
     /// The operation queue (Azure's `MS_TableOperations`).
@@ -9,6 +9,8 @@ public enum SystemTables {
     public static let operationErrors = OperationErrorRow.table
     /// Per-table settings: pull cursors per query id, dataset sync counts, schema versions (`MS_TableConfig`).
     public static let config = ConfigRow.table
+    /// The attachments local records reference: size, state, pin and last use, by hash.
+    public static let attachments = AttachmentRow.table
 
     /// The schema of `__operations`.
     public static let operationsSchema = OperationRow.schema
@@ -16,9 +18,11 @@ public enum SystemTables {
     public static let operationErrorsSchema = OperationErrorRow.schema
     /// The schema of `__config`.
     public static let configSchema = ConfigRow.schema
+    /// The schema of `__attachments`.
+    public static let attachmentsSchema = AttachmentRow.schema
 
-    /// All three schemas.
-    public static let all = [operationsSchema, operationErrorsSchema, configSchema]
+    /// All four schemas.
+    public static let all = [operationsSchema, operationErrorsSchema, configSchema, attachmentsSchema]
 
     /// Defines the system tables in `store` (idempotent).
     public static func define(in store: any LocalStore) async throws {

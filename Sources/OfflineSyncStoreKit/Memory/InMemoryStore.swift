@@ -17,9 +17,13 @@ public final class InMemoryStore: LocalStore, Sendable {
     private let queue = DispatchQueue(label: "OfflineSyncStoreKit.InMemoryStore")
     /// Set once by ``close()``; checked before every operation.
     private let closed = Atomic(false)
+    private let blobs = MemoryAttachmentFiles()
 
     /// Creates an empty store.
     public init() {}
+
+    /// See `LocalStore/attachmentFiles`: in memory, gone with the store.
+    public var attachmentFiles: (any AttachmentFileStore)? { blobs }
 
     /// See `LocalStore/defineTable(_:)`.
     public func defineTable(_ schema: TableSchema) async throws {

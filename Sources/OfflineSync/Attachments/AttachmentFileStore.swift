@@ -1,0 +1,83 @@
+import Foundation
+
+/// Where a local store keeps the bytes of attachments: the part of the adapter contract
+/// that ``LocalStore/attachmentFiles`` returns.
+///
+/// The store keeps opaque files named by their SHA-256; the core computes and checks every
+/// hash, decides which files are referenced and when a file may go. What the store must
+/// promise:
+/// - A file is either absent or whole under its name: ``AttachmentFileWriter/commit(as:)``
+///   makes the bytes durable (written under a temporary name, flushed to disk, renamed) before
+///   it returns, and a writer that is cancelled or whose process dies leaves no file under
+///   any hash (its temporary file is removed by ``removeLeftovers()``).
+/// - Reads at any offset return exactly the bytes written (an encrypting store decrypts and
+///   authenticates them; a damaged file fails with ``SyncError/Code/attachmentDamaged``).
+/// - It is safe to call from several threads and processes at once; two writers committing
+///   the same hash leave one whole file.
+///
+/// `OfflineSyncStoreKit.BlobDirectory` implements all of it over a directory, in plain or
+/// sealed form; the conformance suite's `attachments` group checks it.
+public protocol AttachmentFileStore: AnyObject, Sendable {
+    /// Starts a new file under a temporary name.
+    func makeWriter() throws -> any AttachmentFileWriter
+    /// The stored size of the file with this hash, or `nil` when there is none.
+    func size(of sha256: String) throws -> Int64?
+    /// Opens the file with this hash. Throws ``SyncError/Code/notFound`` when there is none.
+    func reader(for sha256: String) throws -> any AttachmentFileReader
+    /// Removes the file with this hash; nothing when there is none.
+    func remove(_ sha256: String) throws
+    /// Every stored file.
+    func files() throws -> [AttachmentFileInfo]
+    /// Removes temporary files that no live writer of this process owns (left by a process
+    /// that died mid-write). Called when a context opens.
+    func removeLeftovers() throws
+    /// The file's location, when the store keeps it as plain bytes an app may hand to
+    /// another API (`nil` for an encrypting store, or when there is no such file).
+    func plainFileURL(for sha256: String) -> URL?
+}
+
+/// A file of an ``AttachmentFileStore``.
+public struct AttachmentFileInfo: Sendable, Hashable {
+    /// The file's hash (its name).
+    public var sha256: String
+    /// Its size in bytes (plain bytes, before any sealing).
+    public var size: Int64
+    /// When it was last written (committed).
+    public var modified: Timestamp
+
+    /// Describes a file.
+    public init(sha256: String, size: Int64, modified: Timestamp) {
+        self.sha256 = sha256
+        self.size = size
+        self.modified = modified
+    }
+}
+
+/// A file being written: bytes are appended, then committed under their hash or cancelled.
+/// Used by one task at a time.
+public protocol AttachmentFileWriter: AnyObject {
+    /// The bytes appended so far.
+    var size: Int64 { get }
+    /// Appends bytes.
+    func append(_ bytes: UnsafeRawBufferPointer) throws
+    /// Flushes the file to disk and renames it to `sha256` (the caller computed the hash of
+    /// what it appended). When the hash is already stored, the new copy is dropped.
+    func commit(as sha256: String) throws
+    /// Removes the temporary file. Harmless after ``commit(as:)``.
+    func cancel()
+}
+
+extension AttachmentFileWriter {
+    /// Appends bytes.
+    public func append(_ bytes: [UInt8]) throws {
+        try bytes.withUnsafeBytes { try append($0) }
+    }
+}
+
+/// A stored file opened for reading. Used by one task at a time; closed when released.
+public protocol AttachmentFileReader: AnyObject {
+    /// The file's size in bytes.
+    var size: Int64 { get }
+    /// Up to `count` bytes from `offset` (fewer only at the end of the file).
+    func read(at offset: Int64, count: Int) throws -> [UInt8]
+}

@@ -1,0 +1,21 @@
+/// How a context treats attachments (``SyncOptions/attachments``).
+public struct AttachmentOptions: Sendable {
+    /// The largest attachment this device stores or uploads, in bytes. Default 2 GiB. A
+    /// larger one is refused with ``SyncError/Code/limitExceeded`` before it is kept. The
+    /// server has a limit of its own, which it enforces too.
+    public var maximumSize: Int64 = 2 << 30
+    /// How long a file no record references is kept before a context opening the store
+    /// removes it: an attachment stored by another process that has not yet written its
+    /// record. Default 10 minutes.
+    public var orphanGrace: Duration = .seconds(600)
+
+    /// The defaults.
+    public init() {}
+
+    /// Throws ``SyncError/Code/limitExceeded`` when `size` is over ``maximumSize``.
+    func check(size: Int64) throws {
+        guard size <= maximumSize else {
+            throw SyncError(.limitExceeded, "an attachment of \(size) bytes is over the limit of \(maximumSize) bytes")
+        }
+    }
+}

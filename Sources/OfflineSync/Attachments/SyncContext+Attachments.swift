@@ -1,0 +1,203 @@
+import Foundation
+import Synchronization
+
+extension SyncContext {
+    // MARK: Attachments
+
+    /// Stores `bytes` as an attachment on this device and returns its reference, to be
+    /// written into a record (``Attachment/value``, or an `Attachment` property of a model).
+    ///
+    /// The bytes are durable when this returns. Writing the reference into a record queues
+    /// the upload in the record's own transaction; the record's change is pushed only after
+    /// the bytes are on the server. An attachment never written into a record is removed when
+    /// a later context opens the store.
+    public func addAttachment(_ bytes: some Collection<UInt8> & Sendable, contentType: String,
+                              fileName: String? = nil) async throws -> Attachment {
+        let files = try attachmentFiles()
+        try options.attachments.check(size: Int64(bytes.count))
+        return try await FileWork.run {
+            let writer = try files.makeWriter()
+            var hasher = AttachmentHasher()
+            do {
+                let contiguous = Array(bytes)
+                try contiguous.withUnsafeBytes { buffer in
+                    try writer.append(buffer)
+                    hasher.update(buffer)
+                }
+                return try self.commitStaged(writer, hasher: hasher, contentType: contentType, fileName: fileName)
+            } catch {
+                writer.cancel()
+                throw error
+            }
+        }
+    }
+
+    /// Stores the file at `url` as an attachment, reading it in chunks (a file of any size
+    /// is never held in memory). See ``addAttachment(_:contentType:fileName:)``.
+    public func addAttachment(contentsOf url: URL, contentType: String, fileName: String? = nil) async throws -> Attachment {
+        let files = try attachmentFiles()
+        return try await FileWork.run {
+            guard let handle = FileHandle(forReadingAtPath: url.path) else {
+                throw SyncError(.notFound, "no readable file at \(url.path)")
+            }
+            defer { try? handle.close() }
+            if let size = try? FileManager.default.attributesOfItem(atPath: url.path)[.size] as? Int64 {
+                try self.options.attachments.check(size: size)
+            }
+            let writer = try files.makeWriter()
+            var hasher = AttachmentHasher()
+            do {
+                while true {
+                    let chunk = try handle.read(upToCount: AttachmentTransfer.chunkSize) ?? Data()
+                    if chunk.isEmpty { break }
+                    try chunk.withUnsafeBytes { buffer in
+                        try writer.append(buffer)
+                        hasher.update(buffer)
+                    }
+                }
+                return try self.commitStaged(writer, hasher: hasher, contentType: contentType, fileName: fileName)
+            } catch {
+                writer.cancel()
+                throw error
+            }
+        }
+    }
+
+    private func commitStaged(_ writer: any AttachmentFileWriter, hasher: AttachmentHasher, contentType: String,
+                              fileName: String?) throws -> Attachment {
+        let attachment = try Attachment(sha256: hasher.finish(), size: hasher.count, contentType: contentType, fileName: fileName)
+        try options.attachments.check(size: attachment.size)
+        // Marked before the file has its name, so a sweep never takes it before a record does.
+        attachmentsStaged.stage(attachment.sha256)
+        do {
+            try writer.commit(as: attachment.sha256)
+        } catch {
+            attachmentsStaged.unstage(attachment.sha256)
+            throw error
+        }
+        return attachment
+    }
+
+    /// Where an attachment's bytes are for this device, or `nil` when no local record
+    /// references it (and no write has staged it).
+    public func attachmentState(_ attachment: Attachment) async throws -> AttachmentState? {
+        try await store.read { txn in try AttachmentRow.find(txn, id: attachment.sha256)?.attachmentState }
+    }
+
+    /// The attachment's bytes, checked against its hash before any is returned.
+    ///
+    /// A file stored here whose bytes no longer match is removed and reported with
+    /// ``SyncError/Code/attachmentDamaged``; one not stored here throws
+    /// ``SyncError/Code/attachmentUnavailable`` when it cannot be fetched now.
+    public func attachmentData(_ attachment: Attachment) async throws -> Data {
+        let files = try attachmentFiles()
+        let data = try await FileWork.run { () -> Data? in
+            try Self.removingDamaged(attachment, in: files) {
+                guard try files.size(of: attachment.sha256) != nil else { return nil }
+                return try Self.verifiedContents(of: attachment, in: files)
+            }
+        }
+        guard let data else {
+            throw SyncError(.attachmentUnavailable, "attachment \(attachment.sha256.prefix(12))… is not on this device")
+        }
+        try await touch(attachment)
+        return data
+    }
+
+    /// Runs `body`, removing the attachment's file when it finds the file damaged.
+    static func removingDamaged<T>(_ attachment: Attachment, in files: any AttachmentFileStore, _ body: () throws -> T) throws -> T {
+        do {
+            return try body()
+        } catch let error as SyncError where error.code == .attachmentDamaged {
+            try? files.remove(attachment.sha256)
+            throw error
+        }
+    }
+
+    /// Reads a stored file whole, checking size and hash (``SyncError/Code/attachmentDamaged``
+    /// when they do not match).
+    static func verifiedContents(of attachment: Attachment, in files: any AttachmentFileStore) throws -> Data {
+        let reader = try files.reader(for: attachment.sha256)
+        var data = Data(capacity: Int(reader.size))
+        var hasher = AttachmentHasher()
+        var offset: Int64 = 0
+        while offset < reader.size {
+            let chunk = try reader.read(at: offset, count: AttachmentTransfer.chunkSize)
+            if chunk.isEmpty { break }
+            hasher.update(chunk)
+            data.append(contentsOf: chunk)
+            offset += Int64(chunk.count)
+        }
+        guard offset == attachment.size, hasher.finish() == attachment.sha256 else {
+            throw SyncError(.attachmentDamaged, "the stored copy of attachment \(attachment.sha256.prefix(12))… does not match its hash; it has been removed")
+        }
+        return data
+    }
+
+    /// Notes a read by the app, for the cache budget's least-recently-used order.
+    private func touch(_ attachment: Attachment) async throws {
+        _ = try await observer.write { txn in
+            guard var row = try AttachmentRow.find(txn, id: attachment.sha256) else { return }
+            row.lastUsed = Timestamp.now().millisecondsSince1970
+            try row.save(txn)
+        }
+    }
+
+    /// The store's attachment files, or ``SyncError/Code/unsupported`` when it keeps none.
+    func attachmentFiles() throws -> any AttachmentFileStore {
+        guard let files = store.attachmentFiles else {
+            throw SyncError(.unsupported, "this local store keeps no attachment files")
+        }
+        return files
+    }
+
+    /// Removes what a crash or an unused staging left: temporary files, and stored files no
+    /// `__attachments` row names that are older than ``AttachmentOptions/orphanGrace`` (a
+    /// younger one may be another process's attachment on its way into a record).
+    func removeOrphanedAttachments() async throws {
+        guard let files = store.attachmentFiles else { return }
+        try await FileWork.run { try files.removeLeftovers() }
+        let stored = try await FileWork.run { try files.files() }
+        guard !stored.isEmpty else { return }
+        let known = try await store.read { txn in
+            Set(try txn.records(in: AttachmentRow.table, matching: Query(Field(SystemField.id).isIn(stored.map { .string($0.sha256) }))).map(\.id))
+        }
+        let cutoff = Timestamp.now().millisecondsSince1970 - Int64(options.attachments.orphanGrace.components.seconds * 1000)
+        for file in stored where !known.contains(file.sha256) && !attachmentsStaged.contains(file.sha256)
+            && file.modified.millisecondsSince1970 < cutoff {
+            try await FileWork.run { try files.remove(file.sha256) }
+        }
+    }
+}
+
+/// Sizes of the pieces attachments are read, written and sent in.
+package enum AttachmentTransfer {
+    /// Bytes read or written at a time (1 MiB).
+    package static let chunkSize = 1 << 20
+}
+
+/// Attachments this process has stored and not yet seen written into a record: never
+/// swept as orphans.
+final class StagedAttachments: Sendable {
+    private let hashes = Mutex<[String: Int]>([:])
+
+    func stage(_ hash: String) { hashes.withLock { $0[hash, default: 0] += 1 } }
+    func unstage(_ hash: String) {
+        hashes.withLock { table in
+            guard let count = table[hash] else { return }
+            table[hash] = count > 1 ? count - 1 : nil
+        }
+    }
+    func contains(_ hash: String) -> Bool { hashes.withLock { $0[hash] != nil } }
+}
+
+/// Runs blocking file work on a dispatch thread, off Swift's cooperative pool.
+enum FileWork {
+    static func run<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
+        try await withCheckedThrowingContinuation { continuation in
+            DispatchQueue.global(qos: .utility).async {
+                continuation.resume(with: Result { try body() })
+            }
+        }
+    }
+}

@@ -1,0 +1,270 @@
+import Foundation
+import OfflineSync
+import Synchronization
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// Attachment files in a directory: the ``AttachmentFileStore`` of the file-backed adapters.
+///
+/// Layout: `objects/<2 hex digits>/<name>` for stored files, `tmp/<random>.part` for files
+/// being written. A file is written under `tmp/`, flushed with `fsync`, renamed into
+/// `objects/` and the directory flushed, so a crash leaves either the whole file under its
+/// name or a temporary file that ``removeLeftovers()`` deletes. The directories are made on
+/// the first write: a store that never keeps an attachment leaves nothing beside it.
+///
+/// Without sealing, a stored file is the attachment's bytes, named by its hash, and
+/// ``plainFileURL(for:)`` hands it out. With a ``BlobSealing`` (an encrypting store), nothing
+/// of the bytes, their hash or their size is readable without the store's key: see
+/// ``SealedBlobFormat``.
+public final class BlobDirectory: AttachmentFileStore, @unchecked Sendable {
+    /// The directory.
+    public let path: String
+    let sealing: (any BlobSealing)?
+    /// Temporary files of writers alive in this process (never removed as leftovers).
+    private let liveTemporaries = Mutex<Set<String>>([])
+
+    /// A directory at `path` (made on the first write), plain or sealed.
+    public init(path: String, sealing: (any BlobSealing)? = nil) {
+        self.path = path
+        self.sealing = sealing
+    }
+
+    var objects: String { path + "/objects" }
+    var temporaries: String { path + "/tmp" }
+
+    /// The stored file's path for a hash.
+    func objectPath(_ sha256: String) -> String {
+        let name = sealing?.fileName(for: sha256) ?? sha256
+        return "\(objects)/\(name.prefix(2))/\(name)"
+    }
+
+    public func makeWriter() throws -> any AttachmentFileWriter {
+        try BlobFiles.makeDirectory(temporaries)
+        let temporary = "\(temporaries)/\(UUID.randomString()).part"
+        let descriptor = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
+        guard descriptor >= 0 else { throw BlobFiles.failure("cannot create \(temporary)") }
+        liveTemporaries.withLock { _ = $0.insert(temporary) }
+        let release: @Sendable () -> Void = { [weak self] in self?.liveTemporaries.withLock { _ = $0.remove(temporary) } }
+        if let sealing {
+            return try SealedBlobWriter(directory: self, sealing: sealing, descriptor: descriptor, temporary: temporary, release: release)
+        }
+        return PlainBlobWriter(directory: self, descriptor: descriptor, temporary: temporary, release: release)
+    }
+
+    public func size(of sha256: String) throws -> Int64? {
+        let path = objectPath(sha256)
+        if let sealing {
+            guard BlobFiles.exists(path) else { return nil }
+            let header = try SealedBlobReader.header(path: path, sealing: sealing)
+            guard header.sha256 == sha256 else { throw SealedBlobFormat.damaged(path) }
+            return header.size
+        }
+        var info = stat()
+        if stat(path, &info) != 0 {
+            if errno == ENOENT { return nil }
+            throw BlobFiles.failure("cannot read \(path)")
+        }
+        return Int64(info.st_size)
+    }
+
+    public func reader(for sha256: String) throws -> any AttachmentFileReader {
+        let path = objectPath(sha256)
+        guard BlobFiles.exists(path) else {
+            throw SyncError(.notFound, "attachment \(sha256.prefix(12))… is not stored here")
+        }
+        if let sealing { return try SealedBlobReader(path: path, sealing: sealing, expected: sha256) }
+        return try PlainBlobReader(path: path)
+    }
+
+    public func remove(_ sha256: String) throws {
+        let path = objectPath(sha256)
+        if unlink(path) != 0 && errno != ENOENT { throw BlobFiles.failure("cannot remove \(path)") }
+    }
+
+    public func files() throws -> [AttachmentFileInfo] {
+        var found: [AttachmentFileInfo] = []
+        for bucket in BlobFiles.list(objects) {
+            for name in BlobFiles.list("\(objects)/\(bucket)") {
+                let path = "\(objects)/\(bucket)/\(name)"
+                let attributes = try? FileManager.default.attributesOfItem(atPath: path)
+                let modified = (attributes?[.modificationDate] as? Date).map(Timestamp.init) ?? Timestamp(millisecondsSince1970: 0)
+                if let sealing {
+                    // The name hides the hash: the sealed header holds it. An unreadable
+                    // header is a damaged file, which no record can use.
+                    guard let header = try? SealedBlobReader.header(path: path, sealing: sealing) else {
+                        _ = unlink(path)
+                        continue
+                    }
+                    found.append(AttachmentFileInfo(sha256: header.sha256, size: header.size, modified: modified))
+                } else if Attachment.isHash(name) {
+                    let size = (attributes?[.size] as? NSNumber)?.int64Value ?? 0
+                    found.append(AttachmentFileInfo(sha256: name, size: size, modified: modified))
+                }
+            }
+        }
+        return found
+    }
+
+    public func removeLeftovers() throws {
+        let live = liveTemporaries.withLock { $0 }
+        for name in BlobFiles.list(temporaries) where name.hasSuffix(".part") {
+            let path = "\(temporaries)/\(name)"
+            if !live.contains(path) { _ = unlink(path) }
+        }
+    }
+
+    public func plainFileURL(for sha256: String) -> URL? {
+        guard sealing == nil else { return nil }
+        let path = objectPath(sha256)
+        return BlobFiles.exists(path) ? URL(fileURLWithPath: path) : nil
+    }
+
+    /// Moves a finished temporary file to its name and flushes the directory; drops it when
+    /// the name is taken (the same bytes are already stored).
+    func install(_ temporary: String, as sha256: String) throws {
+        let target = objectPath(sha256)
+        let bucket = String(target[..<target.lastIndex(of: "/")!])
+        try BlobFiles.makeDirectory(bucket)
+        if BlobFiles.exists(target) {
+            _ = unlink(temporary)
+            return
+        }
+        guard rename(temporary, target) == 0 else { throw BlobFiles.failure("cannot rename \(temporary) to \(target)") }
+        try BlobFiles.syncDirectory(bucket)
+    }
+}
+
+/// POSIX helpers of ``BlobDirectory``.
+enum BlobFiles {
+    static func failure(_ what: String) -> SyncError {
+        SyncError(.storageFailure, "\(what): \(String(cString: strerror(errno)))")
+    }
+
+    static func exists(_ path: String) -> Bool { access(path, F_OK) == 0 }
+
+    /// `mkdir -p`, flushing each parent it adds to.
+    static func makeDirectory(_ path: String) throws {
+        if exists(path) { return }
+        let parent = String(path[..<(path.lastIndex(of: "/") ?? path.startIndex)])
+        if !parent.isEmpty { try makeDirectory(parent) }
+        if mkdir(path, 0o700) != 0 && errno != EEXIST { throw failure("cannot create \(path)") }
+        if !parent.isEmpty { try syncDirectory(parent) }
+    }
+
+    static func syncDirectory(_ path: String) throws {
+        let descriptor = open(path, O_RDONLY | O_CLOEXEC)
+        guard descriptor >= 0 else { throw failure("cannot open \(path)") }
+        defer { close(descriptor) }
+        guard fsync(descriptor) == 0 else { throw failure("cannot flush \(path)") }
+    }
+
+    /// The names in a directory (none when it does not exist).
+    static func list(_ path: String) -> [String] {
+        (try? FileManager.default.contentsOfDirectory(atPath: path)) ?? []
+    }
+
+    /// Writes all of `bytes` at the descriptor's position.
+    static func writeAll(_ descriptor: Int32, _ bytes: UnsafeRawBufferPointer, path: String) throws {
+        var done = 0
+        while done < bytes.count {
+            let count = write(descriptor, bytes.baseAddress! + done, bytes.count - done)
+            if count < 0 {
+                if errno == EINTR { continue }
+                throw failure("cannot write \(path)")
+            }
+            done += count
+        }
+    }
+
+    /// Reads up to `count` bytes at `offset` (fewer only at the end of the file).
+    static func readAt(_ descriptor: Int32, offset: Int64, count: Int, path: String) throws -> [UInt8] {
+        var bytes = [UInt8](repeating: 0, count: count)
+        var done = 0
+        while done < count {
+            let read = bytes.withUnsafeMutableBytes { pread(descriptor, $0.baseAddress! + done, count - done, off_t(offset) + off_t(done)) }
+            if read < 0 {
+                if errno == EINTR { continue }
+                throw failure("cannot read \(path)")
+            }
+            if read == 0 { break }
+            done += read
+        }
+        if done < count { bytes.removeSubrange(done...) }
+        return bytes
+    }
+}
+
+/// A writer of a plain file: the bytes as they are.
+final class PlainBlobWriter: AttachmentFileWriter {
+    private let directory: BlobDirectory
+    private var descriptor: Int32
+    private let temporary: String
+    private let release: @Sendable () -> Void
+    private(set) var size: Int64 = 0
+
+    init(directory: BlobDirectory, descriptor: Int32, temporary: String, release: @escaping @Sendable () -> Void) {
+        self.directory = directory
+        self.descriptor = descriptor
+        self.temporary = temporary
+        self.release = release
+    }
+
+    deinit { cancel() }
+
+    func append(_ bytes: UnsafeRawBufferPointer) throws {
+        guard descriptor >= 0 else { throw SyncError(.storeClosed, "the attachment writer has finished") }
+        try BlobFiles.writeAll(descriptor, bytes, path: temporary)
+        size += Int64(bytes.count)
+    }
+
+    func commit(as sha256: String) throws {
+        guard descriptor >= 0 else { throw SyncError(.storeClosed, "the attachment writer has finished") }
+        guard fsync(descriptor) == 0 else { throw BlobFiles.failure("cannot flush \(temporary)") }
+        close(descriptor)
+        descriptor = -1
+        defer { release() }
+        try directory.install(temporary, as: sha256)
+    }
+
+    func cancel() {
+        guard descriptor >= 0 else { return }
+        close(descriptor)
+        descriptor = -1
+        _ = unlink(temporary)
+        release()
+    }
+}
+
+/// A reader of a plain file.
+final class PlainBlobReader: AttachmentFileReader {
+    private let descriptor: Int32
+    private let path: String
+    let size: Int64
+
+    init(path: String) throws {
+        descriptor = open(path, O_RDONLY | O_CLOEXEC)
+        guard descriptor >= 0 else { throw BlobFiles.failure("cannot open \(path)") }
+        self.path = path
+        var info = stat()
+        guard fstat(descriptor, &info) == 0 else {
+            close(descriptor)
+            throw BlobFiles.failure("cannot read \(path)")
+        }
+        size = Int64(info.st_size)
+    }
+
+    deinit { close(descriptor) }
+
+    func read(at offset: Int64, count: Int) throws -> [UInt8] {
+        try BlobFiles.readAt(descriptor, offset: offset, count: max(0, min(Int64(count), size - offset)).clampedInt, path: path)
+    }
+}
+
+extension Int64 {
+    var clampedInt: Int { Int(clamping: self) }
+}

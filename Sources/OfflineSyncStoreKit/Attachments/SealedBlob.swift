@@ -1,0 +1,209 @@
+import OfflineSync
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// How an encrypting store seals attachment files (``BlobDirectory`` with sealing): an
+/// authenticated cipher under the store's key, and a keyed name for each hash.
+public protocol BlobSealing: Sendable {
+    /// Bytes a sealed piece has beyond its plaintext (nonce and tag).
+    var overhead: Int { get }
+    /// Seals `plain`, binding it to `context` (authenticated, not stored).
+    func seal(_ plain: UnsafeRawBufferPointer, context: [UInt8]) throws -> [UInt8]
+    /// Opens a sealed piece; throws when it was altered or sealed under another key or context.
+    func open(_ sealed: [UInt8], context: [UInt8]) throws -> [UInt8]
+    /// The file name for a hash: keyed (an HMAC), so a name does not reveal which file it is.
+    func fileName(for sha256: String) -> String
+}
+
+/// The layout of a sealed attachment file.
+///
+/// `OSBLOB01` (8 bytes), a random file id (16 bytes), the sealed header (the hash as 64 ASCII
+/// digits and the size as 8 little-endian bytes, bound to the file id), then the bytes in
+/// sealed pieces of 64 KiB of plaintext (the last one shorter), each bound to the file id
+/// and its index: a piece moved, dropped, swapped with another file's or altered fails to
+/// open, and the reader reports ``SyncError/Code/attachmentDamaged``.
+public enum SealedBlobFormat {
+    static let magic = Array("OSBLOB01".utf8)
+    static let idSize = 16
+    /// Plaintext bytes per sealed piece.
+    static let piece = 1 << 16
+    static let headerPlain = 64 + 8
+
+    static func headerSize(_ sealing: any BlobSealing) -> Int { magic.count + idSize + headerPlain + sealing.overhead }
+
+    static func pieceContext(_ id: [UInt8], _ index: Int64) -> [UInt8] {
+        var context = id
+        withUnsafeBytes(of: index.littleEndian) { context.append(contentsOf: $0) }
+        return context
+    }
+
+    static func headerContext(_ id: [UInt8]) -> [UInt8] { id + Array("header".utf8) }
+
+    static func damaged(_ path: String) -> SyncError {
+        SyncError(.attachmentDamaged, "the sealed attachment file \(path) does not open under this store's key")
+    }
+}
+
+/// A writer of a sealed file: pieces are sealed as they fill, the header at commit.
+final class SealedBlobWriter: AttachmentFileWriter {
+    private let directory: BlobDirectory
+    private let sealing: any BlobSealing
+    private var descriptor: Int32
+    private let temporary: String
+    private let release: @Sendable () -> Void
+    private let id: [UInt8]
+    private var pending: [UInt8] = []
+    private var pieces: Int64 = 0
+    private(set) var size: Int64 = 0
+
+    init(directory: BlobDirectory, sealing: any BlobSealing, descriptor: Int32, temporary: String,
+         release: @escaping @Sendable () -> Void) throws {
+        self.directory = directory
+        self.sealing = sealing
+        self.descriptor = descriptor
+        self.temporary = temporary
+        self.release = release
+        var generator = SystemRandomNumberGenerator()
+        id = (0..<SealedBlobFormat.idSize).map { _ in UInt8.random(in: 0...255, using: &generator) }
+        // The header's place, written at commit when the hash is known.
+        let placeholder = [UInt8](repeating: 0, count: SealedBlobFormat.headerSize(sealing))
+        try placeholder.withUnsafeBytes { try BlobFiles.writeAll(descriptor, $0, path: temporary) }
+        pending.reserveCapacity(SealedBlobFormat.piece)
+    }
+
+    deinit { cancel() }
+
+    func append(_ bytes: UnsafeRawBufferPointer) throws {
+        guard descriptor >= 0 else { throw SyncError(.storeClosed, "the attachment writer has finished") }
+        var rest = bytes[...]
+        while !rest.isEmpty {
+            let take = min(rest.count, SealedBlobFormat.piece - pending.count)
+            pending.append(contentsOf: rest.prefix(take))
+            rest = rest.dropFirst(take)
+            if pending.count == SealedBlobFormat.piece { try flushPiece() }
+        }
+        size += Int64(bytes.count)
+    }
+
+    private func flushPiece() throws {
+        let sealed = try pending.withUnsafeBytes { try sealing.seal($0, context: SealedBlobFormat.pieceContext(id, pieces)) }
+        try sealed.withUnsafeBytes { try BlobFiles.writeAll(descriptor, $0, path: temporary) }
+        pieces += 1
+        pending.removeAll(keepingCapacity: true)
+    }
+
+    func commit(as sha256: String) throws {
+        guard descriptor >= 0 else { throw SyncError(.storeClosed, "the attachment writer has finished") }
+        if !pending.isEmpty { try flushPiece() }
+        var plain = Array(sha256.utf8)
+        withUnsafeBytes(of: size.littleEndian) { plain.append(contentsOf: $0) }
+        let header = try plain.withUnsafeBytes { try sealing.seal($0, context: SealedBlobFormat.headerContext(id)) }
+        let prefix = SealedBlobFormat.magic + id + header
+        let written = prefix.withUnsafeBytes { pwrite(descriptor, $0.baseAddress, $0.count, 0) }
+        guard written == prefix.count else { throw BlobFiles.failure("cannot write \(temporary)") }
+        guard fsync(descriptor) == 0 else { throw BlobFiles.failure("cannot flush \(temporary)") }
+        close(descriptor)
+        descriptor = -1
+        defer { release() }
+        try directory.install(temporary, as: sha256)
+    }
+
+    func cancel() {
+        guard descriptor >= 0 else { return }
+        close(descriptor)
+        descriptor = -1
+        _ = unlink(temporary)
+        release()
+    }
+}
+
+/// A reader of a sealed file: opens the pieces a read touches, keeping the last one.
+final class SealedBlobReader: AttachmentFileReader {
+    private let descriptor: Int32
+    private let path: String
+    private let sealing: any BlobSealing
+    private let id: [UInt8]
+    let size: Int64
+    private var cached: (index: Int64, plain: [UInt8])?
+
+    struct Header {
+        var id: [UInt8]
+        var sha256: String
+        var size: Int64
+    }
+
+    init(path: String, sealing: any BlobSealing, expected sha256: String) throws {
+        descriptor = open(path, O_RDONLY | O_CLOEXEC)
+        guard descriptor >= 0 else { throw BlobFiles.failure("cannot open \(path)") }
+        self.path = path
+        self.sealing = sealing
+        do {
+            let header = try Self.header(descriptor, path: path, sealing: sealing)
+            guard header.sha256 == sha256 else { throw SealedBlobFormat.damaged(path) }
+            id = header.id
+            size = header.size
+        } catch {
+            close(descriptor)
+            throw error
+        }
+    }
+
+    deinit { close(descriptor) }
+
+    static func header(path: String, sealing: any BlobSealing) throws -> Header {
+        let descriptor = open(path, O_RDONLY | O_CLOEXEC)
+        guard descriptor >= 0 else { throw BlobFiles.failure("cannot open \(path)") }
+        defer { close(descriptor) }
+        return try header(descriptor, path: path, sealing: sealing)
+    }
+
+    private static func header(_ descriptor: Int32, path: String, sealing: any BlobSealing) throws -> Header {
+        let bytes = try BlobFiles.readAt(descriptor, offset: 0, count: SealedBlobFormat.headerSize(sealing), path: path)
+        let magic = SealedBlobFormat.magic.count, idEnd = magic + SealedBlobFormat.idSize
+        guard bytes.count == SealedBlobFormat.headerSize(sealing), Array(bytes[..<magic]) == SealedBlobFormat.magic else {
+            throw SealedBlobFormat.damaged(path)
+        }
+        let id = Array(bytes[magic..<idEnd])
+        guard let plain = try? sealing.open(Array(bytes[idEnd...]), context: SealedBlobFormat.headerContext(id)),
+              plain.count == SealedBlobFormat.headerPlain else { throw SealedBlobFormat.damaged(path) }
+        let sha256 = String(decoding: plain[..<64], as: UTF8.self)
+        let size = plain[64...].reversed().reduce(Int64(0)) { $0 << 8 | Int64($1) }
+        guard Attachment.isHash(sha256), size >= 0 else { throw SealedBlobFormat.damaged(path) }
+        return Header(id: id, sha256: sha256, size: size)
+    }
+
+    func read(at offset: Int64, count: Int) throws -> [UInt8] {
+        var result: [UInt8] = []
+        var position = max(0, offset)
+        let end = min(size, position + Int64(max(0, count)))
+        let piece = Int64(SealedBlobFormat.piece)
+        while position < end {
+            let index = position / piece
+            let plain = try self.piece(index)
+            let start = Int(position - index * piece)
+            let stop = Int(min(end - index * piece, Int64(plain.count)))
+            guard start < stop else { throw SealedBlobFormat.damaged(path) }
+            result.append(contentsOf: plain[start..<stop])
+            position = index * piece + Int64(stop)
+        }
+        return result
+    }
+
+    private func piece(_ index: Int64) throws -> [UInt8] {
+        if let cached, cached.index == index { return cached.plain }
+        let piece = Int64(SealedBlobFormat.piece)
+        let plainCount = Int(min(piece, size - index * piece))
+        let sealedSize = Int64(SealedBlobFormat.piece + sealing.overhead)
+        let offset = Int64(SealedBlobFormat.headerSize(sealing)) + index * sealedSize
+        let sealed = try BlobFiles.readAt(descriptor, offset: offset, count: plainCount + sealing.overhead, path: path)
+        guard let plain = try? sealing.open(sealed, context: SealedBlobFormat.pieceContext(id, index)),
+              plain.count == plainCount else { throw SealedBlobFormat.damaged(path) }
+        cached = (index, plain)
+        return plain
+    }
+}
