@@ -62,6 +62,8 @@ public struct APIError: HTTPResponseError, Sendable {
             return APIError(.conflict, "conflict", error.message)
         case .forbidden:
             return APIError(.forbidden, "forbidden", error.message)
+        case .attachmentDamaged:
+            return APIError(.badRequest, "attachmentDamaged", error.message)
         case .invalidConfiguration:
             return APIError(.badRequest, "invalidConfiguration", error.message)
         case .busy, .transient, .storeClosed:

@@ -33,6 +33,11 @@ struct Routes: Sendable {
         }
         router.post("v1/admin/tokens") { request, context in try await mintToken(request, context) }
         router.post("v1/admin/prune") { request, context in try await prune(request, context) }
+        router.post("v1/admin/prune-attachments") { request, _ in
+            try requireAdmin(request)
+            let removed = try await call { try await service.pruneAttachments() }
+            return Self.json(.object([("removed", .number(String(removed)))]))
+        }
         router.post("v1/admin/merge-identities") { request, context in try await mergeIdentities(request, context) }
         router.post("v1/admin/explain") { request, context in try await explain(request, context) }
         router.get("v1/changes") { request, context -> Response in

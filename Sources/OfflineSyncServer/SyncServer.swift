@@ -209,6 +209,7 @@ public struct SyncServer: Sendable {
         router.add(middleware: AuthenticationMiddleware(verifier: verifier, metrics: metrics))
         let routes = Routes(server: self)
         routes.addNative(to: router)
+        routes.addAttachments(to: router)
         routes.addTables(to: router)
         CognitoRoutes(routes: routes).add(to: router)
         let webSocketRouter = Router(context: SyncRequestContext.self)

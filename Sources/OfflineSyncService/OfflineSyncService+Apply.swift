@@ -92,10 +92,16 @@ extension OfflineSyncService {
         do { try schema.validate(row) } catch let error as SyncError {
             return (.rejected(reason: error.message, status: 400), false)
         }
+        let references: AttachmentReferenceChange
+        switch try attachmentChange(from: current, to: operation.kind == .delete ? nil : publicFields, claims: claims, txn) {
+        case .success(let change): references = change
+        case .failure(let refusal): return (.rejected(reason: refusal.reason, status: refusal.status), false)
+        }
         let applied = PushOutcome.applied(Record(id: item, fields: publicFields, version: row.version,
                                                  updatedAt: row.updatedAt, deleted: row.deleted))
         guard shared else {
             try write(row, over: current, in: table, key: key, shared: false, index: index, &push)
+            if !references.isEmpty { try record(references, table: table, row: id, txn) }
             return (applied, true)
         }
         let live = current.flatMap { $0.deleted ? nil : $0 }
@@ -110,6 +116,7 @@ extension OfflineSyncService {
             return (forbidden, false)
         }
         try write(row, over: current, in: table, key: key, shared: true, index: index, &push)
+        if !references.isEmpty { try record(references, table: table, row: id, txn) }
         try logChange(of: table, from: current, to: row, at: sequence.value, &push)
         if try !evaluator.canRead(row, in: table, claims: claims, txn, memo: memo) {
             // A write the caller may make but not read back (a list's owner adding a member

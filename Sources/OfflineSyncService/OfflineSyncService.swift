@@ -69,8 +69,10 @@ public final class OfflineSyncService: Sendable {
     /// pulls (Docs/SyncRules.md). A group turns large past *K* members and small again at
     /// *K*/2 or fewer.
     public init(store: any LocalStore, schemas: [TableSchema] = [], allowUndeclaredTables: Bool = true,
-                rules: SyncRules = .ownerOnly, groupFanoutLimit: Int = OfflineSyncService.defaultGroupFanoutLimit) async throws {
+                rules: SyncRules = .ownerOnly, groupFanoutLimit: Int = OfflineSyncService.defaultGroupFanoutLimit,
+                attachmentLimits: AttachmentLimits = AttachmentLimits()) async throws {
         try rules.validate()
+        self.attachmentLimits = attachmentLimits
         guard groupFanoutLimit >= 1 else {
             throw SyncError(.invalidConfiguration, "the group fan-out limit must be at least 1")
         }
@@ -93,6 +95,7 @@ public final class OfflineSyncService: Sendable {
         try await store.defineTable(SequenceRow.schema)
         try await store.defineTable(OutcomeRow.schema)
         try await store.defineTable(ViewRow.schema)
+        for schema in Self.attachmentSchemas { try await store.defineTable(schema) }
         if !shared.isEmpty {
             for schema in [GroupLogRow.schema, GroupRow.schema, ReachRow.schema] { try await store.defineTable(schema) }
             try await openSharedSequence()
@@ -125,7 +128,7 @@ public final class OfflineSyncService: Sendable {
             && (schemas[table] != nil || allowUndeclaredTables) && rules.rules(for: table) != nil
     }
 
-    /// The default ``init(store:schemas:allowUndeclaredTables:rules:groupFanoutLimit:)``'s
+    /// The default ``init(store:schemas:allowUndeclaredTables:rules:groupFanoutLimit:attachmentLimits:)``'s
     /// `groupFanoutLimit`.
     ///
     /// Measured (`offline-sync-harness bench --only push-shared-k`, Docs/SyncRules.md): each
@@ -137,6 +140,9 @@ public final class OfflineSyncService: Sendable {
 
     /// The group fan-out limit *K* the service was opened with.
     public let fanoutLimit: Int
+
+    /// The limits on attachments the service was opened with.
+    public let attachmentLimits: AttachmentLimits
 
     /// A ``RemoteStore`` for one identity, for in-process use.
     public func remote(for identity: Identity) -> any RemoteStore {

@@ -36,7 +36,8 @@ struct AttachmentSealingTests {
             // The same key reads it back; the file is whole.
             let reopened = try await SyncContext(store: try await EncryptedFileStore(path: dir.file(), key: try .raw(TestKeys.raw)),
                                                  remote: UnreachableRemote())
-            #expect(try await reopened.attachmentData(photo) == Data(Self.secret))
+            let same = try await reopened.attachmentData(photo) == Data(Self.secret)
+            #expect(same, "the bytes read back")
             try await reopened.close()
         }
     }

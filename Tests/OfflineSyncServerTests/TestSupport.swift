@@ -29,9 +29,11 @@ struct LiveServer: Sendable {
 
     static func start(in directory: URL, rules: SyncRules = .ownerOnly,
                       groupFanoutLimit: Int = OfflineSyncService.defaultGroupFanoutLimit,
+                      attachmentLimits: AttachmentLimits = AttachmentLimits(),
                       configure: (inout SyncServer.Configuration) -> Void = { _ in }) async throws -> LiveServer {
         let store = try await SQLiteStore(path: directory.appendingPathComponent("server.sqlite").path)
-        let service = try await OfflineSyncService(store: store, rules: rules, groupFanoutLimit: groupFanoutLimit)
+        let service = try await OfflineSyncService(store: store, rules: rules, groupFanoutLimit: groupFanoutLimit,
+                                                   attachmentLimits: attachmentLimits)
         var configuration = SyncServer.Configuration(port: 0, tokenSecret: testSecret, adminKey: testAdminKey, logger: quietLogger)
         configure(&configuration)
         let server = try await SyncServer(service: service, configuration: configuration)
@@ -52,10 +54,12 @@ struct LiveServer: Sendable {
 
     /// Runs `body` against a fresh server and stops it afterwards, even on failure.
     static func with<T>(rules: SyncRules = .ownerOnly, groupFanoutLimit: Int = OfflineSyncService.defaultGroupFanoutLimit,
+                        attachmentLimits: AttachmentLimits = AttachmentLimits(),
                         configure: (inout SyncServer.Configuration) -> Void = { _ in },
                         _ body: (LiveServer) async throws -> T) async throws -> T {
         try await withTemporaryDirectory { directory in
-            let live = try await start(in: directory, rules: rules, groupFanoutLimit: groupFanoutLimit, configure: configure)
+            let live = try await start(in: directory, rules: rules, groupFanoutLimit: groupFanoutLimit,
+                                       attachmentLimits: attachmentLimits, configure: configure)
             do {
                 let result = try await body(live)
                 try await live.stop()

@@ -1,0 +1,220 @@
+import Foundation
+import Hummingbird
+import HTTPTypes
+import NIOCore
+import OfflineSync
+import OfflineSyncService
+
+// Attachments over HTTP: uploads speak the IETF resumable-upload protocol
+// (draft-ietf-httpbis-resumable-upload, interop versions 3, 5 and 6, the ones swift-nio-extras'
+// NIOResumableUpload accepts), downloads are plain GETs with `Range`. Every route needs a
+// token; every "not yours" is the same 404 as "not there".
+//
+// - `OPTIONS /v1/attachments`: the limits (`Upload-Limit: max-size=…`).
+// - `POST /v1/attachments/{sha256}`: upload creation (`Upload-Complete`, optional
+//   `Upload-Length`, the first bytes as the body); 201 with `Location` while incomplete.
+// - `HEAD /v1/attachments/{sha256}/upload`: offset retrieval (204, `Upload-Offset`, `Upload-Complete`).
+// - `PATCH /v1/attachments/{sha256}/upload`: append at `Upload-Offset` (409 with the server's
+//   offset when it differs).
+// - `DELETE /v1/attachments/{sha256}/upload`: cancel an unfinished upload.
+// - `GET`/`HEAD /v1/attachments/{sha256}`: the bytes (`Range: bytes=N-` for the rest from N).
+
+extension Routes {
+    static let interopVersion = HTTPField.Name("Upload-Draft-Interop-Version")!
+    static let uploadComplete = HTTPField.Name("Upload-Complete")!
+    static let uploadIncomplete = HTTPField.Name("Upload-Incomplete")!
+    static let uploadOffset = HTTPField.Name("Upload-Offset")!
+    static let uploadLength = HTTPField.Name("Upload-Length")!
+    static let uploadLimit = HTTPField.Name("Upload-Limit")!
+    static let supportedInteropVersions: Set<Int> = [3, 5, 6]
+    /// Bytes gathered from a request body before they are stored as one piece.
+    static let attachmentPiece = 1 << 20
+
+    func addAttachments(to router: Router<SyncRequestContext>) {
+        router.on("v1/attachments", method: .options) { request, context in try attachmentOptions(request, context) }
+        router.post("v1/attachments/:hash") { request, context in try await createUpload(request, context) }
+        router.head("v1/attachments/:hash/upload") { request, context in try await uploadOffset(request, context) }
+        router.patch("v1/attachments/:hash/upload") { request, context in try await appendUpload(request, context) }
+        router.delete("v1/attachments/:hash/upload") { request, context in try await cancelUpload(request, context) }
+        router.get("v1/attachments/:hash") { request, context in try await download(request, context, head: false) }
+        router.head("v1/attachments/:hash") { request, context in try await download(request, context, head: true) }
+    }
+
+    private func attachmentOptions(_ request: Request, _ context: SyncRequestContext) throws -> Response {
+        _ = try context.requireClaims()
+        let version = try Self.interopVersion(request.headers) ?? 6
+        return Response(status: .ok, headers: [
+            Self.interopVersion: String(version),
+            Self.uploadLimit: "max-size=\(service.attachmentLimits.maximumSize), min-size=0",
+        ])
+    }
+
+    private func createUpload(_ request: Request, _ context: SyncRequestContext) async throws -> Response {
+        let claims = try context.requireClaims()
+        let hash = try context.parameters.require("hash")
+        let version = try Self.interopVersion(request.headers) ?? 6
+        guard let complete = Self.uploadComplete(request.headers, version: version) else {
+            throw APIError(.badRequest, "invalidRequest", "an upload creation carries Upload-Complete (?0 or ?1)")
+        }
+        if let offset = Self.structuredInteger(request.headers[Self.uploadOffset]), offset != 0 {
+            throw APIError(.badRequest, "invalidRequest", "an upload creation starts at offset 0")
+        }
+        var length = Self.structuredInteger(request.headers[Self.uploadLength])
+        if length == nil, complete, let contentLength = request.headers[.contentLength].flatMap(Int64.init) { length = contentLength }
+        let state = try await call { try await service.beginAttachmentUpload(claims: claims, hash: hash, length: length) }
+        var headers = Self.uploadHeaders(state, version: version)
+        headers[.location] = "/v1/attachments/\(hash)/upload"
+        if state.complete { return Response(status: .ok, headers: headers) }
+        guard state.offset == 0 else { return Response(status: .conflict, headers: Self.uploadHeaders(state, version: version)) }
+        let finished = try await receive(request, claims: claims, hash: hash, from: 0, complete: complete, version: version)
+        headers = Self.uploadHeaders(finished, version: version)
+        headers[.location] = "/v1/attachments/\(hash)/upload"
+        return Response(status: finished.complete ? .ok : .created, headers: headers)
+    }
+
+    private func uploadOffset(_ request: Request, _ context: SyncRequestContext) async throws -> Response {
+        let claims = try context.requireClaims()
+        let hash = try context.parameters.require("hash")
+        let version = try Self.interopVersion(request.headers) ?? 6
+        guard let state = try await call({ try await service.attachmentUploadState(claims: claims, hash: hash) }) else { return Self.attachmentNotFound }
+        var headers = Self.uploadHeaders(state, version: version)
+        headers[.cacheControl] = "no-store"
+        return Response(status: .noContent, headers: headers)
+    }
+
+    private func appendUpload(_ request: Request, _ context: SyncRequestContext) async throws -> Response {
+        let claims = try context.requireClaims()
+        let hash = try context.parameters.require("hash")
+        let version = try Self.interopVersion(request.headers) ?? 6
+        guard let offset = Self.structuredInteger(request.headers[Self.uploadOffset]) else {
+            throw APIError(.badRequest, "invalidRequest", "an append carries Upload-Offset")
+        }
+        if version >= 6, request.headers[.contentType] != "application/partial-upload" {
+            throw APIError(.badRequest, "invalidRequest", "an append carries Content-Type: application/partial-upload")
+        }
+        let complete = Self.uploadComplete(request.headers, version: version) ?? true
+        guard let state = try await call({ try await service.attachmentUploadState(claims: claims, hash: hash) }) else { return Self.attachmentNotFound }
+        guard !state.complete, state.offset == offset else {
+            return Response(status: .conflict, headers: Self.uploadHeaders(state, version: version))
+        }
+        let finished = try await receive(request, claims: claims, hash: hash, from: offset, complete: complete, version: version)
+        return Response(status: finished.complete ? .ok : .noContent, headers: Self.uploadHeaders(finished, version: version))
+    }
+
+    private func cancelUpload(_ request: Request, _ context: SyncRequestContext) async throws -> Response {
+        let claims = try context.requireClaims()
+        let hash = try context.parameters.require("hash")
+        guard try await call({ try await service.cancelAttachmentUpload(claims: claims, hash: hash) }) else { return Self.attachmentNotFound }
+        return Response(status: .noContent)
+    }
+
+    /// Stores the request's body from `offset` in pieces of ``attachmentPiece``, then, when
+    /// the client says it is complete, checks and finishes the upload. A body cut off keeps
+    /// every whole piece stored before the cut.
+    private func receive(_ request: Request, claims: Claims, hash: String, from offset: Int64, complete: Bool,
+                         version: Int) async throws -> AttachmentUploadState {
+        var position = offset
+        var pending: [UInt8] = []
+        pending.reserveCapacity(Self.attachmentPiece)
+        func store() async throws {
+            guard !pending.isEmpty else { return }
+            let bytes = pending
+            position = try await call { try await service.appendAttachment(claims: claims, hash: hash, offset: position, bytes: bytes) }
+            pending.removeAll(keepingCapacity: true)
+        }
+        var body = request.body.makeAsyncIterator()
+        while true {
+            let next: ByteBuffer?
+            do {
+                next = try await body.next()
+            } catch {
+                // The client stopped sending: what arrived is stored for it to resume from.
+                try await store()
+                throw error
+            }
+            guard var buffer = next else { break }
+            while buffer.readableBytes > 0 {
+                let take = min(buffer.readableBytes, Self.attachmentPiece - pending.count)
+                pending.append(contentsOf: buffer.readBytes(length: take)!)
+                if pending.count == Self.attachmentPiece { try await store() }
+            }
+        }
+        try await store()
+        guard complete else { return AttachmentUploadState(offset: position, complete: false) }
+        return try await call { try await service.finishAttachmentUpload(claims: claims, hash: hash) }
+    }
+
+    private func download(_ request: Request, _ context: SyncRequestContext, head: Bool) async throws -> Response {
+        let claims = try context.requireClaims()
+        let hash = try context.parameters.require("hash")
+        guard let size = try await call({ try await service.attachmentSize(claims: claims, hash: hash) }) else { return Self.attachmentNotFound }
+        var start: Int64 = 0
+        if let range = request.headers[.range] {
+            guard let from = Self.rangeStart(range), from < max(size, 1) else {
+                return Response(status: .rangeNotSatisfiable, headers: [.contentRange: "bytes */\(size)"])
+            }
+            start = from
+        }
+        var headers: HTTPFields = [
+            .contentType: "application/octet-stream", .contentLength: String(size - start), .acceptRanges: "bytes",
+            .eTag: "\"\(hash)\"", .cacheControl: "private, max-age=31536000, immutable",
+        ]
+        let status: HTTPResponse.Status = request.headers[.range] == nil ? .ok : .partialContent
+        if status == .partialContent { headers[.contentRange] = "bytes \(start)-\(max(start, size - 1))/\(size)" }
+        if head || size == 0 { return Response(status: status, headers: headers) }
+        let routes = self, from = start
+        return Response(status: status, headers: headers, body: ResponseBody { writer in
+            _ = try await routes.call { try await routes.service.readAttachment(claims: claims, hash: hash, from: from) { piece in
+                try await writer.write(ByteBuffer(bytes: piece))
+                return true
+            } }
+            try await writer.finish(nil)
+        })
+    }
+
+    /// The same 404 for "no such file" and "not yours", with no body that could differ.
+    static var attachmentNotFound: Response { Response(status: .notFound, headers: [.contentLength: "0"]) }
+
+    static func uploadHeaders(_ state: AttachmentUploadState, version: Int) -> HTTPFields {
+        var headers: HTTPFields = [interopVersion: String(version), uploadOffset: String(state.offset)]
+        if version >= 5 { headers[uploadComplete] = state.complete ? "?1" : "?0" } else { headers[uploadIncomplete] = state.complete ? "?0" : "?1" }
+        return headers
+    }
+
+    /// The request's interop version: `nil` when absent; 400 for one this server does not speak.
+    static func interopVersion(_ headers: HTTPFields) throws -> Int? {
+        guard let text = headers[interopVersion] else { return nil }
+        guard let version = Int(text), supportedInteropVersions.contains(version) else {
+            throw APIError(.badRequest, "unsupportedVersion", "this server speaks resumable-upload interop versions 3, 5 and 6")
+        }
+        return version
+    }
+
+    /// `Upload-Complete` (versions 5 and later) or the inverse of `Upload-Incomplete` (3).
+    static func uploadComplete(_ headers: HTTPFields, version: Int) -> Bool? {
+        if version >= 5 { return structuredBoolean(headers[uploadComplete]) }
+        return structuredBoolean(headers[uploadIncomplete]).map { !$0 }
+    }
+
+    /// An RFC 8941 boolean item: `?1` or `?0`.
+    static func structuredBoolean(_ text: String?) -> Bool? {
+        switch text?.trimmingCharacters(in: .whitespaces) {
+        case "?1": return true
+        case "?0": return false
+        default: return nil
+        }
+    }
+
+    /// An RFC 8941 non-negative integer item (at most 15 digits).
+    static func structuredInteger(_ text: String?) -> Int64? {
+        guard let text = text?.trimmingCharacters(in: .whitespaces), !text.isEmpty, text.count <= 15,
+              text.utf8.allSatisfy({ $0 >= 48 && $0 <= 57 }) else { return nil }
+        return Int64(text)
+    }
+
+    /// The start of `bytes=N-` (the only range form served: the rest of the file from N).
+    static func rangeStart(_ range: String) -> Int64? {
+        guard range.hasPrefix("bytes="), range.hasSuffix("-") else { return nil }
+        return structuredInteger(String(range.dropFirst(6).dropLast()))
+    }
+}

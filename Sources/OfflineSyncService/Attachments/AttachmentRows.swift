@@ -1,0 +1,115 @@
+import OfflineSync
+
+/// The service's limits on attachments.
+public struct AttachmentLimits: Sendable, Hashable {
+    /// The largest attachment, in bytes. Default 2 GiB.
+    public var maximumSize: Int64
+    /// The most bytes one identity may have stored by its own uploads (finished and under
+    /// way). Default 20 GiB.
+    public var quotaPerIdentity: Int64
+    /// How long a finished upload no row references, or an upload that stopped, is kept
+    /// before ``OfflineSyncService/pruneAttachments(now:)`` collects it. Default 24 hours.
+    public var grace: Duration
+
+    /// Limits; every parameter has the documented default.
+    public init(maximumSize: Int64 = 2 << 30, quotaPerIdentity: Int64 = 20 << 30, grace: Duration = .seconds(86_400)) {
+        self.maximumSize = maximumSize
+        self.quotaPerIdentity = quotaPerIdentity
+        self.grace = grace
+    }
+}
+
+/// One identity's upload of one attachment (`__srv_att_uploads`), keyed by identity and
+/// hash. A finished one is that identity's grant: it may reference the hash and read it.
+struct AttachmentUploadRow: StoredRow {
+    static let table = "__srv_att_uploads"
+    enum CodingKeys: String, CodingKey { case id, identity, hash, received, length, complete, touchedAt }
+
+    var id: String
+    var identity: String
+    var hash: String
+    /// Bytes stored so far (the upload's offset).
+    var received: Int64
+    /// The declared length, or -1 while unknown.
+    var length: Int64
+    var complete: Bool
+    var touchedAt: Timestamp
+
+    static let schema = TableSchema(table, fields: [
+        column(.identity, .string, indexed: true), column(.hash, .string, indexed: true), column(.received, .int),
+        column(.length, .int), column(.complete, .bool), column(.touchedAt, .date, indexed: true),
+    ], undeclaredFields: .reject)
+
+    static func key(identity: String, hash: String) -> String { CompositeKey.slashed(identity, last: hash) }
+}
+
+/// A piece of an upload's bytes (`__srv_att_chunks`), at its offset.
+struct AttachmentChunkRow: StoredRow {
+    static let table = "__srv_att_chunks"
+    enum CodingKeys: String, CodingKey { case id, upload, offset, bytes }
+
+    var id: String
+    /// The key of the upload the piece belongs to.
+    var upload: String
+    var offset: Int64
+    var bytes: [UInt8]
+
+    static let schema = TableSchema(table, fields: [
+        column(.upload, .string), column(.offset, .int), column(.bytes, .bytes),
+    ], indexes: [IndexDefinition([CodingKeys.upload.rawValue, CodingKeys.offset.rawValue])], undeclaredFields: .reject)
+
+    /// Ids sort by offset within an upload (20 digits hold any `Int64`).
+    static func key(upload: String, offset: Int64) -> String {
+        let digits = String(offset)
+        return CompositeKey.slashed(upload, last: String(repeating: "0", count: max(0, 20 - digits.count)) + digits)
+    }
+
+    func record() throws -> Record {
+        Record(id: id, nonNullFields: [Self.name(.upload): .string(upload), Self.name(.offset): .int(offset), Self.name(.bytes): .bytes(bytes)])
+    }
+}
+
+/// An attachment the server holds whole (`__srv_att_files`), keyed by hash.
+struct AttachmentFileRow: StoredRow {
+    static let table = "__srv_att_files"
+    enum CodingKeys: String, CodingKey { case id, size, holder, completedAt }
+
+    var id: String
+    var size: Int64
+    /// The upload whose chunks hold the bytes.
+    var holder: String
+    var completedAt: Timestamp
+
+    static let schema = TableSchema(table, fields: [
+        column(.size, .int), column(.holder, .string), column(.completedAt, .date, indexed: true),
+    ], undeclaredFields: .reject)
+}
+
+/// A stored row that references an attachment (`__srv_att_refs`): who may read the row may
+/// read the file.
+struct AttachmentReferenceRow: StoredRow {
+    static let table = "__srv_att_refs"
+    enum CodingKeys: String, CodingKey { case id, hash, table, row }
+
+    var id: String
+    var hash: String
+    var table: String
+    /// The stored row's id (an owner-only row's includes its owner).
+    var row: String
+
+    static let schema = TableSchema(table, fields: [
+        column(.hash, .string, indexed: true), column(.table, .string), column(.row, .string),
+    ], undeclaredFields: .reject)
+
+    init(hash: String, table: String, row: String) {
+        id = CompositeKey.slashed(hash, table, last: row)
+        self.hash = hash
+        self.table = table
+        self.row = row
+    }
+}
+
+extension OfflineSyncService {
+    static let attachmentSchemas = [AttachmentUploadRow.schema, AttachmentChunkRow.schema, AttachmentFileRow.schema,
+                                    AttachmentReferenceRow.schema]
+}

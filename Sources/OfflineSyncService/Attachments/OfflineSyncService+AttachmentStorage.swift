@@ -1,0 +1,249 @@
+import OfflineSync
+
+// Attachment bytes in the service's own store: each identity's upload is a row and its
+// bytes are chunk rows, written one transaction per piece, so an upload cut off anywhere
+// resumes from the last committed piece and several instances over one PostgreSQL database
+// share every byte (a backup of the store holds them all). A finished upload whose hash
+// checks becomes the file (its chunks are the file's bytes) or, when the server already held
+// it, the caller's grant, its duplicate bytes dropped.
+
+/// Where an upload stands: the bytes the server has taken and whether it holds the whole file.
+public struct AttachmentUploadState: Sendable, Hashable {
+    /// Bytes taken (the resumable upload's offset).
+    public var offset: Int64
+    /// Whether the server holds the whole file and the caller may use it.
+    public var complete: Bool
+
+    /// A state.
+    public init(offset: Int64, complete: Bool) {
+        self.offset = offset
+        self.complete = complete
+    }
+}
+
+extension OfflineSyncService {
+    /// Where the caller's upload of `hash` stands, or `nil` (404) when the caller has none and
+    /// may not read a whole file of that hash: "exists, not yours" and "does not exist" are
+    /// one answer.
+    public func attachmentUploadState(claims: Claims, hash: String) async throws -> AttachmentUploadState? {
+        guard Attachment.isHash(hash) else { return nil }
+        return try await store.read { txn in try self.uploadState(claims: claims, hash: hash, txn) }
+    }
+
+    private func uploadState(claims: Claims, hash: String, _ txn: any LocalReadTransaction) throws -> AttachmentUploadState? {
+        if let upload = try AttachmentUploadRow.find(txn, id: AttachmentUploadRow.key(identity: claims.identity.text, hash: hash)) {
+            return AttachmentUploadState(offset: upload.received, complete: upload.complete)
+        }
+        if let file = try AttachmentFileRow.find(txn, id: hash), try mayRead(attachment: hash, claims: claims, txn) {
+            return AttachmentUploadState(offset: file.size, complete: true)
+        }
+        return nil
+    }
+
+    /// Starts (or finds) the caller's upload of `hash`, of `length` bytes when known. A file
+    /// the caller may already read is complete at once: its bytes are not sent again.
+    ///
+    /// Throws ``SyncError/Code/invalidValue`` for a malformed hash and
+    /// ``SyncError/Code/limitExceeded`` for a length over ``AttachmentLimits/maximumSize`` or
+    /// past the caller's ``AttachmentLimits/quotaPerIdentity``, before any byte is stored.
+    public func beginAttachmentUpload(claims: Claims, hash: String, length: Int64?) async throws -> AttachmentUploadState {
+        guard Attachment.isHash(hash) else { throw SyncError(.invalidValue, "an attachment is named by 64 lowercase hexadecimal digits") }
+        if let length { try checkAttachmentSize(length) }
+        let limits = attachmentLimits
+        return try await store.write { txn in
+            if let state = try self.uploadState(claims: claims, hash: hash, txn) { return state }
+            let identity = claims.identity.text
+            let used = try AttachmentUploadRow.all(txn, Query(AttachmentUploadRow.field(.identity) == .string(identity)))
+                .reduce(Int64(0)) { $0 + max($1.received, $1.length) }
+            if used + max(0, length ?? 0) > limits.quotaPerIdentity {
+                throw SyncError(.limitExceeded, "this upload would take the identity past its attachment quota of \(limits.quotaPerIdentity) bytes (\(used) in use)")
+            }
+            let row = AttachmentUploadRow(id: AttachmentUploadRow.key(identity: identity, hash: hash), identity: identity, hash: hash,
+                                          received: 0, length: length ?? -1, complete: false, touchedAt: Timestamp.now())
+            try row.save(txn)
+            return AttachmentUploadState(offset: 0, complete: false)
+        }
+    }
+
+    private func checkAttachmentSize(_ size: Int64) throws {
+        guard size >= 0 else { throw SyncError(.invalidValue, "an attachment's length cannot be negative") }
+        guard size <= attachmentLimits.maximumSize else {
+            throw SyncError(.limitExceeded, "an attachment may have at most \(attachmentLimits.maximumSize) bytes; this one has \(size)")
+        }
+    }
+
+    /// Appends `bytes` at `offset` to the caller's upload of `hash`, in one transaction, and
+    /// returns the new offset. Throws ``SyncError/Code/conflict`` when `offset` is not the
+    /// upload's (the answer to a client that lost track: ask the state again),
+    /// ``SyncError/Code/notFound`` when the caller has no upload of it, and
+    /// ``SyncError/Code/limitExceeded`` past the declared length or the size limit.
+    public func appendAttachment(claims: Claims, hash: String, offset: Int64, bytes: [UInt8]) async throws -> Int64 {
+        let key = AttachmentUploadRow.key(identity: claims.identity.text, hash: hash)
+        let maximum = attachmentLimits.maximumSize
+        return try await store.write { txn in
+            guard var upload = try AttachmentUploadRow.find(txn, id: key) else {
+                throw SyncError(.notFound, "no upload of this attachment")
+            }
+            guard !upload.complete, offset == upload.received else {
+                throw SyncError(.conflict, "the upload is at offset \(upload.received)\(upload.complete ? " and complete" : "")")
+            }
+            let end = upload.received + Int64(bytes.count)
+            guard end <= maximum, upload.length < 0 || end <= upload.length else {
+                throw SyncError(.limitExceeded, "the upload's bytes go past \(upload.length < 0 ? "the size limit of \(maximum)" : "its declared length of \(upload.length)")")
+            }
+            guard !bytes.isEmpty else { return upload.received }
+            try AttachmentChunkRow(id: AttachmentChunkRow.key(upload: key, offset: offset), upload: key, offset: offset, bytes: bytes).save(txn)
+            upload.received = end
+            upload.touchedAt = Timestamp.now()
+            try upload.save(txn)
+            return end
+        }
+    }
+
+    /// Finishes the caller's upload of `hash`: checks that its bytes hash to `hash` (and make
+    /// the declared length), then keeps them as the file, or drops them when the file is
+    /// already held. A mismatch removes the upload and throws ``SyncError/Code/attachmentDamaged``.
+    public func finishAttachmentUpload(claims: Claims, hash: String) async throws -> AttachmentUploadState {
+        let key = AttachmentUploadRow.key(identity: claims.identity.text, hash: hash)
+        guard let upload = try await store.read({ txn in try AttachmentUploadRow.find(txn, id: key) }) else {
+            throw SyncError(.notFound, "no upload of this attachment")
+        }
+        if upload.complete { return AttachmentUploadState(offset: upload.received, complete: true) }
+        var hasher = AttachmentHasher()
+        try await readChunks(of: key, from: 0) { hasher.update($0); return true }
+        guard hasher.count == upload.received, upload.length < 0 || upload.received == upload.length, hasher.finish() == hash else {
+            try await removeUpload(key)
+            throw SyncError(.attachmentDamaged, "the uploaded bytes do not hash to \(hash) (or fall short of the declared length); the upload is removed")
+        }
+        let duplicate = try await store.write { txn -> Bool in
+            guard var row = try AttachmentUploadRow.find(txn, id: key) else { throw SyncError(.notFound, "no upload of this attachment") }
+            row.complete = true
+            row.length = row.received
+            row.touchedAt = Timestamp.now()
+            try row.save(txn)
+            if try AttachmentFileRow.find(txn, id: hash) != nil { return true }
+            try AttachmentFileRow(id: hash, size: row.received, holder: key, completedAt: Timestamp.now()).save(txn)
+            return false
+        }
+        if duplicate { try await removeChunks(of: key) }
+        return AttachmentUploadState(offset: upload.received, complete: true)
+    }
+
+    /// Drops the caller's unfinished upload of `hash` and its bytes; `false` when it has none.
+    /// A finished one is kept (it is the caller's grant).
+    public func cancelAttachmentUpload(claims: Claims, hash: String) async throws -> Bool {
+        let key = AttachmentUploadRow.key(identity: claims.identity.text, hash: hash)
+        guard let upload = try await store.read({ txn in try AttachmentUploadRow.find(txn, id: key) }), !upload.complete else { return false }
+        try await removeUpload(key)
+        return true
+    }
+
+    /// The size of the attachment when the caller may read it, or `nil`: absent and
+    /// unreadable are one answer.
+    public func attachmentSize(claims: Claims, hash: String) async throws -> Int64? {
+        guard Attachment.isHash(hash) else { return nil }
+        return try await store.read { txn in
+            guard let file = try AttachmentFileRow.find(txn, id: hash), try self.mayRead(attachment: hash, claims: claims, txn) else { return nil }
+            return file.size
+        }
+    }
+
+    /// Reads the attachment from `offset` on, piece by piece, handing each piece to `body`
+    /// until it returns `false` or the file ends. Returns `false` (and reads nothing) when
+    /// the caller may not read it or it does not exist.
+    public func readAttachment(claims: Claims, hash: String, from offset: Int64,
+                               _ body: ([UInt8]) async throws -> Bool) async throws -> Bool {
+        guard Attachment.isHash(hash) else { return false }
+        let holder = try await store.read { txn -> String? in
+            guard let file = try AttachmentFileRow.find(txn, id: hash), try self.mayRead(attachment: hash, claims: claims, txn) else { return nil }
+            return file.holder
+        }
+        guard let holder else { return false }
+        try await readChunks(of: holder, from: offset, body)
+        return true
+    }
+
+    /// Hands the upload's bytes from `offset` to `body`, a few pieces per read transaction.
+    func readChunks(of upload: String, from offset: Int64, _ body: ([UInt8]) async throws -> Bool) async throws {
+        // The piece holding `offset`: the last one starting at or before it.
+        let first = try await store.read { txn in
+            try AttachmentChunkRow.first(txn, Query(AttachmentChunkRow.field(.upload) == .string(upload) && AttachmentChunkRow.field(.offset) <= .int(offset),
+                                                    order: [AttachmentChunkRow.sorted(.offset, ascending: false)], limit: 1))
+        }
+        guard var chunk = first else { return }
+        var position = offset
+        while true {
+            let skip = Int(position - chunk.offset)
+            if skip < chunk.bytes.count {
+                guard try await body(skip == 0 ? chunk.bytes : Array(chunk.bytes[skip...])) else { return }
+            }
+            position = chunk.offset + Int64(chunk.bytes.count)
+            let after = chunk.offset
+            guard let next = try await store.read({ txn in
+                try AttachmentChunkRow.first(txn, Query(AttachmentChunkRow.field(.upload) == .string(upload) && AttachmentChunkRow.field(.offset) > .int(after),
+                                                        order: [AttachmentChunkRow.sorted(.offset)], limit: 1))
+            }) else { return }
+            chunk = next
+        }
+    }
+
+    private func removeUpload(_ key: String) async throws {
+        try await removeChunks(of: key)
+        _ = try await store.write { txn in try txn.delete(id: key, in: AttachmentUploadRow.table) }
+    }
+
+    /// Deletes an upload's chunks, a few at a time (each may be a megabyte).
+    func removeChunks(of upload: String) async throws {
+        while true {
+            let removed = try await store.write { txn -> Int in
+                let ids = try txn.records(in: AttachmentChunkRow.table, matching: Query(AttachmentChunkRow.field(.upload) == .string(upload), limit: 64)).map(\.id)
+                return ids.isEmpty ? 0 : try txn.delete(ids: ids, in: AttachmentChunkRow.table)
+            }
+            if removed == 0 { return }
+        }
+    }
+
+    /// Collects attachments no row references whose upload finished before `now` minus
+    /// ``AttachmentLimits/grace``, and unfinished uploads untouched for as long. An upload that
+    /// is still receiving bytes is never collected. Returns how many files and uploads went.
+    @discardableResult
+    public func pruneAttachments(now: Timestamp = .now()) async throws -> Int {
+        let cutoff = Timestamp(millisecondsSince1970: now.millisecondsSince1970 - attachmentLimits.grace.milliseconds)
+        var removed = 0
+        let stale = try await store.read { txn in
+            try AttachmentUploadRow.all(txn, Query(AttachmentUploadRow.field(.complete) == false && AttachmentUploadRow.field(.touchedAt) < .date(cutoff)))
+        }
+        for upload in stale {
+            try await removeUpload(upload.id)
+            removed += 1
+        }
+        let files = try await store.read { txn in
+            try AttachmentFileRow.all(txn, Query(AttachmentFileRow.field(.completedAt) < .date(cutoff))).filter { file in
+                try txn.first(in: AttachmentReferenceRow.table, matching: Query(AttachmentReferenceRow.field(.hash) == .string(file.id), limit: 1)) == nil
+            }
+        }
+        for file in files {
+            // Checked again in the deleting transaction: a push may have referenced it since.
+            let gone = try await store.write { txn -> Bool in
+                guard try txn.first(in: AttachmentReferenceRow.table, matching: Query(AttachmentReferenceRow.field(.hash) == .string(file.id), limit: 1)) == nil
+                else { return false }
+                _ = try txn.delete(id: file.id, in: AttachmentFileRow.table)
+                let grants = try AttachmentUploadRow.all(txn, Query(AttachmentUploadRow.field(.hash) == .string(file.id))).map(\.id)
+                _ = try txn.delete(ids: grants, in: AttachmentUploadRow.table)
+                return true
+            }
+            guard gone else { continue }
+            try await removeChunks(of: file.holder)
+            removed += 1
+        }
+        return removed
+    }
+}
+
+extension Duration {
+    /// Whole milliseconds.
+    var milliseconds: Int64 {
+        let (seconds, attoseconds) = components
+        return seconds * 1000 + attoseconds / 1_000_000_000_000_000
+    }
+}

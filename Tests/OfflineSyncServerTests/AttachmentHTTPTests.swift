@@ -1,0 +1,196 @@
+import Foundation
+import OfflineSync
+import OfflineSyncHTTP
+import OfflineSyncServer
+import OfflineSyncService
+import OfflineSyncTestSupport
+import Testing
+
+/// Attachments on the live server: the resumable-upload request forms (interop version 6,
+/// as swift-nio-extras' NIOResumableUpload reads them), downloads with ranges, the push's
+/// "upload before reference" rule, and access that follows the sync rules with one 404.
+@Suite("Attachments over HTTP")
+struct AttachmentHTTPTests {
+    static let bytes: [UInt8] = (0..<3_000_000).map { UInt8(truncatingIfNeeded: ($0 &* 2_654_435_761) >> 11) }
+    static let hash = sha256Hex(bytes)
+
+    /// `Authorization` plus the interop version.
+    static func headers(_ token: String, _ more: [(String, String)] = []) -> [(String, String)] {
+        [("Authorization", "Bearer \(token)"), ("Upload-Draft-Interop-Version", "6")] + more
+    }
+
+    /// Uploads `bytes` in two requests: a creation with the first part, an append with the rest.
+    static func upload(_ bytes: [UInt8], hash: String, token: String, base: String) async throws -> RawResponse {
+        let half = bytes.count / 2
+        let created = try await http(.POST, "\(base)/v1/attachments/\(hash)", headers: headers(token, [
+            ("Upload-Complete", "?0"), ("Upload-Length", String(bytes.count)),
+        ]), body: Array(bytes[..<half]))
+        #expect(created.status == 201)
+        #expect(created.header("Location") == "/v1/attachments/\(hash)/upload")
+        #expect(created.header("Upload-Offset") == String(half))
+        #expect(created.header("Upload-Complete") == "?0")
+        return try await http(.PATCH, "\(base)/v1/attachments/\(hash)/upload", headers: headers(token, [
+            ("Upload-Offset", String(half)), ("Upload-Complete", "?1"), ("Content-Type", "application/partial-upload"),
+        ]), body: Array(bytes[half...]))
+    }
+
+    static func insert(_ id: String, _ table: String, _ fields: [String: Value]) -> PushOperation {
+        PushOperation(id: "op-\(table)-\(id)", table: table, itemId: id, kind: .insert, item: Record(id: id, fields: fields), baseVersion: nil)
+    }
+
+    static func reference(_ hash: String = hash, size: Int = bytes.count) throws -> Value {
+        try OfflineSync.Attachment(sha256: hash, size: Int64(size), contentType: "image/jpeg").value
+    }
+
+    @Test("an upload resumes at the server's offset, a wrong offset is a 409, and the file reads back whole and by range")
+    func resumableUploadAndDownload() async throws {
+        try await LiveServer.with { live in
+            let token = try await live.token("alice"), base = live.baseURL
+            let options = try await http(.OPTIONS, "\(base)/v1/attachments", headers: Self.headers(token))
+            #expect(options.status == 200)
+            #expect(options.header("Upload-Limit") == "max-size=\(2 << 30), min-size=0")
+            let half = Self.bytes.count / 2
+            let created = try await http(.POST, "\(base)/v1/attachments/\(Self.hash)", headers: Self.headers(token, [
+                ("Upload-Complete", "?0"), ("Upload-Length", String(Self.bytes.count)),
+            ]), body: Array(Self.bytes[..<half]))
+            #expect(created.status == 201)
+            let offset = try await http(.HEAD, "\(base)/v1/attachments/\(Self.hash)/upload", headers: Self.headers(token))
+            #expect(offset.status == 204)
+            #expect(offset.header("Upload-Offset") == String(half))
+            #expect(offset.header("Upload-Complete") == "?0")
+            #expect(offset.header("Cache-Control") == "no-store")
+            let wrong = try await http(.PATCH, "\(base)/v1/attachments/\(Self.hash)/upload", headers: Self.headers(token, [
+                ("Upload-Offset", "10"), ("Upload-Complete", "?1"), ("Content-Type", "application/partial-upload"),
+            ]), body: Array(Self.bytes[10...]))
+            #expect(wrong.status == 409)
+            #expect(wrong.header("Upload-Offset") == String(half))
+            let done = try await http(.PATCH, "\(base)/v1/attachments/\(Self.hash)/upload", headers: Self.headers(token, [
+                ("Upload-Offset", String(half)), ("Upload-Complete", "?1"), ("Content-Type", "application/partial-upload"),
+            ]), body: Array(Self.bytes[half...]))
+            #expect(done.status == 200)
+            #expect(done.header("Upload-Complete") == "?1")
+            #expect(done.header("Upload-Offset") == String(Self.bytes.count))
+            let whole = try await http(.GET, "\(base)/v1/attachments/\(Self.hash)", headers: Self.headers(token))
+            #expect(whole.status == 200)
+            #expect(sha256Hex(whole.body) == Self.hash, "\(whole.body.count) bytes")
+            #expect(whole.header("ETag") == "\"\(Self.hash)\"")
+            let rest = try await http(.GET, "\(base)/v1/attachments/\(Self.hash)", headers: Self.headers(token, [("Range", "bytes=1234567-")]))
+            #expect(rest.status == 206)
+            #expect(rest.header("Content-Range") == "bytes 1234567-\(Self.bytes.count - 1)/\(Self.bytes.count)")
+            #expect(sha256Hex(rest.body) == sha256Hex(Array(Self.bytes[1_234_567...])), "\(rest.body.count) bytes")
+            let past = try await http(.GET, "\(base)/v1/attachments/\(Self.hash)", headers: Self.headers(token, [("Range", "bytes=\(Self.bytes.count)-")]))
+            #expect(past.status == 416)
+        }
+    }
+
+    @Test("bytes that do not hash to the name are refused and dropped; an over-size or over-quota upload is refused before any byte is kept")
+    func damagedAndOversizeUploads() async throws {
+        try await LiveServer.with(attachmentLimits: AttachmentLimits(maximumSize: 4_000_000, quotaPerIdentity: 5_000_000)) { live in
+            let token = try await live.token("alice"), base = live.baseURL
+            var altered = Self.bytes
+            altered[2_999_999] ^= 1
+            let refused = try await Self.upload(altered, hash: Self.hash, token: token, base: base)
+            #expect(refused.status == 400)
+            #expect(refused.errorCode == "attachmentDamaged")
+            let gone = try await http(.HEAD, "\(base)/v1/attachments/\(Self.hash)/upload", headers: Self.headers(token))
+            #expect(gone.status == 404)
+            let big = try await http(.POST, "\(base)/v1/attachments/\(String(repeating: "a", count: 64))", headers: Self.headers(token, [
+                ("Upload-Complete", "?0"), ("Upload-Length", "4000001"),
+            ]), body: [1, 2, 3])
+            #expect(big.status == 413)
+            #expect(try await http(.HEAD, "\(base)/v1/attachments/\(String(repeating: "a", count: 64))/upload", headers: Self.headers(token)).status == 404)
+            #expect(try await Self.upload(Self.bytes, hash: Self.hash, token: token, base: base).status == 200)
+            let overQuota = try await http(.POST, "\(base)/v1/attachments/\(String(repeating: "b", count: 64))", headers: Self.headers(token, [
+                ("Upload-Complete", "?0"), ("Upload-Length", "2500000"),
+            ]), body: [])
+            #expect(overQuota.status == 413)
+        }
+    }
+
+    @Test("a record is refused until its attachment is uploaded; nobody takes a file by naming its hash; readers follow the rules, with one 404 for all else")
+    func accessFollowsTheRules() async throws {
+        try await LiveServer.with(rules: sharedListsRules(ownerReadsMembers: true)) { live in
+            let base = live.baseURL
+            let aliceToken = try await live.token("alice"), bobToken = try await live.token("bob"), carolToken = try await live.token("carol")
+            let alice = try await live.remote("alice"), bob = try await live.remote("bob")
+            let early = try await alice.push([Self.insert("t1", "todos", ["list_id": "L1", "photo": try Self.reference()])])
+            guard case .rejected(let reason, let status) = early.first?.outcome else { Issue.record("\(early)"); return }
+            #expect(status == 409)
+            #expect(reason.contains("attachmentMissing"))
+            #expect(try await Self.upload(Self.bytes, hash: Self.hash, token: aliceToken, base: base).status == 200)
+            // Bob knows the hash but may read no row that references it: he may not reference it either.
+            let stolen = try await bob.push([Self.insert("n1", "notes", ["photo": try Self.reference()])])
+            guard case .rejected(_, 409)? = stolen.first?.outcome else { Issue.record("\(stolen)"); return }
+            // The refused operation's outcome is kept for its id: the record goes again as a new operation.
+            var again = Self.insert("t1", "todos", ["list_id": "L1", "photo": try Self.reference()])
+            again.id = "op-todos-t1-again"
+            let applied = try await alice.push([
+                Self.insert("L1", "lists", ["name": "site"]),
+                Self.insert("m-alice", "list_members", ["list_id": "L1", "user_id": "alice"]),
+                again,
+            ])
+            #expect(applied.allSatisfy { if case .applied = $0.outcome { true } else { false } })
+            let absent = String(repeating: "c", count: 64)
+            // Bob and carol: the same 404 on every route for alice's file and for no file at all.
+            for token in [bobToken, carolToken] {
+                for hash in [Self.hash, absent] {
+                    for (method, path, extra) in [(HTTPMethodName.GET, "", [(String, String)]()), (.GET, "", [("Range", "bytes=5-")]),
+                                                  (.HEAD, "", []), (.HEAD, "/upload", [])] {
+                        let answer = try await http(method.nio, "\(base)/v1/attachments/\(hash)\(path)", headers: Self.headers(token, extra))
+                        #expect(answer.status == 404, "\(method) \(path) \(extra)")
+                        #expect(answer.body.isEmpty)
+                    }
+                }
+            }
+            // Bob joins the list: he reads the file. He leaves it: 404 again.
+            _ = try await alice.push([Self.insert("m-bob", "list_members", ["list_id": "L1", "user_id": "bob"])])
+            let read = try await http(.GET, "\(base)/v1/attachments/\(Self.hash)", headers: Self.headers(bobToken))
+            #expect(read.status == 200)
+            #expect(sha256Hex(read.body) == Self.hash)
+            let resume = try await http(.HEAD, "\(base)/v1/attachments/\(Self.hash)/upload", headers: Self.headers(bobToken))
+            #expect(resume.header("Upload-Complete") == "?1", "a file bob may read is not sent again")
+            _ = try await alice.push([PushOperation(id: "op-remove-bob", table: "list_members", itemId: "m-bob", kind: .delete, item: nil, baseVersion: nil)])
+            #expect(try await http(.GET, "\(base)/v1/attachments/\(Self.hash)", headers: Self.headers(bobToken)).status == 404)
+            // Carol uploads the same bytes herself: the same answers as a first upload, then hers to use.
+            #expect(try await Self.upload(Self.bytes, hash: Self.hash, token: carolToken, base: base).status == 200)
+            #expect(sha256Hex(try await http(.GET, "\(base)/v1/attachments/\(Self.hash)", headers: Self.headers(carolToken)).body) == Self.hash)
+            // Owner-only rows: alice's own note referencing it keeps it hers after the todo goes.
+            let note = try await alice.push([Self.insert("n1", "notes", ["photo": try Self.reference()])])
+            guard case .applied? = note.first?.outcome else { Issue.record("\(note)"); return }
+        }
+    }
+
+    @Test("a file no row references is collected after the grace period; a referenced one stays")
+    func unreferencedFilesAreCollected() async throws {
+        try await LiveServer.with(attachmentLimits: AttachmentLimits(grace: .zero)) { live in
+            let token = try await live.token("alice"), base = live.baseURL
+            let small: [UInt8] = Array(repeating: 5, count: 1000), smallHash = sha256Hex(small)
+            #expect(try await Self.upload(Self.bytes, hash: Self.hash, token: token, base: base).status == 200)
+            #expect(try await Self.upload(small, hash: smallHash, token: token, base: base).status == 200)
+            let alice = try await live.remote("alice")
+            _ = try await alice.push([Self.insert("n1", "notes", ["photo": try Self.reference()])])
+            try await Task.sleep(for: .milliseconds(5))
+            #expect(try await live.server.service.pruneAttachments() == 1)
+            #expect(try await http(.GET, "\(base)/v1/attachments/\(smallHash)", headers: Self.headers(token)).status == 404)
+            #expect(sha256Hex(try await http(.GET, "\(base)/v1/attachments/\(Self.hash)", headers: Self.headers(token)).body) == Self.hash)
+            // The record's delete drops the reference: the next collection takes the file.
+            _ = try await alice.push([PushOperation(id: "op-del", table: "notes", itemId: "n1", kind: .delete, item: nil, baseVersion: nil)])
+            #expect(try await live.server.service.pruneAttachments() == 1)
+            #expect(try await http(.GET, "\(base)/v1/attachments/\(Self.hash)", headers: Self.headers(token)).status == 404)
+        }
+    }
+}
+
+/// The methods the leak test walks.
+enum HTTPMethodName: String {
+    case GET, HEAD
+    var nio: NIOHTTP1.HTTPMethod { self == .GET ? .GET : .HEAD }
+}
+
+import NIOHTTP1
+import Crypto
+
+/// SHA-256 as lowercase hex.
+func sha256Hex(_ bytes: [UInt8]) -> String {
+    SHA256.hash(data: bytes).map { String(format: "%02x", $0) }.joined()
+}
