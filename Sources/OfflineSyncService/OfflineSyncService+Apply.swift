@@ -93,15 +93,12 @@ extension OfflineSyncService {
             return (.rejected(reason: error.message, status: 400), false)
         }
         let references: AttachmentReferenceChange
-        switch try attachmentChange(from: current, to: operation.kind == .delete ? nil : publicFields, claims: claims, txn) {
-        case .success(let change): references = change
-        case .failure(let refusal): return (.rejected(reason: refusal.reason, status: refusal.status), false)
-        }
+        do { references = try attachmentChange(from: current, to: operation.kind == .delete ? nil : publicFields, claims: claims, txn) }
+        catch let refusal as PushRefusal { return (.rejected(reason: refusal.reason, status: refusal.status), false) }
         let applied = PushOutcome.applied(Record(id: item, fields: publicFields, version: row.version,
                                                  updatedAt: row.updatedAt, deleted: row.deleted))
         guard shared else {
-            try write(row, over: current, in: table, key: key, shared: false, index: index, &push)
-            if !references.isEmpty { try record(references, table: table, row: id, txn) }
+            try write(row, over: current, in: table, key: key, shared: false, index: index, references: references, &push)
             return (applied, true)
         }
         let live = current.flatMap { $0.deleted ? nil : $0 }
@@ -115,8 +112,7 @@ extension OfflineSyncService {
             }
             return (forbidden, false)
         }
-        try write(row, over: current, in: table, key: key, shared: true, index: index, &push)
-        if !references.isEmpty { try record(references, table: table, row: id, txn) }
+        try write(row, over: current, in: table, key: key, shared: true, index: index, references: references, &push)
         try logChange(of: table, from: current, to: row, at: sequence.value, &push)
         if try !evaluator.canRead(row, in: table, claims: claims, txn, memo: memo) {
             // A write the caller may make but not read back (a list's owner adding a member
@@ -130,9 +126,10 @@ extension OfflineSyncService {
     /// batch's multi-row write (``PendingWrites``), a shared one at once (its operation reads
     /// the store). When `current` holds another operation's key, that operation's outcome —
     /// the row as it stands, made public — first goes to `__srv_operations` under its key (and
-    /// to the batch's own reads, should the batch replay it too).
+    /// to the batch's own reads, should the batch replay it too). The row's attachment
+    /// references change with it.
     private func write(_ row: Record, over current: Record?, in table: String, key: String, shared: Bool, index: Int,
-                       _ push: inout PushTransaction) throws {
+                       references: AttachmentReferenceChange, _ push: inout PushTransaction) throws {
         let txn = push.txn
         if let current, let holder = current[Meta.operation].stringValue, !ExactString.sameBytes(holder, key) {
             let kept = OutcomeRow(id: holder, outcome: .applied(Self.publicRecord(current)), createdAt: push.now)
@@ -140,6 +137,7 @@ extension OfflineSyncService {
             push.rows.stored(kept, underKey: holder)
         }
         if shared { try txn.upsert(row, in: table) } else { try push.pending.add(row, in: table, txn) }
+        try record(references, table: table, row: row.id, txn)
         push.rows.wrote(row, by: index)
     }
 }

@@ -15,32 +15,33 @@ extension OfflineSyncService {
     /// `current`. A new reference must name a file the server holds whole that the caller
     /// uploaded or may read through another row: otherwise the write is refused (409), so
     /// no row points at bytes the server lacks and nobody takes a file by naming its hash.
-    /// A malformed reference is a 400.
+    /// A malformed reference is a 400. Refusals are thrown as ``PushRefusal``.
     func attachmentChange(from current: Record?, to fields: [String: Value]?, claims: Claims,
-                          _ txn: any LocalReadTransaction) throws -> Result<AttachmentReferenceChange, PushRefusal> {
+                          _ txn: any LocalReadTransaction) throws -> AttachmentReferenceChange {
         let new: [Attachment]
         do {
             new = try fields.map { try Attachment.references(in: Record(id: "-", nonNullFields: $0)) } ?? []
         } catch let error as SyncError {
-            return .failure(PushRefusal(reason: error.message, status: 400))
+            throw PushRefusal(reason: error.message, status: 400)
         }
         let old = (current?.deleted ?? true) ? [] : ((try? Attachment.references(in: current!)) ?? [])
-        guard !new.isEmpty || !old.isEmpty else { return .success(AttachmentReferenceChange()) }
+        guard !new.isEmpty || !old.isEmpty else { return AttachmentReferenceChange() }
         let oldHashes = Set(old.map(\.sha256)), newHashes = Set(new.map(\.sha256))
         for attachment in new where !oldHashes.contains(attachment.sha256) {
             guard let file = try AttachmentFileRow.find(txn, id: attachment.sha256), file.size == attachment.size,
                   try mayRead(attachment: attachment.sha256, claims: claims, txn) else {
-                return .failure(PushRefusal(
+                throw PushRefusal(
                     reason: "attachmentMissing: attachment \(attachment.sha256) is not on the server for this identity; upload it before the record",
-                    status: 409))
+                    status: 409)
             }
         }
-        return .success(AttachmentReferenceChange(added: newHashes.subtracting(oldHashes).sorted(),
-                                                  dropped: oldHashes.subtracting(newHashes).sorted()))
+        return AttachmentReferenceChange(added: newHashes.subtracting(oldHashes).sorted(),
+                                         dropped: oldHashes.subtracting(newHashes).sorted())
     }
 
-    /// Records a written row's reference change.
+    /// Records a written row's reference change (nothing for a row with no references).
     func record(_ change: AttachmentReferenceChange, table: String, row: String, _ txn: any LocalWriteTransaction) throws {
+        guard !change.isEmpty else { return }
         for hash in change.dropped {
             _ = try txn.delete(id: AttachmentReferenceRow(hash: hash, table: table, row: row).id, in: AttachmentReferenceRow.table)
         }
