@@ -28,7 +28,7 @@ extension Routes {
     static let uploadLimit = HTTPField.Name("Upload-Limit")!
     static let supportedInteropVersions: Set<Int> = [3, 5, 6]
     /// Bytes gathered from a request body before they are stored as one piece.
-    static let attachmentPiece = 1 << 20
+    static var attachmentPiece: Int { OfflineSyncService.attachmentPiece }
 
     func addAttachments(to router: Router<SyncRequestContext>) {
         router.on("v1/attachments", method: .options) { request, context in try attachmentOptions(request, context) }

@@ -3,12 +3,27 @@ import OfflineSync
 /// A remote that is a ``NativeRemote`` over one transport (`HTTPRemoteStore`,
 /// `URLSessionRemoteStore`): it gets the whole native API from it — push, pull, the page
 /// stream, the change channel, reachability — and differs only in how it is made.
-public protocol NativeRemoteBacked: RemoteStore, RemoteChangeSource {
+public protocol NativeRemoteBacked: RemoteStore, RemoteChangeSource, AttachmentRemote {
     /// The remote over this type's transport.
     var native: NativeRemote { get }
 }
 
 extension NativeRemoteBacked {
+    /// See ``OfflineSync/AttachmentRemote/attachmentUploadState(_:)``.
+    public func attachmentUploadState(_ sha256: String) async throws -> AttachmentUploadState? {
+        try await native.attachmentUploadState(sha256)
+    }
+
+    /// See ``OfflineSync/AttachmentRemote/appendAttachment(_:offset:bytes:complete:)``.
+    public func appendAttachment(_ attachment: Attachment, offset: Int64, bytes: [UInt8], complete: Bool) async throws -> AttachmentUploadState {
+        try await native.appendAttachment(attachment, offset: offset, bytes: bytes, complete: complete)
+    }
+
+    /// See ``OfflineSync/AttachmentRemote/readAttachment(_:from:_:)``.
+    public func readAttachment(_ sha256: String, from offset: Int64, _ body: @Sendable ([UInt8]) async throws -> Void) async throws -> Bool {
+        try await native.readAttachment(sha256, from: offset, body)
+    }
+
     /// How requests are timed and retried.
     public typealias Configuration = NativeRemote.Configuration
 

@@ -48,7 +48,7 @@ extension HTTPTransport {
 public struct TransportRequest: Sendable {
     /// The request's method.
     public enum Method: String, Sendable, Hashable {
-        case get = "GET", post = "POST", put = "PUT", delete = "DELETE"
+        case get = "GET", post = "POST", put = "PUT", delete = "DELETE", head = "HEAD", patch = "PATCH"
     }
 
     /// The method.

@@ -107,6 +107,8 @@ struct Demo {
         case let .removedFromView(table, ids): return "removedFromView(\(table), \(ids.count) rows)"
         case let .syncFailed(error, willRetry): return "syncFailed(\(error.code): \(error.message), \(willRetry ? "will retry" : "stopped"))"
         case .eventsDropped(let count): return "eventsDropped(\(count))"
+        case let .attachmentProgress(sha256, direction, done, total):
+            return "attachmentProgress(\(sha256.prefix(12))… \(direction.rawValue) \(done)/\(total))"
         }
     }
 

@@ -89,6 +89,7 @@ func name(_ event: SyncEvent) -> String {
     case .removedFromView(let table, let ids): return "removedFromView(\(table), \(ids.count))"
     case .syncFailed(let error, let willRetry): return "syncFailed(\(error.code), \(willRetry))"
     case .eventsDropped(let count): return "eventsDropped(\(count))"
+    case let .attachmentProgress(sha256, direction, done, total): return "attachmentProgress(\(sha256.prefix(8)),\(direction.rawValue),\(done)/\(total))"
     }
 }
 

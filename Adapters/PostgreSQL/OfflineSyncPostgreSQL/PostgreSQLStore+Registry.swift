@@ -6,10 +6,12 @@ import OfflineSyncStoreKit
 extension StoreRegistry.Adapter {
     /// The `postgres` scheme: a libpq URL, `postgres://user:password@host:port/dbname`, plus
     /// the store's own parameters `schema=NAME` (``PostgreSQLStore/Options/schema``),
-    /// `pool-size=N` and `statement-timeout-ms=N`; every other parameter goes to libpq
-    /// (`sslmode=…`, `connect_timeout=…`, …). Register it with `registry.register(.postgres)`;
-    /// ``postgresql`` answers the `postgresql` spelling. A conformance run gives each case
-    /// directory its own schema, named `<schema>_<hash>`.
+    /// `pool-size=N`, `statement-timeout-ms=N` and `attachments-dir=PATH`
+    /// (``PostgreSQLStore/Options/attachmentsDirectory``, percent-encoded); every other
+    /// parameter goes to libpq (`sslmode=…`, `connect_timeout=…`, …). Register it with
+    /// `registry.register(.postgres)`; ``postgresql`` answers the `postgresql` spelling. A
+    /// conformance run gives each case directory its own schema, named `<schema>_<hash>`, and
+    /// keeps attachment files in that directory unless the URL names a directory.
     public static var postgres: StoreRegistry.Adapter { postgresAdapter(scheme: "postgres") }
 
     /// The same adapter as ``postgres`` for the `postgresql://` spelling of libpq URLs.
@@ -19,7 +21,12 @@ extension StoreRegistry.Adapter {
         StoreRegistry.Adapter(scheme: scheme, example: "\(scheme)://user@host:5432/dbname?schema=offlinesync",
                               isolate: { location, directory in
             let schema = PostgreSQLLocation.isolatedSchema(for: directory, base: location.parameter("schema") ?? "osync")
-            let isolated = try StoreLocation(parsing: PostgreSQLLocation.replacingParameter("schema", with: schema, in: location.url))
+            var url = PostgreSQLLocation.replacingParameter("schema", with: schema, in: location.url)
+            if location.parameter("attachments-dir") == nil {
+                let files = directory.appendingPathComponent("attachments").path
+                url = PostgreSQLLocation.replacingParameter("attachments-dir", with: files.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? files, in: url)
+            }
+            let isolated = try StoreLocation(parsing: url)
             return StoreRegistry.Isolated(location: isolated, persistent: true, storeFile: nil)
         }, open: { location, options in
             var parsed = try PostgreSQLLocation(location)
@@ -31,7 +38,7 @@ extension StoreRegistry.Adapter {
 
 /// What a `postgres:` URL says: the libpq URL without the store's own parameters, and options.
 struct PostgreSQLLocation {
-    static let ownParameters: Set<String> = ["schema", "pool-size", "statement-timeout-ms"]
+    static let ownParameters: Set<String> = ["schema", "pool-size", "statement-timeout-ms", "attachments-dir"]
 
     var connectionString: String
     var options = PostgreSQLStore.Options()
@@ -41,6 +48,10 @@ struct PostgreSQLLocation {
             throw SyncError(.invalidStoreURL, "a \(location.scheme) URL has a host part: \(location.scheme)://user@host:5432/dbname")
         }
         if let schema = location.parameter("schema") { options.schema = schema }
+        if let directory = location.parameter("attachments-dir") {
+            guard !directory.isEmpty else { throw SyncError(.invalidStoreURL, "\(location.scheme) URL parameter attachments-dir takes a directory path") }
+            options.attachmentsDirectory = directory
+        }
         if let text = location.parameter("pool-size") {
             guard let size = Int(text), size >= 1 else {
                 throw SyncError(.invalidStoreURL, "\(location.scheme) URL parameter pool-size takes a positive integer")

@@ -84,24 +84,50 @@ extension SyncContext {
         try await store.read { txn in try AttachmentRow.find(txn, id: attachment.sha256)?.attachmentState }
     }
 
-    /// The attachment's bytes, checked against its hash before any is returned.
+    /// The attachment's bytes, checked against its hash before any is returned: from this
+    /// device, or fetched from the remote on first access (concurrent callers share one
+    /// download; an interrupted one resumes with a range) and kept.
     ///
-    /// A file stored here whose bytes no longer match is removed and reported with
-    /// ``SyncError/Code/attachmentDamaged``; one not stored here throws
-    /// ``SyncError/Code/attachmentUnavailable`` when it cannot be fetched now.
+    /// A file stored here whose bytes no longer match is removed, reported with
+    /// ``SyncError/Code/attachmentDamaged``, and fetched again by the next call. A file not
+    /// here that cannot be fetched now (offline, the remote silent) throws
+    /// ``SyncError/Code/attachmentUnavailable``; one the remote has not for this identity,
+    /// ``SyncError/Code/attachmentMissing``.
     public func attachmentData(_ attachment: Attachment) async throws -> Data {
         let files = try attachmentFiles()
-        let data = try await FileWork.run { () -> Data? in
-            try Self.removingDamaged(attachment, in: files) {
-                guard try files.size(of: attachment.sha256) != nil else { return nil }
-                return try Self.verifiedContents(of: attachment, in: files)
-            }
-        }
-        guard let data else {
-            throw SyncError(.attachmentUnavailable, "attachment \(attachment.sha256.prefix(12))… is not on this device")
+        try await ensureLocal(attachment, files: files)
+        let data = try await FileWork.run {
+            try Self.removingDamaged(attachment, in: files) { try Self.verifiedContents(of: attachment, in: files) }
         }
         try await touch(attachment)
         return data
+    }
+
+    /// The attachment as a file on this device (fetched first when it is not here), checked
+    /// against its hash: a URL to hand to another API. Do not change the file. A store that
+    /// seals its files (the encrypted file) has no plain file to give: use
+    /// ``attachmentData(_:)``; this throws ``SyncError/Code/unsupported``.
+    public func attachmentFileURL(_ attachment: Attachment) async throws -> URL {
+        let files = try attachmentFiles()
+        try await ensureLocal(attachment, files: files)
+        _ = try await FileWork.run {
+            try Self.removingDamaged(attachment, in: files) { try Self.verifiedContents(of: attachment, in: files, keep: false) }
+        }
+        guard let url = files.plainFileURL(for: attachment.sha256) else {
+            throw SyncError(.unsupported, "this store seals its attachment files; read the bytes with attachmentData")
+        }
+        try await touch(attachment)
+        return url
+    }
+
+    /// Fetches the attachment unless a file of its size is here.
+    private func ensureLocal(_ attachment: Attachment, files: any AttachmentFileStore) async throws {
+        let size = try await FileWork.run {
+            try Self.removingDamaged(attachment, in: files) { try files.size(of: attachment.sha256) }
+        }
+        if size == attachment.size { return }
+        if size != nil { try? await FileWork.run { try files.remove(attachment.sha256) } }
+        try await download(attachment, files: files)
     }
 
     /// Runs `body`, removing the attachment's file when it finds the file damaged.
@@ -116,16 +142,16 @@ extension SyncContext {
 
     /// Reads a stored file whole, checking size and hash (``SyncError/Code/attachmentDamaged``
     /// when they do not match).
-    static func verifiedContents(of attachment: Attachment, in files: any AttachmentFileStore) throws -> Data {
+    static func verifiedContents(of attachment: Attachment, in files: any AttachmentFileStore, keep: Bool = true) throws -> Data {
         let reader = try files.reader(for: attachment.sha256)
-        var data = Data(capacity: Int(reader.size))
+        var data = Data(capacity: keep ? Int(reader.size) : 0)
         var hasher = AttachmentHasher()
         var offset: Int64 = 0
         while offset < reader.size {
             let chunk = try reader.read(at: offset, count: AttachmentTransfer.chunkSize)
             if chunk.isEmpty { break }
             hasher.update(chunk)
-            data.append(contentsOf: chunk)
+            if keep { data.append(contentsOf: chunk) }
             offset += Int64(chunk.count)
         }
         guard offset == attachment.size, hasher.finish() == attachment.sha256 else {

@@ -18,6 +18,8 @@ extension SyncContext {
         try await flagged(\.uploading) {
             let started = ContinuousClock.now
             do {
+                // Attachments go up first: the server refuses a change that references bytes it lacks.
+                _ = try await self.uploadPendingAttachments()
                 let summary = try await self.pushBatches()
                 self.metrics.pushed(summary, duration: ContinuousClock.now - started)
                 return summary

@@ -33,6 +33,8 @@ public final class SyncContext: Sendable {
     let metrics: SyncMetrics
     /// Attachments stored by this process and not yet referenced by a record.
     let attachmentsStaged = StagedAttachments()
+    /// Downloads under way, one per hash.
+    let attachmentDownloads = AttachmentDownloads()
 
     /// Opens a context: defines the system tables in `store` if needed.
     public init(store: any LocalStore, remote: any RemoteStore, options: SyncOptions = SyncOptions()) async throws {

@@ -269,6 +269,7 @@ extension SyncEvent {
         switch self {
         case .pushProgress: "push"
         case .pullProgress(let table, _, _): "pull/" + table
+        case .attachmentProgress(let sha256, let direction, _, _): "attachment/\(direction.rawValue)/" + sha256
         default: nil
         }
     }

@@ -64,4 +64,7 @@ public enum SyncEvent: Sendable, Hashable {
     /// This subscriber's buffer was full (it read too slowly) and `count` events were
     /// dropped here; see ``SyncEvents`` for the policy and how to read the state again.
     case eventsDropped(count: Int)
+    /// Bytes of an attachment moved: `done` of `total`, up or down. Several in a row for one
+    /// attachment coalesce in a subscriber's buffer (the newest stays).
+    case attachmentProgress(sha256: String, direction: AttachmentTransferDirection, done: Int64, total: Int64)
 }

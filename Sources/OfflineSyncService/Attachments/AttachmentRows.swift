@@ -110,6 +110,10 @@ struct AttachmentReferenceRow: StoredRow {
 }
 
 extension OfflineSyncService {
+    /// Bytes stored per chunk row of an upload (1 MiB): the HTTP routes and the in-process
+    /// remote both cut uploads into pieces of this size.
+    public static let attachmentPiece = 1 << 20
+
     static let attachmentSchemas = [AttachmentUploadRow.schema, AttachmentChunkRow.schema, AttachmentFileRow.schema,
                                     AttachmentReferenceRow.schema]
 }

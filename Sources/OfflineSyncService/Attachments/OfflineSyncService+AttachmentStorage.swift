@@ -7,20 +7,6 @@ import OfflineSync
 // checks becomes the file (its chunks are the file's bytes) or, when the server already held
 // it, the caller's grant, its duplicate bytes dropped.
 
-/// Where an upload stands: the bytes the server has taken and whether it holds the whole file.
-public struct AttachmentUploadState: Sendable, Hashable {
-    /// Bytes taken (the resumable upload's offset).
-    public var offset: Int64
-    /// Whether the server holds the whole file and the caller may use it.
-    public var complete: Bool
-
-    /// A state.
-    public init(offset: Int64, complete: Bool) {
-        self.offset = offset
-        self.complete = complete
-    }
-}
-
 extension OfflineSyncService {
     /// Where the caller's upload of `hash` stands, or `nil` (404) when the caller has none and
     /// may not read a whole file of that hash: "exists, not yours" and "does not exist" are

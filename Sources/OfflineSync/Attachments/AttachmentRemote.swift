@@ -1,0 +1,44 @@
+/// Where an identity's upload of an attachment stands on a remote.
+public struct AttachmentUploadState: Sendable, Hashable {
+    /// Bytes the remote has taken (the resumable upload's offset).
+    public var offset: Int64
+    /// Whether the remote holds the whole file and the identity may use it.
+    public var complete: Bool
+
+    /// A state.
+    public init(offset: Int64, complete: Bool) {
+        self.offset = offset
+        self.complete = complete
+    }
+}
+
+/// A remote that moves attachment bytes: the project's server, over HTTP (`HTTPRemoteStore`,
+/// `URLSessionRemoteStore`) or in process. A ``SyncContext`` over a remote that is not one
+/// keeps attachments on the device only, and the server refuses records that reference them.
+///
+/// Uploads are resumable: the remote keeps what it has taken, and ``attachmentUploadState(_:)``
+/// says how much, so an upload cut off anywhere goes on from there, never from zero.
+public protocol AttachmentRemote: Sendable {
+    /// Where this identity's upload of the hash stands: `nil` when it has none and may not read
+    /// a whole file of that hash (the remote never says whether another identity holds it).
+    func attachmentUploadState(_ sha256: String) async throws -> AttachmentUploadState?
+
+    /// Appends `bytes` at `offset` to this identity's upload of the attachment (offset 0
+    /// starts it), completing it when `complete` (the remote then checks the hash). Throws
+    /// ``SyncError/Code/conflict`` when `offset` is not the remote's (ask the state again),
+    /// ``SyncError/Code/limitExceeded`` over a limit or quota, ``SyncError/Code/attachmentDamaged``
+    /// when the bytes do not hash to the name.
+    func appendAttachment(_ attachment: Attachment, offset: Int64, bytes: [UInt8], complete: Bool) async throws -> AttachmentUploadState
+
+    /// Reads the attachment from `offset` on, handing each piece to `body` as it arrives.
+    /// Returns `false` when the remote has no file of that hash this identity may read.
+    func readAttachment(_ sha256: String, from offset: Int64, _ body: @Sendable ([UInt8]) async throws -> Void) async throws -> Bool
+}
+
+/// Which way an attachment's bytes move.
+public enum AttachmentTransferDirection: String, Sendable, Hashable {
+    /// From this device to the remote.
+    case upload
+    /// From the remote to this device.
+    case download
+}

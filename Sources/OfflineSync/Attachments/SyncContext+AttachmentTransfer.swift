@@ -1,0 +1,166 @@
+import Foundation
+import Synchronization
+
+extension SyncContext {
+    /// Bytes read from the local file and sent per request of an upload (8 MiB): the most an
+    /// upload holds in memory.
+    static let uploadPiece = 8 << 20
+
+    /// Uploads every attachment waiting to (oldest use first), before a push sends the
+    /// changes that reference them. An upload cut off goes on from the remote's offset at the
+    /// next push. Returns how many went up.
+    func uploadPendingAttachments() async throws -> Int {
+        guard let remote = remote as? any AttachmentRemote, let files = store.attachmentFiles else { return 0 }
+        var uploaded = 0
+        while true {
+            let rows = try await store.read { txn in
+                try AttachmentRow.all(txn, Query(AttachmentRow.inState(.pendingUpload), order: [AttachmentRow.sorted(.lastUsed), SortKey(SystemField.id)], limit: 16))
+            }
+            if rows.isEmpty { return uploaded }
+            for row in rows {
+                try await upload(row, to: remote, files: files)
+                uploaded += 1
+            }
+        }
+    }
+
+    private func upload(_ row: AttachmentRow, to remote: any AttachmentRemote, files: any AttachmentFileStore) async throws {
+        let attachment = try Attachment(sha256: row.id, size: row.size, contentType: row.contentType)
+        guard try await FileWork.run({ try files.size(of: row.id) }) == row.size else {
+            throw SyncError(.attachmentMissing, "attachment \(row.id.prefix(12))… waits to upload but its file is gone from this device")
+        }
+        var state = try await remote.attachmentUploadState(row.id) ?? AttachmentUploadState(offset: 0, complete: false)
+        var conflicts = 0
+        while !state.complete {
+            let offset = state.offset
+            let count = Int(min(Int64(Self.uploadPiece), row.size - offset))
+            let bytes = try await FileWork.run { try files.reader(for: row.id).read(at: offset, count: count) }
+            do {
+                state = try await remote.appendAttachment(attachment, offset: offset, bytes: bytes, complete: offset + Int64(count) == row.size)
+            } catch let error as SyncError where error.code == .conflict && conflicts < 3 {
+                // The remote is elsewhere (a request whose answer was lost): ask it where.
+                conflicts += 1
+                state = try await remote.attachmentUploadState(row.id) ?? AttachmentUploadState(offset: 0, complete: false)
+            }
+            remoteAnswered()
+            broadcaster.publish(.attachmentProgress(sha256: row.id, direction: .upload, done: state.offset, total: row.size))
+        }
+        _ = try await observer.write { txn in
+            guard var stored = try AttachmentRow.find(txn, id: row.id) else { return }
+            stored.state = AttachmentState.local.rawValue
+            stored.uploaded = row.size
+            try stored.save(txn)
+        }
+    }
+
+    /// Fetches the attachment from the remote into the store's files, resuming with a range
+    /// after an interruption and checking the hash before the file takes its name. Concurrent
+    /// callers for one hash share one download.
+    func download(_ attachment: Attachment, files: any AttachmentFileStore) async throws {
+        guard let remote = remote as? any AttachmentRemote else {
+            throw SyncError(.attachmentUnavailable, "attachment \(attachment.sha256.prefix(12))… is not on this device, and the remote serves no attachments")
+        }
+        try await attachmentDownloads.run(attachment.sha256) {
+            if try await FileWork.run({ try files.size(of: attachment.sha256) }) == attachment.size { return }
+            try await self.fetch(attachment, from: remote, into: files)
+        }
+    }
+
+    private func fetch(_ attachment: Attachment, from remote: any AttachmentRemote, into files: any AttachmentFileStore) async throws {
+        let writer = try files.makeWriter()
+        let sink = DownloadSink(writer)
+        defer { sink.cancel() }
+        var failures = 0
+        while true {
+            do {
+                let found = try await remote.readAttachment(attachment.sha256, from: sink.received) { piece in
+                    try sink.append(piece, limit: attachment.size)
+                    self.broadcaster.publish(.attachmentProgress(sha256: attachment.sha256, direction: .download, done: sink.received, total: attachment.size))
+                }
+                guard found else {
+                    throw SyncError(.attachmentMissing, "the remote has no attachment \(attachment.sha256.prefix(12))… this identity may read")
+                }
+                remoteAnswered()
+                break
+            } catch let error as SyncError where error.code == .transient || error.code == .cancelled && !Task.isCancelled {
+                remoteFailed(error)
+                failures += 1
+                guard failures < 3 else {
+                    throw SyncError(.attachmentUnavailable, "attachment \(attachment.sha256.prefix(12))… is not on this device and cannot be fetched now: \(error.message)")
+                }
+            }
+        }
+        guard sink.received == attachment.size, sink.hash() == attachment.sha256 else {
+            throw SyncError(.attachmentDamaged, "the bytes received for attachment \(attachment.sha256.prefix(12))… do not match its hash; they were not kept")
+        }
+        try await FileWork.run { try sink.commit(as: attachment.sha256) }
+        _ = try await observer.write { txn in
+            let now = Timestamp.now()
+            var row = try AttachmentRow.find(txn, id: attachment.sha256) ?? AttachmentRow(attachment, state: .local, now: now)
+            row.state = AttachmentState.local.rawValue
+            row.lastUsed = now.millisecondsSince1970
+            try row.save(txn)
+        }
+    }
+}
+
+/// A download being written: the file, its hash so far, and how many bytes arrived. Used
+/// by one download at a time; locked because the remote hands pieces over from its task.
+final class DownloadSink: Sendable {
+    // @unchecked Sendable: the writer is only touched under the mutex.
+    private struct State: @unchecked Sendable {
+        var writer: (any AttachmentFileWriter)?
+        var hasher = AttachmentHasher()
+        var received: Int64 = 0
+    }
+    private let state: Mutex<State>
+
+    init(_ writer: any AttachmentFileWriter) {
+        state = Mutex(State(writer: writer))
+    }
+
+    var received: Int64 { state.withLock { $0.received } }
+
+    func append(_ piece: [UInt8], limit: Int64) throws {
+        try state.withLock { state in
+            guard state.received + Int64(piece.count) <= limit else {
+                throw SyncError(.attachmentDamaged, "the remote sent more bytes than the attachment has")
+            }
+            try state.writer?.append(piece)
+            state.hasher.update(piece)
+            state.received += Int64(piece.count)
+        }
+    }
+
+    func hash() -> String { state.withLock { $0.hasher.finish() } }
+
+    func commit(as sha256: String) throws {
+        try state.withLock { state in
+            try state.writer?.commit(as: sha256)
+            state.writer = nil
+        }
+    }
+
+    func cancel() {
+        state.withLock { state in
+            state.writer?.cancel()
+            state.writer = nil
+        }
+    }
+}
+
+/// One download per hash: a caller that asks while one runs waits for it.
+final class AttachmentDownloads: Sendable {
+    private let running = Mutex<[String: Task<Void, any Error>]>([:])
+
+    func run(_ hash: String, _ body: @escaping @Sendable () async throws -> Void) async throws {
+        let task = running.withLock { running -> Task<Void, any Error> in
+            if let task = running[hash] { return task }
+            let task = Task { try await body() }
+            running[hash] = task
+            return task
+        }
+        defer { running.withLock { if $0[hash] == task { $0[hash] = nil } } }
+        try await task.value
+    }
+}

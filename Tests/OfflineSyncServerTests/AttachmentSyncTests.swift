@@ -1,0 +1,125 @@
+import Foundation
+import OfflineSync
+import OfflineSyncConformance
+import OfflineSyncHTTP
+import OfflineSyncServer
+import OfflineSyncService
+import OfflineSyncSQLite
+import OfflineSyncStoreKit
+import OfflineSyncTestSupport
+import OfflineSyncURLSession
+import Synchronization
+import Testing
+
+/// Swift Testing has an `Attachment` type of its own.
+private typealias Attachment = OfflineSync.Attachment
+
+/// Attachments through a context: uploaded before the record's push, resumed from the
+/// server's offset, downloaded on first access by another device and checked.
+@Suite("Attachments: sync between devices")
+struct AttachmentSyncTests {
+    static let schema = TableSchema("inspections", fields: [FieldDefinition("site", .string)])
+    static let photo: [UInt8] = (0..<2_500_000).map { UInt8(truncatingIfNeeded: ($0 &* 40_503) >> 5) }
+
+    /// The attachment events a context publishes, kept as they come.
+    final class Progress: Sendable {
+        private let seen = Mutex<[(direction: AttachmentTransferDirection, done: Int64)]>([])
+        func add(_ direction: AttachmentTransferDirection, _ done: Int64) { seen.withLock { $0.append((direction, done)) } }
+        var all: [(direction: AttachmentTransferDirection, done: Int64)] { seen.withLock { $0 } }
+
+        static func watch(_ context: SyncContext) -> (Progress, Task<Void, Never>) {
+            let progress = Progress(), events = context.events()
+            let task = Task {
+                for await event in events {
+                    if case let .attachmentProgress(_, direction, done, _) = event { progress.add(direction, done) }
+                }
+            }
+            return (progress, task)
+        }
+    }
+
+    @Test("in process: the photo goes up before its record; a second device fetches it on first access, once for concurrent callers")
+    func inProcess() async throws {
+        let service = try await OfflineSyncService(store: InMemoryStore())
+        let first = try await SyncContext(store: InMemoryStore(), remote: service.remote(for: Identity("alice")))
+        let second = try await SyncContext(store: InMemoryStore(), remote: service.remote(for: Identity("alice")))
+        for context in [first, second] { try await context.defineTable(Self.schema) }
+        let photo = try await first.addAttachment(Self.photo, contentType: "image/jpeg", fileName: "door.jpg")
+        try await first.table("inspections").insert(Record(id: "i1", fields: ["site": "north", "photo": photo.value]))
+        _ = try await first.push()
+        #expect(try await first.attachmentState(photo) == .local)
+        #expect(try await first.queuedOperationCount() == 0)
+
+        try await second.table("inspections").pull()
+        let pulled = try #require(try await second.table("inspections").get("i1"))
+        let reference = try #require(try Attachment(value: pulled["photo"]))
+        #expect(reference == photo)
+        #expect(try await second.attachmentState(reference) == .remote)
+        async let a = second.attachmentData(reference)
+        async let b = second.attachmentData(reference)
+        let (x, y) = try await (a, b)
+        let same = x == Data(Self.photo) && y == x
+        #expect(same, "both callers get the photo")
+        #expect(try await second.attachmentState(reference) == .local)
+        try await first.close()
+        try await second.close()
+    }
+
+    @Test("over HTTP: an upload cut off goes on from the server's offset; the other device downloads it to a file it can hand on")
+    func overHTTP() async throws {
+        try await LiveServer.with { live in
+            try await withTemporaryDirectory { directory in
+                let token = try await live.token("alice")
+                let remote = URLSessionRemoteStore(baseURL: live.baseURL) { token }
+                let first = try await SyncContext(store: try await SQLiteStore(path: directory.appendingPathComponent("a.sqlite").path), remote: remote)
+                let second = try await SyncContext(store: try await SQLiteStore(path: directory.appendingPathComponent("b.sqlite").path),
+                                                   remote: try await live.remote("alice"))
+                for context in [first, second] { try await context.defineTable(Self.schema) }
+                let photo = try await first.addAttachment(Self.photo, contentType: "image/jpeg")
+                try await first.table("inspections").insert(Record(id: "i1", fields: ["photo": photo.value]))
+                // What an upload killed half way leaves on the server.
+                let half = Int64(Self.photo.count / 2)
+                let partial = try await remote.appendAttachment(photo, offset: 0, bytes: Array(Self.photo[..<Int(half)]), complete: false)
+                #expect(partial == AttachmentUploadState(offset: half, complete: false))
+                let (progress, watching) = Progress.watch(first)
+                _ = try await first.push()
+                first.finishEvents()
+                await watching.value
+                let uploads = progress.all.filter { $0.direction == .upload }.map(\.done)
+                #expect(!uploads.isEmpty)
+                #expect(uploads.allSatisfy { $0 > half }, "the push sent only what the server lacked: \(uploads)")
+                #expect(uploads.last == Int64(Self.photo.count))
+
+                try await second.table("inspections").pull()
+                let url = try await second.attachmentFileURL(photo)
+                let stored = try #require(fileContents(url.path))
+                #expect(sha256Hex(stored) == photo.sha256)
+                #expect(try await second.attachmentState(photo) == .local)
+                try await first.close()
+                try await second.close()
+            }
+        }
+    }
+
+    @Test("a file that is not here and cannot be fetched is attachmentUnavailable; one the server holds for nobody here is attachmentMissing")
+    func unavailableAndMissing() async throws {
+        try await LiveServer.with { live in
+            let offline = HTTPRemoteStore(baseURL: "http://127.0.0.1:1", configuration: .init(maxAttempts: 1)) { "token" }
+            let context = try await SyncContext(store: InMemoryStore(), remote: offline)
+            let reference = try Attachment(sha256: sha256Hex(Self.photo), size: Int64(Self.photo.count), contentType: "image/jpeg")
+            await #expect(throws: SyncError.self) { try await context.attachmentData(reference) }
+            do { _ = try await context.attachmentData(reference) } catch let error as SyncError {
+                #expect(error.code == .attachmentUnavailable, "\(error)")
+            }
+            try await context.close()
+            let online = try await SyncContext(store: InMemoryStore(), remote: try await live.remote("bob"))
+            do {
+                _ = try await online.attachmentData(reference)
+                Issue.record("bob read a file nobody uploaded for him")
+            } catch let error as SyncError {
+                #expect(error.code == .attachmentMissing, "\(error)")
+            }
+            try await online.close()
+        }
+    }
+}
