@@ -57,6 +57,27 @@ final class DemoNetwork: RemoteStore, Sendable {
     }
 }
 
+extension DemoNetwork: AttachmentRemote {
+    private var files: any AttachmentRemote {
+        get throws {
+            guard let files = base as? any AttachmentRemote else { throw SyncError(.unsupported, "the demo's remote moves no files") }
+            return files
+        }
+    }
+    func attachmentUploadState(_ sha256: String) async throws -> AttachmentUploadState? {
+        try check()
+        return try await files.attachmentUploadState(sha256)
+    }
+    func appendAttachment(_ attachment: Attachment, offset: Int64, bytes: [UInt8], complete: Bool) async throws -> AttachmentUploadState {
+        try check()
+        return try await files.appendAttachment(attachment, offset: offset, bytes: bytes, complete: complete)
+    }
+    func readAttachment(_ sha256: String, from offset: Int64, _ body: @Sendable ([UInt8]) async throws -> Void) async throws -> Bool {
+        try check()
+        return try await files.readAttachment(sha256, from: offset, body)
+    }
+}
+
 struct Demo {
     let root: URL
     let policy: ConflictPolicy
@@ -158,7 +179,8 @@ struct Demo {
         step("Sharing summary")
         say("   shared lists behaved as the rules say: \(shared ? "yes" : "NO")")
         let status = try await statusScenario(server: server, secret: secret)
-        return ok && shared && status
+        let files = try await attachmentScenario(server: server, secret: secret)
+        return ok && shared && status && files
     }
 
     /// Opens both clients' stores and sync contexts over HTTP, with one identity's token.

@@ -122,4 +122,69 @@ struct AttachmentSyncTests {
             try await online.close()
         }
     }
+
+    @Test("after move-out the member's device deletes the files of the rows that left; a file waiting to upload stays")
+    func moveOutRemovesFiles() async throws {
+        let service = try await OfflineSyncService(store: InMemoryStore(), rules: sharedListsRules(ownerReadsMembers: true))
+        let alice = try await SyncContext(store: InMemoryStore(), remote: service.remote(for: Identity("alice")))
+        let bobStore = InMemoryStore()
+        let bob = try await SyncContext(store: bobStore, remote: service.remote(for: Identity("bob")))
+        for context in [alice, bob] {
+            for table in sharedListsTables + ["notes"] { try await context.defineTable(TableSchema(table)) }
+        }
+        let photo = try await alice.addAttachment(Array(Self.photo[..<300_000]), contentType: "image/jpeg")
+        try await alice.transaction { txn in
+            try txn.insert(Record(id: "L1", fields: ["name": "site"]), into: "lists")
+            try txn.insert(Record(id: "m-bob", fields: ["list_id": "L1", "user_id": "bob"]), into: "list_members")
+            try txn.insert(Record(id: "m-alice", fields: ["list_id": "L1", "user_id": "alice"]), into: "list_members")
+            try txn.insert(Record(id: "t1", fields: ["list_id": "L1", "photo": photo.value]), into: "todos")
+        }
+        _ = try await alice.push()
+        try await bob.sync(["list_members", "todos"])
+        #expect(try await bob.attachmentData(photo).count == 300_000)
+        // Bob's own photo, not yet uploaded, on a note of his: it must survive the collection.
+        let draft = try await bob.addAttachment(Array(repeating: 7, count: 1000), contentType: "image/png")
+        try await bob.table("notes").insert(Record(id: "n1", fields: ["photo": draft.value]))
+        try await alice.table("list_members").delete(id: "m-bob")
+        _ = try await alice.push()
+        try await bob.table("todos").pull(queryId: "default")
+        #expect(try await bob.table("todos").query().isEmpty)
+        #expect(try await bob.attachmentState(photo) == nil)
+        #expect(try bobStore.attachmentFiles?.size(of: photo.sha256) == nil, "the file left with its row")
+        #expect(try await bob.attachmentState(draft) == .pendingUpload)
+        #expect(try bobStore.attachmentFiles?.size(of: draft.sha256) == 1000)
+        try await alice.close()
+        try await bob.close()
+    }
+
+    @Test("the cache budget evicts the least recently used downloaded file, never a pinned one; an evicted file comes back on use")
+    func cacheBudget() async throws {
+        let service = try await OfflineSyncService(store: InMemoryStore())
+        let writer = try await SyncContext(store: InMemoryStore(), remote: service.remote(for: Identity("alice")))
+        var options = SyncOptions()
+        options.attachments.cacheBudget = 500_000
+        let reader = try await SyncContext(store: InMemoryStore(), remote: service.remote(for: Identity("alice")), options: options)
+        for context in [writer, reader] { try await context.defineTable(TableSchema("shots")) }
+        var photos: [Attachment] = []
+        for index in 0..<3 {
+            let bytes = (0..<300_000).map { UInt8(truncatingIfNeeded: $0 &+ index) }
+            let photo = try await writer.addAttachment(bytes, contentType: "image/jpeg")
+            try await writer.table("shots").insert(Record(id: "s\(index)", fields: ["photo": photo.value]))
+            photos.append(photo)
+        }
+        _ = try await writer.push()
+        try await reader.table("shots").pull()
+        _ = try await reader.attachmentData(photos[0])
+        try await reader.pinAttachment(photos[0])
+        _ = try await reader.attachmentData(photos[1])
+        #expect(try await reader.attachmentState(photos[0]) == .local, "pinned: kept over the budget")
+        #expect(try await reader.attachmentState(photos[1]) == .local, "the file just fetched is kept")
+        _ = try await reader.attachmentData(photos[2])
+        #expect(try await reader.attachmentState(photos[0]) == .local)
+        #expect(try await reader.attachmentState(photos[1]) == .remote, "the least recently used unpinned file went")
+        #expect(try await reader.attachmentState(photos[2]) == .local)
+        #expect(try await reader.attachmentData(photos[1]).count == 300_000)
+        try await writer.close()
+        try await reader.close()
+    }
 }

@@ -8,6 +8,11 @@ public struct AttachmentOptions: Sendable {
     /// removes it: an attachment stored by another process that has not yet written its
     /// record. Default 10 minutes.
     public var orphanGrace: Duration = .seconds(600)
+    /// The most bytes of attachment files this device keeps, or `nil` (the default) for no
+    /// limit. Past it, downloaded files are evicted least recently used first (never one
+    /// waiting to upload, never a pinned one) after each download and upload; an evicted file
+    /// is fetched again on its next use.
+    public var cacheBudget: Int64?
 
     /// The defaults.
     public init() {}

@@ -128,6 +128,8 @@ extension SyncContext {
         if size == attachment.size { return }
         if size != nil { try? await FileWork.run { try files.remove(attachment.sha256) } }
         try await download(attachment, files: files)
+        // The budget is kept after every download, never at the cost of the file just fetched.
+        _ = try? await evictAttachments(keeping: attachment.sha256)
     }
 
     /// Runs `body`, removing the attachment's file when it finds the file damaged.

@@ -94,6 +94,8 @@ extension SyncContext {
             let swept = try await sweepUnmarked(table, queryId: queryId)
             summary.removedFromView += swept
         }
+        // Rows that went may have been the last to reference a file: it goes with them.
+        if summary.deleted + summary.removedFromView > 0 { _ = try? await removeUnreferencedAttachments() }
         broadcaster.publish(.modelSynced(ModelSyncedEvent(
             table: table, isFullSync: summary.isFullSync, isDeltaSync: !summary.isFullSync, added: summary.added,
             updated: summary.updated, deleted: summary.deleted, skippedPending: summary.skippedPending,

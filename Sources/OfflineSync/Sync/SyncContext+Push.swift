@@ -19,7 +19,7 @@ extension SyncContext {
             let started = ContinuousClock.now
             do {
                 // Attachments go up first: the server refuses a change that references bytes it lacks.
-                _ = try await self.uploadPendingAttachments()
+                if try await self.uploadPendingAttachments() > 0 { _ = try? await self.evictAttachments() }
                 let summary = try await self.pushBatches()
                 self.metrics.pushed(summary, duration: ContinuousClock.now - started)
                 return summary
