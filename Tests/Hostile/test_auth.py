@@ -123,6 +123,14 @@ ROUTE_KINDS = {
     ("POST", "/v1/admin/prune"): "admin",
     ("POST", "/v1/admin/merge-identities"): "admin",
     ("POST", "/v1/admin/explain"): "admin",
+    ("POST", "/v1/admin/prune-attachments"): "admin",
+    ("OPTIONS", "/v1/attachments"): "bearer",
+    ("POST", "/v1/attachments/{sha256}"): "bearer",
+    ("GET", "/v1/attachments/{sha256}"): "bearer",
+    ("HEAD", "/v1/attachments/{sha256}"): "bearer",
+    ("HEAD", "/v1/attachments/{sha256}/upload"): "bearer",
+    ("PATCH", "/v1/attachments/{sha256}/upload"): "bearer",
+    ("DELETE", "/v1/attachments/{sha256}/upload"): "bearer",
     ("GET", "/tables/{table}"): "bearer",
     ("POST", "/tables/{table}"): "bearer",
     ("GET", "/tables/{table}/{id}"): "bearer",
@@ -560,6 +568,9 @@ def _seed():
 
 Probe = collections.namedtuple("Probe", "method path body headers kind ok")
 
+# The bytes the attachment probes upload.
+PROBE_FILE = b"an attachment the probes upload"
+
 
 def _make_probes():
     """One request per documented operation: what that route answers with valid credentials
@@ -573,7 +584,21 @@ def _make_probes():
                  "item": {"id": "attack-1", "fields": {"title": "attack"}}}
     update = {"SyncSessionToken": S.probe_session,
               "RecordPatches": [{"Op": "replace", "Key": "attack", "Value": "attack", "SyncCount": 0}]}
+    file = "/v1/attachments/" + hashlib.sha256(PROBE_FILE).hexdigest()
+    upload = dict({"Upload-Draft-Interop-Version": "6"})
     specs = {
+        ("POST", "/v1/admin/prune-attachments"): ("/v1/admin/prune-attachments", b"", {}, {200}),
+        ("OPTIONS", "/v1/attachments"): ("/v1/attachments", None, upload, {200}),
+        ("POST", "/v1/attachments/{sha256}"): (
+            file, PROBE_FILE, dict(upload, **{"Upload-Complete": "?1", "Content-Type": "application/octet-stream"}), {200}),
+        ("GET", "/v1/attachments/{sha256}"): (file, None, {}, {200, 404}),
+        ("HEAD", "/v1/attachments/{sha256}"): (file, None, {}, {200, 404}),
+        ("HEAD", "/v1/attachments/{sha256}/upload"): (file + "/upload", None, upload, {204, 404}),
+        ("PATCH", "/v1/attachments/{sha256}/upload"): (
+            file + "/upload", PROBE_FILE,
+            dict(upload, **{"Upload-Offset": "0", "Upload-Complete": "?1", "Content-Type": "application/partial-upload"}),
+            {200, 204, 404, 409}),
+        ("DELETE", "/v1/attachments/{sha256}/upload"): (file + "/upload", None, upload, {204, 404}),
         ("GET", "/health"): ("/health", None, {}, {200}),
         ("GET", "/ready"): ("/ready", None, {}, {200}),
         ("GET", "/metrics"): ("/metrics", None, {}, {200}),
@@ -852,8 +877,10 @@ class AuthTestCase(unittest.TestCase):
         where = "%s %s%s" % (probe.method, probe.path[:90], (" with " + what) if what else "")
         self.assertEqual(status, expected, "%s answered %s (expected %s): %r" % (where, status, expected, body[:300]))
         if probe.kind in ("bearer", "admin"):
-            document = json.loads(body)
-            self.assertEqual(document["error"]["code"], "unauthorized", "%s: %r" % (where, body[:300]))
+            # A HEAD answer has no body: its status and challenge are the denial.
+            if probe.method != "HEAD":
+                document = json.loads(body)
+                self.assertEqual(document["error"]["code"], "unauthorized", "%s: %r" % (where, body[:300]))
             if probe.kind == "bearer":
                 self.assertEqual(headers.get("WWW-Authenticate"), "Bearer", where)
         else:
@@ -951,8 +978,10 @@ class T0RoutesAndTokens(AuthTestCase):
         for directory, _, names in sorted(os.walk(SERVER_SOURCES)):
             for name in sorted(n for n in names if n.endswith(".swift")):
                 with open(os.path.join(directory, name), encoding="utf-8") as f:
-                    registered.update(m.upper() for m in re.findall(r"\brouter\.(get|post|put|delete|patch|head)\(",
-                                                                    f.read()))
+                    text = f.read()
+                registered.update(m.upper() for m in re.findall(r"\brouter\.(get|post|put|delete|patch|head)\(", text))
+                # Methods without a shorthand (OPTIONS) are registered with `router.on(path, method: .x)`.
+                registered.update(m.upper() for m in re.findall(r"\brouter\.on\([^)]*method: \.(\w+)\)", text))
         self.assertEqual(registered, collections.Counter(method for method, _ in documented),
                          "routes registered in Sources/OfflineSyncServer vs operations in Docs/openapi.yaml")
 
