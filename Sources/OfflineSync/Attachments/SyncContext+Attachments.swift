@@ -15,20 +15,8 @@ extension SyncContext {
                               fileName: String? = nil) async throws -> Attachment {
         let files = try attachmentFiles()
         try options.attachments.check(size: Int64(bytes.count))
-        return try await FileWork.run {
-            let writer = try files.makeWriter()
-            var hasher = AttachmentHasher()
-            do {
-                let contiguous = Array(bytes)
-                try contiguous.withUnsafeBytes { buffer in
-                    try writer.append(buffer)
-                    hasher.update(buffer)
-                }
-                return try self.commitStaged(writer, hasher: hasher, contentType: contentType, fileName: fileName)
-            } catch {
-                writer.cancel()
-                throw error
-            }
+        return try await stage(in: files, contentType: contentType, fileName: fileName) { append in
+            try Array(bytes).withUnsafeBytes { try append($0) }
         }
     }
 
@@ -36,24 +24,33 @@ extension SyncContext {
     /// is never held in memory). See ``addAttachment(_:contentType:fileName:)``.
     public func addAttachment(contentsOf url: URL, contentType: String, fileName: String? = nil) async throws -> Attachment {
         let files = try attachmentFiles()
-        return try await FileWork.run {
-            guard let handle = FileHandle(forReadingAtPath: url.path) else {
-                throw SyncError(.notFound, "no readable file at \(url.path)")
+        guard let handle = FileHandle(forReadingAtPath: url.path) else {
+            throw SyncError(.notFound, "no readable file at \(url.path)")
+        }
+        defer { try? handle.close() }
+        if let size = try? FileManager.default.attributesOfItem(atPath: url.path)[.size] as? Int64 {
+            try options.attachments.check(size: size)
+        }
+        return try await stage(in: files, contentType: contentType, fileName: fileName) { append in
+            while true {
+                let chunk = try handle.read(upToCount: AttachmentTransfer.chunkSize) ?? Data()
+                if chunk.isEmpty { return }
+                try chunk.withUnsafeBytes { try append($0) }
             }
-            defer { try? handle.close() }
-            if let size = try? FileManager.default.attributesOfItem(atPath: url.path)[.size] as? Int64 {
-                try self.options.attachments.check(size: size)
-            }
+        }
+    }
+
+    /// Writes what `fill` appends to a new file, off the cooperative pool, hashing it as it
+    /// goes, and gives the file its hash's name; a failure leaves no file.
+    private func stage(in files: any AttachmentFileStore, contentType: String, fileName: String?,
+                       _ fill: @escaping @Sendable (_ append: (UnsafeRawBufferPointer) throws -> Void) throws -> Void) async throws -> Attachment {
+        try await FileWork.run {
             let writer = try files.makeWriter()
             var hasher = AttachmentHasher()
             do {
-                while true {
-                    let chunk = try handle.read(upToCount: AttachmentTransfer.chunkSize) ?? Data()
-                    if chunk.isEmpty { break }
-                    try chunk.withUnsafeBytes { buffer in
-                        try writer.append(buffer)
-                        hasher.update(buffer)
-                    }
+                try fill { buffer in
+                    try writer.append(buffer)
+                    hasher.update(buffer)
                 }
                 return try self.commitStaged(writer, hasher: hasher, contentType: contentType, fileName: fileName)
             } catch {

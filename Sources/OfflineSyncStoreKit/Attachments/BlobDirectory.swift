@@ -50,10 +50,9 @@ public final class BlobDirectory: AttachmentFileStore, @unchecked Sendable {
         guard descriptor >= 0 else { throw BlobFiles.failure("cannot create \(temporary)") }
         liveTemporaries.withLock { _ = $0.insert(temporary) }
         let release: @Sendable () -> Void = { [weak self] in self?.liveTemporaries.withLock { _ = $0.remove(temporary) } }
-        if let sealing {
-            return try SealedBlobWriter(directory: self, sealing: sealing, descriptor: descriptor, temporary: temporary, release: release)
-        }
-        return PlainBlobWriter(directory: self, descriptor: descriptor, temporary: temporary, release: release)
+        let file = BlobTemporaryFile(directory: self, descriptor: descriptor, path: temporary, release: release)
+        if let sealing { return try SealedBlobWriter(file, sealing: sealing) }
+        return PlainBlobWriter(file)
     }
 
     public func size(of sha256: String) throws -> Int64? {
@@ -199,45 +198,66 @@ enum BlobFiles {
     }
 }
 
-/// A writer of a plain file: the bytes as they are.
-final class PlainBlobWriter: AttachmentFileWriter {
+/// A file being written under `tmp/`: written in order, then flushed and given its name, or
+/// removed. What both writers share.
+final class BlobTemporaryFile {
     private let directory: BlobDirectory
-    private var descriptor: Int32
-    private let temporary: String
+    private(set) var descriptor: Int32
+    let path: String
     private let release: @Sendable () -> Void
-    private(set) var size: Int64 = 0
 
-    init(directory: BlobDirectory, descriptor: Int32, temporary: String, release: @escaping @Sendable () -> Void) {
+    init(directory: BlobDirectory, descriptor: Int32, path: String, release: @escaping @Sendable () -> Void) {
         self.directory = directory
         self.descriptor = descriptor
-        self.temporary = temporary
+        self.path = path
         self.release = release
     }
 
     deinit { cancel() }
 
-    func append(_ bytes: UnsafeRawBufferPointer) throws {
-        guard descriptor >= 0 else { throw SyncError(.storeClosed, "the attachment writer has finished") }
-        try BlobFiles.writeAll(descriptor, bytes, path: temporary)
-        size += Int64(bytes.count)
+    var isOpen: Bool { descriptor >= 0 }
+
+    func write(_ bytes: UnsafeRawBufferPointer) throws {
+        guard isOpen else { throw SyncError(.storeClosed, "the attachment writer has finished") }
+        try BlobFiles.writeAll(descriptor, bytes, path: path)
     }
 
-    func commit(as sha256: String) throws {
-        guard descriptor >= 0 else { throw SyncError(.storeClosed, "the attachment writer has finished") }
-        guard fsync(descriptor) == 0 else { throw BlobFiles.failure("cannot flush \(temporary)") }
+    /// Runs `last` on the open descriptor (a header written in place), flushes the file to
+    /// disk and moves it to its name.
+    func finish(as sha256: String, last: (Int32) throws -> Void = { _ in }) throws {
+        guard isOpen else { throw SyncError(.storeClosed, "the attachment writer has finished") }
+        try last(descriptor)
+        guard fsync(descriptor) == 0 else { throw BlobFiles.failure("cannot flush \(path)") }
         close(descriptor)
         descriptor = -1
         defer { release() }
-        try directory.install(temporary, as: sha256)
+        try directory.install(path, as: sha256)
     }
 
     func cancel() {
-        guard descriptor >= 0 else { return }
+        guard isOpen else { return }
         close(descriptor)
         descriptor = -1
-        _ = unlink(temporary)
+        _ = unlink(path)
         release()
     }
+}
+
+/// A writer of a plain file: the bytes as they are.
+final class PlainBlobWriter: AttachmentFileWriter {
+    private let file: BlobTemporaryFile
+    private(set) var size: Int64 = 0
+
+    init(_ file: BlobTemporaryFile) { self.file = file }
+
+    func append(_ bytes: UnsafeRawBufferPointer) throws {
+        try file.write(bytes)
+        size += Int64(bytes.count)
+    }
+
+    func commit(as sha256: String) throws { try file.finish(as: sha256) }
+
+    func cancel() { file.cancel() }
 }
 
 /// A reader of a plain file.

@@ -51,35 +51,26 @@ public enum SealedBlobFormat {
 
 /// A writer of a sealed file: pieces are sealed as they fill, the header at commit.
 final class SealedBlobWriter: AttachmentFileWriter {
-    private let directory: BlobDirectory
+    private let file: BlobTemporaryFile
     private let sealing: any BlobSealing
-    private var descriptor: Int32
-    private let temporary: String
-    private let release: @Sendable () -> Void
     private let id: [UInt8]
     private var pending: [UInt8] = []
     private var pieces: Int64 = 0
     private(set) var size: Int64 = 0
 
-    init(directory: BlobDirectory, sealing: any BlobSealing, descriptor: Int32, temporary: String,
-         release: @escaping @Sendable () -> Void) throws {
-        self.directory = directory
+    init(_ file: BlobTemporaryFile, sealing: any BlobSealing) throws {
+        self.file = file
         self.sealing = sealing
-        self.descriptor = descriptor
-        self.temporary = temporary
-        self.release = release
         var generator = SystemRandomNumberGenerator()
         id = (0..<SealedBlobFormat.idSize).map { _ in UInt8.random(in: 0...255, using: &generator) }
         // The header's place, written at commit when the hash is known.
         let placeholder = [UInt8](repeating: 0, count: SealedBlobFormat.headerSize(sealing))
-        try placeholder.withUnsafeBytes { try BlobFiles.writeAll(descriptor, $0, path: temporary) }
+        try placeholder.withUnsafeBytes { try file.write($0) }
         pending.reserveCapacity(SealedBlobFormat.piece)
     }
 
-    deinit { cancel() }
-
     func append(_ bytes: UnsafeRawBufferPointer) throws {
-        guard descriptor >= 0 else { throw SyncError(.storeClosed, "the attachment writer has finished") }
+        guard file.isOpen else { throw SyncError(.storeClosed, "the attachment writer has finished") }
         var rest = bytes[...]
         while !rest.isEmpty {
             let take = min(rest.count, SealedBlobFormat.piece - pending.count)
@@ -92,34 +83,25 @@ final class SealedBlobWriter: AttachmentFileWriter {
 
     private func flushPiece() throws {
         let sealed = try pending.withUnsafeBytes { try sealing.seal($0, context: SealedBlobFormat.pieceContext(id, pieces)) }
-        try sealed.withUnsafeBytes { try BlobFiles.writeAll(descriptor, $0, path: temporary) }
+        try sealed.withUnsafeBytes { try file.write($0) }
         pieces += 1
         pending.removeAll(keepingCapacity: true)
     }
 
     func commit(as sha256: String) throws {
-        guard descriptor >= 0 else { throw SyncError(.storeClosed, "the attachment writer has finished") }
+        guard file.isOpen else { throw SyncError(.storeClosed, "the attachment writer has finished") }
         if !pending.isEmpty { try flushPiece() }
         var plain = Array(sha256.utf8)
         withUnsafeBytes(of: size.littleEndian) { plain.append(contentsOf: $0) }
         let header = try plain.withUnsafeBytes { try sealing.seal($0, context: SealedBlobFormat.headerContext(id)) }
         let prefix = SealedBlobFormat.magic + id + header
-        let written = prefix.withUnsafeBytes { pwrite(descriptor, $0.baseAddress, $0.count, 0) }
-        guard written == prefix.count else { throw BlobFiles.failure("cannot write \(temporary)") }
-        guard fsync(descriptor) == 0 else { throw BlobFiles.failure("cannot flush \(temporary)") }
-        close(descriptor)
-        descriptor = -1
-        defer { release() }
-        try directory.install(temporary, as: sha256)
+        try file.finish(as: sha256) { descriptor in
+            let written = prefix.withUnsafeBytes { pwrite(descriptor, $0.baseAddress, $0.count, 0) }
+            guard written == prefix.count else { throw BlobFiles.failure("cannot write \(file.path)") }
+        }
     }
 
-    func cancel() {
-        guard descriptor >= 0 else { return }
-        close(descriptor)
-        descriptor = -1
-        _ = unlink(temporary)
-        release()
-    }
+    func cancel() { file.cancel() }
 }
 
 /// A reader of a sealed file: opens the pieces a read touches, keeping the last one.
