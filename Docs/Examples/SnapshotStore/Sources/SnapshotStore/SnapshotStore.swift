@@ -26,6 +26,13 @@ public final class SnapshotStore: LocalStore, @unchecked Sendable {
 
     /// The snapshot file.
     public let path: String
+    /// Attachment files, in the directory `<path>-attachments`: the toolkit's `BlobDirectory`
+    /// does all the adapter contract asks (files written whole or not at all, leftovers
+    /// removed).
+    private let blobs: BlobDirectory
+
+    /// See ``LocalStore/attachmentFiles``.
+    public var attachmentFiles: (any AttachmentFileStore)? { blobs }
 
     /// One table: its schema and its records by id.
     struct Table: Sendable {
@@ -41,6 +48,7 @@ public final class SnapshotStore: LocalStore, @unchecked Sendable {
     ///   ``SyncError/Code/storageFailure`` when the file cannot be read.
     public init(path: String) async throws {
         self.path = path
+        blobs = BlobDirectory(path: path + "-attachments")
         tables = try await Self.perform(on: DispatchQueue.global()) {
             guard FileManager.default.fileExists(atPath: path) else { return [:] }
             guard let data = FileManager.default.contents(atPath: path) else {
