@@ -9,7 +9,7 @@ import Musl
 import Darwin
 #endif
 
-/// Attachment files in a directory: the ``AttachmentFileStore`` of the file-backed adapters.
+/// Attachment files in a directory: the `AttachmentFileStore` of the file-backed adapters.
 ///
 /// Layout: `objects/<2 hex digits>/<name>` for stored files, `tmp/<random>.part` for files
 /// being written. A file is written under `tmp/`, flushed with `fsync`, renamed into

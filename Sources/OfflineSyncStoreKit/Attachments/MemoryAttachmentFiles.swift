@@ -2,7 +2,7 @@ import Foundation
 import OfflineSync
 import Synchronization
 
-/// Attachment files in memory: the ``AttachmentFileStore`` of ``InMemoryStore`` and of an
+/// Attachment files in memory: the `AttachmentFileStore` of ``InMemoryStore`` and of an
 /// in-memory SQLite store. Gone with the process, like their rows.
 public final class MemoryAttachmentFiles: AttachmentFileStore {
     private let stored = Mutex<[String: (bytes: [UInt8], modified: Timestamp)]>([:])

@@ -26,7 +26,7 @@ public protocol BlobSealing: Sendable {
 /// digits and the size as 8 little-endian bytes, bound to the file id), then the bytes in
 /// sealed pieces of 64 KiB of plaintext (the last one shorter), each bound to the file id
 /// and its index: a piece moved, dropped, swapped with another file's or altered fails to
-/// open, and the reader reports ``SyncError/Code/attachmentDamaged``.
+/// open, and the reader reports `SyncError.Code.attachmentDamaged`.
 public enum SealedBlobFormat {
     static let magic = Array("OSBLOB01".utf8)
     static let idSize = 16
