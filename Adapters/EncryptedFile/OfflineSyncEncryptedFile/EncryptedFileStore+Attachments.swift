@@ -39,13 +39,7 @@ struct AttachmentSealing: BlobSealing {
     }
 
     func fileName(for sha256: String) -> String {
-        let digits = Array("0123456789abcdef".utf8)
-        var text: [UInt8] = []
-        for byte in HMAC<SHA256>.authenticationCode(for: Array(sha256.utf8), using: nameKey) {
-            text.append(digits[Int(byte >> 4)])
-            text.append(digits[Int(byte & 0x0f)])
-        }
-        return String(decoding: text, as: UTF8.self)
+        AttachmentHasher.hex(HMAC<SHA256>.authenticationCode(for: Array(sha256.utf8), using: nameKey))
     }
 }
 

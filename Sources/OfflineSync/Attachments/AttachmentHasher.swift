@@ -18,11 +18,14 @@ package struct AttachmentHasher {
     }
 
     /// The hash as 64 lowercase hexadecimal digits.
-    package func finish() -> String {
+    package func finish() -> String { Self.hex(hasher.finalize()) }
+
+    /// Bytes as lowercase hexadecimal digits (a hash's name, a keyed file name).
+    package static func hex(_ bytes: some Sequence<UInt8>) -> String {
         let digits = Array("0123456789abcdef".utf8)
         var text: [UInt8] = []
         text.reserveCapacity(64)
-        for byte in hasher.finalize() {
+        for byte in bytes {
             text.append(digits[Int(byte >> 4)])
             text.append(digits[Int(byte & 0x0f)])
         }

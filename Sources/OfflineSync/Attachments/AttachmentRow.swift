@@ -10,8 +10,8 @@ public enum AttachmentState: String, Sendable, Hashable, Codable {
     case remote
 }
 
-/// A row of `__attachments`: one per attachment a local record references (or that a
-/// write staged), keyed by hash.
+/// A row of `__attachments`: one per attachment a local record references (or that this
+/// device downloaded), keyed by hash.
 struct AttachmentRow: StoredRow {
     static let table = "__attachments"
     enum CodingKeys: String, CodingKey { case id, size, contentType, state, pinned, lastUsed, uploaded }

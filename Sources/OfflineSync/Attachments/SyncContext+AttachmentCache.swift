@@ -74,7 +74,7 @@ extension SyncContext {
         guard !unreferenced.isEmpty else { return 0 }
         let files = store.attachmentFiles
         var removed = 0
-        for hash in unreferenced.sorted() where !attachmentsStaged.contains(hash) {
+        for hash in unreferenced.sorted() {
             // Checked again as it goes. A write since the scan that references it again costs
             // at most a download: only files the server holds are removed.
             let gone = try await observer.write { txn -> Bool in

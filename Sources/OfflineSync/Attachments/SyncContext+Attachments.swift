@@ -1,5 +1,4 @@
 import Foundation
-import Synchronization
 
 extension SyncContext {
     // MARK: Attachments
@@ -64,19 +63,12 @@ extension SyncContext {
                               fileName: String?) throws -> Attachment {
         let attachment = try Attachment(sha256: hasher.finish(), size: hasher.count, contentType: contentType, fileName: fileName)
         try options.attachments.check(size: attachment.size)
-        // Marked before the file has its name, so a sweep never takes it before a record does.
-        attachmentsStaged.stage(attachment.sha256)
-        do {
-            try writer.commit(as: attachment.sha256)
-        } catch {
-            attachmentsStaged.unstage(attachment.sha256)
-            throw error
-        }
+        try writer.commit(as: attachment.sha256)
         return attachment
     }
 
     /// Where an attachment's bytes are for this device, or `nil` when no local record
-    /// references it (and no write has staged it).
+    /// references it (an attachment added but not yet written into a record included).
     public func attachmentState(_ attachment: Attachment) async throws -> AttachmentState? {
         try await store.read { txn in try AttachmentRow.find(txn, id: attachment.sha256)?.attachmentState }
     }
@@ -188,8 +180,7 @@ extension SyncContext {
             Set(try txn.records(in: AttachmentRow.table, matching: Query(Field(SystemField.id).isIn(stored.map { .string($0.sha256) }))).map(\.id))
         }
         let cutoff = Timestamp.now().millisecondsSince1970 - Int64(options.attachments.orphanGrace.components.seconds * 1000)
-        for file in stored where !known.contains(file.sha256) && !attachmentsStaged.contains(file.sha256)
-            && file.modified.millisecondsSince1970 < cutoff {
+        for file in stored where !known.contains(file.sha256) && file.modified.millisecondsSince1970 < cutoff {
             try await FileWork.run { try files.remove(file.sha256) }
         }
     }
@@ -199,21 +190,6 @@ extension SyncContext {
 package enum AttachmentTransfer {
     /// Bytes read or written at a time (1 MiB).
     package static let chunkSize = 1 << 20
-}
-
-/// Attachments this process has stored and not yet seen written into a record: never
-/// swept as orphans.
-final class StagedAttachments: Sendable {
-    private let hashes = Mutex<[String: Int]>([:])
-
-    func stage(_ hash: String) { hashes.withLock { $0[hash, default: 0] += 1 } }
-    func unstage(_ hash: String) {
-        hashes.withLock { table in
-            guard let count = table[hash] else { return }
-            table[hash] = count > 1 ? count - 1 : nil
-        }
-    }
-    func contains(_ hash: String) -> Bool { hashes.withLock { $0[hash] != nil } }
 }
 
 /// Runs blocking file work on a dispatch thread, off Swift's cooperative pool.

@@ -31,8 +31,6 @@ public final class SyncContext: Sendable {
     let stallWatch: StallWatch
     /// Where pushes, pulls and failures are reported (``SyncOptions/metricsFactory``).
     let metrics: SyncMetrics
-    /// Attachments stored by this process and not yet referenced by a record.
-    let attachmentsStaged = StagedAttachments()
     /// Downloads under way, one per hash.
     let attachmentDownloads = AttachmentDownloads()
 
