@@ -13,6 +13,13 @@ public struct AttachmentOptions: Sendable {
     /// waiting to upload, never a pinned one) after each download and upload; an evicted file
     /// is fetched again on its next use.
     public var cacheBudget: Int64?
+    /// Which attachments a pull fetches before the app asks, by table name. A table not
+    /// named here fetches on first access only. Prefetching runs after the table's pull, a
+    /// few files at a time; a file that cannot be fetched then stays on the server and is
+    /// fetched on its first access, or tried again at the table's next pull.
+    public var prefetch: [String: AttachmentPrefetch] = [:]
+    /// How many files a prefetch or an upload moves at once. Default 4.
+    public var concurrentTransfers = 4
 
     /// The defaults.
     public init() {}
@@ -23,4 +30,13 @@ public struct AttachmentOptions: Sendable {
             throw SyncError(.limitExceeded, "an attachment of \(size) bytes is over the limit of \(maximumSize) bytes")
         }
     }
+}
+
+/// When a pull fetches a table's attachments (``AttachmentOptions/prefetch``).
+public enum AttachmentPrefetch: Sendable, Hashable {
+    /// Every attachment the records a pull brings reference.
+    case all
+    /// The attachments of the table's `n` most recently updated records (the server's
+    /// `updatedAt`): a photo feed that shows the newest first.
+    case newest(Int)
 }

@@ -86,19 +86,21 @@ extension AttachmentRow {
 
     /// Records the attachments pulled records reference that this device has no row of: on
     /// the server, not downloaded. A malformed reference from the remote is left as a plain
-    /// field (the pull does not fail on it).
-    static func noteRemote(in records: [Record], txn: any LocalWriteTransaction) throws {
+    /// field (the pull does not fail on it). Returns every attachment the records reference.
+    @discardableResult
+    static func noteRemote(in records: [Record], txn: any LocalWriteTransaction) throws -> [Attachment] {
         var found: [String: Attachment] = [:]
         for record in records where record.fields.values.contains(where: \.mayHoldAttachment) {
             guard let references = try? Attachment.references(in: record) else { continue }
             for attachment in references { found[attachment.sha256] = attachment }
         }
-        guard !found.isEmpty else { return }
+        guard !found.isEmpty else { return [] }
         let hashes = Array(found.keys)
         let known = Set(try txn.records(in: table, matching: Query(Field(SystemField.id).isIn(hashes.map(Value.string)))).map(\.id))
         let now = Timestamp.now()
         for hash in hashes where !known.contains(hash) {
             try AttachmentRow(found[hash]!, state: .remote, now: now).save(txn)
         }
+        return Array(found.values)
     }
 }

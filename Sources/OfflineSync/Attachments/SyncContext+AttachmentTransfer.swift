@@ -17,9 +17,25 @@ extension SyncContext {
                 try AttachmentRow.all(txn, Query(AttachmentRow.inState(.pendingUpload), order: [AttachmentRow.sorted(.lastUsed), SortKey(SystemField.id)], limit: 16))
             }
             if rows.isEmpty { return uploaded }
-            for row in rows {
-                try await upload(row, to: remote, files: files)
-                uploaded += 1
+            try await uploadConcurrently(rows, to: remote, files: files)
+            uploaded += rows.count
+        }
+    }
+
+    /// Uploads `rows`, ``AttachmentOptions/concurrentTransfers`` at a time (small files are
+    /// one request each: several at once keep the connection busy). The first failure
+    /// cancels the others and is thrown; each upload resumes from the server's offset later.
+    private func uploadConcurrently(_ rows: [AttachmentRow], to remote: any AttachmentRemote, files: any AttachmentFileStore) async throws {
+        let width = max(1, options.attachments.concurrentTransfers)
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            var next = rows.makeIterator()
+            for _ in 0..<width {
+                guard let row = next.next() else { break }
+                group.addTask { try await self.upload(row, to: remote, files: files) }
+            }
+            while try await group.next() != nil {
+                guard let row = next.next() else { continue }
+                group.addTask { try await self.upload(row, to: remote, files: files) }
             }
         }
     }

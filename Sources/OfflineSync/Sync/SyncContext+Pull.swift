@@ -43,6 +43,8 @@ extension SyncContext {
         if let queryId { cursor = try await self.cursor(table: table, queryId: queryId) }
         var summary = PullSummary(table: table, isFullSync: cursor == nil)
         var done = 0
+        let prefetch = options.attachments.prefetch[table]
+        var pulledAttachments: [String: Attachment] = [:]
         // A sweep a pull cut short (the app stopped mid-resend) goes on marking.
         var marking = false
         if let queryId, query.predicate == .all { marking = try await isSweeping(table, queryId: queryId) }
@@ -74,10 +76,18 @@ extension SyncContext {
             }
             let pulledAt = more ? nil : Timestamp.now()
             let marks = marking
-            let (counts, removedIds) = try await observer.write { txn in
+            let (counts, removedIds, referenced) = try await observer.write { txn in
                 try SyncContext.applyPage(page, table: table, queryId: queryId, pulledAt: pulledAt, marking: marks, txn: txn)
             }
             if let pulledAt { statusState.update { $0.lastSyncedAt[table] = pulledAt } }
+            if case .all = prefetch {
+                for attachment in referenced { pulledAttachments[attachment.sha256] = attachment }
+                // A long pull fetches as it goes, which bounds what it holds.
+                if pulledAttachments.count >= 256 {
+                    await prefetchAttachments(table, .all, pulled: Array(pulledAttachments.values))
+                    pulledAttachments = [:]
+                }
+            }
             if !removedIds.isEmpty { broadcaster.publish(.removedFromView(table: table, ids: removedIds)) }
             summary.pages += 1
             summary.received += page.records.count
@@ -96,6 +106,7 @@ extension SyncContext {
         }
         // Rows that went may have been the last to reference a file: it goes with them.
         if summary.deleted + summary.removedFromView > 0 { _ = try? await removeUnreferencedAttachments() }
+        if let prefetch { await prefetchAttachments(table, prefetch, pulled: Array(pulledAttachments.values)) }
         broadcaster.publish(.modelSynced(ModelSyncedEvent(
             table: table, isFullSync: summary.isFullSync, isDeltaSync: !summary.isFullSync, added: summary.added,
             updated: summary.updated, deleted: summary.deleted, skippedPending: summary.skippedPending,
@@ -117,7 +128,7 @@ extension SyncContext {
     /// rows are also marked in ``sweepMarks``, and a reset page notes the sweep in `__config`
     /// in the same transaction, so a pull cut short resumes marking.
     static func applyPage(_ page: PullPage, table: String, queryId: String?, pulledAt: Timestamp?, marking: Bool = false,
-                          txn: any LocalWriteTransaction) throws -> (PullSummary, [String]) {
+                          txn: any LocalWriteTransaction) throws -> (PullSummary, [String], [Attachment]) {
         var counts = PullSummary(table: table)
         if marking, let queryId {
             if page.cursorReset {
@@ -173,9 +184,10 @@ extension SyncContext {
             upserts = upserts.filter { written[ExactString($0.id)] != .some(nil) }
         }
         if !deletes.isEmpty { _ = try txn.delete(ids: deletes, in: table) }
+        var referenced: [Attachment] = []
         if !upserts.isEmpty {
             try txn.upsert(upserts, in: table)
-            try AttachmentRow.noteRemote(in: upserts, txn: txn)
+            referenced = try AttachmentRow.noteRemote(in: upserts, txn: txn)
         }
         if let queryId {
             try ConfigRow.setValue(txn, table: table, key: ConfigRow.cursorKey(queryId),
@@ -185,6 +197,6 @@ extension SyncContext {
             try ConfigRow.setValue(txn, table: table, key: ConfigRow.pulledAtKey, keyType: ConfigRow.KeyType.pulledAt.rawValue,
                                    value: String(pulledAt.millisecondsSince1970))
         }
-        return (counts, removedIds)
+        return (counts, removedIds, referenced)
     }
 }

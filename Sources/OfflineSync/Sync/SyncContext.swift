@@ -33,6 +33,7 @@ public final class SyncContext: Sendable {
     let metrics: SyncMetrics
     /// Downloads under way, one per hash.
     let attachmentDownloads = AttachmentDownloads()
+    let prefetchMisses = PrefetchMisses()
 
     /// Opens a context: defines the system tables in `store` if needed.
     public init(store: any LocalStore, remote: any RemoteStore, options: SyncOptions = SyncOptions()) async throws {
