@@ -133,6 +133,7 @@ extension Routes {
                 throw error
             }
             guard var buffer = next else { break }
+            server.metrics.attachmentBytes("received", buffer.readableBytes)
             while buffer.readableBytes > 0 {
                 let take = min(buffer.readableBytes, Self.attachmentPiece - pending.count)
                 pending.append(contentsOf: buffer.readBytes(length: take)!)
@@ -166,6 +167,7 @@ extension Routes {
         return Response(status: status, headers: headers, body: ResponseBody { writer in
             _ = try await routes.call { try await routes.service.readAttachment(claims: claims, hash: hash, from: from) { piece in
                 try await writer.write(ByteBuffer(bytes: piece))
+                routes.server.metrics.attachmentBytes("sent", piece.count)
                 return true
             } }
             try await writer.finish(nil)

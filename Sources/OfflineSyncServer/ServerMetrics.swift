@@ -44,6 +44,7 @@ public final class ServerMetrics: Sendable {
         for result in ["verified", "refused", "unverifiable"] { counter(.tokens, [("result", result)]).increment(by: Int64(0)) }
         _ = counter(.refusals, [("table", "other"), ("operation", "insert")])
         _ = counter(.keySets, [("issuer", "none"), ("result", "ok")])
+        for direction in ["received", "sent"] { counter(.attachmentBytes, [("direction", direction)]).increment(by: Int64(0)) }
         _ = counter(.requests, [("route", "/metrics"), ("method", "GET"), ("status", "200")])
         _ = histogram(.requestDuration, [("route", "/metrics")])
         _ = histogram(.callDuration, [("call", "push")])
@@ -55,7 +56,7 @@ public final class ServerMetrics: Sendable {
         case requests = "http_requests", requestDuration = "http_request_duration", pushBatches = "push_batches"
         case pushOperations = "push_operations", refusals = "rule_refusals", pullPages = "pull_pages", pullRows = "pull_rows"
         case callDuration = "service_call_duration", websockets, notices = "notices_sent", tokens = "token_verifications"
-        case keySets = "key_set_fetches"
+        case keySets = "key_set_fetches", attachmentBytes = "attachment_bytes"
 
         var unit: String {
             switch self {
@@ -79,6 +80,7 @@ public final class ServerMetrics: Sendable {
             case .notices: "Change notices written to change channels."
             case .tokens: "Bearer tokens checked: verified, refused, or unverifiable (the issuer's keys could not be had)."
             case .keySets: "Key-set (JWKS) fetches of configured issuers, by issuer and result."
+            case .attachmentBytes: "Attachment bytes received by uploads (every byte that arrived, a cut-off request's included) and sent by downloads."
             }
         }
 
@@ -147,6 +149,12 @@ public final class ServerMetrics: Sendable {
 
     /// A bearer token checked: `verified`, `refused` or `unverifiable` (its issuer's keys could not be had).
     func tokenVerified(_ result: String) { counter(.tokens, [("result", result)]).increment() }
+
+    /// Attachment bytes that arrived in an upload's body (`received`) or went out in a
+    /// download (`sent`).
+    func attachmentBytes(_ direction: String, _ count: Int) {
+        counter(.attachmentBytes, [("direction", direction)]).increment(by: Int64(count))
+    }
 
     /// A key-set fetch of a configured issuer: `ok` or `failed`.
     func keySetFetched(issuer: String, ok: Bool) {

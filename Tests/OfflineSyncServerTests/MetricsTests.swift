@@ -155,6 +155,9 @@ struct MetricsTests {
             #expect(await channel.waitFor(.changed(table: "list_members")))
             let page = try await bob.pull(PullRequest(table: "lists"))
             #expect(page.records.count == 1)
+            let file = try OfflineSync.Attachment(sha256: sha256Hex(Array(repeating: 5, count: 1000)), size: 1000, contentType: "image/png")
+            _ = try await alice.appendAttachment(file, offset: 0, bytes: Array(repeating: 5, count: 1000), complete: true)
+            #expect(try await alice.readAttachment(file.sha256, from: 0) { _ in })
             _ = try await http(.GET, live.baseURL + "/v1/no-such-route")
             _ = try await http(.POST, live.baseURL + "/v1/pull", headers: [("Authorization", "Bearer forged")], body: Array("{}".utf8))
 
@@ -179,6 +182,8 @@ struct MetricsTests {
             moved("offline_sync_notices_sent_total")
             moved("offline_sync_token_verifications_total", ["result": "verified"])
             moved("offline_sync_token_verifications_total", ["result": "refused"], by: 1)
+            moved("offline_sync_attachment_bytes_total", ["direction": "received"], by: 1000)
+            moved("offline_sync_attachment_bytes_total", ["direction": "sent"], by: 1000)
             #expect(after.value("offline_sync_websockets_connected") == 1)
             #expect(after.samples.allSatisfy { $0.labels["route"].map { !$0.contains("L1") } ?? true }, "a route label holds a path")
 
