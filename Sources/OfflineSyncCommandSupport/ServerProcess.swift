@@ -22,15 +22,18 @@ public struct ServerProcess {
     }
 
     /// Starts the server over `data` with `secret` as its token secret (and `serve`'s
-    /// `extraArguments`, such as `--rules FILE`) and waits for its "listening on" line.
-    /// Throws when the server exits before it listens.
-    public static func start(data: URL, secret: String, extraArguments: [String] = []) throws -> ServerProcess {
+    /// `extraArguments`, such as `--rules FILE`, and `environment` added to this process's,
+    /// such as `OFFLINE_SYNC_ADMIN_KEY`) and waits for its "listening on" line. Throws when
+    /// the server exits before it listens.
+    public static func start(data: URL, secret: String, extraArguments: [String] = [],
+                             environment extra: [String: String] = [:]) throws -> ServerProcess {
         let process = Process()
         process.executableURL = try toolExecutable()
         process.arguments = ["serve", "--port", "0", "--data", data.path, "--log-level", "warning"] + extraArguments
         var environment = ProcessInfo.processInfo.environment
         environment["OFFLINE_SYNC_TOKEN_SECRET"] = secret
         environment["OFFLINE_SYNC_STORE"] = nil
+        environment.merge(extra) { $1 }
         process.environment = environment
         let output = Pipe()
         process.standardOutput = output
@@ -53,6 +56,15 @@ public struct ServerProcess {
                 return ServerProcess(process: process, baseURL: url)
             }
         }
+    }
+
+    /// The server's peak resident memory so far (`VmHWM` in `/proc/<pid>/status`), in
+    /// bytes; `nil` where there is no such file.
+    public func peakRSSBytes() -> Int? {
+        guard let status = try? String(contentsOfFile: "/proc/\(process.processIdentifier)/status", encoding: .utf8),
+              let line = status.split(separator: "\n").first(where: { $0.hasPrefix("VmHWM:") }),
+              let kilobytes = line.split(separator: " ").compactMap({ Int($0) }).first else { return nil }
+        return kilobytes * 1024
     }
 
     /// Sends SIGTERM and waits for the exit status.

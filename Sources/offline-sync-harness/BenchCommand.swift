@@ -23,6 +23,9 @@ protocol BenchWorkload: Sendable {
     /// The records the baseline moves, when it is another size of the same workload
     /// (push-100k against push-10k): its records per second are counted with these.
     static var baselineRecords: Int? { get }
+    /// The metric whose ratio (ours over the baseline's) is the workload's `ratio`, for a
+    /// workload judged by something other than time (bytes sent), or nil.
+    static var ratioMetric: String? { get }
 }
 
 extension BenchWorkload {
@@ -30,6 +33,8 @@ extension BenchWorkload {
     static var fixedRecords: Int? { nil }
     /// The baseline moves as many records as the workload.
     static var baselineRecords: Int? { fixedRecords }
+    /// The ratio is of time.
+    static var ratioMetric: String? { nil }
 }
 
 /// Every workload `bench` knows, in the order it runs them.
@@ -39,7 +44,8 @@ let benchWorkloads: [any BenchWorkload.Type] = [LocalWritesSQLite.self, LocalWri
                                                 MoveInBig.self, MoveOutBig.self, PushSharedBig.self, PushSharedK.self,
                                                 UpdateSharedBig.self, TablesListShared.self, ObserveLatency.self, LocalReadsGet.self, LocalReadsQuery.self,
                                                 LocalReadsGetInRead.self, LocalReadsQueryInRead.self,
-                                                ObserveBurst.self, AuthVerify.self]
+                                                ObserveBurst.self, AuthVerify.self, AttachmentUpload.self, AttachmentDownload.self,
+                                                AttachmentResume.self, AttachmentSmall.self]
 
 /// Workloads too long or too large for `make bench` (minutes of seeding, gigabytes of stores):
 /// `make bench-scale` runs them by name.
@@ -95,12 +101,20 @@ struct BenchCommand: AsyncParsableCommand {
                 extra["baselineRecordsPerSecond"] = Double(workload.baselineRecords ?? fixed) / raw.seconds
                 extra["speedup"] = raw.seconds / ours.seconds
             }
+            var ratio = ours.seconds / raw.seconds
+            if let name = workload.ratioMetric {
+                guard let value = ours.metrics?[name], let base = raw.metrics?[name], base > 0 else {
+                    throw ValidationError("\(workload.name) reported no \(name) on both sides")
+                }
+                ratio = value / base
+                extra["ratioOf"] = name
+            }
             if let metrics = ours.metrics, !metrics.isEmpty { extra["metrics"] = metrics }
             if let metrics = raw.metrics, !metrics.isEmpty { extra["baselineMetrics"] = metrics }
             rows.append(extra.merging([
                 "name": workload.name, "records": workload.fixedRecords ?? records, "transactionSize": batch,
                 "seconds": ours.seconds, "baseline": workload.baseline, "baselineSeconds": raw.seconds,
-                "ratio": ours.seconds / raw.seconds, "peakRSSBytes": ours.peakRSSBytes, "baselinePeakRSSBytes": raw.peakRSSBytes,
+                "ratio": ratio, "peakRSSBytes": ours.peakRSSBytes, "baselinePeakRSSBytes": raw.peakRSSBytes,
             ] as [String: Any]) { $1 })
         }
         let machine = BenchCommand.machineDescription()

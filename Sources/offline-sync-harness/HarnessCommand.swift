@@ -10,6 +10,7 @@ struct HarnessCommand: AsyncParsableCommand {
         commandName: "offline-sync-harness",
         abstract: "OfflineSync's benchmarks, corrupt-store sweeps and crash-trial client.",
         subcommands: [BenchCommand.self, BenchWorkerCommand.self, CrashTrialClientCommand.self,
-                      CorruptSweepCommand.self, CorruptProbeCommand.self, SharedStoreWriterCommand.self, LoadtestCommand.self]
+                      CorruptSweepCommand.self, CorruptProbeCommand.self, SharedStoreWriterCommand.self, LoadtestCommand.self,
+                      AttachmentUploadChildCommand.self]
     )
 }

@@ -84,9 +84,9 @@ extension SyncContext {
     /// ``SyncError/Code/attachmentMissing``.
     public func attachmentData(_ attachment: Attachment) async throws -> Data {
         let files = try attachmentFiles()
-        try await ensureLocal(attachment, files: files)
+        let fetched = try await ensureLocal(attachment, files: files)
         let data = try await FileWork.run {
-            try Self.removingDamaged(attachment, in: files) { try Self.verifiedContents(of: attachment, in: files) }
+            try Self.removingDamaged(attachment, in: files) { try Self.verifiedContents(of: attachment, in: files, check: !fetched) }
         }
         try await touch(attachment)
         return data
@@ -98,9 +98,11 @@ extension SyncContext {
     /// ``attachmentData(_:)``; this throws ``SyncError/Code/unsupported``.
     public func attachmentFileURL(_ attachment: Attachment) async throws -> URL {
         let files = try attachmentFiles()
-        try await ensureLocal(attachment, files: files)
-        _ = try await FileWork.run {
-            try Self.removingDamaged(attachment, in: files) { try Self.verifiedContents(of: attachment, in: files, keep: false) }
+        // A file just fetched was checked as it arrived: it is not read again.
+        if try await !ensureLocal(attachment, files: files) {
+            _ = try await FileWork.run {
+                try Self.removingDamaged(attachment, in: files) { try Self.verifiedContents(of: attachment, in: files, keep: false) }
+            }
         }
         guard let url = files.plainFileURL(for: attachment.sha256) else {
             throw SyncError(.unsupported, "this store seals its attachment files; read the bytes with attachmentData")
@@ -109,16 +111,19 @@ extension SyncContext {
         return url
     }
 
-    /// Fetches the attachment unless a file of its size is here.
-    private func ensureLocal(_ attachment: Attachment, files: any AttachmentFileStore) async throws {
+    /// Fetches the attachment unless a file of its size is here. Returns whether it fetched
+    /// (the bytes were checked against the hash as they arrived).
+    @discardableResult
+    private func ensureLocal(_ attachment: Attachment, files: any AttachmentFileStore) async throws -> Bool {
         let size = try await FileWork.run {
             try Self.removingDamaged(attachment, in: files) { try files.size(of: attachment.sha256) }
         }
-        if size == attachment.size { return }
+        if size == attachment.size { return false }
         if size != nil { try? await FileWork.run { try files.remove(attachment.sha256) } }
         try await download(attachment, files: files)
         // The budget is kept after every download, never at the cost of the file just fetched.
         _ = try? await evictAttachments(keeping: attachment.sha256)
+        return true
     }
 
     /// Runs `body`, removing the attachment's file when it finds the file damaged.
@@ -132,8 +137,10 @@ extension SyncContext {
     }
 
     /// Reads a stored file whole, checking size and hash (``SyncError/Code/attachmentDamaged``
-    /// when they do not match).
-    static func verifiedContents(of attachment: Attachment, in files: any AttachmentFileStore, keep: Bool = true) throws -> Data {
+    /// when they do not match; the size alone without `check`, for a file checked as it was
+    /// just written).
+    static func verifiedContents(of attachment: Attachment, in files: any AttachmentFileStore, keep: Bool = true,
+                                 check: Bool = true) throws -> Data {
         let reader = try files.reader(for: attachment.sha256)
         var data = Data(capacity: keep ? Int(reader.size) : 0)
         var hasher = AttachmentHasher()
@@ -141,11 +148,11 @@ extension SyncContext {
         while offset < reader.size {
             let chunk = try reader.read(at: offset, count: AttachmentTransfer.chunkSize)
             if chunk.isEmpty { break }
-            hasher.update(chunk)
+            if check { hasher.update(chunk) }
             if keep { data.append(contentsOf: chunk) }
             offset += Int64(chunk.count)
         }
-        guard offset == attachment.size, hasher.finish() == attachment.sha256 else {
+        guard offset == attachment.size, !check || hasher.finish() == attachment.sha256 else {
             throw SyncError(.attachmentDamaged, "the stored copy of attachment \(attachment.sha256.prefix(12))… does not match its hash; it has been removed")
         }
         return data

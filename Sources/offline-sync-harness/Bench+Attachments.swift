@@ -1,0 +1,236 @@
+import ArgumentParser
+import AsyncHTTPClient
+import Foundation
+import NIOCore
+import OfflineSync
+import OfflineSyncCommandSupport
+import OfflineSyncConformance
+import OfflineSyncHTTP
+import OfflineSyncServer
+import OfflineSyncSQLite
+
+/// What the attachment workloads share: a server process with an admin key (its metrics
+/// count the attachment bytes it received), big files written once per run, plain requests
+/// for the baselines, and the server's peak memory.
+enum AttachmentBench {
+    /// The big file's size: 256 MiB.
+    static let size = 256 << 20
+    static let schema = TableSchema("photos", fields: [FieldDefinition("title", .string)])
+
+    /// Starts `offline-sync serve` over a fresh SQLite store in `directory/server`, with an
+    /// admin key for `/metrics`; returns it, the token secret and the admin key.
+    static func startServer(directory: URL) throws -> (server: ServerProcess, secret: String, adminKey: String) {
+        let data = directory.appendingPathComponent("server")
+        try FileManager.default.createDirectory(at: data, withIntermediateDirectories: true)
+        let secret = SyncBench.secret(), adminKey = SyncBench.secret()
+        let server = try ServerProcess.start(data: data, secret: secret, environment: ["OFFLINE_SYNC_ADMIN_KEY": adminKey])
+        return (server, secret, adminKey)
+    }
+
+    static func token(_ secret: String) async throws -> String {
+        try await TokenAuthority(secret: Array(secret.utf8)).mint(identity: SyncBench.identity)
+    }
+
+    /// Writes `size` bytes of a fixed pseudo-random sequence (nothing compresses it) to
+    /// `url`, a MiB at a time; returns the reference it makes.
+    static func makeFile(at url: URL, size: Int, seed: UInt64) throws -> OfflineSync.Attachment {
+        guard FileManager.default.createFile(atPath: url.path, contents: nil) else { throw SyncError(.storageFailure, "cannot create \(url.path)") }
+        let handle = try FileHandle(forWritingTo: url)
+        defer { try? handle.close() }
+        var random = SplitMix64(seed: seed)
+        var hasher = AttachmentHasher()
+        var written = 0
+        var chunk = [UInt8](repeating: 0, count: 1 << 20)
+        while written < size {
+            let count = min(chunk.count, size - written)
+            chunk.withUnsafeMutableBytes { buffer in
+                for word in stride(from: 0, to: count, by: 8) {
+                    var value = random.next()
+                    withUnsafeBytes(of: &value) { bytes in
+                        for byte in 0..<min(8, count - word) { buffer[word + byte] = bytes[byte] }
+                    }
+                }
+            }
+            let piece = chunk[..<count]
+            piece.withUnsafeBytes { hasher.update($0) }
+            try handle.write(contentsOf: piece)
+            written += count
+        }
+        return try OfflineSync.Attachment(sha256: hasher.finish(), size: Int64(size), contentType: "application/octet-stream")
+    }
+
+    /// The baseline upload: the file in one plain request (the attachment route, the whole
+    /// body, `Upload-Complete: ?1`), its body streamed from the file.
+    static func postWhole(_ file: URL, as attachment: OfflineSync.Attachment, to server: ServerProcess, token: String) async throws {
+        var request = HTTPClientRequest(url: server.baseURL + "/v1/attachments/\(attachment.sha256)")
+        request.method = .POST
+        request.headers.add(name: "Authorization", value: "Bearer \(token)")
+        request.headers.add(name: "Upload-Draft-Interop-Version", value: "6")
+        request.headers.add(name: "Upload-Complete", value: "?1")
+        request.headers.add(name: "Content-Type", value: "application/octet-stream")
+        request.body = .stream(FileChunks(url: file), length: .known(attachment.size))
+        let response = try await HTTPClient.shared.execute(request, timeout: .seconds(600))
+        _ = try await response.body.collect(upTo: 1 << 20)
+        guard (200...204).contains(response.status.code) else {
+            throw SyncError(.storageFailure, "the plain upload answered \(response.status.code)")
+        }
+    }
+
+    /// The baseline download: one plain GET of the file, written to `destination`.
+    static func getWhole(_ attachment: OfflineSync.Attachment, from server: ServerProcess, token: String, to destination: URL) async throws {
+        var request = HTTPClientRequest(url: server.baseURL + "/v1/attachments/\(attachment.sha256)")
+        request.headers.add(name: "Authorization", value: "Bearer \(token)")
+        let response = try await HTTPClient.shared.execute(request, timeout: .seconds(600))
+        guard response.status.code == 200 else { throw SyncError(.storageFailure, "the plain download answered \(response.status.code)") }
+        guard FileManager.default.createFile(atPath: destination.path, contents: nil) else {
+            throw SyncError(.storageFailure, "cannot create \(destination.path)")
+        }
+        let handle = try FileHandle(forWritingTo: destination)
+        defer { try? handle.close() }
+        var received: Int64 = 0
+        for try await buffer in response.body {
+            try handle.write(contentsOf: buffer.readableBytesView)
+            received += Int64(buffer.readableBytes)
+        }
+        guard received == attachment.size else { throw SyncError(.storageFailure, "the plain download brought \(received) bytes") }
+    }
+
+    /// Attachment bytes the server has received so far (its `offline_sync_attachment_bytes_total`).
+    static func bytesReceived(_ server: ServerProcess, adminKey: String) async throws -> Int64 {
+        var request = HTTPClientRequest(url: server.baseURL + "/metrics")
+        request.headers.add(name: "X-Admin-Key", value: adminKey)
+        let response = try await HTTPClient.shared.execute(request, timeout: .seconds(30))
+        let text = String(buffer: try await response.body.collect(upTo: 8 << 20))
+        guard let line = text.split(separator: "\n").first(where: { $0.hasPrefix("offline_sync_attachment_bytes_total{direction=\"received\"}") }),
+              let value = line.split(separator: " ").last.flatMap({ Double($0) }) else {
+            throw SyncError(.storageFailure, "the server's metrics have no attachment bytes")
+        }
+        return Int64(value)
+    }
+
+    /// Notes the server's peak memory in the results (`serverPeakRSSMiB`).
+    static func noteServerMemory(_ server: ServerProcess) {
+        if let peak = server.peakRSSBytes() { BenchMetrics.shared.set("serverPeakRSSMiB", Double(peak) / 1_048_576) }
+    }
+
+    /// A client over SQLite in `directory/<name>.sqlite`, on the bench identity, with the
+    /// photos table.
+    static func client(_ name: String, directory: URL, server: ServerProcess, secret: String,
+                       options: SyncOptions = SyncOptions()) async throws -> SyncContext {
+        let store = try await SQLiteStore(path: directory.appendingPathComponent("\(name).sqlite").path)
+        let context = try await SyncContext(store: store, remote: try await SyncBench.remote(server, secret: secret), options: options)
+        try await context.defineTable(schema)
+        return context
+    }
+
+    /// Writes `file` as an attachment of a new record and pushes until the server has
+    /// acknowledged the record.
+    static func addAndPush(_ file: URL, on context: SyncContext, id: String) async throws -> OfflineSync.Attachment {
+        let attachment = try await context.addAttachment(contentsOf: file, contentType: "application/octet-stream")
+        try await context.table("photos").insert(Record(id: id, fields: ["title": "big", "file": attachment.value]))
+        let summary = try await context.push()
+        guard summary.applied == 1, try await context.queuedOperationCount() == 0 else {
+            throw SyncError(.storageFailure, "the record's push applied \(summary.applied)")
+        }
+        return attachment
+    }
+}
+
+/// A file's bytes, a MiB at a time, as a request body.
+struct FileChunks: AsyncSequence, Sendable {
+    typealias Element = ByteBuffer
+    let url: URL
+
+    struct AsyncIterator: AsyncIteratorProtocol {
+        let handle: FileHandle?
+        mutating func next() async throws -> ByteBuffer? {
+            guard let handle, let data = try handle.read(upToCount: 1 << 20), !data.isEmpty else {
+                try handle?.close()
+                return nil
+            }
+            return ByteBuffer(bytes: data)
+        }
+    }
+
+    func makeAsyncIterator() -> AsyncIterator { AsyncIterator(handle: FileHandle(forReadingAtPath: url.path)) }
+}
+
+/// `attachment-upload`: a 256 MiB file from the local write (`addAttachment(contentsOf:)`)
+/// until the server acknowledges its record, against the same bytes in one plain request
+/// through the same server. Goal: ≥ 0.8× the plain request's throughput, client and server
+/// peak RSS ≤ 64 MiB each.
+enum AttachmentUpload: BenchWorkload {
+    static let name = "attachment-upload"
+    static let baseline = "one-plain-request"
+    static var fixedRecords: Int? { 1 }
+
+    static func ours(directory: URL, records: Int, batch: Int) async throws -> Double {
+        let file = directory.appendingPathComponent("photo.bin")
+        _ = try AttachmentBench.makeFile(at: file, size: AttachmentBench.size, seed: 1)
+        let (server, secret, _) = try AttachmentBench.startServer(directory: directory)
+        defer { _ = server.stop() }
+        let context = try await AttachmentBench.client("client", directory: directory, server: server, secret: secret)
+        let seconds = try await LocalWrites.measure { _ = try await AttachmentBench.addAndPush(file, on: context, id: "p1") }
+        AttachmentBench.noteServerMemory(server)
+        try await context.close()
+        return seconds
+    }
+
+    static func raw(directory: URL, records: Int, batch: Int) async throws -> Double {
+        let file = directory.appendingPathComponent("photo.bin")
+        let attachment = try AttachmentBench.makeFile(at: file, size: AttachmentBench.size, seed: 1)
+        let (server, secret, _) = try AttachmentBench.startServer(directory: directory)
+        defer { _ = server.stop() }
+        let token = try await AttachmentBench.token(secret)
+        let seconds = try await LocalWrites.measure { try await AttachmentBench.postWhole(file, as: attachment, to: server, token: token) }
+        AttachmentBench.noteServerMemory(server)
+        return seconds
+    }
+}
+
+/// `attachment-download`: that file fetched on first access (`attachmentFileURL`) by a
+/// second device that pulled its record, against one plain GET of it to a file. Goal: ≥ 0.8×
+/// the plain request's throughput, peak RSS ≤ 64 MiB each.
+enum AttachmentDownload: BenchWorkload {
+    static let name = "attachment-download"
+    static let baseline = "one-plain-request"
+    static var fixedRecords: Int? { 1 }
+
+    /// A server holding the file and a record referencing it (set up, not measured).
+    static func prepared(_ directory: URL) async throws -> (ServerProcess, String, OfflineSync.Attachment) {
+        let file = directory.appendingPathComponent("photo.bin")
+        let attachment = try AttachmentBench.makeFile(at: file, size: AttachmentBench.size, seed: 2)
+        let (server, secret, _) = try AttachmentBench.startServer(directory: directory)
+        try await AttachmentBench.postWhole(file, as: attachment, to: server, token: try await AttachmentBench.token(secret))
+        try FileManager.default.removeItem(at: file)
+        let remote = try await SyncBench.remote(server, secret: secret)
+        let result = try await remote.push([PushOperation(id: "op-1", table: "photos", itemId: "p1", kind: .insert,
+                                                          item: Record(id: "p1", fields: ["file": attachment.value]), baseVersion: nil)])
+        guard case .applied = result.first?.outcome else { throw SyncError(.storageFailure, "the record was not stored: \(result)") }
+        return (server, secret, attachment)
+    }
+
+    static func ours(directory: URL, records: Int, batch: Int) async throws -> Double {
+        let (server, secret, attachment) = try await prepared(directory)
+        defer { _ = server.stop() }
+        let context = try await AttachmentBench.client("second", directory: directory, server: server, secret: secret)
+        try await context.table("photos").pull()
+        var url: URL?
+        let seconds = try await LocalWrites.measure { url = try await context.attachmentFileURL(attachment) }
+        let size = try url.flatMap { try FileManager.default.attributesOfItem(atPath: $0.path)[.size] as? Int64 }
+        guard size == attachment.size else { throw SyncError(.storageFailure, "the downloaded file has \(size ?? -1) bytes") }
+        AttachmentBench.noteServerMemory(server)
+        try await context.close()
+        return seconds
+    }
+
+    static func raw(directory: URL, records: Int, batch: Int) async throws -> Double {
+        let (server, secret, attachment) = try await prepared(directory)
+        defer { _ = server.stop() }
+        let token = try await AttachmentBench.token(secret)
+        let destination = directory.appendingPathComponent("downloaded.bin")
+        let seconds = try await LocalWrites.measure { try await AttachmentBench.getWhole(attachment, from: server, token: token, to: destination) }
+        AttachmentBench.noteServerMemory(server)
+        return seconds
+    }
+}
