@@ -61,6 +61,9 @@ extension Routes {
         }
         var length = Self.structuredInteger(request.headers[Self.uploadLength])
         if length == nil, complete, let contentLength = request.headers[.contentLength].flatMap(Int64.init) { length = contentLength }
+        if complete, let length, length >= 0, length <= Int64(Self.attachmentPiece) {
+            return try await storeWhole(request, claims: claims, hash: hash, length: Int(length), version: version)
+        }
         let state = try await call { try await service.beginAttachmentUpload(claims: claims, hash: hash, length: length) }
         var headers = Self.uploadHeaders(state, version: version)
         headers[.location] = "/v1/attachments/\(hash)/upload"
@@ -70,6 +73,25 @@ extension Routes {
         headers = Self.uploadHeaders(finished, version: version)
         headers[.location] = "/v1/attachments/\(hash)/upload"
         return Response(status: finished.complete ? .ok : .created, headers: headers)
+    }
+
+    /// A whole small file in one request: its body (at most a piece) is read, then stored,
+    /// checked and finished in one transaction.
+    private func storeWhole(_ request: Request, claims: Claims, hash: String, length: Int, version: Int) async throws -> Response {
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(length)
+        for try await var buffer in request.body {
+            server.metrics.attachmentBytes("received", buffer.readableBytes)
+            guard bytes.count + buffer.readableBytes <= length else {
+                throw APIError(.badRequest, "invalidRequest", "the body is longer than the upload's declared length of \(length)")
+            }
+            bytes.append(contentsOf: buffer.readBytes(length: buffer.readableBytes)!)
+        }
+        let received = bytes
+        let state = try await call { try await service.storeAttachment(claims: claims, hash: hash, bytes: received) }
+        var headers = Self.uploadHeaders(state, version: version)
+        headers[.location] = "/v1/attachments/\(hash)/upload"
+        return Response(status: state.complete ? .ok : .conflict, headers: headers)
     }
 
     private func uploadOffset(_ request: Request, _ context: SyncRequestContext) async throws -> Response {

@@ -107,6 +107,40 @@ struct AttachmentHTTPTests {
         }
     }
 
+    @Test("a small file in one request is finished at once; damaged bytes keep nothing; the quota counts every upload and frees a cancelled one")
+    func wholeSmallUploadsAndQuota() async throws {
+        try await LiveServer.with(attachmentLimits: AttachmentLimits(quotaPerIdentity: 2_000_000)) { live in
+            let token = try await live.token("alice"), base = live.baseURL
+            func post(_ bytes: [UInt8], _ hash: String, complete: Bool = true, length: Int? = nil) async throws -> RawResponse {
+                try await http(.POST, "\(base)/v1/attachments/\(hash)", headers: Self.headers(token, [
+                    ("Upload-Complete", complete ? "?1" : "?0"), ("Upload-Length", String(length ?? bytes.count)),
+                ]), body: bytes)
+            }
+            let small = Array(Self.bytes[..<900_000]), smallHash = sha256Hex(small)
+            var damaged = small
+            damaged[0] ^= 1
+            let refused = try await post(damaged, smallHash)
+            #expect(refused.status == 400)
+            #expect(refused.errorCode == "attachmentDamaged")
+            #expect(try await http(.HEAD, "\(base)/v1/attachments/\(smallHash)/upload", headers: Self.headers(token)).status == 404)
+            let stored = try await post(small, smallHash)
+            #expect(stored.status == 200)
+            #expect(stored.header("Upload-Complete") == "?1")
+            #expect(stored.header("Upload-Offset") == "900000")
+            let back = try await http(.GET, "\(base)/v1/attachments/\(smallHash)", headers: Self.headers(token))
+            #expect(sha256Hex(back.body) == smallHash)
+            #expect(try await post(small, smallHash).status == 200, "sending it again finds it whole")
+            // 900,000 held; an upload of 1,000,000 under way takes the quota to 1,900,000.
+            let other = Array(Self.bytes[1_000_000..<2_000_000]), otherHash = sha256Hex(other)
+            #expect(try await post(Array(other[..<10]), otherHash, complete: false, length: other.count).status == 201)
+            let third = Array(Self.bytes[2_000_000..<2_200_000])
+            let over = try await post(third, sha256Hex(third))
+            #expect(over.status == 413, "900,000 + 1,000,000 + 200,000 is over 2,000,000")
+            #expect(try await http(.DELETE, "\(base)/v1/attachments/\(otherHash)/upload", headers: Self.headers(token)).status == 204)
+            #expect(try await post(third, sha256Hex(third)).status == 200, "the cancelled upload's bytes count no more")
+        }
+    }
+
     @Test("a record is refused until its attachment is uploaded; nobody takes a file by naming its hash; readers follow the rules, with one 404 for all else")
     func accessFollowsTheRules() async throws {
         try await LiveServer.with(rules: sharedListsRules(ownerReadsMembers: true)) { live in

@@ -23,24 +23,49 @@ extension SyncContext {
     }
 
     /// Uploads `rows`, ``AttachmentOptions/concurrentTransfers`` at a time (small files are
-    /// one request each: several at once keep the connection busy). The first failure
-    /// cancels the others and is thrown; each upload resumes from the server's offset later.
+    /// one request each: several at once keep the connection busy), then marks those that
+    /// went up in one local transaction. The first failure cancels the others and is thrown;
+    /// each upload resumes from the server's offset later (one that went up but was not
+    /// marked finds the server complete at once).
     private func uploadConcurrently(_ rows: [AttachmentRow], to remote: any AttachmentRemote, files: any AttachmentFileStore) async throws {
         let width = max(1, options.attachments.concurrentTransfers)
-        try await withThrowingTaskGroup(of: Void.self) { group in
-            var next = rows.makeIterator()
-            for _ in 0..<width {
-                guard let row = next.next() else { break }
-                group.addTask { try await self.upload(row, to: remote, files: files) }
+        var done: [AttachmentRow] = []
+        do {
+            try await withThrowingTaskGroup(of: AttachmentRow.self) { group in
+                var next = rows.makeIterator()
+                for _ in 0..<width {
+                    guard let row = next.next() else { break }
+                    group.addTask { try await self.upload(row, to: remote, files: files) }
+                }
+                while let finished = try await group.next() {
+                    done.append(finished)
+                    guard let row = next.next() else { continue }
+                    group.addTask { try await self.upload(row, to: remote, files: files) }
+                }
             }
-            while try await group.next() != nil {
-                guard let row = next.next() else { continue }
-                group.addTask { try await self.upload(row, to: remote, files: files) }
+        } catch {
+            try? await markUploaded(done)
+            throw error
+        }
+        try await markUploaded(done)
+    }
+
+    /// Notes that these files are on the server: `local` from now on, evictable.
+    private func markUploaded(_ rows: [AttachmentRow]) async throws {
+        guard !rows.isEmpty else { return }
+        let finished = rows
+        _ = try await observer.write { txn in
+            for row in finished {
+                guard var stored = try AttachmentRow.find(txn, id: row.id) else { continue }
+                stored.state = AttachmentState.local.rawValue
+                stored.uploaded = row.size
+                try stored.save(txn)
             }
         }
     }
 
-    private func upload(_ row: AttachmentRow, to remote: any AttachmentRemote, files: any AttachmentFileStore) async throws {
+    /// Sends the file from the remote's offset until the remote has it whole; returns `row`.
+    private func upload(_ row: AttachmentRow, to remote: any AttachmentRemote, files: any AttachmentFileStore) async throws -> AttachmentRow {
         let attachment = try Attachment(sha256: row.id, size: row.size, contentType: row.contentType)
         guard try await FileWork.run({ try files.size(of: row.id) }) == row.size else {
             throw SyncError(.attachmentMissing, "attachment \(row.id.prefix(12))… waits to upload but its file is gone from this device")
@@ -61,12 +86,7 @@ extension SyncContext {
             remoteAnswered()
             broadcaster.publish(.attachmentProgress(sha256: row.id, direction: .upload, done: state.offset, total: row.size))
         }
-        _ = try await observer.write { txn in
-            guard var stored = try AttachmentRow.find(txn, id: row.id) else { return }
-            stored.state = AttachmentState.local.rawValue
-            stored.uploaded = row.size
-            try stored.save(txn)
-        }
+        return row
     }
 
     /// Fetches the attachment from the remote into the store's files, resuming with a range

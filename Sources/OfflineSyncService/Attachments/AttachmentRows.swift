@@ -115,5 +115,5 @@ extension OfflineSyncService {
     public static let attachmentPiece = 1 << 20
 
     static let attachmentSchemas = [AttachmentUploadRow.schema, AttachmentChunkRow.schema, AttachmentFileRow.schema,
-                                    AttachmentReferenceRow.schema]
+                                    AttachmentReferenceRow.schema, AttachmentUsageRow.schema]
 }

@@ -6,6 +6,11 @@ extension IdentityRemote: AttachmentRemote {
     }
 
     func appendAttachment(_ attachment: Attachment, offset: Int64, bytes: [UInt8], complete: Bool) async throws -> AttachmentUploadState {
+        if offset == 0, complete, bytes.count <= OfflineSyncService.attachmentPiece, Int64(bytes.count) == attachment.size {
+            let state = try await service.storeAttachment(claims: claims, hash: attachment.sha256, bytes: bytes)
+            guard state.complete else { throw SyncError(.conflict, "the upload is at offset \(state.offset)") }
+            return state
+        }
         if offset == 0 {
             let state = try await service.beginAttachmentUpload(claims: claims, hash: attachment.sha256, length: attachment.size)
             if state.complete { return state }

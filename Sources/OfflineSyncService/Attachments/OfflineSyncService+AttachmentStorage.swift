@@ -35,23 +35,19 @@ extension OfflineSyncService {
     public func beginAttachmentUpload(claims: Claims, hash: String, length: Int64?) async throws -> AttachmentUploadState {
         guard Attachment.isHash(hash) else { throw SyncError(.invalidValue, "an attachment is named by 64 lowercase hexadecimal digits") }
         if let length { try checkAttachmentSize(length) }
-        let limits = attachmentLimits
         return try await store.write { txn in
             if let state = try self.uploadState(claims: claims, hash: hash, txn) { return state }
             let identity = claims.identity.text
-            let used = try AttachmentUploadRow.all(txn, Query(AttachmentUploadRow.field(.identity) == .string(identity)))
-                .reduce(Int64(0)) { $0 + max($1.received, $1.length) }
-            if used + max(0, length ?? 0) > limits.quotaPerIdentity {
-                throw SyncError(.limitExceeded, "this upload would take the identity past its attachment quota of \(limits.quotaPerIdentity) bytes (\(used) in use)")
-            }
+            try self.checkQuota(identity, adding: length ?? 0, txn)
             let row = AttachmentUploadRow(id: AttachmentUploadRow.key(identity: identity, hash: hash), identity: identity, hash: hash,
                                           received: 0, length: length ?? -1, complete: false, touchedAt: Timestamp.now())
             try row.save(txn)
+            try self.chargeAttachment(identity, row.charged, txn)
             return AttachmentUploadState(offset: 0, complete: false)
         }
     }
 
-    private func checkAttachmentSize(_ size: Int64) throws {
+    func checkAttachmentSize(_ size: Int64) throws {
         guard size >= 0 else { throw SyncError(.invalidValue, "an attachment's length cannot be negative") }
         guard size <= attachmentLimits.maximumSize else {
             throw SyncError(.limitExceeded, "an attachment may have at most \(attachmentLimits.maximumSize) bytes; this one has \(size)")
@@ -79,9 +75,11 @@ extension OfflineSyncService {
             }
             guard !bytes.isEmpty else { return upload.received }
             try AttachmentChunkRow(id: AttachmentChunkRow.key(upload: key, offset: offset), upload: key, offset: offset, bytes: bytes).save(txn)
+            let charged = upload.charged
             upload.received = end
             upload.touchedAt = Timestamp.now()
             try upload.save(txn)
+            try self.chargeAttachment(upload.identity, upload.charged - charged, txn)
             return end
         }
     }
@@ -175,7 +173,11 @@ extension OfflineSyncService {
 
     private func removeUpload(_ key: String) async throws {
         try await removeChunks(of: key)
-        _ = try await store.write { txn in try txn.delete(id: key, in: AttachmentUploadRow.table) }
+        _ = try await store.write { txn in
+            guard let upload = try AttachmentUploadRow.find(txn, id: key) else { return }
+            _ = try txn.delete(id: key, in: AttachmentUploadRow.table)
+            try self.chargeAttachment(upload.identity, -upload.charged, txn)
+        }
     }
 
     /// Deletes an upload's chunks, a few at a time (each may be a megabyte).
@@ -214,8 +216,9 @@ extension OfflineSyncService {
                 guard try txn.first(in: AttachmentReferenceRow.table, matching: Query(AttachmentReferenceRow.field(.hash) == .string(file.id), limit: 1)) == nil
                 else { return false }
                 _ = try txn.delete(id: file.id, in: AttachmentFileRow.table)
-                let grants = try AttachmentUploadRow.all(txn, Query(AttachmentUploadRow.field(.hash) == .string(file.id))).map(\.id)
-                _ = try txn.delete(ids: grants, in: AttachmentUploadRow.table)
+                let grants = try AttachmentUploadRow.all(txn, Query(AttachmentUploadRow.field(.hash) == .string(file.id)))
+                _ = try txn.delete(ids: grants.map(\.id), in: AttachmentUploadRow.table)
+                for grant in grants { try self.chargeAttachment(grant.identity, -grant.charged, txn) }
                 return true
             }
             guard gone else { continue }
