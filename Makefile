@@ -174,12 +174,19 @@ corrupt-sweep: deps
 # and no pulled row skipped. The PostgreSQL configurations need OFFLINE_SYNC_TEST_POSTGRES_URL
 # (set inside `make test`). Then the membership trials: the server is killed between a
 # membership change and the member's pull of its move-in or move-out, and mid-way through it
-# (Tests/Reliability/membership_crash.py), on SQLite and PostgreSQL. CRASH_SEED replays a run.
+# (Tests/Reliability/membership_crash.py), on SQLite and PostgreSQL. Then the attachment
+# trials (Tests/Reliability/attachment_crash.py) on the SQLite, LMDB and encrypted-file clients:
+# killed mid-write of a file, mid-upload, after the upload but before the record's push and
+# mid-download, and the server killed mid-chunk; every acknowledged record's file must reach the
+# server whole and no wrong byte may reach the app. CRASH_SEED replays a run.
 CRASH_TRIALS ?= 20
+ATTACHMENT_CRASH_TRIALS ?= 10
 crash-trials: deps
 	$(SWIFT) build --product offline-sync
 	$(SWIFT) build --product offline-sync-harness
 	python3 Tests/Reliability/crash_trials.py --trials $(CRASH_TRIALS) --bin "$$($(SWIFT) build --show-bin-path)/offline-sync" \
+		$(if $(CRASH_SEED),--seed $(CRASH_SEED),)
+	python3 Tests/Reliability/attachment_crash.py --trials $(ATTACHMENT_CRASH_TRIALS) --bin "$$($(SWIFT) build --show-bin-path)/offline-sync" \
 		$(if $(CRASH_SEED),--seed $(CRASH_SEED),)
 	python3 Tests/Reliability/membership_crash.py --trials 12 --bin "$$($(SWIFT) build --show-bin-path)/offline-sync" \
 		$(if $(CRASH_SEED),--seed $(CRASH_SEED),)

@@ -18,6 +18,8 @@ import OfflineSyncHTTP
 /// makes no new changes: it pushes (or syncs) until the queue is empty, prints
 /// `drained pending=<n> errors=<n> rows=<n>`, and with `--dump FILE` writes the local table,
 /// one `<id> <n>` line per live record in id order, for the trial to compare with the server.
+/// With `--attachments`, each new record also carries a file (``TrialAttachments``), and the
+/// client checks every byte of every file it reads (a wrong one exits with status 3).
 struct CrashTrialClientCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(commandName: "crash-trial-client",
                                                     abstract: "Internal: the client of the crash trials.", shouldDisplay: false)
@@ -37,6 +39,9 @@ struct CrashTrialClientCommand: AsyncParsableCommand {
     @Option var pullPageSize: Int = 500
     /// With `--drain`: where to write the local table.
     @Option var dump: String?
+    /// Each step's record carries an attachment (``TrialAttachments``); a syncing client reads
+    /// the other client's files as they arrive, and a drain reads every file, checking each byte.
+    @Flag var attachments = false
 
     static let table = TableSchema("trial", fields: [FieldDefinition("n", .int)])
 
@@ -51,8 +56,18 @@ struct CrashTrialClientCommand: AsyncParsableCommand {
         let context = try await SyncContext(store: local, remote: remote, options: SyncOptions(pullPageSize: pullPageSize))
         try await context.defineTable(Self.table)
         let sync = self.sync
+        let attachments = self.attachments, prefix = self.prefix
         @Sendable func exchange() async throws {
             if sync { try await context.sync(["trial"]) } else { _ = try await context.push() }
+            if attachments, sync {
+                // Another client's files, as an app opens them: a few per exchange.
+                let others = try await context.table("trial").query().filter { !$0.id.hasPrefix("\(prefix)-") }
+                var fresh: [Record] = []
+                for row in others {
+                    if let file = try Attachment(value: row["file"]), try await context.attachmentState(file) == .remote { fresh.append(row) }
+                }
+                _ = try await TrialAttachments.check(fresh, context: context, strict: false, limit: 3)
+            }
         }
 
         if drain {
@@ -76,7 +91,12 @@ struct CrashTrialClientCommand: AsyncParsableCommand {
                 let lines = rows.map { "\($0.id) \($0["n"].intValue.map(String.init) ?? "-")\n" }.joined()
                 try Data(lines.utf8).write(to: URL(fileURLWithPath: dump))
             }
-            print("drained pending=\(pending) errors=\(errors) rows=\(rows.count)")
+            var verified = ""
+            if attachments {
+                let (checked, unavailable) = try await TrialAttachments.check(rows, context: context, strict: true)
+                verified = " verified=\(checked) unavailable=\(unavailable)"
+            }
+            print("drained pending=\(pending) errors=\(errors) rows=\(rows.count)\(verified)")
             try await local.close()
             return
         }
@@ -87,14 +107,19 @@ struct CrashTrialClientCommand: AsyncParsableCommand {
         let handle = try FileHandle(forWritingTo: log)
         try handle.seekToEnd()
         let start = (acknowledged.max() ?? -1) + 1
-        let prefix = self.prefix
         let end = min(steps, untilStep ?? steps)
         for step in start..<max(start, end) {
+            var fields: [String: Value] = ["n": .int(Int64(step))]
+            if attachments, try await context.table("trial").get("\(prefix)-\(step)") == nil {
+                let file = try await context.addAttachment(TrialAttachments.bytes(prefix: prefix, step: step), contentType: "application/octet-stream")
+                fields["file"] = file.value
+            }
+            let inserted = fields
             try await context.transaction { txn in
                 // A step that committed but was killed before its acknowledgement is done again
                 // over itself: the insert exists, so only the counter is set (to the same value).
                 if try txn.record(in: "trial", id: "\(prefix)-\(step)") == nil {
-                    _ = try txn.insert(Record(id: "\(prefix)-\(step)", fields: ["n": .int(Int64(step))]), into: "trial")
+                    _ = try txn.insert(Record(id: "\(prefix)-\(step)", fields: inserted), into: "trial")
                 }
                 _ = try txn.save(Record(id: "\(prefix)-counter", fields: ["n": .int(Int64(step))]), in: "trial")
             }

@@ -284,9 +284,11 @@ class HTTPStream:
 class Action:
     """A phase armed on the proxy: what to do to the next matching exchange."""
 
-    def __init__(self, phase, path, skip=0, cut=0.5, delay_ms=0.0):
+    def __init__(self, phase, path, skip=0, cut=0.5, delay_ms=0.0, methods=("POST",), prefix=False):
         self.phase = phase
         self.path = path
+        self.methods = methods        # the request methods it matches
+        self.prefix = prefix          # path matches by prefix (the attachment routes name a hash)
         self.skip = skip              # matching exchanges to let through first
         self.cut = cut                # fraction of the answer forwarded (mid-response, mid-pull-page)
         self.delay_ms = delay_ms      # mid-server-apply: how long after forwarding to kill the server
@@ -384,7 +386,9 @@ class FaultProxy:
     def _match(self, method, path):
         with self.lock:
             action = self.armed
-            if action is None or method != "POST" or path != action.path:
+            if action is None or method not in action.methods:
+                return None
+            if not (path.startswith(action.path) if action.prefix else path == action.path):
                 return None
             if action.skip > 0:
                 action.skip -= 1
@@ -450,7 +454,7 @@ class FaultProxy:
                 with self.lock:
                     self.exchanges[kind] += 1
                 action = self._match(method, path)
-                if action is not None and action.phase == "before-send":
+                if action is not None and action.phase in ("before-send", "after-upload"):
                     self._hold(action)
                     return
                 with self.lock:
@@ -464,6 +468,18 @@ class FaultProxy:
                             self._hold(action)
                         return
                     upstream_stream = HTTPStream(upstream)
+                if action is not None and action.phase == "mid-upload":
+                    # Only part of the request's body reaches the server: it keeps the whole
+                    # pieces that arrived, and the client is killed.
+                    head = request.find(b"\r\n\r\n") + 4
+                    sent = head + int(action.cut * (len(request) - head))
+                    try:
+                        upstream.sendall(request[:sent])
+                    except OSError:
+                        pass
+                    action.info["forwarded"] = f"{sent - head}/{len(request) - head}"
+                    self._hold(action)
+                    return
                 try:
                     upstream.sendall(request)
                 except OSError:
@@ -471,7 +487,7 @@ class FaultProxy:
                         action.info["note"] = "server unreachable"
                         self._hold(action)
                     return
-                if action is not None and action.phase == "mid-server-apply":
+                if action is not None and action.phase in ("mid-server-apply", "mid-server-chunk"):
                     readable, _, _ = select.select([upstream], [], [], action.delay_ms / 1000.0)
                     arrived = bool(readable) or bool(upstream_stream.buffer)
                     self.kill_server()
@@ -693,7 +709,7 @@ class ConfigRun:
         return env
 
     def start_client(self, store, server, prefix, acks, steps, until=None, sync=False, push_every=None,
-                     drain=False, dump=None, label="client"):
+                     drain=False, dump=None, label="client", extra=()):
         args = [self.harness, "crash-trial-client", "--store", store, "--server", server, "--prefix", prefix,
                 "--steps", str(steps), "--acks", acks, "--pull-page-size", str(PULL_PAGE_SIZE)]
         if until is not None:
@@ -706,6 +722,7 @@ class ConfigRun:
             args += ["--drain"]
         if dump:
             args += ["--dump", dump]
+        args += list(extra)
         self.runs += 1
         log = os.path.join(self.tmp, f"{label}-{self.runs}.log")
         with open(log, "wb") as out:
