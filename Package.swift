@@ -78,7 +78,10 @@ let package = Package(
         // The adapter author's toolkit: the reference query evaluator, SQL dialects and predicate
         // translation, the in-memory table engine and change sets, the value codec, CRC-32C, and
         // InMemoryStore built from them.
-        .target(name: "OfflineSyncStoreKit", dependencies: ["OfflineSync", "COfflineSyncCRC32C"], path: "Sources/OfflineSyncStoreKit"),
+        .target(name: "OfflineSyncStoreKit", dependencies: ["OfflineSync", "COfflineSyncCRC32C", "COfflineSyncFileIO"],
+                path: "Sources/OfflineSyncStoreKit"),
+        // File calls Swift's Glibc module leaves out (write-behind of attachment files); never a product.
+        .target(name: "COfflineSyncFileIO", path: "Sources/COfflineSyncFileIO"),
         // The CPU's CRC-32C instruction (SSE 4.2, ARM's CRC32), detected at run time; never a product.
         .target(name: "COfflineSyncCRC32C", path: "Sources/COfflineSyncCRC32C"),
         // Cognito Sync–style key/value datasets on the client.

@@ -126,8 +126,10 @@ enum AttachmentBench {
     /// Writes `file` as an attachment of a new record and pushes until the server has
     /// acknowledged the record.
     static func addAndPush(_ file: URL, on context: SyncContext, id: String) async throws -> OfflineSync.Attachment {
+        let start = ContinuousClock.now
         let attachment = try await context.addAttachment(contentsOf: file, contentType: "application/octet-stream")
         try await context.table("photos").insert(Record(id: id, fields: ["title": "big", "file": attachment.value]))
+        BenchMetrics.shared.set("localWriteSeconds", (ContinuousClock.now - start) / .seconds(1))
         let summary = try await context.push()
         guard summary.applied == 1, try await context.queuedOperationCount() == 0 else {
             throw SyncError(.storageFailure, "the record's push applied \(summary.applied)")

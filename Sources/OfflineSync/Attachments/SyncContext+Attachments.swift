@@ -44,16 +44,12 @@ extension SyncContext {
     private func stage(in files: any AttachmentFileStore, contentType: String, fileName: String?,
                        _ fill: @escaping @Sendable (_ append: (UnsafeRawBufferPointer) throws -> Void) throws -> Void) async throws -> Attachment {
         try await FileWork.run {
-            let writer = try files.makeWriter()
-            var hasher = AttachmentHasher()
+            let staging = AttachmentStaging(try files.makeWriter())
             do {
-                try fill { buffer in
-                    try writer.append(buffer)
-                    hasher.update(buffer)
-                }
-                return try self.commitStaged(writer, hasher: hasher, contentType: contentType, fileName: fileName)
+                try fill { buffer in try staging.append(buffer) }
+                return try self.commitStaged(try staging.finish(), hasher: staging.hasher, contentType: contentType, fileName: fileName)
             } catch {
-                writer.cancel()
+                staging.cancel()
                 throw error
             }
         }
