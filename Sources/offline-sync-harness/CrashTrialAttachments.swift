@@ -8,10 +8,10 @@ import OfflineSync
 /// same bytes) every file the server holds.
 enum TrialAttachments {
     /// The file of step `step` under `prefix`: block k is SHA-256 of `"<prefix>-<step>-<k>"`,
-    /// cut to the step's size. Every tenth step's file spans two or more of the server's
+    /// cut to the step's size. Every tenth step's file spans three of the server's
     /// 1 MiB pieces; the others are 1 to 20 KB.
     static func bytes(prefix: String, step: Int) -> [UInt8] {
-        let size = step % 10 == 9 ? 1_100_000 + (step &* 7919) % 500_000 : 1_000 + (step &* 131) % 19_000
+        let size = step % 10 == 9 ? 2_100_000 + (step &* 7919) % 900_000 : 1_000 + (step &* 131) % 19_000
         var bytes: [UInt8] = []
         bytes.reserveCapacity(size + 32)
         var block = 0

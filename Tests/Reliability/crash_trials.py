@@ -284,11 +284,12 @@ class HTTPStream:
 class Action:
     """A phase armed on the proxy: what to do to the next matching exchange."""
 
-    def __init__(self, phase, path, skip=0, cut=0.5, delay_ms=0.0, methods=("POST",), prefix=False):
+    def __init__(self, phase, path, skip=0, cut=0.5, delay_ms=0.0, methods=("POST",), prefix=False, min_request=0):
         self.phase = phase
         self.path = path
         self.methods = methods        # the request methods it matches
         self.prefix = prefix          # path matches by prefix (the attachment routes name a hash)
+        self.min_request = min_request  # only requests of at least this many bytes match
         self.skip = skip              # matching exchanges to let through first
         self.cut = cut                # fraction of the answer forwarded (mid-response, mid-pull-page)
         self.delay_ms = delay_ms      # mid-server-apply: how long after forwarding to kill the server
@@ -383,10 +384,10 @@ class FaultProxy:
             self._track(client)
             threading.Thread(target=self._serve, args=(client,), name="proxy-conn", daemon=True).start()
 
-    def _match(self, method, path):
+    def _match(self, method, path, size=0):
         with self.lock:
             action = self.armed
-            if action is None or method not in action.methods:
+            if action is None or method not in action.methods or size < action.min_request:
                 return None
             if not (path.startswith(action.path) if action.prefix else path == action.path):
                 return None
@@ -453,7 +454,7 @@ class FaultProxy:
                 kind = "push" if path in ("/v1/push", "/v2/push") else "pull" if path in ("/v1/pull", "/v2/pull") else "other"
                 with self.lock:
                     self.exchanges[kind] += 1
-                action = self._match(method, path)
+                action = self._match(method, path, len(request))
                 if action is not None and action.phase in ("before-send", "after-upload"):
                     self._hold(action)
                     return
