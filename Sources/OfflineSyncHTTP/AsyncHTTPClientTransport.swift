@@ -28,10 +28,14 @@ public struct AsyncHTTPClientTransport: HTTPTransport {
         outgoing.method = HTTPMethod(rawValue: request.method.rawValue)
         for (name, value) in request.headers { outgoing.headers.add(name: name, value: value) }
         if let body = request.body { outgoing.body = .bytes(ByteBuffer(bytes: body)) }
+        if let stream = request.bodyStream { outgoing.body = .stream(StreamedBody(stream), length: .known(stream.length)) }
         let response = try await client.execute(outgoing, timeout: .nanoseconds(timeout.nanoseconds))
         return TransportResponse(status: Int(response.status.code), headers: response.headers.map { ($0.name, $0.value) },
                                  body: ResponseBodyReader(iterator: response.body.makeAsyncIterator()))
     }
+
+    /// Request bodies are streamed, with AsyncHTTPClient's back-pressure.
+    public var streamsRequestBodies: Bool { true }
 
     /// See ``OfflineSyncTransport/HTTPTransport/webSocket(url:headers:maxMessageBytes:receive:)``.
     public func webSocket(url: String, headers: [(name: String, value: String)], maxMessageBytes: Int,
@@ -94,4 +98,35 @@ private final class ResponseBodyReader: TransportBody, @unchecked Sendable {
         guard let buffer = try await iterator.next() else { return nil }
         return Array(buffer.readableBytesView)
     }
+}
+
+/// A ``TransportBodyStream`` as AsyncHTTPClient reads a body: a MiB at a time, when the
+/// connection can take more.
+struct StreamedBody: AsyncSequence, Sendable {
+    typealias Element = ByteBuffer
+    let stream: TransportBodyStream
+
+    init(_ stream: TransportBodyStream) { self.stream = stream }
+
+    struct AsyncIterator: AsyncIteratorProtocol {
+        let stream: TransportBodyStream
+        var offset: Int64 = 0
+
+        mutating func next() async throws -> ByteBuffer? {
+            guard offset < stream.length else { return nil }
+            let piece = try await stream.read(offset, Int(Swift.min(1 << 20, stream.length - offset)))
+            guard !piece.isEmpty else { throw StreamedBodyEnded(length: stream.length, offset: offset) }
+            offset += Int64(piece.count)
+            return ByteBuffer(bytes: piece)
+        }
+    }
+
+    func makeAsyncIterator() -> AsyncIterator { AsyncIterator(stream: stream) }
+}
+
+/// A streamed body's source ended before its declared length.
+struct StreamedBodyEnded: Error, CustomStringConvertible {
+    let length: Int64
+    let offset: Int64
+    var description: String { "the request body ended at \(offset) of its \(length) bytes" }
 }

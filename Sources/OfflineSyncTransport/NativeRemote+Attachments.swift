@@ -19,17 +19,44 @@ extension NativeRemote: AttachmentRemote {
     }
 
     public func appendAttachment(_ attachment: Attachment, offset: Int64, bytes: [UInt8], complete: Bool) async throws -> AttachmentUploadState {
+        try await append(attachment, offset: offset, complete: complete, body: bytes, stream: nil)
+    }
+
+    /// 16 MiB over a transport that streams request bodies (a request holds a MiB at a time,
+    /// and its answer comes well within a request's deadline on a slow link); 8 MiB held whole
+    /// over one that does not.
+    public var attachmentRequestLimit: Int64 { transport.streamsRequestBodies ? 16 << 20 : 8 << 20 }
+
+    public func appendAttachment(_ attachment: Attachment, offset: Int64, length: Int64, complete: Bool,
+                                 read: @escaping @Sendable (_ offset: Int64, _ count: Int) async throws -> [UInt8]) async throws -> AttachmentUploadState {
+        guard transport.streamsRequestBodies else {
+            var bytes: [UInt8] = []
+            bytes.reserveCapacity(Int(length))
+            while Int64(bytes.count) < length {
+                let piece = try await read(offset + Int64(bytes.count), Int(min(1 << 20, length - Int64(bytes.count))))
+                guard !piece.isEmpty else { throw SyncError(.attachmentMissing, "attachment \(attachment.sha256.prefix(12))… ended before its size") }
+                bytes += piece
+            }
+            return try await appendAttachment(attachment, offset: offset, bytes: bytes, complete: complete)
+        }
+        let stream = TransportBodyStream(length: length) { at, count in try await read(offset + at, count) }
+        return try await append(attachment, offset: offset, complete: complete, body: nil, stream: stream)
+    }
+
+    /// A creation (offset 0, POST) or an append (PATCH) carrying `body` or `stream`.
+    private func append(_ attachment: Attachment, offset: Int64, complete: Bool, body: [UInt8]?,
+                        stream: TransportBodyStream?) async throws -> AttachmentUploadState {
         let response: TransportResponse
         if offset == 0 {
             response = try await attachmentRequest(.post, "/v1/attachments/\(attachment.sha256)", headers: [
                 ("Upload-Complete", complete ? "?1" : "?0"), ("Upload-Length", String(attachment.size)),
                 ("Content-Type", "application/octet-stream"),
-            ], body: bytes)
+            ], body: body, stream: stream)
         } else {
             response = try await attachmentRequest(.patch, "/v1/attachments/\(attachment.sha256)/upload", headers: [
                 ("Upload-Offset", String(offset)), ("Upload-Complete", complete ? "?1" : "?0"),
                 ("Content-Type", "application/partial-upload"),
-            ], body: bytes)
+            ], body: body, stream: stream)
         }
         switch response.status {
         case 200, 201, 204: return try Self.uploadState(response)
@@ -64,7 +91,7 @@ extension NativeRemote: AttachmentRemote {
     /// One request to an attachment route, with the token (asked again once after a 401).
     /// A failure to get any answer is ``SyncError/Code/transient``; the caller reads the status.
     private func attachmentRequest(_ method: TransportRequest.Method, _ path: String, headers: [(String, String)] = [],
-                                   body: [UInt8]? = nil) async throws -> TransportResponse {
+                                   body: [UInt8]? = nil, stream: TransportBodyStream? = nil) async throws -> TransportResponse {
         var askedAgain = false
         while true {
             let bearer = try await currentToken()
@@ -72,6 +99,7 @@ extension NativeRemote: AttachmentRemote {
                                            headers: [("Authorization", "Bearer \(bearer)"), ("Upload-Draft-Interop-Version", Self.uploadInteropVersion)]
                                                + headers.map { ($0.0, $0.1) })
             request.body = body
+            request.bodyStream = stream
             let response: TransportResponse
             do {
                 response = try await transport.execute(request, timeout: configuration.requestTimeout)

@@ -19,6 +19,15 @@ extension NativeRemoteBacked {
         try await native.appendAttachment(attachment, offset: offset, bytes: bytes, complete: complete)
     }
 
+    /// See ``OfflineSync/AttachmentRemote/appendAttachment(_:offset:length:complete:read:)``.
+    public func appendAttachment(_ attachment: Attachment, offset: Int64, length: Int64, complete: Bool,
+                                 read: @escaping @Sendable (_ offset: Int64, _ count: Int) async throws -> [UInt8]) async throws -> AttachmentUploadState {
+        try await native.appendAttachment(attachment, offset: offset, length: length, complete: complete, read: read)
+    }
+
+    /// See ``OfflineSync/AttachmentRemote/attachmentRequestLimit``.
+    public var attachmentRequestLimit: Int64 { native.attachmentRequestLimit }
+
     /// See ``OfflineSync/AttachmentRemote/readAttachment(_:from:_:)``.
     public func readAttachment(_ sha256: String, from offset: Int64, _ body: @Sendable ([UInt8]) async throws -> Void) async throws -> Bool {
         try await native.readAttachment(sha256, from: offset, body)

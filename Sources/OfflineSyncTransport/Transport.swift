@@ -37,11 +37,33 @@ public protocol HTTPTransport: Sendable {
     /// after the page that reaches it, and the remote asks again from that page's cursor.
     /// `nil` (the default) for a transport that reads only as fast as it is asked.
     var streamedResponseLimit: Int? { get }
+
+    /// Whether this transport sends a ``TransportRequest/bodyStream`` as it reads it (holding a
+    /// piece at a time). `false` (the default): the remote hands it whole bodies only.
+    var streamsRequestBodies: Bool { get }
 }
 
 extension HTTPTransport {
     /// No limit: the transport has back-pressure.
     public var streamedResponseLimit: Int? { nil }
+    /// Whole bodies only.
+    public var streamsRequestBodies: Bool { false }
+}
+
+/// A request body read a piece at a time while it is sent, of a length known beforehand
+/// (an attachment's bytes, read from their file). Reading is by offset, so a transport may
+/// send it again from the start.
+public struct TransportBodyStream: Sendable {
+    /// The body's length in bytes.
+    public var length: Int64
+    /// Reads up to `count` bytes at `offset` of the body (fewer only at its end).
+    public var read: @Sendable (_ offset: Int64, _ count: Int) async throws -> [UInt8]
+
+    /// A body of `length` bytes that `read` gives.
+    public init(length: Int64, read: @escaping @Sendable (_ offset: Int64, _ count: Int) async throws -> [UInt8]) {
+        self.length = length
+        self.read = read
+    }
 }
 
 /// One HTTP request, as ``HTTPTransport/execute(_:timeout:)`` sends it.
@@ -59,6 +81,9 @@ public struct TransportRequest: Sendable {
     public var headers: [(name: String, value: String)]
     /// The body; `nil` for none.
     public var body: [UInt8]?
+    /// A body read while it is sent, for a transport that ``HTTPTransport/streamsRequestBodies``
+    /// (then ``body`` is `nil`).
+    public var bodyStream: TransportBodyStream?
 
     /// Creates a request.
     public init(method: Method, url: String, headers: [(name: String, value: String)] = [], body: [UInt8]? = nil) {

@@ -101,6 +101,35 @@ struct AttachmentSyncTests {
         }
     }
 
+    @Test("over AsyncHTTPClient an upload streams from the file, 16 MiB per request, and resumes from the server's offset")
+    func streamedUpload() async throws {
+        try await LiveServer.with { live in
+            try await withTemporaryDirectory { directory in
+                let remote = try await live.remote("alice")
+                #expect(remote.attachmentRequestLimit == 16 << 20)
+                let context = try await SyncContext(store: try await SQLiteStore(path: directory.appendingPathComponent("a.sqlite").path), remote: remote)
+                try await context.defineTable(Self.schema)
+                let bytes = (0..<20_000_000).map { UInt8(truncatingIfNeeded: ($0 &* 2_654_435_761) >> 13) }
+                let file = try await context.addAttachment(bytes, contentType: "video/mp4")
+                try await context.table("inspections").insert(Record(id: "i1", fields: ["clip": file.value]))
+                let partial = try await remote.appendAttachment(file, offset: 0, bytes: Array(bytes[..<3_000_000]), complete: false)
+                #expect(partial == AttachmentUploadState(offset: 3_000_000, complete: false))
+                let (progress, watching) = Progress.watch(context)
+                _ = try await context.push()
+                context.finishEvents()
+                await watching.value
+                let uploads = progress.all.filter { $0.direction == .upload }.map(\.done)
+                #expect(uploads.allSatisfy { $0 > 3_000_000 }, "only what the server lacked was sent: \(uploads.prefix(3))")
+                #expect(uploads.last == 20_000_000)
+                #expect(try await context.queuedOperationCount() == 0)
+                let second = try await SyncContext(store: InMemoryStore(), remote: try await live.remote("alice"))
+                #expect(sha256Hex(Array(try await second.attachmentData(file))) == file.sha256)
+                try await context.close()
+                try await second.close()
+            }
+        }
+    }
+
     @Test("a file that is not here and cannot be fetched is attachmentUnavailable; one the server holds for nobody here is attachmentMissing")
     func unavailableAndMissing() async throws {
         try await LiveServer.with { live in

@@ -30,9 +30,38 @@ public protocol AttachmentRemote: Sendable {
     /// when the bytes do not hash to the name.
     func appendAttachment(_ attachment: Attachment, offset: Int64, bytes: [UInt8], complete: Bool) async throws -> AttachmentUploadState
 
+    /// Appends the `length` bytes from `offset` of the attachment, which `read(offset, count)`
+    /// gives a piece at a time as the request goes: a remote that streams request bodies holds
+    /// a piece, never the whole append. Otherwise as ``appendAttachment(_:offset:bytes:complete:)``.
+    /// The default reads the bytes whole and calls that.
+    func appendAttachment(_ attachment: Attachment, offset: Int64, length: Int64, complete: Bool,
+                          read: @escaping @Sendable (_ offset: Int64, _ count: Int) async throws -> [UInt8]) async throws -> AttachmentUploadState
+
+    /// The most bytes one append should carry: what one request may take before its answer.
+    /// The default, 8 MiB, is what a remote that holds a request's body whole should hold.
+    var attachmentRequestLimit: Int64 { get }
+
     /// Reads the attachment from `offset` on, handing each piece to `body` as it arrives.
     /// Returns `false` when the remote has no file of that hash this identity may read.
     func readAttachment(_ sha256: String, from offset: Int64, _ body: @Sendable ([UInt8]) async throws -> Void) async throws -> Bool
+}
+
+extension AttachmentRemote {
+    /// 8 MiB: the body is held whole.
+    public var attachmentRequestLimit: Int64 { 8 << 20 }
+
+    /// Reads the bytes whole, a MiB at a time, and appends them.
+    public func appendAttachment(_ attachment: Attachment, offset: Int64, length: Int64, complete: Bool,
+                                 read: @escaping @Sendable (_ offset: Int64, _ count: Int) async throws -> [UInt8]) async throws -> AttachmentUploadState {
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(Int(length))
+        while Int64(bytes.count) < length {
+            let piece = try await read(offset + Int64(bytes.count), Int(min(Int64(AttachmentTransfer.chunkSize), length - Int64(bytes.count))))
+            guard !piece.isEmpty else { throw SyncError(.attachmentMissing, "attachment \(attachment.sha256.prefix(12))… ended before its size") }
+            bytes += piece
+        }
+        return try await appendAttachment(attachment, offset: offset, bytes: bytes, complete: complete)
+    }
 }
 
 /// Which way an attachment's bytes move.

@@ -2,10 +2,6 @@ import Foundation
 import Synchronization
 
 extension SyncContext {
-    /// Bytes read from the local file and sent per request of an upload (8 MiB): the most an
-    /// upload holds in memory.
-    static let uploadPiece = 8 << 20
-
     /// Uploads every attachment waiting to (oldest use first), before a push sends the
     /// changes that reference them. An upload cut off goes on from the remote's offset at the
     /// next push. Returns how many went up.
@@ -72,12 +68,18 @@ extension SyncContext {
         }
         var state = try await remote.attachmentUploadState(row.id) ?? AttachmentUploadState(offset: 0, complete: false)
         var conflicts = 0
+        let reader = SharedReader(files: files, hash: row.id)
+        let broadcaster = self.broadcaster
         while !state.complete {
             let offset = state.offset
-            let count = Int(min(Int64(Self.uploadPiece), row.size - offset))
-            let bytes = try await FileWork.run { try files.reader(for: row.id).read(at: offset, count: count) }
+            let count = min(remote.attachmentRequestLimit, row.size - offset)
             do {
-                state = try await remote.appendAttachment(attachment, offset: offset, bytes: bytes, complete: offset + Int64(count) == row.size)
+                state = try await remote.appendAttachment(attachment, offset: offset, length: count, complete: offset + count == row.size) { at, size in
+                    let piece = try await FileWork.run { try reader.read(at: at, count: size) }
+                    // What is handed to the remote; the answer says what it took.
+                    broadcaster.publish(.attachmentProgress(sha256: row.id, direction: .upload, done: at + Int64(piece.count), total: row.size))
+                    return piece
+                }
             } catch let error as SyncError where error.code == .conflict && conflicts < 3 {
                 // The remote is elsewhere (a request whose answer was lost): ask it where.
                 conflicts += 1
@@ -198,5 +200,26 @@ final class AttachmentDownloads: Sendable {
         }
         defer { running.withLock { if $0[hash] == task { $0[hash] = nil } } }
         try await task.value
+    }
+}
+
+/// A stored file read by one upload's requests, one piece at a time, from whichever task the
+/// remote reads its body on. Opened at the first read, closed when released.
+final class SharedReader: @unchecked Sendable {
+    // @unchecked Sendable: the reader is only made and used under the mutex.
+    private let files: any AttachmentFileStore
+    private let hash: String
+    private let reader = Mutex<(any AttachmentFileReader)?>(nil)
+
+    init(files: any AttachmentFileStore, hash: String) {
+        self.files = files
+        self.hash = hash
+    }
+
+    func read(at offset: Int64, count: Int) throws -> [UInt8] {
+        try reader.withLock { reader in
+            if reader == nil { reader = try files.reader(for: hash) }
+            return try reader!.read(at: offset, count: count)
+        }
     }
 }
