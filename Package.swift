@@ -78,10 +78,11 @@ let package = Package(
         // The adapter author's toolkit: the reference query evaluator, SQL dialects and predicate
         // translation, the in-memory table engine and change sets, the value codec, CRC-32C, and
         // InMemoryStore built from them.
-        .target(name: "OfflineSyncStoreKit", dependencies: ["OfflineSync", "COfflineSyncCRC32C", "COfflineSyncFileIO"],
+        .target(name: "OfflineSyncStoreKit", dependencies: ["OfflineSync", "COfflineSyncCRC32C", "COfflineSyncSystem"],
                 path: "Sources/OfflineSyncStoreKit"),
-        // File calls Swift's Glibc module leaves out (write-behind of attachment files); never a product.
-        .target(name: "COfflineSyncFileIO", path: "Sources/COfflineSyncFileIO"),
+        // System calls Swift's Glibc module leaves out (write-behind of attachment files, malloc's
+        // heaps); never a product.
+        .target(name: "COfflineSyncSystem", path: "Sources/COfflineSyncSystem"),
         // The CPU's CRC-32C instruction (SSE 4.2, ARM's CRC32), detected at run time; never a product.
         .target(name: "COfflineSyncCRC32C", path: "Sources/COfflineSyncCRC32C"),
         // Cognito Sync–style key/value datasets on the client.
@@ -215,7 +216,7 @@ let package = Package(
             name: "offline-sync",
             dependencies: [
                 "OfflineSync", "OfflineSyncDatasets", "OfflineSyncStoreKit", "OfflineSyncService", "OfflineSyncConformance",
-                "OfflineSyncServer", "OfflineSyncHTTP", "OfflineSyncCommandSupport",
+                "OfflineSyncServer", "OfflineSyncHTTP", "OfflineSyncCommandSupport", "COfflineSyncSystem",
                 "OfflineSyncSQLite", "OfflineSyncPostgreSQL",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),

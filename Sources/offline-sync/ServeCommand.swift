@@ -1,4 +1,5 @@
 import ArgumentParser
+import COfflineSyncSystem
 import Foundation
 import Logging
 import OfflineSync
@@ -166,6 +167,12 @@ struct ServeCommand: AsyncParsableCommand {
 
     func run() async throws {
         let environment = ProcessInfo.processInfo.environment
+        // glibc gives each busy thread a heap of its own (up to 8 per core); megabyte pieces of
+        // attachments passing through NIO's and the store's threads then leave the memory
+        // spread over all of them. Two heaps kept a 256 MiB upload's and download's peak
+        // resident memory about 10 MiB lower at the same speed. MALLOC_ARENA_MAX still decides
+        // when it is set.
+        if environment["MALLOC_ARENA_MAX"] == nil { _ = osync_limit_malloc_arenas(2) }
         guard let level = Logger.Level(rawValue: logLevel) else { throw ValidationError("unknown log level '\(logLevel)'") }
         var logger = Logger(label: "offline-sync.server")
         logger.logLevel = level

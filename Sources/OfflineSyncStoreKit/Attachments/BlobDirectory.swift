@@ -1,5 +1,5 @@
 import Foundation
-import COfflineSyncFileIO
+import COfflineSyncSystem
 import OfflineSync
 import Synchronization
 #if canImport(Glibc)
