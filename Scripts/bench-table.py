@@ -40,6 +40,10 @@ WORKLOADS = {
     "local-reads-get-in-read": ("20,000 gets by id in one read transaction", "the same in one sqlite3 transaction"),
     "local-reads-query-in-read": ("the queries in one read transaction", "the same in one sqlite3 transaction"),
     "auth-verify": ("30,000 identity-provider tokens verified (RS256, ES256, EdDSA)", "30,000 HS256 development tokens"),
+    "attachment-upload": ("a 256 MiB file from `addAttachment(contentsOf:)` until the server acknowledges its record", "the same bytes in one plain request through the same server"),
+    "attachment-download": ("that file fetched on first access (`attachmentFileURL`) by a second device", "one plain GET of it to a file"),
+    "attachment-resume": ("the upload's process killed at 50 %, then restarted (ratio: bytes sent after the restart)", "a client that sends the whole file again"),
+    "attachment-small": ("1,000 records with a 50 KiB photo each, pushed, then pulled with `.all` prefetch", "the same records with the bytes inline in a field"),
 }
 
 
@@ -68,6 +72,16 @@ def main():
         print(f"| {name} | {what} | {seconds(workload.get('seconds'))} | {against}: {seconds(workload.get('baselineSeconds'))} | "
               f"{'–' if ratio is None else f'{ratio:.2f}×'} | {'–' if cpu is None else f'{cpu:.2f}×'} | "
               f"{mib(workload.get('peakRSSBytes'))} / {mib(workload.get('baselinePeakRSSBytes'))} |")
+    served = [w for w in results["workloads"] if (w.get("metrics") or {}).get("serverPeakRSSMiB") is not None]
+    if served:
+        print("\nThe server's side of the workloads that note it (its own process):\n")
+        print("| workload | server peak RSS (ours / baseline) | also measured |")
+        print("|---|---|---|")
+        for workload in served:
+            ours, base = workload.get("metrics", {}), workload.get("baselineMetrics", {})
+            other = ", ".join(f"{k} {v:,.3f}".rstrip("0").rstrip(".") for k, v in sorted(ours.items()) if k != "serverPeakRSSMiB")
+            baseline = base.get("serverPeakRSSMiB")
+            print(f"| {workload['name']} | {ours['serverPeakRSSMiB']:.0f} MiB / {'–' if baseline is None else f'{baseline:.0f} MiB'} | {other or '–'} |")
 
 
 if __name__ == "__main__":
