@@ -65,9 +65,17 @@ public protocol AttachmentFileWriter: AnyObject {
     func commit(as sha256: String) throws
     /// Removes the temporary file. Harmless after ``commit(as:)``.
     func cancel()
+    /// As ``commit(as:)``, for a file the context can fetch again (a download): a store may
+    /// give it its name without waiting for the disk, since every read of a stored file is
+    /// checked against its hash and a damaged one is fetched again. The default is
+    /// ``commit(as:)``.
+    func commitCached(as sha256: String) throws
 }
 
 extension AttachmentFileWriter {
+    /// Commits durably.
+    public func commitCached(as sha256: String) throws { try commit(as: sha256) }
+
     /// Appends bytes.
     public func append(_ bytes: [UInt8]) throws {
         try bytes.withUnsafeBytes { try append($0) }

@@ -38,26 +38,32 @@ extension SyncContext {
     /// those that could not be fetched. Stops starting new ones when the task is cancelled.
     private func fetchConcurrently(_ attachments: [Attachment], files: any AttachmentFileStore) async -> [Attachment] {
         let width = max(1, options.attachments.concurrentTransfers)
-        return await withTaskGroup(of: Attachment?.self) { group in
-            var missed: [Attachment] = []
+        return await withTaskGroup(of: (Attachment, Bool).self) { group in
+            var missed: [Attachment] = [], fetched: [Attachment] = []
             var next = attachments.makeIterator()
             func start() -> Bool {
                 guard !Task.isCancelled, let attachment = next.next() else { return false }
                 group.addTask {
                     do {
-                        try await self.download(attachment, files: files)
-                        return nil
+                        try await self.download(attachment, files: files, noting: false)
+                        return (attachment, true)
                     } catch {
-                        return attachment
+                        return (attachment, false)
                     }
                 }
                 return true
             }
             for _ in 0..<width where !start() { break }
-            while let result = await group.next() {
-                if let result { missed.append(result) }
+            while let (attachment, done) = await group.next() {
+                if done { fetched.append(attachment) } else { missed.append(attachment) }
+                // Their rows are marked a batch at a time, one transaction each.
+                if fetched.count >= 64 {
+                    if (try? await markDownloaded(fetched)) == nil { missed += fetched }
+                    fetched = []
+                }
                 _ = start()
             }
+            if (try? await markDownloaded(fetched)) == nil { missed += fetched }
             // Prefetched files count against the budget like any download.
             _ = try? await evictAttachments()
             return missed

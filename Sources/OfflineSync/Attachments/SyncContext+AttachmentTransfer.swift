@@ -66,7 +66,11 @@ extension SyncContext {
         guard try await FileWork.run({ try files.size(of: row.id) }) == row.size else {
             throw SyncError(.attachmentMissing, "attachment \(row.id.prefix(12))… waits to upload but its file is gone from this device")
         }
-        var state = try await remote.attachmentUploadState(row.id) ?? AttachmentUploadState(offset: 0, complete: false)
+        // A file of up to a MiB goes in one request without asking first: a round trip costs
+        // more than its bytes. A remote that holds part of it answers with a conflict, and
+        // the upload asks it where it stands then.
+        var state = row.size <= Int64(AttachmentTransfer.chunkSize) ? AttachmentUploadState(offset: 0, complete: false)
+            : try await remote.attachmentUploadState(row.id) ?? AttachmentUploadState(offset: 0, complete: false)
         var conflicts = 0
         let reader = SharedReader(files: files, hash: row.id)
         let broadcaster = self.broadcaster
@@ -93,14 +97,32 @@ extension SyncContext {
 
     /// Fetches the attachment from the remote into the store's files, resuming with a range
     /// after an interruption and checking the hash before the file takes its name. Concurrent
-    /// callers for one hash share one download.
-    func download(_ attachment: Attachment, files: any AttachmentFileStore) async throws {
+    /// callers for one hash share one download. Without `noting`, the caller marks its
+    /// `__attachments` row (``markDownloaded(_:)``; a prefetch marks many in one transaction).
+    func download(_ attachment: Attachment, files: any AttachmentFileStore, noting: Bool = true) async throws {
         guard let remote = remote as? any AttachmentRemote else {
             throw SyncError(.attachmentUnavailable, "attachment \(attachment.sha256.prefix(12))… is not on this device, and the remote serves no attachments")
         }
         try await attachmentDownloads.run(attachment.sha256) {
             if try await FileWork.run({ try files.size(of: attachment.sha256) }) == attachment.size { return }
             try await self.fetch(attachment, from: remote, into: files)
+        }
+        if noting { try await markDownloaded([attachment]) }
+    }
+
+    /// Notes that these files are here: `local`, just used.
+    func markDownloaded(_ attachments: [Attachment]) async throws {
+        guard !attachments.isEmpty else { return }
+        _ = try await observer.write { txn in
+            let now = Timestamp.now()
+            for attachment in attachments {
+                var row = try AttachmentRow.find(txn, id: attachment.sha256) ?? AttachmentRow(attachment, state: .local, now: now)
+                // A file that waits to upload stays so (it was here all along).
+                if row.attachmentState == .pendingUpload { continue }
+                row.state = AttachmentState.local.rawValue
+                row.lastUsed = now.millisecondsSince1970
+                try row.save(txn)
+            }
         }
     }
 
@@ -132,13 +154,6 @@ extension SyncContext {
             throw SyncError(.attachmentDamaged, "the bytes received for attachment \(attachment.sha256.prefix(12))… do not match its hash; they were not kept")
         }
         try await FileWork.run { try sink.commit(as: attachment.sha256) }
-        _ = try await observer.write { txn in
-            let now = Timestamp.now()
-            var row = try AttachmentRow.find(txn, id: attachment.sha256) ?? AttachmentRow(attachment, state: .local, now: now)
-            row.state = AttachmentState.local.rawValue
-            row.lastUsed = now.millisecondsSince1970
-            try row.save(txn)
-        }
     }
 }
 
@@ -174,7 +189,7 @@ final class DownloadSink: Sendable {
 
     func commit(as sha256: String) throws {
         try state.withLock { state in
-            try state.writer?.commit(as: sha256)
+            try state.writer?.commitCached(as: sha256)
             state.writer = nil
         }
     }

@@ -126,7 +126,7 @@ public final class BlobDirectory: AttachmentFileStore, @unchecked Sendable {
 
     /// Moves a finished temporary file to its name and flushes the directory; drops it when
     /// the name is taken (the same bytes are already stored).
-    func install(_ temporary: String, as sha256: String) throws {
+    func install(_ temporary: String, as sha256: String, durable: Bool = true) throws {
         let target = objectPath(sha256)
         let bucket = String(target[..<target.lastIndex(of: "/")!])
         try BlobFiles.makeDirectory(bucket)
@@ -135,7 +135,7 @@ public final class BlobDirectory: AttachmentFileStore, @unchecked Sendable {
             return
         }
         guard rename(temporary, target) == 0 else { throw BlobFiles.failure("cannot rename \(temporary) to \(target)") }
-        try BlobFiles.syncDirectory(bucket)
+        if durable { try BlobFiles.syncDirectory(bucket) }
     }
 }
 
@@ -243,14 +243,17 @@ final class BlobTemporaryFile {
 
     /// Runs `last` on the open descriptor (a header written in place), flushes the file to
     /// disk and moves it to its name.
-    func finish(as sha256: String, last: (Int32) throws -> Void = { _ in }) throws {
+    /// With `durable` false (a download, which can be fetched again and is checked against
+    /// its hash when read), the file is renamed without waiting for the disk: a crash may
+    /// leave it short or damaged, which the next read reports and fetches again.
+    func finish(as sha256: String, durable: Bool = true, last: (Int32) throws -> Void = { _ in }) throws {
         guard isOpen else { throw SyncError(.storeClosed, "the attachment writer has finished") }
         try last(descriptor)
-        guard fsync(descriptor) == 0 else { throw BlobFiles.failure("cannot flush \(path)") }
+        if durable { guard fsync(descriptor) == 0 else { throw BlobFiles.failure("cannot flush \(path)") } }
         close(descriptor)
         descriptor = -1
         defer { release() }
-        try directory.install(path, as: sha256)
+        try directory.install(path, as: sha256, durable: durable)
     }
 
     func cancel() {
@@ -275,6 +278,8 @@ final class PlainBlobWriter: AttachmentFileWriter {
     }
 
     func commit(as sha256: String) throws { try file.finish(as: sha256) }
+
+    func commitCached(as sha256: String) throws { try file.finish(as: sha256, durable: false) }
 
     func cancel() { file.cancel() }
 }

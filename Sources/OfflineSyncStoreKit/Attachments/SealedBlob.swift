@@ -88,14 +88,18 @@ final class SealedBlobWriter: AttachmentFileWriter {
         pending.removeAll(keepingCapacity: true)
     }
 
-    func commit(as sha256: String) throws {
+    func commit(as sha256: String) throws { try commit(as: sha256, durable: true) }
+
+    func commitCached(as sha256: String) throws { try commit(as: sha256, durable: false) }
+
+    private func commit(as sha256: String, durable: Bool) throws {
         guard file.isOpen else { throw SyncError(.storeClosed, "the attachment writer has finished") }
         if !pending.isEmpty { try flushPiece() }
         var plain = Array(sha256.utf8)
         withUnsafeBytes(of: size.littleEndian) { plain.append(contentsOf: $0) }
         let header = try plain.withUnsafeBytes { try sealing.seal($0, context: SealedBlobFormat.headerContext(id)) }
         let prefix = SealedBlobFormat.magic + id + header
-        try file.finish(as: sha256) { descriptor in
+        try file.finish(as: sha256, durable: durable) { descriptor in
             let written = prefix.withUnsafeBytes { pwrite(descriptor, $0.baseAddress, $0.count, 0) }
             guard written == prefix.count else { throw BlobFiles.failure("cannot write \(file.path)") }
         }
