@@ -170,7 +170,8 @@ extension Routes {
     private func download(_ request: Request, _ context: SyncRequestContext, head: Bool) async throws -> Response {
         let claims = try context.requireClaims()
         let hash = try context.parameters.require("hash")
-        guard let size = try await call({ try await service.attachmentSize(claims: claims, hash: hash) }) else { return Self.attachmentNotFound }
+        guard let file = try await call({ try await service.readableAttachment(claims: claims, hash: hash) }) else { return Self.attachmentNotFound }
+        let size = file.size
         var start: Int64 = 0
         if let range = request.headers[.range] {
             guard let from = Self.rangeStart(range), from < max(size, 1) else {
@@ -187,7 +188,7 @@ extension Routes {
         if head || size == 0 { return Response(status: status, headers: headers) }
         let routes = self, from = start
         return Response(status: status, headers: headers, body: ResponseBody { writer in
-            _ = try await routes.call { try await routes.service.readAttachment(claims: claims, hash: hash, from: from) { piece in
+            try await routes.call { try await routes.service.readAttachment(file, from: from) { piece in
                 try await writer.write(ByteBuffer(bytes: piece))
                 routes.server.metrics.attachmentBytes("sent", piece.count)
                 return true

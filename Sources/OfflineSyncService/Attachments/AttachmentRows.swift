@@ -19,6 +19,15 @@ public struct AttachmentLimits: Sendable, Hashable {
     }
 }
 
+/// An attachment a caller may read, as ``OfflineSyncService/readableAttachment(claims:hash:)``
+/// found it.
+public struct ReadableAttachment: Sendable {
+    /// Its size in bytes.
+    public let size: Int64
+    /// The upload whose chunks hold the bytes.
+    let holder: String
+}
+
 /// One identity's upload of one attachment (`__srv_att_uploads`), keyed by identity and
 /// hash. A finished one is that identity's grant: it may reference the hash and read it.
 struct AttachmentUploadRow: StoredRow {

@@ -125,10 +125,17 @@ extension OfflineSyncService {
     /// The size of the attachment when the caller may read it, or `nil`: absent and
     /// unreadable are one answer.
     public func attachmentSize(claims: Claims, hash: String) async throws -> Int64? {
+        try await readableAttachment(claims: claims, hash: hash)?.size
+    }
+
+    /// The attachment when the caller may read it, to read with
+    /// ``readAttachment(_:from:_:)``; `nil` when absent or unreadable (one answer). One look-up
+    /// serves a download's headers and its bytes.
+    public func readableAttachment(claims: Claims, hash: String) async throws -> ReadableAttachment? {
         guard Attachment.isHash(hash) else { return nil }
         return try await store.read { txn in
             guard let file = try AttachmentFileRow.find(txn, id: hash), try self.mayRead(attachment: hash, claims: claims, txn) else { return nil }
-            return file.size
+            return ReadableAttachment(size: file.size, holder: file.holder)
         }
     }
 
@@ -137,18 +144,21 @@ extension OfflineSyncService {
     /// the caller may not read it or it does not exist.
     public func readAttachment(claims: Claims, hash: String, from offset: Int64,
                                _ body: ([UInt8]) async throws -> Bool) async throws -> Bool {
-        guard Attachment.isHash(hash) else { return false }
-        let holder = try await store.read { txn -> String? in
-            guard let file = try AttachmentFileRow.find(txn, id: hash), try self.mayRead(attachment: hash, claims: claims, txn) else { return nil }
-            return file.holder
-        }
-        guard let holder else { return false }
-        try await readChunks(of: holder, from: offset, body)
+        guard let file = try await readableAttachment(claims: claims, hash: hash) else { return false }
+        try await readAttachment(file, from: offset, body)
         return true
     }
 
-    /// Hands the upload's bytes from `offset` to `body`, a few pieces per read transaction.
-    func readChunks(of upload: String, from offset: Int64, _ body: ([UInt8]) async throws -> Bool) async throws {
+    /// Reads a file ``readableAttachment(claims:hash:)`` found, as
+    /// ``readAttachment(claims:hash:from:_:)`` does.
+    public func readAttachment(_ file: ReadableAttachment, from offset: Int64, _ body: ([UInt8]) async throws -> Bool) async throws {
+        guard offset < file.size else { return }
+        try await readChunks(of: file.holder, from: offset, until: file.size, body)
+    }
+
+    /// Hands the upload's bytes from `offset` to `body`, a piece per read transaction, and
+    /// stops at `end` when given (no look-up past the last piece).
+    func readChunks(of upload: String, from offset: Int64, until end: Int64? = nil, _ body: ([UInt8]) async throws -> Bool) async throws {
         // The piece holding `offset`: the last one starting at or before it.
         let first = try await store.read { txn in
             try AttachmentChunkRow.first(txn, Query(AttachmentChunkRow.field(.upload) == .string(upload) && AttachmentChunkRow.field(.offset) <= .int(offset),
@@ -162,6 +172,7 @@ extension OfflineSyncService {
                 guard try await body(skip == 0 ? chunk.bytes : Array(chunk.bytes[skip...])) else { return }
             }
             position = chunk.offset + Int64(chunk.bytes.count)
+            if let end, position >= end { return }
             let after = chunk.offset
             guard let next = try await store.read({ txn in
                 try AttachmentChunkRow.first(txn, Query(AttachmentChunkRow.field(.upload) == .string(upload) && AttachmentChunkRow.field(.offset) > .int(after),
