@@ -157,19 +157,18 @@ extension SyncContext {
     }
 }
 
-/// A download being written: the file, its hash so far, and how many bytes arrived. Used
-/// by one download at a time; locked because the remote hands pieces over from its task.
+/// A download being written: the file (hashed here and written on a queue of its own, as
+/// ``AttachmentStaging`` does), and how many bytes arrived. Used by one download at a time;
+/// locked because the remote hands pieces over from its task.
 final class DownloadSink: Sendable {
-    // @unchecked Sendable: the writer is only touched under the mutex.
-    private struct State: @unchecked Sendable {
-        var writer: (any AttachmentFileWriter)?
-        var hasher = AttachmentHasher()
+    private struct State: Sendable {
+        var staging: AttachmentStaging?
         var received: Int64 = 0
     }
     private let state: Mutex<State>
 
     init(_ writer: any AttachmentFileWriter) {
-        state = Mutex(State(writer: writer))
+        state = Mutex(State(staging: AttachmentStaging(writer)))
     }
 
     var received: Int64 { state.withLock { $0.received } }
@@ -179,25 +178,31 @@ final class DownloadSink: Sendable {
             guard state.received + Int64(piece.count) <= limit else {
                 throw SyncError(.attachmentDamaged, "the remote sent more bytes than the attachment has")
             }
-            try state.writer?.append(piece)
-            state.hasher.update(piece)
+            try piece.withUnsafeBytes { try state.staging?.append($0) }
             state.received += Int64(piece.count)
         }
     }
 
-    func hash() -> String { state.withLock { $0.hasher.finish() } }
+    func hash() -> String { state.withLock { $0.staging?.hasher.finish() ?? "" } }
 
+    /// Waits for the writes, then gives the file its name (``AttachmentFileWriter/commitCached(as:)``).
     func commit(as sha256: String) throws {
         try state.withLock { state in
-            try state.writer?.commitCached(as: sha256)
-            state.writer = nil
+            guard let staging = state.staging else { return }
+            state.staging = nil
+            do {
+                try staging.finish().commitCached(as: sha256)
+            } catch {
+                staging.cancel()
+                throw error
+            }
         }
     }
 
     func cancel() {
         state.withLock { state in
-            state.writer?.cancel()
-            state.writer = nil
+            state.staging?.cancel()
+            state.staging = nil
         }
     }
 }
