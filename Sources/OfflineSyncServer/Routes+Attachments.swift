@@ -150,9 +150,11 @@ extension Routes {
             do {
                 next = try await body.next()
             } catch {
-                // The client stopped sending: what arrived is stored for it to resume from.
+                // The client stopped sending (a killed app, a lost network): what arrived is
+                // stored for it to resume from. That is the client's doing, answered (to nobody)
+                // and counted as a 400, not a server error.
                 try await store()
-                throw error
+                throw APIError(.badRequest, "invalidRequest", "the upload's body was cut off; what arrived is kept, up to offset \(position)")
             }
             guard var buffer = next else { break }
             server.metrics.attachmentBytes("received", buffer.readableBytes)

@@ -74,49 +74,7 @@ struct BenchCommand: AsyncParsableCommand {
         }
         let executable = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath().path
         var rows: [[String: Any]] = []
-        for workload in workloads {
-            var best: [String: WorkerResult] = [:]
-            // The least CPU of each side's runs, kept apart from the fastest run's: both are
-            // the side's best, each by its own measure. `nil` once a run lacks it.
-            var leastCPU: [String: Double?] = [:]
-            for run in 1...runs {
-                for mode in ["raw", "ours"] {
-                    let result = try runWorker(executable: executable, workload: workload.name, mode: mode)
-                    let cpu = result.cpuSeconds.map { String(format: ", CPU %.3f s", $0) } ?? ""
-                    print("\(workload.name) run \(run): \(mode == "ours" ? "OfflineSync" : workload.baseline) \(String(format: "%.3f", result.seconds)) s\(cpu), peak RSS \(result.peakRSSBytes / 1_048_576) MiB")
-                    if best[mode].map({ result.seconds < $0.seconds }) ?? true { best[mode] = result }
-                    let known = leastCPU[mode] ?? result.cpuSeconds
-                    leastCPU[mode] = known.flatMap { known in result.cpuSeconds.map { min(known, $0) } }
-                }
-            }
-            let ours = best["ours"]!, raw = best["raw"]!
-            var extra: [String: Any] = [:]
-            if let cpu = leastCPU["ours"] ?? nil, let baselineCPU = leastCPU["raw"] ?? nil, baselineCPU > 0 {
-                extra["cpuSeconds"] = cpu
-                extra["baselineCPUSeconds"] = baselineCPU
-                extra["cpuRatio"] = cpu / baselineCPU
-            }
-            if let fixed = workload.fixedRecords {
-                extra["recordsPerSecond"] = Double(fixed) / ours.seconds
-                extra["baselineRecordsPerSecond"] = Double(workload.baselineRecords ?? fixed) / raw.seconds
-                extra["speedup"] = raw.seconds / ours.seconds
-            }
-            var ratio = ours.seconds / raw.seconds
-            if let name = workload.ratioMetric {
-                guard let value = ours.metrics?[name], let base = raw.metrics?[name], base > 0 else {
-                    throw ValidationError("\(workload.name) reported no \(name) on both sides")
-                }
-                ratio = value / base
-                extra["ratioOf"] = name
-            }
-            if let metrics = ours.metrics, !metrics.isEmpty { extra["metrics"] = metrics }
-            if let metrics = raw.metrics, !metrics.isEmpty { extra["baselineMetrics"] = metrics }
-            rows.append(extra.merging([
-                "name": workload.name, "records": workload.fixedRecords ?? records, "transactionSize": batch,
-                "seconds": ours.seconds, "baseline": workload.baseline, "baselineSeconds": raw.seconds,
-                "ratio": ratio, "peakRSSBytes": ours.peakRSSBytes, "baselinePeakRSSBytes": raw.peakRSSBytes,
-            ] as [String: Any]) { $1 })
-        }
+        for workload in workloads { rows.append(try measure(workload, executable: executable)) }
         let machine = BenchCommand.machineDescription()
         print("")
         print("workload                      records  per txn  seconds  baseline                 baseline s  ratio  peak RSS  CPU ratio")
@@ -152,6 +110,51 @@ struct BenchCommand: AsyncParsableCommand {
         let data = try JSONSerialization.data(withJSONObject: json, options: [.prettyPrinted, .sortedKeys])
         try data.write(to: URL(fileURLWithPath: output))
         print("wrote \(output)")
+    }
+
+    /// Runs `workload`'s two sides `runs` times each; returns its row of the results.
+    func measure(_ workload: any BenchWorkload.Type, executable: String) throws -> [String: Any] {
+        var best: [String: WorkerResult] = [:]
+        // The least CPU of each side's runs, kept apart from the fastest run's: both are
+        // the side's best, each by its own measure. `nil` once a run lacks it.
+        var leastCPU: [String: Double?] = [:]
+        for run in 1...runs {
+            for mode in ["raw", "ours"] {
+                let result = try runWorker(executable: executable, workload: workload.name, mode: mode)
+                let cpu = result.cpuSeconds.map { String(format: ", CPU %.3f s", $0) } ?? ""
+                print("\(workload.name) run \(run): \(mode == "ours" ? "OfflineSync" : workload.baseline) \(String(format: "%.3f", result.seconds)) s\(cpu), peak RSS \(result.peakRSSBytes / 1_048_576) MiB")
+                if best[mode].map({ result.seconds < $0.seconds }) ?? true { best[mode] = result }
+                let known = leastCPU[mode] ?? result.cpuSeconds
+                leastCPU[mode] = known.flatMap { known in result.cpuSeconds.map { min(known, $0) } }
+            }
+        }
+        let ours = best["ours"]!, raw = best["raw"]!
+        var extra: [String: Any] = [:]
+        if let cpu = leastCPU["ours"] ?? nil, let baselineCPU = leastCPU["raw"] ?? nil, baselineCPU > 0 {
+            extra["cpuSeconds"] = cpu
+            extra["baselineCPUSeconds"] = baselineCPU
+            extra["cpuRatio"] = cpu / baselineCPU
+        }
+        if let fixed = workload.fixedRecords {
+            extra["recordsPerSecond"] = Double(fixed) / ours.seconds
+            extra["baselineRecordsPerSecond"] = Double(workload.baselineRecords ?? fixed) / raw.seconds
+            extra["speedup"] = raw.seconds / ours.seconds
+        }
+        var ratio = ours.seconds / raw.seconds
+        if let name = workload.ratioMetric {
+            guard let value = ours.metrics?[name], let base = raw.metrics?[name], base > 0 else {
+                throw ValidationError("\(workload.name) reported no \(name) on both sides")
+            }
+            ratio = value / base
+            extra["ratioOf"] = name
+        }
+        if let metrics = ours.metrics, !metrics.isEmpty { extra["metrics"] = metrics }
+        if let metrics = raw.metrics, !metrics.isEmpty { extra["baselineMetrics"] = metrics }
+        return extra.merging([
+            "name": workload.name, "records": workload.fixedRecords ?? records, "transactionSize": batch,
+            "seconds": ours.seconds, "baseline": workload.baseline, "baselineSeconds": raw.seconds,
+            "ratio": ratio, "peakRSSBytes": ours.peakRSSBytes, "baselinePeakRSSBytes": raw.peakRSSBytes,
+        ] as [String: Any]) { $1 })
     }
 
     struct WorkerResult: Decodable {

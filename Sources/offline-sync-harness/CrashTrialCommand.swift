@@ -71,33 +71,7 @@ struct CrashTrialClientCommand: AsyncParsableCommand {
         }
 
         if drain {
-            var rounds = 0
-            var done = false
-            while rounds < 50 {
-                if done, try await context.queuedOperationCount() == 0 { break }
-                rounds += 1
-                do {
-                    try await exchange()
-                    done = true
-                } catch let error as SyncError where error.code == .transient {
-                    try await Task.sleep(for: .milliseconds(200))
-                }
-            }
-            let pending = try await context.queuedOperationCount()
-            let errors = try await context.operationErrors().count
-            let rows = try await local.read { txn in try txn.records(in: "trial", matching: .all) }
-                .filter { !$0.deleted }.sorted { $0.id < $1.id }
-            if let dump {
-                let lines = rows.map { "\($0.id) \($0["n"].intValue.map(String.init) ?? "-")\n" }.joined()
-                try Data(lines.utf8).write(to: URL(fileURLWithPath: dump))
-            }
-            var verified = ""
-            if attachments {
-                let (checked, unavailable) = try await TrialAttachments.check(rows, context: context, strict: true)
-                verified = " verified=\(checked) unavailable=\(unavailable)"
-            }
-            print("drained pending=\(pending) errors=\(errors) rows=\(rows.count)\(verified)")
-            try await local.close()
+            try await drainAndReport(context: context, local: local, exchange: exchange)
             return
         }
 
@@ -137,6 +111,39 @@ struct CrashTrialClientCommand: AsyncParsableCommand {
             }
         }
         print("done")
+        try await local.close()
+    }
+
+    /// `--drain`: pushes (or syncs) until the queue is empty, writes `--dump`, checks every
+    /// file with `--attachments`, prints the `drained` line and closes the store.
+    private func drainAndReport(context: SyncContext, local: any LocalStore,
+                                exchange: @Sendable () async throws -> Void) async throws {
+        var rounds = 0
+        var done = false
+        while rounds < 50 {
+            if done, try await context.queuedOperationCount() == 0 { break }
+            rounds += 1
+            do {
+                try await exchange()
+                done = true
+            } catch let error as SyncError where error.code == .transient {
+                try await Task.sleep(for: .milliseconds(200))
+            }
+        }
+        let pending = try await context.queuedOperationCount()
+        let errors = try await context.operationErrors().count
+        let rows = try await local.read { txn in try txn.records(in: "trial", matching: .all) }
+            .filter { !$0.deleted }.sorted { $0.id < $1.id }
+        if let dump {
+            let lines = rows.map { "\($0.id) \($0["n"].intValue.map(String.init) ?? "-")\n" }.joined()
+            try Data(lines.utf8).write(to: URL(fileURLWithPath: dump))
+        }
+        var verified = ""
+        if attachments {
+            let (checked, unavailable) = try await TrialAttachments.check(rows, context: context, strict: true)
+            verified = " verified=\(checked) unavailable=\(unavailable)"
+        }
+        print("drained pending=\(pending) errors=\(errors) rows=\(rows.count)\(verified)")
         try await local.close()
     }
 }
