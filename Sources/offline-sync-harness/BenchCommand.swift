@@ -154,7 +154,7 @@ struct BenchCommand: AsyncParsableCommand {
             "name": workload.name, "records": workload.fixedRecords ?? records, "transactionSize": batch,
             "seconds": ours.seconds, "baseline": workload.baseline, "baselineSeconds": raw.seconds,
             "ratio": ratio, "peakRSSBytes": ours.peakRSSBytes, "baselinePeakRSSBytes": raw.peakRSSBytes,
-        ] as [String: Any]) { $1 })
+        ] as [String: Any]) { $1 }
     }
 
     struct WorkerResult: Decodable {
