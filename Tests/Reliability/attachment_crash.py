@@ -153,6 +153,7 @@ class AttachmentRun(ct.ConfigRun):
             rng.shuffle(block)
             schedule += block
         schedule = schedule[:self.trials]
+        last_of_phase = {phase: trial for trial, phase in enumerate(schedule)}
         writer_total = 0
         for trial in range(self.trials):
             self.trial = trial
@@ -172,8 +173,12 @@ class AttachmentRun(ct.ConfigRun):
             target = min(self.steps - 1, before + offset)
             # Downloads happen in a syncing client; every tenth step's file is a multi-piece one.
             sync = phase == "mid-download" or rng.random() < 0.5
-            # Half the upload phases wait for a file of several server pieces (every tenth step's).
+            # Half the upload phases wait for a file of several server pieces (every tenth step's),
+            # but not the last trial of a phase not reached yet: any upload then will do.
             big = rng.random() < 0.5
+            if trial == last_of_phase[phase] and self.figures["phase_reached"].get(phase, 0) == 0:
+                big = False
+                skip = 0
             if phase in ("mid-upload", "mid-server-chunk"):
                 skip = 0
                 if big:
