@@ -115,7 +115,20 @@ struct AttachmentSyncTests {
                 let partial = try await remote.appendAttachment(file, offset: 0, bytes: Array(bytes[..<3_000_000]), complete: false)
                 #expect(partial == AttachmentUploadState(offset: 3_000_000, complete: false))
                 let (progress, watching) = Progress.watch(context)
+                // The status shows the transfer while it runs, and nothing once it ended.
+                let statuses = context.observeStatus()
+                let seen = Task { () -> AttachmentTransferProgress? in
+                    for await status in statuses {
+                        if let transfer = status.attachmentTransfers[file.sha256] { return transfer }
+                    }
+                    return nil
+                }
                 _ = try await context.push()
+                // Seen during the push, or never: the status now has no entry to see.
+                seen.cancel()
+                let shown = await seen.value
+                #expect(shown?.direction == .upload && shown?.total == 20_000_000 && (shown?.done ?? 0) > 3_000_000, "\(String(describing: shown))")
+                #expect(context.status.attachmentTransfers.isEmpty)
                 context.finishEvents()
                 await watching.value
                 let uploads = progress.all.filter { $0.direction == .upload }.map(\.done)

@@ -73,7 +73,7 @@ extension SyncContext {
             : try await remote.attachmentUploadState(row.id) ?? AttachmentUploadState(offset: 0, complete: false)
         var conflicts = 0
         let reader = SharedReader(files: files, hash: row.id)
-        let broadcaster = self.broadcaster
+        defer { transferEnded(row.id) }
         while !state.complete {
             let offset = state.offset
             let count = min(remote.attachmentRequestLimit, row.size - offset)
@@ -81,7 +81,7 @@ extension SyncContext {
                 state = try await remote.appendAttachment(attachment, offset: offset, length: count, complete: offset + count == row.size) { at, size in
                     let piece = try await FileWork.run { try reader.read(at: at, count: size) }
                     // What is handed to the remote; the answer says what it took.
-                    broadcaster.publish(.attachmentProgress(sha256: row.id, direction: .upload, done: at + Int64(piece.count), total: row.size))
+                    self.transferProgressed(row.id, .upload, done: at + Int64(piece.count), total: row.size)
                     return piece
                 }
             } catch let error as SyncError where error.code == .conflict && conflicts < 3 {
@@ -90,7 +90,7 @@ extension SyncContext {
                 state = try await remote.attachmentUploadState(row.id) ?? AttachmentUploadState(offset: 0, complete: false)
             }
             remoteAnswered()
-            broadcaster.publish(.attachmentProgress(sha256: row.id, direction: .upload, done: state.offset, total: row.size))
+            transferProgressed(row.id, .upload, done: state.offset, total: row.size)
         }
         return row
     }
@@ -108,6 +108,17 @@ extension SyncContext {
             try await self.fetch(attachment, from: remote, into: files)
         }
         if noting { try await markDownloaded([attachment]) }
+    }
+
+    /// Publishes a transfer's progress: the event, and the status's entry.
+    func transferProgressed(_ hash: String, _ direction: AttachmentTransferDirection, done: Int64, total: Int64) {
+        broadcaster.publish(.attachmentProgress(sha256: hash, direction: direction, done: done, total: total))
+        statusState.update { $0.attachmentTransfers[hash] = AttachmentTransferProgress(direction: direction, done: done, total: total) }
+    }
+
+    /// Takes a transfer that ended, done or not, out of the status.
+    func transferEnded(_ hash: String) {
+        statusState.update { $0.attachmentTransfers[hash] = nil }
     }
 
     /// Notes that these files are here: `local`, just used.
@@ -129,13 +140,16 @@ extension SyncContext {
     private func fetch(_ attachment: Attachment, from remote: any AttachmentRemote, into files: any AttachmentFileStore) async throws {
         let writer = try files.makeWriter()
         let sink = DownloadSink(writer)
-        defer { sink.cancel() }
+        defer {
+            sink.cancel()
+            transferEnded(attachment.sha256)
+        }
         var failures = 0
         while true {
             do {
                 let found = try await remote.readAttachment(attachment.sha256, from: sink.received) { piece in
                     try sink.append(piece, limit: attachment.size)
-                    self.broadcaster.publish(.attachmentProgress(sha256: attachment.sha256, direction: .download, done: sink.received, total: attachment.size))
+                    self.transferProgressed(attachment.sha256, .download, done: sink.received, total: attachment.size)
                 }
                 guard found else {
                     throw SyncError(.attachmentMissing, "the remote has no attachment \(attachment.sha256.prefix(12))… this identity may read")

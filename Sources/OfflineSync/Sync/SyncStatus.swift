@@ -27,6 +27,10 @@ public struct SyncStatus: Sendable, Hashable {
     public var tableErrors: [String: SyncFailure]
     /// The background sync of ``SyncContext/start(tables:network:queryId:)``.
     public var backgroundSync: BackgroundSync
+    /// The attachment files moving now, by hash: which way, and how far. An entry comes with
+    /// a transfer's first progress and goes when the transfer ends, done or not. Each step is
+    /// also a ``SyncEvent/attachmentProgress(sha256:direction:done:total:)``.
+    public var attachmentTransfers: [String: AttachmentTransferProgress]
 
     /// What the background sync is doing.
     public enum BackgroundSync: Sendable, Hashable {
@@ -46,7 +50,7 @@ public struct SyncStatus: Sendable, Hashable {
     /// A status.
     public init(connected: Bool = false, uploading: Bool = false, downloading: Bool = false,
                 lastSyncedAt: [String: Timestamp] = [:], lastError: SyncFailure? = nil, tableErrors: [String: SyncFailure] = [:],
-                backgroundSync: BackgroundSync = .off) {
+                backgroundSync: BackgroundSync = .off, attachmentTransfers: [String: AttachmentTransferProgress] = [:]) {
         self.connected = connected
         self.uploading = uploading
         self.downloading = downloading
@@ -54,6 +58,25 @@ public struct SyncStatus: Sendable, Hashable {
         self.lastError = lastError
         self.tableErrors = tableErrors
         self.backgroundSync = backgroundSync
+        self.attachmentTransfers = attachmentTransfers
+    }
+}
+
+/// How far one attachment's transfer is (``SyncStatus/attachmentTransfers``).
+public struct AttachmentTransferProgress: Sendable, Hashable {
+    /// Which way the bytes move.
+    public var direction: AttachmentTransferDirection
+    /// Bytes moved: for an upload, handed to the remote from the file's start (a resumed
+    /// upload starts at the remote's offset); for a download, received.
+    public var done: Int64
+    /// The file's size.
+    public var total: Int64
+
+    /// A transfer's progress.
+    public init(direction: AttachmentTransferDirection, done: Int64, total: Int64) {
+        self.direction = direction
+        self.done = done
+        self.total = total
     }
 }
 
