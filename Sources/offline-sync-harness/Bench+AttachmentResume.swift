@@ -46,14 +46,9 @@ enum AttachmentResume: BenchWorkload {
 
     /// A client that cannot resume sends the whole file again after its restart.
     static func raw(directory: URL, records: Int, batch: Int) async throws -> Double {
-        let file = directory.appendingPathComponent("photo.bin")
-        let attachment = try AttachmentBench.makeFile(at: file, size: AttachmentBench.size, seed: 3)
-        let (server, secret, adminKey) = try AttachmentBench.startServer(directory: directory)
-        defer { _ = server.stop() }
-        let token = try await AttachmentBench.token(secret)
-        let seconds = try await LocalWrites.measure { try await AttachmentBench.postWhole(file, as: attachment, to: server, token: token) }
-        BenchMetrics.shared.set("bytesSentAfterRestart", Double(try await AttachmentBench.bytesReceived(server, adminKey: adminKey)))
-        return seconds
+        try await AttachmentBench.plainUpload(directory: directory, seed: 3) { server, adminKey in
+            BenchMetrics.shared.set("bytesSentAfterRestart", Double(try await AttachmentBench.bytesReceived(server, adminKey: adminKey)))
+        }
     }
 
     /// Runs `attachment-upload-child` to its end (or its kill) and returns the process.

@@ -76,6 +76,21 @@ enum AttachmentBench {
         }
     }
 
+    /// The baseline of the upload workloads, measured: a fresh file of `seed` sent in one
+    /// plain request (``postWhole(_:as:to:token:)``) to a fresh server, which `after` may read
+    /// before it stops.
+    static func plainUpload(directory: URL, seed: UInt64,
+                            after: (ServerProcess, _ adminKey: String) async throws -> Void) async throws -> Double {
+        let file = directory.appendingPathComponent("photo.bin")
+        let attachment = try makeFile(at: file, size: size, seed: seed)
+        let (server, secret, adminKey) = try startServer(directory: directory)
+        defer { _ = server.stop() }
+        let token = try await token(secret)
+        let seconds = try await LocalWrites.measure { try await postWhole(file, as: attachment, to: server, token: token) }
+        try await after(server, adminKey)
+        return seconds
+    }
+
     /// The baseline download: one plain GET of the file, written to `destination`.
     static func getWhole(_ attachment: OfflineSync.Attachment, from server: ServerProcess, token: String, to destination: URL) async throws {
         var request = HTTPClientRequest(url: server.baseURL + "/v1/attachments/\(attachment.sha256)")
@@ -179,14 +194,7 @@ enum AttachmentUpload: BenchWorkload {
     }
 
     static func raw(directory: URL, records: Int, batch: Int) async throws -> Double {
-        let file = directory.appendingPathComponent("photo.bin")
-        let attachment = try AttachmentBench.makeFile(at: file, size: AttachmentBench.size, seed: 1)
-        let (server, secret, _) = try AttachmentBench.startServer(directory: directory)
-        defer { _ = server.stop() }
-        let token = try await AttachmentBench.token(secret)
-        let seconds = try await LocalWrites.measure { try await AttachmentBench.postWhole(file, as: attachment, to: server, token: token) }
-        AttachmentBench.noteServerMemory(server)
-        return seconds
+        try await AttachmentBench.plainUpload(directory: directory, seed: 1) { server, _ in AttachmentBench.noteServerMemory(server) }
     }
 }
 
