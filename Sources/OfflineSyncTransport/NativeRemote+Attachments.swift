@@ -30,13 +30,7 @@ extension NativeRemote: AttachmentRemote {
     public func appendAttachment(_ attachment: Attachment, offset: Int64, length: Int64, complete: Bool,
                                  read: @escaping @Sendable (_ offset: Int64, _ count: Int) async throws -> [UInt8]) async throws -> AttachmentUploadState {
         guard transport.streamsRequestBodies else {
-            var bytes: [UInt8] = []
-            bytes.reserveCapacity(Int(length))
-            while Int64(bytes.count) < length {
-                let piece = try await read(offset + Int64(bytes.count), Int(min(1 << 20, length - Int64(bytes.count))))
-                guard !piece.isEmpty else { throw SyncError(.attachmentMissing, "attachment \(attachment.sha256.prefix(12))… ended before its size") }
-                bytes += piece
-            }
+            let bytes = try await AttachmentTransfer.collect(attachment, offset: offset, length: length, read: read)
             return try await appendAttachment(attachment, offset: offset, bytes: bytes, complete: complete)
         }
         let stream = TransportBodyStream(length: length) { at, count in try await read(offset + at, count) }

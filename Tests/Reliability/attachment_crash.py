@@ -147,12 +147,7 @@ class AttachmentRun(ct.ConfigRun):
         self.token = out.decode().strip().split()[-1]
 
         phases = [p for p in PHASES if not self.args.phases or p in self.args.phases]
-        schedule = []
-        while len(schedule) < self.trials:
-            block = list(phases)
-            rng.shuffle(block)
-            schedule += block
-        schedule = schedule[:self.trials]
+        schedule = ct.phase_schedule(phases, self.trials, rng)
         last_of_phase = {phase: trial for trial, phase in enumerate(schedule)}
         writer_total = 0
         for trial in range(self.trials):

@@ -631,6 +631,16 @@ class Server:
 # One configuration
 
 
+def phase_schedule(phases, trials, rng):
+    """The phase of each of `trials` trials: the phases cycled, each cycle in a seeded shuffle."""
+    schedule = []
+    while len(schedule) < trials:
+        block = list(phases)
+        rng.shuffle(block)
+        schedule += block
+    return schedule[:trials]
+
+
 def read_acks(path):
     """The acknowledged steps, in log order (only complete lines)."""
     try:
@@ -852,12 +862,7 @@ class ConfigRun:
             phases = [p for p in phases if p in self.args.phases]
             if not phases:
                 raise HarnessFailure("no requested phase applies to this configuration")
-        schedule = []
-        while len(schedule) < self.trials:
-            block = list(phases)
-            rng.shuffle(block)
-            schedule += block
-        schedule = schedule[:self.trials]
+        schedule = phase_schedule(phases, self.trials, rng)
         server_kill_trials = set(rng.sample(range(self.trials), max(1, round(self.trials / SERVER_KILL_EVERY))))
         last_of_phase = {phase: trial for trial, phase in enumerate(schedule)}
 

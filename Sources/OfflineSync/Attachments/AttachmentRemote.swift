@@ -53,14 +53,25 @@ extension AttachmentRemote {
     /// Reads the bytes whole, a MiB at a time, and appends them.
     public func appendAttachment(_ attachment: Attachment, offset: Int64, length: Int64, complete: Bool,
                                  read: @escaping @Sendable (_ offset: Int64, _ count: Int) async throws -> [UInt8]) async throws -> AttachmentUploadState {
+        let bytes = try await AttachmentTransfer.collect(attachment, offset: offset, length: length, read: read)
+        return try await appendAttachment(attachment, offset: offset, bytes: bytes, complete: complete)
+    }
+}
+
+extension AttachmentTransfer {
+    /// The `length` bytes from `offset` that `read` gives, a MiB at a time, whole: for a
+    /// remote that sends a body whole. Throws ``SyncError/Code/attachmentMissing`` when
+    /// `read` ends early (the file shrank under the upload).
+    package static func collect(_ attachment: Attachment, offset: Int64, length: Int64,
+                                read: @Sendable (_ offset: Int64, _ count: Int) async throws -> [UInt8]) async throws -> [UInt8] {
         var bytes: [UInt8] = []
         bytes.reserveCapacity(Int(length))
         while Int64(bytes.count) < length {
-            let piece = try await read(offset + Int64(bytes.count), Int(min(Int64(AttachmentTransfer.chunkSize), length - Int64(bytes.count))))
+            let piece = try await read(offset + Int64(bytes.count), Int(min(Int64(chunkSize), length - Int64(bytes.count))))
             guard !piece.isEmpty else { throw SyncError(.attachmentMissing, "attachment \(attachment.sha256.prefix(12))… ended before its size") }
             bytes += piece
         }
-        return try await appendAttachment(attachment, offset: offset, bytes: bytes, complete: complete)
+        return bytes
     }
 }
 

@@ -84,7 +84,8 @@ extension SyncContext {
         let data = try await FileWork.run {
             try Self.removingDamaged(attachment, in: files) { try Self.verifiedContents(of: attachment, in: files, check: !fetched) }
         }
-        try await touch(attachment)
+        // A download noted its use already.
+        if !fetched { try await touch(attachment) }
         return data
     }
 
@@ -94,8 +95,9 @@ extension SyncContext {
     /// ``attachmentData(_:)``; this throws ``SyncError/Code/unsupported``.
     public func attachmentFileURL(_ attachment: Attachment) async throws -> URL {
         let files = try attachmentFiles()
-        // A file just fetched was checked as it arrived: it is not read again.
-        if try await !ensureLocal(attachment, files: files) {
+        // A file just fetched was checked as it arrived, and its download noted the use.
+        let fetched = try await ensureLocal(attachment, files: files)
+        if !fetched {
             _ = try await FileWork.run {
                 try Self.removingDamaged(attachment, in: files) { try Self.verifiedContents(of: attachment, in: files, keep: false) }
             }
@@ -103,7 +105,7 @@ extension SyncContext {
         guard let url = files.plainFileURL(for: attachment.sha256) else {
             throw SyncError(.unsupported, "this store seals its attachment files; read the bytes with attachmentData")
         }
-        try await touch(attachment)
+        if !fetched { try await touch(attachment) }
         return url
     }
 

@@ -72,14 +72,14 @@ extension OfflineSyncService {
             if let existing, existing.complete || existing.received > 0 {
                 return AttachmentUploadState(offset: existing.received, complete: existing.complete)
             }
-            if existing == nil, try AttachmentFileRow.find(txn, id: hash) != nil, try self.mayRead(attachment: hash, claims: claims, txn) {
+            let held = try AttachmentFileRow.find(txn, id: hash) != nil
+            if existing == nil, held, try self.mayRead(attachment: hash, claims: claims, txn) {
                 return AttachmentUploadState(offset: size, complete: true)
             }
             if let existing, existing.length >= 0, existing.length != size {
                 throw SyncError(.limitExceeded, "the upload's bytes do not make its declared length of \(existing.length)")
             }
             try self.checkQuota(identity, adding: size - (existing?.charged ?? 0), txn)
-            let held = try AttachmentFileRow.find(txn, id: hash) != nil
             if !held {
                 try AttachmentChunkRow(id: AttachmentChunkRow.key(upload: key, offset: 0), upload: key, offset: 0, bytes: bytes).save(txn)
                 try AttachmentFileRow(id: hash, size: size, holder: key, completedAt: Timestamp.now()).save(txn)

@@ -122,12 +122,6 @@ extension OfflineSyncService {
         return true
     }
 
-    /// The size of the attachment when the caller may read it, or `nil`: absent and
-    /// unreadable are one answer.
-    public func attachmentSize(claims: Claims, hash: String) async throws -> Int64? {
-        try await readableAttachment(claims: claims, hash: hash)?.size
-    }
-
     /// The attachment when the caller may read it, to read with
     /// ``readAttachment(_:from:_:)``; `nil` when absent or unreadable (one answer). One look-up
     /// serves a download's headers and its bytes.
