@@ -80,12 +80,12 @@ extension Routes {
     private func storeWhole(_ request: Request, claims: Claims, hash: String, length: Int, version: Int) async throws -> Response {
         var bytes: [UInt8] = []
         bytes.reserveCapacity(length)
-        for try await var buffer in request.body {
+        for try await buffer in request.body {
             server.metrics.attachmentBytes("received", buffer.readableBytes)
             guard bytes.count + buffer.readableBytes <= length else {
                 throw APIError(.badRequest, "invalidRequest", "the body is longer than the upload's declared length of \(length)")
             }
-            bytes.append(contentsOf: buffer.readBytes(length: buffer.readableBytes)!)
+            buffer.withUnsafeReadableBytes { bytes.append(contentsOf: $0) }
         }
         let received = bytes
         let state = try await call { try await service.storeAttachment(claims: claims, hash: hash, bytes: received) }
@@ -160,7 +160,8 @@ extension Routes {
             server.metrics.attachmentBytes("received", buffer.readableBytes)
             while buffer.readableBytes > 0 {
                 let take = min(buffer.readableBytes, Self.attachmentPiece - pending.count)
-                pending.append(contentsOf: buffer.readBytes(length: take)!)
+                buffer.withUnsafeReadableBytes { pending.append(contentsOf: $0.prefix(take)) }
+                buffer.moveReaderIndex(forwardBy: take)
                 if pending.count == Self.attachmentPiece { try await store() }
             }
         }

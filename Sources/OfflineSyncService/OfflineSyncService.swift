@@ -32,6 +32,8 @@ public final class OfflineSyncService: Sendable {
     /// Counts of what remains after a pull's cursor, so the next page of the same pull need
     /// not count again (owner-only pulls, and the sweeps of shared ones).
     let remainingCounts = RemainingCounts()
+    /// The running hashes of the uploads this instance is receiving.
+    let uploadHashes = UploadHashes()
     /// Who may read and write which rows.
     public let rules: SyncRules
     /// ``SyncRules/sharedTables``, worked out once.

@@ -32,7 +32,7 @@ public struct ReadableAttachment: Sendable {
 /// hash. A finished one is that identity's grant: it may reference the hash and read it.
 struct AttachmentUploadRow: StoredRow {
     static let table = "__srv_att_uploads"
-    enum CodingKeys: String, CodingKey { case id, identity, hash, received, length, complete, touchedAt }
+    enum CodingKeys: String, CodingKey { case id, identity, hash, received, length, complete, touchedAt, run }
 
     var id: String
     var identity: String
@@ -43,10 +43,14 @@ struct AttachmentUploadRow: StoredRow {
     var length: Int64
     var complete: Bool
     var touchedAt: Timestamp
+    /// A random name for this run of the upload, new each time the upload is created, so an
+    /// instance's running hash (``UploadHashes``) can never be taken for another run's. Absent
+    /// on a finished row stored whole, and on rows written before runs were named.
+    var run: String? = nil
 
     static let schema = TableSchema(table, fields: [
         column(.identity, .string, indexed: true), column(.hash, .string, indexed: true), column(.received, .int),
-        column(.length, .int), column(.complete, .bool), column(.touchedAt, .date, indexed: true),
+        column(.length, .int), column(.complete, .bool), column(.touchedAt, .date, indexed: true), column(.run, .string),
     ], undeclaredFields: .reject)
 
     static func key(identity: String, hash: String) -> String { CompositeKey.slashed(identity, last: hash) }

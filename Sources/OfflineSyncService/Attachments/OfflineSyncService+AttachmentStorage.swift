@@ -1,3 +1,4 @@
+import Foundation
 import OfflineSync
 
 // Attachment bytes in the service's own store: each identity's upload is a row and its
@@ -40,7 +41,8 @@ extension OfflineSyncService {
             let identity = claims.identity.text
             try self.checkQuota(identity, adding: length ?? 0, txn)
             let row = AttachmentUploadRow(id: AttachmentUploadRow.key(identity: identity, hash: hash), identity: identity, hash: hash,
-                                          received: 0, length: length ?? -1, complete: false, touchedAt: Timestamp.now())
+                                          received: 0, length: length ?? -1, complete: false, touchedAt: Timestamp.now(),
+                                          run: UUID.randomString())
             try row.save(txn)
             try self.chargeAttachment(identity, row.charged, txn)
             return AttachmentUploadState(offset: 0, complete: false)
@@ -62,7 +64,7 @@ extension OfflineSyncService {
     public func appendAttachment(claims: Claims, hash: String, offset: Int64, bytes: [UInt8]) async throws -> Int64 {
         let key = AttachmentUploadRow.key(identity: claims.identity.text, hash: hash)
         let maximum = attachmentLimits.maximumSize
-        return try await store.write { txn in
+        let (end, run) = try await store.write { txn -> (Int64, String?) in
             guard var upload = try AttachmentUploadRow.find(txn, id: key) else {
                 throw SyncError(.notFound, "no upload of this attachment")
             }
@@ -73,15 +75,17 @@ extension OfflineSyncService {
             guard end <= maximum, upload.length < 0 || end <= upload.length else {
                 throw SyncError(.limitExceeded, "the upload's bytes go past \(upload.length < 0 ? "the size limit of \(maximum)" : "its declared length of \(upload.length)")")
             }
-            guard !bytes.isEmpty else { return upload.received }
+            guard !bytes.isEmpty else { return (upload.received, nil) }
             try AttachmentChunkRow(id: AttachmentChunkRow.key(upload: key, offset: offset), upload: key, offset: offset, bytes: bytes).save(txn)
             let charged = upload.charged
             upload.received = end
             upload.touchedAt = Timestamp.now()
             try upload.save(txn)
             try self.chargeAttachment(upload.identity, upload.charged - charged, txn)
-            return end
+            return (end, upload.run)
         }
+        uploadHashes.committed(key, run: run, offset: offset, bytes: bytes)
+        return end
     }
 
     /// Finishes the caller's upload of `hash`: checks that its bytes hash to `hash` (and make
@@ -93,9 +97,15 @@ extension OfflineSyncService {
             throw SyncError(.notFound, "no upload of this attachment")
         }
         if upload.complete { return AttachmentUploadState(offset: upload.received, complete: true) }
-        var hasher = AttachmentHasher()
-        try await readChunks(of: key, from: 0) { hasher.update($0); return true }
-        guard hasher.count == upload.received, upload.length < 0 || upload.received == upload.length, hasher.finish() == hash else {
+        let computed: String?
+        if let followed = uploadHashes.finish(key, run: upload.run, received: upload.received) {
+            computed = followed
+        } else {
+            var hasher = AttachmentHasher()
+            try await readChunks(of: key, from: 0) { hasher.update($0); return true }
+            computed = hasher.count == upload.received ? hasher.finish() : nil
+        }
+        guard upload.length < 0 || upload.received == upload.length, computed == hash else {
             try await removeUpload(key)
             throw SyncError(.attachmentDamaged, "the uploaded bytes do not hash to \(hash) (or fall short of the declared length); the upload is removed")
         }
@@ -177,6 +187,7 @@ extension OfflineSyncService {
     }
 
     private func removeUpload(_ key: String) async throws {
+        uploadHashes.forget(key)
         try await removeChunks(of: key)
         _ = try await store.write { txn in
             guard let upload = try AttachmentUploadRow.find(txn, id: key) else { return }
