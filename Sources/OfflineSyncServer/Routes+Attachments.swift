@@ -27,6 +27,8 @@ extension Routes {
     static let uploadLength = HTTPField.Name("Upload-Length")!
     static let uploadLimit = HTTPField.Name("Upload-Limit")!
     static let supportedInteropVersions: Set<Int> = [3, 5, 6]
+    /// Bytes handed to the connection at a time when a download is sent.
+    static let downloadSlice = 64 << 10
     /// Bytes gathered from a request body before they are stored as one piece.
     static var attachmentPiece: Int { OfflineSyncService.attachmentPiece }
 
@@ -192,7 +194,11 @@ extension Routes {
         let routes = self, from = start
         return Response(status: status, headers: headers, body: ResponseBody { writer in
             try await routes.call { try await routes.service.readAttachment(file, from: from) { piece in
-                try await writer.write(ByteBuffer(bytes: piece))
+                // A stored piece goes out in slices, so the copy the connection holds stays
+                // small while the client is slower than the store.
+                for start in stride(from: 0, to: piece.count, by: Self.downloadSlice) {
+                    try await writer.write(ByteBuffer(bytes: piece[start..<min(piece.count, start + Self.downloadSlice)]))
+                }
                 routes.server.metrics.attachmentBytes("sent", piece.count)
                 return true
             } }

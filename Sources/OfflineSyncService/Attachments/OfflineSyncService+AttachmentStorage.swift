@@ -161,28 +161,29 @@ extension OfflineSyncService {
     }
 
     /// Hands the upload's bytes from `offset` to `body`, a piece per read transaction, and
-    /// stops at `end` when given (no look-up past the last piece).
+    /// stops at `end` when given (no look-up past the last piece). One piece is held at a
+    /// time: each is let go before the next is read.
     func readChunks(of upload: String, from offset: Int64, until end: Int64? = nil, _ body: ([UInt8]) async throws -> Bool) async throws {
-        // The piece holding `offset`: the last one starting at or before it.
-        let first = try await store.read { txn in
-            try AttachmentChunkRow.first(txn, Query(AttachmentChunkRow.field(.upload) == .string(upload) && AttachmentChunkRow.field(.offset) <= .int(offset),
-                                                    order: [AttachmentChunkRow.sorted(.offset, ascending: false)], limit: 1))
-        }
-        guard var chunk = first else { return }
         var position = offset
+        // The first piece is the last one starting at or before `offset`; each next one the
+        // first starting after the piece before it.
+        var previous: Int64?
         while true {
+            let query = if let previous {
+                Query(AttachmentChunkRow.field(.upload) == .string(upload) && AttachmentChunkRow.field(.offset) > .int(previous),
+                      order: [AttachmentChunkRow.sorted(.offset)], limit: 1)
+            } else {
+                Query(AttachmentChunkRow.field(.upload) == .string(upload) && AttachmentChunkRow.field(.offset) <= .int(offset),
+                      order: [AttachmentChunkRow.sorted(.offset, ascending: false)], limit: 1)
+            }
+            guard let chunk = try await store.read({ txn in try AttachmentChunkRow.first(txn, query) }) else { return }
             let skip = Int(position - chunk.offset)
             if skip < chunk.bytes.count {
                 guard try await body(skip == 0 ? chunk.bytes : Array(chunk.bytes[skip...])) else { return }
             }
             position = chunk.offset + Int64(chunk.bytes.count)
             if let end, position >= end { return }
-            let after = chunk.offset
-            guard let next = try await store.read({ txn in
-                try AttachmentChunkRow.first(txn, Query(AttachmentChunkRow.field(.upload) == .string(upload) && AttachmentChunkRow.field(.offset) > .int(after),
-                                                        order: [AttachmentChunkRow.sorted(.offset)], limit: 1))
-            }) else { return }
-            chunk = next
+            previous = chunk.offset
         }
     }
 
