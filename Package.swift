@@ -136,6 +136,7 @@ let package = Package(
             dependencies: [
                 "OfflineSync", "OfflineSyncDatasets", "OfflineSyncService", "OfflineSyncWire", "OfflineSyncOData",
                 .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HummingbirdCore", package: "hummingbird"),
                 .product(name: "HummingbirdWebSocket", package: "hummingbird-websocket"),
                 .product(name: "JWTKit", package: "jwt-kit"),
                 .product(name: "Logging", package: "swift-log"),

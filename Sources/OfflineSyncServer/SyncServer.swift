@@ -1,5 +1,6 @@
 import Foundation
 import Hummingbird
+import HummingbirdCore
 import HummingbirdWebSocket
 import Logging
 import NIOCore
@@ -59,6 +60,10 @@ public struct SyncServer: Sendable {
         /// stopping server open. A push cut off this way rolls back whole, as any failed
         /// transaction does.
         public var shutdownGracePeriod: Duration = .seconds(10)
+        /// How long a new connection may stay silent before the server closes it (default 10
+        /// seconds). A connection that has sent nothing is also closed as soon as a shutdown
+        /// begins, so it neither holds a stopping server open nor holds a socket for nothing.
+        public var silentConnectionTimeout: Duration = .seconds(10)
         /// How long, once a shutdown begins, the server keeps serving while `GET /ready`
         /// answers 503, before it stops accepting: the time a load balancer needs to see the
         /// instance leave and send new requests elsewhere. Default 0: it stops accepting at once.
@@ -215,9 +220,15 @@ public struct SyncServer: Sendable {
         let webSocketRouter = Router(context: SyncRequestContext.self)
         webSocketRouter.add(middleware: AuthenticationMiddleware(verifier: verifier, metrics: metrics))
         routes.addWebSocket(to: webSocketRouter)
+        let webSocketResponder = webSocketRouter.buildResponder()
+        let silentTimeout = configuration.silentConnectionTimeout
         return Application(
             router: router,
-            server: .http1WebSocketUpgrade(webSocketRouter: webSocketRouter),
+            server: HTTPServerBuilder { responder in
+                GuardedChildChannel(base: HTTP1WebSocketUpgradeChannel(responder: responder, webSocketResponder: webSocketResponder,
+                                                                       configuration: .init()),
+                                    firstByteTimeout: .nanoseconds(Int64(silentTimeout / .nanoseconds(1))))
+            },
             configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: "OfflineSync"),
             onServerRunning: onServerRunning,
             logger: configuration.logger)

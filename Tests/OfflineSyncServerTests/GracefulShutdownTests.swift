@@ -105,4 +105,40 @@ struct GracefulShutdownTests {
             #expect(await Self.nextIsUnreachable(&events))
         }
     }
+
+    // A hang is what this guards against: the time limit turns one into a failure.
+    @Test("a connection that never sends a byte does not hold a stopping server open: SIGTERM closes it at once and the process exits 0",
+          .timeLimit(.minutes(1)))
+    func silentConnectionAtShutdown() async throws {
+        try await withTemporaryDirectory { directory in
+            let server = try await ServerProcess.start(data: directory)
+            // Connected, and silent (a pooled connection opened ahead of need, a link that
+            // dropped after the handshake): before this was guarded the shutdown waited for it
+            // for as long as the socket stayed open.
+            let silent = try RawConnection(port: server.port)
+            defer { silent.closeConnection() }
+            server.signal(SIGTERM)
+            #expect(try await silent.readAll().isEmpty)
+            let exit = try await server.exited()
+            #expect(exit.status == 0)
+            #expect(exit.output.contains("offline-sync server stopped"))
+        }
+    }
+
+    @Test("a connection silent for longer than the silent-connection timeout is closed; one that sends its request in time is served",
+          .timeLimit(.minutes(1)))
+    func silentConnectionTimesOut() async throws {
+        try await withTemporaryDirectory { directory in
+            let live = try await LiveServer.start(in: directory) { $0.silentConnectionTimeout = .milliseconds(300) }
+            let silent = try RawConnection(port: live.running.port)
+            defer { silent.closeConnection() }
+            let prompt = try RawConnection(port: live.running.port)
+            defer { prompt.closeConnection() }
+            try prompt.send(Array("GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n".utf8))
+            #expect(try await silent.readAll().isEmpty)
+            let answer = String(decoding: try await prompt.readAll(), as: UTF8.self)
+            #expect(answer.hasPrefix("HTTP/1.1 200"), "\(answer.prefix(200))")
+            try await live.stop()
+        }
+    }
 }
