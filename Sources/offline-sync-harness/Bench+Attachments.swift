@@ -32,7 +32,9 @@ enum AttachmentBench {
     }
 
     /// Writes `size` bytes of a fixed pseudo-random sequence (nothing compresses it) to
-    /// `url`, a MiB at a time; returns the reference it makes.
+    /// `url`, a MiB at a time, and flushes it to the disk, as an app's photo long on the device
+    /// would be (so its write-back does not land in the measured time); returns the reference
+    /// it makes.
     static func makeFile(at url: URL, size: Int, seed: UInt64) throws -> OfflineSync.Attachment {
         guard FileManager.default.createFile(atPath: url.path, contents: nil) else { throw SyncError(.storageFailure, "cannot create \(url.path)") }
         let handle = try FileHandle(forWritingTo: url)
@@ -56,6 +58,7 @@ enum AttachmentBench {
             try handle.write(contentsOf: piece)
             written += count
         }
+        try handle.synchronize()
         return try OfflineSync.Attachment(sha256: hasher.finish(), size: Int64(size), contentType: "application/octet-stream")
     }
 
