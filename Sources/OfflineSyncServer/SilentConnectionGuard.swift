@@ -10,19 +10,32 @@ import NIOCore
 /// mobile link that dropped after the handshake, a port scanner) then kept a graceful shutdown
 /// waiting for as long as the socket stayed open, past the shutdown's grace period.
 struct GuardedChildChannel<Base: ServerChildChannel>: ServerChildChannel {
-    typealias Value = Base.Value
+    /// The base's value, and whether the connection spoke before it ended.
+    struct Value: ServerChildChannelValue {
+        let base: Base.Value
+        let firstByte: EventLoopFuture<Bool>
+        var channel: any Channel { base.channel }
+    }
 
     let base: Base
     let firstByteTimeout: TimeAmount
 
     func setup(channel: any Channel, logger: Logger) -> EventLoopFuture<Value> {
-        channel.eventLoop.makeCompletedFuture {
-            try channel.pipeline.syncOperations.addHandler(SilentConnectionGuard(firstByteTimeout: firstByteTimeout), position: .first)
-        }.flatMap { base.setup(channel: channel, logger: logger) }
+        let firstByte = channel.eventLoop.makePromise(of: Bool.self)
+        return channel.eventLoop.makeCompletedFuture {
+            try channel.pipeline.syncOperations.addHandler(SilentConnectionGuard(firstByteTimeout: firstByteTimeout, firstByte: firstByte),
+                                                           position: .first)
+        }.flatMap {
+            base.setup(channel: channel, logger: logger)
+        }.map { Value(base: $0, firstByte: firstByte.futureResult) }
     }
 
+    /// Hands the connection on once it has spoken. One that ended silent (closed by the guard
+    /// or by its client) is not: its HTTP setup never finished, and Hummingbird would log that
+    /// at error level, once for every idle socket a shutdown closes.
     func handle(value: Value, logger: Logger) async {
-        await base.handle(value: value, logger: logger)
+        guard (try? await value.firstByte.get()) == true else { return }
+        await base.handle(value: value.base, logger: logger)
     }
 }
 
@@ -35,9 +48,13 @@ final class SilentConnectionGuard: ChannelInboundHandler, RemovableChannelHandle
     private let firstByteTimeout: TimeAmount
     private var heard = false
     private var timer: Scheduled<Void>?
+    /// `true` at the connection's first byte, `false` when it ends without one.
+    private let firstByte: EventLoopPromise<Bool>
+    private var settled = false
 
-    init(firstByteTimeout: TimeAmount) {
+    init(firstByteTimeout: TimeAmount, firstByte: EventLoopPromise<Bool>) {
         self.firstByteTimeout = firstByteTimeout
+        self.firstByte = firstByte
     }
 
     func handlerAdded(context: ChannelHandlerContext) {
@@ -46,6 +63,7 @@ final class SilentConnectionGuard: ChannelInboundHandler, RemovableChannelHandle
 
     func handlerRemoved(context: ChannelHandlerContext) {
         disarm()
+        settle(heard)
     }
 
     func channelActive(context: ChannelHandlerContext) {
@@ -55,6 +73,7 @@ final class SilentConnectionGuard: ChannelInboundHandler, RemovableChannelHandle
 
     func channelInactive(context: ChannelHandlerContext) {
         disarm()
+        settle(heard)
         context.fireChannelInactive()
     }
 
@@ -62,6 +81,7 @@ final class SilentConnectionGuard: ChannelInboundHandler, RemovableChannelHandle
         if !heard {
             heard = true
             disarm()
+            settle(true)
         }
         context.fireChannelRead(data)
     }
@@ -78,6 +98,12 @@ final class SilentConnectionGuard: ChannelInboundHandler, RemovableChannelHandle
         guard timer == nil, !heard else { return }
         let channel = context.channel
         timer = context.eventLoop.scheduleTask(in: firstByteTimeout) { channel.close(promise: nil) }
+    }
+
+    private func settle(_ spoke: Bool) {
+        guard !settled else { return }
+        settled = true
+        firstByte.succeed(spoke)
     }
 
     private func disarm() {

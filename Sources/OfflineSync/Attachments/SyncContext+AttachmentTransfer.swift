@@ -61,38 +61,51 @@ extension SyncContext {
     }
 
     /// Sends the file from the remote's offset until the remote has it whole; returns `row`.
+    /// An upload begun when the file was added (``beginUploadWhenAdded(_:from:to:)``) is
+    /// stopped first and taken over from where the remote stands.
     private func upload(_ row: AttachmentRow, to remote: any AttachmentRemote, files: any AttachmentFileStore) async throws -> AttachmentRow {
+        await uploadsWhenAdded.takeOver(row.id)
         let attachment = try Attachment(sha256: row.id, size: row.size, contentType: row.contentType)
         guard try await FileWork.run({ try files.size(of: row.id) }) == row.size else {
             throw SyncError(.attachmentMissing, "attachment \(row.id.prefix(12))… waits to upload but its file is gone from this device")
         }
+        let reader = SharedReader(files: files, hash: row.id)
+        try await send(attachment, to: remote) { at, size in try await FileWork.run { try reader.read(at: at, count: size) } }
+        return row
+    }
+
+    /// Sends `attachment` from the remote's offset until the remote has it whole, reading its
+    /// bytes with `read` (offset, count).
+    func send(_ attachment: Attachment, to remote: any AttachmentRemote,
+              read: @escaping @Sendable (Int64, Int) async throws -> [UInt8]) async throws {
+        let hash = attachment.sha256, size = attachment.size
         // A file of up to a MiB goes in one request without asking first: a round trip costs
         // more than its bytes. A remote that holds part of it answers with a conflict, and
         // the upload asks it where it stands then.
-        var state = row.size <= Int64(AttachmentTransfer.chunkSize) ? AttachmentUploadState(offset: 0, complete: false)
-            : try await remote.attachmentUploadState(row.id) ?? AttachmentUploadState(offset: 0, complete: false)
+        var state = size <= Int64(AttachmentTransfer.chunkSize) ? AttachmentUploadState(offset: 0, complete: false)
+            : try await remote.attachmentUploadState(hash) ?? AttachmentUploadState(offset: 0, complete: false)
         var conflicts = 0
-        let reader = SharedReader(files: files, hash: row.id)
-        defer { transferEnded(row.id) }
+        defer { transferEnded(hash) }
         while !state.complete {
             let offset = state.offset
-            let count = min(remote.attachmentRequestLimit, row.size - offset)
+            let count = min(remote.attachmentRequestLimit, size - offset)
             do {
-                state = try await remote.appendAttachment(attachment, offset: offset, length: count, complete: offset + count == row.size) { at, size in
-                    let piece = try await FileWork.run { try reader.read(at: at, count: size) }
+                state = try await remote.appendAttachment(attachment, offset: offset, length: count, complete: offset + count == size) { at, size in
+                    let piece = try await read(at, size)
                     // What is handed to the remote; the answer says what it took.
-                    self.transferProgressed(row.id, .upload, done: at + Int64(piece.count), total: row.size)
+                    self.transferProgressed(hash, .upload, done: at + Int64(piece.count), total: attachment.size)
                     return piece
                 }
             } catch let error as SyncError where error.code == .conflict && conflicts < 3 {
-                // The remote is elsewhere (a request whose answer was lost): ask it where.
-                conflicts += 1
-                state = try await remote.attachmentUploadState(row.id) ?? AttachmentUploadState(offset: 0, complete: false)
+                // The remote is elsewhere (a request whose answer was lost, or another upload
+                // of the same file still draining into it): ask it where. Only a conflict that
+                // finds no progress counts against the limit.
+                state = try await remote.attachmentUploadState(hash) ?? AttachmentUploadState(offset: 0, complete: false)
+                if state.offset <= offset { conflicts += 1 }
             }
             remoteAnswered()
-            transferProgressed(row.id, .upload, done: state.offset, total: row.size)
+            transferProgressed(hash, .upload, done: state.offset, total: size)
         }
-        return row
     }
 
     /// Fetches the attachment from the remote into the store's files, resuming with a range

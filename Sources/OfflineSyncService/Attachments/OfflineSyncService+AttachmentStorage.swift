@@ -165,25 +165,26 @@ extension OfflineSyncService {
     /// time: each is let go before the next is read.
     func readChunks(of upload: String, from offset: Int64, until end: Int64? = nil, _ body: ([UInt8]) async throws -> Bool) async throws {
         var position = offset
-        // The first piece is the last one starting at or before `offset`; each next one the
-        // first starting after the piece before it.
-        var previous: Int64?
+        // Pieces are contiguous and keyed by their offset, so each next one is looked up by
+        // its key (no ordered query, which SQLite answered by sorting whole rows, bytes and
+        // all). The first is the piece starting at `offset`, or else the last one before it.
+        var first = true
         while true {
-            let query = if let previous {
-                Query(AttachmentChunkRow.field(.upload) == .string(upload) && AttachmentChunkRow.field(.offset) > .int(previous),
-                      order: [AttachmentChunkRow.sorted(.offset)], limit: 1)
-            } else {
-                Query(AttachmentChunkRow.field(.upload) == .string(upload) && AttachmentChunkRow.field(.offset) <= .int(offset),
-                      order: [AttachmentChunkRow.sorted(.offset, ascending: false)], limit: 1)
+            let at = position, isFirst = first
+            let chunk = try await store.read { txn -> AttachmentChunkRow? in
+                if let exact = try AttachmentChunkRow.find(txn, id: AttachmentChunkRow.key(upload: upload, offset: at)) { return exact }
+                guard isFirst else { return nil }
+                return try AttachmentChunkRow.first(txn, Query(AttachmentChunkRow.field(.upload) == .string(upload) && AttachmentChunkRow.field(.offset) <= .int(at),
+                                                               order: [AttachmentChunkRow.sorted(.offset, ascending: false)], limit: 1))
             }
-            guard let chunk = try await store.read({ txn in try AttachmentChunkRow.first(txn, query) }) else { return }
+            guard let chunk else { return }
+            first = false
             let skip = Int(position - chunk.offset)
             if skip < chunk.bytes.count {
                 guard try await body(skip == 0 ? chunk.bytes : Array(chunk.bytes[skip...])) else { return }
             }
             position = chunk.offset + Int64(chunk.bytes.count)
             if let end, position >= end { return }
-            previous = chunk.offset
         }
     }
 
