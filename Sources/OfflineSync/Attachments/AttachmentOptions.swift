@@ -23,8 +23,8 @@ public struct AttachmentOptions: Sendable {
     /// Whether a file over 1 MiB added from disk (``SyncContext/addAttachment(contentsOf:contentType:fileName:)``)
     /// starts uploading at once, while its local copy is written, rather than at the next
     /// push. Default `true`. The head start reads the app's file (hashed first, as the upload
-    /// is named by its hash); the push takes it over from where the server stands, and a
-    /// file no record comes to reference is collected by the server after its grace period.
+    /// is named by its hash); a push waits for it and sends what the server still lacks, and
+    /// a file no record comes to reference is collected by the server after its grace period.
     public var uploadWhenAdded = true
 
     /// The defaults.

@@ -61,10 +61,10 @@ extension SyncContext {
     }
 
     /// Sends the file from the remote's offset until the remote has it whole; returns `row`.
-    /// An upload begun when the file was added (``beginUploadWhenAdded(_:from:to:)``) is
-    /// stopped first and taken over from where the remote stands.
+    /// An upload begun when the file was added (``beginUploadWhenAdded(_:size:contentType:fileName:)``)
+    /// is waited for first; what it did not send goes from where the remote stands.
     private func upload(_ row: AttachmentRow, to remote: any AttachmentRemote, files: any AttachmentFileStore) async throws -> AttachmentRow {
-        await uploadsWhenAdded.takeOver(row.id)
+        await uploadsWhenAdded.join(row.id)
         let attachment = try Attachment(sha256: row.id, size: row.size, contentType: row.contentType)
         guard try await FileWork.run({ try files.size(of: row.id) }) == row.size else {
             throw SyncError(.attachmentMissing, "attachment \(row.id.prefix(12))… waits to upload but its file is gone from this device")
@@ -161,8 +161,12 @@ extension SyncContext {
         while true {
             do {
                 let found = try await remote.readAttachment(attachment.sha256, from: sink.received) { piece in
-                    try sink.append(piece, limit: attachment.size)
-                    self.transferProgressed(attachment.sha256, .download, done: sink.received, total: attachment.size)
+                    let step = Int64(AttachmentTransfer.chunkSize)
+                    let (before, after) = try sink.append(piece, limit: attachment.size)
+                    // Progress a MiB at a time: a body arrives in pieces of a few KiB.
+                    if before / step != after / step || after == attachment.size {
+                        self.transferProgressed(attachment.sha256, .download, done: after, total: attachment.size)
+                    }
                 }
                 guard found else {
                     throw SyncError(.attachmentMissing, "the remote has no attachment \(attachment.sha256.prefix(12))… this identity may read")
@@ -177,7 +181,7 @@ extension SyncContext {
                 }
             }
         }
-        guard sink.received == attachment.size, sink.hash() == attachment.sha256 else {
+        guard sink.received == attachment.size, try sink.hash() == attachment.sha256 else {
             throw SyncError(.attachmentDamaged, "the bytes received for attachment \(attachment.sha256.prefix(12))… do not match its hash; they were not kept")
         }
         try await FileWork.run { try sink.commit(as: attachment.sha256) }
@@ -191,6 +195,15 @@ final class DownloadSink: Sendable {
     private struct State: Sendable {
         var staging: AttachmentStaging?
         var received: Int64 = 0
+        /// Bytes received but not yet handed to the staging, which takes them a MiB at a
+        /// time (a hand-off to its writing thread per network read cost more than the bytes).
+        var pending: [UInt8] = []
+
+        mutating func flush() throws {
+            guard !pending.isEmpty else { return }
+            try pending.withUnsafeBytes { try staging?.append($0) }
+            pending.removeAll(keepingCapacity: true)
+        }
     }
     private let state: Mutex<State>
 
@@ -200,21 +213,33 @@ final class DownloadSink: Sendable {
 
     var received: Int64 { state.withLock { $0.received } }
 
-    func append(_ piece: [UInt8], limit: Int64) throws {
+    /// Takes `piece`; returns how many bytes had arrived before it and how many have now.
+    func append(_ piece: [UInt8], limit: Int64) throws -> (before: Int64, after: Int64) {
         try state.withLock { state in
             guard state.received + Int64(piece.count) <= limit else {
                 throw SyncError(.attachmentDamaged, "the remote sent more bytes than the attachment has")
             }
-            try piece.withUnsafeBytes { try state.staging?.append($0) }
+            let before = state.received
+            if state.pending.isEmpty { state.pending.reserveCapacity(AttachmentTransfer.chunkSize) }
+            state.pending.append(contentsOf: piece)
             state.received += Int64(piece.count)
+            if state.pending.count >= AttachmentTransfer.chunkSize { try state.flush() }
+            return (before, state.received)
         }
     }
 
-    func hash() -> String { state.withLock { $0.staging?.hasher.finish() ?? "" } }
+    /// The hash of every byte received (handing the last ones to the staging first).
+    func hash() throws -> String {
+        try state.withLock { state in
+            try state.flush()
+            return state.staging?.hasher.finish() ?? ""
+        }
+    }
 
     /// Waits for the writes, then gives the file its name (``AttachmentFileWriter/commitCached(as:)``).
     func commit(as sha256: String) throws {
         try state.withLock { state in
+            try state.flush()
             guard let staging = state.staging else { return }
             state.staging = nil
             do {

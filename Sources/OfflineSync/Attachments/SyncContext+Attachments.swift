@@ -39,10 +39,10 @@ extension SyncContext {
                 }
             }
             // The file changed between the two reads: what was hashed first is not what is kept.
-            if let early, early != attachment.sha256 { await uploadsWhenAdded.takeOver(early) }
+            if let early, early != attachment.sha256 { await uploadsWhenAdded.stop(early) }
             return attachment
         } catch {
-            if let early { await uploadsWhenAdded.takeOver(early) }
+            if let early { await uploadsWhenAdded.stop(early) }
             throw error
         }
     }

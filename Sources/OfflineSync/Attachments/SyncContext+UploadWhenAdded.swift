@@ -8,8 +8,8 @@ import Darwin
 
 // A file added from disk starts going up while its local copy is written: the upload is
 // named by the file's hash, so the file is hashed first (a read, from the page cache for a
-// file just made), then copied and sent at once. The push later takes the upload over from
-// wherever the server stands; nothing depends on this head start finishing.
+// file just made), then copied and sent at once. A push waits for it, then sends whatever the
+// server still lacks; nothing depends on this head start finishing.
 
 extension SyncContext {
     /// Hashes the file at `url` and begins uploading it from there; returns the hash, or `nil`
@@ -31,7 +31,7 @@ extension SyncContext {
 }
 
 /// The uploads begun when their files were added, by hash. Each removes itself when it ends;
-/// a push stops one that is still going before it sends that file itself.
+/// a push waits for one that is still going before it sends what is left of that file.
 final class UploadsWhenAdded: Sendable {
     private let running = Mutex<[String: Task<Void, Never>]>([:])
 
@@ -47,8 +47,15 @@ final class UploadsWhenAdded: Sendable {
         }
     }
 
+    /// Waits for the upload of `hash` to end, if one runs (done or failed: the caller then
+    /// asks the server where it stands).
+    func join(_ hash: String) async {
+        guard let task = running.withLock({ $0[hash] }) else { return }
+        await task.value
+    }
+
     /// Stops the upload of `hash`, if one runs, and waits until it has stopped.
-    func takeOver(_ hash: String) async {
+    func stop(_ hash: String) async {
         guard let task = running.withLock({ $0.removeValue(forKey: hash) }) else { return }
         task.cancel()
         await task.value
