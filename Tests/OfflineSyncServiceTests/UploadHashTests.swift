@@ -17,6 +17,16 @@ struct UploadHashTests {
 
     static func piece(_ number: Int, of bytes: [UInt8] = bytes) -> [UInt8] { Array(bytes[(number * piece)..<((number + 1) * piece)]) }
 
+    /// Starts alice's upload of ``hash`` on `service`.
+    static func begin(_ service: OfflineSyncService) async throws {
+        _ = try await service.beginAttachmentUpload(claims: alice, hash: hash, length: Int64(bytes.count))
+    }
+
+    /// Sends piece `number` of `bytes` (the right bytes unless told) through `service`.
+    static func send(_ number: Int, through service: OfflineSyncService, of bytes: [UInt8] = bytes) async throws {
+        _ = try await service.appendAttachment(claims: alice, hash: hash, offset: Int64(number * piece), bytes: Self.piece(number, of: bytes))
+    }
+
     static func withTwoInstances(_ body: (OfflineSyncService, OfflineSyncService) async throws -> Void) async throws {
         try await withTemporaryDirectory { directory in
             let store = try await SQLiteStore(path: directory.appendingPathComponent("server.sqlite").path)
@@ -37,14 +47,14 @@ struct UploadHashTests {
         try await Self.withTwoInstances { first, _ in
             var damaged = Self.bytes
             damaged[Self.piece + 7] ^= 0xff
-            _ = try await first.beginAttachmentUpload(claims: Self.alice, hash: Self.hash, length: Int64(damaged.count))
-            for number in 0..<3 { _ = try await first.appendAttachment(claims: Self.alice, hash: Self.hash, offset: Int64(number * Self.piece), bytes: Self.piece(number, of: damaged)) }
+            try await Self.begin(first)
+            for number in 0..<3 { try await Self.send(number, through: first, of: damaged) }
             let refused = await #expect(throws: SyncError.self) { _ = try await first.finishAttachmentUpload(claims: Self.alice, hash: Self.hash) }
             #expect(refused?.code == .attachmentDamaged)
             #expect(try await Self.stored(first) == nil)
 
-            _ = try await first.beginAttachmentUpload(claims: Self.alice, hash: Self.hash, length: Int64(Self.bytes.count))
-            for number in 0..<3 { _ = try await first.appendAttachment(claims: Self.alice, hash: Self.hash, offset: Int64(number * Self.piece), bytes: Self.piece(number)) }
+            try await Self.begin(first)
+            for number in 0..<3 { try await Self.send(number, through: first) }
             #expect(try await first.finishAttachmentUpload(claims: Self.alice, hash: Self.hash).complete)
             #expect(try await Self.stored(first).map(AttachmentHasher.hash) == Self.hash)
         }
@@ -53,10 +63,10 @@ struct UploadHashTests {
     @Test("a piece stored by the other instance is not missed: the finish reads the bytes back")
     func pieceElsewhere() async throws {
         try await Self.withTwoInstances { first, second in
-            _ = try await first.beginAttachmentUpload(claims: Self.alice, hash: Self.hash, length: Int64(Self.bytes.count))
-            _ = try await first.appendAttachment(claims: Self.alice, hash: Self.hash, offset: 0, bytes: Self.piece(0))
-            _ = try await second.appendAttachment(claims: Self.alice, hash: Self.hash, offset: Int64(Self.piece), bytes: Self.piece(1))
-            _ = try await first.appendAttachment(claims: Self.alice, hash: Self.hash, offset: Int64(2 * Self.piece), bytes: Self.piece(2))
+            try await Self.begin(first)
+            try await Self.send(0, through: first)
+            try await Self.send(1, through: second)
+            try await Self.send(2, through: first)
             #expect(try await first.finishAttachmentUpload(claims: Self.alice, hash: Self.hash).complete)
             #expect(try await Self.stored(second).map(AttachmentHasher.hash) == Self.hash)
         }
@@ -65,15 +75,15 @@ struct UploadHashTests {
     @Test("an upload cancelled and sent again with other bytes through the other instance is checked against what is stored")
     func runStartedElsewhere() async throws {
         try await Self.withTwoInstances { first, second in
-            _ = try await first.beginAttachmentUpload(claims: Self.alice, hash: Self.hash, length: Int64(Self.bytes.count))
-            _ = try await first.appendAttachment(claims: Self.alice, hash: Self.hash, offset: 0, bytes: Self.piece(0))
+            try await Self.begin(first)
+            try await Self.send(0, through: first)
             // The second instance cancels it and starts again with a wrong first piece; the
             // first instance, which hashed the right first piece, receives the rest.
             #expect(try await second.cancelAttachmentUpload(claims: Self.alice, hash: Self.hash))
-            _ = try await second.beginAttachmentUpload(claims: Self.alice, hash: Self.hash, length: Int64(Self.bytes.count))
+            try await Self.begin(second)
             _ = try await second.appendAttachment(claims: Self.alice, hash: Self.hash, offset: 0, bytes: [UInt8](repeating: 0, count: Self.piece))
-            _ = try await first.appendAttachment(claims: Self.alice, hash: Self.hash, offset: Int64(Self.piece), bytes: Self.piece(1))
-            _ = try await first.appendAttachment(claims: Self.alice, hash: Self.hash, offset: Int64(2 * Self.piece), bytes: Self.piece(2))
+            try await Self.send(1, through: first)
+            try await Self.send(2, through: first)
             let refused = await #expect(throws: SyncError.self) { _ = try await first.finishAttachmentUpload(claims: Self.alice, hash: Self.hash) }
             #expect(refused?.code == .attachmentDamaged)
             #expect(try await Self.stored(first) == nil)
