@@ -22,12 +22,16 @@ struct GuardedChildChannel<Base: ServerChildChannel>: ServerChildChannel {
 
     func setup(channel: any Channel, logger: Logger) -> EventLoopFuture<Value> {
         let firstByte = channel.eventLoop.makePromise(of: Bool.self)
-        return channel.eventLoop.makeCompletedFuture {
+        let ready = channel.eventLoop.makeCompletedFuture {
             try channel.pipeline.syncOperations.addHandler(SilentConnectionGuard(firstByteTimeout: firstByteTimeout, firstByte: firstByte),
                                                            position: .first)
         }.flatMap {
             base.setup(channel: channel, logger: logger)
-        }.map { Value(base: $0, firstByte: firstByte.futureResult) }
+        }
+        // A setup that failed (a connection closed at once) leaves no promise unanswered; a
+        // second answer from the guard is ignored.
+        ready.whenFailure { _ in firstByte.succeed(false) }
+        return ready.map { Value(base: $0, firstByte: firstByte.futureResult) }
     }
 
     /// Hands the connection on once it has spoken. One that ended silent (closed by the guard
