@@ -143,47 +143,6 @@ struct AttachmentSyncTests {
         }
     }
 
-    @Test("a file added from disk goes up before any push, while its copy is written; the push then sends none of its bytes again, and its record arrives with the file",
-          .timeLimit(.minutes(1)))
-    func uploadWhenAdded() async throws {
-        try await LiveServer.with { live in
-            try await withTemporaryDirectory { directory in
-                let remote = try await live.remote("alice")
-                let context = try await SyncContext(store: try await SQLiteStore(path: directory.appendingPathComponent("a.sqlite").path), remote: remote)
-                try await context.defineTable(Self.schema)
-                let bytes = (0..<6_000_000).map { UInt8(truncatingIfNeeded: ($0 &* 2_654_435_761) >> 11) }
-                let source = directory.appendingPathComponent("clip.mp4")
-                try Data(bytes).write(to: source)
-                let file = try await context.addAttachment(contentsOf: source, contentType: "video/mp4")
-                // What is proven here is that something happens (the file reaches the server
-                // with no push), so the test asks the server until it has it; the time limit
-                // turns "never" into a failure.
-                while try await remote.attachmentUploadState(file.sha256)?.complete != true {
-                    try await Task.sleep(for: .milliseconds(20))
-                }
-                #expect(try await remote.attachmentUploadState(file.sha256) == AttachmentUploadState(offset: 6_000_000, complete: true))
-                #expect(try await context.attachmentState(file) == nil)
-
-                let (progress, watching) = Progress.watch(context)
-                try await context.table("inspections").insert(Record(id: "i1", fields: ["clip": file.value]))
-                let summary = try await context.push()
-                #expect(summary.applied == 1)
-                context.finishEvents()
-                await watching.value
-                // The push asked where the upload stood and found it complete: no byte went again.
-                #expect(progress.all.filter { $0.direction == .upload }.allSatisfy { $0.done == 6_000_000 })
-                #expect(try await context.attachmentState(file) == .local)
-                let second = try await SyncContext(store: InMemoryStore(), remote: try await live.remote("alice"))
-                try await second.defineTable(Self.schema)
-                _ = try await second.pull("inspections")
-                #expect(try await second.table("inspections").get("i1")?["clip"] == file.value)
-                #expect(sha256Hex(Array(try await second.attachmentData(file))) == file.sha256)
-                try await context.close()
-                try await second.close()
-            }
-        }
-    }
-
     @Test("a file that is not here and cannot be fetched is attachmentUnavailable; one the server holds for nobody here is attachmentMissing")
     func unavailableAndMissing() async throws {
         try await LiveServer.with { live in

@@ -1,4 +1,3 @@
-import Foundation
 import Crypto
 
 /// SHA-256 over bytes that arrive in pieces, as an attachment's lowercase hex name.
@@ -31,17 +30,6 @@ package struct AttachmentHasher {
             text.append(digits[Int(byte & 0x0f)])
         }
         return String(decoding: text, as: UTF8.self)
-    }
-
-    /// The hash of the file at `url`, read a MiB at a time.
-    package static func hash(contentsOf url: URL) throws -> String {
-        guard let handle = FileHandle(forReadingAtPath: url.path) else { throw SyncError(.notFound, "no readable file at \(url.path)") }
-        defer { try? handle.close() }
-        var hasher = AttachmentHasher()
-        while let chunk = try handle.read(upToCount: 1 << 20), !chunk.isEmpty {
-            chunk.withUnsafeBytes { hasher.update($0) }
-        }
-        return hasher.finish()
     }
 
     /// The hash of `bytes`.

@@ -20,12 +20,6 @@ public struct AttachmentOptions: Sendable {
     public var prefetch: [String: AttachmentPrefetch] = [:]
     /// How many files a prefetch or an upload moves at once. Default 4.
     public var concurrentTransfers = 4
-    /// Whether a file over 1 MiB added from disk (``SyncContext/addAttachment(contentsOf:contentType:fileName:)``)
-    /// starts uploading at once, while its local copy is written, rather than at the next
-    /// push. Default `true`. The head start reads the app's file (hashed first, as the upload
-    /// is named by its hash); a push waits for it and sends what the server still lacks, and
-    /// a file no record comes to reference is collected by the server after its grace period.
-    public var uploadWhenAdded = true
 
     /// The defaults.
     public init() {}

@@ -61,10 +61,7 @@ extension SyncContext {
     }
 
     /// Sends the file from the remote's offset until the remote has it whole; returns `row`.
-    /// An upload begun when the file was added (``beginUploadWhenAdded(_:size:contentType:fileName:)``)
-    /// is waited for first; what it did not send goes from where the remote stands.
     private func upload(_ row: AttachmentRow, to remote: any AttachmentRemote, files: any AttachmentFileStore) async throws -> AttachmentRow {
-        await uploadsWhenAdded.join(row.id)
         let attachment = try Attachment(sha256: row.id, size: row.size, contentType: row.contentType)
         guard try await FileWork.run({ try files.size(of: row.id) }) == row.size else {
             throw SyncError(.attachmentMissing, "attachment \(row.id.prefix(12))… waits to upload but its file is gone from this device")
@@ -76,7 +73,7 @@ extension SyncContext {
 
     /// Sends `attachment` from the remote's offset until the remote has it whole, reading its
     /// bytes with `read` (offset, count).
-    func send(_ attachment: Attachment, to remote: any AttachmentRemote,
+    private func send(_ attachment: Attachment, to remote: any AttachmentRemote,
               read: @escaping @Sendable (Int64, Int) async throws -> [UInt8]) async throws {
         let hash = attachment.sha256, size = attachment.size
         // A file of up to a MiB goes in one request without asking first: a round trip costs
@@ -98,8 +95,8 @@ extension SyncContext {
                 }
             } catch let error as SyncError where error.code == .conflict && conflicts < 3 {
                 // The remote is elsewhere (a request whose answer was lost, or another upload
-                // of the same file still draining into it): ask it where. Only a conflict that
-                // finds no progress counts against the limit.
+                // of the same file, from another process, still going into it): ask it where.
+                // Only a conflict that finds no progress counts against the limit.
                 state = try await remote.attachmentUploadState(hash) ?? AttachmentUploadState(offset: 0, complete: false)
                 if state.offset <= offset { conflicts += 1 }
             }

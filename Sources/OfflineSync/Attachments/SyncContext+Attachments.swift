@@ -27,23 +27,15 @@ extension SyncContext {
             throw SyncError(.notFound, "no readable file at \(url.path)")
         }
         defer { try? handle.close() }
-        let size = try? FileManager.default.attributesOfItem(atPath: url.path)[.size] as? Int64
-        if let size { try options.attachments.check(size: size) }
-        let early = await beginUploadWhenAdded(url, size: size, contentType: contentType, fileName: fileName)
-        do {
-            let attachment = try await stage(in: files, contentType: contentType, fileName: fileName) { append in
-                while true {
-                    let chunk = try handle.read(upToCount: AttachmentTransfer.chunkSize) ?? Data()
-                    if chunk.isEmpty { return }
-                    try chunk.withUnsafeBytes { try append($0) }
-                }
+        if let size = try? FileManager.default.attributesOfItem(atPath: url.path)[.size] as? Int64 {
+            try options.attachments.check(size: size)
+        }
+        return try await stage(in: files, contentType: contentType, fileName: fileName) { append in
+            while true {
+                let chunk = try handle.read(upToCount: AttachmentTransfer.chunkSize) ?? Data()
+                if chunk.isEmpty { return }
+                try chunk.withUnsafeBytes { try append($0) }
             }
-            // The file changed between the two reads: what was hashed first is not what is kept.
-            if let early, early != attachment.sha256 { await uploadsWhenAdded.stop(early) }
-            return attachment
-        } catch {
-            if let early { await uploadsWhenAdded.stop(early) }
-            throw error
         }
     }
 

@@ -33,7 +33,6 @@ public final class SyncContext: Sendable {
     let metrics: SyncMetrics
     /// Downloads under way, one per hash.
     let attachmentDownloads = AttachmentDownloads()
-    let uploadsWhenAdded = UploadsWhenAdded()
     let prefetchMisses = PrefetchMisses()
 
     /// Opens a context: defines the system tables in `store` if needed.
@@ -76,7 +75,6 @@ public final class SyncContext: Sendable {
     /// stay in the store for the next context opened on it.
     public func close() async throws {
         await stop()
-        await uploadsWhenAdded.cancelAll()
         finishEvents()
         try await store.close()
     }
