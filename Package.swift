@@ -34,6 +34,8 @@ let package = Package(
         .library(name: "OfflineSyncLMDB", targets: ["OfflineSyncLMDB"]),
         .library(name: "OfflineSyncEncryptedFile", targets: ["OfflineSyncEncryptedFile"]),
         .library(name: "OfflineSyncPostgreSQL", targets: ["OfflineSyncPostgreSQL"]),
+        // Syncs an app's own GRDB database: its typed tables, captured by triggers.
+        .library(name: "OfflineSyncGRDB", targets: ["OfflineSyncGRDB"]),
         // What an adapter author imports: the toolkit, the in-memory reference store and the suite.
         .library(name: "OfflineSyncStoreKit", targets: ["OfflineSyncStoreKit"]),
         .library(name: "OfflineSyncConformance", targets: ["OfflineSyncConformance"]),
@@ -57,6 +59,7 @@ let package = Package(
         .package(url: "https://github.com/hummingbird-project/swift-websocket", from: "1.6.2"),
         .package(url: "https://github.com/swift-server/async-http-client", from: "1.37.0"),
         .package(url: "https://github.com/vapor/jwt-kit", from: "5.7.1"),
+        .package(url: "https://github.com/groue/GRDB.swift", exact: "7.10.0"),
         // `make docs`: swift package generate-documentation. Plugins only; no product links it.
         .package(url: "https://github.com/swiftlang/swift-docc-plugin", from: "1.5.0"),
         // The sync rules document (`offline-sync serve --rules FILE`).
@@ -163,6 +166,15 @@ let package = Package(
             name: "OfflineSyncSQLite",
             dependencies: ["OfflineSync", "OfflineSyncStoreKit", "COfflineSyncSQLite3"],
             path: "Adapters/SQLite/OfflineSyncSQLite"
+        ),
+
+        // GRDB adapter: the app's own database. Its bookkeeping tables use the SQLite adapter's
+        // layout on GRDB's connections (one SQLite library in the process: both link the system's).
+        .target(
+            name: "OfflineSyncGRDB",
+            dependencies: ["OfflineSync", "OfflineSyncStoreKit", "OfflineSyncSQLite", "OfflineSyncWire",
+                           .product(name: "GRDB", package: "GRDB.swift")],
+            path: "Adapters/GRDB/OfflineSyncGRDB"
         ),
 
         // LMDB adapter.
@@ -296,6 +308,13 @@ let package = Package(
                 .product(name: "NIOHTTP1", package: "swift-nio"),
             ],
             path: "Tests/OfflineSyncServerTests"
+        ),
+        .testTarget(
+            name: "OfflineSyncGRDBTests",
+            dependencies: ["OfflineSyncTestSupport", "OfflineSync", "OfflineSyncStoreKit", "OfflineSyncGRDB",
+                           "OfflineSyncConformance", "OfflineSyncService", "OfflineSyncServer", "OfflineSyncHTTP",
+                           .product(name: "GRDB", package: "GRDB.swift")],
+            path: "Tests/OfflineSyncGRDBTests"
         ),
         .testTarget(
             name: "OfflineSyncServiceTests",

@@ -2,7 +2,7 @@ import COfflineSyncSQLite3
 import OfflineSync
 
 /// A value bound to, or read from, a statement: SQLite's five storage classes.
-enum SQLiteValue {
+package enum SQLiteValue: Sendable, Hashable {
     case null
     case int(Int64)
     case double(Double)

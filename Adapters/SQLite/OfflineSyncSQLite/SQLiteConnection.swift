@@ -30,9 +30,22 @@ final class SQLiteConnection {
     /// The most prepared statements kept between transactions (keyed by SQL text).
     static let statementCacheLimit = 256
 
-    private init(db: OpaquePointer, path: String) {
+    /// Whether ``close(checkpoint:)`` closes the handle: `false` for a handle another library
+    /// owns (``borrowing(_:path:)``).
+    private let ownsHandle: Bool
+
+    private init(db: OpaquePointer, path: String, ownsHandle: Bool = true) {
         self.db = db
         self.path = path
+        self.ownsHandle = ownsHandle
+    }
+
+    /// A connection over a handle another library opened and keeps (GRDB's): statements are
+    /// prepared and cached on it as on an own one, and ``close(checkpoint:)`` finalizes them
+    /// but leaves the handle open. Both must link the same SQLite library, and the handle must
+    /// be used by one thread at a time, the caller's.
+    static func borrowing(_ handle: OpaquePointer, path: String) -> SQLiteConnection {
+        SQLiteConnection(db: handle, path: path, ownsHandle: false)
     }
 
     deinit { close(checkpoint: false) }
@@ -139,9 +152,23 @@ final class SQLiteConnection {
 
     /// Runs `body` in a transaction: `BEGIN IMMEDIATE` (takes the write lock at once, waiting up
     /// to the busy timeout) or `BEGIN DEFERRED`; `COMMIT` when it returns, `ROLLBACK` when it
-    /// or the commit throws.
+    /// or the commit throws. Inside a transaction already open (a borrowed connection's, whose
+    /// owner began it), `body` runs in a savepoint instead: released when it returns, rolled
+    /// back to when it throws, so its failure still changes nothing.
     func transaction<T>(immediate: Bool, _ body: () throws -> T) throws -> T {
         let db = try handle()
+        if sqlite3_get_autocommit(db) == 0 {
+            try execute("SAVEPOINT \"osync_nested\"")
+            do {
+                let result = try body()
+                try execute("RELEASE \"osync_nested\"")
+                return result
+            } catch {
+                try? execute("ROLLBACK TO \"osync_nested\"")
+                try? execute("RELEASE \"osync_nested\"")
+                throw error
+            }
+        }
         try execute(immediate ? "BEGIN IMMEDIATE" : "BEGIN DEFERRED")
         defer { trimStatementCache() }
         do {
@@ -167,13 +194,13 @@ final class SQLiteConnection {
     /// into the database file and truncates it. Safe to call twice.
     func close(checkpoint: Bool) {
         guard let db else { return }
-        if checkpoint { try? execute("PRAGMA wal_checkpoint(TRUNCATE)") }
+        if checkpoint, ownsHandle { try? execute("PRAGMA wal_checkpoint(TRUNCATE)") }
         for statement in statements.values { statement.finalize() }
         statements = [:]
         lastStatement = nil
         tableInfoCache = [:]
         shapes.removeAll()
-        sqlite3_close_v2(db)
+        if ownsHandle { sqlite3_close_v2(db) }
         self.db = nil
     }
 }

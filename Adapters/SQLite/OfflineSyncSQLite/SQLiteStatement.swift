@@ -153,6 +153,9 @@ final class SQLiteStatement {
         }
     }
 
+    /// The number of columns of the statement's rows.
+    var columnCount: Int32 { sqlite3_column_count(handle) }
+
     /// The storage class of a column of the current row (`SQLITE_NULL`, `SQLITE_INTEGER`…).
     func columnType(_ column: Int32) -> Int32 { sqlite3_column_type(handle, column) }
 

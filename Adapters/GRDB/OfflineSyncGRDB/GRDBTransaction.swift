@@ -1,0 +1,147 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+import OfflineSync
+import OfflineSyncSQLite
+import OfflineSyncStoreKit
+
+/// A read transaction of a ``GRDBStore``, lent to one closure on the GRDB connection's thread.
+///
+/// A `__`-prefixed table (the sync engine's bookkeeping) is read through the SQLite adapter's
+/// layout (``SQLiteEmbeddedTables``); any other table is one of the app's typed tables
+/// (``GRDBTypedTable``), read with plain SQL and its side table.
+class GRDBReadTransaction: LocalReadTransaction {
+    let sql: SQLiteEmbeddedTables
+    private let system: any LocalReadTransaction
+    /// The app's synced tables, by exact name, as the catalog held them when the transaction began.
+    private(set) var typed: [ExactString: GRDBTypedTable]
+    private let owner = pthread_self()
+    private var isOpen = true
+
+    init(sql: SQLiteEmbeddedTables, system: any LocalReadTransaction, typed: [ExactString: GRDBTypedTable]) {
+        self.sql = sql
+        self.system = system
+        self.typed = typed
+    }
+
+    /// Ends the transaction: later calls throw ``SyncError/Code/storeClosed``.
+    func end() { isOpen = false }
+
+    func checkOpen() throws {
+        guard isOpen, pthread_equal(pthread_self(), owner) != 0 else {
+            throw SyncError(.storeClosed, "the transaction has ended (it was used outside its closure)")
+        }
+    }
+
+    /// Whether `name` is one of the sync engine's tables, kept in the SQLite adapter's layout.
+    static func isSystem(_ name: String) -> Bool { name.utf8.starts(with: "__".utf8) }
+
+    /// The app table `name`, or `nil` for a system table; ``SyncError/Code/tableNotDefined``
+    /// for an app table the catalog lacks.
+    func typedTable(_ name: String) throws -> GRDBTypedTable? {
+        try checkOpen()
+        if Self.isSystem(name) { return nil }
+        guard let table = typed[ExactString(name)] else {
+            throw SyncError(.tableNotDefined, "table '\(name)' is not defined")
+        }
+        return table
+    }
+
+    /// Replaces the catalog snapshot after a definition changed it.
+    func setTyped(_ table: GRDBTypedTable) {
+        typed[ExactString(table.schema.name)] = table
+    }
+
+    func schema(of table: String) throws -> TableSchema {
+        if let typed = try typedTable(table) { return typed.schema }
+        return try system.schema(of: table)
+    }
+
+    func tables() throws -> [TableSchema] {
+        try checkOpen()
+        return (try system.tables() + typed.values.map(\.schema)).sorted { Value.utf8Less($0.name, $1.name) }
+    }
+
+    func record(in table: String, id: String) throws -> Record? {
+        guard let typed = try typedTable(table) else { return try system.record(in: table, id: id) }
+        var found: Record?
+        try sql.rows(typed.selectFrom + " WHERE t.\"id\" = ?1", [.text(id)]) { found = try typed.decode($0) }
+        return found
+    }
+
+    func records(in table: String, matching query: Query) throws -> [Record] {
+        guard let typed = try typedTable(table) else { return try system.records(in: table, matching: query) }
+        try query.validate(against: typed.schema)
+        return QueryEvaluator.apply(query, to: try allRecords(typed))
+    }
+
+    func count(in table: String, matching predicate: QueryPredicate) throws -> Int {
+        guard let typed = try typedTable(table) else { return try system.count(in: table, matching: predicate) }
+        try Query(predicate).validate(against: typed.schema)
+        return QueryEvaluator.count(predicate, in: try allRecords(typed))
+    }
+
+    /// Every record of an app table. Queries on app tables are answered by the reference
+    /// evaluator over these (the engine itself reads app rows by id).
+    private func allRecords(_ table: GRDBTypedTable) throws -> [Record] {
+        var records: [Record] = []
+        try sql.rows(table.selectFrom) { records.append(try table.decode($0)) }
+        return records
+    }
+}
+
+/// A write transaction of a ``GRDBStore``: the app-table writes go to the app's columns and
+/// the side table, with the capture triggers silenced (the store holds a row in
+/// `__osync_applying` for the transaction's length), so nothing the engine writes is queued
+/// again.
+final class GRDBWriteTransaction: GRDBReadTransaction, LocalWriteTransaction {
+    private let systemWriter: any LocalWriteTransaction
+    /// The app tables written, by name: GRDB's observations of them are told at the end.
+    private(set) var touched: Set<String> = []
+
+    init(sql: SQLiteEmbeddedTables, system: any LocalWriteTransaction, typed: [ExactString: GRDBTypedTable]) {
+        systemWriter = system
+        super.init(sql: sql, system: system, typed: typed)
+    }
+
+    func upsert(_ record: Record, in table: String) throws {
+        guard let typed = try typedTable(table) else { return try systemWriter.upsert(record, in: table) }
+        let (row, meta) = try typed.bindings(for: record)
+        try sql.execute(typed.upsertSQL, row)
+        try sql.execute(typed.metaUpsertSQL, meta)
+        touched.insert(typed.schema.name)
+    }
+
+    func upsert(_ records: [Record], in table: String) throws {
+        guard try typedTable(table) != nil else { return try systemWriter.upsert(records, in: table) }
+        for record in records { try upsert(record, in: table) }
+    }
+
+    @discardableResult
+    func delete(id: String, in table: String) throws -> Bool {
+        guard let typed = try typedTable(table) else { return try systemWriter.delete(id: id, in: table) }
+        let existed = try sql.execute("DELETE FROM \(typed.sqlName) WHERE \"id\" = ?1", [.text(id)]) > 0
+        try sql.execute("DELETE FROM \(typed.metaName) WHERE \"id\" = ?1", [.text(id)])
+        if existed { touched.insert(typed.schema.name) }
+        return existed
+    }
+
+    @discardableResult
+    func delete(ids: [String], in table: String) throws -> Int {
+        guard try typedTable(table) != nil else { return try systemWriter.delete(ids: ids, in: table) }
+        var existed = 0
+        for id in Set(ids.map(ExactString.init)) where try delete(id: id.value, in: table) { existed += 1 }
+        return existed
+    }
+
+    func insert(_ record: Record, in table: String) throws -> LocalInsertOutcome {
+        guard let typed = try typedTable(table) else { return try systemWriter.insert(record, in: table) }
+        let (row, meta) = try typed.bindings(for: record)
+        guard try sql.execute(typed.insertSQL, row) > 0 else { return .idExists }
+        try sql.execute(typed.metaUpsertSQL, meta)
+        touched.insert(typed.schema.name)
+        return .inserted
+    }
+}
