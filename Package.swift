@@ -313,7 +313,7 @@ let package = Package(
             name: "OfflineSyncGRDBTests",
             dependencies: ["OfflineSyncTestSupport", "OfflineSync", "OfflineSyncStoreKit", "OfflineSyncGRDB",
                            "OfflineSyncConformance", "OfflineSyncService", "OfflineSyncServer", "OfflineSyncHTTP",
-                           .product(name: "GRDB", package: "GRDB.swift")],
+                           .product(name: "GRDB", package: "GRDB.swift"), .product(name: "Logging", package: "swift-log")],
             path: "Tests/OfflineSyncGRDBTests"
         ),
         .testTarget(

@@ -1,0 +1,172 @@
+import Foundation
+import GRDB
+import Logging
+import OfflineSync
+import OfflineSyncGRDB
+import OfflineSyncHTTP
+import OfflineSyncServer
+import OfflineSyncService
+import OfflineSyncStoreKit
+import OfflineSyncTestSupport
+import Testing
+
+/// A sync server on a loopback port over an in-memory store, and remotes for identities.
+struct LoopbackServer: Sendable {
+    let server: SyncServer
+    let running: RunningSyncServer
+
+    static func start() async throws -> LoopbackServer {
+        let service = try await OfflineSyncService(store: InMemoryStore(), rules: .ownerOnly)
+        let configuration = SyncServer.Configuration(
+            port: 0, tokenSecret: Array("offline-sync test secret, 32+ bytes long".utf8), adminKey: "test-admin-key",
+            logger: Logger(label: "test") { _ in SwiftLogNoOpLogHandler() })
+        let server = try await SyncServer(service: service, configuration: configuration)
+        return LoopbackServer(server: server, running: try await server.start())
+    }
+
+    func remote(_ identity: String) async throws -> HTTPRemoteStore {
+        let token = try await server.tokens.mint(identity: identity)
+        return HTTPRemoteStore(baseURL: running.baseURL, token: { token })
+    }
+
+    /// A second device of `identity` with a store of its own.
+    func device(_ identity: String, tables: [TableSchema]) async throws -> SyncContext {
+        let context = try await SyncContext(store: InMemoryStore(), remote: try await remote(identity))
+        for table in tables { try await context.defineTable(table) }
+        return context
+    }
+
+    func stop() async throws { try await running.stop() }
+}
+
+/// Opens the app's database with its own migration: `todo` with typed columns, as an app
+/// that never heard of OfflineSync would define it.
+func appDatabase(_ url: URL, pool: Bool = false) throws -> any DatabaseWriter {
+    let database: any DatabaseWriter = pool ? try DatabasePool(path: url.path) : try DatabaseQueue(path: url.path)
+    var migrator = DatabaseMigrator()
+    migrator.registerMigration("v1") { db in
+        try db.create(table: "todo") { t in
+            t.primaryKey("id", .text)
+            t.column("title", .text)
+            t.column("done", .boolean)
+        }
+    }
+    try migrator.migrate(database)
+    return database
+}
+
+let todoSchema = TableSchema("todo", fields: [FieldDefinition("title", .string), FieldDefinition("done", .bool)])
+
+@Suite("GRDB adapter: the app's own writes are captured, pulls are observed")
+struct CaptureTests {
+    @Test("a write by raw SQL in a GRDB transaction is queued and pushed once, and a pull is never echoed back")
+    func rawSQLWritePushedOnce() async throws {
+        try await withTemporaryDirectory { directory in
+            let live = try await LoopbackServer.start()
+            let database = try appDatabase(directory.appendingPathComponent("app.sqlite"))
+            let store = try await GRDBStore(database)
+            let app = try await SyncContext(store: store, remote: try await live.remote("alice"))
+            try await app.defineTable(todoSchema)
+
+            // Two statements on one row in one transaction: one insert reaches the server.
+            try await database.write { db in
+                try db.execute(sql: "INSERT INTO todo (id, title, done) VALUES ('t1', 'Milk', 0)")
+                try db.execute(sql: "UPDATE todo SET done = 1 WHERE id = 't1'")
+            }
+            let pending = try await app.pendingOperations()
+            #expect(pending.map(\.kind) == [.insert])
+            #expect(pending.first?.item?["done"] == .bool(true))
+            let first = try await app.push()
+            #expect(first.sent == 1 && first.applied == 1)
+            #expect(try await app.push().sent == 0, "pushed once")
+
+            let phone = try await live.device("alice", tables: [todoSchema])
+            _ = try await phone.pull("todo")
+            #expect(try await phone.table("todo").get("t1")?.fields == ["title": "Milk", "done": .bool(true)])
+
+            // An update by SQL is sent on the version the push stored: no conflict.
+            try await database.write { db in try db.execute(sql: "UPDATE todo SET title = 'Oat milk' WHERE id = 't1'") }
+            let update = try await app.pendingOperations()
+            #expect(update.map(\.kind) == [.update] && update.first?.changedFields == ["title"])
+            #expect(update.first?.baseVersion != nil)
+            #expect(try await app.push().applied == 1)
+
+            // A change pulled from the other device is written with the capture silenced.
+            _ = try await phone.pull("todo")
+            _ = try await phone.table("todo").update(Record(id: "t1", fields: ["title": "Soy milk", "done": .bool(false)]))
+            _ = try await phone.push()
+            _ = try await app.pull("todo")
+            #expect(try await app.pendingOperations().isEmpty, "the pulled row is not queued back")
+            let title = try await database.read { db in try String.fetchOne(db, sql: "SELECT title FROM todo WHERE id = 't1'") }
+            #expect(title == "Soy milk")
+
+            // A delete by SQL reaches the other device.
+            try await database.write { db in try db.execute(sql: "DELETE FROM todo WHERE id = 't1'") }
+            #expect(try await app.pendingOperations().map(\.kind) == [.delete])
+            #expect(try await app.push().applied == 1)
+            _ = try await phone.pull("todo")
+            #expect(try await phone.table("todo").get("t1") == nil)
+
+            // An insert and a delete before any push cancel out.
+            try await database.write { db in
+                try db.execute(sql: "INSERT INTO todo (id, title) VALUES ('t2', 'Bread')")
+                try db.execute(sql: "DELETE FROM todo WHERE id = 't2'")
+            }
+            #expect(try await app.pendingOperations().isEmpty)
+            await phone.stop()
+            await app.stop()
+            try await store.close()
+            try await live.stop()
+        }
+    }
+
+    @Test("a GRDB ValueObservation of the app's table fires on a pull", .timeLimit(.minutes(1)), arguments: [false, true])
+    func observationFiresOnPull(pool: Bool) async throws {
+        try await withTemporaryDirectory { directory in
+            let live = try await LoopbackServer.start()
+            let database = try appDatabase(directory.appendingPathComponent("app.sqlite"), pool: pool)
+            let store = try await GRDBStore(database)
+            let app = try await SyncContext(store: store, remote: try await live.remote("alice"))
+            try await app.defineTable(todoSchema)
+            let observation = ValueObservation.tracking { db in
+                try String.fetchAll(db, sql: "SELECT title FROM todo ORDER BY id")
+            }.removeDuplicates()
+            var titles = observation.values(in: database).makeAsyncIterator()
+            #expect(try await titles.next() == [])
+
+            let phone = try await live.device("alice", tables: [todoSchema])
+            _ = try await phone.table("todo").insert(Record(id: "p1", fields: ["title": "from the phone"]))
+            _ = try await phone.push()
+            _ = try await app.pull("todo")
+            #expect(try await titles.next() == ["from the phone"])
+            await phone.stop()
+            await app.stop()
+            try await store.close()
+            try await live.stop()
+        }
+    }
+
+    @Test("rows the app had before its table synced are queued as inserts; an engine write is not captured twice")
+    func adoptionAndEngineWrites() async throws {
+        try await withTemporaryDirectory { directory in
+            let database = try appDatabase(directory.appendingPathComponent("app.sqlite"))
+            try await database.write { db in
+                try db.execute(sql: "INSERT INTO todo (id, title, done) VALUES ('old', 'Before sync', 1)")
+            }
+            let store = try await GRDBStore(database)
+            let live = try await LoopbackServer.start()
+            let app = try await SyncContext(store: store, remote: try await live.remote("alice"))
+            try await app.defineTable(todoSchema)
+            _ = try await app.table("todo").insert(Record(id: "new", fields: ["title": "Through the engine"]))
+            let pending = try await app.pendingOperations()
+            #expect(Set(pending.map(\.itemId)) == ["old", "new"] && pending.allSatisfy { $0.kind == .insert })
+            // The engine's row is an ordinary row of the app's table.
+            let row = try await database.read { db in try Row.fetchOne(db, sql: "SELECT title, done FROM todo WHERE id = 'new'") }
+            #expect(row?["title"] == "Through the engine")
+            #expect(try await app.push().applied == 2)
+            await app.stop()
+            try await store.close()
+            try await live.stop()
+        }
+    }
+}
