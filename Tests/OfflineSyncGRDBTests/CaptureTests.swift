@@ -170,3 +170,108 @@ struct CaptureTests {
         }
     }
 }
+
+@Suite("GRDB adapter: an app that syncs while it reads and writes its pool")
+struct ConcurrentAppTests {
+    /// The shape of PowerSync's GRDB freeze (powersync-swift #125): a `DatabasePool` app
+    /// starts syncing and keeps observing and writing while pulls land. Every access the
+    /// adapter makes is an async GRDB access, so none holds a GRDB queue while it waits.
+    @Test("a started context on the app's pool, observed and written while it syncs, never deadlocks", .timeLimit(.minutes(1)))
+    func startObserveAndWriteUnderLoad() async throws {
+        try await withTemporaryDirectory { directory in
+            let live = try await LoopbackServer.start()
+            let database = try appDatabase(directory.appendingPathComponent("app.sqlite"), pool: true)
+            let store = try await GRDBStore(database)
+            let app = try await SyncContext(store: store, remote: try await live.remote("alice"))
+            try await app.defineTable(todoSchema)
+            await app.start(tables: ["todo"], network: ManualNetworkMonitor(online: true))
+            let counts = ValueObservation.tracking { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM todo") ?? 0 }
+                .removeDuplicates().values(in: database)
+
+            let phone = try await live.device("alice", tables: [todoSchema])
+            let rounds = 20, perRound = 10
+            async let phoneWrites: Void = {
+                for round in 0..<rounds {
+                    for n in 0..<perRound {
+                        _ = try await phone.table("todo").insert(Record(id: "phone-\(round)-\(n)", fields: ["title": "p"]))
+                    }
+                    _ = try await phone.push()
+                }
+            }()
+            async let appWrites: Void = {
+                for n in 0..<(rounds * perRound) {
+                    try await database.write { db in
+                        try db.execute(sql: "INSERT INTO todo (id, title) VALUES (?, 'a')", arguments: ["app-\(n)"])
+                    }
+                    // A read of the app's own, and one through the engine, between writes.
+                    _ = try await database.read { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM todo") }
+                    if n % 20 == 0 { _ = try await app.table("todo").get("app-\(n)") }
+                }
+            }()
+            try await phoneWrites
+            try await appWrites
+            // The app pushes its own writes; the phone's arrive through the started loop.
+            _ = try await app.push()
+            let total = 2 * rounds * perRound
+            for try await count in counts where count == total { break }
+            _ = try await phone.pull("todo")
+            #expect(try await phone.table("todo").count() == total)
+            #expect(try await app.pendingOperations().isEmpty)
+            await phone.stop()
+            await app.stop()
+            try await store.close()
+            try await live.stop()
+        }
+    }
+}
+
+@Suite("GRDB adapter: the app's migrations keep queued writes")
+struct MigrationTests {
+    /// A new app version adds a column and fills it in its migration while writes made
+    /// offline under the old schema are queued: they are pushed with the new column's
+    /// values, the fix-up folded into them.
+    @Test("a migration that adds and fills a column pushes the writes queued before it")
+    func addColumnKeepsQueuedWrites() async throws {
+        try await withTemporaryDirectory { directory in
+            let url = directory.appendingPathComponent("app.sqlite")
+            let live = try await LoopbackServer.start()
+            do {
+                // Version 1, offline: writes queue up.
+                let database = try appDatabase(url)
+                let store = try await GRDBStore(database)
+                let app = try await SyncContext(store: store, remote: try await live.remote("alice"))
+                try await app.defineTable(todoSchema)
+                _ = try await app.table("todo").insert(Record(id: "e1", fields: ["title": "Through the engine"]))
+                try await database.write { db in try db.execute(sql: "INSERT INTO todo (id, title) VALUES ('s1', 'By SQL')") }
+                #expect(try await app.pendingOperations().count == 2)
+                await app.stop()
+                try await store.close()
+            }
+            // Version 2: the app's migrator adds `priority` and fills it in.
+            let database = try DatabaseQueue(path: url.path)
+            var migrator = DatabaseMigrator()
+            migrator.registerMigration("v1") { _ in }
+            migrator.registerMigration("v2") { db in
+                try db.alter(table: "todo") { t in t.add(column: "priority", .integer) }
+                try db.execute(sql: "UPDATE todo SET priority = 1")
+            }
+            try migrator.migrate(database)
+            let store = try await GRDBStore(database)
+            let app = try await SyncContext(store: store, remote: try await live.remote("alice"))
+            let v2 = TableSchema("todo", fields: todoSchema.fields + [FieldDefinition("priority", .int)])
+            try await app.defineTable(v2)
+            let pending = try await app.pendingOperations()
+            #expect(pending.map(\.kind) == [.insert, .insert])
+            #expect(pending.allSatisfy { $0.item?["priority"] == .int(1) })
+            #expect(try await app.push().applied == 2)
+            let phone = try await live.device("alice", tables: [v2])
+            _ = try await phone.pull("todo")
+            #expect(try await phone.table("todo").get("s1")?.fields == ["title": "By SQL", "priority": .int(1)])
+            #expect(try await phone.table("todo").get("e1")?.fields == ["title": "Through the engine", "priority": .int(1)])
+            await phone.stop()
+            await app.stop()
+            try await store.close()
+            try await live.stop()
+        }
+    }
+}

@@ -35,7 +35,8 @@ enum GRDBSchema {
     }
 
     /// Creates or migrates `schema`'s app table inside `txn`, and puts the result in its catalog snapshot.
-    static func define(_ schema: TableSchema, in txn: GRDBWriteTransaction, systemNames: [String]) throws {
+    static func define(_ schema: TableSchema, in txn: GRDBWriteTransaction, systemNames: [String],
+                       files: (any AttachmentFileStore)?) throws {
         try validateNames(schema)
         let sql = txn.sql
         let bytes = ValueCodec.encode(schema)
@@ -45,7 +46,7 @@ enum GRDBSchema {
             if existing.bytes != bytes {
                 let old = GRDBTypedTable(number: existing.number, schema: try ValueCodec.decodeSchema(existing.bytes),
                                          schemaBytes: existing.bytes)
-                try migrate(from: old, to: table, txn)
+                try migrate(from: old, to: table, txn, files: files)
                 try sql.execute("UPDATE \(GRDBName.catalog) SET \"schema\" = ?1 WHERE \"num\" = ?2",
                                 [.blob(bytes), .int(existing.number)])
             }
@@ -113,33 +114,65 @@ enum GRDBSchema {
     /// keeps its value as an undeclared one (its column is the app's, left as it is); a
     /// changed type is checked against every value (``SyncError/Code/schemaMismatch``, and the
     /// transaction changes nothing). Indexes and triggers are made anew.
-    private static func migrate(from old: GRDBTypedTable, to new: GRDBTypedTable, _ txn: GRDBWriteTransaction) throws {
+    private static func migrate(from old: GRDBTypedTable, to new: GRDBTypedTable, _ txn: GRDBWriteTransaction,
+                                files: (any AttachmentFileStore)?) throws {
         let sql = txn.sql
         let existing = try columns(of: new, sql) ?? [:]
         for (field, column) in zip(new.schema.fields, new.columns) where existing[GRDBName.folded(field.name)] == nil {
             try sql.executeUncached("ALTER TABLE \(new.sqlName) ADD COLUMN \(column) \(GRDBColumnCodec.sqlType(field.type))")
         }
         if old.schema.fields != new.schema.fields || old.schema.undeclaredFields != new.schema.undeclaredFields {
-            var ids: [String] = []
-            try sql.rows("SELECT \"id\" FROM \(new.metaName)") { row in
-                if case .text(let id) = row[0] { ids.append(id) }
-            }
-            for id in ids {
-                var record: Record?
-                try sql.rows(old.selectFrom + " WHERE t.\"id\" = ?1", [.text(id)]) { record = try old.decode($0) }
-                guard let record else { continue }
-                for field in new.schema.fields where !field.type.accepts(record[field.name]) {
-                    throw SyncError(.schemaMismatch, "table '\(new.schema.name)': a record holds a \(record[field.name].kind.rawValue) in field '\(field.name)', which the new schema declares \(field.type.rawValue); nothing was changed")
-                }
-                let (row, meta) = try new.bindings(for: record)
-                try sql.execute(new.upsertSQL, row)
-                try sql.execute(new.metaUpsertSQL, meta)
-            }
+            try rewriteRows(from: old, to: new, txn, files: files)
         }
         for name in old.indexNames { try sql.executeUncached("DROP INDEX IF EXISTS \(GRDBName.quote(name))") }
         for index in new.indexes { try sql.executeUncached(index.sql) }
         try GRDBCapture.dropTriggers(old.number, sql)
         try GRDBCapture.installTriggers(new, sql)
+    }
+
+    /// Writes every row the engine knows in the new layout. A newly declared field takes the
+    /// value the app's column holds (its migration added and filled it) or else the one the
+    /// row kept as an undeclared field; a value the app put in the column is the app's
+    /// write, queued as an update of that field (folded into a pending insert or update).
+    private static func rewriteRows(from old: GRDBTypedTable, to new: GRDBTypedTable, _ txn: GRDBWriteTransaction,
+                                    files: (any AttachmentFileStore)?) throws {
+        let sql = txn.sql
+        let added = zip(new.schema.fields, new.columns).filter { old.layout.position(of: $0.0.name) == nil }
+        let addedSelect = added.isEmpty ? nil
+            : "SELECT " + added.map(\.1).joined(separator: ", ") + " FROM \(new.sqlName) WHERE \"id\" = ?1"
+        var ids: [String] = []
+        try sql.rows("SELECT \"id\" FROM \(new.metaName)") { row in
+            if case .text(let id) = row[0] { ids.append(id) }
+        }
+        var changes: [CapturedChange] = []
+        for id in ids {
+            var found: Record?
+            try sql.rows(old.selectFrom + " WHERE t.\"id\" = ?1", [.text(id)]) { found = try old.decode($0) }
+            guard var record = found else { continue }
+            var changed: [String] = []
+            if let addedSelect {
+                try sql.rows(addedSelect, [.text(id)]) { columns in
+                    for ((field, _), stored) in zip(added, columns) {
+                        let value = try GRDBColumnCodec.decode(stored, as: field.type, table: new.schema.name, id: id, field: field.name)
+                        guard !value.isNull, value != record[field.name] else { continue }
+                        record.fields[field.name] = value
+                        changed.append(field.name)
+                    }
+                }
+            }
+            for field in new.schema.fields where !field.type.accepts(record[field.name]) {
+                throw SyncError(.schemaMismatch, "table '\(new.schema.name)': a record holds a \(record[field.name].kind.rawValue) in field '\(field.name)', which the new schema declares \(field.type.rawValue); nothing was changed")
+            }
+            let (row, meta) = try new.bindings(for: record)
+            try sql.execute(new.upsertSQL, row)
+            try sql.execute(new.metaUpsertSQL, meta)
+            if !changed.isEmpty {
+                changes.append(CapturedChange(table: new.schema.name, itemId: id, kind: .update,
+                                              item: Record(id: id, fields: record.fields), baseVersion: record.version,
+                                              changedFields: changed))
+            }
+        }
+        try CapturedChange.queue(changes, in: txn, files: files)
     }
 
     /// Whether two table names would name the same SQLite table or differ only in letter case.

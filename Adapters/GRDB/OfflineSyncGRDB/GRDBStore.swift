@@ -117,7 +117,7 @@ public final class GRDBStore: LocalStore {
                 }
                 try txn.sql.define(schema)
             } else {
-                try GRDBSchema.define(schema, in: txn, systemNames: try txn.sql.tableNames())
+                try GRDBSchema.define(schema, in: txn, systemNames: try txn.sql.tableNames(), files: self.blobs)
             }
             db.clearSchemaCache()
         }
