@@ -11,6 +11,6 @@ struct HarnessCommand: AsyncParsableCommand {
         abstract: "OfflineSync's benchmarks, corrupt-store sweeps and crash-trial client.",
         subcommands: [BenchCommand.self, BenchWorkerCommand.self, CrashTrialClientCommand.self,
                       CorruptSweepCommand.self, CorruptProbeCommand.self, SharedStoreWriterCommand.self, LoadtestCommand.self,
-                      AttachmentUploadChildCommand.self]
+                      AttachmentUploadChildCommand.self, GRDBExtensionWriterCommand.self]
     )
 }

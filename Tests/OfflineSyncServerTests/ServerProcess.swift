@@ -7,16 +7,6 @@ import Testing
 import Glibc
 #endif
 
-/// The built executable `name` beside the test bundle (`swift build --build-tests` builds
-/// every product); throws `notFound` when it is missing.
-func builtExecutable(_ name: String) throws -> URL {
-    let url = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent(name)
-    guard FileManager.default.isExecutableFile(atPath: url.path) else {
-        throw SyncError(.notFound, "\(url.path) is missing: build it first (swift build --build-tests)")
-    }
-    return url
-}
-
 /// `offline-sync serve` in a child process on a free loopback port, as an operator runs it.
 final class ServerProcess: @unchecked Sendable {
     // @unchecked Sendable: the fields are set once in `start` and only read afterwards.

@@ -191,6 +191,41 @@ public final class GRDBStore: LocalStore {
         return UInt64(bitPattern: captures &+ commits &- own)
     }
 
+    /// Tells the app's GRDB observations (`ValueObservation`, `DatabaseRegionObservation`)
+    /// about commits to the synced tables that GRDB cannot see: another process's (an app
+    /// extension or widget writing the same file). GRDB observes only the writes of its own
+    /// connections. Asks every `interval` whether ``externalChangeToken()`` moved and, when
+    /// it did, notifies a change of every synced table; returns when the calling task is
+    /// cancelled or the store is closed.
+    ///
+    /// ```swift
+    /// let relay = Task { try await store.relayChangesFromOtherProcesses() }
+    /// // … on the way out:
+    /// relay.cancel()
+    /// ```
+    public func relayChangesFromOtherProcesses(every interval: Duration = .milliseconds(100)) async throws {
+        var last = try await externalChangeToken()
+        while !Task.isCancelled {
+            do {
+                try await Task.sleep(for: interval)
+            } catch {
+                return
+            }
+            let now: UInt64?
+            do {
+                now = try await externalChangeToken()
+            } catch let error as SyncError where error.code == .storeClosed {
+                return
+            }
+            guard now != last else { continue }
+            last = now
+            try await database.write { db in
+                let names = try String.fetchAll(db, sql: "SELECT \"name\" FROM \(GRDBName.catalog)")
+                for name in names where !name.contains("\"") { try db.notifyChanges(in: Table(name)) }
+            }
+        }
+    }
+
     /// Finalizes the store's statements; later calls throw ``SyncError/Code/storeClosed``.
     /// The app's database stays open.
     public func close() async throws {

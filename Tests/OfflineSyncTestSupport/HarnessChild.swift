@@ -1,20 +1,29 @@
 import Foundation
 import OfflineSync
-import OfflineSyncTestSupport
 #if canImport(Glibc)
 import Glibc
 #endif
 
+/// The built executable `name` beside the test bundle (`swift build --build-tests` builds
+/// every product); throws `notFound` when it is missing.
+package func builtExecutable(_ name: String) throws -> URL {
+    let url = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent(name)
+    guard FileManager.default.isExecutableFile(atPath: url.path) else {
+        throw SyncError(.notFound, "\(url.path) is missing: build it first (swift build --build-tests)")
+    }
+    return url
+}
+
 /// `offline-sync-harness <arguments>` in a child process: its standard output is collected
 /// line by line on a thread of its own, and a line can be sent to its standard input.
-final class HarnessChild: @unchecked Sendable {
+package final class HarnessChild: @unchecked Sendable {
     // @unchecked Sendable: `process` and `input` are set in `init` and then only used through
     // their own thread-safe methods; `collected` is a Box (a Mutex).
-    let process: Process
+    package let process: Process
     private let input: Pipe
     private let collected = Box<(lines: [String], ended: Bool)>(([], false))
 
-    init(_ arguments: [String]) throws {
+    package init(_ arguments: [String]) throws {
         process = Process()
         process.executableURL = try builtExecutable("offline-sync-harness")
         process.arguments = arguments
@@ -45,18 +54,18 @@ final class HarnessChild: @unchecked Sendable {
     }
 
     /// Every line printed so far.
-    var lines: [String] { collected.value.lines }
+    package var lines: [String] { collected.value.lines }
 
     /// Whether standard output has ended (the process exited or was killed).
-    var ended: Bool { collected.value.ended }
+    package var ended: Bool { collected.value.ended }
 
     /// Sends one line to the child's standard input.
-    func send(_ line: String) {
+    package func send(_ line: String) {
         input.fileHandleForWriting.write(Data((line + "\n").utf8))
     }
 
     /// Kills the child with SIGKILL and waits for it to be gone.
-    func kill() {
+    package func kill() {
         Glibc.kill(process.processIdentifier, SIGKILL)
         process.waitUntilExit()
     }
