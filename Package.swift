@@ -314,6 +314,7 @@ let package = Package(
             name: "OfflineSyncGRDBTests",
             dependencies: ["OfflineSyncTestSupport", "OfflineSync", "OfflineSyncStoreKit", "OfflineSyncGRDB",
                            "OfflineSyncConformance", "OfflineSyncService", "OfflineSyncServer", "OfflineSyncHTTP",
+                           "OfflineSyncURLSession",
                            .product(name: "GRDB", package: "GRDB.swift"), .product(name: "Logging", package: "swift-log")],
             path: "Tests/OfflineSyncGRDBTests"
         ),

@@ -39,7 +39,7 @@ extension BenchWorkload {
 
 /// Every workload `bench` knows, in the order it runs them.
 let benchWorkloads: [any BenchWorkload.Type] = [LocalWritesSQLite.self, LocalWritesLMDB.self, LocalWritesEncryptedFile.self,
-                                                LocalWritesPostgreSQL.self, Push10k.self, Push100k.self, PushServerApply.self, PushServerApplyPostgreSQL.self, Pull1m.self, Pull1mLocal.self, PullDelta.self,
+                                                LocalWritesPostgreSQL.self, LocalWritesGRDB.self, Push10k.self, Push100k.self, PushServerApply.self, PushServerApplyPostgreSQL.self, Pull1m.self, Pull1mGRDB.self, Pull1mLocal.self, PullDelta.self,
                                                 PullDeltaShared.self, PullDeltaMixed.self, MoveIn.self, MoveOut.self,
                                                 MoveInBig.self, MoveOutBig.self, PushSharedBig.self, PushSharedK.self,
                                                 UpdateSharedBig.self, TablesListShared.self, ObserveLatency.self, LocalReadsGet.self, LocalReadsQuery.self,

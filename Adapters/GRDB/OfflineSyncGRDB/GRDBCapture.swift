@@ -1,3 +1,4 @@
+import Foundation
 import OfflineSync
 import OfflineSyncSQLite
 import OfflineSyncStoreKit
@@ -67,46 +68,86 @@ enum GRDBCapture {
         try sql.execute("INSERT OR IGNORE INTO \(GRDBName.captured) (\"tbl\", \"id\", \"changed\") SELECT \(table.number), \"id\", -1 FROM \(table.sqlName) WHERE \"id\" IS NOT NULL")
     }
 
+    /// How many notes one round of ``ingest(_:files:)`` reads, queues and clears: the
+    /// memory an ingest holds stays bounded however many rows the app wrote.
+    static let ingestPage = 1000
+
     /// Queues what the triggers noted and clears the notes, inside `txn` (before the capture
-    /// is silenced for the transaction's own writes). A note of a table no longer in the
-    /// catalog is dropped.
+    /// is silenced for the transaction's own writes), a page at a time: each page is one
+    /// statement per table that reads the notes with their rows and side rows, one that
+    /// marks the new rows known, one that forgets the deleted ones, the queue entries, and
+    /// one that clears the page's notes. A note of a table no longer in the catalog is dropped.
     static func ingest(_ txn: GRDBWriteTransaction, files: (any AttachmentFileStore)?) throws {
         let sql = txn.sql
         guard try sql.scalar("SELECT 1 FROM \(GRDBName.captured) LIMIT 1") != nil else { return }
-        var notes: [(table: Int64, id: String, changed: Int64)] = []
-        try sql.rows("SELECT \"tbl\", \"id\", \"changed\" FROM \(GRDBName.captured)") { row in
-            guard case .int(let table) = row[0], case .text(let id) = row[1], case .int(let changed) = row[2] else {
+        let known = Set(txn.typed.values.map(\.number))
+        try sql.execute("DELETE FROM \(GRDBName.captured) WHERE \"tbl\" NOT IN (SELECT \"num\" FROM \(GRDBName.catalog))")
+        for table in txn.typed.values.sorted(by: { $0.number < $1.number }) where known.contains(table.number) {
+            while try ingestPage(of: table, txn, files: files) {}
+        }
+    }
+
+    /// One page of `table`'s notes; returns whether there may be more.
+    private static func ingestPage(of table: GRDBTypedTable, _ txn: GRDBWriteTransaction,
+                                   files: (any AttachmentFileStore)?) throws -> Bool {
+        let sql = txn.sql
+        // Per note: its id, the changed mask, whether the engine knew the row (a side row) and
+        // at which version, then the row as ``GRDBTypedTable/selectFrom`` reads it (all NULL
+        // when the row is gone).
+        var notes: [(id: String, changed: Int64, known: Bool, version: String?, row: Record?)] = []
+        try sql.rows("""
+            SELECT c."id", c."changed", k."id" IS NOT NULL, k."version", \(table.selectList) FROM \(GRDBName.captured) AS c \
+            LEFT JOIN \(table.metaName) AS k ON k."id" = c."id" \
+            LEFT JOIN \(table.sqlName) AS t ON t."id" = c."id" LEFT JOIN \(table.metaName) AS m ON m."id" = t."id" \
+            WHERE c."tbl" = ?1 LIMIT \(ingestPage)
+            """, [.int(table.number)]) { row in
+            guard case .text(let id) = row[0], case .int(let changed) = row[1], case .int(let known) = row[2] else {
                 throw SyncError(.corrupted, "\(GRDBName.captured) holds a row of the wrong types")
             }
-            notes.append((table, id, changed))
+            let record = row[4] == .null ? nil : try table.decode(Array(row[4...]))
+            notes.append((id, changed, known != 0, row[3].text, record))
         }
-        let byNumber = Dictionary(txn.typed.values.map { ($0.number, $0) }, uniquingKeysWith: { first, _ in first })
+        guard !notes.isEmpty else { return false }
         var changes: [CapturedChange] = []
+        var inserted: [SQLiteValue] = [], deleted: [SQLiteValue] = []
         for note in notes {
-            guard let table = byNumber[note.table] else { continue }
-            let known = try sql.scalar("SELECT \"version\" FROM \(table.metaName) WHERE \"id\" = ?1", [.text(note.id)])
-            let current = try txn.record(in: table.schema.name, id: note.id)
-            let item = current.map { Record(id: $0.id, fields: $0.fields) }
-            switch (known, item) {
-            case (nil, nil):
+            let item = note.row.map { Record(id: $0.id, fields: $0.fields) }
+            switch (note.known, item) {
+            case (false, nil):
                 continue
-            case (nil, let item?):
-                try sql.execute(table.metaUpsertSQL, [.text(note.id), .null, .null, .int(0), .null, .null])
+            case (false, let item?):
+                inserted.append(.text(note.id))
                 changes.append(CapturedChange(table: table.schema.name, itemId: note.id, kind: .insert, item: item,
                                               baseVersion: nil, changedFields: Array(item.fields.keys)))
-            case (let version?, nil):
-                try sql.execute("DELETE FROM \(table.metaName) WHERE \"id\" = ?1", [.text(note.id)])
+            case (true, nil):
+                deleted.append(.text(note.id))
                 changes.append(CapturedChange(table: table.schema.name, itemId: note.id, kind: .delete, item: nil,
-                                              baseVersion: version.text, changedFields: []))
-            case (let version?, let item?):
+                                              baseVersion: note.version, changedFields: []))
+            case (true, let item?):
                 let changed = table.schema.fields.enumerated().filter { note.changed & bit($0.offset) != 0 }.map(\.element.name)
                 guard !changed.isEmpty else { continue }
                 changes.append(CapturedChange(table: table.schema.name, itemId: note.id, kind: .update, item: item,
-                                              baseVersion: version.text, changedFields: changed))
+                                              baseVersion: note.version, changedFields: changed))
             }
         }
+        // The new rows become known (a side row without a version); the deleted ones are forgotten.
+        if !inserted.isEmpty {
+            try sql.execute("INSERT INTO \(table.metaName) (\"id\") VALUES " + placeholders(inserted.count, each: "(?%d)"), inserted)
+        }
+        if !deleted.isEmpty {
+            try sql.execute("DELETE FROM \(table.metaName) WHERE \"id\" IN (\(placeholders(deleted.count)))", deleted)
+        }
         try CapturedChange.queue(changes, in: txn, files: files)
-        try sql.execute("DELETE FROM \(GRDBName.captured)")
+        let all = notes.map { SQLiteValue.text($0.id) }
+        try sql.execute("DELETE FROM \(GRDBName.captured) WHERE \"tbl\" = ?1 AND \"id\" IN (\(placeholders(all.count, from: 2)))",
+                        [.int(table.number)] + all)
+        return notes.count == ingestPage
+    }
+
+    /// `count` numbered placeholders from `from`, each written as `each` (`%d` for its
+    /// number), comma-separated.
+    private static func placeholders(_ count: Int, from: Int = 1, each: String = "?%d") -> String {
+        (from..<(from + count)).map { each.replacingOccurrences(of: "%d", with: String($0)) }.joined(separator: ", ")
     }
 }
 

@@ -79,6 +79,10 @@ class GRDBReadTransaction: LocalReadTransaction {
 
     func count(in table: String, matching predicate: QueryPredicate) throws -> Int {
         guard let typed = try typedTable(table) else { return try system.count(in: table, matching: predicate) }
+        if case .all = predicate {
+            guard case .int(let count)? = try sql.scalar("SELECT count(*) FROM \(typed.sqlName)") else { return 0 }
+            return Int(count)
+        }
         try Query(predicate).validate(against: typed.schema)
         return QueryEvaluator.count(predicate, in: try allRecords(typed))
     }

@@ -40,14 +40,30 @@ package struct CapturedChange: Sendable {
         let transaction = UUID.randomString()
         let now = Timestamp.now()
         var next: Int64?
+        // The items that have queued operations, one query per table and page of ids: only
+        // those need their newest operation read (most captured rows have none).
+        var queuedItems = Set<ExactString>()
+        for (table, ofTable) in Dictionary(grouping: changes, by: { ExactString($0.table) }) {
+            guard try Outbox.hasOperations(txn, table: table.value) else { continue }
+            for start in stride(from: 0, to: ofTable.count, by: 500) {
+                let ids = ofTable[start..<min(start + 500, ofTable.count)].map(\.itemId)
+                for id in try Outbox.itemsWithOperations(txn, table: table.value, among: ids) {
+                    queuedItems.insert(ExactString(CompositeKey.slashed(table.value, last: id.value)))
+                }
+            }
+        }
         for change in changes {
+            let key = ExactString(CompositeKey.slashed(change.table, last: change.itemId))
+            let latest = queuedItems.contains(key) ? try Outbox.latest(txn, table: change.table, itemId: change.itemId) : nil
+            // A second change of the same item in this call folds into the first one's entry.
+            queuedItems.insert(key)
             if change.kind != .delete, let item = change.item {
                 try AttachmentRow.note(try Attachment.references(in: item), txn: txn, files: files, now: now)
             }
             try Outbox.enqueue(
                 txn, table: change.table, itemId: change.itemId, kind: change.kind, item: change.item,
                 baseVersion: change.baseVersion, changedFields: change.changedFields.sorted(by: Value.utf8Less),
-                transaction: transaction, latest: try Outbox.latest(txn, table: change.table, itemId: change.itemId),
+                transaction: transaction, latest: latest,
                 sequence: {
                     let sequence = try next ?? Outbox.nextSequence(txn)
                     next = sequence + 1
