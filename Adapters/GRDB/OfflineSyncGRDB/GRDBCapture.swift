@@ -1,4 +1,3 @@
-import Foundation
 import OfflineSync
 import OfflineSyncSQLite
 import OfflineSyncStoreKit
@@ -132,7 +131,7 @@ enum GRDBCapture {
         }
         // The new rows become known (a side row without a version); the deleted ones are forgotten.
         if !inserted.isEmpty {
-            try sql.execute("INSERT INTO \(table.metaName) (\"id\") VALUES " + placeholders(inserted.count, each: "(?%d)"), inserted)
+            try sql.execute("INSERT INTO \(table.metaName) (\"id\") VALUES " + placeholders(inserted.count, rows: true), inserted)
         }
         if !deleted.isEmpty {
             try sql.execute("DELETE FROM \(table.metaName) WHERE \"id\" IN (\(placeholders(deleted.count)))", deleted)
@@ -144,10 +143,16 @@ enum GRDBCapture {
         return notes.count == ingestPage
     }
 
-    /// `count` numbered placeholders from `from`, each written as `each` (`%d` for its
-    /// number), comma-separated.
-    private static func placeholders(_ count: Int, from: Int = 1, each: String = "?%d") -> String {
-        (from..<(from + count)).map { each.replacingOccurrences(of: "%d", with: String($0)) }.joined(separator: ", ")
+    /// `count` numbered placeholders from `from` (`?1, ?2, …`), each in parentheses when
+    /// `rows` (a multi-row VALUES list).
+    private static func placeholders(_ count: Int, from: Int = 1, rows: Bool = false) -> String {
+        var text = ""
+        text.reserveCapacity(count * 8)
+        for number in from..<(from + count) {
+            if number > from { text += ", " }
+            text += rows ? "(?\(number))" : "?\(number)"
+        }
+        return text
     }
 }
 
