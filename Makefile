@@ -45,7 +45,7 @@ SWIFT ?= swift
 PKG_CONFIG_MODULES := sqlite3 lmdb libpq
 APT_PACKAGES := pkg-config libsqlite3-dev liblmdb-dev libpq-dev postgresql curl
 
-.PHONY: deps build docs fuzz sanitize test test-steps architecture-check docs-check openapi-check conformance-cli corrupt-sweep crash-trials cognito-test hostile-test soak demo serve token bench bench-scale loadtest client-size clean
+.PHONY: deps build docs fuzz sanitize test test-steps architecture-check docs-check openapi-check conformance-cli corrupt-sweep crash-trials cognito-test hostile-test soak demo demo-grdb serve token bench bench-scale loadtest client-size clean
 
 deps:
 	@if ! command -v $(SWIFT) >/dev/null 2>&1; then \
@@ -109,6 +109,7 @@ test-steps: deps openapi-check architecture-check docs-check
 	$(MAKE) --no-print-directory crash-trials
 	Scripts/serve-smoke.sh "$$($(SWIFT) build --show-bin-path)/offline-sync"
 	"$$($(SWIFT) build --show-bin-path)/offline-sync" demo
+	"$$($(SWIFT) build --show-bin-path)/offline-sync" demo-grdb
 	$(MAKE) --no-print-directory cognito-test
 	$(MAKE) --no-print-directory hostile-test
 	"$$($(SWIFT) build --show-bin-path)/offline-sync-harness" loadtest --writes 60 --rate 20 --table-rows 2000 --clients 200 \
@@ -244,6 +245,10 @@ conformance-cli: deps
 
 demo: deps
 	$(SWIFT) run offline-sync demo
+
+# Two apps keeping their todos in their own GRDB databases sync through a live server.
+demo-grdb: deps
+	$(SWIFT) run offline-sync demo-grdb
 
 # Flags and environment: see `offline-sync serve --help` (OFFLINE_SYNC_HOST, OFFLINE_SYNC_PORT,
 # OFFLINE_SYNC_STORE, OFFLINE_SYNC_TOKEN_SECRET, OFFLINE_SYNC_ADMIN_KEY, OFFLINE_SYNC_DATA).

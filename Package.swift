@@ -230,7 +230,8 @@ let package = Package(
             dependencies: [
                 "OfflineSync", "OfflineSyncDatasets", "OfflineSyncStoreKit", "OfflineSyncService", "OfflineSyncConformance",
                 "OfflineSyncServer", "OfflineSyncHTTP", "OfflineSyncCommandSupport", "COfflineSyncSystem",
-                "OfflineSyncSQLite", "OfflineSyncPostgreSQL",
+                "OfflineSyncSQLite", "OfflineSyncPostgreSQL", "OfflineSyncGRDB",
+                .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],

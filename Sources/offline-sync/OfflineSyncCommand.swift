@@ -7,7 +7,7 @@ struct OfflineSyncCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "offline-sync",
         abstract: "OfflineSync: offline-first sync for Swift apps.",
-        subcommands: [DemoCommand.self, ServeCommand.self, TokenCommand.self, ExplainCommand.self, ConformanceCommand.self,
+        subcommands: [DemoCommand.self, DemoGRDBCommand.self, ServeCommand.self, TokenCommand.self, ExplainCommand.self, ConformanceCommand.self,
                       InspectCommand.self]
     )
 }
