@@ -175,8 +175,7 @@ enum GRDBSchema {
         try CapturedChange.queue(changes, in: txn, files: files)
     }
 
-    /// Whether two table names would name the same SQLite table or differ only in letter case.
-    static func collide(_ a: String, _ b: String) -> Bool {
-        GRDBName.folded(a) == GRDBName.folded(b) || a.lowercased().utf8.elementsEqual(b.lowercased().utf8)
-    }
+    /// Whether two table names would name the same SQLite table or differ only in letter case
+    /// (the SQLite adapter's rule, so a bookkeeping table and an app table never clash).
+    static func collide(_ a: String, _ b: String) -> Bool { SQLiteName.collide(a, b) }
 }

@@ -164,19 +164,9 @@ enum GRDBName {
     /// Counters: captured writes (by the app) and the adapter's own commits.
     static let state = quote("\(prefix)grdb_state")
 
-    /// `name` in double quotes, embedded double quotes doubled.
-    static func quote(_ name: String) -> String {
-        var out = "\""
-        for scalar in name.unicodeScalars {
-            if scalar == "\"" { out.unicodeScalars.append("\"") }
-            out.unicodeScalars.append(scalar)
-        }
-        out.unicodeScalars.append("\"")
-        return out
-    }
+    /// `name` in double quotes, embedded double quotes doubled (the SQLite adapter's quoting).
+    static func quote(_ name: String) -> String { SQLiteName.quote(name) }
 
     /// ASCII-only lowercasing: how SQLite folds identifier case.
-    static func folded(_ s: String) -> [UInt8] {
-        s.utf8.map { $0 >= 65 && $0 <= 90 ? $0 + 32 : $0 }
-    }
+    static func folded(_ s: String) -> [UInt8] { SQLiteName.asciiLowercased(s) }
 }

@@ -44,7 +44,7 @@ enum SQLiteFailure {
 
 /// SQL identifier quoting: every table, column and index name the adapter writes into SQL
 /// goes through here, so no name is ever spliced raw.
-enum SQLiteName {
+package enum SQLiteName {
     /// The prefix of the adapter's own schema objects (catalog, indexes, migration table).
     /// Table names starting with it, in any letter case, are refused.
     static let internalPrefix = "__osync_"
@@ -56,7 +56,7 @@ enum SQLiteName {
     static let migrationTable = quote("__osync_migrate")
 
     /// `name` in double quotes, embedded double quotes doubled. Byte exact otherwise.
-    static func quote(_ name: String) -> String {
+    package static func quote(_ name: String) -> String {
         var out = "\""
         out.unicodeScalars.reserveCapacity(name.unicodeScalars.count + 2)
         for scalar in name.unicodeScalars {
@@ -81,7 +81,7 @@ enum SQLiteName {
     }
 
     /// ASCII-only lowercasing: how SQLite folds identifier case.
-    static func asciiLowercased(_ s: String) -> [UInt8] {
+    package static func asciiLowercased(_ s: String) -> [UInt8] {
         s.utf8.map { $0 >= 65 && $0 <= 90 ? $0 + 32 : $0 }
     }
 
@@ -98,7 +98,7 @@ enum SQLiteName {
 
     /// Whether two table names would name the same SQLite table or differ only in letter case
     /// (ASCII or Unicode), which the adapter refuses so every engine sees distinct tables.
-    static func collide(_ a: String, _ b: String) -> Bool {
+    package static func collide(_ a: String, _ b: String) -> Bool {
         asciiLowercased(a) == asciiLowercased(b) || a.lowercased().utf8.elementsEqual(b.lowercased().utf8)
     }
 }
