@@ -71,6 +71,40 @@ class GRDBReadTransaction: LocalReadTransaction {
         return found
     }
 
+    /// The reads in order; the look-ups by id of one app table made up to
+    /// ``GRDBTypedTable/rowsPerStatement`` to a statement (a pull reads a page's ids this way).
+    func read(_ reads: [LocalRead]) throws -> [[Record]] {
+        if reads.count <= 2 { return try readOneByOne(reads) }
+        var answers = [[Record]](repeating: [], count: reads.count)
+        var byTable: [ExactString: (table: GRDBTypedTable, reads: [(index: Int, id: String)])] = [:]
+        for (index, read) in reads.enumerated() {
+            switch read {
+            case let .record(name, id):
+                if let typed = try typedTable(name) {
+                    byTable[ExactString(name), default: (typed, [])].reads.append((index, id))
+                } else {
+                    answers[index] = try system.record(in: name, id: id).map { [$0] } ?? []
+                }
+            case let .records(name, query):
+                answers[index] = try records(in: name, matching: query)
+            }
+        }
+        for (typed, wanted) in byTable.values {
+            var found: [ExactString: Record] = [:]
+            let ids = Array(Set(wanted.map { ExactString($0.id) }))
+            for start in stride(from: 0, to: ids.count, by: GRDBTypedTable.rowsPerStatement) {
+                let chunk = ids[start..<min(start + GRDBTypedTable.rowsPerStatement, ids.count)]
+                let list = (1...chunk.count).map { "?\($0)" }.joined(separator: ", ")
+                try sql.rows(typed.selectFrom + " WHERE t.\"id\" IN (\(list))", chunk.map { .text($0.value) }) { row in
+                    let record = try typed.decode(row)
+                    found[ExactString(record.id)] = record
+                }
+            }
+            for (index, id) in wanted { answers[index] = found[ExactString(id)].map { [$0] } ?? [] }
+        }
+        return answers
+    }
+
     func records(in table: String, matching query: Query) throws -> [Record] {
         guard let typed = try typedTable(table) else { return try system.records(in: table, matching: query) }
         try query.validate(against: typed.schema)
@@ -118,9 +152,26 @@ final class GRDBWriteTransaction: GRDBReadTransaction, LocalWriteTransaction {
         touched.insert(typed.schema.name)
     }
 
+    /// Up to ``GRDBTypedTable/rowsPerStatement`` rows to a statement (a pull's page), each
+    /// with its side row; a record whose id an earlier one has replaces it.
     func upsert(_ records: [Record], in table: String) throws {
-        guard try typedTable(table) != nil else { return try systemWriter.upsert(records, in: table) }
-        for record in records { try upsert(record, in: table) }
+        guard let typed = try typedTable(table) else { return try systemWriter.upsert(records, in: table) }
+        // The last record of each id, so one statement never names an id twice.
+        var last: [ExactString: Int] = [:]
+        for (index, record) in records.enumerated() { last[ExactString(record.id)] = index }
+        let kept = records.indices.filter { last[ExactString(records[$0].id)] == $0 }.map { records[$0] }
+        for start in stride(from: 0, to: kept.count, by: GRDBTypedTable.rowsPerStatement) {
+            let chunk = kept[start..<min(start + GRDBTypedTable.rowsPerStatement, kept.count)]
+            var rows: [SQLiteValue] = [], metas: [SQLiteValue] = []
+            for record in chunk {
+                let (row, meta) = try typed.bindings(for: record)
+                rows += row
+                metas += meta
+            }
+            try sql.execute(typed.upsertSQL(rows: chunk.count), rows)
+            try sql.execute(typed.metaUpsertSQL(rows: chunk.count), metas)
+        }
+        if !kept.isEmpty { touched.insert(typed.schema.name) }
     }
 
     @discardableResult

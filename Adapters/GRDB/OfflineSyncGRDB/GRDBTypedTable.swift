@@ -1,3 +1,4 @@
+import Foundation
 import OfflineSync
 import OfflineSyncSQLite
 import OfflineSyncStoreKit
@@ -61,6 +62,29 @@ final class GRDBTypedTable: @unchecked Sendable {
             ON CONFLICT("id") DO UPDATE SET "version" = excluded."version", "updatedAt" = excluded."updatedAt", \
             "deleted" = excluded."deleted", "extra" = excluded."extra", "exact" = excluded."exact"
             """
+    }
+
+    /// The most rows one multi-row statement writes or reads by id.
+    static let rowsPerStatement = 100
+
+    /// ``upsertSQL`` for `rows` rows (bindings row after row).
+    func upsertSQL(rows: Int) -> String {
+        rows == 1 ? upsertSQL : multiRow(upsertSQL, columns: columns.count + 1, rows: rows)
+    }
+
+    /// ``metaUpsertSQL`` for `rows` rows.
+    func metaUpsertSQL(rows: Int) -> String {
+        rows == 1 ? metaUpsertSQL : multiRow(metaUpsertSQL, columns: 6, rows: rows)
+    }
+
+    /// `statement`, whose one `VALUES (?1, …, ?columns)` row is replaced by `rows` rows
+    /// numbered on.
+    private func multiRow(_ statement: String, columns: Int, rows: Int) -> String {
+        let one = "(" + (1...columns).map { "?\($0)" }.joined(separator: ", ") + ")"
+        let many = (0..<rows).map { row in
+            "(" + (1...columns).map { "?\(row * columns + $0)" }.joined(separator: ", ") + ")"
+        }.joined(separator: ", ")
+        return statement.replacingOccurrences(of: "VALUES " + one, with: "VALUES " + many)
     }
 
     /// The side table's definition.
