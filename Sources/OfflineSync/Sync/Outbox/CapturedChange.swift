@@ -52,23 +52,40 @@ package struct CapturedChange: Sendable {
                 }
             }
         }
+        func sequence() throws -> Int64 {
+            let sequence = try next ?? Outbox.nextSequence(txn)
+            next = sequence + 1
+            return sequence
+        }
+        // New entries of items with nothing queued are written together, several rows to a
+        // statement where the store can; they are written out before any read of the queue.
+        var appended: [Record] = []
+        func flush() throws {
+            guard !appended.isEmpty else { return }
+            try txn.upsert(appended, in: OperationRow.table)
+            appended.removeAll(keepingCapacity: true)
+        }
         for change in changes {
             let key = ExactString(CompositeKey.slashed(change.table, last: change.itemId))
-            let latest = queuedItems.contains(key) ? try Outbox.latest(txn, table: change.table, itemId: change.itemId) : nil
-            // A second change of the same item in this call folds into the first one's entry.
-            queuedItems.insert(key)
             if change.kind != .delete, let item = change.item {
                 try AttachmentRow.note(try Attachment.references(in: item), txn: txn, files: files, now: now)
             }
+            let changedFields = change.changedFields.sorted(by: Value.utf8Less)
+            // An item with nothing queued gets a new entry; one with queued operations (a
+            // second change of an item in this call among them) goes through the collapse rules.
+            if queuedItems.insert(key).inserted {
+                appended.append(QueuedOperation(
+                    id: UUID.randomString(), sequence: try sequence(), table: change.table, itemId: change.itemId,
+                    kind: change.kind, item: change.item, baseVersion: change.baseVersion, transaction: transaction,
+                    changedFields: changedFields, now: now).record())
+                continue
+            }
+            try flush()
             try Outbox.enqueue(
                 txn, table: change.table, itemId: change.itemId, kind: change.kind, item: change.item,
-                baseVersion: change.baseVersion, changedFields: change.changedFields.sorted(by: Value.utf8Less),
-                transaction: transaction, latest: latest,
-                sequence: {
-                    let sequence = try next ?? Outbox.nextSequence(txn)
-                    next = sequence + 1
-                    return sequence
-                }, now: now)
+                baseVersion: change.baseVersion, changedFields: changedFields, transaction: transaction,
+                latest: try Outbox.latest(txn, table: change.table, itemId: change.itemId), sequence: sequence, now: now)
         }
+        try flush()
     }
 }
