@@ -129,7 +129,7 @@ public final class GRDBStore: LocalStore {
         for round in 0..<3 {
             let answer: T? = try await database.read { db in
                 let sql = try self.tables(for: db)
-                defer { if !self.keeps(sql) { sql.close() } }
+                defer { if self.keeps(sql) { sql.endAccess() } else { sql.close() } }
                 if round < 2, try sql.scalar("SELECT 1 FROM \(GRDBName.captured) LIMIT 1") != nil { return nil }
                 let typed = try self.typedTables(sql)
                 return try sql.read { system in
@@ -156,6 +156,7 @@ public final class GRDBStore: LocalStore {
             var result: T?
             try db.inTransaction(.immediate) {
                 let sql = try self.tables(for: db)
+                defer { sql.endAccess() }
                 let typed = try self.typedTables(sql)
                 let touched = try sql.write { system -> Set<String> in
                     let txn = GRDBWriteTransaction(sql: sql, system: system, typed: typed)

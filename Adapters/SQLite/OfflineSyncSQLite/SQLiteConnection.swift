@@ -183,7 +183,7 @@ final class SQLiteConnection {
 
     /// Finalizes every cached statement when the cache outgrew its limit (between transactions,
     /// so no statement is being stepped).
-    private func trimStatementCache() {
+    func trimStatementCache() {
         guard statements.count > Self.statementCacheLimit else { return }
         for statement in statements.values where !statement.inUse { statement.finalize() }
         statements = statements.filter { $0.value.inUse }

@@ -94,6 +94,12 @@ package final class SQLiteEmbeddedTables: @unchecked Sendable {
         try connection.scalar(sql, bindings)
     }
 
+    /// Ends one of the owner's accesses: the statement cache is trimmed to its limit, as an
+    /// own connection's is after each transaction.
+    package func endAccess() {
+        connection.trimStatementCache()
+    }
+
     /// Finalizes the prepared statements; the handle stays open (its owner closes it).
     package func close() {
         connection.close(checkpoint: false)
