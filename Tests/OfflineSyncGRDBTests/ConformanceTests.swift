@@ -8,7 +8,9 @@ import Testing
 /// The shared LocalStore conformance suite, run against the GRDB adapter on a `DatabaseQueue`
 /// and on a `DatabasePool`: every table the suite defines becomes a typed table of the
 /// database, every `__` table a bookkeeping table beside them.
-@Suite("GRDBStore passes the LocalStore conformance suite")
+// Serialized: its groups one at a time, so the suite adds one store's load to the whole
+// run's on two cores, not two dozen.
+@Suite("GRDBStore passes the LocalStore conformance suite", .serialized)
 struct ConformanceTests {
     static func file(_ directory: URL) -> URL { directory.appendingPathComponent("app.sqlite") }
 
