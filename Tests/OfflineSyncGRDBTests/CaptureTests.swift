@@ -37,6 +37,11 @@ struct LoopbackServer: Sendable {
     }
 
     func stop() async throws { try await running.stop() }
+
+    /// A remote for a context that never syncs in its test: a loopback port nothing listens on.
+    static func unusedRemote() async throws -> HTTPRemoteStore {
+        HTTPRemoteStore(baseURL: "http://127.0.0.1:9", token: { "unused" })
+    }
 }
 
 /// Opens the app's database with its own migration: `todo` with typed columns, as an app
@@ -276,6 +281,52 @@ struct MigrationTests {
             await app.stop()
             try await store.close()
             try await live.stop()
+        }
+    }
+}
+
+@Suite("GRDB adapter: a table made from a SyncModel is an ordinary GRDB table")
+struct SyncModelTableTests {
+    /// The model the engine writes through its typed API.
+    struct Visit: SyncModel, Equatable {
+        static let tableName = "visit"
+        var id: String
+        var place: String
+        var at: Date
+        var rating: Double
+        var version: String?
+    }
+
+    /// The app's own GRDB record for the same table, with no sync in it.
+    struct VisitRow: Codable, FetchableRecord, PersistableRecord, Equatable {
+        static let databaseTableName = "visit"
+        var id: String
+        var place: String
+        var at: Date
+        var rating: Double
+    }
+
+    @Test("defineTable(Model.self) creates a typed table that GRDB records read and write, dates included")
+    func modelTableIsAGRDBTable() async throws {
+        try await withTemporaryDirectory { directory in
+            let database = try DatabaseQueue(path: directory.appendingPathComponent("app.sqlite").path)
+            let store = try await GRDBStore(database)
+            let context = try await SyncContext(store: store, remote: try await LoopbackServer.unusedRemote())
+            try await context.defineTable(Visit.self)
+            let at = Date(timeIntervalSince1970: 1_790_000_000.125)
+            _ = try await context.table(Visit.self).insert(Visit(id: "v1", place: "Museum", at: at, rating: 4.5))
+            // The app's GRDB record reads what the engine wrote, and the column types are GRDB's.
+            let read = try await database.read { db in try VisitRow.fetchOne(db, key: "v1") }
+            #expect(read == VisitRow(id: "v1", place: "Museum", at: at, rating: 4.5))
+            let types = try await database.read { db in try db.columns(in: "visit").map(\.type) }
+            #expect(types == ["TEXT", "TEXT", "DATETIME", "DOUBLE"])
+            // And the engine reads what the app's record wrote, queued once.
+            try await database.write { db in
+                try VisitRow(id: "v2", place: "Park", at: at.addingTimeInterval(60), rating: 3).insert(db)
+            }
+            #expect(try await context.table(Visit.self).get("v2")?.at == at.addingTimeInterval(60))
+            #expect(try await context.pendingOperations().map(\.itemId).sorted() == ["v1", "v2"])
+            try await context.close()
         }
     }
 }

@@ -123,6 +123,10 @@ public final class GRDBStore: LocalStore {
         }
     }
 
+    /// Runs `body` in a GRDB read access (a snapshot; on a pool, a reader connection). When
+    /// the app has written synced rows that are not queued yet, a write transaction queues them
+    /// first, so what `body` reads of the queue is whole. Throws ``SyncError/Code/busy`` when
+    /// the app kept writing through three such rounds.
     public func read<T: Sendable>(_ body: @escaping @Sendable (any LocalReadTransaction) throws -> T) async throws -> T {
         // A read first has what the app wrote queued (a write), so the queue it reads is whole;
         // after three rounds of the app writing in between, it reads what is queued then.
@@ -144,6 +148,10 @@ public final class GRDBStore: LocalStore {
         throw SyncError(.busy, "the app kept writing to its synced tables while the store tried to read")
     }
 
+    /// Runs `body` in a GRDB write access, in a `BEGIN IMMEDIATE` transaction: the app's
+    /// captured writes are queued first, the capture is silent while `body` writes, and GRDB's
+    /// observations of the app tables `body` wrote are told at the commit. Rethrows what
+    /// `body` throws (rolling everything back, the queued captures included).
     public func write<T: Sendable>(_ body: @escaping @Sendable (any LocalWriteTransaction) throws -> T) async throws -> T {
         try await writeAccess { txn, _ in try body(txn) }
     }
