@@ -164,8 +164,11 @@ struct PageStreamHTTPTests {
                 let proxy = try await CuttingProxy.start(target: live.baseURL, cuts: 2, cutAfter: 7_000, stall: true)
                 defer { proxy.stop() }
                 let token = try await live.token("alice")
+                // Ten attempts: under a loaded full run a healthy answer can also take over 3 s,
+                // and five attempts were once used up that way (a retry loses nothing).
                 let remote = HTTPRemoteStore(baseURL: "http://127.0.0.1:\(proxy.port)",
-                                             configuration: .init(requestTimeout: .seconds(3), initialBackoff: .milliseconds(10)),
+                                             configuration: .init(requestTimeout: .seconds(3), maxAttempts: 10,
+                                                                  initialBackoff: .milliseconds(10)),
                                              token: { token })
                 // The context's own deadline is not what this test is about: under a loaded
                 // full run, two silent answers and their retries can together outlast its 30 s.
