@@ -8,9 +8,7 @@ import Testing
 /// The shared LocalStore conformance suite, run against the GRDB adapter on a `DatabaseQueue`
 /// and on a `DatabasePool`: every table the suite defines becomes a typed table of the
 /// database, every `__` table a bookkeeping table beside them.
-// Serialized: its groups one at a time, so the suite adds one store's load to the whole
-// run's on two cores, not two dozen.
-@Suite("GRDBStore passes the LocalStore conformance suite", .serialized)
+@Suite("GRDBStore passes the LocalStore conformance suite")
 struct ConformanceTests {
     static func file(_ directory: URL) -> URL { directory.appendingPathComponent("app.sqlite") }
 

@@ -13,7 +13,7 @@ struct TwoProcessTests {
     /// write the app's `notes` table by SQL at once, each on its own `DatabasePool`; each sees
     /// the other's rows in a GRDB `ValueObservation`, and the app pushes every write once.
     @Test("both processes write; each one's observation sees the other's rows; every write is pushed once",
-          .timeLimit(.minutes(2)))
+          .timeLimit(.minutes(5)))  // a hang, not the whole suite's load
     func appAndExtension() async throws {
         try await withTemporaryDirectory { directory in
             let url = directory.appendingPathComponent("app.sqlite")
