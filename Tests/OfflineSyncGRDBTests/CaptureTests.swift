@@ -332,3 +332,30 @@ struct SyncModelTableTests {
         }
     }
 }
+
+@Suite("GRDB adapter: a migration that rebuilds a synced table")
+struct RebuiltTableTests {
+    /// SQLite's way to change a column's type or constraints is to build a new table, copy the
+    /// rows, drop the old one and rename: the drop takes the capture triggers with it. The
+    /// next `defineTable` (every launch makes one) installs them again.
+    @Test("after the app rebuilds its table and defines it again, its writes are captured")
+    func rebuiltTableIsCapturedAgain() async throws {
+        try await withTemporaryDirectory { directory in
+            let url = directory.appendingPathComponent("app.sqlite")
+            let database = try appDatabase(url)
+            let store = try await GRDBStore(database)
+            let app = try await SyncContext(store: store, remote: try await LoopbackServer.unusedRemote())
+            try await app.defineTable(todoSchema)
+            try await database.write { db in
+                try db.execute(sql: "CREATE TABLE todo_new (id TEXT NOT NULL PRIMARY KEY, title TEXT NOT NULL DEFAULT '', done BOOLEAN)")
+                try db.execute(sql: "INSERT INTO todo_new SELECT id, coalesce(title, ''), done FROM todo")
+                try db.execute(sql: "DROP TABLE todo")
+                try db.execute(sql: "ALTER TABLE todo_new RENAME TO todo")
+            }
+            try await app.defineTable(todoSchema)
+            try await database.write { db in try db.execute(sql: "INSERT INTO todo (id, title) VALUES ('r1', 'After the rebuild')") }
+            #expect(try await app.pendingOperations().map(\.itemId) == ["r1"])
+            try await app.close()
+        }
+    }
+}

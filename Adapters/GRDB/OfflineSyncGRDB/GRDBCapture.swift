@@ -37,7 +37,8 @@ enum GRDBCapture {
         for name in triggerNames(number) { try sql.executeUncached("DROP TRIGGER IF EXISTS \(name)") }
     }
 
-    /// Installs the table's three triggers.
+    /// Installs the table's three triggers, those it lacks (an app migration that rebuilt the
+    /// table dropped them with the old one).
     static func installTriggers(_ table: GRDBTypedTable, _ sql: SQLiteEmbeddedTables) throws {
         let names = triggerNames(table.number)
         let silent = "WHEN NOT EXISTS (SELECT 1 FROM \(GRDBName.applying))"
@@ -49,13 +50,13 @@ enum GRDBCapture {
             "(CASE WHEN OLD.\(column) IS NOT NEW.\(column) COLLATE BINARY THEN \(bit(position)) ELSE 0 END)"
         }.joined(separator: " | ")
         let statements = [
-            "CREATE TRIGGER \(names[0]) AFTER INSERT ON \(table.sqlName) \(silent) BEGIN "
+            "CREATE TRIGGER IF NOT EXISTS \(names[0]) AFTER INSERT ON \(table.sqlName) \(silent) BEGIN "
                 + "\(note)NEW.\"id\", -1) ON CONFLICT (\"tbl\", \"id\") DO UPDATE SET \"changed\" = -1; \(count) END",
-            "CREATE TRIGGER \(names[1]) AFTER UPDATE ON \(table.sqlName) \(silent) BEGIN "
+            "CREATE TRIGGER IF NOT EXISTS \(names[1]) AFTER UPDATE ON \(table.sqlName) \(silent) BEGIN "
                 + "\(note)OLD.\"id\", 0) ON CONFLICT (\"tbl\", \"id\") DO NOTHING; "
                 + "\(note)NEW.\"id\", \(mask)) ON CONFLICT (\"tbl\", \"id\") DO UPDATE SET \"changed\" = \"changed\" | excluded.\"changed\"; "
                 + "\(count) END",
-            "CREATE TRIGGER \(names[2]) AFTER DELETE ON \(table.sqlName) \(silent) BEGIN "
+            "CREATE TRIGGER IF NOT EXISTS \(names[2]) AFTER DELETE ON \(table.sqlName) \(silent) BEGIN "
                 + "\(note)OLD.\"id\", 0) ON CONFLICT (\"tbl\", \"id\") DO NOTHING; \(count) END",
         ]
         for statement in statements { try sql.executeUncached(statement) }

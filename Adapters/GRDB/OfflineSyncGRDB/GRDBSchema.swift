@@ -49,6 +49,11 @@ enum GRDBSchema {
                 try migrate(from: old, to: table, txn, files: files)
                 try sql.execute("UPDATE \(GRDBName.catalog) SET \"schema\" = ?1 WHERE \"num\" = ?2",
                                 [.blob(bytes), .int(existing.number)])
+            } else {
+                // Unchanged: an app migration may still have rebuilt the table (create, copy,
+                // drop, rename), which drops its triggers and indexes: those missing come back.
+                for index in table.indexes { try sql.executeUncached(index.sql) }
+                try GRDBCapture.installTriggers(table, sql)
             }
             txn.setTyped(table)
             return

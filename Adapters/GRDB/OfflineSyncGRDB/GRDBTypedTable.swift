@@ -121,7 +121,7 @@ final class GRDBTypedTable: @unchecked Sendable {
             guard fields.allSatisfy({ $0 == SystemField.id || layout.position(of: $0) != nil }) else { return nil }
             let name = "\(GRDBName.prefix)idx_\(number)_\(position)"
             let list = fields.map(GRDBName.quote).joined(separator: ", ")
-            return (name, "CREATE INDEX \(GRDBName.quote(name)) ON \(sqlName) (\(list))")
+            return (name, "CREATE INDEX IF NOT EXISTS \(GRDBName.quote(name)) ON \(sqlName) (\(list))")
         }
     }
 
