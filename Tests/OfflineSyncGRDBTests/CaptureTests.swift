@@ -78,7 +78,7 @@ struct CaptureTests {
                 try db.execute(sql: "INSERT INTO todo (id, title, done) VALUES ('t1', 'Milk', 0)")
                 try db.execute(sql: "UPDATE todo SET done = 1 WHERE id = 't1'")
             }
-            let pending = try await app.pendingOperations()
+            let pending = try await app.queuedOperations()
             #expect(pending.map(\.kind) == [.insert])
             #expect(pending.first?.item?["done"] == .bool(true))
             let first = try await app.push()
@@ -91,7 +91,7 @@ struct CaptureTests {
 
             // An update by SQL is sent on the version the push stored: no conflict.
             try await database.write { db in try db.execute(sql: "UPDATE todo SET title = 'Oat milk' WHERE id = 't1'") }
-            let update = try await app.pendingOperations()
+            let update = try await app.queuedOperations()
             #expect(update.map(\.kind) == [.update] && update.first?.changedFields == ["title"])
             #expect(update.first?.baseVersion != nil)
             #expect(try await app.push().applied == 1)
@@ -101,13 +101,13 @@ struct CaptureTests {
             _ = try await phone.table("todo").update(Record(id: "t1", fields: ["title": "Soy milk", "done": .bool(false)]))
             _ = try await phone.push()
             _ = try await app.pull("todo")
-            #expect(try await app.pendingOperations().isEmpty, "the pulled row is not queued back")
+            #expect(try await app.queuedOperations().isEmpty, "the pulled row is not queued back")
             let title = try await database.read { db in try String.fetchOne(db, sql: "SELECT title FROM todo WHERE id = 't1'") }
             #expect(title == "Soy milk")
 
             // A delete by SQL reaches the other device.
             try await database.write { db in try db.execute(sql: "DELETE FROM todo WHERE id = 't1'") }
-            #expect(try await app.pendingOperations().map(\.kind) == [.delete])
+            #expect(try await app.queuedOperations().map(\.kind) == [.delete])
             #expect(try await app.push().applied == 1)
             _ = try await phone.pull("todo")
             #expect(try await phone.table("todo").get("t1") == nil)
@@ -117,7 +117,7 @@ struct CaptureTests {
                 try db.execute(sql: "INSERT INTO todo (id, title) VALUES ('t2', 'Bread')")
                 try db.execute(sql: "DELETE FROM todo WHERE id = 't2'")
             }
-            #expect(try await app.pendingOperations().isEmpty)
+            #expect(try await app.queuedOperations().isEmpty)
             await phone.stop()
             await app.stop()
             try await store.close()
@@ -165,7 +165,7 @@ struct CaptureTests {
             let app = try await SyncContext(store: store, remote: try await live.remote("alice"))
             try await app.defineTable(todoSchema)
             _ = try await app.table("todo").insert(Record(id: "new", fields: ["title": "Through the engine"]))
-            let pending = try await app.pendingOperations()
+            let pending = try await app.queuedOperations()
             #expect(Set(pending.map(\.itemId)) == ["old", "new"] && pending.allSatisfy { $0.kind == .insert })
             // The engine's row is an ordinary row of the app's table.
             let title = try await database.read { db in try String.fetchOne(db, sql: "SELECT title FROM todo WHERE id = 'new'") }
@@ -227,7 +227,7 @@ struct ConcurrentAppTests {
             for try await count in counts where count == total { break }
             _ = try await phone.pull("todo")
             #expect(try await phone.table("todo").count() == total)
-            #expect(try await app.pendingOperations().isEmpty)
+            #expect(try await app.queuedOperations().isEmpty)
             await phone.stop()
             await app.stop()
             try await store.close()
@@ -254,7 +254,7 @@ struct MigrationTests {
                 try await app.defineTable(todoSchema)
                 _ = try await app.table("todo").insert(Record(id: "e1", fields: ["title": "Through the engine"]))
                 try await database.write { db in try db.execute(sql: "INSERT INTO todo (id, title) VALUES ('s1', 'By SQL')") }
-                #expect(try await app.pendingOperations().count == 2)
+                #expect(try await app.queuedOperations().count == 2)
                 await app.stop()
                 try await store.close()
             }
@@ -271,7 +271,7 @@ struct MigrationTests {
             let app = try await SyncContext(store: store, remote: try await live.remote("alice"))
             let v2 = TableSchema("todo", fields: todoSchema.fields + [FieldDefinition("priority", .int)])
             try await app.defineTable(v2)
-            let pending = try await app.pendingOperations()
+            let pending = try await app.queuedOperations()
             #expect(pending.map(\.kind) == [.insert, .insert])
             #expect(pending.allSatisfy { $0.item?["priority"] == .int(1) })
             #expect(try await app.push().applied == 2)
@@ -327,7 +327,7 @@ struct SyncModelTableTests {
                 try VisitRow(id: "v2", place: "Park", at: at.addingTimeInterval(60), rating: 3).insert(db)
             }
             #expect(try await context.table(Visit.self).get("v2")?.at == at.addingTimeInterval(60))
-            #expect(try await context.pendingOperations().map(\.itemId).sorted() == ["v1", "v2"])
+            #expect(try await context.queuedOperations().map(\.itemId).sorted() == ["v1", "v2"])
             try await context.close()
         }
     }
@@ -354,7 +354,7 @@ struct RebuiltTableTests {
             }
             try await app.defineTable(todoSchema)
             try await database.write { db in try db.execute(sql: "INSERT INTO todo (id, title) VALUES ('r1', 'After the rebuild')") }
-            #expect(try await app.pendingOperations().map(\.itemId) == ["r1"])
+            #expect(try await app.queuedOperations().map(\.itemId) == ["r1"])
             try await app.close()
         }
     }

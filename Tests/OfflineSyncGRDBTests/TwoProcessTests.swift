@@ -57,7 +57,7 @@ struct TwoProcessTests {
             observing.cancel()
             relay.cancel()
 
-            let pending = try await app.pendingOperations()
+            let pending = try await app.queuedOperations()
             #expect(pending.count == 2 * count && pending.allSatisfy { $0.kind == .insert })
             #expect(Set(pending.map(\.itemId)).count == 2 * count)
             let pushed = try await app.push()

@@ -43,9 +43,10 @@ enum GRDBSchema {
         let entries = try catalog(sql)
         if let existing = entries.first(where: { $0.name.utf8.elementsEqual(schema.name.utf8) }) {
             let table = GRDBTypedTable(number: existing.number, schema: schema, schemaBytes: bytes)
+            let old = GRDBTypedTable(number: existing.number, schema: try ValueCodec.decodeSchema(existing.bytes),
+                                     schemaBytes: existing.bytes)
+            try checkColumns(of: old, sql)
             if existing.bytes != bytes {
-                let old = GRDBTypedTable(number: existing.number, schema: try ValueCodec.decodeSchema(existing.bytes),
-                                         schemaBytes: existing.bytes)
                 try migrate(from: old, to: table, txn, files: files)
                 try sql.execute("UPDATE \(GRDBName.catalog) SET \"schema\" = ?1 WHERE \"num\" = ?2",
                                 [.blob(bytes), .int(existing.number)])
@@ -78,6 +79,19 @@ enum GRDBSchema {
         try GRDBCapture.installTriggers(table, sql)
         if existingColumns != nil { try GRDBCapture.captureAll(table, sql) }
         txn.setTyped(table)
+    }
+
+    /// Refuses a synced table whose app table lost a column the engine reads: the app renamed
+    /// or dropped it with its own SQL. The engine's schema is left as it is, so the writes
+    /// queued under it are kept.
+    private static func checkColumns(of table: GRDBTypedTable, _ sql: SQLiteEmbeddedTables) throws {
+        let help = "rename or drop a synced column with Database.renameSyncedColumn(_:to:inTable:) or dropSyncedColumn(_:fromTable:); the writes queued under the old schema are kept"
+        guard let present = try columns(of: table, sql) else {
+            throw SyncError(.schemaMismatch, "the app's table '\(table.schema.name)', which the engine syncs, is gone; \(help)")
+        }
+        if let missing = table.schema.fields.first(where: { present[GRDBName.folded($0.name)] == nil }) {
+            throw SyncError(.schemaMismatch, "the app's table '\(table.schema.name)' has no column '\(missing.name)', which the engine syncs; \(help)")
+        }
     }
 
     /// The app table's columns (folded names) and whether `id` is its key; `nil` when the
