@@ -97,22 +97,10 @@ enum Pull1mGRDB: BenchWorkload {
     static var fixedRecords: Int? { Pull1m.count }
 
     static func ours(directory: URL, records: Int, batch: Int) async throws -> Double {
-        let seed = try await SyncBench.seed(count: Pull1m.count)
-        let (server, secret) = try SyncBench.startServer(directory: directory, seed: seed)
-        defer { _ = server.stop() }
-        let pool = try GRDBBench.database(directory)
-        let store = try await GRDBStore(pool)
-        let context = try await SyncContext(store: store, remote: try await SyncBench.remote(server, secret: secret),
-                                            options: SyncOptions(pullPageSize: 1000))
-        try await context.defineTable(SyncBench.schema)
-        var summary: PullSummary?
-        let seconds = try await LocalWrites.measure { summary = try await context.pull("items", queryId: "all") }
-        let stored = try await pool.read { db in try GRDBBench.Item.fetchCount(db) }
-        guard summary?.received == Pull1m.count, stored == Pull1m.count else {
-            throw SyncError(.storageFailure, "the first pull received \(summary?.received ?? 0), stored \(stored) of \(Pull1m.count)")
+        try await Pull1m.firstPull(Pull1m.count, directory: directory) {
+            let pool = try GRDBBench.database(directory)
+            return (try await GRDBStore(pool), { try await pool.read { db in try GRDBBench.Item.fetchCount(db) } })
         }
-        try await context.close()
-        return seconds
     }
 
     static func raw(directory: URL, records: Int, batch: Int) async throws -> Double {

@@ -220,20 +220,30 @@ enum Pull1m: BenchWorkload {
 
     /// Times a context's first pull of `count` seeded records into a new SQLite store.
     static func firstPull(_ count: Int, directory: URL) async throws -> Double {
+        try await firstPull(count, directory: directory) {
+            let store = try await SQLiteStore(path: directory.appendingPathComponent("client.sqlite").path)
+            return (store, { try await store.read { try $0.count(in: "items", matching: .all) } })
+        }
+    }
+
+    /// The first pull of `count` seeded rows into the store `makeStore` opens, measured;
+    /// `makeStore` also gives how to count the rows that store holds afterwards.
+    static func firstPull(_ count: Int, directory: URL,
+                          makeStore: () async throws -> (any LocalStore, () async throws -> Int)) async throws -> Double {
         let seed = try await SyncBench.seed(count: count)
         let (server, secret) = try SyncBench.startServer(directory: directory, seed: seed)
         defer { _ = server.stop() }
-        let store = try await SQLiteStore(path: directory.appendingPathComponent("client.sqlite").path)
+        let (store, storedRows) = try await makeStore()
         let context = try await SyncContext(store: store, remote: try await SyncBench.remote(server, secret: secret),
                                             options: SyncOptions(pullPageSize: 1000))
         try await context.defineTable(SyncBench.schema)
         var summary: PullSummary?
         let seconds = try await LocalWrites.measure { summary = try await context.pull("items", queryId: "all") }
-        let stored = try await store.read { try $0.count(in: "items", matching: .all) }
+        let stored = try await storedRows()
         guard summary?.received == count, stored == count else {
             throw SyncError(.storageFailure, "the first pull received \(summary?.received ?? 0), stored \(stored) of \(count)")
         }
-        try await store.close()
+        try await context.close()
         return seconds
     }
 

@@ -80,9 +80,8 @@ enum GRDBCapture {
     static func ingest(_ txn: GRDBWriteTransaction, files: (any AttachmentFileStore)?) throws {
         let sql = txn.sql
         guard try sql.scalar("SELECT 1 FROM \(GRDBName.captured) LIMIT 1") != nil else { return }
-        let known = Set(txn.typed.values.map(\.number))
         try sql.execute("DELETE FROM \(GRDBName.captured) WHERE \"tbl\" NOT IN (SELECT \"num\" FROM \(GRDBName.catalog))")
-        for table in txn.typed.values.sorted(by: { $0.number < $1.number }) where known.contains(table.number) {
+        for table in txn.typed.values.sorted(by: { $0.number < $1.number }) {
             while try ingestPage(of: table, txn, files: files) {}
         }
     }

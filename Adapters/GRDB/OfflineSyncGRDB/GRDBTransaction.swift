@@ -71,38 +71,26 @@ class GRDBReadTransaction: LocalReadTransaction {
         return found
     }
 
-    /// The reads in order; the look-ups by id of one app table made up to
-    /// ``GRDBTypedTable/rowsPerStatement`` to a statement (a pull reads a page's ids this way).
+    /// The reads in order; the look-ups by id of one table made several to a statement
+    /// (``GroupedReads``): up to ``GRDBTypedTable/rowsPerStatement`` for an app table (a pull
+    /// reads a page's ids this way), the SQLite adapter's batching for a bookkeeping table.
     func read(_ reads: [LocalRead]) throws -> [[Record]] {
         if reads.count <= 2 { return try readOneByOne(reads) }
-        var answers = [[Record]](repeating: [], count: reads.count)
-        var byTable: [ExactString: (table: GRDBTypedTable, reads: [(index: Int, id: String)])] = [:]
-        for (index, read) in reads.enumerated() {
-            switch read {
-            case let .record(name, id):
-                if let typed = try typedTable(name) {
-                    byTable[ExactString(name), default: (typed, [])].reads.append((index, id))
-                } else {
-                    answers[index] = try system.record(in: name, id: id).map { [$0] } ?? []
-                }
-            case let .records(name, query):
-                answers[index] = try records(in: name, matching: query)
+        return try GroupedReads.answer(reads, records: { try records(in: $0, matching: $1) }) { name, ids in
+            guard let typed = try typedTable(name) else {
+                return try system.read(ids.map { .record(table: name, id: $0) }).flatMap { $0 }
             }
-        }
-        for (typed, wanted) in byTable.values {
-            var found: [ExactString: Record] = [:]
-            let ids = Array(Set(wanted.map { ExactString($0.id) }))
+            var found: [Record] = []
+            found.reserveCapacity(ids.count)
             for start in stride(from: 0, to: ids.count, by: GRDBTypedTable.rowsPerStatement) {
                 let chunk = ids[start..<min(start + GRDBTypedTable.rowsPerStatement, ids.count)]
                 let list = (1...chunk.count).map { "?\($0)" }.joined(separator: ", ")
-                try sql.rows(typed.selectFrom + " WHERE t.\"id\" IN (\(list))", chunk.map { .text($0.value) }) { row in
-                    let record = try typed.decode(row)
-                    found[ExactString(record.id)] = record
+                try sql.rows(typed.selectFrom + " WHERE t.\"id\" IN (\(list))", chunk.map { .text($0) }) { row in
+                    found.append(try typed.decode(row))
                 }
             }
-            for (index, id) in wanted { answers[index] = found[ExactString(id)].map { [$0] } ?? [] }
+            return found
         }
-        return answers
     }
 
     func records(in table: String, matching query: Query) throws -> [Record] {

@@ -101,61 +101,33 @@ class SQLiteReadTransaction: LocalReadTransaction {
     }
 
     /// The reads in order, as their own calls answer them, but the look-ups by id of one table
-    /// made several to a statement (``SQLiteTable/selectsByID``): the sync server reads a
-    /// pushed batch's stored outcomes and rows this way, two look-ups per operation, and one
-    /// statement per look-up spent more on running a statement (binding, stepping into the
-    /// program, resetting) than on finding the row (`perf`, push-10k-server). A table named
-    /// once keeps the single look-up. Each read's table is found in order, so a missing table
-    /// throws as its own call would; a query runs where it stands.
+    /// made several to a statement (``SQLiteTable/selectsByID``, through ``GroupedReads``):
+    /// the sync server reads a pushed batch's stored outcomes and rows this way, two look-ups
+    /// per operation, and one statement per look-up spent more on running a statement
+    /// (binding, stepping into the program, resetting) than on finding the row (`perf`,
+    /// push-10k-server). A table named once keeps the single look-up. A missing table throws
+    /// as its own call would.
     func read(_ reads: [LocalRead]) throws -> [[Record]] {
         // Two reads or fewer (a local write's item and newest queued operation): one
-        // statement each costs no more than one IN statement, and the bookkeeping below for
-        // sharing statements was 3% of a write (`perf`, local-writes-sqlite).
+        // statement each costs no more than one IN statement, and the bookkeeping for sharing
+        // statements was 3% of a write (`perf`, local-writes-sqlite).
         if reads.count <= 2 { return try readOneByOne(reads) }
-        var answers = [[Record]](repeating: [], count: reads.count)
-        // Per table (by exact name, as tables are told apart), its mapping and the reads by id.
-        var byTable: [ExactString: (info: SQLiteTable, name: String, reads: [(index: Int, id: String)])] = [:]
-        var order: [ExactString] = []
-        for (index, read) in reads.enumerated() {
-            switch read {
-            case let .record(table, id):
-                let key = ExactString(table)
-                if byTable[key] == nil {
-                    byTable[key] = (try self.table(table), table, [])
-                    order.append(key)
-                }
-                byTable[key]!.reads.append((index, id))
-            case let .records(table, query):
-                answers[index] = try records(in: table, matching: query)
-            }
-        }
-        let connection = try live()
-        for key in order {
-            let (info, table, wanted) = byTable[key]!
-            guard wanted.count > 1 else {
-                for (index, id) in wanted { answers[index] = try record(in: table, id: id).map { [$0] } ?? [] }
-                continue
-            }
-            // Each distinct id (by bytes) once, then the rows found handed to every read of theirs.
-            var found: [ExactString: Record] = [:]
-            found.reserveCapacity(wanted.count)
-            var ids: [String] = []
-            var seen = Set<ExactString>(minimumCapacity: wanted.count)
-            for (_, id) in wanted where seen.insert(ExactString(id)).inserted { ids.append(id) }
+        return try GroupedReads.answer(reads, records: { try records(in: $0, matching: $1) }) { table, ids in
+            guard ids.count > 1 else { return try ids.compactMap { try record(in: table, id: $0) } }
+            let info = try self.table(table)
+            let connection = try live()
+            var found: [Record] = []
+            found.reserveCapacity(ids.count)
             var bindings: [SQLiteValue] = []
             try SQLiteTable.powerOfTwoRuns(ids.count, levels: info.selectsByID.count) { run, level in
                 bindings.removeAll(keepingCapacity: true)
                 for id in ids[run] { bindings.append(.text(id)) }
                 try connection.withStatement(info.selectsByID[level], bindings) { statement in
-                    while try statement.step() {
-                        let row = try info.decodeRow(statement)
-                        found[ExactString(row.id)] = row
-                    }
+                    while try statement.step() { found.append(try info.decodeRow(statement)) }
                 }
             }
-            for (index, id) in wanted { answers[index] = found[ExactString(id)].map { [$0] } ?? [] }
+            return found
         }
-        return answers
     }
 
     func records(in table: String, matching query: Query) throws -> [Record] {
