@@ -89,6 +89,12 @@ public struct SyncServer: Sendable {
         /// last cursor for the rest. It bounds how long one request holds a connection and a
         /// server task, not how much memory: the stream holds one page at a time.
         public var pagesPerStream = 1000
+        /// How often the server collects unreferenced attachments and abandoned uploads
+        /// (``OfflineSyncService/pruneAttachments(now:)``, each past the service's
+        /// ``AttachmentLimits/grace``); default hourly, `nil` for never (an operator then calls
+        /// `POST /v1/admin/prune-attachments`). Several instances over one store may all run
+        /// it: each removal is checked again in its own transaction.
+        public var attachmentPruneInterval: Duration? = .seconds(3600)
 
         /// Creates a configuration.
         public init(host: String = "127.0.0.1", port: Int = 8080, tokenSecret: [UInt8], adminKey: String? = nil,
@@ -132,6 +138,14 @@ public struct SyncServer: Sendable {
     /// service group, which shuts services down in reverse order: it is told first, and the
     /// application stops accepting only once it is done.
     private var drain: DrainService { DrainService(draining: draining, period: configuration.drainPeriod, channels: channels) }
+    /// The services that run beside the application until the shutdown.
+    private var services: [any Service] {
+        var services: [any Service] = [drain]
+        if let interval = configuration.attachmentPruneInterval {
+            services.append(AttachmentPruneService(service: service, interval: interval, logger: configuration.logger))
+        }
+        return services
+    }
     let sigV4: SigV4Verifier
     let signedRequests: SignedRequestLedger
     let cognitoKeys: [String: CognitoAccessKey]
@@ -179,7 +193,7 @@ public struct SyncServer: Sendable {
     /// `onListening` is called with the bound port once the server accepts connections.
     public func run(onListening: @escaping @Sendable (Int) async -> Void = { _ in }) async throws {
         let app = makeApplication(onServerRunning: { channel in await onListening(channel.localAddress?.port ?? 0) })
-        var groupConfiguration = ServiceGroupConfiguration(services: [app, drain], gracefulShutdownSignals: [.sigterm, .sigint],
+        var groupConfiguration = ServiceGroupConfiguration(services: [app as any Service] + services, gracefulShutdownSignals: [.sigterm, .sigint],
                                                            logger: configuration.logger)
         groupConfiguration.maximumGracefulShutdownDuration = configuration.shutdownGracePeriod
         try await ServiceGroup(configuration: groupConfiguration).run()
@@ -191,7 +205,7 @@ public struct SyncServer: Sendable {
         let app = makeApplication(onServerRunning: { channel in
             boundContinuation.yield(channel.localAddress?.port ?? 0)
         })
-        var groupConfiguration = ServiceGroupConfiguration(services: [app, drain], logger: configuration.logger)
+        var groupConfiguration = ServiceGroupConfiguration(services: [app as any Service] + services, logger: configuration.logger)
         groupConfiguration.maximumGracefulShutdownDuration = configuration.shutdownGracePeriod
         let group = ServiceGroup(configuration: groupConfiguration)
         let task = Task {

@@ -143,6 +143,26 @@ struct ServeCommand: AsyncParsableCommand {
         """))
     var groupFanoutLimit: Int?
 
+    @Option(name: .customLong("attachment-max-bytes"), help: ArgumentHelp(
+        "The largest attachment accepted, in bytes (environment: OFFLINE_SYNC_ATTACHMENT_MAX_BYTES).",
+        discussion: "A larger upload is refused with 413 before any byte is stored. Default 2 GiB."))
+    var attachmentMaxBytes: Int64?
+
+    @Option(name: .customLong("attachment-quota-bytes"), help: ArgumentHelp(
+        "The attachment bytes one identity may store, uploads under way included (environment: OFFLINE_SYNC_ATTACHMENT_QUOTA_BYTES).",
+        discussion: "An upload past it is refused with 413 before any byte is stored. Default 20 GiB."))
+    var attachmentQuotaBytes: Int64?
+
+    @Option(name: .customLong("attachment-grace-seconds"), help: ArgumentHelp(
+        "How long an attachment no row references, or an upload left unfinished, is kept (environment: OFFLINE_SYNC_ATTACHMENT_GRACE_SECONDS).",
+        discussion: "Default 86400 (a day): time for the record that references a new upload to be pushed."))
+    var attachmentGraceSeconds: Int64?
+
+    @Option(name: .customLong("attachment-prune-seconds"), help: ArgumentHelp(
+        "How often unreferenced attachments and abandoned uploads are collected (environment: OFFLINE_SYNC_ATTACHMENT_PRUNE_SECONDS).",
+        discussion: "Default 3600; 0 never (POST /v1/admin/prune-attachments then collects on demand)."))
+    var attachmentPruneSeconds: Int64?
+
     @Option(name: .customLong("drain-seconds"), help: ArgumentHelp(
         "On SIGTERM, how long to keep serving while GET /ready answers 503 (environment: OFFLINE_SYNC_DRAIN_SECONDS).",
         discussion: "Time for a load balancer to send new requests elsewhere before the server stops accepting. Default 0."))
@@ -189,7 +209,24 @@ struct ServeCommand: AsyncParsableCommand {
         guard fanout >= 1 else {
             throw ValidationError("the group fan-out limit must be a whole number of at least 1")
         }
-        let service = try await OfflineSyncService(store: store, rules: syncRules, groupFanoutLimit: fanout)
+        func setting(_ flag: Int64?, _ variable: String, _ fallback: Int64, _ name: String) throws -> Int64 {
+            let value = try flag ?? environment[variable].map { text in
+                guard let number = Int64(text) else { throw ValidationError("\(variable) must be a whole number") }
+                return number
+            } ?? fallback
+            guard value >= 0 else { throw ValidationError("\(name) must not be negative") }
+            return value
+        }
+        let defaults = AttachmentLimits()
+        let attachmentLimits = AttachmentLimits(
+            maximumSize: try setting(attachmentMaxBytes, "OFFLINE_SYNC_ATTACHMENT_MAX_BYTES", defaults.maximumSize, "--attachment-max-bytes"),
+            quotaPerIdentity: try setting(attachmentQuotaBytes, "OFFLINE_SYNC_ATTACHMENT_QUOTA_BYTES", defaults.quotaPerIdentity,
+                                          "--attachment-quota-bytes"),
+            grace: .seconds(try setting(attachmentGraceSeconds, "OFFLINE_SYNC_ATTACHMENT_GRACE_SECONDS",
+                                        defaults.grace.components.seconds, "--attachment-grace-seconds")))
+        let pruneSeconds = try setting(attachmentPruneSeconds, "OFFLINE_SYNC_ATTACHMENT_PRUNE_SECONDS", 3600, "--attachment-prune-seconds")
+        let service = try await OfflineSyncService(store: store, rules: syncRules, groupFanoutLimit: fanout,
+                                                   attachmentLimits: attachmentLimits)
         var feed: any ChangeFeed = LocalChangeFeed()
         if let postgres = store as? PostgreSQLStore {
             // Named after the store's schema: deployments on other schemas of the same
@@ -211,6 +248,7 @@ struct ServeCommand: AsyncParsableCommand {
             throw ValidationError("the drain period must be a whole number of seconds from 0 to 3600")
         }
         configuration.drainPeriod = .seconds(drain)
+        configuration.attachmentPruneInterval = pruneSeconds > 0 ? .seconds(pruneSeconds) : nil
         let issuerPaths = issuerFiles + (environment["OFFLINE_SYNC_ISSUERS"] ?? "").split(separator: ":").map(String.init)
         configuration.issuers = try issuerPaths.flatMap(TokenIssuer.issuers(contentsOfFile:))
         let developmentText = developmentTokens ?? environment["OFFLINE_SYNC_DEVELOPMENT_TOKENS"] ?? "auto"

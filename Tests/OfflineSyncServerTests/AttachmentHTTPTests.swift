@@ -213,6 +213,34 @@ struct AttachmentHTTPTests {
             #expect(try await http(.GET, "\(base)/v1/attachments/\(Self.hash)", headers: Self.headers(token)).status == 404)
         }
     }
+
+    /// `serve` collects on a timer (`--attachment-prune-seconds`): an unreferenced file goes
+    /// without an operator's call, a referenced one stays.
+    @Test("the server collects an unreferenced file on its own prune interval; a referenced one stays")
+    func scheduledCollection() async throws {
+        // A grace of a few seconds: time for the upload in pieces and the record's push, which
+        // a collection between two pieces would otherwise take as an abandoned upload.
+        try await LiveServer.with(attachmentLimits: AttachmentLimits(grace: .seconds(3)),
+                                  configure: { $0.attachmentPruneInterval = .milliseconds(100) }) { live in
+            let token = try await live.token("alice"), base = live.baseURL
+            let small: [UInt8] = Array(repeating: 6, count: 1000), smallHash = sha256Hex(small)
+            let alice = try await live.remote("alice")
+            #expect(try await Self.upload(Self.bytes, hash: Self.hash, token: token, base: base).status == 200)
+            _ = try await alice.push([Self.insert("n1", "notes", ["photo": try Self.reference()])])
+            #expect(try await Self.upload(small, hash: smallHash, token: token, base: base).status == 200)
+            // Asked until the collection has run (the server gives no signal of a round).
+            let deadline = ContinuousClock.now + .seconds(60)
+            var status = 200
+            while status != 404, ContinuousClock.now < deadline {
+                try await Task.sleep(for: .milliseconds(50))
+                status = try await http(.HEAD, "\(base)/v1/attachments/\(smallHash)/upload", headers: Self.headers(token)).status
+            }
+            #expect(status == 404)
+            let kept = try await http(.HEAD, "\(base)/v1/attachments/\(Self.hash)/upload", headers: Self.headers(token))
+            #expect((200...204).contains(kept.status))
+            #expect(sha256Hex(try await http(.GET, "\(base)/v1/attachments/\(Self.hash)", headers: Self.headers(token)).body) == Self.hash)
+        }
+    }
 }
 
 /// The methods the leak test walks.

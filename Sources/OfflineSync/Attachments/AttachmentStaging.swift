@@ -29,13 +29,18 @@ final class AttachmentStaging: @unchecked Sendable {
     /// Hashes `bytes` here and hands a copy to the writing queue; throws a write that failed
     /// earlier.
     func append(_ bytes: UnsafeRawBufferPointer) throws {
+        try append(owned: [UInt8](bytes))
+    }
+
+    /// Hashes `bytes` here and hands them to the writing queue as they are (no copy: a
+    /// download's buffer is given up to it); throws a write that failed earlier.
+    func append(owned bytes: [UInt8]) throws {
         if let error = failure.withLock({ $0 }) { throw error }
-        let copy = [UInt8](bytes)
         slots.wait()
         queue.async { [self] in
             defer { slots.signal() }
             guard failure.withLock({ $0 == nil }) else { return }
-            do { try writer.append(copy) } catch { failure.withLock { $0 = error } }
+            do { try writer.append(bytes) } catch { failure.withLock { $0 = error } }
         }
         hasher.update(bytes)
     }

@@ -196,10 +196,12 @@ final class DownloadSink: Sendable {
         /// time (a hand-off to its writing thread per network read cost more than the bytes).
         var pending: [UInt8] = []
 
+        /// Gives the pending bytes up to the staging, without a copy.
         mutating func flush() throws {
             guard !pending.isEmpty else { return }
-            try pending.withUnsafeBytes { try staging?.append($0) }
-            pending.removeAll(keepingCapacity: true)
+            let full = pending
+            pending = []
+            try staging?.append(owned: full)
         }
     }
     private let state: Mutex<State>
