@@ -12,12 +12,16 @@ import Testing
 struct ConformanceTests {
     static func file(_ directory: URL) -> URL { directory.appendingPathComponent("app.sqlite") }
 
-    static let queueSuite = LocalStoreConformance(capabilities: .init(persistent: true)) { directory in
-        try await GRDBStore(try DatabaseQueue(path: file(directory).path))
+    /// As Docs/GRDB.md says an app opens its database: the file checked first, so damage is
+    /// a typed error and the file is left as it is (the corrupt-files group).
+    static let queueSuite = LocalStoreConformance(capabilities: .init(persistent: true, storeFile: file)) { directory in
+        try GRDBStore.checkDatabaseFile(atPath: file(directory).path)
+        return try await GRDBStore(try DatabaseQueue(path: file(directory).path))
     }
 
-    static let poolSuite = LocalStoreConformance(capabilities: .init(persistent: true)) { directory in
-        try await GRDBStore(try DatabasePool(path: file(directory).path))
+    static let poolSuite = LocalStoreConformance(capabilities: .init(persistent: true, storeFile: file)) { directory in
+        try GRDBStore.checkDatabaseFile(atPath: file(directory).path)
+        return try await GRDBStore(try DatabasePool(path: file(directory).path))
     }
 
     @Test("database queue", arguments: LocalStoreConformance.Group.allCases)

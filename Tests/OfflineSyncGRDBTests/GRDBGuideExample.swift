@@ -14,6 +14,8 @@ struct Todo: Codable, FetchableRecord, PersistableRecord, Equatable {
 /// Opens the app's database with its own migrations. A synced table is an ordinary table
 /// whose key is a text column named `id`.
 func openAppDatabase(path: String) throws -> DatabasePool {
+    // A damaged file is reported as SyncError.corrupted or .notADatabase, and left as it is.
+    try GRDBStore.checkDatabaseFile(atPath: path)
     var configuration = Configuration()
     configuration.busyMode = .timeout(5)   // an app extension may hold the write lock a moment
     let database = try DatabasePool(path: path, configuration: configuration)

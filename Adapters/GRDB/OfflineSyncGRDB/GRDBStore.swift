@@ -42,21 +42,42 @@ public final class GRDBStore: LocalStore {
         var closed = false
     }
 
-    /// Opens the store in `database`, creating the bookkeeping tables it lacks.
+    /// Opens the store in `database`, creating the bookkeeping tables it lacks. A damaged or
+    /// foreign file that GRDB opened without reading it yet throws
+    /// ``SyncError/Code/notADatabase`` or ``SyncError/Code/corrupted`` and is not written to
+    /// (``checkDatabaseFile(atPath:)`` says the same before GRDB opens it at all).
     public init(_ database: any DatabaseWriter) async throws {
         self.database = database
         let path = database.path
-        blobs = path.isEmpty || path == ":memory:" || path.hasPrefix("file::memory:")
-            ? MemoryAttachmentFiles() : BlobDirectory(path: path + "-attachments")
-        try await database.writeWithoutTransaction { db in
-            try db.inTransaction(.immediate) {
-                let sql = try self.tables(for: db)
-                try sql.prepareCatalog()
-                for statement in GRDBCapture.bookkeeping { try sql.executeUncached(statement) }
-                return .commit
+        let inMemory = path.isEmpty || path == ":memory:" || path.hasPrefix("file::memory:")
+        blobs = inMemory ? MemoryAttachmentFiles() : BlobDirectory(path: path + "-attachments")
+        if !inMemory { try Self.checkDatabaseFile(atPath: path) }
+        do {
+            try await database.writeWithoutTransaction { db in
+                try db.inTransaction(.immediate) {
+                    let sql = try self.tables(for: db)
+                    try sql.prepareCatalog()
+                    for statement in GRDBCapture.bookkeeping { try sql.executeUncached(statement) }
+                    return .commit
+                }
+                db.clearSchemaCache()
             }
-            db.clearSchemaCache()
+        } catch let error as DatabaseError where error.resultCode == .SQLITE_NOTADB || error.resultCode == .SQLITE_CORRUPT {
+            throw SyncError(error.resultCode == .SQLITE_NOTADB ? .notADatabase : .corrupted,
+                            "'\(path)' cannot be opened as a database: \(error.message ?? "SQLite result \(error.resultCode.rawValue)")")
         }
+    }
+
+    /// Checks the database file at `path` before the app opens it with GRDB: a file that is
+    /// not a SQLite database throws ``SyncError/Code/notADatabase``, one whose header is
+    /// damaged or that ends before the pages its header counts ``SyncError/Code/corrupted``;
+    /// the file is only read. A missing or empty file passes (SQLite makes a new database).
+    /// GRDB would otherwise report these as its own `DatabaseError`, or not until a later read.
+    ///
+    /// Damage inside the pages is not looked for: that takes a scan of the whole file
+    /// (`PRAGMA quick_check`), which the app may run when it chooses.
+    public static func checkDatabaseFile(atPath path: String) throws {
+        try SQLiteStoreFile.checkHeader(atPath: path)
     }
 
     /// See ``LocalStore/attachmentFiles``: the directory `<path>-attachments` beside the
@@ -235,20 +256,23 @@ public final class GRDBStore: LocalStore {
         }
     }
 
-    /// Finalizes the store's statements; later calls throw ``SyncError/Code/storeClosed``.
-    /// The app's database stays open.
+    /// Finalizes the store's statements and checkpoints a WAL passively; later calls throw
+    /// ``SyncError/Code/storeClosed``. The app's database stays open.
     public func close() async throws {
         let wasOpen = state.withLock { state in
             defer { state.closed = true }
             return !state.closed
         }
         guard wasOpen else { return }
-        // On the writer's queue: the statements are finalized where they are used.
-        try? await database.writeWithoutTransaction { _ in
+        // On the writer's queue: the statements are finalized where they are used. A passive
+        // checkpoint (it waits for no reader) moves what the store committed from a WAL into
+        // the database file, so a copy of the file taken now holds it.
+        try? await database.writeWithoutTransaction { db in
             self.state.withLock { state in
                 state.writerTables?.close()
                 state.writerTables = nil
             }
+            _ = try? db.checkpoint(.passive)
         }
     }
 }

@@ -5,7 +5,7 @@ import OfflineSyncStoreKit
 
 /// Checks an existing file before the adapter lets SQLite write to it, so a corrupt,
 /// truncated, foreign or non-SQLite file is refused with a typed error and left untouched.
-enum SQLiteStoreFile {
+package enum SQLiteStoreFile {
     /// The 16-byte magic string at the start of every SQLite 3 database.
     static let magic: [UInt8] = Array("SQLite format 3".utf8) + [0]
 
@@ -16,7 +16,7 @@ enum SQLiteStoreFile {
     /// have written page 1 before the pages that lengthen the file, and SQLite completes it
     /// from the WAL (the read-only checks that follow still look at every page).
     /// A missing or empty file passes (SQLite treats it as a new database).
-    static func checkHeader(atPath path: String) throws {
+    package static func checkHeader(atPath path: String) throws {
         var isDirectory: ObjCBool = false
         guard FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory) else { return }
         if isDirectory.boolValue { throw SyncError(.notADatabase, "'\(path)' is a directory, not a database file") }
