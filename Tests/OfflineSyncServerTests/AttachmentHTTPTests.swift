@@ -218,18 +218,21 @@ struct AttachmentHTTPTests {
     /// without an operator's call, a referenced one stays.
     @Test("the server collects an unreferenced file on its own prune interval; a referenced one stays")
     func scheduledCollection() async throws {
-        // A grace of a few seconds: time for the upload in pieces and the record's push, which
-        // a collection between two pieces would otherwise take as an abandoned upload.
-        try await LiveServer.with(attachmentLimits: AttachmentLimits(grace: .seconds(3)),
+        // A grace long enough for the upload in pieces and the record's push on a machine busy
+        // with the whole suite: a collection between two pieces would take the upload as
+        // abandoned, and one between the upload and the push the file as unreferenced (three
+        // seconds were not enough once).
+        try await LiveServer.with(attachmentLimits: AttachmentLimits(grace: .seconds(20)),
                                   configure: { $0.attachmentPruneInterval = .milliseconds(100) }) { live in
             let token = try await live.token("alice"), base = live.baseURL
             let small: [UInt8] = Array(repeating: 6, count: 1000), smallHash = sha256Hex(small)
             let alice = try await live.remote("alice")
             #expect(try await Self.upload(Self.bytes, hash: Self.hash, token: token, base: base).status == 200)
-            _ = try await alice.push([Self.insert("n1", "notes", ["photo": try Self.reference()])])
+            let pushed = try await alice.push([Self.insert("n1", "notes", ["photo": try Self.reference()])])
+            guard case .applied = pushed.first?.outcome else { Issue.record("the record was not stored: \(pushed)"); return }
             #expect(try await Self.upload(small, hash: smallHash, token: token, base: base).status == 200)
             // Asked until the collection has run (the server gives no signal of a round).
-            let deadline = ContinuousClock.now + .seconds(60)
+            let deadline = ContinuousClock.now + .seconds(120)
             var status = 200
             while status != 404, ContinuousClock.now < deadline {
                 try await Task.sleep(for: .milliseconds(50))

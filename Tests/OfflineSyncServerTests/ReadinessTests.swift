@@ -11,8 +11,9 @@ struct ReadinessTests {
     @Test("a shutdown answers 503 on /ready for the drain period while the server still serves, then stops accepting")
     func drainsBeforeStopping() async throws {
         // A drain long enough for the requests below on a machine busy with the whole suite
-        // (two seconds were not, at times: the port was closed before the checks ran).
-        try await LiveServer.with(configure: { $0.drainPeriod = .seconds(8) }) { live in
+        // (two seconds were not, at times, nor once eight: the port was closed before the
+        // checks ran).
+        try await LiveServer.with(configure: { $0.drainPeriod = .seconds(20) }) { live in
             let ready = try await http(.GET, live.baseURL + "/ready")
             #expect(ready.status == 200 && ready.text.contains("\"ready\""))
             let stopping = Task { try await live.running.stop() }
