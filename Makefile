@@ -45,7 +45,7 @@ SWIFT ?= swift
 PKG_CONFIG_MODULES := sqlite3 lmdb libpq
 APT_PACKAGES := pkg-config libsqlite3-dev liblmdb-dev libpq-dev postgresql curl
 
-.PHONY: deps build docs fuzz sanitize test test-steps architecture-check docs-check openapi-check conformance-cli corrupt-sweep crash-trials cognito-test hostile-test soak demo demo-grdb serve token bench bench-scale loadtest client-size clean
+.PHONY: deps build docs fuzz sanitize test test-steps architecture-check docs-check openapi-check conformance-cli corrupt-sweep crash-trials cognito-test hostile-test console-test soak demo demo-grdb serve token bench bench-scale loadtest client-size clean
 
 deps:
 	@if ! command -v $(SWIFT) >/dev/null 2>&1; then \
@@ -112,6 +112,7 @@ test-steps: deps openapi-check architecture-check docs-check
 	"$$($(SWIFT) build --show-bin-path)/offline-sync" demo-grdb
 	$(MAKE) --no-print-directory cognito-test
 	$(MAKE) --no-print-directory hostile-test
+	$(MAKE) --no-print-directory console-test
 	"$$($(SWIFT) build --show-bin-path)/offline-sync-harness" loadtest --writes 60 --rate 20 --table-rows 2000 --clients 200 \
 		--fanout-writes 5 --writers 20 --duration 3 --check --output "$$($(SWIFT) build --show-bin-path)/loadtest-short.json"
 	$(SWIFT) build --package-path $(EXAMPLE) --scratch-path $(EXAMPLE_BUILD) --build-tests
@@ -153,6 +154,21 @@ hostile-test: deps
 	@python3 -c "import schemathesis" 2>/dev/null || python3 -m pip install --quiet schemathesis
 	@python3 -c "import cryptography" 2>/dev/null || python3 -m pip install --quiet cryptography
 	OFFLINE_SYNC_BIN="$$($(SWIFT) build --show-bin-path)/offline-sync" python3 -m unittest -v Tests/Hostile/test_hostile.py Tests/Hostile/test_auth.py Tests/Hostile/test_leaks.py Tests/Hostile/test_issuers.py
+
+# The operator's console (/admin) in headless Chromium driven through Selenium: sign-in,
+# the dashboard, the rules explainer against the rules engine, sign-out.
+console-test: deps
+	$(SWIFT) build --product offline-sync
+	@if ! command -v chromedriver >/dev/null 2>&1; then \
+		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+			apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y chromium chromium-driver; \
+		else \
+			echo "error: the console test needs chromium and chromium-driver (apt-get install chromium chromium-driver)" >&2; \
+			exit 1; \
+		fi; \
+	fi
+	@python3 -c "import selenium" 2>/dev/null || python3 -m pip install --quiet selenium
+	OFFLINE_SYNC_BIN="$$($(SWIFT) build --show-bin-path)/offline-sync" python3 -m unittest -v Tests/Console/test_console.py
 
 # Damaged copies of a SQLite, an LMDB and an encrypted store file (truncated at 24 offsets, 40
 # single-bit flips, 24 zeroed pages, 8 files of other formats), each opened in a child process:

@@ -408,6 +408,7 @@ struct Routes: Sendable {
         let start = ContinuousClock.now
         let report = try await call { try await service.pushReporting(claims: claims, operations) }
         server.metrics.push(operations, report.results, duration: ContinuousClock.now - start)
+        server.refusals.record(identity: claims.identity.text, operations, report.results)
         return report
     }
 

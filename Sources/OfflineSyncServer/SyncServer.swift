@@ -128,6 +128,10 @@ public struct SyncServer: Sendable {
     public let datasets: DatasetService
     /// What the server counts, served on `GET /metrics` (``ServerMetrics``).
     public let metrics: ServerMetrics
+    /// The last operations the rules refused, shown in the console (`/admin`).
+    public let refusals = RecentRefusals()
+    /// When this server value was made: the console's uptime.
+    let started = Timestamp.now()
     /// Set once a shutdown begins: `GET /ready` answers 503 from then on.
     let draining = DrainFlag()
     /// The change channels open now, told "going away" when the drain ends.
@@ -230,6 +234,7 @@ public struct SyncServer: Sendable {
         routes.addNative(to: router)
         routes.addAttachments(to: router)
         routes.addTables(to: router)
+        routes.addConsole(to: router)
         CognitoRoutes(routes: routes).add(to: router)
         let webSocketRouter = Router(context: SyncRequestContext.self)
         webSocketRouter.add(middleware: AuthenticationMiddleware(verifier: verifier, metrics: metrics))

@@ -105,11 +105,13 @@ OUTSIDE_WINDOW = SIGV4_WINDOW + 30  # past the window by far more than a request
 NETWORK_ERRORS = (OSError, http.client.HTTPException)
 
 # How each kind of route refuses credentials (Docs/openapi.yaml, Docs/Server.md).
-DENIAL = {"bearer": 401, "admin": 401, "cognito-identity": 403, "cognito-pool": 403}
+DENIAL = {"bearer": 401, "admin": 401, "console": 401, "cognito-identity": 403, "cognito-pool": 403}
 
 # Every documented operation and the credentials it takes: "open" (none), "bearer" (the
-# document's default: a bearer token), "admin" (X-Admin-Key), "cognito-identity" (SigV4 or a
-# bearer token, for its own identity) and "cognito-pool" (SigV4 with a developer key).
+# document's default: a bearer token), "admin" (X-Admin-Key), "console" (the operator's
+# console under /admin: X-Admin-Key or its session cookie, denied with the sign-in page),
+# "cognito-identity" (SigV4 or a bearer token, for its own identity) and "cognito-pool" (SigV4
+# with a developer key).
 ROUTE_KINDS = {
     ("GET", "/health"): "open",
     ("GET", "/ready"): "open",
@@ -124,6 +126,9 @@ ROUTE_KINDS = {
     ("POST", "/v1/admin/merge-identities"): "admin",
     ("POST", "/v1/admin/explain"): "admin",
     ("POST", "/v1/admin/prune-attachments"): "admin",
+    ("GET", "/admin"): "console",
+    ("POST", "/admin/login"): "console",
+    ("POST", "/admin/logout"): "console",
     ("OPTIONS", "/v1/attachments"): "bearer",
     ("POST", "/v1/attachments/{sha256}"): "bearer",
     ("GET", "/v1/attachments/{sha256}"): "bearer",
@@ -285,6 +290,24 @@ class _Server:
             else:
                 shutil.rmtree(self.tmp, ignore_errors=True)
         return code
+
+
+def start_with_rules(rules_text, seed):
+    """Starts the module's server (S.server, S.host, S.port) with the sync rules `rules_text`,
+    then runs `seed(server)`; a failure of either stops the server and is raised."""
+    server = _Server()
+    S.server = server
+    rules = os.path.join(server.tmp, "rules.yaml")
+    with open(rules, "w") as f:
+        f.write(rules_text)
+    try:
+        server.start(extra=["--rules", rules])
+        S.host, S.port = server.host, server.port
+        seed(server)
+    except BaseException:
+        server.stop()
+        S.server = None
+        raise
 
 
 def setUpModule():
@@ -588,6 +611,9 @@ def _make_probes():
     upload = dict({"Upload-Draft-Interop-Version": "6"})
     specs = {
         ("POST", "/v1/admin/prune-attachments"): ("/v1/admin/prune-attachments", b"", {}, {200}),
+        ("GET", "/admin"): ("/admin", None, {}, {200}),
+        ("POST", "/admin/login"): ("/admin/login", b"", {"Content-Type": "application/x-www-form-urlencoded"}, {303}),
+        ("POST", "/admin/logout"): ("/admin/logout", None, {}, {200}),
         ("OPTIONS", "/v1/attachments"): ("/v1/attachments", None, upload, {200}),
         ("POST", "/v1/attachments/{sha256}"): (
             file, PROBE_FILE, dict(upload, **{"Upload-Complete": "?1", "Content-Type": "application/octet-stream"}), {200}),
@@ -661,7 +687,7 @@ def probes(*kinds):
             if probe.kind in kinds]
 
 
-AUTHENTICATED = ("bearer", "admin", "cognito-identity", "cognito-pool")
+AUTHENTICATED = ("bearer", "admin", "console", "cognito-identity", "cognito-pool")
 COGNITO = ("cognito-identity", "cognito-pool")
 
 
@@ -876,7 +902,12 @@ class AuthTestCase(unittest.TestCase):
         expected = DENIAL[probe.kind]
         where = "%s %s%s" % (probe.method, probe.path[:90], (" with " + what) if what else "")
         self.assertEqual(status, expected, "%s answered %s (expected %s): %r" % (where, status, expected, body[:300]))
-        if probe.kind in ("bearer", "admin"):
+        if probe.kind == "console":
+            # The console answers a browser: its denial is the sign-in page, nothing of the console.
+            self.assertTrue(headers.get("Content-Type", "").startswith("text/html"), where)
+            self.assertIn(b'action="/admin/login"', body, where)
+            self.assertNotIn(b'id="tables"', body, where)
+        elif probe.kind in ("bearer", "admin"):
             # A HEAD answer has no body: its status and challenge are the denial.
             if probe.method != "HEAD":
                 document = json.loads(body)
@@ -970,6 +1001,8 @@ class T0RoutesAndTokens(AuthTestCase):
                 security = operation["security"]
                 kind = {None: "bearer", (): "open", ("adminKey",): "admin", ("sigV4",): "cognito-pool",
                         ("sigV4", "bearer"): "cognito-identity"}.get(None if security is None else tuple(security))
+                if kind == "admin" and (key[1] == "/admin" or key[1].startswith("/admin/")):
+                    kind = "console"   # the admin key, or the session the console's sign-in gives for it
                 self.assertEqual(ROUTE_KINDS[key], kind, "security in the document: %r" % security)
                 if kind != "open":
                     self.assertIn(str(DENIAL[kind]), operation["responses"],
@@ -1004,6 +1037,7 @@ class T0RoutesAndTokens(AuthTestCase):
                 "open": [("no credentials", lambda p: {})],
                 "bearer": [("alice's token", lambda p: bearer(S.alice))],
                 "admin": [("the admin key", lambda p: {"X-Admin-Key": ADMIN_KEY})],
+                "console": [("the admin key", lambda p: {"X-Admin-Key": ADMIN_KEY})],
                 "cognito-identity": [("alice's token", lambda p: bearer(S.alice)),
                                      ("alice's SigV4 key", lambda p: signed_probe(p, ALICE_KEY)),
                                      ("the developer SigV4 key", lambda p: signed_probe(p, DEV_KEY))],
@@ -1164,10 +1198,10 @@ class T0RoutesAndTokens(AuthTestCase):
         def variants(probe):
             result = [("the admin key as a bearer token", bearer(ADMIN_KEY)),
                       ("the developer Cognito secret as a bearer token", bearer(DEV_KEY[1]))]
-            if probe.kind in ("bearer", "admin"):
+            if probe.kind in ("bearer", "admin", "console"):
                 result.append(("a valid developer SigV4 signature", signed_probe(probe, DEV_KEY)))
                 result.append(("alice's valid SigV4 signature", signed_probe(probe, ALICE_KEY)))
-            if probe.kind != "admin":
+            if probe.kind not in ("admin", "console"):
                 result.append(("the admin key alone", {"X-Admin-Key": ADMIN_KEY}))
             return result
         self.attack(variants)
@@ -1194,9 +1228,15 @@ class T2PrivilegedRoutes(AuthTestCase):
             ("an empty value", {"X-Admin-Key": ""}),
             ("the key under another header name", {"X-Admin-Token": key, "X-Api-Key": key}),
         ]
+        # The console's session cookie: forged (no HMAC of the key), expired, or made with another key.
+        forged = [("a forged session cookie", {"Cookie": "osync_console=9999999999." + "0" * 64}),
+                  ("an expired session cookie", {"Cookie": "osync_console=1." + hmac.new(
+                      ADMIN_KEY.encode(), b"offline-sync console 1", hashlib.sha256).hexdigest()}),
+                  ("a session cookie of another key", {"Cookie": "osync_console=9999999999." + hmac.new(
+                      b"another key", b"offline-sync console 9999999999", hashlib.sha256).hexdigest()})]
         before = store_state()
-        for route, probe in probes("admin"):
-            for name, creds in wrong:
+        for route, probe in probes("admin", "console"):
+            for name, creds in wrong + (forged if probe.kind == "console" else []):
                 with self.subTest(route="%s %s" % route, admin_key=name):
                     headers = dict(probe.headers, **bearer(S.alice))
                     headers.update(creds)

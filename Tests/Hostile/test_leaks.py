@@ -68,34 +68,28 @@ def op(op_id, table, item, kind="insert", fields=None, base=None):
 
 
 def setUpModule():
-    server = auth._Server()
-    S.server = server
-    rules = os.path.join(server.tmp, "rules.yaml")
-    with open(rules, "w") as f:
-        f.write(RULES)
-    try:
-        server.start(extra=["--rules", rules])
-        S.host, S.port = server.host, server.port
-        S.alice, S.bob, S.carol = server.mint(auth.ALICE), server.mint(auth.BOB), server.mint(CAROL)
-        status, _, body = native(S.alice, "/v1/push", {"operations": [
-            op("a1", "lists", "L-shared", fields={"name": "groceries"}),
-            op("a2", "lists", PRIVATE, fields={"name": SECRET}),
-            op("a3", "list_members", "m-shared-alice", fields={"list_id": "L-shared", "user_id": auth.ALICE}),
-            op("a4", "list_members", "m-shared-bob", fields={"list_id": "L-shared", "user_id": auth.BOB}),
-            op("a5", "list_members", "m-private-alice", fields={"list_id": PRIVATE, "user_id": auth.ALICE}),
-            op("a6", "todos", "t-open", fields={"list_id": "L-shared", "title": "milk"}),
-            op("a7", "todos", "t-secret", fields={"list_id": PRIVATE, "title": SECRET, "note": SECRET}),
-        ]})
-        results = json.loads(body)["results"]
-        if status != 200 or any(r["outcome"] != "applied" for r in results):
-            raise RuntimeError("seeding failed: %s %s" % (status, body[:500]))
-        S.secret_version = next(r["record"]["version"] for r in results if r["operationId"] == "a7")
-        auth._cognito_write(auth.ALICE, "diary", [{"Op": "replace", "Key": "entry", "Value": SECRET, "SyncCount": 0}],
-                            auth.bearer(S.alice))
-    except BaseException:
-        server.stop()
-        S.server = None
-        raise
+    auth.start_with_rules(RULES, _seed)
+
+
+def _seed(server):
+    """Alice's shared and private lists, bob's membership of the shared one, a todo in each
+    and a dataset entry: the values the leak tests look for."""
+    S.alice, S.bob, S.carol = server.mint(auth.ALICE), server.mint(auth.BOB), server.mint(CAROL)
+    status, _, body = native(S.alice, "/v1/push", {"operations": [
+        op("a1", "lists", "L-shared", fields={"name": "groceries"}),
+        op("a2", "lists", PRIVATE, fields={"name": SECRET}),
+        op("a3", "list_members", "m-shared-alice", fields={"list_id": "L-shared", "user_id": auth.ALICE}),
+        op("a4", "list_members", "m-shared-bob", fields={"list_id": "L-shared", "user_id": auth.BOB}),
+        op("a5", "list_members", "m-private-alice", fields={"list_id": PRIVATE, "user_id": auth.ALICE}),
+        op("a6", "todos", "t-open", fields={"list_id": "L-shared", "title": "milk"}),
+        op("a7", "todos", "t-secret", fields={"list_id": PRIVATE, "title": SECRET, "note": SECRET}),
+    ]})
+    results = json.loads(body)["results"]
+    if status != 200 or any(r["outcome"] != "applied" for r in results):
+        raise RuntimeError("seeding failed: %s %s" % (status, body[:500]))
+    S.secret_version = next(r["record"]["version"] for r in results if r["operationId"] == "a7")
+    auth._cognito_write(auth.ALICE, "diary", [{"Op": "replace", "Key": "entry", "Value": SECRET, "SyncCount": 0}],
+                        auth.bearer(S.alice))
 
 
 def tearDownModule():
