@@ -23,6 +23,9 @@ def table(document):
         if w["name"] in ("propagation", "fan-out"):
             what = "%d writes at %d/s, %d receiving client%s, table of %s rows" % (
                 w["writes"], w["ratePerSecond"], w["clients"], "" if w["clients"] == 1 else "s", format(w["tableRows"], ","))
+            if "serverKiBPerConnection" in w:
+                what += "; server memory %.1f KiB per connection (%.0f MiB idle, %.0f MiB with every client listening)" % (
+                    w["serverKiBPerConnection"], w["serverRSSIdleMiB"], w["serverRSSConnectedMiB"])
             rows.append("| %s | write → notice: %s | %s | %s |" % (w["name"], what, cell(w["writeToNotice"]), checks))
             rows.append("| %s | write → row pulled by the receiver | %s | |" % (w["name"], cell(w["writeToPage"])))
         elif w["name"] == "concurrent-writers":

@@ -60,9 +60,15 @@ public struct ServerProcess {
 
     /// The server's peak resident memory so far (`VmHWM` in `/proc/<pid>/status`), in
     /// bytes; `nil` where there is no such file.
-    public func peakRSSBytes() -> Int? {
-        guard let status = try? String(contentsOfFile: "/proc/\(process.processIdentifier)/status", encoding: .utf8),
-              let line = status.split(separator: "\n").first(where: { $0.hasPrefix("VmHWM:") }),
+    public func peakRSSBytes() -> Int? { Self.statusBytes("VmHWM:", of: process.processIdentifier) }
+
+    /// The resident memory of process `pid` now, from `/proc` (`nil` where there is none).
+    public static func residentBytes(of pid: Int32) -> Int? { statusBytes("VmRSS:", of: pid) }
+
+    /// A size line of `/proc/<pid>/status`, in bytes.
+    private static func statusBytes(_ field: String, of pid: Int32) -> Int? {
+        guard let status = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8),
+              let line = status.split(separator: "\n").first(where: { $0.hasPrefix(field) }),
               let kilobytes = line.split(separator: " ").compactMap({ Int($0) }).first else { return nil }
         return kilobytes * 1024
     }

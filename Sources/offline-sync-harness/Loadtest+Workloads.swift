@@ -21,6 +21,9 @@ struct Propagation {
     let writes: Int
     let rate: Int
     let tableRows: Int
+    /// The server's resident memory now, in bytes: read before the clients connect and once
+    /// they all listen, for the memory each connection costs the server.
+    var serverMemory: @Sendable () -> Int? = { nil }
 
     static let table = "lt_notes"
 
@@ -48,6 +51,7 @@ struct Propagation {
         let cursor = try await seed(writer)
         let receivers = (0..<clients).map { _ in Receiver() }
         let outsiders = (0..<max(2, clients / 100)).map { _ in Receiver() }
+        let idleMemory = serverMemory()
 
         let listening = Task {
             await withTaskGroup(of: Void.self) { group in
@@ -71,6 +75,8 @@ struct Propagation {
             try await Task.sleep(for: .milliseconds(50))
         }
         say("\(name): \(clients) receivers and \(outsiders.count) other-identity listeners subscribed in \(ContinuousClock.now - started)")
+        let memory = Self.connectionMemory(idle: idleMemory, connected: serverMemory(), connections: everyone.count)
+        if let perConnection = memory["serverKiBPerConnection"] { say("\(name): server memory per connection \(perConnection) KiB") }
 
         // The writer: one row per push, on a fixed schedule (a late push goes at once).
         let interval = Duration.seconds(1) / rate
@@ -95,11 +101,22 @@ struct Propagation {
         var failures: [String] = []
         if missed > 0 { failures.append("\(name): \(missed) row deliveries missed (of \(writes * clients))") }
         if leaked > 0 { failures.append("\(name): \(leaked) notices or rows reached another identity") }
-        return LoadOutcome(json: [
+        let json: [String: Any] = [
             "name": name, "clients": clients, "ratePerSecond": rate, "writes": writes, "tableRows": tableRows,
             "otherIdentityListeners": outsiders.count, "missedDeliveries": missed, "leakedNotices": leaked,
             "writeToNotice": toNotice.json, "writeToPage": toPage.json,
-        ], failures: failures)
+        ]
+        return LoadOutcome(json: json.merging(memory) { first, _ in first }, failures: failures)
+    }
+
+    /// The server's resident memory before the clients connected and once all listened, and
+    /// the difference per connection (empty when the server's memory cannot be read).
+    static func connectionMemory(idle: Int?, connected: Int?, connections: Int) -> [String: Any] {
+        guard let idle, let connected, connections > 0 else { return [:] }
+        return [
+            "serverRSSIdleMiB": Double(idle) / 1_048_576, "serverRSSConnectedMiB": Double(connected) / 1_048_576,
+            "serverKiBPerConnection": (Double(connected - idle) / 1024 / Double(connections) * 10).rounded() / 10,
+        ]
     }
 
     /// Fills the table with `tableRows` rows in batches of 5,000, then reads it to its end

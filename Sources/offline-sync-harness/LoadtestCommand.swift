@@ -75,7 +75,8 @@ struct LoadtestCommand: AsyncParsableCommand {
         if selected.contains("fan-out") {
             // Every write reaches every one of `clients` devices, one write a second.
             let outcome = try await Propagation(name: "fan-out", identity: "loadtest-team", base: server.baseURL, tokens: tokens,
-                                                clients: clients, writes: fanoutWrites, rate: 1, tableRows: 0).run()
+                                                clients: clients, writes: fanoutWrites, rate: 1, tableRows: 0,
+                                                serverMemory: { [pid = server.process.processIdentifier] in ServerProcess.residentBytes(of: pid) }).run()
             results.append(outcome.json)
             failures += outcome.failures
         }
