@@ -55,10 +55,10 @@ public struct SyncServer: Sendable {
         /// The access keys of the Cognito Sync API (AWS Signature Version 4, service
         /// `cognito-sync`). Without any, that API accepts only the server's bearer tokens.
         public var cognitoKeys: [CognitoAccessKey]
-        /// How long a graceful shutdown may wait for connections to finish before the server
-        /// cancels them and stops anyway: a client that never closes its socket cannot hold a
-        /// stopping server open. A push cut off this way rolls back whole, as any failed
-        /// transaction does.
+        /// How long a graceful shutdown may wait for connections to finish, once the drain
+        /// period (``drainPeriod``) is over, before the server cancels them and stops anyway: a
+        /// client that never closes its socket cannot hold a stopping server open. A push cut
+        /// off this way rolls back whole, as any failed transaction does.
         public var shutdownGracePeriod: Duration = .seconds(10)
         /// How long a new connection may stay silent before the server closes it (default 10
         /// seconds). A connection that has sent nothing is also closed as soon as a shutdown
@@ -199,8 +199,16 @@ public struct SyncServer: Sendable {
         let app = makeApplication(onServerRunning: { channel in await onListening(channel.localAddress?.port ?? 0) })
         var groupConfiguration = ServiceGroupConfiguration(services: [app as any Service] + services, gracefulShutdownSignals: [.sigterm, .sigint],
                                                            logger: configuration.logger)
-        groupConfiguration.maximumGracefulShutdownDuration = configuration.shutdownGracePeriod
+        groupConfiguration.maximumGracefulShutdownDuration = shutdownBound
         try await ServiceGroup(configuration: groupConfiguration).run()
+    }
+
+    /// How long a graceful shutdown may take in all before what is left is cancelled: the
+    /// drain period, the change channels' "going away", then the grace period for the
+    /// connections. The grace period alone would cut a drain longer than it short, closing
+    /// connections the drain still serves.
+    var shutdownBound: Duration {
+        configuration.drainPeriod + DrainService.goingAwayGrace + configuration.shutdownGracePeriod
     }
 
     /// Starts serving in the background and returns once the listener is bound.
@@ -210,7 +218,7 @@ public struct SyncServer: Sendable {
             boundContinuation.yield(channel.localAddress?.port ?? 0)
         })
         var groupConfiguration = ServiceGroupConfiguration(services: [app as any Service] + services, logger: configuration.logger)
-        groupConfiguration.maximumGracefulShutdownDuration = configuration.shutdownGracePeriod
+        groupConfiguration.maximumGracefulShutdownDuration = shutdownBound
         let group = ServiceGroup(configuration: groupConfiguration)
         let task = Task {
             defer { boundContinuation.finish() }

@@ -10,12 +10,13 @@ import Testing
 struct ReadinessTests {
     @Test("a shutdown answers 503 on /ready for the drain period while the server still serves, then stops accepting")
     func drainsBeforeStopping() async throws {
-        // A drain long enough for the requests below on a machine busy with the whole suite:
-        // 2, 8 and 20 seconds each ran out there at times (the port was closed before the
-        // checks ran), as each request then waits its turn for seconds.
-        try await LiveServer.with(configure: { $0.drainPeriod = .seconds(60) }) { live in
+        // A drain longer than the shutdown's 10 s grace period: the grace period once bounded
+        // the whole shutdown, drain included, and cut the drain short under the whole suite's
+        // load, where the requests below took longer than that.
+        try await LiveServer.with(configure: { $0.drainPeriod = .seconds(20) }) { live in
             let ready = try await http(.GET, live.baseURL + "/ready")
             #expect(ready.status == 200 && ready.text.contains("\"ready\""))
+            let began = ContinuousClock.now
             let stopping = Task { try await live.running.stop() }
             #expect(try await eventually(timeout: .seconds(30)) { try await http(.GET, live.baseURL + "/ready").status == 503 })
             let draining = try await http(.GET, live.baseURL + "/ready")
@@ -25,7 +26,11 @@ struct ReadinessTests {
             let pull = try await http(.POST, live.baseURL + "/v1/pull", headers: [("Authorization", "Bearer \(try await live.token("alice"))")],
                                       body: Array(#"{"table":"todos"}"#.utf8))
             #expect(pull.status == 200)
+            // Still serving past the 10 s grace period, which once cut the drain short there.
+            try await Task.sleep(until: began + .seconds(14))
+            #expect(try await http(.GET, live.baseURL + "/health").status == 200)
             try await stopping.value
+            #expect(ContinuousClock.now - began >= .seconds(20), "the drain ended early")
             // Stopped: the port refuses a new connection.
             #expect(throws: SyncError.self) { _ = try RawConnection(port: live.running.port) }
         }
