@@ -80,6 +80,38 @@ struct SchemaChangeTests {
         }
     }
 
+    /// A table of 64 fields: positions from 62 on share one bit of a note's mask. A change
+    /// noted in the last field before the first one is dropped is still queued as the last
+    /// field's.
+    @Test("a drop keeps a noted change in a field past the 62nd")
+    func dropKeepsAWideTablesNotes() async throws {
+        try await withTemporaryDirectory { directory in
+            let url = directory.appendingPathComponent("app.sqlite")
+            let live = try await LoopbackServer.start()
+            let fields = (0..<64).map { FieldDefinition("f\($0)", .int) }
+            do {
+                let store = try await GRDBStore(try DatabaseQueue(path: url.path))
+                let app = try await SyncContext(store: store, remote: try await live.remote("alice"))
+                try await app.defineTable(TableSchema("wide", fields: fields))
+                _ = try await app.table("wide").insert(Record(id: "w1", fields: Dictionary(uniqueKeysWithValues: fields.map { ($0.name, Value.int(0)) })))
+                #expect(try await app.push().applied == 1)
+                try await app.close()
+            }
+            let database = try DatabaseQueue(path: url.path)
+            try await database.write { db in try db.execute(sql: "UPDATE wide SET f63 = 7 WHERE id = 'w1'") }
+            try await database.write { db in try db.dropSyncedColumn("f0", fromTable: "wide") }
+            let store = try await GRDBStore(database)
+            let app = try await SyncContext(store: store, remote: try await live.remote("alice"))
+            try await app.defineTable(TableSchema("wide", fields: Array(fields.dropFirst())))
+            let pending = try await app.queuedOperations()
+            #expect(pending.count == 1)
+            #expect(pending.first?.changedFields.contains("f63") == true, "\(pending.first?.changedFields ?? [])")
+            #expect(pending.first?.item?["f63"] == .int(7))
+            try await app.close()
+            try await live.stop()
+        }
+    }
+
     /// `dropSyncedColumn` refuses while a queued write carries the field, changing nothing;
     /// once the queue holds none, it drops the column, and a change the triggers noted in
     /// another column before the drop is queued as that column's.

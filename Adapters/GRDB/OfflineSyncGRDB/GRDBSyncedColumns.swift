@@ -98,11 +98,14 @@ enum GRDBSyncedColumns {
                 throw SyncError(.pendingOperations, "\(carrying) write(s) queued on table '\(tableName)' carry field '\(column)': push them before dropping the column")
             }
             // The notes the triggers took name fields by position: those after the dropped
-            // one move down a place (a position from 62 on shares bit 62, and stays).
+            // one move down a place. Bit 62 stands for every position from 62 on, so when it
+            // was set it stays set too (fields past 62 keep sharing it; the field that moves to
+            // 61 is reported as well, which may report one field more, never one less).
             if position < 62 {
-                let below = (Int64(1) << Int64(position)) - 1
+                let below = (Int64(1) << Int64(position)) - 1, shared = Int64(1) << 62
                 try sql.execute("""
-                    UPDATE \(GRDBName.captured) SET "changed" = ("changed" & \(below)) | (("changed" >> \(position + 1)) << \(position)) \
+                    UPDATE \(GRDBName.captured) SET "changed" = ("changed" & \(below)) \
+                    | (("changed" >> \(position + 1)) << \(position)) | ("changed" & \(shared)) \
                     WHERE "tbl" = ?1 AND "changed" >= 0
                     """, [.int(table.number)])
             }
