@@ -159,7 +159,11 @@ extension SyncContext {
             do {
                 let found = try await remote.readAttachment(attachment.sha256, from: sink.received) { piece in
                     let step = Int64(AttachmentTransfer.chunkSize)
-                    let (before, after) = try sink.append(piece, limit: attachment.size)
+                    let (before, after, full) = try sink.append(piece, limit: attachment.size)
+                    // Hashed and handed to the writing queue off the cooperative pool: the
+                    // hand-off waits while the disk is behind, and must not hold one of the
+                    // pool's few threads meanwhile.
+                    if let full { try await FileWork.run { try sink.stage(full) } }
                     // Progress a MiB at a time: a body arrives in pieces of a few KiB.
                     if before / step != after / step || after == attachment.size {
                         self.transferProgressed(attachment.sha256, .download, done: after, total: attachment.size)
@@ -178,16 +182,18 @@ extension SyncContext {
                 }
             }
         }
-        guard sink.received == attachment.size, try sink.hash() == attachment.sha256 else {
+        guard sink.received == attachment.size, try await FileWork.run({ try sink.hash() }) == attachment.sha256 else {
             throw SyncError(.attachmentDamaged, "the bytes received for attachment \(attachment.sha256.prefix(12))… do not match its hash; they were not kept")
         }
         try await FileWork.run { try sink.commit(as: attachment.sha256) }
     }
 }
 
-/// A download being written: the file (hashed here and written on a queue of its own, as
+/// A download being written: the file (hashed and written on a queue of its own, as
 /// ``AttachmentStaging`` does), and how many bytes arrived. Used by one download at a time;
-/// locked because the remote hands pieces over from its task.
+/// locked because the remote hands pieces over from its task. ``append(_:limit:)`` only
+/// gathers bytes; ``stage(_:)``, ``hash()`` and ``commit(as:)`` may wait for the disk, so
+/// their callers run them off the cooperative pool.
 final class DownloadSink: Sendable {
     private struct State: Sendable {
         var staging: AttachmentStaging?
@@ -212,8 +218,10 @@ final class DownloadSink: Sendable {
 
     var received: Int64 { state.withLock { $0.received } }
 
-    /// Takes `piece`; returns how many bytes had arrived before it and how many have now.
-    func append(_ piece: [UInt8], limit: Int64) throws -> (before: Int64, after: Int64) {
+    /// Takes `piece`; returns how many bytes had arrived before it and how many have now, and
+    /// — once a MiB has gathered — those bytes, for the caller to ``stage(_:)`` before the
+    /// next piece.
+    func append(_ piece: [UInt8], limit: Int64) throws -> (before: Int64, after: Int64, full: [UInt8]?) {
         try state.withLock { state in
             guard state.received + Int64(piece.count) <= limit else {
                 throw SyncError(.attachmentDamaged, "the remote sent more bytes than the attachment has")
@@ -222,9 +230,17 @@ final class DownloadSink: Sendable {
             if state.pending.isEmpty { state.pending.reserveCapacity(AttachmentTransfer.chunkSize) }
             state.pending.append(contentsOf: piece)
             state.received += Int64(piece.count)
-            if state.pending.count >= AttachmentTransfer.chunkSize { try state.flush() }
-            return (before, state.received)
+            guard state.pending.count >= AttachmentTransfer.chunkSize else { return (before, state.received, nil) }
+            let full = state.pending
+            state.pending = []
+            return (before, state.received, full)
         }
+    }
+
+    /// Hashes `bytes` and hands them to the writing queue (without a copy), waiting while the
+    /// queue is full.
+    func stage(_ bytes: [UInt8]) throws {
+        try state.withLock { state in try state.staging?.append(owned: bytes) }
     }
 
     /// The hash of every byte received (handing the last ones to the staging first).
