@@ -215,6 +215,10 @@ struct ServeCommand: AsyncParsableCommand {
                 return number
             } ?? fallback
             guard value >= 0 else { throw ValidationError("\(name) must not be negative") }
+            // A time of at most 100 years: a cutoff computed from it cannot overflow.
+            guard !name.hasSuffix("-seconds") || value <= 3_155_760_000 else {
+                throw ValidationError("\(name) must be at most 3155760000 seconds (100 years)")
+            }
             return value
         }
         let defaults = AttachmentLimits()
