@@ -25,26 +25,26 @@ final class ConnectionNotices: Sendable {
         var closed = false
     }
 
-    /// The notices to send the client, in the order they arrived.
-    let stream: AsyncStream<ChangeNotice>
-    private let continuation: AsyncStream<ChangeNotice>.Continuation
+    /// The notices to send the client, one per table waiting at a time.
+    let pending: PendingNotices
     private let state = Mutex(State())
     private let feed: any ChangeFeed
     private let service: OfflineSyncService
     private let claims: Claims
 
-    private init(feed: any ChangeFeed, service: OfflineSyncService, claims: Claims) {
-        (stream, continuation) = AsyncStream.makeStream(of: ChangeNotice.self,
-                                                        bufferingPolicy: .bufferingNewest(LocalChangeFeed.bufferSize))
+    private init(feed: any ChangeFeed, service: OfflineSyncService, claims: Claims, merged: @escaping @Sendable () -> Void) {
+        pending = PendingNotices(merged: merged)
         self.feed = feed
         self.service = service
         self.claims = claims
     }
 
     /// Subscribes to `claims`' identity and its large groups; every notice published after
-    /// this returns reaches ``stream``. Call ``close()`` when the connection ends.
-    static func open(feed: any ChangeFeed, service: OfflineSyncService, claims: Claims) async -> ConnectionNotices {
-        let connection = ConnectionNotices(feed: feed, service: service, claims: claims)
+    /// this returns reaches ``pending``. Call ``close()`` when the connection ends.
+    /// `merged` is called for each notice merged into one already waiting (``PendingNotices``).
+    static func open(feed: any ChangeFeed, service: OfflineSyncService, claims: Claims,
+                     merged: @escaping @Sendable () -> Void = {}) async -> ConnectionNotices {
+        let connection = ConnectionNotices(feed: feed, service: service, claims: claims, merged: merged)
         let own = feed.subscribe(to: .identity(claims.identity.text))
         // A store that cannot be read now leaves the groups unheard until the identity's next
         // groups notice; the client still pulls on reconnect and on its own schedule.
@@ -55,7 +55,7 @@ final class ConnectionNotices: Sendable {
             for await notice in own {
                 switch notice.change {
                 case .groups: await connection.regroup()
-                case .table, .dataset: connection.continuation.yield(notice)
+                case .table, .dataset: connection.pending.add(notice)
                 case .member: break
                 }
             }
@@ -94,7 +94,7 @@ final class ConnectionNotices: Sendable {
                 case .member(let member) where self.claims.identity.isExactly(member):
                     await self.reread(group)
                 case .table(let table) where self.state.withLock({ $0.groups[group]?.tables.contains(table) ?? false }):
-                    self.continuation.yield(notice)
+                    self.pending.add(notice)
                 case .table, .member, .dataset, .groups:
                     break
                 }
@@ -132,10 +132,10 @@ final class ConnectionNotices: Sendable {
     }
 
     private func announce(_ tables: Set<String>) {
-        for table in tables.sorted() { continuation.yield(ChangeNotice(identity: claims.identity.text, table: table)) }
+        for table in tables.sorted() { pending.add(ChangeNotice(identity: claims.identity.text, table: table)) }
     }
 
-    /// Stops every subscription and ends ``stream``; `true` the first time, `false` when it
+    /// Stops every subscription and ends ``pending``; `true` the first time, `false` when it
     /// was closed already.
     @discardableResult
     func close() -> Bool {
@@ -147,7 +147,7 @@ final class ConnectionNotices: Sendable {
         }
         guard let tasks else { return false }
         tasks.forEach { $0.cancel() }
-        continuation.finish()
+        pending.finish()
         return true
     }
 }

@@ -21,7 +21,7 @@ extension Routes {
         guard let caller = context.caller else { throw APIError(.unauthorized, "unauthorized", "a bearer token is required") }
         let headers: HTTPFields = [.contentType: "text/event-stream", .cacheControl: "no-store"]
         return Response(status: .ok, headers: headers, body: ResponseBody { writer in
-            let relay = await NoticeRelay.open(routes: self, caller: caller, request: request)
+            let relay = await NoticeRelay.open(routes: self, caller: caller, request: request, connection: context.channel)
             defer { relay.close() }
             let events = EventWriter(WriterBox(writer))
             try await events.send(NoticeRelay.subscribed)
@@ -32,7 +32,7 @@ extension Routes {
                     group.addTask {
                         while true {
                             try await Task.sleep(for: Self.eventStreamKeepAlive)
-                            try await events.keepAlive()
+                            try await relay.open.writing { try await events.keepAlive() }
                         }
                     }
                     try await group.next()
@@ -107,32 +107,40 @@ struct NoticeRelay: Sendable {
     let client: String?
     let routes: Routes
     /// Set when the server's shutdown ended the relay.
-    let shuttingDown = DrainFlag()
+    let shuttingDown: DrainFlag
+    /// The channel as the server's registry holds it.
+    let open: OpenChannel
 
     /// Opens the caller's notices (and counts the channel in the metrics until ``close()``);
-    /// `request` is the channel's, whose query may name a `device` and a `client`.
-    static func open(routes: Routes, caller: VerifiedToken, request: Request) async -> NoticeRelay {
+    /// `request` is the channel's, whose query may name a `device` and a `client`, and
+    /// `connection` its connection, closed at once when its client stops reading.
+    static func open(routes: Routes, caller: VerifiedToken, request: Request, connection channel: any Channel) async -> NoticeRelay {
         let query = request.uri.queryParameters
-        let connection = await ConnectionNotices.open(feed: routes.server.feed, service: routes.service, claims: caller.claims)
+        let metrics = routes.server.metrics
+        let connection = await ConnectionNotices.open(feed: routes.server.feed, service: routes.service, claims: caller.claims,
+                                                      merged: { metrics.noticeMerged() })
         routes.server.metrics.channel(+1)
+        let shuttingDown = DrainFlag()
+        let open = OpenChannel(goAway: {
+            shuttingDown.set()
+            connection.close()
+        }, close: { channel.close(mode: .all, promise: nil) })
         let relay = NoticeRelay(connection: connection, caller: caller, device: query.get("device").map { String($0) },
-                                client: query.get("client").flatMap { Routes.clientId(String($0)) }, routes: routes)
-        if !routes.server.channels.add(connection, goAway: { relay.goAway() }) { relay.goAway() }
+                                client: query.get("client").flatMap { Routes.clientId(String($0)) }, routes: routes,
+                                shuttingDown: shuttingDown, open: open)
+        if !routes.server.channels.add(open) { relay.goAway() }
         return relay
     }
 
     /// Stops the notices; the channel is no longer counted. Idempotent.
     func close() {
         if connection.close() { routes.server.metrics.channel(-1) }
-        routes.server.channels.remove(connection)
+        routes.server.channels.remove(open)
     }
 
     /// Ends the relay because the server is shutting down (``isGoingAway`` from then on);
     /// the channel's carrier then says so (a WebSocket's 1001, an event stream's last message).
-    func goAway() {
-        shuttingDown.set()
-        connection.close()
-    }
+    func goAway() { open.goAway() }
 
     /// Whether the server's shutdown ended the relay.
     var isGoingAway: Bool { shuttingDown.isSet }
@@ -144,31 +152,51 @@ struct NoticeRelay: Sendable {
     }
 
     /// Sends each notice the caller may hear, as a channel message, until the notices end.
+    /// Notices that arrive while a write waits are merged per table (``PendingNotices``);
+    /// a channel with more tables waiting than that holds is closed, as is one whose write
+    /// waits past ``SyncServer/Configuration/changeChannelWriteTimeout``.
     func run(_ send: (String) async throws -> Void) async throws {
+        while true {
+            switch await connection.pending.next() {
+            case .finished:
+                return
+            case .over:
+                if open.abort() { routes.server.metrics.slowChannelClosed() }
+                return
+            case .notices(let notices):
+                for notice in notices {
+                    guard let message = await message(for: notice) else { continue }
+                    try await open.writing { try await send(message) }
+                    routes.server.metrics.noticeSent()
+                }
+            }
+        }
+    }
+
+    /// The channel message for `notice`, or `nil` when the caller does not hear it (its own
+    /// push's notice, a dataset its device does not subscribe to, a server-internal notice).
+    private func message(for notice: ChangeNotice) async -> String? {
         let identity = caller.claims.identity.text
         let datasets = routes.server.datasets
-        for await notice in connection.stream {
-            if let origin = notice.origin, origin == client { continue }
-            let message: JSON
-            switch notice.change {
-            case .dataset(let change):
-                guard let device, (try? await datasets.device(pool: change.identityPoolId, identity: identity,
-                                                             deviceId: device)) == .webSocket,
-                      (try? await datasets.isSubscribed(pool: change.identityPoolId, identity: identity,
-                                                        dataset: change.datasetName, deviceId: device)) == true
-                else { continue }
-                message = JSON.object([
-                    ("type", .string("dataset")), ("source", .string("offline-sync")),
-                    ("identityPoolId", .string(change.identityPoolId)), ("identityId", .string(change.identityId)),
-                    ("datasetName", .string(change.datasetName)), ("syncCount", .number(String(change.syncCount))),
-                ])
-            case .table(let table):
-                message = JSON.object([("type", .string("change")), ("table", .string(table))])
-            case .groups, .member:
-                continue
-            }
-            try await send(String(decoding: message.encoded, as: UTF8.self))
-            routes.server.metrics.noticeSent()
+        if let origin = notice.origin, origin == client { return nil }
+        let message: JSON
+        switch notice.change {
+        case .dataset(let change):
+            guard let device, (try? await datasets.device(pool: change.identityPoolId, identity: identity,
+                                                         deviceId: device)) == .webSocket,
+                  (try? await datasets.isSubscribed(pool: change.identityPoolId, identity: identity,
+                                                    dataset: change.datasetName, deviceId: device)) == true
+            else { return nil }
+            message = JSON.object([
+                ("type", .string("dataset")), ("source", .string("offline-sync")),
+                ("identityPoolId", .string(change.identityPoolId)), ("identityId", .string(change.identityId)),
+                ("datasetName", .string(change.datasetName)), ("syncCount", .number(String(change.syncCount))),
+            ])
+        case .table(let table):
+            message = JSON.object([("type", .string("change")), ("table", .string(table))])
+        case .groups, .member:
+            return nil
         }
+        return String(decoding: message.encoded, as: UTF8.self)
     }
 }

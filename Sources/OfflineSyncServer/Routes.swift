@@ -269,7 +269,8 @@ struct Routes: Sendable {
                 try await outbound.close(.policyViolation, reason: "unauthorized")
                 return
             }
-            let relay = await NoticeRelay.open(routes: self, caller: caller, request: context.request)
+            let relay = await NoticeRelay.open(routes: self, caller: caller, request: context.request,
+                                              connection: context.requestContext.channel)
             defer { relay.close() }
             try await outbound.writeTextMessage(NoticeRelay.subscribed)
             try await withThrowingTaskGroup(of: Void.self) { group in

@@ -18,6 +18,8 @@ public final class ServerMetrics: Sendable {
     private let ruleTables: Set<String>
     private let connected: Gauge
     private let noticesSent: Counter
+    private let noticesCoalesced: Counter
+    private let slowChannels: Counter
     private let pushBatches: Counter
 
     /// The names of every metric the server exports, as Docs/Server.md lists them.
@@ -35,6 +37,8 @@ public final class ServerMetrics: Sendable {
         self.ruleTables = ruleTables
         connected = registry.makeGauge(descriptor: Family.websockets.descriptor)
         noticesSent = registry.makeCounter(descriptor: Family.notices.descriptor)
+        noticesCoalesced = registry.makeCounter(descriptor: Family.noticesCoalesced.descriptor)
+        slowChannels = registry.makeCounter(descriptor: Family.slowChannels.descriptor)
         pushBatches = registry.makeCounter(descriptor: Family.pushBatches.descriptor)
         // Every family appears from the start, so a scrape names each metric before its first
         // event (and a dashboard's query has a series to show).
@@ -55,7 +59,8 @@ public final class ServerMetrics: Sendable {
     enum Family: String, CaseIterable {
         case requests = "http_requests", requestDuration = "http_request_duration", pushBatches = "push_batches"
         case pushOperations = "push_operations", refusals = "rule_refusals", pullPages = "pull_pages", pullRows = "pull_rows"
-        case callDuration = "service_call_duration", websockets, notices = "notices_sent", tokens = "token_verifications"
+        case callDuration = "service_call_duration", websockets, notices = "notices_sent", noticesCoalesced = "notices_coalesced"
+        case slowChannels = "slow_channels_closed", tokens = "token_verifications"
         case keySets = "key_set_fetches", attachmentBytes = "attachment_bytes"
 
         var unit: String {
@@ -78,6 +83,8 @@ public final class ServerMetrics: Sendable {
             case .callDuration: "Time the service took to apply a push or read a pull page, store transactions included."
             case .websockets: "Change channels open now."
             case .notices: "Change notices written to change channels."
+            case .noticesCoalesced: "Change notices merged into one their channel had waiting for the same table (its client reads slower than the table changes)."
+            case .slowChannels: "Change channels closed because their client stopped reading: a notice waited past the write timeout, or more tables waited than a channel holds."
             case .tokens: "Bearer tokens checked: verified, refused, or unverifiable (the issuer's keys could not be had)."
             case .keySets: "Key-set (JWKS) fetches of configured issuers, by issuer and result."
             case .attachmentBytes: "Attachment bytes received by uploads (every byte that arrived, a cut-off request's included) and sent by downloads."
@@ -146,6 +153,12 @@ public final class ServerMetrics: Sendable {
 
     /// A notice written to a change channel.
     func noticeSent() { noticesSent.increment() }
+
+    /// A notice merged into one its channel had waiting for the same table.
+    func noticeMerged() { noticesCoalesced.increment() }
+
+    /// A change channel closed because its client stopped reading.
+    func slowChannelClosed() { slowChannels.increment() }
 
     /// A bearer token checked: `verified`, `refused` or `unverifiable` (its issuer's keys could not be had).
     func tokenVerified(_ result: String) { counter(.tokens, [("result", result)]).increment() }

@@ -95,6 +95,16 @@ public struct SyncServer: Sendable {
         /// `POST /v1/admin/prune-attachments`). Several instances over one store may all run
         /// it: each removal is checked again in its own transaction.
         public var attachmentPruneInterval: Duration? = .seconds(3600)
+        /// How long a change channel's notice may wait to be written before the server closes
+        /// the channel (default 15 seconds). A write waits when the socket's buffers are full:
+        /// the client stopped reading (a suspended app, a stalled network). Meanwhile the
+        /// channel holds at most one waiting notice per table; once closed it holds nothing,
+        /// and its client reconnects when it reads again, and pulls.
+        public var changeChannelWriteTimeout: Duration = .seconds(15)
+        /// How often the server pings an idle WebSocket change channel (default 30 seconds).
+        /// A channel that has not answered one ping by the next is closed: it catches a client
+        /// that stopped reading before any notice filled its buffers.
+        public var changeChannelPingInterval: Duration = .seconds(30)
 
         /// Creates a configuration.
         public init(host: String = "127.0.0.1", port: Int = 8080, tokenSecret: [UInt8], adminKey: String? = nil,
@@ -145,6 +155,7 @@ public struct SyncServer: Sendable {
     /// The services that run beside the application until the shutdown.
     private var services: [any Service] {
         var services: [any Service] = [drain]
+        services.append(SlowChannelService(channels: channels, timeout: configuration.changeChannelWriteTimeout, metrics: metrics))
         if let interval = configuration.attachmentPruneInterval {
             services.append(AttachmentPruneService(service: service, interval: interval, logger: configuration.logger))
         }
@@ -160,8 +171,9 @@ public struct SyncServer: Sendable {
     public init(service: OfflineSyncService, configuration: Configuration, feed: any ChangeFeed = LocalChangeFeed(),
                 datasets: DatasetService? = nil) async throws {
         guard configuration.maxBodyBytes >= 1024, configuration.maxBatchSize >= 1, configuration.maxPageSize >= 1,
-              configuration.tablesPageSize >= 1, configuration.pagesPerStream >= 1 else {
-            throw SyncError(.invalidValue, "server limits must be positive (and the body limit at least 1 KiB)")
+              configuration.tablesPageSize >= 1, configuration.pagesPerStream >= 1,
+              configuration.changeChannelWriteTimeout > .zero, configuration.changeChannelPingInterval > .zero else {
+            throw SyncError(.invalidValue, "server limits and change-channel times must be positive (and the body limit at least 1 KiB)")
         }
         self.service = service
         self.configuration = configuration
@@ -249,11 +261,12 @@ public struct SyncServer: Sendable {
         routes.addWebSocket(to: webSocketRouter)
         let webSocketResponder = webSocketRouter.buildResponder()
         let silentTimeout = configuration.silentConnectionTimeout
+        let webSocketConfiguration = WebSocketServerConfiguration(autoPing: .enabled(timePeriod: configuration.changeChannelPingInterval))
         return Application(
             router: router,
             server: HTTPServerBuilder { responder in
                 GuardedChildChannel(base: HTTP1WebSocketUpgradeChannel(responder: responder, webSocketResponder: webSocketResponder,
-                                                                       configuration: .init()),
+                                                                       configuration: webSocketConfiguration),
                                     firstByteTimeout: .nanoseconds(Int64(silentTimeout / .nanoseconds(1))))
             },
             configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: "OfflineSync"),
@@ -303,28 +316,29 @@ struct DrainService: Service, CustomStringConvertible {
 }
 
 /// The change channels open on a server (shared by its copies), so a shutdown can tell each
-/// "going away" before the application stops.
+/// "going away" before the application stops, and ``SlowChannelService`` can find those
+/// whose client stopped reading.
 final class ChannelRegistry: Sendable {
     private struct State {
-        var open: [ObjectIdentifier: @Sendable () -> Void] = [:]
+        var open: [ObjectIdentifier: OpenChannel] = [:]
         var closing = false
     }
 
     private let state = Mutex(State())
 
-    /// Adds the channel of `connection`, whose `goAway` ends it with "going away"; `false`
-    /// when the server is already past its drain (the channel should go away at once).
-    func add(_ connection: ConnectionNotices, goAway: @escaping @Sendable () -> Void) -> Bool {
+    /// Adds `channel`; `false` when the server is already past its drain (the channel
+    /// should go away at once).
+    func add(_ channel: OpenChannel) -> Bool {
         state.withLock { state in
             guard !state.closing else { return false }
-            state.open[ObjectIdentifier(connection)] = goAway
+            state.open[ObjectIdentifier(channel)] = channel
             return true
         }
     }
 
-    /// Removes the channel of `connection`, which ended.
-    func remove(_ connection: ConnectionNotices) {
-        _ = state.withLock { $0.open.removeValue(forKey: ObjectIdentifier(connection)) }
+    /// Removes `channel`, which ended.
+    func remove(_ channel: OpenChannel) {
+        _ = state.withLock { $0.open.removeValue(forKey: ObjectIdentifier(channel)) }
     }
 
     /// Tells every open channel, and every one added from now on, to go away.
@@ -333,11 +347,83 @@ final class ChannelRegistry: Sendable {
             state.closing = true
             return Array(state.open.values)
         }
-        open.forEach { $0() }
+        open.forEach { $0.goAway() }
+    }
+
+    /// The channels whose current write began more than `timeout` before `now` (uptime nanoseconds).
+    func stalled(longerThan timeout: Duration, now: UInt64) -> [OpenChannel] {
+        let limit = UInt64(timeout / .nanoseconds(1))
+        return state.withLock { state in state.open.values.filter { $0.isStalled(longerThan: limit, now: now) } }
     }
 
     /// The channels open now.
     var count: Int { state.withLock { $0.open.count } }
+}
+
+/// One open change channel, whatever carries it.
+final class OpenChannel: Sendable {
+    /// Ends the channel with "going away" (the server is shutting down).
+    let goAway: @Sendable () -> Void
+    /// Closes the channel's connection at once, without a closing handshake: the handshake's
+    /// own write would wait behind the same full buffers as the write that stalled.
+    private let close: @Sendable () -> Void
+    /// When the write under way began, in uptime nanoseconds; 0 while none is.
+    private let writingSince = Atomic<UInt64>(0)
+    private let aborted = Atomic(false)
+
+    init(goAway: @escaping @Sendable () -> Void, close: @escaping @Sendable () -> Void) {
+        self.goAway = goAway
+        self.close = close
+    }
+
+    /// Runs `write`, marked as under way for ``SlowChannelService``.
+    func writing(_ write: () async throws -> Void) async throws {
+        writingSince.store(max(1, DispatchTime.now().uptimeNanoseconds), ordering: .releasing)
+        defer { writingSince.store(0, ordering: .releasing) }
+        try await write()
+    }
+
+    func isStalled(longerThan limit: UInt64, now: UInt64) -> Bool {
+        let since = writingSince.load(ordering: .acquiring)
+        return since != 0 && now > since && now - since > limit
+    }
+
+    /// Closes the connection; `true` the first time.
+    @discardableResult
+    func abort() -> Bool {
+        guard !aborted.exchange(true, ordering: .acquiringAndReleasing) else { return false }
+        close()
+        return true
+    }
+}
+
+/// Closes the change channels whose client stopped reading: a notice write that has waited
+/// longer than ``SyncServer/Configuration/changeChannelWriteTimeout`` (the socket's buffers
+/// are full) ends its connection, so a client that does not read holds neither a task nor
+/// memory past that bound. The client reconnects when it reads again, and pulls.
+///
+/// One sweep of every channel each quarter of the timeout (at most a second apart) costs
+/// an atomic load per channel, where a timer per write would cost a task per socket.
+struct SlowChannelService: Service, CustomStringConvertible {
+    let channels: ChannelRegistry
+    let timeout: Duration
+    let metrics: ServerMetrics
+
+    var description: String { "SlowChannelService" }
+
+    func run() async throws {
+        let period = min(timeout / 4, .seconds(1))
+        while true {
+            do {
+                try await cancelWhenGracefulShutdown { try await Task.sleep(for: period) }
+            } catch {
+                return   // the shutdown began
+            }
+            for channel in channels.stalled(longerThan: timeout, now: DispatchTime.now().uptimeNanoseconds) where channel.abort() {
+                metrics.slowChannelClosed()
+            }
+        }
+    }
 }
 
 /// When the server accepts its own development tokens (``TokenAuthority``).
@@ -386,6 +472,8 @@ public struct RunningSyncServer: Sendable {
 struct SyncRequestContext: RequestContext, WebSocketRequestContext {
     var coreContext: CoreRequestContextStorage
     let webSocket: WebSocketHandlerReference<Self>
+    /// The request's connection: a change channel closes it when its client stopped reading.
+    let channel: any Channel
     /// What became of the request's bearer token.
     var bearer = Bearer.none
 
@@ -398,6 +486,7 @@ struct SyncRequestContext: RequestContext, WebSocketRequestContext {
     init(source: ApplicationRequestContextSource) {
         coreContext = .init(source: source)
         webSocket = .init()
+        channel = source.channel
     }
 
     /// The verified caller's claims; otherwise 401 `unauthorized` (the same answer whatever

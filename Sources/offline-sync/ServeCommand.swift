@@ -141,7 +141,7 @@ struct ServeCommand: AsyncParsableCommand {
                                discussion: """
         A group of the sync rules with more members is read by its members' pulls instead, so a write costs the         same whatever the group's size (Docs/SyncRules.md). Default: \(OfflineSyncService.defaultGroupFanoutLimit).
         """))
-    var groupFanoutLimit: Int?
+    var groupFanoutLimit: Int64?
 
     @Option(name: .customLong("attachment-max-bytes"), help: ArgumentHelp(
         "The largest attachment accepted, in bytes (environment: OFFLINE_SYNC_ATTACHMENT_MAX_BYTES).",
@@ -166,7 +166,17 @@ struct ServeCommand: AsyncParsableCommand {
     @Option(name: .customLong("drain-seconds"), help: ArgumentHelp(
         "On SIGTERM, how long to keep serving while GET /ready answers 503 (environment: OFFLINE_SYNC_DRAIN_SECONDS).",
         discussion: "Time for a load balancer to send new requests elsewhere before the server stops accepting. Default 0."))
-    var drainSeconds: Int?
+    var drainSeconds: Int64?
+
+    @Option(name: .customLong("channel-write-seconds"), help: ArgumentHelp(
+        "How long a change notice may wait to be written before its channel is closed (environment: OFFLINE_SYNC_CHANNEL_WRITE_SECONDS).",
+        discussion: "A write waits when the client stopped reading its socket; the client reconnects when it reads again. Default 15."))
+    var channelWriteSeconds: Int64?
+
+    @Option(name: .customLong("channel-ping-seconds"), help: ArgumentHelp(
+        "How often an idle WebSocket change channel is pinged (environment: OFFLINE_SYNC_CHANNEL_PING_SECONDS).",
+        discussion: "A channel that has not answered a ping by the next is closed. Default 30."))
+    var channelPingSeconds: Int64?
 
     @Option(name: .customLong("issuer"), help: ArgumentHelp("An identity provider's configuration, a YAML file with an 'issuers:' list (repeatable; environment: OFFLINE_SYNC_ISSUERS, paths separated by ':').",
                                                            discussion: """
@@ -204,11 +214,6 @@ struct ServeCommand: AsyncParsableCommand {
         let secret = try dataArguments.tokenSecret(create: true)
         let syncRules = try dataArguments.rules(self.rules)
         let (store, shownStore) = try await dataArguments.openStore(self.store)
-        let fanoutText = environment["OFFLINE_SYNC_GROUP_FANOUT_LIMIT"]
-        let fanout = groupFanoutLimit ?? (fanoutText.map { Int($0) ?? 0 } ?? OfflineSyncService.defaultGroupFanoutLimit)
-        guard fanout >= 1 else {
-            throw ValidationError("the group fan-out limit must be a whole number of at least 1")
-        }
         func setting(_ flag: Int64?, _ variable: String, _ fallback: Int64, _ name: String) throws -> Int64 {
             let value = try flag ?? environment[variable].map { text in
                 guard let number = Int64(text) else { throw ValidationError("\(variable) must be a whole number") }
@@ -229,7 +234,17 @@ struct ServeCommand: AsyncParsableCommand {
             grace: .seconds(try setting(attachmentGraceSeconds, "OFFLINE_SYNC_ATTACHMENT_GRACE_SECONDS",
                                         defaults.grace.components.seconds, "--attachment-grace-seconds")))
         let pruneSeconds = try setting(attachmentPruneSeconds, "OFFLINE_SYNC_ATTACHMENT_PRUNE_SECONDS", 3600, "--attachment-prune-seconds")
-        let service = try await OfflineSyncService(store: store, rules: syncRules, groupFanoutLimit: fanout,
+        let fanout = try setting(groupFanoutLimit, "OFFLINE_SYNC_GROUP_FANOUT_LIMIT", Int64(OfflineSyncService.defaultGroupFanoutLimit),
+                                 "--group-fanout-limit")
+        let drain = try setting(drainSeconds, "OFFLINE_SYNC_DRAIN_SECONDS", 0, "--drain-seconds")
+        let channelWrite = try setting(channelWriteSeconds, "OFFLINE_SYNC_CHANNEL_WRITE_SECONDS", 15, "--channel-write-seconds")
+        let channelPing = try setting(channelPingSeconds, "OFFLINE_SYNC_CHANNEL_PING_SECONDS", 30, "--channel-ping-seconds")
+        guard fanout >= 1, fanout <= Int64(Int32.max) else { throw ValidationError("--group-fanout-limit must be from 1 to \(Int32.max)") }
+        guard drain <= 3600 else { throw ValidationError("--drain-seconds must be at most 3600") }
+        guard channelWrite >= 1, channelPing >= 1 else {
+            throw ValidationError("--channel-write-seconds and --channel-ping-seconds must be at least 1")
+        }
+        let service = try await OfflineSyncService(store: store, rules: syncRules, groupFanoutLimit: Int(fanout),
                                                    attachmentLimits: attachmentLimits)
         var feed: any ChangeFeed = LocalChangeFeed()
         if let postgres = store as? PostgreSQLStore {
@@ -246,12 +261,9 @@ struct ServeCommand: AsyncParsableCommand {
             adminKey: environment["OFFLINE_SYNC_ADMIN_KEY"].flatMap { $0.isEmpty ? nil : $0 },
             maxBodyBytes: maxBodyBytes, maxBatchSize: maxBatchSize, logger: logger,
             cognitoKeys: try parseCognitoKeys(environment))
-        let drainText = environment["OFFLINE_SYNC_DRAIN_SECONDS"]
-        let drain = drainSeconds ?? (drainText.map { Int($0) ?? -1 } ?? 0)
-        guard (0...3600).contains(drain) else {
-            throw ValidationError("the drain period must be a whole number of seconds from 0 to 3600")
-        }
         configuration.drainPeriod = .seconds(drain)
+        configuration.changeChannelWriteTimeout = .seconds(channelWrite)
+        configuration.changeChannelPingInterval = .seconds(channelPing)
         configuration.attachmentPruneInterval = pruneSeconds > 0 ? .seconds(pruneSeconds) : nil
         let issuerPaths = issuerFiles + (environment["OFFLINE_SYNC_ISSUERS"] ?? "").split(separator: ":").map(String.init)
         configuration.issuers = try issuerPaths.flatMap(TokenIssuer.issuers(contentsOfFile:))

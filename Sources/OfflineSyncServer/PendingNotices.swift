@@ -1,0 +1,121 @@
+import OfflineSync
+import Synchronization
+
+/// The notices one change channel has not written yet, at most one per table and one per
+/// dataset: a notice that arrives while another for the same table waits is merged into it
+/// (both only say "pull this table"), so a client that reads slowly costs the server one
+/// entry per table it hears, however many writes happen meanwhile, and never misses a table.
+///
+/// A channel that would need more than ``limit`` entries is over: ``next()`` reports it,
+/// and the relay closes the channel (its client reconnects and pulls every table).
+final class PendingNotices: Sendable {
+    /// What a waiting notice is merged by: its table, or its dataset (whose newest sync count wins).
+    private enum Key: Hashable {
+        case table(ExactString)
+        case dataset(pool: String, identity: ExactString, name: String)
+        case other(ChangeNotice.Change)
+
+        init(_ change: ChangeNotice.Change) {
+            switch change {
+            case .table(let table): self = .table(ExactString(table))
+            case .dataset(let dataset):
+                self = .dataset(pool: dataset.identityPoolId, identity: ExactString(dataset.identityId), name: dataset.datasetName)
+            case .groups, .member: self = .other(change)
+            }
+        }
+    }
+
+    /// What ``next()`` hands the relay.
+    enum Batch {
+        /// The notices waiting, in the order their tables first arrived.
+        case notices([ChangeNotice])
+        /// More tables waited than ``limit``: the channel should be closed.
+        case over
+        /// The channel closed.
+        case finished
+    }
+
+    private struct State {
+        var order: [Key] = []
+        var waiting: [Key: ChangeNotice] = [:]
+        var over = false
+        var finished = false
+        var reader: CheckedContinuation<Batch, Never>?
+    }
+
+    /// The most tables and datasets a channel may have waiting.
+    let limit: Int
+    /// Called for each notice merged into a waiting one (counted in the metrics).
+    private let merged: @Sendable () -> Void
+    private let state = Mutex(State())
+
+    init(limit: Int = 4096, merged: @escaping @Sendable () -> Void = {}) {
+        self.limit = limit
+        self.merged = merged
+    }
+
+    /// Adds `notice`, or merges it into the waiting notice for its table (a merged notice
+    /// whose origins differ keeps no origin: some other client's change is in it).
+    func add(_ notice: ChangeNotice) {
+        let key = Key(notice.change)
+        var wasMerged = false
+        let resume = state.withLock { state -> (CheckedContinuation<Batch, Never>, Batch)? in
+            guard !state.finished, !state.over else { return nil }
+            if var waiting = state.waiting[key] {
+                if waiting.origin.map(ExactString.init) != notice.origin.map(ExactString.init) { waiting.origin = nil }
+                waiting.change = notice.change
+                state.waiting[key] = waiting
+                wasMerged = true
+                return nil
+            }
+            guard state.order.count < limit else {
+                state.over = true
+                state.order = []
+                state.waiting = [:]
+                return state.reader.take().map { ($0, .over) }
+            }
+            state.order.append(key)
+            state.waiting[key] = notice
+            return state.reader.take().map { ($0, Self.take(&state)) }
+        }
+        if let (reader, batch) = resume { reader.resume(returning: batch) }
+        if wasMerged { merged() }
+    }
+
+    /// Ends the channel: a reader waiting in ``next()`` gets `.finished`; notices added later are ignored.
+    func finish() {
+        let reader = state.withLock { state -> CheckedContinuation<Batch, Never>? in
+            state.finished = true
+            return state.reader.take()
+        }
+        reader?.resume(returning: .finished)
+    }
+
+    /// Waits for notices and takes all that are waiting. One reader at a time; a cancelled
+    /// reader gets `.finished`.
+    func next() async -> Batch {
+        await withTaskCancellationHandler {
+            await withCheckedContinuation { (continuation: CheckedContinuation<Batch, Never>) in
+                let ready = state.withLock { state -> Batch? in
+                    if state.over { return .over }
+                    if !state.order.isEmpty { return Self.take(&state) }
+                    if state.finished || Task.isCancelled { return .finished }
+                    precondition(state.reader == nil, "PendingNotices has one reader")
+                    state.reader = continuation
+                    return nil
+                }
+                if let ready { continuation.resume(returning: ready) }
+            }
+        } onCancel: {
+            let reader = state.withLock { $0.reader.take() }
+            reader?.resume(returning: .finished)
+        }
+    }
+
+    private static func take(_ state: inout State) -> Batch {
+        let notices = state.order.compactMap { state.waiting[$0] }
+        state.order.removeAll(keepingCapacity: false)
+        state.waiting.removeAll(keepingCapacity: false)
+        return .notices(notices)
+    }
+}

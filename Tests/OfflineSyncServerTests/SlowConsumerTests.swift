@@ -1,0 +1,203 @@
+import Foundation
+import OfflineSync
+@testable import OfflineSyncServer
+import OfflineSyncTestSupport
+import Synchronization
+import Testing
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A change channel opened on a raw socket that never reads what the server sends: a
+/// suspended app, a stalled network.
+struct DeafChannel {
+    /// What carries the channel.
+    enum Carrier: String, CaseIterable, Sendable {
+        case webSocket = "WebSocket", eventStream = "event stream"
+    }
+
+    let fd: Int32
+
+    /// Connects with a small receive buffer (so the server's writes stall soon), sends the
+    /// request that opens the channel with `token`, and reads nothing.
+    init(port: Int, token: String, carrier: Carrier = .webSocket) throws {
+        fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        var size: Int32 = 4096
+        setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &size, socklen_t(MemoryLayout<Int32>.size))
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = in_port_t(UInt16(port).bigEndian)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        let result = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        guard result == 0 else {
+            close(fd)
+            throw SyncError(.transient, "connect failed: errno \(errno)")
+        }
+        let opening = switch carrier {
+        case .webSocket:
+            "Connection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
+        case .eventStream:
+            "Accept: text/event-stream\r\n"
+        }
+        let request = "GET /v1/changes HTTP/1.1\r\nHost: 127.0.0.1:\(port)\r\n" + opening + "Authorization: Bearer \(token)\r\n\r\n"
+        let bytes = Array(request.utf8)
+        guard bytes.withUnsafeBytes({ write(fd, $0.baseAddress, $0.count) }) == bytes.count else {
+            close(fd)
+            throw SyncError(.transient, "write failed: errno \(errno)")
+        }
+    }
+
+    /// Reads what the server left in the socket until the connection ends; `true` when it
+    /// ended (the server closed it), `false` when nothing more came for `quiet`.
+    func drainsToEnd(quiet: Duration = .seconds(10)) async throws -> Bool {
+        try await offThePool {
+            var buffer = [UInt8](repeating: 0, count: 65536)
+            var descriptor = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+            let milliseconds = Int32(quiet.components.seconds * 1000)
+            while true {
+                guard poll(&descriptor, 1, milliseconds) > 0 else { return false }
+                let count = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+                if count <= 0 { return true }   // end of stream, or reset
+            }
+        }
+    }
+
+    func hangUp() { close(fd) }
+}
+
+@Suite("Server: change channels whose client stops reading")
+struct SlowConsumerTests {
+    static func scrape(_ live: LiveServer) async throws -> PrometheusText {
+        try PrometheusText(try await http(.GET, live.baseURL + "/metrics", headers: [("X-Admin-Key", testAdminKey)]).text)
+    }
+
+    @Test("a channel whose writes stall is closed after the write timeout, with its notices merged per table meanwhile; a channel that reads hears every table",
+          arguments: DeafChannel.Carrier.allCases)
+    func stalledWritesCloseTheChannel(carrier: DeafChannel.Carrier) async throws {
+        try await LiveServer.with(configure: {
+            $0.changeChannelWriteTimeout = .seconds(1)
+            $0.changeChannelPingInterval = .seconds(3600)
+        }) { live in
+            let port = try #require(URL(string: live.baseURL)?.port)
+            let deaf = try DeafChannel(port: port, token: try await live.token("alice"), carrier: carrier)
+            defer { deaf.hangUp() }
+            let alice = try await live.remote("alice")
+            let listening = EventLog(try await live.remote("alice").changes())
+            #expect(await listening.waitFor(.subscribed))
+            #expect(try await eventually(timeout: .seconds(30)) { try await Self.scrape(live).value("offline_sync_websockets_connected") == 2 })
+
+            // Long table names make long notices, so the deaf socket's buffers fill sooner.
+            let tables = (0..<20).map { "notes_for_a_client_that_never_reads_its_socket_\($0)" }
+            var pushes = 0
+            let started = ContinuousClock.now
+            while try await Self.scrape(live).value("offline_sync_slow_channels_closed_total") == 0 {
+                guard ContinuousClock.now - started < .seconds(120) else {
+                    Issue.record("the deaf \(carrier.rawValue) was not closed after \(pushes) pushes")
+                    return
+                }
+                for _ in 0..<10 {
+                    _ = try await alice.push(tables.map { table in
+                        PushOperation(id: "op-\(table)-\(pushes)", table: table, itemId: "r\(pushes)", kind: .insert,
+                                      item: Record(id: "r\(pushes)", fields: ["n": .int(Int64(pushes))]), baseVersion: nil)
+                    })
+                    pushes += 1
+                }
+            }
+            let metrics = try await Self.scrape(live)
+            #expect(metrics.value("offline_sync_slow_channels_closed_total") == 1)
+            #expect(metrics.value("offline_sync_notices_coalesced_total") > 0, "notices for a stalled channel's tables were not merged")
+            #expect(try await eventually(timeout: .seconds(30)) { try await Self.scrape(live).value("offline_sync_websockets_connected") == 1 })
+            #expect(try await deaf.drainsToEnd(), "the deaf channel's connection is still open")
+
+            // The channel that reads heard every table, up to the last push.
+            _ = try await alice.push([PushOperation(id: "op-last", table: "last", itemId: "x", kind: .insert,
+                                                    item: Record(id: "x", fields: [:]), baseVersion: nil)])
+            #expect(await listening.waitFor(.changed(table: "last")))
+            await listening.stop()
+        }
+    }
+
+    @Test("a WebSocket channel that answers no ping is closed by the next ping, before any notice")
+    func unansweredPingClosesTheChannel() async throws {
+        try await LiveServer.with(configure: {
+            $0.changeChannelWriteTimeout = .seconds(3600)
+            $0.changeChannelPingInterval = .seconds(1)
+        }) { live in
+            let port = try #require(URL(string: live.baseURL)?.port)
+            let deaf = try DeafChannel(port: port, token: try await live.token("alice"))
+            defer { deaf.hangUp() }
+            // A client that reads answers the pings and stays.
+            let listening = EventLog(try await live.remote("alice").changes())
+            #expect(await listening.waitFor(.subscribed))
+            #expect(try await eventually(timeout: .seconds(30)) { try await Self.scrape(live).value("offline_sync_websockets_connected") == 2 })
+            #expect(try await deaf.drainsToEnd(quiet: .seconds(30)), "the deaf channel's connection is still open")
+            #expect(try await eventually(timeout: .seconds(30)) { try await Self.scrape(live).value("offline_sync_websockets_connected") == 1 })
+            // Past several ping periods, the reading client still hears a change.
+            try await Task.sleep(for: .seconds(3))
+            let alice = try await live.remote("alice")
+            _ = try await alice.push([PushOperation(id: "op-1", table: "notes", itemId: "n1", kind: .insert,
+                                                    item: Record(id: "n1", fields: [:]), baseVersion: nil)])
+            #expect(await listening.waitFor(.changed(table: "notes")))
+            #expect(try await Self.scrape(live).value("offline_sync_websockets_connected") == 1)
+            await listening.stop()
+        }
+    }
+}
+
+@Suite("Server: a channel's waiting notices")
+struct PendingNoticesTests {
+    @Test("notices wait one per table, in first-arrival order; a merged notice of two origins keeps none; a dataset keeps its newest count")
+    func mergesPerTable() async {
+        let merges = Counter()
+        let pending = PendingNotices(merged: { merges.add() })
+        pending.add(ChangeNotice(.identity("a"), .table("t1"), origin: "c1"))
+        pending.add(ChangeNotice(.identity("a"), .table("t2"), origin: "c1"))
+        pending.add(ChangeNotice(.identity("a"), .table("t1"), origin: "c1"))
+        pending.add(ChangeNotice(.identity("a"), .table("t2"), origin: "c2"))
+        let first = DatasetNotification(identityPoolId: "p", identityId: "a", datasetName: "d", syncCount: 1)
+        let second = DatasetNotification(identityPoolId: "p", identityId: "a", datasetName: "d", syncCount: 2)
+        pending.add(ChangeNotice(dataset: first))
+        pending.add(ChangeNotice(dataset: second))
+        guard case .notices(let notices) = await pending.next() else { Issue.record("no notices"); return }
+        #expect(merges.value == 3)
+        #expect(notices == [ChangeNotice(.identity("a"), .table("t1"), origin: "c1"), ChangeNotice(.identity("a"), .table("t2")),
+                            ChangeNotice(dataset: second)])
+        // A table whose name differs only in Unicode normalisation is another table.
+        pending.add(ChangeNotice(identity: "a", table: "caf\u{E9}"))
+        pending.add(ChangeNotice(identity: "a", table: "cafe\u{301}"))
+        guard case .notices(let two) = await pending.next() else { Issue.record("no notices"); return }
+        #expect(two.count == 2)
+        #expect(merges.value == 3)
+    }
+
+    @Test("a reader waits for the next notice; finishing or cancelling ends its wait; past the limit the channel is over")
+    func waitsFinishesAndOverflows() async {
+        let pending = PendingNotices(limit: 3)
+        let reader = Task { await pending.next() }
+        pending.add(ChangeNotice(identity: "a", table: "t"))
+        guard case .notices(let notices) = await reader.value else { Issue.record("the reader got no notice"); return }
+        #expect(notices.count == 1)
+
+        let cancelled = Task { await pending.next() }
+        cancelled.cancel()
+        guard case .finished = await cancelled.value else { Issue.record("a cancelled reader kept waiting"); return }
+
+        for table in ["t1", "t2", "t3", "t4"] { pending.add(ChangeNotice(identity: "a", table: table)) }
+        guard case .over = await pending.next() else { Issue.record("four tables fit a limit of three"); return }
+
+        let finished = PendingNotices()
+        let waiting = Task { await finished.next() }
+        finished.finish()
+        guard case .finished = await waiting.value else { Issue.record("finishing did not end the wait"); return }
+        finished.add(ChangeNotice(identity: "a", table: "t"))
+        guard case .finished = await finished.next() else { Issue.record("a finished channel took a notice"); return }
+    }
+}
+
+private final class Counter: Sendable {
+    private let count = Atomic(0)
+    func add() { count.add(1, ordering: .relaxed) }
+    var value: Int { count.load(ordering: .relaxed) }
+}
