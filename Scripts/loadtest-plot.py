@@ -28,6 +28,15 @@ def table(document):
                     w["serverKiBPerConnection"], w["serverRSSIdleMiB"], w["serverRSSConnectedMiB"])
             rows.append("| %s | write → notice: %s | %s | %s |" % (w["name"], what, cell(w["writeToNotice"]), checks))
             rows.append("| %s | write → row pulled by the receiver | %s | |" % (w["name"], cell(w["writeToPage"])))
+        elif w["name"] == "slow-consumers":
+            what = ("%d writes at %d/s to %d reading clients beside %d channels that never read: %d of them closed by the server "
+                    "(%.1f s after the last write, channel timeout %d s); server memory %+.1f MiB at its peak over %.0f MiB before they opened") % (
+                w["writes"], w["ratePerSecond"], w["clients"], w["deafChannels"], w["deafChannelsClosed"],
+                w["deafClosedSecondsAfterLastWrite"], w["channelTimeoutSeconds"], w["serverRSSPeakOverBeforeMiB"], w["serverRSSBeforeDeafMiB"])
+            rows.append("| %s | write → notice: %s | %s | %s |" % (w["name"], what, cell(w["writeToNotice"]), checks))
+            if "baselineWriteToNotice" in w:
+                rows.append("| %s | write → notice, the same clients without the channels that never read (p99 ratio %.2f×) | %s | |" % (
+                    w["name"], w.get("p99OverBaseline", float("nan")), cell(w["baselineWriteToNotice"])))
         elif w["name"] == "concurrent-writers":
             what = "%d clients pushing batches of %d for %.0f s: %s ops/s, %.2f× raw multi-row inserts (%s rows/s)" % (
                 w["writers"], w["batch"], w["durationSeconds"], format(int(w["operationsPerSecond"]), ","),
@@ -47,7 +56,7 @@ def write_table(document, path):
     print("wrote the table of %s" % path)
 
 WIDTH, HEIGHT, LEFT, RIGHT, TOP, BOTTOM = 760, 420, 70, 20, 40, 60
-COLOURS = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b"]
+COLOURS = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf"]
 TICKS = [0, 50, 90, 99, 99.9, 99.99]
 
 
@@ -64,7 +73,10 @@ def main():
     document = json.load(open(source))
     series = []
     for workload in document["workloads"]:
-        for key, label in (("writeToNotice", "write → notice"), ("writeToPage", "write → pulled"), ("push", "push")):
+        keys = (("writeToNotice", "write → notice"), ("writeToPage", "write → pulled"), ("push", "push"))
+        if workload["name"] == "slow-consumers":
+            keys = (("writeToNotice", "write → notice"), ("baselineWriteToNotice", "write → notice, none deaf"))
+        for key, label in keys:
             if key in workload and workload[key].get("distribution"):
                 series.append(("%s: %s" % (workload["name"], label), workload[key]["distribution"]))
     top = 99.99

@@ -24,6 +24,11 @@ struct Propagation {
     /// The server's resident memory now, in bytes: read before the clients connect and once
     /// they all listen, for the memory each connection costs the server.
     var serverMemory: @Sendable () -> Int? = { nil }
+    /// Change channels of the receiving identity opened on sockets that are never read (slow
+    /// consumers), once the receivers listen; the server should close each.
+    var deafChannels = 0
+    /// The change channels the server has open now (its `/metrics` gauge), to see the deaf ones closed.
+    var openChannels: @Sendable () async -> Int? = { nil }
 
     static let table = "lt_notes"
 
@@ -78,6 +83,7 @@ struct Propagation {
         let memory = Self.connectionMemory(idle: idleMemory, connected: serverMemory(), connections: everyone.count)
         if let perConnection = memory["serverKiBPerConnection"] { say("\(name): server memory per connection \(perConnection) KiB") }
 
+        let deaf = try await openDeafChannels(token: alice, listening: everyone.count)
         // The writer: one row per push, on a fixed schedule (a late push goes at once).
         let interval = Duration.seconds(1) / rate
         let begin = ContinuousClock.now
@@ -95,18 +101,74 @@ struct Propagation {
         while receivers.contains(where: { $0.seen.withLock { $0.count } < writes }), ContinuousClock.now < deadline {
             try await Task.sleep(for: .milliseconds(50))
         }
+        var slow: [String: Any]?
+        if let deaf { slow = try await closeOut(deaf, listening: everyone.count) }
         let missed = receivers.reduce(0) { $0 + writes - $1.seen.withLock { $0.count } }
         let leaked = outsiders.reduce(0) { $0 + $1.notices.load(ordering: .acquiring) + $1.seen.withLock { $0.count } }
         say("\(name): \(writes) writes at \(rate)/s to \(clients) receivers: to notice \(toNotice.summary); to page \(toPage.summary)")
         var failures: [String] = []
         if missed > 0 { failures.append("\(name): \(missed) row deliveries missed (of \(writes * clients))") }
         if leaked > 0 { failures.append("\(name): \(leaked) notices or rows reached another identity") }
+        if deafChannels > 0, (slow?["deafChannelsClosed"] as? Int) != deafChannels {
+            failures.append("\(name): \((slow?["deafChannelsClosed"] as? Int) ?? 0) of \(deafChannels) channels that never read were closed by the server")
+        }
         let json: [String: Any] = [
             "name": name, "clients": clients, "ratePerSecond": rate, "writes": writes, "tableRows": tableRows,
             "otherIdentityListeners": outsiders.count, "missedDeliveries": missed, "leakedNotices": leaked,
             "writeToNotice": toNotice.json, "writeToPage": toPage.json,
         ]
-        return LoadOutcome(json: json.merging(memory) { first, _ in first }, failures: failures)
+        return LoadOutcome(json: json.merging(memory) { first, _ in first }.merging(slow ?? [:]) { first, _ in first }, failures: failures)
+    }
+
+    /// The deaf channels and the server's memory while they are open.
+    struct DeafChannels {
+        let sockets: [LoopbackSocket]
+        let memoryBefore: Int?
+        let sampler: MemorySampler
+    }
+
+    /// Opens ``deafChannels`` channels that are never read, once `listening` channels are
+    /// open, and waits until the server counts them; `nil` when there are none to open.
+    private func openDeafChannels(token: String, listening: Int) async throws -> DeafChannels? {
+        guard deafChannels > 0, let port = URL(string: base)?.port else { return nil }
+        let before = serverMemory()
+        let sockets = try (0..<deafChannels).map { _ in try LoopbackSocket.deafChannel(port: port, token: token) }
+        let started = ContinuousClock.now
+        while await openChannels() != listening + deafChannels {
+            guard ContinuousClock.now - started < .seconds(60) else {
+                sockets.forEach { $0.hangUp() }
+                throw SyncError(.transient, "the server did not count \(deafChannels) more change channels within 60 s")
+            }
+            try await Task.sleep(for: .milliseconds(50))
+        }
+        say("\(name): \(deafChannels) change channels that never read are open")
+        return DeafChannels(sockets: sockets, memoryBefore: before, sampler: MemorySampler(serverMemory))
+    }
+
+    /// After the writes: waits (up to 120 s) until the server has closed the deaf channels,
+    /// checks from each socket that its connection ended, and reports the server's memory.
+    private func closeOut(_ deaf: DeafChannels, listening: Int) async throws -> [String: Any] {
+        let lastWrite = ContinuousClock.now
+        while let open = await openChannels(), open > listening, ContinuousClock.now - lastWrite < .seconds(120) {
+            try await Task.sleep(for: .milliseconds(100))
+        }
+        let waited = ContinuousClock.now - lastWrite
+        let peak = await deaf.sampler.stop()
+        let after = serverMemory()
+        var closed = 0
+        for socket in deaf.sockets {
+            if await Task.detached(operation: { socket.readToEnd(quiet: .seconds(2)).ended }).value { closed += 1 }
+            socket.hangUp()
+        }
+        let mib = { (bytes: Int?) -> Any in bytes.map { Double($0) / 1_048_576 } ?? NSNull() }
+        let growth = deaf.memoryBefore.map { Double(peak - $0) / 1_048_576 }
+        say("\(name): \(closed) of \(deaf.sockets.count) channels that never read were closed (all within \(waited) of the last write); server memory \(growth.map { String(format: "%+.1f", $0) } ?? "?") MiB at its peak over the \(String(format: "%.1f", Double(deaf.memoryBefore ?? 0) / 1_048_576)) MiB before they opened")
+        return [
+            "deafChannels": deaf.sockets.count, "deafChannelsClosed": closed,
+            "deafClosedSecondsAfterLastWrite": Double(waited.components.seconds) + Double(waited.components.attoseconds) / 1e18,
+            "serverRSSBeforeDeafMiB": mib(deaf.memoryBefore), "serverRSSPeakMiB": mib(peak), "serverRSSAfterMiB": mib(after),
+            "serverRSSPeakOverBeforeMiB": growth.map { $0 as Any } ?? NSNull(),
+        ]
     }
 
     /// The server's resident memory before the clients connected and once all listened, and

@@ -31,16 +31,26 @@ struct LoadtestCommand: AsyncParsableCommand {
     @Option(help: "Seconds the writers push (writers).") var duration = 20
     @Option(help: "Clients pushing batches as fast as they are answered (writers).") var writers = 200
     @Option(help: "Rows per pushed batch (writers).") var batch = 100
-    @Option(help: "Only these workloads (comma-separated): propagation, fan-out, writers.") var only: String?
+    @Option(help: "Change channels that are opened and never read (slow consumers).") var deafChannels = 100
+    @Option(help: "Writes while the channels that never read are open, one notice each (slow consumers).") var slowWrites = 10_000
+    @Option(help: "Writes per second (slow consumers).") var slowRate = 250
+    @Option(help: "Change channels that read, beside those that never do (slow consumers).") var slowReceivers = 5
+    @Option(help: "The server's change-channel write timeout and ping interval, in seconds (serve --channel-write-seconds, --channel-ping-seconds).")
+    var channelSeconds = 10
+    @Option(help: "Only these workloads (comma-separated): propagation, fan-out, writers, slow-consumers.") var only: String?
     @Option(help: "Where to write the results.") var output = "loadtest-results.json"
     @Flag(help: "Exit non-zero on a missed notification, a lost or duplicated operation, or a notice to an identity that may not read the row.")
     var check = false
 
-    static let workloads = ["propagation", "fan-out", "writers"]
+    static let workloads = ["propagation", "fan-out", "writers", "slow-consumers"]
 
     func validate() throws {
-        guard clients > 0, writes > 0, rate > 0, fanoutWrites > 0, duration > 0, writers > 0, batch > 0, tableRows >= 0 else {
-            throw ValidationError("clients, writes, rate, fan-out writes, duration, writers and batch must be positive")
+        guard clients > 0, writes > 0, rate > 0, fanoutWrites > 0, duration > 0, writers > 0, batch > 0, tableRows >= 0,
+              deafChannels > 0, slowWrites > 0, slowRate > 0, slowReceivers > 0, channelSeconds > 0 else {
+            throw ValidationError("clients, writes, rates, duration, writers, batch, channels and channel seconds must be positive")
+        }
+        guard deafChannels <= 10_000, slowReceivers <= 1_000, slowWrites / slowRate <= 3_600, slowRate <= 10_000, channelSeconds <= 600 else {
+            throw ValidationError("slow consumers are bounded: at most 10,000 channels that never read, 1,000 that do, an hour of writes, 10 minutes' channel timeout")
         }
         guard clients <= 20_000, writers <= 5_000, duration <= 3_600, writes / rate <= 3_600, fanoutWrites <= 3_600, rate <= 10_000,
               batch <= 5_000, tableRows <= 10_000_000 else {
@@ -58,7 +68,10 @@ struct LoadtestCommand: AsyncParsableCommand {
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: directory) }
         let secret = (0..<48).map { _ in "abcdefghijklmnopqrstuvwxyz0123456789".randomElement()! }.map(String.init).joined()
-        let server = try ServerProcess.start(data: directory, secret: secret)
+        let adminKey = UUID().uuidString
+        let server = try ServerProcess.start(data: directory, secret: secret,
+                                             extraArguments: ["--channel-write-seconds", String(channelSeconds), "--channel-ping-seconds", String(channelSeconds)],
+                                             environment: ["OFFLINE_SYNC_ADMIN_KEY": adminKey])
         defer { if server.process.isRunning { kill(server.process.processIdentifier, SIGKILL) } }
         let tokens = try await TokenAuthority(secret: Array(secret.utf8))
         say("loadtest: server \(server.baseURL) (SQLite), file descriptors \(descriptors)")
@@ -87,6 +100,29 @@ struct LoadtestCommand: AsyncParsableCommand {
                                                       scratch: directory).run()
             results.append(outcome.json)
             failures += outcome.failures
+        }
+        if selected.contains("slow-consumers") {
+            // A few devices that read hear every write: first alone (the baseline), then beside
+            // `deafChannels` that never read.
+            let port = URL(string: server.baseURL)?.port ?? 0
+            var outcomes: [LoadOutcome] = []
+            for deaf in [0, deafChannels] {
+                outcomes.append(try await Propagation(
+                    name: deaf == 0 ? "slow-consumers-baseline" : "slow-consumers", identity: "loadtest-slow-\(deaf)", base: server.baseURL,
+                    tokens: tokens, clients: slowReceivers, writes: slowWrites, rate: slowRate, tableRows: 0,
+                    serverMemory: { [pid = server.process.processIdentifier] in ServerProcess.residentBytes(of: pid) },
+                    deafChannels: deaf, openChannels: { await LoopbackSocket.openChannels(port: port, adminKey: adminKey) }).run())
+            }
+            let p99 = outcomes.map { ($0.json["writeToNotice"] as? [String: Any])?["p99Ms"] as? Double }
+            var json = outcomes[1].json
+            json["channelTimeoutSeconds"] = channelSeconds
+            json["baselineWriteToNotice"] = outcomes[0].json["writeToNotice"]
+            if let alone = p99[0], let beside = p99[1], alone > 0 {
+                json["p99OverBaseline"] = beside / alone
+                say("slow-consumers: the reading devices' p99 to notice is \(String(format: "%.2f", beside / alone))× their p99 without the channels that never read")
+            }
+            results.append(json)
+            failures += outcomes.flatMap(\.failures)
         }
         let shutdown = await stopBounded(server)
         let document: [String: Any] = [
