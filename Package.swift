@@ -299,7 +299,7 @@ let package = Package(
             dependencies: [
                 "OfflineSyncTestSupport", "OfflineSync", "OfflineSyncDatasets", "OfflineSyncStoreKit", "OfflineSyncService", "OfflineSyncWire",
                 "OfflineSyncOData", "OfflineSyncServer", "OfflineSyncHTTP", "OfflineSyncURLSession", "OfflineSyncConformance",
-                "OfflineSyncSQLite", "OfflineSyncPostgreSQL", "OfflineSyncLMDB", "OfflineSyncFuzzing",
+                "OfflineSyncSQLite", "OfflineSyncPostgreSQL", "OfflineSyncLMDB", "OfflineSyncFuzzing", "OfflineSyncCommandSupport",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Hummingbird", package: "hummingbird"),

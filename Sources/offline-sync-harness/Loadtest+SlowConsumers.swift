@@ -1,30 +1,13 @@
 import Foundation
 import OfflineSync
+import OfflineSyncCommandSupport
 #if canImport(Glibc)
 import Glibc
 #endif
 
-/// A plain TCP connection to the server on loopback: a change channel that is opened and then
-/// never read (a suspended app, a stalled network), and the one-shot scrape of `/metrics`.
-struct LoopbackSocket: Sendable {
-    let fd: Int32
-
-    init(port: Int) throws {
-        fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        guard fd >= 0 else { throw SyncError(.transient, "socket failed: errno \(errno)") }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = in_port_t(UInt16(port).bigEndian)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        let result = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-        }
-        guard result == 0 else {
-            close(fd)
-            throw SyncError(.transient, "connect failed: errno \(errno)")
-        }
-    }
-
+/// A change channel that is opened and then never read (a suspended app, a stalled
+/// network), and the one-shot scrape of `/metrics`.
+extension LoopbackSocket {
     /// Opens a WebSocket change channel with `token` and reads nothing of it.
     static func deafChannel(port: Int, token: String) throws -> LoopbackSocket {
         let socket = try LoopbackSocket(port: port)
@@ -46,32 +29,6 @@ struct LoopbackSocket: Sendable {
             return Int(value)
         }.value
     }
-
-    func send(_ text: String) throws {
-        let bytes = Array(text.utf8)
-        var offset = 0
-        while offset < bytes.count {
-            let written = bytes[offset...].withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
-            guard written > 0 else { throw SyncError(.transient, "write failed: errno \(errno)") }
-            offset += written
-        }
-    }
-
-    /// Reads until the peer ends the connection (`ended`), or until nothing has come for `quiet`.
-    func readToEnd(quiet: Duration) -> (bytes: [UInt8], ended: Bool) {
-        var result: [UInt8] = []
-        var buffer = [UInt8](repeating: 0, count: 65536)
-        var descriptor = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
-        let milliseconds = Int32(quiet.components.seconds * 1000 + quiet.components.attoseconds / 1_000_000_000_000_000)
-        while true {
-            guard poll(&descriptor, 1, milliseconds) > 0 else { return (result, false) }
-            let count = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
-            if count <= 0 { return (result, true) }   // end of stream, or reset
-            result += buffer[0..<count]
-        }
-    }
-
-    func hangUp() { close(fd) }
 }
 
 /// The server's resident memory, sampled until stopped: its peak over a phase.

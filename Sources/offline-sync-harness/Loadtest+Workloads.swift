@@ -1,5 +1,6 @@
 import Foundation
 import OfflineSync
+import OfflineSyncCommandSupport
 import OfflineSyncHTTP
 import OfflineSyncServer
 import Synchronization

@@ -1,5 +1,6 @@
 import Foundation
 import OfflineSync
+import OfflineSyncCommandSupport
 import OfflineSyncHTTP
 import OfflineSyncSQLite
 import OfflineSyncServer
@@ -9,82 +10,6 @@ import Testing
 #if canImport(Glibc)
 import Glibc
 #endif
-
-/// A TCP load balancer on a loopback port, as an operator's sits in front of server instances:
-/// each connection goes to the next backend in turn that accepts it (one that refuses is
-/// skipped), and its bytes are copied both ways untouched — WebSocket upgrades included.
-final class Balancer: Sendable {
-    let port: Int
-    private let listener: Int32
-    private let backends: Mutex<[Int]>
-    private let turn = Atomic<Int>(0)
-
-    init(backends: [Int]) throws {
-        self.backends = Mutex(backends)
-        (listener, port) = try loopbackSocket(listening: true)
-        let thread = Thread { [self] in acceptLoop() }
-        thread.start()
-    }
-
-    /// Routes new connections to `ports` from now on (open connections stay where they are).
-    func setBackends(_ ports: [Int]) { backends.withLock { $0 = ports } }
-
-    /// Stops accepting.
-    func stop() { shutdown(listener, Int32(SHUT_RDWR)) }
-
-    deinit { close(listener) }
-
-    private func acceptLoop() {
-        while true {
-            let client = accept(listener, nil, nil)
-            if client < 0 {
-                if errno == EINTR { continue }
-                return
-            }
-            Thread.detachNewThread { [self] in relay(client) }
-        }
-    }
-
-    /// Connects `client` to the first backend, from this connection's turn on, that accepts.
-    private func relay(_ client: Int32) {
-        let ports = backends.withLock { $0 }
-        let first = turn.wrappingAdd(1, ordering: .relaxed).oldValue
-        for offset in 0..<ports.count {
-            guard let server = try? RawConnection(port: ports[(first + offset) % ports.count]).fd else { continue }
-            let done = DispatchGroup()
-            done.enter()
-            Thread.detachNewThread {
-                Self.copy(from: server, to: client)
-                done.leave()
-            }
-            Self.copy(from: client, to: server)
-            done.wait()
-            close(server)
-            close(client)
-            return
-        }
-        close(client)
-    }
-
-    /// Copies until `source` ends or fails, then ends `destination`'s sending side.
-    private static func copy(from source: Int32, to destination: Int32) {
-        var buffer = [UInt8](repeating: 0, count: 1 << 16)
-        outer: while true {
-            let count = buffer.withUnsafeMutableBytes { read(source, $0.baseAddress, $0.count) }
-            if count < 0, errno == EINTR { continue }
-            guard count > 0 else { break }
-            var sent = 0
-            while sent < count {
-                let wrote = buffer.withUnsafeBytes { send(destination, $0.baseAddress! + sent, count - sent, Int32(MSG_NOSIGNAL)) }
-                if wrote < 0, errno == EINTR { continue }
-                guard wrote > 0 else { break outer }
-                sent += wrote
-            }
-        }
-        shutdown(destination, Int32(SHUT_WR))
-        shutdown(source, Int32(SHUT_RD))
-    }
-}
 
 @Suite("Rolling restart: one of two instances over one PostgreSQL restarted under load",
        .enabled(if: TestPostgres.shouldRun, "OFFLINE_SYNC_TEST_POSTGRES_URL is not set: run with Scripts/with-postgres.sh"),
@@ -104,7 +29,7 @@ struct RollingRestartTests {
             let one = try await ServerProcess.start(data: directory.appendingPathComponent("one"), store: store,
                                                     extraArguments: ["--drain-seconds", "1"])
             let two = try await ServerProcess.start(data: directory.appendingPathComponent("two"), store: store)
-            let balancer = try Balancer(backends: [one.port])
+            let balancer = try LoopbackBalancer(backends: [one.port])
             let base = "http://127.0.0.1:\(balancer.port)"
             let tokens = try await TokenAuthority(secret: testSecret)
             let token = try await tokens.mint(identity: "alice")

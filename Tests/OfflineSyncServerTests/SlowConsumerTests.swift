@@ -1,5 +1,6 @@
 import Foundation
 import OfflineSync
+import OfflineSyncCommandSupport
 @testable import OfflineSyncServer
 import OfflineSyncTestSupport
 import Synchronization
@@ -16,55 +17,28 @@ struct DeafChannel {
         case webSocket = "WebSocket", eventStream = "event stream"
     }
 
-    let fd: Int32
+    let socket: LoopbackSocket
 
     /// Connects with a small receive buffer (so the server's writes stall soon), sends the
     /// request that opens the channel with `token`, and reads nothing.
     init(port: Int, token: String, carrier: Carrier = .webSocket) throws {
-        fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        var size: Int32 = 4096
-        setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &size, socklen_t(MemoryLayout<Int32>.size))
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = in_port_t(UInt16(port).bigEndian)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        let result = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-        }
-        guard result == 0 else {
-            close(fd)
-            throw SyncError(.transient, "connect failed: errno \(errno)")
-        }
+        socket = try LoopbackSocket(port: port, receiveBuffer: 4096)
         let opening = switch carrier {
         case .webSocket:
             "Connection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
         case .eventStream:
             "Accept: text/event-stream\r\n"
         }
-        let request = "GET /v1/changes HTTP/1.1\r\nHost: 127.0.0.1:\(port)\r\n" + opening + "Authorization: Bearer \(token)\r\n\r\n"
-        let bytes = Array(request.utf8)
-        guard bytes.withUnsafeBytes({ write(fd, $0.baseAddress, $0.count) }) == bytes.count else {
-            close(fd)
-            throw SyncError(.transient, "write failed: errno \(errno)")
-        }
+        try socket.send("GET /v1/changes HTTP/1.1\r\nHost: 127.0.0.1:\(port)\r\n" + opening + "Authorization: Bearer \(token)\r\n\r\n")
     }
 
     /// Reads what the server left in the socket until the connection ends; `true` when it
     /// ended (the server closed it), `false` when nothing more came for `quiet`.
     func drainsToEnd(quiet: Duration = .seconds(10)) async throws -> Bool {
-        try await offThePool {
-            var buffer = [UInt8](repeating: 0, count: 65536)
-            var descriptor = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
-            let milliseconds = Int32(quiet.components.seconds * 1000)
-            while true {
-                guard poll(&descriptor, 1, milliseconds) > 0 else { return false }
-                let count = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
-                if count <= 0 { return true }   // end of stream, or reset
-            }
-        }
+        try await offThePool { [socket] in socket.readToEnd(quiet: quiet).ended }
     }
 
-    func hangUp() { close(fd) }
+    func hangUp() { socket.hangUp() }
 }
 
 @Suite("Server: change channels whose client stops reading")

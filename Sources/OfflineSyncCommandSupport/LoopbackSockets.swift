@@ -1,0 +1,169 @@
+import Foundation
+import Synchronization
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A plain TCP socket on loopback, for what an HTTP client library will not do: a client
+/// that stops reading, a request sent at a controlled pace, a balancer's relay.
+public struct LoopbackSocket: Sendable {
+    /// The socket's descriptor; ``hangUp()`` closes it.
+    public let fd: Int32
+
+    /// Connects to `port` on 127.0.0.1; with `receiveBuffer`, the socket's receive buffer is
+    /// set to that many bytes before it connects (so the window it offers stays that small).
+    public init(port: Int, receiveBuffer: Int32? = nil) throws {
+        fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EMFILE) }
+        if var size = receiveBuffer { setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &size, socklen_t(MemoryLayout<Int32>.size)) }
+        var address = Self.address(port: port)
+        let result = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        guard result == 0 else {
+            let code = errno
+            close(fd)
+            throw POSIXError(POSIXErrorCode(rawValue: code) ?? .ECONNREFUSED)
+        }
+    }
+
+    private init(descriptor: Int32) { fd = descriptor }
+
+    /// A socket listening on a free loopback port, and the port.
+    public static func listening() throws -> (socket: LoopbackSocket, port: Int) {
+        let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard descriptor >= 0 else { throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EMFILE) }
+        var address = address(port: 0)
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let bound = withUnsafeMutablePointer(to: &address) { pointer in
+            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                bind(descriptor, $0, length) == 0 && listen(descriptor, 1024) == 0 && getsockname(descriptor, $0, &length) == 0
+            }
+        }
+        guard bound else {
+            close(descriptor)
+            throw POSIXError(.EADDRNOTAVAIL)
+        }
+        return (LoopbackSocket(descriptor: descriptor), Int(UInt16(bigEndian: address.sin_port)))
+    }
+
+    private static func address(port: Int) -> sockaddr_in {
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = in_port_t(UInt16(port).bigEndian)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        return address
+    }
+
+    /// Writes all of `text`.
+    public func send(_ text: String) throws {
+        let bytes = Array(text.utf8)
+        var offset = 0
+        while offset < bytes.count {
+            let written = bytes[offset...].withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
+            if written < 0, errno == EINTR { continue }
+            guard written > 0 else { throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EPIPE) }
+            offset += written
+        }
+    }
+
+    /// Reads until the peer ends the connection (`ended`: end of stream, or a reset), or
+    /// until nothing has come for `quiet`. Blocks its thread: call it off Swift's pool.
+    public func readToEnd(quiet: Duration) -> (bytes: [UInt8], ended: Bool) {
+        var result: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 65536)
+        var descriptor = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+        let milliseconds = Int32(quiet.components.seconds * 1000 + quiet.components.attoseconds / 1_000_000_000_000_000)
+        while true {
+            let ready = poll(&descriptor, 1, milliseconds)
+            if ready < 0, errno == EINTR { continue }
+            guard ready > 0 else { return (result, false) }
+            let count = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+            if count < 0, errno == EINTR { continue }
+            if count <= 0 { return (result, true) }
+            result += buffer[0..<count]
+        }
+    }
+
+    /// Closes the socket.
+    public func hangUp() { close(fd) }
+}
+
+/// A TCP load balancer on a loopback port, as an operator's sits in front of server
+/// instances: each connection goes to the next backend in turn that accepts it (one that
+/// refuses is skipped), and its bytes are copied both ways untouched, WebSocket upgrades
+/// included. Two threads per connection: for tests and load tests of a few hundred clients.
+public final class LoopbackBalancer: Sendable {
+    /// The port clients connect to.
+    public let port: Int
+    private let listener: LoopbackSocket
+    private let backends: Mutex<[Int]>
+    private let turn = Atomic<Int>(0)
+
+    /// Starts accepting, routing to `backends` (ports on 127.0.0.1).
+    public init(backends: [Int]) throws {
+        self.backends = Mutex(backends)
+        (listener, port) = try LoopbackSocket.listening()
+        let thread = Thread { [self] in acceptLoop() }
+        thread.start()
+    }
+
+    /// Routes new connections to `ports` from now on (open connections stay where they are).
+    public func setBackends(_ ports: [Int]) { backends.withLock { $0 = ports } }
+
+    /// Stops accepting.
+    public func stop() { shutdown(listener.fd, Int32(SHUT_RDWR)) }
+
+    deinit { listener.hangUp() }
+
+    private func acceptLoop() {
+        while true {
+            let client = accept(listener.fd, nil, nil)
+            if client < 0 {
+                if errno == EINTR || errno == ECONNABORTED { continue }
+                return
+            }
+            Thread.detachNewThread { [self] in relay(client) }
+        }
+    }
+
+    /// Connects `client` to the first backend, from this connection's turn on, that accepts.
+    private func relay(_ client: Int32) {
+        let ports = backends.withLock { $0 }
+        let first = turn.wrappingAdd(1, ordering: .relaxed).oldValue
+        for offset in 0..<ports.count {
+            guard let server = try? LoopbackSocket(port: ports[(first + offset) % ports.count]).fd else { continue }
+            let done = DispatchGroup()
+            done.enter()
+            Thread.detachNewThread {
+                Self.copy(from: server, to: client)
+                done.leave()
+            }
+            Self.copy(from: client, to: server)
+            done.wait()
+            close(server)
+            close(client)
+            return
+        }
+        close(client)
+    }
+
+    /// Copies until `source` ends or fails, then ends `destination`'s sending side.
+    private static func copy(from source: Int32, to destination: Int32) {
+        var buffer = [UInt8](repeating: 0, count: 1 << 16)
+        outer: while true {
+            let count = buffer.withUnsafeMutableBytes { read(source, $0.baseAddress, $0.count) }
+            if count < 0, errno == EINTR { continue }
+            guard count > 0 else { break }
+            var sent = 0
+            while sent < count {
+                let wrote = buffer.withUnsafeBytes { Glibc.send(destination, $0.baseAddress! + sent, count - sent, Int32(MSG_NOSIGNAL)) }
+                if wrote < 0, errno == EINTR { continue }
+                guard wrote > 0 else { break outer }
+                sent += wrote
+            }
+        }
+        shutdown(destination, Int32(SHUT_WR))
+        shutdown(source, Int32(SHUT_RD))
+    }
+}
