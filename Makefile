@@ -21,7 +21,9 @@
 #                as the table of Docs/Performance.md)
 #   make loadtest  a live server (release, SQLite) under many clients over loopback: propagation
 #                from one device to another over a 1,000,000-row table, fan-out to 1,000
-#                change-channel clients, 200 concurrent writers; HdrHistogram percentiles
+#                change-channel clients, 200 concurrent writers, 100 channels that never read;
+#                then two instances over a throwaway PostgreSQL cluster: propagation across
+#                them and a rolling restart under the writers; HdrHistogram percentiles
 #                (writes loadtest-results.json, Docs/loadtest-latency.svg)
 #   make client-size  build two small clients in release (URLSession, AsyncHTTPClient), strip
 #                them, run them against a live server and write their sizes (client-size.json,
@@ -115,7 +117,8 @@ test-steps: deps openapi-check architecture-check docs-check
 	$(MAKE) --no-print-directory console-test
 	"$$($(SWIFT) build --show-bin-path)/offline-sync-harness" loadtest --writes 60 --rate 20 --table-rows 2000 --clients 200 \
 		--fanout-writes 5 --writers 20 --duration 3 --deaf-channels 10 --slow-writes 200 --slow-rate 100 --slow-receivers 3 \
-		--channel-seconds 2 --check --output "$$($(SWIFT) build --show-bin-path)/loadtest-short.json"
+		--channel-seconds 2 --postgres "$$OFFLINE_SYNC_TEST_POSTGRES_URL" --cross-writes 30 --counted-writes 500 --counted-rate 250 \
+		--check --output "$$($(SWIFT) build --show-bin-path)/loadtest-short.json"
 	$(SWIFT) build --package-path $(EXAMPLE) --scratch-path $(EXAMPLE_BUILD) --build-tests
 	$(SWIFT) test --package-path $(EXAMPLE) --scratch-path $(EXAMPLE_BUILD)
 	$(MAKE) --no-print-directory docs
@@ -296,7 +299,8 @@ bench-scale: deps
 loadtest: deps
 	$(SWIFT) build -c release --product offline-sync
 	$(SWIFT) build -c release --product offline-sync-harness
-	"$$($(SWIFT) build -c release --show-bin-path)/offline-sync-harness" loadtest --output loadtest-results.json
+	Scripts/with-postgres.sh sh -c '"$$0" loadtest --postgres "$$OFFLINE_SYNC_TEST_POSTGRES_URL" --output loadtest-results.json' \
+		"$$($(SWIFT) build -c release --show-bin-path)/offline-sync-harness"
 	Scripts/loadtest-plot.py loadtest-results.json Docs/loadtest-latency.svg Docs/Performance.md
 
 # What each HTTP transport adds to an app's binary: Scripts/client-size's two clients, release, stripped.

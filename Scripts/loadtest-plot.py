@@ -20,9 +20,13 @@ def table(document):
     rows = ["| workload | what was measured | latency (ms) | checks |", "|---|---|---|---|"]
     for w in document["workloads"]:
         checks = "missed %d, to another identity %d" % (w.get("missedDeliveries", 0), w.get("leakedNotices", 0))
-        if w["name"] in ("propagation", "fan-out"):
-            what = "%d writes at %d/s, %d receiving client%s, table of %s rows" % (
-                w["writes"], w["ratePerSecond"], w["clients"], "" if w["clients"] == 1 else "s", format(w["tableRows"], ","))
+        if w["name"] in ("propagation", "fan-out", "propagation-two-instances", "notifications-two-instances"):
+            what = "%s writes at %s/s, %d receiving client%s, table of %s rows" % (
+                format(w["writes"], ","), format(w["ratePerSecond"], ","), w["clients"], "" if w["clients"] == 1 else "s",
+                format(w["tableRows"], ","))
+            if w.get("receiversOnAnotherInstance"):
+                what += ", written through one instance and received through the other (one PostgreSQL); %s notices heard" % (
+                    format(w.get("noticesReceived", 0), ","))
             if "serverKiBPerConnection" in w:
                 what += "; server memory %.1f KiB per connection (%.0f MiB idle, %.0f MiB with every client listening)" % (
                     w["serverKiBPerConnection"], w["serverRSSIdleMiB"], w["serverRSSConnectedMiB"])
@@ -37,12 +41,18 @@ def table(document):
             if "baselineWriteToNotice" in w:
                 rows.append("| %s | write → notice, the same clients without the channels that never read (p99 ratio %.2f×) | %s | |" % (
                     w["name"], w.get("p99OverBaseline", float("nan")), cell(w["baselineWriteToNotice"])))
-        elif w["name"] == "concurrent-writers":
-            what = "%d clients pushing batches of %d for %.0f s: %s ops/s, %.2f× raw multi-row inserts (%s rows/s)" % (
-                w["writers"], w["batch"], w["durationSeconds"], format(int(w["operationsPerSecond"]), ","),
-                w["ratioToRaw"], format(int(w["rawInsertsPerSecond"]), ","))
+        elif w["name"] in ("concurrent-writers", "rolling-restart"):
+            what = "%d clients pushing batches of %d for %.0f s: %s ops/s" % (
+                w["writers"], w["batch"], w["durationSeconds"], format(int(w["operationsPerSecond"]), ","))
+            if "ratioToRaw" in w:
+                what += ", %.2f× raw multi-row inserts (%s rows/s)" % (w["ratioToRaw"], format(int(w["rawInsertsPerSecond"]), ","))
+            if w["name"] == "rolling-restart":
+                what += "; two instances over one PostgreSQL behind a balancer, one restarted (%.1f s from SIGTERM to its replacement taking connections)" % (
+                    w.get("restartSeconds", float("nan")))
             rows.append("| %s | push latency; %s | %s | lost %d, duplicated %d, not applied %d |" % (
                 w["name"], what, cell(w["push"]), w["lost"], w["duplicated"], w["notApplied"]))
+            if "pushDuringRestart" in w:
+                rows.append("| %s | push latency of the pushes begun during the restart | %s | |" % (w["name"], cell(w["pushDuringRestart"])))
     return "\n".join(rows)
 
 
@@ -74,6 +84,8 @@ def main():
     series = []
     for workload in document["workloads"]:
         keys = (("writeToNotice", "write → notice"), ("writeToPage", "write → pulled"), ("push", "push"))
+        if workload["name"] == "rolling-restart":
+            keys = (("pushDuringRestart", "push during the restart"),)
         if workload["name"] == "slow-consumers":
             keys = (("writeToNotice", "write → notice"), ("baselineWriteToNotice", "write → notice, none deaf"))
         for key, label in keys:

@@ -3,7 +3,11 @@ import Foundation
 
 /// `offline-sync serve` in a child process on a free loopback port, as the demo and the
 /// benchmarks run it.
-public struct ServerProcess {
+///
+/// `@unchecked Sendable`: after ``start(data:secret:extraArguments:environment:)`` the
+/// process is only signalled and polled (`terminate`, `isRunning`, `terminationStatus`,
+/// `processIdentifier`), which Foundation's `Process` guards with its own lock.
+public struct ServerProcess: @unchecked Sendable {
     /// The child process.
     public let process: Process
     /// `http://127.0.0.1:<port>`, read from the server's "listening on" line.

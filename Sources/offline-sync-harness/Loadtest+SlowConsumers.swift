@@ -19,14 +19,22 @@ extension LoopbackSocket {
     /// The change channels the server has open now: its `offline_sync_websockets_connected`
     /// gauge, scraped with the admin key (`nil` when the scrape fails).
     static func openChannels(port: Int, adminKey: String) async -> Int? {
+        guard let text = await get(port: port, path: "/metrics", headers: "X-Admin-Key: \(adminKey)\r\n")?.body,
+              let line = text.split(separator: "\n").first(where: { $0.hasPrefix("offline_sync_websockets_connected ") }),
+              let value = Double(line.split(separator: " ").last ?? "") else { return nil }
+        return Int(value)
+    }
+
+    /// `GET path` on a fresh connection: the status and the body (`nil` when it fails).
+    static func get(port: Int, path: String, headers: String = "") async -> (status: Int, body: String)? {
         try? await Task.detached {
             let socket = try LoopbackSocket(port: port)
             defer { socket.hangUp() }
-            try socket.send("GET /metrics HTTP/1.1\r\nHost: 127.0.0.1:\(port)\r\nConnection: close\r\nX-Admin-Key: \(adminKey)\r\n\r\n")
+            try socket.send("GET \(path) HTTP/1.1\r\nHost: 127.0.0.1:\(port)\r\nConnection: close\r\n\(headers)\r\n")
             let text = String(decoding: socket.readToEnd(quiet: .seconds(10)).bytes, as: UTF8.self)
-            guard let line = text.split(separator: "\n").first(where: { $0.hasPrefix("offline_sync_websockets_connected ") }),
-                  let value = Double(line.split(separator: " ").last ?? "") else { return nil as Int? }
-            return Int(value)
+            guard let statusLine = text.split(separator: "\r\n").first, let status = Int(statusLine.split(separator: " ").dropFirst().first ?? ""),
+                  let split = text.range(of: "\r\n\r\n") else { return nil as (Int, String)? }
+            return (status, String(text[split.upperBound...]))
         }.value
     }
 }

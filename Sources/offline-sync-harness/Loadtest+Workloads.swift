@@ -16,6 +16,7 @@ struct Propagation {
     let name: String
     /// The identity whose devices write and receive (each run its own, so its table starts empty).
     let identity: String
+    /// Where the writer pushes.
     let base: String
     let tokens: TokenAuthority
     let clients: Int
@@ -25,6 +26,9 @@ struct Propagation {
     /// The server's resident memory now, in bytes: read before the clients connect and once
     /// they all listen, for the memory each connection costs the server.
     var serverMemory: @Sendable () -> Int? = { nil }
+    /// Where the receiving devices listen and pull, when not at ``base`` (another instance
+    /// over the same store).
+    var receiverBase: String?
     /// Change channels of the receiving identity opened on sockets that are never read (slow
     /// consumers), once the receivers listen; the server should close each.
     var deafChannels = 0
@@ -58,16 +62,17 @@ struct Propagation {
         let receivers = (0..<clients).map { _ in Receiver() }
         let outsiders = (0..<max(2, clients / 100)).map { _ in Receiver() }
         let idleMemory = serverMemory()
+        let listeningBase = receiverBase ?? base
 
         let listening = Task {
             await withTaskGroup(of: Void.self) { group in
                 for receiver in receivers {
                     group.addTask {
-                        await Self.listen(base: base, token: alice, from: cursor, receiver: receiver, sent: sent, toNotice: toNotice, toPage: toPage)
+                        await Self.listen(base: listeningBase, token: alice, from: cursor, receiver: receiver, sent: sent, toNotice: toNotice, toPage: toPage)
                     }
                 }
                 for outsider in outsiders {
-                    group.addTask { await Self.listen(base: base, token: bob, from: nil, receiver: outsider, sent: sent, toNotice: nil, toPage: nil) }
+                    group.addTask { await Self.listen(base: listeningBase, token: bob, from: nil, receiver: outsider, sent: sent, toNotice: nil, toPage: nil) }
                 }
             }
         }
@@ -115,7 +120,9 @@ struct Propagation {
         }
         let json: [String: Any] = [
             "name": name, "clients": clients, "ratePerSecond": rate, "writes": writes, "tableRows": tableRows,
+            "receiversOnAnotherInstance": receiverBase != nil,
             "otherIdentityListeners": outsiders.count, "missedDeliveries": missed, "leakedNotices": leaked,
+            "noticesReceived": receivers.reduce(0) { $0 + $1.notices.load(ordering: .acquiring) },
             "writeToNotice": toNotice.json, "writeToPage": toPage.json,
         ]
         return LoadOutcome(json: json.merging(memory) { first, _ in first }.merging(slow ?? [:]) { first, _ in first }, failures: failures)
@@ -131,7 +138,7 @@ struct Propagation {
     /// Opens ``deafChannels`` channels that are never read, once `listening` channels are
     /// open, and waits until the server counts them; `nil` when there are none to open.
     private func openDeafChannels(token: String, listening: Int) async throws -> DeafChannels? {
-        guard deafChannels > 0, let port = URL(string: base)?.port else { return nil }
+        guard deafChannels > 0, let port = URL(string: receiverBase ?? base)?.port else { return nil }
         let before = serverMemory()
         let sockets = try (0..<deafChannels).map { _ in try LoopbackSocket.deafChannel(port: port, token: token) }
         let started = ContinuousClock.now
@@ -257,10 +264,15 @@ struct ConcurrentWriters {
     let writers: Int
     let batch: Int
     let duration: Int
-    /// The server's SQLite file, read for the baseline's rows.
-    let serverStore: String
+    /// The server's SQLite file, read for the baseline's rows; `nil` for no baseline.
+    let serverStore: String?
     /// Where the baseline writes.
     let scratch: URL
+    /// The workload's name in the results.
+    var name = "concurrent-writers"
+    /// Restarts a server instance under the load, once a third of ``duration`` has passed;
+    /// the pushes begun from then until a second after it returns are measured apart.
+    var restart: (@Sendable () async throws -> Void)?
     /// The most rows the baseline inserts (its rate is per row).
     static let baselineRows = 200_000
 
@@ -268,14 +280,25 @@ struct ConcurrentWriters {
 
     func run() async throws -> LoadOutcome {
         let latency = LatencyRecorder()
+        let log = RestartLog()
         var remotes: [HTTPRemoteStore] = []
         for index in 0..<writers {
-            let token = try await tokens.mint(identity: "loadtest-writer-\(index)")
-            remotes.append(HTTPRemoteStore(baseURL: base, token: { token }))
+            let token = try await tokens.mint(identity: "\(name)-\(index)")
+            remotes.append(HTTPRemoteStore(baseURL: base, configuration: .init(maxAttempts: 10), token: { token }))
         }
         let end = ContinuousClock.now + .seconds(duration)
         let begin = ContinuousClock.now
         let acknowledged = try await withThrowingTaskGroup(of: (Int, Int, Int).self) { group in
+            if let restart {
+                group.addTask {
+                    try await Task.sleep(for: .seconds(duration) / 3)
+                    let began = ContinuousClock.now
+                    try await restart()
+                    log.window.withLock { $0 = (began, ContinuousClock.now + .seconds(1)) }
+                    say("\(name): instance restarted in \(ContinuousClock.now - began)")
+                    return (-1, 0, 0)
+                }
+            }
             for (index, remote) in remotes.enumerated() {
                 group.addTask {
                     var rows = 0
@@ -289,6 +312,7 @@ struct ConcurrentWriters {
                         let started = ContinuousClock.now
                         let results = try await remote.push(operations)
                         latency.record(ContinuousClock.now - started)
+                        if restart != nil { log.pushes.withLock { $0.append((started, ContinuousClock.now - started)) } }
                         refused += results.filter { if case .applied = $0.outcome { return false } else { return true } }.count
                         rows += batch
                     }
@@ -296,7 +320,7 @@ struct ConcurrentWriters {
                 }
             }
             var counts: [(Int, Int, Int)] = []
-            for try await count in group { counts.append(count) }
+            for try await count in group where count.0 >= 0 { counts.append(count) }
             return counts
         }
         let elapsed = ContinuousClock.now - begin
@@ -318,20 +342,43 @@ struct ConcurrentWriters {
             duplicated += count - ids.count
         }
         let perSecond = Double(total) / seconds
-        let (ddl, columns, rows) = try RawTable.dump(path: serverStore, table: Self.table)
-        let sample = Array(rows.prefix(Self.baselineRows))
-        let rawSeconds = try RawTable.insert(sample, columns: columns, ddl: ddl, table: Self.table,
-                                             into: scratch.appendingPathComponent("raw-writers.sqlite").path, batch: batch)
-        let rawPerSecond = Double(sample.count) / rawSeconds
-        say("writers: \(writers) clients, batches of \(batch): \(total) operations in \(String(format: "%.1f", seconds)) s = \(Int(perSecond)) ops/s (raw multi-row inserts \(Int(rawPerSecond)) rows/s: \(String(format: "%.2f", perSecond / rawPerSecond))×); push \(latency.summary)")
+        var json: [String: Any] = [
+            "name": name, "writers": writers, "batch": batch, "durationSeconds": seconds, "operations": total,
+            "operationsPerSecond": perSecond, "notApplied": refused, "lost": lost, "duplicated": duplicated, "push": latency.json,
+        ]
+        var line = "\(name): \(writers) clients, batches of \(batch): \(total) operations in \(String(format: "%.1f", seconds)) s = \(Int(perSecond)) ops/s"
+        if let serverStore {
+            let (ddl, columns, rows) = try RawTable.dump(path: serverStore, table: Self.table)
+            let sample = Array(rows.prefix(Self.baselineRows))
+            let rawSeconds = try RawTable.insert(sample, columns: columns, ddl: ddl, table: Self.table,
+                                                 into: scratch.appendingPathComponent("raw-writers.sqlite").path, batch: batch)
+            let rawPerSecond = Double(sample.count) / rawSeconds
+            json["rawInsertsPerSecond"] = rawPerSecond
+            json["rawRows"] = sample.count
+            json["ratioToRaw"] = perSecond / rawPerSecond
+            line += " (raw multi-row inserts \(Int(rawPerSecond)) rows/s: \(String(format: "%.2f", perSecond / rawPerSecond))×)"
+        }
+        say(line + "; push \(latency.summary)")
         var failures: [String] = []
-        if refused > 0 { failures.append("writers: \(refused) operations were not applied") }
-        if lost > 0 { failures.append("writers: \(lost) acknowledged operations are missing on the server") }
-        if duplicated > 0 { failures.append("writers: \(duplicated) rows were pulled twice") }
-        return LoadOutcome(json: [
-            "name": "concurrent-writers", "writers": writers, "batch": batch, "durationSeconds": seconds, "operations": total,
-            "operationsPerSecond": perSecond, "rawInsertsPerSecond": rawPerSecond, "rawRows": sample.count,
-            "ratioToRaw": perSecond / rawPerSecond, "notApplied": refused, "lost": lost, "duplicated": duplicated, "push": latency.json,
-        ], failures: failures)
+        if let (began, ended) = log.window.withLock({ $0 }) {
+            let during = LatencyRecorder()
+            for (started, took) in log.pushes.withLock({ $0 }) where started >= began && started <= ended { during.record(took) }
+            json["pushDuringRestart"] = during.json
+            json["restartSeconds"] = Double((ended - began - .seconds(1)).components.seconds) + Double((ended - began - .seconds(1)).components.attoseconds) / 1e18
+            say("\(name): pushes begun during the restart: \(during.summary)")
+        } else if restart != nil {
+            failures.append("\(name): the instance was not restarted")
+        }
+        if refused > 0 { failures.append("\(name): \(refused) operations were not applied") }
+        if lost > 0 { failures.append("\(name): \(lost) acknowledged operations are missing on the server") }
+        if duplicated > 0 { failures.append("\(name): \(duplicated) rows were pulled twice") }
+        return LoadOutcome(json: json, failures: failures)
     }
+}
+
+/// With a restart under the writers: when each push began and how long it took, and the
+/// restart's window (from the signal to a second after the replacement took connections).
+private final class RestartLog: Sendable {
+    let pushes = Mutex([(ContinuousClock.Instant, Duration)]())
+    let window = Mutex<(ContinuousClock.Instant, ContinuousClock.Instant)?>(nil)
 }

@@ -37,12 +37,21 @@ struct LoadtestCommand: AsyncParsableCommand {
     @Option(help: "Change channels that read, beside those that never do (slow consumers).") var slowReceivers = 5
     @Option(help: "The server's change-channel write timeout and ping interval, in seconds (serve --channel-write-seconds, --channel-ping-seconds).")
     var channelSeconds = 10
-    @Option(help: "Only these workloads (comma-separated): propagation, fan-out, writers, slow-consumers.") var only: String?
+    @Option(help: "Writes from one instance to a device on the other, at --rate (propagation across two instances).")
+    var crossWrites = 1_000
+    @Option(help: "Writes at --cross-rate, counted for missed notifications rather than timed (across two instances).")
+    var countedWrites = 100_000
+    @Option(help: "Writes per second of the counted writes (across two instances).") var countedRate = 1_000
+    @Option(help: "A PostgreSQL server (postgres:// URL) for the workloads over two instances; each run uses a schema of its own and drops it.")
+    var postgres: String?
+    @Option(help: "Only these workloads (comma-separated): \(Self.workloads.joined(separator: ", ")).") var only: String?
     @Option(help: "Where to write the results.") var output = "loadtest-results.json"
     @Flag(help: "Exit non-zero on a missed notification, a lost or duplicated operation, or a notice to an identity that may not read the row.")
     var check = false
 
-    static let workloads = ["propagation", "fan-out", "writers", "slow-consumers"]
+    static let workloads = ["propagation", "fan-out", "writers", "slow-consumers", "two-instances", "rolling-restart"]
+    /// The workloads that need `--postgres` (the default set leaves them out without it).
+    static let scaleOut: Set = ["two-instances", "rolling-restart"]
 
     func validate() throws {
         guard clients > 0, writes > 0, rate > 0, fanoutWrites > 0, duration > 0, writers > 0, batch > 0, tableRows >= 0,
@@ -59,11 +68,19 @@ struct LoadtestCommand: AsyncParsableCommand {
         if let only, !Set(only.split(separator: ",").map(String.init)).isSubset(of: Self.workloads) {
             throw ValidationError("unknown workload; known: \(Self.workloads.joined(separator: ", "))")
         }
+        if postgres == nil, let only, !Set(only.split(separator: ",").map(String.init)).isDisjoint(with: Self.scaleOut) {
+            throw ValidationError("\(Self.scaleOut.sorted().joined(separator: " and ")) need --postgres")
+        }
+        guard crossWrites > 0, countedWrites >= 0, countedRate > 0, crossWrites / rate <= 3_600, countedWrites / countedRate <= 3_600,
+              countedRate <= 10_000 else {
+            throw ValidationError("the writes across two instances are bounded: positive, at most 10,000/s and an hour each")
+        }
     }
 
     func run() async throws {
         let descriptors = raiseDescriptorLimit()
-        let selected = only.map { Set($0.split(separator: ",").map(String.init)) } ?? Set(Self.workloads)
+        let selected = only.map { Set($0.split(separator: ",").map(String.init)) }
+            ?? Set(Self.workloads).subtracting(postgres == nil ? Self.scaleOut : [])
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("offline-sync-loadtest-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: directory) }
@@ -124,6 +141,11 @@ struct LoadtestCommand: AsyncParsableCommand {
             results.append(json)
             failures += outcomes.flatMap(\.failures)
         }
+        if let postgres, !selected.isDisjoint(with: Self.scaleOut) {
+            let (json, found) = try await scaleOut(selected, postgres: postgres, directory: directory, secret: secret, tokens: tokens)
+            results += json
+            failures += found
+        }
         let shutdown = await stopBounded(server)
         let document: [String: Any] = [
             "machine": machineDescription(), "store": "sqlite", "server": "offline-sync serve (debug or release as built)",
@@ -138,6 +160,53 @@ struct LoadtestCommand: AsyncParsableCommand {
         } else if check {
             say("loadtest: check passed: no missed notification, no lost or duplicated operation, no notice to another identity")
         }
+    }
+
+    /// The workloads over two instances on one PostgreSQL database: a write through one
+    /// reaching a device on the other (timed, then counted), and a rolling restart under the
+    /// concurrent writers.
+    private func scaleOut(_ selected: Set<String>, postgres: String, directory: URL, secret: String,
+                          tokens: TokenAuthority) async throws -> ([[String: Any]], [String]) {
+        var results: [[String: Any]] = []
+        var failures: [String] = []
+        if selected.contains("two-instances") {
+            let group = try InstanceGroup(count: 2, postgres: postgres, directory: directory.appendingPathComponent("two-instances"),
+                                          secret: secret, adminKey: UUID().uuidString)
+            say("two-instances: \(group.current.map(\.baseURL).joined(separator: " and ")) over PostgreSQL")
+            do {
+                let (one, two) = (group.current[0].baseURL, group.current[1].baseURL)
+                var outcomes = [try await Propagation(name: "propagation-two-instances", identity: "loadtest-across", base: one, tokens: tokens,
+                                                      clients: 1, writes: crossWrites, rate: rate, tableRows: tableRows,
+                                                      receiverBase: two).run()]
+                if countedWrites > 0 {
+                    outcomes.append(try await Propagation(name: "notifications-two-instances", identity: "loadtest-counted", base: one,
+                                                          tokens: tokens, clients: 1, writes: countedWrites, rate: countedRate, tableRows: 0,
+                                                          receiverBase: two).run())
+                }
+                results += outcomes.map(\.json)
+                failures += outcomes.flatMap(\.failures)
+            } catch {
+                await group.stop()
+                throw error
+            }
+            await group.stop()
+        }
+        if selected.contains("rolling-restart") {
+            let group = try InstanceGroup(count: 2, postgres: postgres, directory: directory.appendingPathComponent("rolling-restart"),
+                                          secret: secret, adminKey: UUID().uuidString)
+            do {
+                let outcome = try await ConcurrentWriters(base: group.baseURL, tokens: tokens, writers: writers, batch: batch, duration: duration,
+                                                          serverStore: nil, scratch: directory, name: "rolling-restart",
+                                                          restart: { try await group.restartFirst() }).run()
+                results.append(outcome.json)
+                failures += outcome.failures
+            } catch {
+                await group.stop()
+                throw error
+            }
+            await group.stop()
+        }
+        return (results, failures)
     }
 
     /// Stops the server with SIGTERM and waits up to 30 s for it to exit; returns how long it
