@@ -294,7 +294,7 @@ bench-scale: deps
 	$(SWIFT) build -c release --product offline-sync-harness
 	$(SWIFT) run -c release --skip-build offline-sync-harness bench --only pull-10m --runs 1
 
-# The load test (bounded: about ten minutes with its release build's seeding); the short form in
+# The load test (bounded: about twenty minutes with its release build and seeding); the short form in
 # `make test` checks the same invariants with 200 clients for a few seconds.
 loadtest: deps
 	$(SWIFT) build -c release --product offline-sync

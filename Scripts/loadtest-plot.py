@@ -41,7 +41,7 @@ def table(document):
             if "baselineWriteToNotice" in w:
                 rows.append("| %s | write → notice, the same clients without the channels that never read (p99 ratio %.2f×) | %s | |" % (
                     w["name"], w.get("p99OverBaseline", float("nan")), cell(w["baselineWriteToNotice"])))
-        elif w["name"] in ("concurrent-writers", "rolling-restart"):
+        elif w["name"] in ("concurrent-writers", "concurrent-writers-postgres", "rolling-restart"):
             what = "%d clients pushing batches of %d for %.0f s: %s ops/s" % (
                 w["writers"], w["batch"], w["durationSeconds"], format(int(w["operationsPerSecond"]), ","))
             if "ratioToRaw" in w:

@@ -106,6 +106,8 @@ final class RawPostgreSQL {
         case int(Int64)
         case bool(Bool)
         case text(String)
+        /// SQL NULL.
+        case null
     }
 
     private let connection: OpaquePointer
@@ -147,6 +149,7 @@ final class RawPostgreSQL {
             case .int(let value): return withUnsafeBytes(of: value.bigEndian) { Array($0) }
             case .bool(let value): return [value ? 1 : 0]
             case .text(let text): return Array(text.utf8) + [0]
+            case .null: return []
             }
         }
         var lengths = wire.map { Int32($0.count) }
@@ -157,8 +160,49 @@ final class RawPostgreSQL {
             return pointer
         }
         defer { pointers.forEach { $0.deallocate() } }
-        var values: [UnsafePointer<CChar>?] = pointers.map { UnsafePointer($0.assumingMemoryBound(to: CChar.self)) }
+        var values: [UnsafePointer<CChar>?] = zip(pointers, parameters).map { pointer, parameter in
+            if case .null = parameter { return nil }
+            return UnsafePointer(pointer.assumingMemoryBound(to: CChar.self))
+        }
         try check(PQexecPrepared(connection, name, Int32(parameters.count), &values, &lengths, &formats, 1))
+    }
+
+    /// A query's rows, every value in PostgreSQL's text form (`nil` for NULL).
+    func rows(_ sql: String) throws -> [[String?]] {
+        guard let result = PQexec(connection, sql) else { throw ValidationError("PostgreSQL: \(String(cString: PQerrorMessage(connection)))") }
+        defer { PQclear(result) }
+        guard PQresultStatus(result) == PGRES_TUPLES_OK else { throw ValidationError("PostgreSQL: \(String(cString: PQerrorMessage(connection)))") }
+        return (0..<PQntuples(result)).map { row in
+            (0..<PQnfields(result)).map { column in
+                PQgetisnull(result, row, column) == 1 ? nil : String(cString: PQgetvalue(result, row, column))
+            }
+        }
+    }
+
+    /// The time to insert up to `limit` rows of store table `table` (in `schema`) again, into
+    /// a new table of the same columns and indexes, `batch` rows per multi-row `INSERT` and
+    /// transaction: the baseline of writes into the same PostgreSQL server. Returns the rows
+    /// inserted and the seconds the inserts took.
+    func reinsert(table: String, schema: String, limit: Int, batch: Int) throws -> (rows: Int, seconds: Double) {
+        let source = "\"\(schema)\".\"osync_t\(try tableNumber(table, schema: schema))\""
+        let copy = "\"\(schema)\".\"raw_reinsert\""
+        try execute("SET client_min_messages = warning; DROP TABLE IF EXISTS \(copy); CREATE TABLE \(copy) (LIKE \(source) INCLUDING ALL)")
+        let rows = try self.rows("SELECT * FROM \(source) LIMIT \(limit)")
+        guard let width = rows.first?.count, width > 0 else { return (0, 0) }
+        for size in Set([batch, rows.count % batch]) where size > 0 {
+            let values = (0..<size).map { row in "(" + (1...width).map { "$\(row * width + $0)" }.joined(separator: ", ") + ")" }
+            try prepare("reinsert\(size)", "INSERT INTO \(copy) VALUES " + values.joined(separator: ", "))
+        }
+        let started = ContinuousClock.now
+        for first in stride(from: 0, to: rows.count, by: batch) {
+            let slice = rows[first..<min(first + batch, rows.count)]
+            try execute("BEGIN")
+            try run("reinsert\(slice.count)", slice.flatMap { $0.map { $0.map(Parameter.text) ?? .null } })
+            try execute("COMMIT")
+        }
+        let elapsed = ContinuousClock.now - started
+        try execute("DROP TABLE \(copy)")
+        return (rows.count, Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18)
     }
 
     private func check(_ result: OpaquePointer?) throws {

@@ -14,7 +14,8 @@ final class InstanceGroup: Sendable {
     let baseURL: String
     let balancer: LoopbackBalancer
     private let postgres: String
-    private let schema: String
+    /// The PostgreSQL schema the instances share.
+    let schema: String
     private let storeURL: String
     private let directory: URL
     private let secret: String

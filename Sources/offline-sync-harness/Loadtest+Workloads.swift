@@ -257,17 +257,17 @@ struct Propagation {
 /// rows as fast as they are answered for `duration` seconds. Measured: the push latency and
 /// the operations per second; then each writer's rows are counted on the server: exactly the
 /// rows acknowledged, none lost and none twice. The baseline: the same rows, as the server
-/// stored them, inserted with the sqlite3 C API `batch` at a time into a file of their own.
+/// stored them, inserted again `batch` at a time with the store's C library (sqlite3 into a
+/// file of its own; libpq into a new table of the same PostgreSQL server).
 struct ConcurrentWriters {
     let base: String
     let tokens: TokenAuthority
     let writers: Int
     let batch: Int
     let duration: Int
-    /// The server's SQLite file, read for the baseline's rows; `nil` for no baseline.
-    let serverStore: String?
-    /// Where the baseline writes.
-    let scratch: URL
+    /// The baseline: the rows the writers stored, inserted again `batch` at a time with the
+    /// store's own C library (rows inserted, seconds); `nil` for none.
+    let baseline: (@Sendable () async throws -> (rows: Int, seconds: Double))?
     /// The workload's name in the results.
     var name = "concurrent-writers"
     /// Restarts a server instance under the load, once a third of ``duration`` has passed;
@@ -347,14 +347,11 @@ struct ConcurrentWriters {
             "operationsPerSecond": perSecond, "notApplied": refused, "lost": lost, "duplicated": duplicated, "push": latency.json,
         ]
         var line = "\(name): \(writers) clients, batches of \(batch): \(total) operations in \(String(format: "%.1f", seconds)) s = \(Int(perSecond)) ops/s"
-        if let serverStore {
-            let (ddl, columns, rows) = try RawTable.dump(path: serverStore, table: Self.table)
-            let sample = Array(rows.prefix(Self.baselineRows))
-            let rawSeconds = try RawTable.insert(sample, columns: columns, ddl: ddl, table: Self.table,
-                                                 into: scratch.appendingPathComponent("raw-writers.sqlite").path, batch: batch)
-            let rawPerSecond = Double(sample.count) / rawSeconds
+        if let baseline {
+            let (rawRows, rawSeconds) = try await baseline()
+            let rawPerSecond = Double(rawRows) / rawSeconds
             json["rawInsertsPerSecond"] = rawPerSecond
-            json["rawRows"] = sample.count
+            json["rawRows"] = rawRows
             json["ratioToRaw"] = perSecond / rawPerSecond
             line += " (raw multi-row inserts \(Int(rawPerSecond)) rows/s: \(String(format: "%.2f", perSecond / rawPerSecond))×)"
         }

@@ -49,9 +49,9 @@ struct LoadtestCommand: AsyncParsableCommand {
     @Flag(help: "Exit non-zero on a missed notification, a lost or duplicated operation, or a notice to an identity that may not read the row.")
     var check = false
 
-    static let workloads = ["propagation", "fan-out", "writers", "slow-consumers", "two-instances", "rolling-restart"]
+    static let workloads = ["propagation", "fan-out", "writers", "slow-consumers", "writers-postgres", "two-instances", "rolling-restart"]
     /// The workloads that need `--postgres` (the default set leaves them out without it).
-    static let scaleOut: Set = ["two-instances", "rolling-restart"]
+    static let scaleOut: Set = ["writers-postgres", "two-instances", "rolling-restart"]
 
     func validate() throws {
         guard clients > 0, writes > 0, rate > 0, fanoutWrites > 0, duration > 0, writers > 0, batch > 0, tableRows >= 0,
@@ -111,10 +111,14 @@ struct LoadtestCommand: AsyncParsableCommand {
             failures += outcome.failures
         }
         if selected.contains("writers") {
-            let outcome = try await ConcurrentWriters(base: server.baseURL, tokens: tokens, writers: writers, batch: batch,
-                                                      duration: duration,
-                                                      serverStore: directory.appendingPathComponent("server.sqlite").path,
-                                                      scratch: directory).run()
+            let serverStore = directory.appendingPathComponent("server.sqlite").path
+            let outcome = try await ConcurrentWriters(base: server.baseURL, tokens: tokens, writers: writers, batch: batch, duration: duration,
+                                                      baseline: { [batch] in
+                let (ddl, columns, rows) = try RawTable.dump(path: serverStore, table: ConcurrentWriters.table)
+                let sample = Array(rows.prefix(ConcurrentWriters.baselineRows))
+                return (sample.count, try RawTable.insert(sample, columns: columns, ddl: ddl, table: ConcurrentWriters.table,
+                                                          into: directory.appendingPathComponent("raw-writers.sqlite").path, batch: batch))
+            }).run()
             results.append(outcome.json)
             failures += outcome.failures
         }
@@ -162,9 +166,10 @@ struct LoadtestCommand: AsyncParsableCommand {
         }
     }
 
-    /// The workloads over two instances on one PostgreSQL database: a write through one
-    /// reaching a device on the other (timed, then counted), and a rolling restart under the
-    /// concurrent writers.
+    /// The workloads on PostgreSQL: a write through one of two instances reaching a device
+    /// on the other (timed, then counted), the concurrent writers on one instance against
+    /// libpq's inserts of the same rows, and a rolling restart of one of two instances under
+    /// the concurrent writers.
     private func scaleOut(_ selected: Set<String>, postgres: String, directory: URL, secret: String,
                           tokens: TokenAuthority) async throws -> ([[String: Any]], [String]) {
         var results: [[String: Any]] = []
@@ -191,12 +196,30 @@ struct LoadtestCommand: AsyncParsableCommand {
             }
             await group.stop()
         }
+        if selected.contains("writers-postgres") {
+            let group = try InstanceGroup(count: 1, postgres: postgres, directory: directory.appendingPathComponent("writers-postgres"),
+                                          secret: secret, adminKey: UUID().uuidString)
+            do {
+                let schema = group.schema
+                let outcome = try await ConcurrentWriters(base: group.current[0].baseURL, tokens: tokens, writers: writers, batch: batch,
+                                                          duration: duration, baseline: { [batch] in
+                    try RawPostgreSQL(postgres).reinsert(table: ConcurrentWriters.table, schema: schema,
+                                                         limit: ConcurrentWriters.baselineRows, batch: batch)
+                }, name: "concurrent-writers-postgres").run()
+                results.append(outcome.json)
+                failures += outcome.failures
+            } catch {
+                await group.stop()
+                throw error
+            }
+            await group.stop()
+        }
         if selected.contains("rolling-restart") {
             let group = try InstanceGroup(count: 2, postgres: postgres, directory: directory.appendingPathComponent("rolling-restart"),
                                           secret: secret, adminKey: UUID().uuidString)
             do {
                 let outcome = try await ConcurrentWriters(base: group.baseURL, tokens: tokens, writers: writers, batch: batch, duration: duration,
-                                                          serverStore: nil, scratch: directory, name: "rolling-restart",
+                                                          baseline: nil, name: "rolling-restart",
                                                           restart: { try await group.restartFirst() }).run()
                 results.append(outcome.json)
                 failures += outcome.failures
