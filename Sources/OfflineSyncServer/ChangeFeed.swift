@@ -16,11 +16,16 @@ public struct ChangeNotice: Sendable, Hashable {
         /// The connections of a large group's members: the group's key, as the service
         /// reports it in `PushReport.groupsChanged`. No identity's topic equals a group's.
         case group(GroupKey)
+        /// The connections of every identity that reads some table through an `everyone`
+        /// grant: a write to such a table is published here once, and each connection passes
+        /// it on only when its own claims meet that table's grant.
+        case everyone
 
         public static func == (lhs: Topic, rhs: Topic) -> Bool {
             switch (lhs, rhs) {
             case let (.identity(a), .identity(b)): return ExactString(a) == ExactString(b)
             case let (.group(a), .group(b)): return a == b
+            case (.everyone, .everyone): return true
             default: return false
             }
         }
@@ -29,6 +34,7 @@ public struct ChangeNotice: Sendable, Hashable {
             switch self {
             case .identity(let identity): hasher.combine(0); hasher.combine(ExactString(identity))
             case .group(let group): hasher.combine(1); hasher.combine(group)
+            case .everyone: hasher.combine(2)
             }
         }
 
@@ -36,6 +42,7 @@ public struct ChangeNotice: Sendable, Hashable {
             switch self {
             case .identity(let identity): return "identity \(identity)"
             case .group(let group): return "group " + OfflineSyncService.hex(group.text)
+            case .everyone: return "everyone"
             }
         }
     }
@@ -111,6 +118,10 @@ public struct ChangeNotice: Sendable, Hashable {
     /// connections of the members whose pulls read that group's log.
     public init(group: GroupKey, table: String) { self.init(.group(group), .table(table)) }
 
+    /// A notice that rows of `table`, which an `everyone` grant lets callers read, changed:
+    /// it reaches the connections whose claims meet that grant.
+    public init(everyoneReading table: String) { self.init(.everyone, .table(table)) }
+
     /// A notice that `identity`'s reading of large groups changed (``Change/groups``).
     public init(groupsChangedFor identity: String) { self.init(.identity(identity), .groups) }
 
@@ -139,7 +150,9 @@ public struct ChangeNotice: Sendable, Hashable {
     /// count>:<name><sync count>` for a dataset, `g<hex group key>:<table>` for a group's
     /// rows and `m<hex group key>:<member>` for a group's member (a group key may hold bytes
     /// a PostgreSQL `NOTIFY` payload may not), `r<identity>` for a change of an identity's
-    /// groups; any of them after `o<origin byte count>:<origin>` when the notice has an origin.
+    /// groups, `p<table>` for a table everyone may read; any of them after `o<origin byte
+    /// count>:<origin>` when the notice has an origin. An instance that does not know a form
+    /// drops it.
     package var encoded: String {
         if let origin {
             return "o" + CompositeKey.packed(origin, last: ChangeNotice(topic, change).encoded)
@@ -151,7 +164,8 @@ public struct ChangeNotice: Sendable, Hashable {
         case let (.identity(identity), .groups): return "r" + identity
         case let (.group(group), .table(table)): return "g" + OfflineSyncService.hex(group.text) + ":" + table
         case let (.group(group), .member(member)): return "m" + OfflineSyncService.hex(group.text) + ":" + member
-        case (.identity, .member), (.group, .dataset), (.group, .groups):
+        case let (.everyone, .table(table)): return "p" + table
+        case (.identity, .member), (.group, .dataset), (.group, .groups), (.everyone, .dataset), (.everyone, .groups), (.everyone, .member):
             // No initializer makes these; they have no compact form, and a relay drops them.
             return ""
         }
@@ -170,6 +184,11 @@ public struct ChangeNotice: Sendable, Hashable {
             let parts = encoded.dropFirst().split(separator: ":", maxSplits: 1, omittingEmptySubsequences: false)
             guard parts.count == 2, !parts[1].isEmpty, let group = OfflineSyncService.unhex(parts[0]) else { return nil }
             self.init(.group(GroupKey(group)), encoded.first == "m" ? .member(String(parts[1])) : .table(String(parts[1])))
+            return
+        }
+        if encoded.first == "p" {
+            guard encoded.count > 1 else { return nil }
+            self.init(everyoneReading: String(encoded.dropFirst()))
             return
         }
         if encoded.first == "r" {

@@ -2,9 +2,10 @@ import OfflineSync
 import OfflineSyncService
 import Synchronization
 
-/// What one notification connection hears: its identity's notices, and the notices of the
+/// What one notification connection hears: its identity's notices, the notices of the
 /// large groups whose logs its pulls read, each narrowed to the tables it reads through that
-/// group (a member whose role the grant does not admit hears nothing of the group's rows).
+/// group (a member whose role the grant does not admit hears nothing of the group's rows),
+/// and the notices of the tables its claims read through an `everyone` grant.
 ///
 /// A write to a large group is published once, to the group's topic, so notifying its
 /// thousands of connected members costs one publish and one dictionary lookup per
@@ -22,6 +23,7 @@ final class ConnectionNotices: Sendable {
         /// the group's topic.
         var groups: [GroupKey: (tables: Set<String>, relay: Task<Void, Never>)] = [:]
         var own: Task<Void, Never>?
+        var everyone: Task<Void, Never>?
         var closed = false
     }
 
@@ -62,6 +64,22 @@ final class ConnectionNotices: Sendable {
         }
         connection.state.withLock { state in
             if state.closed { relay.cancel() } else { state.own = relay }
+        }
+        // The tables its claims read through an `everyone` grant: the token's claims are fixed
+        // for the connection's life, so this set is too.
+        let everyoneTables = service.tablesReadByEveryone(claims: claims).map(ExactString.init)
+        if !everyoneTables.isEmpty {
+            let tables = Set(everyoneTables)
+            let notices = feed.subscribe(to: .everyone)
+            let everyone = Task { [weak connection] in
+                for await notice in notices {
+                    guard let connection else { return }
+                    if let table = notice.table, tables.contains(ExactString(table)) { connection.pending.add(notice) }
+                }
+            }
+            connection.state.withLock { state in
+                if state.closed { everyone.cancel() } else { state.everyone = everyone }
+            }
         }
         return connection
     }
@@ -142,8 +160,8 @@ final class ConnectionNotices: Sendable {
         let tasks: [Task<Void, Never>]? = state.withLock { state in
             guard !state.closed else { return nil }
             state.closed = true
-            defer { state.groups = [:]; state.own = nil }
-            return state.groups.values.map(\.relay) + [state.own].compactMap { $0 }
+            defer { state.groups = [:]; state.own = nil; state.everyone = nil }
+            return state.groups.values.map(\.relay) + [state.own, state.everyone].compactMap { $0 }
         }
         guard let tasks else { return false }
         tasks.forEach { $0.cancel() }

@@ -114,8 +114,10 @@ struct Routes: Sendable {
 
     /// Announces the tables a push changed: to the writer for its own rows; for shared tables
     /// to every identity whose own log changed (and to no other), and once to each large
-    /// group whose log changed (its members' connections listen to it); and to each identity
-    /// whose large groups changed, so its connections listen to the right groups.
+    /// group whose log changed (its members' connections listen to it); once for a table an
+    /// `everyone` grant lets callers read (the connections whose claims meet the grant listen);
+    /// and to each identity whose large groups changed, so its connections listen to the
+    /// right groups.
     ///
     /// With `origin` (the pushing client's id), the notices carry it, so that client's own
     /// channel does not make it pull what it just pushed — unless the push wrote a membership
@@ -131,6 +133,10 @@ struct Routes: Sendable {
         }
         for (table, groups) in report.groupsChanged {
             for group in groups { notices.insert(ChangeNotice(group: group, table: table)) }
+        }
+        let everyoneReads = service.tablesWithEveryoneGrants
+        for (result, operation) in zip(report.results, operations) where everyoneReads.contains(operation.table) {
+            if case .applied = result.outcome { notices.insert(ChangeNotice(everyoneReading: operation.table)) }
         }
         for (reader, groups) in report.regrouped {
             notices.insert(ChangeNotice(groupsChangedFor: reader.text))

@@ -79,14 +79,14 @@ struct ChangeNoticeEncodingTests {
         let notices = [
             ChangeNotice(identity: "alice", table: "todos"), ChangeNotice(identity: "名前:with:colons", table: "t"),
             ChangeNotice(group: GroupKey("list-7"), table: "todos"), ChangeNotice(group: GroupKey("g"), member: "bob"),
-            ChangeNotice(groupsChangedFor: "carol"),
+            ChangeNotice(groupsChangedFor: "carol"), ChangeNotice(everyoneReading: "catalogue"),
             ChangeNotice(dataset: DatasetNotification(identityPoolId: "pool", identityId: "dave", datasetName: "settings", syncCount: 9)),
             withOrigin, groupWithOrigin,
         ]
         for notice in notices {
             #expect(ChangeNotice(encoded: notice.encoded) == notice, "\(notice.encoded)")
         }
-        for malformed in ["", "o", "o5:abc", "o1:coo1:c5:alicetodos", "gzz:todos", "x"] {
+        for malformed in ["", "o", "o5:abc", "o1:coo1:c5:alicetodos", "gzz:todos", "x", "p"] {
             #expect(ChangeNotice(encoded: malformed) == nil, "\(malformed)")
         }
     }
