@@ -116,7 +116,7 @@ test-steps: deps openapi-check architecture-check docs-check
 	$(MAKE) --no-print-directory hostile-test
 	$(MAKE) --no-print-directory console-test
 	"$$($(SWIFT) build --show-bin-path)/offline-sync-harness" loadtest --writes 60 --rate 20 --table-rows 2000 --clients 200 \
-		--fanout-writes 5 --writers 20 --duration 3 --deaf-channels 10 --slow-writes 200 --slow-rate 100 --slow-receivers 3 \
+		--fanout-writes 5 --group-sizes 50,200 --group-writes 3 --writers 20 --duration 3 --deaf-channels 10 --slow-writes 200 --slow-rate 100 --slow-receivers 3 \
 		--channel-seconds 2 --postgres "$$OFFLINE_SYNC_TEST_POSTGRES_URL" --cross-writes 30 --counted-writes 500 --counted-rate 250 \
 		--check --output "$$($(SWIFT) build --show-bin-path)/loadtest-short.json"
 	$(SWIFT) build --package-path $(EXAMPLE) --scratch-path $(EXAMPLE_BUILD) --build-tests

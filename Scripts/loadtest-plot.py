@@ -32,6 +32,18 @@ def table(document):
                     w["serverKiBPerConnection"], w["serverRSSIdleMiB"], w["serverRSSConnectedMiB"])
             rows.append("| %s | write → notice: %s | %s | %s |" % (w["name"], what, cell(w["writeToNotice"]), checks))
             rows.append("| %s | write → row pulled by the receiver | %s | |" % (w["name"], cell(w["writeToPage"])))
+        elif w["name"].startswith("fan-out-") and w["name"].endswith("-group"):
+            what = ("%s members of one list, each one device on the change channel, and %d identities outside it; %d writes to the "
+                    "list's todos and %d to a table everyone reads, one a second; the devices do not pull") % (
+                format(w["clients"], ","), w["outsiders"], w["writesPerTable"], w["writesPerTable"])
+            if w.get("serverCPU") is not None:
+                what += "; server pinned to CPU %d, generator on the other" % w["serverCPU"]
+            if "serverKiBPerConnection" in w:
+                what += "; server memory %.1f KiB per connection" % w["serverKiBPerConnection"]
+            if "p99OverSmallest" in w:
+                what += "; p99 %.2f× the smallest group's" % w["p99OverSmallest"]
+            rows.append("| %s | write → notice: %s | %s | missed %d, list notices outside it %d |" % (
+                w["name"], what, cell(w["writeToNotice"]), w["missedNotices"], w["leakedNotices"]))
         elif w["name"] == "slow-consumers":
             what = ("%d writes at %d/s to %d reading clients beside %d channels that never read: %d of them closed by the server "
                     "(%.1f s after the last write, channel timeout %d s); server memory %+.1f MiB at its peak over %.0f MiB before they opened") % (

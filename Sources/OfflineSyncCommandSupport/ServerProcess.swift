@@ -29,11 +29,20 @@ public struct ServerProcess: @unchecked Sendable {
     /// `extraArguments`, such as `--rules FILE`, and `environment` added to this process's,
     /// such as `OFFLINE_SYNC_ADMIN_KEY`) and waits for its "listening on" line. Throws when
     /// the server exits before it listens.
+    ///
+    /// With `cpus` (a `taskset` CPU list such as `0`), the server runs pinned to those CPUs.
     public static func start(data: URL, secret: String, extraArguments: [String] = [],
-                             environment extra: [String: String] = [:]) throws -> ServerProcess {
+                             environment extra: [String: String] = [:], cpus: String? = nil) throws -> ServerProcess {
         let process = Process()
-        process.executableURL = try toolExecutable()
-        process.arguments = ["serve", "--port", "0", "--data", data.path, "--log-level", "warning"] + extraArguments
+        let arguments = ["serve", "--port", "0", "--data", data.path, "--log-level", "warning"] + extraArguments
+        if let cpus {
+            // taskset execs the tool in its own process, so the pid is the server's.
+            process.executableURL = URL(fileURLWithPath: "/usr/bin/taskset")
+            process.arguments = ["-c", cpus, try toolExecutable().path] + arguments
+        } else {
+            process.executableURL = try toolExecutable()
+            process.arguments = arguments
+        }
         var environment = ProcessInfo.processInfo.environment
         environment["OFFLINE_SYNC_TOKEN_SECRET"] = secret
         environment["OFFLINE_SYNC_STORE"] = nil

@@ -37,6 +37,11 @@ struct LoadtestCommand: AsyncParsableCommand {
     @Option(help: "Change channels that read, beside those that never do (slow consumers).") var slowReceivers = 5
     @Option(help: "The server's change-channel write timeout and ping interval, in seconds (serve --channel-write-seconds, --channel-ping-seconds).")
     var channelSeconds = 10
+    @Option(help: "Members of the one list whose devices hear each write, one run per size (fan-out through the rules), comma-separated.")
+    var groupSizes = "1000,10000"
+    @Option(help: "Writes to each of the list and the public table, one a second (fan-out through the rules).") var groupWrites = 30
+    @Option(help: "The CPU the fan-out-through-the-rules server is pinned to (taskset); the generator takes the others.")
+    var serverCPU = 0
     @Option(help: "Writes from one instance to a device on the other, at --rate (propagation across two instances).")
     var crossWrites = 1_000
     @Option(help: "Writes at --cross-rate, counted for missed notifications rather than timed (across two instances).")
@@ -49,7 +54,8 @@ struct LoadtestCommand: AsyncParsableCommand {
     @Flag(help: "Exit non-zero on a missed notification, a lost or duplicated operation, or a notice to an identity that may not read the row.")
     var check = false
 
-    static let workloads = ["propagation", "fan-out", "writers", "slow-consumers", "writers-postgres", "two-instances", "rolling-restart"]
+    static let workloads = ["propagation", "fan-out", "fan-out-group", "writers", "slow-consumers", "writers-postgres", "two-instances",
+                            "rolling-restart"]
     /// The workloads that need `--postgres` (the default set leaves them out without it).
     static let scaleOut: Set = ["writers-postgres", "two-instances", "rolling-restart"]
 
@@ -67,6 +73,10 @@ struct LoadtestCommand: AsyncParsableCommand {
         }
         if let only, !Set(only.split(separator: ",").map(String.init)).isSubset(of: Self.workloads) {
             throw ValidationError("unknown workload; known: \(Self.workloads.joined(separator: ", "))")
+        }
+        let sizes = groupSizes.split(separator: ",").map { Int($0.trimmingCharacters(in: .whitespaces)) }
+        guard !sizes.isEmpty, sizes.allSatisfy({ ($0 ?? 0) > 0 && ($0 ?? 0) <= 20_000 }), groupWrites > 0, groupWrites <= 3_600, serverCPU >= 0 else {
+            throw ValidationError("--group-sizes are from 1 to 20,000 members; --group-writes from 1 to 3,600; --server-cpu a CPU number")
         }
         if postgres == nil, let only, !Set(only.split(separator: ",").map(String.init)).isDisjoint(with: Self.scaleOut) {
             throw ValidationError("\(Self.scaleOut.sorted().joined(separator: " and ")) need --postgres")
@@ -109,6 +119,22 @@ struct LoadtestCommand: AsyncParsableCommand {
                                                 serverMemory: { [pid = server.process.processIdentifier] in ServerProcess.residentBytes(of: pid) }).run()
             results.append(outcome.json)
             failures += outcome.failures
+        }
+        if selected.contains("fan-out-group") {
+            var outcomes: [LoadOutcome] = []
+            for size in groupSizes.split(separator: ",").compactMap({ Int($0.trimmingCharacters(in: .whitespaces)) }) {
+                outcomes.append(try await GroupFanOut(members: size, writes: groupWrites, directory: directory, secret: secret, tokens: tokens,
+                                                      serverCPU: serverCPU).run())
+            }
+            let p99s = outcomes.map { ($0.json["writeToNotice"] as? [String: Any])?["p99Ms"] as? Double }
+            for (index, var outcome) in outcomes.enumerated() {
+                if index > 0, let smallest = p99s[0], let this = p99s[index], smallest > 0 {
+                    outcome.json["p99OverSmallest"] = this / smallest
+                    say("\(outcome.json["name"] ?? ""): p99 \(String(format: "%.2f", this / smallest))× the p99 of the smallest group")
+                }
+                results.append(outcome.json)
+                failures += outcome.failures
+            }
         }
         if selected.contains("writers") {
             let serverStore = directory.appendingPathComponent("server.sqlite").path
