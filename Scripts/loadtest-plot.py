@@ -45,9 +45,10 @@ def table(document):
             rows.append("| %s | write → notice: %s | %s | missed %d, list notices outside it %d |" % (
                 w["name"], what, cell(w["writeToNotice"]), w["missedNotices"], w["leakedNotices"]))
         elif w["name"] == "slow-consumers":
-            what = ("%d writes at %d/s to %d reading clients beside %d channels that never read: %d of them closed by the server "
-                    "(%.1f s after the last write, channel timeout %d s); server memory %+.1f MiB at its peak over %.0f MiB before they opened") % (
-                w["writes"], w["ratePerSecond"], w["clients"], w["deafChannels"], w["deafChannelsClosed"],
+            what = ("%s writes at %d/s to %d reading clients beside %d channels that never read: %d of them closed by the server "
+                    "(the last %.1f s after the last write; channel write timeout and ping interval %d s); "
+                    "server memory %+.1f MiB at its peak over %.0f MiB before they opened") % (
+                format(w["writes"], ","), w["ratePerSecond"], w["clients"], w["deafChannels"], w["deafChannelsClosed"],
                 w["deafClosedSecondsAfterLastWrite"], w["channelTimeoutSeconds"], w["serverRSSPeakOverBeforeMiB"], w["serverRSSBeforeDeafMiB"])
             rows.append("| %s | write → notice: %s | %s | %s |" % (w["name"], what, cell(w["writeToNotice"]), checks))
             if "baselineWriteToNotice" in w:
