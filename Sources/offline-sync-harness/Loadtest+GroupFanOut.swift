@@ -76,17 +76,7 @@ struct GroupFanOut {
         defer { if pinned != nil { try? Self.pin(getpid(), to: Array(0..<cpus)) } }
 
         let seeder = HTTPRemoteStore(baseURL: server.baseURL, token: { [tokens] in try await tokens.mint(identity: "seeder", roles: ["seeder"]) })
-        for start in stride(from: 0, to: members, by: 1_000) {
-            let rows = (start..<min(start + 1_000, members)).map { index in
-                PushOperation(id: "op-m-\(index)", table: "lt_members", itemId: "m-\(index)", kind: .insert,
-                              item: Record(id: "m-\(index)", fields: ["list_id": .string("big"), "user_id": .string("member-\(index)")]),
-                              baseVersion: nil)
-            }
-            let results = try await seeder.push(rows)
-            guard results.allSatisfy({ if case .applied = $0.outcome { true } else { false } }) else {
-                throw SyncError(.rejected, "\(name): a membership was not applied")
-            }
-        }
+        try await seedMembers(seeder)
         let idle = ServerProcess.residentBytes(of: server.process.processIdentifier)
         let latest = LatestWrite()
         let latency = LatencyRecorder()
@@ -114,18 +104,7 @@ struct GroupFanOut {
         let memory = Propagation.connectionMemory(idle: idle, connected: ServerProcess.residentBytes(of: server.process.processIdentifier),
                                                   connections: everyone.count)
 
-        let start = ContinuousClock.now
-        for index in 0..<(writes * 2) {
-            let due = start + .seconds(1) * index
-            if due > .now { try await Task.sleep(until: due) }
-            let table = Self.tables[index % 2]
-            latest.mark(table)
-            let id = "w-\(index)"
-            let results = try await seeder.push([PushOperation(id: "op-\(id)", table: table, itemId: id, kind: .insert,
-                                                               item: Record(id: id, fields: ["n": .int(Int64(index)), "list_id": .string("big")]),
-                                                               baseVersion: nil)])
-            guard case .applied = results.first?.outcome else { throw SyncError(.rejected, "\(name): write \(id) was not applied") }
-        }
+        try await write(seeder, latest: latest)
         let deadline = ContinuousClock.now + .seconds(30)
         while devices.contains(where: { $0.listNotices.load(ordering: .acquiring) < writes || $0.publicNotices.load(ordering: .acquiring) < writes }),
               ContinuousClock.now < deadline {
@@ -145,6 +124,37 @@ struct GroupFanOut {
             "outsiders": outsiders.count, "missedNotices": missed + missedByOutsiders, "leakedNotices": leaked, "writeToNotice": latency.json,
         ]
         return LoadOutcome(json: json.merging(memory) { first, _ in first }, failures: failures)
+    }
+
+    /// Makes every member identity a member of the list `big`, 1,000 per push.
+    private func seedMembers(_ seeder: HTTPRemoteStore) async throws {
+        for start in stride(from: 0, to: members, by: 1_000) {
+            let rows = (start..<min(start + 1_000, members)).map { index in
+                PushOperation(id: "op-m-\(index)", table: "lt_members", itemId: "m-\(index)", kind: .insert,
+                              item: Record(id: "m-\(index)", fields: ["list_id": .string("big"), "user_id": .string("member-\(index)")]),
+                              baseVersion: nil)
+            }
+            let results = try await seeder.push(rows)
+            guard results.allSatisfy({ if case .applied = $0.outcome { true } else { false } }) else {
+                throw SyncError(.rejected, "a membership of the list was not applied")
+            }
+        }
+    }
+
+    /// One write a second, alternating between the list's todos and the public table.
+    private func write(_ seeder: HTTPRemoteStore, latest: LatestWrite) async throws {
+        let start = ContinuousClock.now
+        for index in 0..<(writes * 2) {
+            let due = start + .seconds(1) * index
+            if due > .now { try await Task.sleep(until: due) }
+            let table = Self.tables[index % 2]
+            latest.mark(table)
+            let id = "w-\(index)"
+            let results = try await seeder.push([PushOperation(id: "op-\(id)", table: table, itemId: id, kind: .insert,
+                                                               item: Record(id: id, fields: ["n": .int(Int64(index)), "list_id": .string("big")]),
+                                                               baseVersion: nil)])
+            guard case .applied = results.first?.outcome else { throw SyncError(.rejected, "write \(id) to \(table) was not applied") }
+        }
     }
 
     /// One device: the change channel, counting the notices of each table.

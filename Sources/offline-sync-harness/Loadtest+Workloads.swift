@@ -90,18 +90,7 @@ struct Propagation {
         if let perConnection = memory["serverKiBPerConnection"] { say("\(name): server memory per connection \(perConnection) KiB") }
 
         let deaf = try await openDeafChannels(token: alice, listening: everyone.count)
-        // The writer: one row per push, on a fixed schedule (a late push goes at once).
-        let interval = Duration.seconds(1) / rate
-        let begin = ContinuousClock.now
-        for index in 0..<writes {
-            let due = begin + interval * index
-            if due > .now { try await Task.sleep(until: due) }
-            let id = String(format: "row-%07d", index)
-            sent.mark(id)
-            let results = try await writer.push([PushOperation(id: "op-" + id, table: Self.table, itemId: id, kind: .insert,
-                                                               item: Record(id: id, fields: ["n": .int(Int64(index))]), baseVersion: nil)])
-            guard case .applied = results.first?.outcome else { throw SyncError(.rejected, "write \(id) was not applied: \(results)") }
-        }
+        try await write(writer, sent: sent)
         // Every receiver should have every row; give the last notices time to land.
         let deadline = ContinuousClock.now + .seconds(30)
         while receivers.contains(where: { $0.seen.withLock { $0.count } < writes }), ContinuousClock.now < deadline {
@@ -177,6 +166,21 @@ struct Propagation {
             "serverRSSBeforeDeafMiB": mib(deaf.memoryBefore), "serverRSSPeakMiB": mib(peak), "serverRSSAfterMiB": mib(after),
             "serverRSSPeakOverBeforeMiB": growth.map { $0 as Any } ?? NSNull(),
         ]
+    }
+
+    /// The writer: one row per push, on a fixed schedule (a late push goes at once).
+    private func write(_ writer: HTTPRemoteStore, sent: SendTimes) async throws {
+        let interval = Duration.seconds(1) / rate
+        let begin = ContinuousClock.now
+        for index in 0..<writes {
+            let due = begin + interval * index
+            if due > .now { try await Task.sleep(until: due) }
+            let id = String(format: "row-%07d", index)
+            sent.mark(id)
+            let results = try await writer.push([PushOperation(id: "op-" + id, table: Self.table, itemId: id, kind: .insert,
+                                                               item: Record(id: id, fields: ["n": .int(Int64(index))]), baseVersion: nil)])
+            guard case .applied = results.first?.outcome else { throw SyncError(.rejected, "write \(id) was not applied: \(results)") }
+        }
     }
 
     /// The server's resident memory before the clients connected and once all listened, and
@@ -327,20 +331,7 @@ struct ConcurrentWriters {
         let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
         let total = acknowledged.reduce(0) { $0 + $1.1 }
         let refused = acknowledged.reduce(0) { $0 + $1.2 }
-        // Count every writer's rows on the server, through its own identity.
-        var lost = 0
-        var duplicated = 0
-        for (index, rows, _) in acknowledged {
-            var ids = Set<String>()
-            var count = 0
-            let stream = remotes[index].openPull(PullRequest(table: Self.table, limit: 1_000))
-            while let page = try await stream.next() {
-                count += page.records.count
-                ids.formUnion(page.records.map(\.id))
-            }
-            lost += max(0, rows - ids.count)
-            duplicated += count - ids.count
-        }
+        let (lost, duplicated) = try await countRows(acknowledged, remotes: remotes)
         let perSecond = Double(total) / seconds
         var json: [String: Any] = [
             "name": name, "writers": writers, "batch": batch, "durationSeconds": seconds, "operations": total,
@@ -370,6 +361,27 @@ struct ConcurrentWriters {
         if lost > 0 { failures.append("\(name): \(lost) acknowledged operations are missing on the server") }
         if duplicated > 0 { failures.append("\(name): \(duplicated) rows were pulled twice") }
         return LoadOutcome(json: json, failures: failures)
+    }
+}
+
+extension ConcurrentWriters {
+    /// Counts every writer's rows on the server, through its own identity: the acknowledged
+    /// rows missing, and the rows pulled twice.
+    func countRows(_ acknowledged: [(Int, Int, Int)], remotes: [HTTPRemoteStore]) async throws -> (lost: Int, duplicated: Int) {
+        var lost = 0
+        var duplicated = 0
+        for (index, rows, _) in acknowledged {
+            var ids = Set<String>()
+            var count = 0
+            let stream = remotes[index].openPull(PullRequest(table: Self.table, limit: 1_000))
+            while let page = try await stream.next() {
+                count += page.records.count
+                ids.formUnion(page.records.map(\.id))
+            }
+            lost += max(0, rows - ids.count)
+            duplicated += count - ids.count
+        }
+        return (lost, duplicated)
     }
 }
 

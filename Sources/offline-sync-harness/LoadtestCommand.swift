@@ -121,17 +121,7 @@ struct LoadtestCommand: AsyncParsableCommand {
             failures += outcome.failures
         }
         if selected.contains("fan-out-group") {
-            var outcomes: [LoadOutcome] = []
-            for size in groupSizes.split(separator: ",").compactMap({ Int($0.trimmingCharacters(in: .whitespaces)) }) {
-                outcomes.append(try await GroupFanOut(members: size, writes: groupWrites, directory: directory, secret: secret, tokens: tokens,
-                                                      serverCPU: serverCPU).run())
-            }
-            let p99s = outcomes.map { ($0.json["writeToNotice"] as? [String: Any])?["p99Ms"] as? Double }
-            for (index, var outcome) in outcomes.enumerated() {
-                if index > 0, let smallest = p99s[0], let this = p99s[index], smallest > 0 {
-                    outcome.json["p99OverSmallest"] = this / smallest
-                    say("\(outcome.json["name"] ?? ""): p99 \(String(format: "%.2f", this / smallest))× the p99 of the smallest group")
-                }
+            for outcome in try await groupFanOut(directory: directory, secret: secret, tokens: tokens) {
                 results.append(outcome.json)
                 failures += outcome.failures
             }
@@ -149,27 +139,9 @@ struct LoadtestCommand: AsyncParsableCommand {
             failures += outcome.failures
         }
         if selected.contains("slow-consumers") {
-            // A few devices that read hear every write: first alone (the baseline), then beside
-            // `deafChannels` that never read.
-            let port = URL(string: server.baseURL)?.port ?? 0
-            var outcomes: [LoadOutcome] = []
-            for deaf in [0, deafChannels] {
-                outcomes.append(try await Propagation(
-                    name: deaf == 0 ? "slow-consumers-baseline" : "slow-consumers", identity: "loadtest-slow-\(deaf)", base: server.baseURL,
-                    tokens: tokens, clients: slowReceivers, writes: slowWrites, rate: slowRate, tableRows: 0,
-                    serverMemory: { [pid = server.process.processIdentifier] in ServerProcess.residentBytes(of: pid) },
-                    deafChannels: deaf, openChannels: { await LoopbackSocket.openChannels(port: port, adminKey: adminKey) }).run())
-            }
-            let p99 = outcomes.map { ($0.json["writeToNotice"] as? [String: Any])?["p99Ms"] as? Double }
-            var json = outcomes[1].json
-            json["channelTimeoutSeconds"] = channelSeconds
-            json["baselineWriteToNotice"] = outcomes[0].json["writeToNotice"]
-            if let alone = p99[0], let beside = p99[1], alone > 0 {
-                json["p99OverBaseline"] = beside / alone
-                say("slow-consumers: the reading devices' p99 to notice is \(String(format: "%.2f", beside / alone))× their p99 without the channels that never read")
-            }
-            results.append(json)
-            failures += outcomes.flatMap(\.failures)
+            let outcome = try await slowConsumers(server: server, adminKey: adminKey, tokens: tokens)
+            results.append(outcome.json)
+            failures += outcome.failures
         }
         if let postgres, !selected.isDisjoint(with: Self.scaleOut) {
             let (json, found) = try await scaleOut(selected, postgres: postgres, directory: directory, secret: secret, tokens: tokens)
@@ -190,6 +162,47 @@ struct LoadtestCommand: AsyncParsableCommand {
         } else if check {
             say("loadtest: check passed: no missed notification, no lost or duplicated operation, no notice to another identity")
         }
+    }
+
+    /// Fan-out through the rules, one run per group size; each run after the first carries
+    /// its p99 over the first's.
+    private func groupFanOut(directory: URL, secret: String, tokens: TokenAuthority) async throws -> [LoadOutcome] {
+        var outcomes: [LoadOutcome] = []
+        for size in groupSizes.split(separator: ",").compactMap({ Int($0.trimmingCharacters(in: .whitespaces)) }) {
+            outcomes.append(try await GroupFanOut(members: size, writes: groupWrites, directory: directory, secret: secret, tokens: tokens,
+                                                  serverCPU: serverCPU).run())
+        }
+        let p99s = outcomes.map { ($0.json["writeToNotice"] as? [String: Any])?["p99Ms"] as? Double }
+        for index in outcomes.indices.dropFirst() {
+            guard let smallest = p99s[0], let this = p99s[index], smallest > 0 else { continue }
+            outcomes[index].json["p99OverSmallest"] = this / smallest
+            say("\(outcomes[index].json["name"] ?? ""): p99 \(String(format: "%.2f", this / smallest))× the p99 of the smallest group")
+        }
+        return outcomes
+    }
+
+    /// A few devices that read hear every write: first alone (the baseline), then beside
+    /// ``deafChannels`` that never read. One outcome: the second run's, with the first's
+    /// latency and the ratio of their p99s.
+    private func slowConsumers(server: ServerProcess, adminKey: String, tokens: TokenAuthority) async throws -> LoadOutcome {
+        let port = URL(string: server.baseURL)?.port ?? 0
+        var outcomes: [LoadOutcome] = []
+        for deaf in [0, deafChannels] {
+            outcomes.append(try await Propagation(
+                name: deaf == 0 ? "slow-consumers-baseline" : "slow-consumers", identity: "loadtest-slow-\(deaf)", base: server.baseURL,
+                tokens: tokens, clients: slowReceivers, writes: slowWrites, rate: slowRate, tableRows: 0,
+                serverMemory: { [pid = server.process.processIdentifier] in ServerProcess.residentBytes(of: pid) },
+                deafChannels: deaf, openChannels: { await LoopbackSocket.openChannels(port: port, adminKey: adminKey) }).run())
+        }
+        let p99 = outcomes.map { ($0.json["writeToNotice"] as? [String: Any])?["p99Ms"] as? Double }
+        var json = outcomes[1].json
+        json["channelTimeoutSeconds"] = channelSeconds
+        json["baselineWriteToNotice"] = outcomes[0].json["writeToNotice"]
+        if let alone = p99[0], let beside = p99[1], alone > 0 {
+            json["p99OverBaseline"] = beside / alone
+            say("slow-consumers: the reading devices' p99 to notice is \(String(format: "%.2f", beside / alone))× their p99 without the channels that never read")
+        }
+        return LoadOutcome(json: json, failures: outcomes.flatMap(\.failures))
     }
 
     /// The workloads on PostgreSQL: a write through one of two instances reaching a device
