@@ -48,7 +48,7 @@ struct SlowConsumerTests {
     }
 
     @Test("a channel whose writes stall is closed after the write timeout, with its notices merged per table meanwhile; a channel that reads hears every table",
-          arguments: DeafChannel.Carrier.allCases)
+          .serialized, arguments: DeafChannel.Carrier.allCases)
     func stalledWritesCloseTheChannel(carrier: DeafChannel.Carrier) async throws {
         try await LiveServer.with(configure: {
             $0.changeChannelWriteTimeout = .seconds(1)
@@ -62,22 +62,21 @@ struct SlowConsumerTests {
             #expect(await listening.waitFor(.subscribed))
             #expect(try await eventually(timeout: .seconds(30)) { try await Self.scrape(live).value("offline_sync_websockets_connected") == 2 })
 
-            // Long table names make long notices, so the deaf socket's buffers fill sooner.
-            let tables = (0..<20).map { "notes_for_a_client_that_never_reads_its_socket_\($0)" }
+            // A hundred tables of long names make 15 KB of notices a push, so the deaf socket's
+            // buffers (the kernel's, then NIO's) fill in a few hundred pushes.
+            let tables = (0..<100).map { String(format: "notes_for_a_client_that_never_reads_its_socket_%03d_", $0) + String(repeating: "x", count: 70) }
             var pushes = 0
             let started = ContinuousClock.now
             while try await Self.scrape(live).value("offline_sync_slow_channels_closed_total") == 0 {
-                guard ContinuousClock.now - started < .seconds(120) else {
+                guard ContinuousClock.now - started < .seconds(240) else {
                     Issue.record("the deaf \(carrier.rawValue) was not closed after \(pushes) pushes")
                     return
                 }
-                for _ in 0..<10 {
-                    _ = try await alice.push(tables.map { table in
-                        PushOperation(id: "op-\(table)-\(pushes)", table: table, itemId: "r\(pushes)", kind: .insert,
-                                      item: Record(id: "r\(pushes)", fields: ["n": .int(Int64(pushes))]), baseVersion: nil)
-                    })
-                    pushes += 1
-                }
+                _ = try await alice.push(tables.map { table in
+                    PushOperation(id: "op-\(table)-\(pushes)", table: table, itemId: "r\(pushes)", kind: .insert,
+                                  item: Record(id: "r\(pushes)", fields: ["n": .int(Int64(pushes))]), baseVersion: nil)
+                })
+                pushes += 1
             }
             let metrics = try await Self.scrape(live)
             #expect(metrics.value("offline_sync_slow_channels_closed_total") == 1)
@@ -97,7 +96,7 @@ struct SlowConsumerTests {
     func unansweredPingClosesTheChannel() async throws {
         try await LiveServer.with(configure: {
             $0.changeChannelWriteTimeout = .seconds(3600)
-            $0.changeChannelPingInterval = .seconds(1)
+            $0.changeChannelPingInterval = .seconds(2)
         }) { live in
             let port = try #require(URL(string: live.baseURL)?.port)
             let deaf = try DeafChannel(port: port, token: try await live.token("alice"))
@@ -108,12 +107,18 @@ struct SlowConsumerTests {
             #expect(try await eventually(timeout: .seconds(30)) { try await Self.scrape(live).value("offline_sync_websockets_connected") == 2 })
             #expect(try await deaf.drainsToEnd(quiet: .seconds(30)), "the deaf channel's connection is still open")
             #expect(try await eventually(timeout: .seconds(30)) { try await Self.scrape(live).value("offline_sync_websockets_connected") == 1 })
-            // Past several ping periods, the reading client still hears a change.
-            try await Task.sleep(for: .seconds(3))
+            // Past several ping periods, the reading client (which answers the pings) still
+            // hears a change. A stall of the whole test process past a ping period could close
+            // it too; it then reconnects, so the write is repeated until it is heard.
+            try await Task.sleep(for: .seconds(5))
             let alice = try await live.remote("alice")
-            _ = try await alice.push([PushOperation(id: "op-1", table: "notes", itemId: "n1", kind: .insert,
-                                                    item: Record(id: "n1", fields: [:]), baseVersion: nil)])
-            #expect(await listening.waitFor(.changed(table: "notes")))
+            var heard = false
+            for attempt in 0..<6 where !heard {
+                _ = try await alice.push([PushOperation(id: "op-\(attempt)", table: "notes", itemId: "n\(attempt)", kind: .insert,
+                                                        item: Record(id: "n\(attempt)", fields: [:]), baseVersion: nil)])
+                heard = await listening.waitFor(.changed(table: "notes"), timeout: .seconds(10))
+            }
+            #expect(heard, "the reading channel heard no change")
             #expect(try await Self.scrape(live).value("offline_sync_websockets_connected") == 1)
             await listening.stop()
         }
