@@ -2,6 +2,7 @@ import Foundation
 import OfflineSync
 import OfflineSyncDatasets
 import OfflineSyncService
+import Synchronization
 
 /// A change committed by the server, and who hears of it: an identity's connections or a
 /// large group's members (``Topic``); and what changed (``Change``): rows of a table, a
@@ -214,6 +215,41 @@ public protocol ChangeFeed: Sendable {
     func publish(_ notices: [ChangeNotice]) async
     /// The notices for `topic` from now on, until the returned stream is dropped.
     func subscribe(to topic: ChangeNotice.Topic) -> AsyncStream<ChangeNotice>
+    /// Calls `deliver` with each notice for `topic` from now on, until the subscription is
+    /// cancelled. `deliver` runs on the task that delivers the notice and must return at
+    /// once (a change channel only queues the notice). The server's change channels listen
+    /// this way: a topic heard by ten thousand channels then costs no task per channel.
+    func listen(to topic: ChangeNotice.Topic, _ deliver: @escaping @Sendable (ChangeNotice) -> Void) -> FeedSubscription
+}
+
+extension ChangeFeed {
+    /// Relays ``subscribe(to:)``'s stream to `deliver` on a task of its own: a feed that can
+    /// call its listeners directly provides its own.
+    public func listen(to topic: ChangeNotice.Topic, _ deliver: @escaping @Sendable (ChangeNotice) -> Void) -> FeedSubscription {
+        let notices = subscribe(to: topic)
+        let relay = Task {
+            for await notice in notices { deliver(notice) }
+        }
+        return FeedSubscription { relay.cancel() }
+    }
+}
+
+/// A ``ChangeFeed/listen(to:_:)`` subscription: ``cancel()`` ends it (also when the value is
+/// released).
+public final class FeedSubscription: Sendable {
+    private let onCancel: Mutex<(@Sendable () -> Void)?>
+
+    /// A subscription that `cancel` ends.
+    public init(cancel: @escaping @Sendable () -> Void) {
+        onCancel = Mutex(cancel)
+    }
+
+    deinit { cancel() }
+
+    /// Stops the deliveries; idempotent. A delivery under way may still complete.
+    public func cancel() {
+        onCancel.withLock { $0.take() }?()
+    }
 }
 
 /// Delivers notices to the subscribers of this process: a notice reaches only its topic's
@@ -227,14 +263,30 @@ public final class LocalChangeFeed: ChangeFeed, Sendable {
     /// only canonically equivalent to its own.
     private let broadcaster = Broadcaster<ChangeNotice.Topic, ChangeNotice>(bufferingPolicy: .bufferingNewest(LocalChangeFeed.bufferSize))
 
+    private struct Listeners {
+        var byTopic: [ChangeNotice.Topic: [UInt64: @Sendable (ChangeNotice) -> Void]] = [:]
+        var nextId: UInt64 = 0
+        var count = 0
+    }
+
+    /// The ``listen(to:_:)`` callbacks, by topic.
+    private let listeners = Mutex(Listeners())
+
     /// Creates a feed with no subscribers.
     public init() {}
 
     /// Delivers `notices` to the current subscribers of their topics.
     public func publish(_ notices: [ChangeNotice]) async { deliver(notices) }
 
+    /// Delivers each notice in turn: to the streams of its topic, then to its topic's
+    /// listeners, called on this task outside the feed's lock (a listener may cancel a
+    /// subscription or listen anew).
     func deliver(_ notices: [ChangeNotice]) {
-        for notice in notices { broadcaster.publish(notice, to: notice.topic) }
+        for notice in notices {
+            broadcaster.publish(notice, to: notice.topic)
+            let callbacks = listeners.withLock { $0.byTopic[notice.topic].map { Array($0.values) } ?? [] }
+            for deliver in callbacks { deliver(notice) }
+        }
     }
 
     /// Subscribes to `topic`'s notices.
@@ -242,8 +294,24 @@ public final class LocalChangeFeed: ChangeFeed, Sendable {
         broadcaster.subscribe(to: topic)
     }
 
-    /// How many subscriptions are open (for tests and health reports).
-    public var subscriptionCount: Int { broadcaster.subscriptionCount }
+    /// Calls `deliver` with `topic`'s notices, on the publishing task, until cancelled.
+    public func listen(to topic: ChangeNotice.Topic, _ deliver: @escaping @Sendable (ChangeNotice) -> Void) -> FeedSubscription {
+        let id = listeners.withLock { listeners -> UInt64 in
+            defer { listeners.nextId += 1; listeners.count += 1 }
+            listeners.byTopic[topic, default: [:]][listeners.nextId] = deliver
+            return listeners.nextId
+        }
+        return FeedSubscription { [weak self] in
+            self?.listeners.withLock { listeners in
+                guard listeners.byTopic[topic]?.removeValue(forKey: id) != nil else { return }
+                listeners.count -= 1
+                if listeners.byTopic[topic]?.isEmpty == true { listeners.byTopic[topic] = nil }
+            }
+        }
+    }
+
+    /// How many subscriptions and listeners are open (for tests and health reports).
+    public var subscriptionCount: Int { broadcaster.subscriptionCount + listeners.withLock { $0.count } }
 }
 
 /// A feed shared by several server instances through a message channel: `publish` sends
@@ -309,4 +377,10 @@ public final class RelayedChangeFeed: ChangeFeed, Sendable {
 
     /// Subscribes to `topic`'s notices from every instance.
     public func subscribe(to topic: ChangeNotice.Topic) -> AsyncStream<ChangeNotice> { local.subscribe(to: topic) }
+
+    /// Calls `deliver` with `topic`'s notices from every instance, on the task that receives
+    /// them from the channel.
+    public func listen(to topic: ChangeNotice.Topic, _ deliver: @escaping @Sendable (ChangeNotice) -> Void) -> FeedSubscription {
+        local.listen(to: topic, deliver)
+    }
 }

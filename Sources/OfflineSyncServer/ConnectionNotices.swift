@@ -8,22 +8,38 @@ import Synchronization
 /// and the notices of the tables its claims read through an `everyone` grant.
 ///
 /// A write to a large group is published once, to the group's topic, so notifying its
-/// thousands of connected members costs one publish and one dictionary lookup per
-/// connection, and no store read per member.
+/// thousands of connected members costs one publish and, per connection, one dictionary
+/// lookup and one insertion into ``pending`` — run by the publishing task itself
+/// (``ChangeFeed/listen(to:_:)``): a connection keeps no task per topic it hears.
 ///
 /// When the identity's reading of a group changes, the push announces it twice: on the
 /// identity's topic (the connection re-reads its groups and subscribes to new ones) and on
-/// the group's topic (the group's relay re-reads that group before it passes on anything
-/// published after the change, so a member who lost the group hears nothing more of it).
-/// A group or table the connection starts to hear is announced to the client as a change
-/// of that table, so a write published while it was subscribing is not missed.
+/// the group's topic (the connection stops passing on the group's notices at once, and
+/// re-reads that group before it passes on anything more of it, so a member who lost the
+/// group hears nothing more of it). The re-reads run one at a time, on a task that exists
+/// only while there is one to do. A group or table the connection starts to hear is
+/// announced to the client as a change of that table, so a write published while it was
+/// subscribing is not missed.
 final class ConnectionNotices: Sendable {
+    /// A re-read of the identity's groups to do.
+    private enum Reread: Hashable {
+        /// All of them: which groups it reads changed.
+        case groups
+        /// One group, whose member this identity is and whose reading changed.
+        case group(GroupKey)
+    }
+
     private struct State {
-        /// Per large group: the tables the identity reads through it, and the task relaying
-        /// the group's topic.
-        var groups: [GroupKey: (tables: Set<String>, relay: Task<Void, Never>)] = [:]
-        var own: Task<Void, Never>?
-        var everyone: Task<Void, Never>?
+        /// Per large group: the tables the identity reads through it, and its subscription.
+        var groups: [GroupKey: (tables: Set<String>, subscription: FeedSubscription)] = [:]
+        /// The tables a group's reading held before a change of it emptied them, until the
+        /// re-read: the tables it gains are announced against these.
+        var before: [GroupKey: Set<String>] = [:]
+        var own: FeedSubscription?
+        var everyone: FeedSubscription?
+        /// Re-reads waiting, in order, and whether a task is doing them.
+        var rereads: [Reread] = []
+        var rereading = false
         var closed = false
     }
 
@@ -41,60 +57,79 @@ final class ConnectionNotices: Sendable {
         self.claims = claims
     }
 
-    /// Subscribes to `claims`' identity and its large groups; every notice published after
-    /// this returns reaches ``pending``. Call ``close()`` when the connection ends.
-    /// `merged` is called for each notice merged into one already waiting (``PendingNotices``).
+    /// Subscribes to `claims`' identity, its large groups and the tables it reads through an
+    /// `everyone` grant; every notice published after this returns reaches ``pending``. Call
+    /// ``close()`` when the connection ends. `merged` is called for each notice merged into
+    /// one already waiting (``PendingNotices``).
     static func open(feed: any ChangeFeed, service: OfflineSyncService, claims: Claims,
                      merged: @escaping @Sendable () -> Void = {}) async -> ConnectionNotices {
         let connection = ConnectionNotices(feed: feed, service: service, claims: claims, merged: merged)
-        let own = feed.subscribe(to: .identity(claims.identity.text))
+        let own = feed.listen(to: .identity(claims.identity.text)) { [weak connection] notice in
+            guard let connection else { return }
+            switch notice.change {
+            case .groups: connection.schedule(.groups)
+            case .table, .dataset: connection.pending.add(notice)
+            case .member: break
+            }
+        }
+        // The token's claims are fixed for the connection's life, so the tables it reads
+        // through an `everyone` grant are too.
+        let everyoneTables = Set(service.tablesReadByEveryone(claims: claims).map(ExactString.init))
+        let everyone = everyoneTables.isEmpty ? nil : feed.listen(to: .everyone) { [weak connection] notice in
+            guard let connection, let table = notice.table, everyoneTables.contains(ExactString(table)) else { return }
+            connection.pending.add(notice)
+        }
+        let closed = connection.state.withLock { state in
+            if !state.closed { (state.own, state.everyone) = (own, everyone) }
+            return state.closed
+        }
+        if closed { own.cancel(); everyone?.cancel() }
         // A store that cannot be read now leaves the groups unheard until the identity's next
         // groups notice; the client still pulls on reconnect and on its own schedule.
         if let groups = try? await service.groupSubscriptions(claims: claims) {
             for (group, tables) in groups { connection.subscribe(group, tables: tables, announcing: false) }
         }
-        let relay = Task {
-            for await notice in own {
-                switch notice.change {
-                case .groups: await connection.regroup()
-                case .table, .dataset: connection.pending.add(notice)
-                case .member: break
-                }
-            }
-        }
-        connection.state.withLock { state in
-            if state.closed { relay.cancel() } else { state.own = relay }
-        }
-        // The tables its claims read through an `everyone` grant: the token's claims are fixed
-        // for the connection's life, so this set is too.
-        let everyoneTables = service.tablesReadByEveryone(claims: claims).map(ExactString.init)
-        if !everyoneTables.isEmpty {
-            let tables = Set(everyoneTables)
-            let notices = feed.subscribe(to: .everyone)
-            let everyone = Task { [weak connection] in
-                for await notice in notices {
-                    guard let connection else { return }
-                    if let table = notice.table, tables.contains(ExactString(table)) { connection.pending.add(notice) }
-                }
-            }
-            connection.state.withLock { state in
-                if state.closed { everyone.cancel() } else { state.everyone = everyone }
-            }
-        }
         return connection
     }
 
+    /// Queues a re-read, and starts the task that does them when none runs.
+    private func schedule(_ reread: Reread) {
+        let start = state.withLock { state -> Bool in
+            guard !state.closed else { return false }
+            if !state.rereads.contains(reread) { state.rereads.append(reread) }
+            guard !state.rereading else { return false }
+            state.rereading = true
+            return true
+        }
+        guard start else { return }
+        Task { [weak self] in
+            while let self, let next = self.state.withLock({ state -> Reread? in
+                guard !state.closed, !state.rereads.isEmpty else {
+                    state.rereading = false
+                    return nil
+                }
+                return state.rereads.removeFirst()
+            }) {
+                switch next {
+                case .groups: await self.regroup()
+                case .group(let group): await self.reread(group)
+                }
+            }
+        }
+    }
+
     /// After the identity's groups changed: subscribes to the groups it now reads and does
-    /// not hear yet, and drops the relays of those it no longer reads (a relay that stayed
+    /// not hear yet, and drops the subscriptions of those it no longer reads (one that stayed
     /// would cost the connection a subscription per group it ever left). A group joined again
     /// later is subscribed afresh.
     private func regroup() async {
         guard let groups = try? await service.groupSubscriptions(claims: claims) else { return }
-        let (heard, left) = state.withLock { state -> (Set<GroupKey>, [Task<Void, Never>]) in
-            var left: [Task<Void, Never>] = []
+        let (heard, left) = state.withLock { state -> (Set<GroupKey>, [FeedSubscription]) in
+            var left: [FeedSubscription] = []
             for (group, entry) in state.groups where groups[group] == nil {
                 state.groups[group] = nil
-                left.append(entry.relay)
+                state.before[group] = nil
+                left.append(entry.subscription)
             }
             return (Set(state.groups.keys), left)
         }
@@ -102,51 +137,50 @@ final class ConnectionNotices: Sendable {
         for (group, tables) in groups where !heard.contains(group) { subscribe(group, tables: tables, announcing: true) }
     }
 
-    /// Relays `group`'s topic for `tables`; with `announcing`, tells the client those tables changed.
+    /// Listens to `group`'s topic for `tables`; with `announcing`, tells the client those tables changed.
     private func subscribe(_ group: GroupKey, tables: Set<String>, announcing: Bool) {
-        let notices = feed.subscribe(to: .group(group))
-        let relay = Task { [weak self] in
-            for await notice in notices {
-                guard let self else { return }
-                switch notice.change {
-                case .member(let member) where self.claims.identity.isExactly(member):
-                    await self.reread(group)
-                case .table(let table) where self.state.withLock({ $0.groups[group]?.tables.contains(table) ?? false }):
-                    self.pending.add(notice)
-                case .table, .member, .dataset, .groups:
-                    break
+        let subscription = feed.listen(to: .group(group)) { [weak self] notice in
+            guard let self else { return }
+            switch notice.change {
+            case .member(let member) where self.claims.identity.isExactly(member):
+                // Nothing more of the group passes until it is re-read.
+                self.state.withLock { state in
+                    guard let entry = state.groups[group] else { return }
+                    if state.before[group] == nil { state.before[group] = entry.tables }
+                    state.groups[group] = ([], entry.subscription)
                 }
+                self.schedule(.group(group))
+            case .table(let table) where self.state.withLock({ $0.groups[group]?.tables.contains(table) ?? false }):
+                self.pending.add(notice)
+            case .table, .member, .dataset, .groups:
+                break
             }
         }
         let added = state.withLock { state -> Bool in
             guard !state.closed, state.groups[group] == nil else { return false }
-            state.groups[group] = (tables, relay)
+            state.groups[group] = (tables, subscription)
             return true
         }
-        guard added else { relay.cancel(); return }
+        guard added else { subscription.cancel(); return }
         if announcing { announce(tables) }
     }
 
-    /// After the identity's reading of `group` changed: hears nothing of it until it has
-    /// re-read which tables it reads through it (none, when it left).
+    /// After the identity's reading of `group` changed: re-reads which tables it reads
+    /// through it (none, when it left) and announces those it gained.
     private func reread(_ group: GroupKey) async {
-        let previous = state.withLock { state -> Set<String> in
-            guard let entry = state.groups[group] else { return [] }
-            state.groups[group] = ([], entry.relay)
-            return entry.tables
-        }
         guard let groups = try? await service.groupSubscriptions(claims: claims) else { return }
         guard let tables = groups[group] else {
-            // Left: the relay goes, as ``regroup()`` drops it (this task is that relay;
-            // cancelling ends its loop). Regrouping reads the groups afresh, so a group joined
-            // again meanwhile is subscribed anew rather than lost with the old relay.
+            // Left: the subscription goes, as ``regroup()`` drops it. Regrouping reads the
+            // groups afresh, so a group joined again meanwhile is subscribed anew.
             await regroup()
             return
         }
-        state.withLock { state in
-            if let entry = state.groups[group] { state.groups[group] = (tables, entry.relay) }
+        let previous = state.withLock { state -> Set<String>? in
+            guard let entry = state.groups[group] else { return nil }
+            state.groups[group] = (tables, entry.subscription)
+            return state.before.removeValue(forKey: group) ?? entry.tables
         }
-        announce(tables.subtracting(previous))
+        if let previous { announce(tables.subtracting(previous)) }
     }
 
     private func announce(_ tables: Set<String>) {
@@ -157,14 +191,14 @@ final class ConnectionNotices: Sendable {
     /// was closed already.
     @discardableResult
     func close() -> Bool {
-        let tasks: [Task<Void, Never>]? = state.withLock { state in
+        let subscriptions: [FeedSubscription]? = state.withLock { state in
             guard !state.closed else { return nil }
             state.closed = true
-            defer { state.groups = [:]; state.own = nil; state.everyone = nil }
-            return state.groups.values.map(\.relay) + [state.own, state.everyone].compactMap { $0 }
+            defer { state.groups = [:]; state.own = nil; state.everyone = nil; state.rereads = [] }
+            return state.groups.values.map(\.subscription) + [state.own, state.everyone].compactMap { $0 }
         }
-        guard let tasks else { return false }
-        tasks.forEach { $0.cancel() }
+        guard let subscriptions else { return false }
+        subscriptions.forEach { $0.cancel() }
         pending.finish()
         return true
     }

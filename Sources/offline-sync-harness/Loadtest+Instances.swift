@@ -86,6 +86,21 @@ final class InstanceGroup: Sendable {
         return server.process.terminationStatus
     }
 
+    /// Runs `body` with `count` fresh instances (each with an admin key of its own making),
+    /// and stops them afterwards, whether `body` returns or throws.
+    static func with<T>(count: Int, postgres: String, directory: URL, secret: String,
+                        _ body: (InstanceGroup) async throws -> T) async throws -> T {
+        let group = try InstanceGroup(count: count, postgres: postgres, directory: directory, secret: secret, adminKey: UUID().uuidString)
+        do {
+            let result = try await body(group)
+            await group.stop()
+            return result
+        } catch {
+            await group.stop()
+            throw error
+        }
+    }
+
     /// Stops every instance (SIGTERM, then SIGKILL after 30 s) and the balancer, and drops the schema.
     func stop() async {
         balancer.stop()

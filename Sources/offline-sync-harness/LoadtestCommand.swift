@@ -214,10 +214,9 @@ struct LoadtestCommand: AsyncParsableCommand {
         var results: [[String: Any]] = []
         var failures: [String] = []
         if selected.contains("two-instances") {
-            let group = try InstanceGroup(count: 2, postgres: postgres, directory: directory.appendingPathComponent("two-instances"),
-                                          secret: secret, adminKey: UUID().uuidString)
-            say("two-instances: \(group.current.map(\.baseURL).joined(separator: " and ")) over PostgreSQL")
-            do {
+            let outcomes = try await InstanceGroup.with(count: 2, postgres: postgres, directory: directory.appendingPathComponent("two-instances"),
+                                                        secret: secret) { group in
+                say("two-instances: \(group.current.map(\.baseURL).joined(separator: " and ")) over PostgreSQL")
                 let (one, two) = (group.current[0].baseURL, group.current[1].baseURL)
                 var outcomes = [try await Propagation(name: "propagation-two-instances", identity: "loadtest-across", base: one, tokens: tokens,
                                                       clients: 1, writes: crossWrites, rate: rate, tableRows: tableRows,
@@ -227,46 +226,32 @@ struct LoadtestCommand: AsyncParsableCommand {
                                                           tokens: tokens, clients: 1, writes: countedWrites, rate: countedRate, tableRows: 0,
                                                           receiverBase: two).run())
                 }
-                results += outcomes.map(\.json)
-                failures += outcomes.flatMap(\.failures)
-            } catch {
-                await group.stop()
-                throw error
+                return outcomes
             }
-            await group.stop()
+            results += outcomes.map(\.json)
+            failures += outcomes.flatMap(\.failures)
         }
         if selected.contains("writers-postgres") {
-            let group = try InstanceGroup(count: 1, postgres: postgres, directory: directory.appendingPathComponent("writers-postgres"),
-                                          secret: secret, adminKey: UUID().uuidString)
-            do {
+            let outcome = try await InstanceGroup.with(count: 1, postgres: postgres, directory: directory.appendingPathComponent("writers-postgres"),
+                                                       secret: secret) { group in
                 let schema = group.schema
-                let outcome = try await ConcurrentWriters(base: group.current[0].baseURL, tokens: tokens, writers: writers, batch: batch,
-                                                          duration: duration, baseline: { [batch] in
+                return try await ConcurrentWriters(base: group.current[0].baseURL, tokens: tokens, writers: writers, batch: batch,
+                                                   duration: duration, baseline: { [batch] in
                     try RawPostgreSQL(postgres).reinsert(table: ConcurrentWriters.table, schema: schema,
                                                          limit: ConcurrentWriters.baselineRows, batch: batch)
                 }, name: "concurrent-writers-postgres").run()
-                results.append(outcome.json)
-                failures += outcome.failures
-            } catch {
-                await group.stop()
-                throw error
             }
-            await group.stop()
+            results.append(outcome.json)
+            failures += outcome.failures
         }
         if selected.contains("rolling-restart") {
-            let group = try InstanceGroup(count: 2, postgres: postgres, directory: directory.appendingPathComponent("rolling-restart"),
-                                          secret: secret, adminKey: UUID().uuidString)
-            do {
-                let outcome = try await ConcurrentWriters(base: group.baseURL, tokens: tokens, writers: writers, batch: batch, duration: duration,
-                                                          baseline: nil, name: "rolling-restart",
-                                                          restart: { try await group.restartFirst() }).run()
-                results.append(outcome.json)
-                failures += outcome.failures
-            } catch {
-                await group.stop()
-                throw error
+            let outcome = try await InstanceGroup.with(count: 2, postgres: postgres, directory: directory.appendingPathComponent("rolling-restart"),
+                                                       secret: secret) { group in
+                try await ConcurrentWriters(base: group.baseURL, tokens: tokens, writers: writers, batch: batch, duration: duration,
+                                            baseline: nil, name: "rolling-restart", restart: { try await group.restartFirst() }).run()
             }
-            await group.stop()
+            results.append(outcome.json)
+            failures += outcome.failures
         }
         return (results, failures)
     }
