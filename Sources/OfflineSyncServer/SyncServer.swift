@@ -68,6 +68,11 @@ public struct SyncServer: Sendable {
         /// answers 503, before it stops accepting: the time a load balancer needs to see the
         /// instance leave and send new requests elsewhere. Default 0: it stops accepting at once.
         public var drainPeriod: Duration = .zero
+        /// Once the drain period is over, how long the change channels get to close with "going
+        /// away" (a WebSocket's 1001, an event stream's `goingAway`) before the application's
+        /// own shutdown closes what is left as a plain end, which their clients report as a
+        /// disconnection (default 2 seconds; the wait ends as soon as every channel closed).
+        public var goingAwayGrace: Duration = .seconds(2)
         /// The identity providers whose tokens are accepted (`Docs/Server.md`, "Identity
         /// providers").
         public var issuers: [TokenIssuer] = []
@@ -151,7 +156,9 @@ public struct SyncServer: Sendable {
     /// listener open for ``Configuration/drainPeriod``. It comes after the application in the
     /// service group, which shuts services down in reverse order: it is told first, and the
     /// application stops accepting only once it is done.
-    private var drain: DrainService { DrainService(draining: draining, period: configuration.drainPeriod, channels: channels) }
+    private var drain: DrainService {
+        DrainService(draining: draining, period: configuration.drainPeriod, channels: channels, goingAwayGrace: configuration.goingAwayGrace)
+    }
     /// The services that run beside the application until the shutdown.
     private var services: [any Service] {
         var services: [any Service] = [drain]
@@ -220,7 +227,7 @@ public struct SyncServer: Sendable {
     /// connections. The grace period alone would cut a drain longer than it short, closing
     /// connections the drain still serves.
     var shutdownBound: Duration {
-        configuration.drainPeriod + DrainService.goingAwayGrace + configuration.shutdownGracePeriod
+        configuration.drainPeriod + configuration.goingAwayGrace + configuration.shutdownGracePeriod
     }
 
     /// Starts serving in the background and returns once the listener is bound.
@@ -296,9 +303,8 @@ struct DrainService: Service, CustomStringConvertible {
 
     var description: String { "DrainService" }
 
-    /// How long the channels get to close with "going away" before the application's own
-    /// shutdown (which would close a WebSocket as a plain end: 1000) begins.
-    static let goingAwayGrace: Duration = .seconds(2)
+    /// How long the channels get to close with "going away" (``SyncServer/Configuration/goingAwayGrace``).
+    let goingAwayGrace: Duration
 
     func run() async throws {
         // Until the shutdown begins (or the group is cancelled).
@@ -308,7 +314,7 @@ struct DrainService: Service, CustomStringConvertible {
         // The balancer has had the drain period to send new work elsewhere: the channels
         // still here move now, at once and without reporting a disconnection.
         channels.goAway()
-        let deadline = ContinuousClock.now + Self.goingAwayGrace
+        let deadline = ContinuousClock.now + goingAwayGrace
         while channels.count > 0, ContinuousClock.now < deadline {
             try? await Task.sleep(for: .milliseconds(10))
         }

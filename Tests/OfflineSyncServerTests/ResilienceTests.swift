@@ -91,7 +91,8 @@ struct ResilienceTests {
     @Test("the change channel reconnects by itself when the server comes back; a server that stopped said 'going away', so no disconnection is reported")
     func reconnects() async throws {
         try await withTemporaryDirectory { directory in
-            let first = try await LiveServer.start(in: directory)
+            // The channel gets ample time to hear "going away" however loaded the machine is.
+            let first = try await LiveServer.start(in: directory) { $0.goingAwayGrace = .seconds(30) }
             let port = first.running.port
             let token = try await first.token("alice")
             let remote = HTTPRemoteStore(baseURL: first.baseURL, configuration: .init(initialBackoff: .milliseconds(50),
