@@ -157,12 +157,12 @@ public struct SyncServer: Sendable {
     /// service group, which shuts services down in reverse order: it is told first, and the
     /// application stops accepting only once it is done.
     private var drain: DrainService {
-        DrainService(draining: draining, period: configuration.drainPeriod, channels: channels, goingAwayGrace: configuration.goingAwayGrace)
+        DrainService(draining: draining, period: configuration.drainPeriod, channels: channels, goingAwayGrace: configuration.goingAwayGrace,
+                     sweep: SlowChannelSweep(channels: channels, timeout: configuration.changeChannelWriteTimeout, metrics: metrics))
     }
     /// The services that run beside the application until the shutdown.
     private var services: [any Service] {
         var services: [any Service] = [drain]
-        services.append(SlowChannelService(channels: channels, timeout: configuration.changeChannelWriteTimeout, metrics: metrics))
         if let interval = configuration.attachmentPruneInterval {
             services.append(AttachmentPruneService(service: service, interval: interval, logger: configuration.logger))
         }
@@ -306,23 +306,31 @@ struct DrainService: Service, CustomStringConvertible {
     /// How long the channels get to close with "going away" (``SyncServer/Configuration/goingAwayGrace``).
     let goingAwayGrace: Duration
 
+    /// Closes the channels whose client stopped reading, from the start until the channels
+    /// went away.
+    let sweep: SlowChannelSweep
+
     func run() async throws {
-        // Until the shutdown begins (or the group is cancelled).
-        try? await gracefulShutdown()
-        draining.set()
-        if period > .zero { try? await Task.sleep(for: period) }
-        // The balancer has had the drain period to send new work elsewhere: the channels
-        // still here move now, at once and without reporting a disconnection.
-        channels.goAway()
-        let deadline = ContinuousClock.now + goingAwayGrace
-        while channels.count > 0, ContinuousClock.now < deadline {
-            try? await Task.sleep(for: .milliseconds(10))
+        await withTaskGroup(of: Void.self) { group in
+            group.addTask { await sweep.run() }
+            // Until the shutdown begins (or the group is cancelled).
+            try? await gracefulShutdown()
+            draining.set()
+            if period > .zero { try? await Task.sleep(for: period) }
+            // The balancer has had the drain period to send new work elsewhere: the channels
+            // still here move now, at once and without reporting a disconnection.
+            channels.goAway()
+            let deadline = ContinuousClock.now + goingAwayGrace
+            while channels.count > 0, ContinuousClock.now < deadline {
+                try? await Task.sleep(for: .milliseconds(10))
+            }
+            group.cancelAll()
         }
     }
 }
 
 /// The change channels open on a server (shared by its copies), so a shutdown can tell each
-/// "going away" before the application stops, and ``SlowChannelService`` can find those
+/// "going away" before the application stops, and ``SlowChannelSweep`` can find those
 /// whose client stopped reading.
 final class ChannelRegistry: Sendable {
     private struct State {
@@ -382,7 +390,7 @@ final class OpenChannel: Sendable {
         self.close = close
     }
 
-    /// Runs `write`, marked as under way for ``SlowChannelService``.
+    /// Runs `write`, marked as under way for ``SlowChannelSweep``.
     func writing(_ write: () async throws -> Void) async throws {
         writingSince.store(max(1, DispatchTime.now().uptimeNanoseconds), ordering: .releasing)
         defer { writingSince.store(0, ordering: .releasing) }
@@ -409,22 +417,19 @@ final class OpenChannel: Sendable {
 /// memory past that bound. The client reconnects when it reads again, and pulls.
 ///
 /// One sweep of every channel each quarter of the timeout (at most a second apart) costs
-/// an atomic load per channel, where a timer per write would cost a task per socket.
-struct SlowChannelService: Service, CustomStringConvertible {
+/// an atomic load per channel, where a timer per write would cost a task per socket. It
+/// runs inside ``DrainService``, so the server's services and their shutdown order are
+/// those of a server without it.
+struct SlowChannelSweep: Sendable {
     let channels: ChannelRegistry
     let timeout: Duration
     let metrics: ServerMetrics
 
-    var description: String { "SlowChannelService" }
-
-    func run() async throws {
+    /// Sweeps until cancelled.
+    func run() async {
         let period = min(timeout / 4, .seconds(1))
         while true {
-            do {
-                try await cancelWhenGracefulShutdown { try await Task.sleep(for: period) }
-            } catch {
-                return   // the shutdown began
-            }
+            do { try await Task.sleep(for: period) } catch { return }
             for channel in channels.stalled(longerThan: timeout, now: DispatchTime.now().uptimeNanoseconds) where channel.abort() {
                 metrics.slowChannelClosed()
             }
