@@ -34,6 +34,7 @@ import test_auth as auth  # noqa: E402
 from selenium import webdriver  # noqa: E402
 from selenium.webdriver.chrome.options import Options  # noqa: E402
 from selenium.webdriver.chrome.service import Service  # noqa: E402
+from selenium.common.exceptions import WebDriverException  # noqa: E402
 from selenium.webdriver.common.by import By  # noqa: E402
 from selenium.webdriver.support.expected_conditions import staleness_of  # noqa: E402
 from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
@@ -141,6 +142,16 @@ class ConsoleInABrowser(unittest.TestCase):
             self.assertNotIn(value, page, "the console shows a row's field")
 
     def test_03_the_explainer_answers_as_the_rules_engine(self):
+        def gone(element):
+            # The page the form posted to replaced this one. Chromium's driver may report the
+            # old node as "not in the document" (a plain WebDriverException) instead of stale.
+            def check(driver):
+                try:
+                    return staleness_of(element)(driver)
+                except WebDriverException:
+                    return True
+            return check
+
         self.sign_in(auth.ADMIN_KEY)
         for name, identity in IDENTITIES.items():
             with self.subTest(identity=name):
@@ -151,7 +162,7 @@ class ConsoleInABrowser(unittest.TestCase):
                         element.send_keys(value)
                 button = S.browser.find_element(By.ID, "explain")
                 button.click()
-                WebDriverWait(S.browser, 30).until(staleness_of(button))
+                WebDriverWait(S.browser, 30).until(gone(button))
                 shown = {row.get_attribute("data-operation"): row.get_attribute("data-allowed") == "true"
                          for row in S.browser.find_elements(By.CSS_SELECTOR, "#explanation tr[data-operation]")}
                 status, _, body = auth.send("POST", "/v1/admin/explain",
