@@ -44,6 +44,24 @@ extension LocalStoreConformance {
             try expect(after < before + (1 << 20), "an abandoned write's bytes are removed (\(before) bytes before, \(after) after)")
             withExtendedLifetime(abandoned) {}
         },
+        ConformanceCase("keptDownloadGoesOn") { ctx in
+            try await AttachmentFixtures.keptDownloadGoesOn(try await ctx.open())
+        },
+        ConformanceCase("keptDownloadSurvivesReopen", requires: .persistent) { ctx in
+            var store = try await ctx.open()
+            let bytes = (0..<300_000).map { UInt8(truncatingIfNeeded: $0 &* 13 &+ 5) }
+            let hash = AttachmentHasher.hash(bytes)
+            let first = try AttachmentFixtures.files(of: store).downloadWriter(for: hash)
+            try first.append(Array(bytes[..<200_000]))
+            first.keep()
+            store = try await ctx.reopen(store)
+            let files = try AttachmentFixtures.files(of: store)
+            try files.removeLeftovers()
+            let next = try files.downloadWriter(for: hash)
+            try AttachmentFixtures.finishDownload(next, bytes, kept: 200_000, "after reopening")
+            try next.commit(as: hash)
+            try AttachmentFixtures.expectContents(files, hash, bytes, "a download resumed after reopening")
+        },
         ConformanceCase("sameHashTwiceIsOneFile") { ctx in
             let files = try AttachmentFixtures.files(of: try await ctx.open())
             let bytes = (0..<70_000).map { UInt8(truncatingIfNeeded: $0 &* 31) }
@@ -111,6 +129,59 @@ enum AttachmentFixtures {
         let hash = AttachmentHasher.hash(bytes)
         try writer.commit(as: hash)
         return hash
+    }
+
+    /// A download writer that is kept and taken again holds a prefix of what it was given
+    /// (all of it, or none for a store that keeps no partial downloads) and reads it back
+    /// exactly; a second writer while one has the hash starts empty; a removed hash's kept
+    /// download is gone; nothing is left once the download is committed.
+    static func keptDownloadGoesOn(_ store: any LocalStore) async throws {
+        let files = try Self.files(of: store)
+        let bytes = (0..<200_003).map { UInt8(truncatingIfNeeded: ($0 &* 2_654_435_761) >> 7) }
+        let hash = AttachmentHasher.hash(bytes)
+        let first = try files.downloadWriter(for: hash)
+        try expectEqual(first.size, 0, "a new download's size")
+        try first.append(Array(bytes[..<70_000]))
+        try first.append(Array(bytes[70_000..<140_001]))
+        first.keep()
+        let next = try files.downloadWriter(for: hash)
+        let other = try files.downloadWriter(for: hash)
+        try expectEqual(other.size, 0, "a second writer while one has the hash's download")
+        other.cancel()
+        try finishDownload(next, bytes, kept: 140_001, "a kept download")
+        try next.commit(as: hash)
+        try expectContents(files, hash, bytes, "a resumed download")
+        let after = try files.downloadWriter(for: hash)
+        try expectEqual(after.size, 0, "a download of a hash after its file was committed")
+        after.cancel()
+
+        let removed = try files.downloadWriter(for: String(repeating: "cd", count: 32))
+        try removed.append(Array(repeating: 3, count: 100_000))
+        removed.keep()
+        try files.remove(String(repeating: "cd", count: 32))
+        let fresh = try files.downloadWriter(for: String(repeating: "cd", count: 32))
+        try expectEqual(fresh.size, 0, "a download after remove() of its hash")
+        fresh.cancel()
+        try expect(try files.files().map(\.sha256) == [hash], "files() lists only the committed file")
+    }
+
+    /// Checks what a resumed writer holds — a prefix of `bytes` no longer than `kept`, read
+    /// back exactly — then appends the rest.
+    static func finishDownload(_ writer: any AttachmentFileWriter, _ bytes: [UInt8], kept: Int, _ what: String,
+                               file: String = #fileID, line: Int = #line) throws {
+        let held = Int(writer.size)
+        try expect(held <= kept, "\(what): the writer holds \(held) bytes, more than the \(kept) kept", file: file, line: line)
+        if held > 0 {
+            var back: [UInt8] = []
+            while back.count < held {
+                let piece = try writer.readBack(at: Int64(back.count), count: 50_001)
+                if piece.isEmpty { break }
+                back += piece
+            }
+            try expect(back == Array(bytes[..<held]), "\(what): the bytes read back are not the ones kept", file: file, line: line)
+        }
+        try writer.append(Array(bytes[held...]))
+        try expectEqual(writer.size, Int64(bytes.count), "\(what): the writer's size", file: file, line: line)
     }
 
     /// Reads the file whole in uneven pieces, and a few ranges across piece boundaries.

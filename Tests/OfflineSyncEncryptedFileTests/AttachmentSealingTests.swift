@@ -72,4 +72,45 @@ struct AttachmentSealingTests {
             try await context.close()
         }
     }
+
+    @Test("a kept download is sealed, named by no hash, resumes from its last whole piece, and reads back only under the key")
+    func keptDownloadSealed() async throws {
+        try await withTempDirectory { dir in
+            let store = try await EncryptedFileStore(path: dir.file(), key: try .raw(TestKeys.raw))
+            let files = try #require(store.attachmentFiles)
+            let hash = AttachmentHasher.hash(Self.secret)
+            let first = try files.downloadWriter(for: hash)
+            try first.append(Array(Self.secret[..<200_000]))
+            first.keep()
+            let window = Array(Self.secret[100_000..<100_064]), hashText = Array(hash.utf8)
+            for url in Self.files(under: dir.url) {
+                let bytes = try fileBytes(url.path)
+                #expect(!url.lastPathComponent.contains(hash), "a kept download is named by its hash")
+                #expect(bytes.firstRange(of: window) == nil, "\(url.lastPathComponent) holds the download's bytes in the clear")
+                #expect(bytes.firstRange(of: hashText) == nil, "\(url.lastPathComponent) holds the hash in the clear")
+            }
+            // Three whole 64 KiB pieces were sealed; the fourth was still gathering.
+            let next = try files.downloadWriter(for: hash)
+            #expect(next.size == 3 * 65_536)
+            #expect(try next.readBack(at: 0, count: 3 * 65_536) == Array(Self.secret[..<(3 * 65_536)]))
+            try next.append(Array(Self.secret[(3 * 65_536)...]))
+            try next.commit(as: hash)
+            #expect(try files.reader(for: hash).read(at: 0, count: Self.secret.count) == Self.secret)
+
+            // An altered piece of a kept download does not open: reported, never read back.
+            let other = AttachmentHasher.hash(Array(Self.secret.reversed()))
+            let kept = try files.downloadWriter(for: other)
+            try kept.append(Array(Self.secret.reversed()[..<140_000]))
+            kept.keep()
+            let partial = try #require(Self.files(under: dir.url).first { $0.lastPathComponent.hasSuffix(".download") })
+            var bytes = try fileBytes(partial.path)
+            bytes[bytes.count - 100] ^= 0x01
+            try Data(bytes).write(to: partial)
+            let resumed = try files.downloadWriter(for: other)
+            #expect(resumed.size == 2 * 65_536)
+            #expect(throws: SyncError.self) { _ = try resumed.readBack(at: 0, count: 2 * 65_536) }
+            resumed.cancel()
+            try await store.close()
+        }
+    }
 }

@@ -290,6 +290,9 @@ class AttachmentRun(ct.ConfigRun):
             checked += 1
             self.figures["bytes_checked"] += len(body)
         self.figures["files_checked"] = checked
+        # Downloads that went on from bytes a killed client kept (a figure, not a check: a kill
+        # before a MiB of a file arrived leaves nothing to go on from).
+        self.figures["downloads_resumed"] = self.proxy.ranged_downloads
         line = next((l for l in drained.splitlines() if l.startswith("drained ")), "")
         self.figures["drain"] = line
         fields = dict(part.split("=", 1) for part in line.split()[1:] if "=" in part)
@@ -329,6 +332,7 @@ def main():
         verdict = "FAILED" if run.failures else "passed"
         print(f"  {name}: {verdict} in {figures['seconds']} s: {figures['operations_acknowledged']} acknowledged, "
               f"{figures['files_checked']} files checked ({figures['bytes_checked']} bytes), "
+              f"{figures.get('downloads_resumed', 0)} downloads resumed, "
               f"phases reached {figures['phase_reached']}, not reached {figures['phases_not_reached']}", flush=True)
         for failure in run.failures:
             print("    " + failure.replace("\n", "\n    "), flush=True)

@@ -319,6 +319,7 @@ class FaultProxy:
         self.sockets = set()
         self.stopped = False
         self.exchanges = {"push": 0, "pull": 0, "other": 0}
+        self.ranged_downloads = 0         # attachment GETs asking for the rest of a file (Range: bytes=N-, N > 0)
         self.thread = threading.Thread(target=self._accept, name="proxy-accept", daemon=True)
         self.thread.start()
 
@@ -452,8 +453,11 @@ class FaultProxy:
                 parts = start.split(" ")
                 method, path = parts[0], (parts[1].split("?")[0] if len(parts) > 1 else "")
                 kind = "push" if path in ("/v1/push", "/v2/push") else "pull" if path in ("/v1/pull", "/v2/pull") else "other"
+                ranged = (method == "GET" and path.startswith("/v1/attachments/")
+                          and headers.get("range", "").startswith("bytes=") and not headers["range"].startswith("bytes=0-"))
                 with self.lock:
                     self.exchanges[kind] += 1
+                    self.ranged_downloads += 1 if ranged else 0
                 action = self._match(method, path, len(request))
                 if action is not None and action.phase in ("before-send", "after-upload"):
                     self._hold(action)

@@ -20,16 +20,27 @@ import Foundation
 public protocol AttachmentFileStore: AnyObject, Sendable {
     /// Starts a new file under a temporary name.
     func makeWriter() throws -> any AttachmentFileWriter
+    /// Starts the download of the file with this hash, or goes on with the one a writer left
+    /// with ``AttachmentFileWriter/keep()`` — in this process or one that has since died —
+    /// so a download cut off, or an app killed mid-way, resumes where its bytes end instead
+    /// of from zero. The writer's ``AttachmentFileWriter/size`` is how many bytes it already
+    /// holds; ``AttachmentFileWriter/readBack(at:count:)`` reads them (the core hashes them
+    /// again, and a kept file whose bytes are wrong fails the hash and is fetched anew).
+    /// While one writer has a hash's kept file, another gets a fresh file. The default,
+    /// for a store that keeps no partial files, is ``makeWriter()``.
+    func downloadWriter(for sha256: String) throws -> any AttachmentFileWriter
     /// The stored size of the file with this hash, or `nil` when there is none.
     func size(of sha256: String) throws -> Int64?
     /// Opens the file with this hash. Throws ``SyncError/Code/notFound`` when there is none.
     func reader(for sha256: String) throws -> any AttachmentFileReader
-    /// Removes the file with this hash; nothing when there is none.
+    /// Removes the file with this hash, and any download of it a writer kept; nothing when
+    /// there is none.
     func remove(_ sha256: String) throws
     /// Every stored file.
     func files() throws -> [AttachmentFileInfo]
     /// Removes temporary files that no live writer of this process owns (left by a process
-    /// that died mid-write). Called when a context opens.
+    /// that died mid-write), and kept downloads no writer has used for a week. Called when
+    /// a context opens.
     func removeLeftovers() throws
     /// The file's location, when the store keeps it as plain bytes an app may hand to
     /// another API (`nil` for an encrypting store, or when there is no such file).
@@ -70,11 +81,33 @@ public protocol AttachmentFileWriter: AnyObject {
     /// checked against its hash and a damaged one is fetched again. The default is
     /// ``commit(as:)``.
     func commitCached(as sha256: String) throws
+    /// Closes a download's file without naming it, keeping its bytes for the next
+    /// ``AttachmentFileStore/downloadWriter(for:)`` of the same hash. A writer from
+    /// ``AttachmentFileStore/makeWriter()`` removes its file instead, as ``cancel()`` does
+    /// (the default).
+    func keep()
+    /// Up to `count` of the bytes this writer holds, from `offset`: what a resumed download
+    /// kept, read so the core can hash it again. An encrypting store authenticates them
+    /// (``SyncError/Code/attachmentDamaged`` when they do not open). The default throws.
+    func readBack(at offset: Int64, count: Int) throws -> [UInt8]
+}
+
+extension AttachmentFileStore {
+    /// A fresh file: this store keeps no partial downloads.
+    public func downloadWriter(for sha256: String) throws -> any AttachmentFileWriter { try makeWriter() }
 }
 
 extension AttachmentFileWriter {
     /// Commits durably.
     public func commitCached(as sha256: String) throws { try commit(as: sha256) }
+
+    /// Removes the file: this writer keeps nothing.
+    public func keep() { cancel() }
+
+    /// Refused: this writer does not read back.
+    public func readBack(at offset: Int64, count: Int) throws -> [UInt8] {
+        throw SyncError(.unsupported, "this attachment writer does not read back what it holds")
+    }
 
     /// Appends bytes.
     public func append(_ bytes: [UInt8]) throws {

@@ -45,6 +45,11 @@ final class AttachmentStaging: @unchecked Sendable {
         hasher.update(bytes)
     }
 
+    /// Hashes bytes the writer already holds (a resumed download's), writing nothing.
+    func hashHeld(_ bytes: [UInt8]) {
+        hasher.update(bytes)
+    }
+
     /// Waits for every write; then the writer may be committed. Throws a write that failed.
     func finish() throws -> any AttachmentFileWriter {
         queue.sync {}
@@ -57,5 +62,13 @@ final class AttachmentStaging: @unchecked Sendable {
         failure.withLock { if $0 == nil { $0 = CancellationError() } }
         queue.sync {}
         writer.cancel()
+    }
+
+    /// Waits for the writes under way and closes the file, keeping what it holds when the
+    /// writer can (``AttachmentFileWriter/keep()``): a download cut off goes on from there.
+    func keep() {
+        failure.withLock { if $0 == nil { $0 = CancellationError() } }
+        queue.sync {}
+        writer.keep()
     }
 }

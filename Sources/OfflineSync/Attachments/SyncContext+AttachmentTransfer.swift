@@ -147,13 +147,28 @@ extension SyncContext {
         }
     }
 
+    /// Fetches the file, going on from what an earlier download kept; a kept prefix that
+    /// turns out wrong (the hash fails) is dropped and the file fetched once more from zero.
     private func fetch(_ attachment: Attachment, from remote: any AttachmentRemote, into files: any AttachmentFileStore) async throws {
-        let writer = try files.makeWriter()
-        let sink = DownloadSink(writer)
+        do {
+            try await fetchOnce(attachment, from: remote, into: files)
+        } catch let error as DownloadSink.KeptBytesFailed {
+            remoteFailed(error.underlying)
+            try await fetchOnce(attachment, from: remote, into: files)
+        }
+    }
+
+    private func fetchOnce(_ attachment: Attachment, from remote: any AttachmentRemote, into files: any AttachmentFileStore) async throws {
+        let sink = try await FileWork.run { try DownloadSink(files: files, sha256: attachment.sha256, expected: attachment.size) }
+        // Kept unless the bytes are known to be wrong or unwanted, so a download cut off, or
+        // a task cancelled, goes on from here next time.
+        var keep = true
         defer {
-            sink.cancel()
+            sink.end(keeping: keep)
             transferEnded(attachment.sha256)
         }
+        let resumedFrom = sink.received
+        if resumedFrom > 0 { transferProgressed(attachment.sha256, .download, done: resumedFrom, total: attachment.size) }
         var failures = 0
         while true {
             do {
@@ -170,6 +185,7 @@ extension SyncContext {
                     }
                 }
                 guard found else {
+                    keep = false
                     throw SyncError(.attachmentMissing, "the remote has no attachment \(attachment.sha256.prefix(12))… this identity may read")
                 }
                 remoteAnswered()
@@ -180,10 +196,16 @@ extension SyncContext {
                 guard failures < 3 else {
                     throw SyncError(.attachmentUnavailable, "attachment \(attachment.sha256.prefix(12))… is not on this device and cannot be fetched now: \(error.message)")
                 }
+            } catch let error as SyncError where error.code == .attachmentDamaged {
+                keep = false
+                throw error
             }
         }
         guard sink.received == attachment.size, try await FileWork.run({ try sink.hash() }) == attachment.sha256 else {
-            throw SyncError(.attachmentDamaged, "the bytes received for attachment \(attachment.sha256.prefix(12))… do not match its hash; they were not kept")
+            keep = false
+            let error = SyncError(.attachmentDamaged, "the bytes received for attachment \(attachment.sha256.prefix(12))… do not match its hash; they were not kept")
+            if resumedFrom > 0 { throw DownloadSink.KeptBytesFailed(underlying: error) }
+            throw error
         }
         try await FileWork.run { try sink.commit(as: attachment.sha256) }
     }
@@ -192,9 +214,15 @@ extension SyncContext {
 /// A download being written: the file (hashed and written on a queue of its own, as
 /// ``AttachmentStaging`` does), and how many bytes arrived. Used by one download at a time;
 /// locked because the remote hands pieces over from its task. ``append(_:limit:)`` only
-/// gathers bytes; ``stage(_:)``, ``hash()`` and ``commit(as:)`` may wait for the disk, so
-/// their callers run them off the cooperative pool.
+/// gathers bytes; ``init(files:sha256:expected:)``, ``stage(_:)``, ``hash()`` and ``commit(as:)`` may
+/// wait for the disk, so their callers run them off the cooperative pool.
 final class DownloadSink: Sendable {
+    /// A download that went on from kept bytes failed its hash: those bytes were dropped,
+    /// and the file is worth one more fetch from zero.
+    struct KeptBytesFailed: Error {
+        var underlying: SyncError
+    }
+
     private struct State: Sendable {
         var staging: AttachmentStaging?
         var received: Int64 = 0
@@ -212,8 +240,35 @@ final class DownloadSink: Sendable {
     }
     private let state: Mutex<State>
 
-    init(_ writer: any AttachmentFileWriter) {
-        state = Mutex(State(staging: AttachmentStaging(writer)))
+    /// Opens the hash's download file and hashes again what it already holds (a kept
+    /// download's bytes, a MiB at a time), to go on from their end. Kept bytes that cannot be
+    /// read back, or more of them than the file has, are removed and the download starts
+    /// over in a new file.
+    init(files: any AttachmentFileStore, sha256: String, expected size: Int64) throws {
+        var writer = try files.downloadWriter(for: sha256)
+        var staging = AttachmentStaging(writer)
+        var received: Int64 = 0
+        if writer.size > 0 {
+            do {
+                guard writer.size <= size else { throw SyncError(.attachmentDamaged, "a kept download is longer than its file") }
+                while received < writer.size {
+                    let bytes = try writer.readBack(at: received, count: Int(min(writer.size - received, Int64(AttachmentTransfer.chunkSize))))
+                    guard !bytes.isEmpty else { throw SyncError(.attachmentDamaged, "a kept download ended early") }
+                    staging.hashHeld(bytes)
+                    received += Int64(bytes.count)
+                }
+            } catch {
+                staging.cancel()
+                writer = try files.downloadWriter(for: sha256)
+                staging = AttachmentStaging(writer)
+                received = 0
+                guard writer.size == 0 else {
+                    staging.cancel()
+                    throw SyncError(.storageFailure, "a kept download of attachment \(sha256.prefix(12))… could not be removed")
+                }
+            }
+        }
+        state = Mutex(State(staging: staging, received: received))
     }
 
     var received: Int64 { state.withLock { $0.received } }
@@ -266,9 +321,17 @@ final class DownloadSink: Sendable {
         }
     }
 
-    func cancel() {
+    /// Ends a download that was not committed: its file is kept for the next one to go on
+    /// from, or removed.
+    func end(keeping: Bool) {
         state.withLock { state in
-            state.staging?.cancel()
+            if keeping {
+                // Bytes that arrived but wait for their hand-off are kept too.
+                try? state.flush()
+                state.staging?.keep()
+            } else {
+                state.staging?.cancel()
+            }
             state.staging = nil
         }
     }

@@ -13,9 +13,12 @@ import Darwin
 /// Attachment files in a directory: the `AttachmentFileStore` of the file-backed adapters.
 ///
 /// Layout: `objects/<2 hex digits>/<name>` for stored files, `tmp/<random>.part` for files
-/// being written. A file is written under `tmp/`, flushed with `fsync`, renamed into
-/// `objects/` and the directory flushed, so a crash leaves either the whole file under its
-/// name or a temporary file that ``removeLeftovers()`` deletes. The directories are made on
+/// being written, `tmp/<name>.download` for downloads (kept when cut off, so the next one
+/// goes on from their end). A file is written under `tmp/`, flushed with `fsync`, renamed
+/// into `objects/` and the directory flushed, so a crash leaves either the whole file under
+/// its name or a temporary file that ``removeLeftovers()`` deletes (a download's after a
+/// week unused). A download's file is held under an exclusive `flock` while a writer has it,
+/// so two processes (an app and its extension) never append to one. The directories are made on
 /// the first write: a store that never keeps an attachment leaves nothing beside it.
 ///
 /// Without sealing, a stored file is the attachment's bytes, named by its hash, and
@@ -56,6 +59,38 @@ public final class BlobDirectory: AttachmentFileStore, @unchecked Sendable {
         return PlainBlobWriter(file)
     }
 
+    public func downloadWriter(for sha256: String) throws -> any AttachmentFileWriter {
+        try BlobFiles.makeDirectory(temporaries)
+        let partial = partialPath(sha256)
+        let descriptor = open(partial, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
+        guard descriptor >= 0 else { throw BlobFiles.failure("cannot create \(partial)") }
+        // Held elsewhere (another process downloads it), or renamed into place between the
+        // open and the lock: this download starts a file of its own.
+        guard flock(descriptor, LOCK_EX | LOCK_NB) == 0, BlobFiles.isLinked(descriptor, at: partial) else {
+            close(descriptor)
+            return try makeWriter()
+        }
+        liveTemporaries.withLock { _ = $0.insert(partial) }
+        let release: @Sendable () -> Void = { [weak self] in self?.liveTemporaries.withLock { _ = $0.remove(partial) } }
+        let file = BlobTemporaryFile(directory: self, descriptor: descriptor, path: partial, release: release)
+        if let sealing { return try SealedBlobWriter(resuming: file, sealing: sealing) }
+        return try PlainBlobWriter(resuming: file)
+    }
+
+    /// Deletes a kept download unless a writer (of any process) has it.
+    private func removeKeptDownload(_ partial: String) {
+        guard !liveTemporaries.withLock({ $0.contains(partial) }) else { return }
+        let descriptor = open(partial, O_RDONLY | O_CLOEXEC)
+        guard descriptor >= 0 else { return }
+        defer { close(descriptor) }
+        if flock(descriptor, LOCK_EX | LOCK_NB) == 0, BlobFiles.isLinked(descriptor, at: partial) { _ = unlink(partial) }
+    }
+
+    /// Where a download of this hash is kept until it is whole (named as its stored file is).
+    func partialPath(_ sha256: String) -> String {
+        "\(temporaries)/\(sealing?.fileName(for: sha256) ?? sha256).download"
+    }
+
     public func size(of sha256: String) throws -> Int64? {
         let path = objectPath(sha256)
         if let sealing {
@@ -82,6 +117,7 @@ public final class BlobDirectory: AttachmentFileStore, @unchecked Sendable {
     }
 
     public func remove(_ sha256: String) throws {
+        removeKeptDownload(partialPath(sha256))
         let path = objectPath(sha256)
         if unlink(path) != 0 && errno != ENOENT { throw BlobFiles.failure("cannot remove \(path)") }
     }
@@ -112,11 +148,17 @@ public final class BlobDirectory: AttachmentFileStore, @unchecked Sendable {
 
     public func removeLeftovers() throws {
         let live = liveTemporaries.withLock { $0 }
-        for name in BlobFiles.list(temporaries) where name.hasSuffix(".part") {
+        let weekAgo = Date().timeIntervalSince1970 - Self.keptDownloadLifetime
+        for name in BlobFiles.list(temporaries) {
             let path = "\(temporaries)/\(name)"
-            if !live.contains(path) { _ = unlink(path) }
+            if live.contains(path) { continue }
+            if name.hasSuffix(".part") { _ = unlink(path) }
+            if name.hasSuffix(".download"), let modified = BlobFiles.modified(path), modified < weekAgo { removeKeptDownload(path) }
         }
     }
+
+    /// How long a kept download stays unused before ``removeLeftovers()`` deletes it.
+    static let keptDownloadLifetime: Double = 7 * 86_400
 
     public func plainFileURL(for sha256: String) -> URL? {
         guard sealing == nil else { return nil }
@@ -146,6 +188,20 @@ enum BlobFiles {
     }
 
     static func exists(_ path: String) -> Bool { access(path, F_OK) == 0 }
+
+    /// Whether the open file is the one at `path` (not one renamed or removed since).
+    static func isLinked(_ descriptor: Int32, at path: String) -> Bool {
+        var open = stat(), named = stat()
+        return fstat(descriptor, &open) == 0 && stat(path, &named) == 0
+            && open.st_dev == named.st_dev && open.st_ino == named.st_ino
+    }
+
+    /// When the file was last written, in seconds since 1970; `nil` when it cannot be read.
+    static func modified(_ path: String) -> Double? {
+        var info = stat()
+        guard stat(path, &info) == 0 else { return nil }
+        return Double(info.st_mtim.tv_sec)
+    }
 
     /// `mkdir -p`, flushing each parent it adds to.
     static func makeDirectory(_ path: String) throws {
@@ -241,6 +297,38 @@ final class BlobTemporaryFile {
         }
     }
 
+    /// The file's current length (a kept download's bytes).
+    func length() throws -> Int64 {
+        var info = stat()
+        guard fstat(descriptor, &info) == 0 else { throw BlobFiles.failure("cannot read \(path)") }
+        return Int64(info.st_size)
+    }
+
+    /// Cuts the file to `offset` and goes on writing there (a kept download's end).
+    func resume(at offset: Int64) throws {
+        guard ftruncate(descriptor, off_t(offset)) == 0, lseek(descriptor, off_t(offset), SEEK_SET) == off_t(offset) else {
+            throw BlobFiles.failure("cannot resume \(path)")
+        }
+        flushedUpTo = offset
+        unflushed = 0
+    }
+
+    /// Up to `count` bytes at `offset` of what was written.
+    func read(at offset: Int64, count: Int) throws -> [UInt8] {
+        guard isOpen else { throw SyncError(.storeClosed, "the attachment writer has finished") }
+        return try BlobFiles.readAt(descriptor, offset: offset, count: count, path: path)
+    }
+
+    /// Closes the file and leaves it where it is, for a later writer to go on with (a
+    /// download's; any other is removed, as ``cancel()`` does).
+    func keep() {
+        guard path.hasSuffix(".download") else { return cancel() }
+        guard isOpen else { return }
+        close(descriptor)
+        descriptor = -1
+        release()
+    }
+
     /// Runs `last` on the open descriptor (a header written in place), flushes the file to
     /// disk and moves it to its name.
     /// With `durable` false (a download, which can be fetched again and is checked against
@@ -272,6 +360,13 @@ final class PlainBlobWriter: AttachmentFileWriter {
 
     init(_ file: BlobTemporaryFile) { self.file = file }
 
+    /// Goes on from the end of a kept download.
+    init(resuming file: BlobTemporaryFile) throws {
+        self.file = file
+        size = try file.length()
+        try file.resume(at: size)
+    }
+
     func append(_ bytes: UnsafeRawBufferPointer) throws {
         try file.write(bytes)
         size += Int64(bytes.count)
@@ -282,6 +377,12 @@ final class PlainBlobWriter: AttachmentFileWriter {
     func commitCached(as sha256: String) throws { try file.finish(as: sha256, durable: false) }
 
     func cancel() { file.cancel() }
+
+    func keep() { file.keep() }
+
+    func readBack(at offset: Int64, count: Int) throws -> [UInt8] {
+        try file.read(at: offset, count: max(0, min(Int64(count), size - offset)).clampedInt)
+    }
 }
 
 /// A reader of a plain file.

@@ -61,12 +61,45 @@ final class SealedBlobWriter: AttachmentFileWriter {
     init(_ file: BlobTemporaryFile, sealing: any BlobSealing) throws {
         self.file = file
         self.sealing = sealing
-        var generator = SystemRandomNumberGenerator()
-        id = (0..<SealedBlobFormat.idSize).map { _ in UInt8.random(in: 0...255, using: &generator) }
-        // The header's place, written at commit when the hash is known.
-        let placeholder = [UInt8](repeating: 0, count: SealedBlobFormat.headerSize(sealing))
-        try placeholder.withUnsafeBytes { try file.write($0) }
+        id = Self.newID()
+        try Self.writePlaceholder(file, id: id, sealing: sealing)
         pending.reserveCapacity(SealedBlobFormat.piece)
+    }
+
+    /// Goes on from the last whole sealed piece of a kept download (a piece cut short by a
+    /// crash is dropped; its bytes are fetched again). A file too short to have its id
+    /// starts over.
+    init(resuming file: BlobTemporaryFile, sealing: any BlobSealing) throws {
+        self.file = file
+        self.sealing = sealing
+        pending.reserveCapacity(SealedBlobFormat.piece)
+        let headerSize = Int64(SealedBlobFormat.headerSize(sealing))
+        let length = try file.length()
+        let magic = SealedBlobFormat.magic.count
+        let start = length >= headerSize ? try file.read(at: 0, count: magic + SealedBlobFormat.idSize) : []
+        guard start.count == magic + SealedBlobFormat.idSize, Array(start[..<magic]) == SealedBlobFormat.magic else {
+            id = Self.newID()
+            try file.resume(at: 0)
+            try Self.writePlaceholder(file, id: id, sealing: sealing)
+            return
+        }
+        id = Array(start[magic...])
+        pieces = (length - headerSize) / Int64(SealedBlobFormat.piece + sealing.overhead)
+        size = pieces * Int64(SealedBlobFormat.piece)
+        try file.resume(at: headerSize + pieces * Int64(SealedBlobFormat.piece + sealing.overhead))
+    }
+
+    private static func newID() -> [UInt8] {
+        var generator = SystemRandomNumberGenerator()
+        return (0..<SealedBlobFormat.idSize).map { _ in UInt8.random(in: 0...255, using: &generator) }
+    }
+
+    /// The magic and file id, then zeros where the sealed header goes at commit (when the
+    /// hash is known). The id is written now so a kept download can go on under it.
+    private static func writePlaceholder(_ file: BlobTemporaryFile, id: [UInt8], sealing: any BlobSealing) throws {
+        var placeholder = SealedBlobFormat.magic + id
+        placeholder += [UInt8](repeating: 0, count: SealedBlobFormat.headerSize(sealing) - placeholder.count)
+        try placeholder.withUnsafeBytes { try file.write($0) }
     }
 
     func append(_ bytes: UnsafeRawBufferPointer) throws {
@@ -106,6 +139,30 @@ final class SealedBlobWriter: AttachmentFileWriter {
     }
 
     func cancel() { file.cancel() }
+
+    func keep() { file.keep() }
+
+    /// Opens the sealed pieces holding the range; the piece still gathering comes from memory.
+    func readBack(at offset: Int64, count: Int) throws -> [UInt8] {
+        let piece = Int64(SealedBlobFormat.piece), sealedSize = Int64(SealedBlobFormat.piece + sealing.overhead)
+        let sealedEnd = pieces * piece
+        let end = min(size, offset + Int64(max(0, count)))
+        var result: [UInt8] = []
+        var position = max(0, offset)
+        while position < min(end, sealedEnd) {
+            let index = position / piece
+            let at = Int64(SealedBlobFormat.headerSize(sealing)) + index * sealedSize
+            let sealed = try file.read(at: at, count: Int(sealedSize))
+            guard let plain = try? sealing.open(sealed, context: SealedBlobFormat.pieceContext(id, index)), plain.count == SealedBlobFormat.piece else {
+                throw SealedBlobFormat.damaged(file.path)
+            }
+            let from = Int(position - index * piece), to = Int(min(end - index * piece, piece))
+            result.append(contentsOf: plain[from..<to])
+            position = index * piece + Int64(to)
+        }
+        if position < end { result.append(contentsOf: pending[Int(position - sealedEnd)..<Int(end - sealedEnd)]) }
+        return result
+    }
 }
 
 /// A reader of a sealed file: opens the pieces a read touches, keeping the last one.
