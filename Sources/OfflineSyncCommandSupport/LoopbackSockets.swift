@@ -55,9 +55,39 @@ public struct LoopbackSocket: Sendable {
         return address
     }
 
+    /// What carries a change channel (`GET /v1/changes`).
+    public enum ChangeChannelCarrier: String, CaseIterable, Sendable {
+        case webSocket = "WebSocket", eventStream = "event stream"
+    }
+
+    /// The request that opens a change channel with `token`: a WebSocket upgrade, or an
+    /// event stream.
+    public static func changeChannelRequest(port: Int, token: String, carrier: ChangeChannelCarrier = .webSocket) -> String {
+        let opening = switch carrier {
+        case .webSocket:
+            "Connection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
+        case .eventStream:
+            "Accept: text/event-stream\r\n"
+        }
+        return "GET /v1/changes HTTP/1.1\r\nHost: 127.0.0.1:\(port)\r\n" + opening + "Authorization: Bearer \(token)\r\n\r\n"
+    }
+
+    /// Opens a change channel with `token` and reads nothing of it (a suspended app, a
+    /// stalled network); with `receiveBuffer`, the server's writes stall sooner.
+    public static func deafChannel(port: Int, token: String, carrier: ChangeChannelCarrier = .webSocket,
+                                   receiveBuffer: Int32? = nil) throws -> LoopbackSocket {
+        let socket = try LoopbackSocket(port: port, receiveBuffer: receiveBuffer)
+        try socket.send(changeChannelRequest(port: port, token: token, carrier: carrier))
+        return socket
+    }
+
     /// Writes all of `text`.
     public func send(_ text: String) throws {
-        let bytes = Array(text.utf8)
+        try send(Array(text.utf8))
+    }
+
+    /// Writes all of `bytes`.
+    public func send(_ bytes: [UInt8]) throws {
         var offset = 0
         while offset < bytes.count {
             let written = bytes[offset...].withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }

@@ -264,9 +264,32 @@ public final class LocalChangeFeed: ChangeFeed, Sendable {
     private let broadcaster = Broadcaster<ChangeNotice.Topic, ChangeNotice>(bufferingPolicy: .bufferingNewest(LocalChangeFeed.bufferSize))
 
     private struct Listeners {
-        var byTopic: [ChangeNotice.Topic: [UInt64: @Sendable (ChangeNotice) -> Void]] = [:]
+        var byTopic: [ChangeNotice.Topic: TopicListeners] = [:]
         var nextId: UInt64 = 0
         var count = 0
+    }
+
+    /// One topic's callbacks, and the array ``deliver(_:)`` hands out: rebuilt only after a
+    /// listener comes or goes, so a notice to 10,000 listeners copies no array.
+    private struct TopicListeners {
+        var byId: [UInt64: @Sendable (ChangeNotice) -> Void] = [:]
+        private var cached: [@Sendable (ChangeNotice) -> Void]?
+
+        mutating func set(_ id: UInt64, _ callback: (@Sendable (ChangeNotice) -> Void)?) -> Bool {
+            cached = nil
+            if let callback {
+                byId[id] = callback
+                return true
+            }
+            return byId.removeValue(forKey: id) != nil
+        }
+
+        mutating func callbacks() -> [@Sendable (ChangeNotice) -> Void] {
+            if let cached { return cached }
+            let all = Array(byId.values)
+            cached = all
+            return all
+        }
     }
 
     /// The ``listen(to:_:)`` callbacks, by topic.
@@ -284,7 +307,7 @@ public final class LocalChangeFeed: ChangeFeed, Sendable {
     func deliver(_ notices: [ChangeNotice]) {
         for notice in notices {
             broadcaster.publish(notice, to: notice.topic)
-            let callbacks = listeners.withLock { $0.byTopic[notice.topic].map { Array($0.values) } ?? [] }
+            let callbacks = listeners.withLock { $0.byTopic[notice.topic]?.callbacks() ?? [] }
             for deliver in callbacks { deliver(notice) }
         }
     }
@@ -298,14 +321,14 @@ public final class LocalChangeFeed: ChangeFeed, Sendable {
     public func listen(to topic: ChangeNotice.Topic, _ deliver: @escaping @Sendable (ChangeNotice) -> Void) -> FeedSubscription {
         let id = listeners.withLock { listeners -> UInt64 in
             defer { listeners.nextId += 1; listeners.count += 1 }
-            listeners.byTopic[topic, default: [:]][listeners.nextId] = deliver
+            _ = listeners.byTopic[topic, default: TopicListeners()].set(listeners.nextId, deliver)
             return listeners.nextId
         }
         return FeedSubscription { [weak self] in
             self?.listeners.withLock { listeners in
-                guard listeners.byTopic[topic]?.removeValue(forKey: id) != nil else { return }
+                guard listeners.byTopic[topic]?.set(id, nil) == true else { return }
                 listeners.count -= 1
-                if listeners.byTopic[topic]?.isEmpty == true { listeners.byTopic[topic] = nil }
+                if listeners.byTopic[topic]?.byId.isEmpty == true { listeners.byTopic[topic] = nil }
             }
         }
     }

@@ -166,13 +166,6 @@ extension OfflineSyncService {
         return parts.isEmpty ? .all : .and(parts)
     }
 
-    /// The tables some `everyone` read grant names: a write to one is announced to every
-    /// connection whose claims meet such a grant (``tablesReadByEveryone(claims:)``), since no
-    /// view log lists their readers.
-    public var tablesWithEveryoneGrants: Set<String> {
-        Set(rules.tables.compactMap { table, rules in rules.read.contains { $0.kind == .everyone } ? table : nil })
-    }
-
     /// The tables `claims` read through an `everyone` grant whose conditions they meet.
     public func tablesReadByEveryone(claims: Claims) -> Set<String> {
         tablesWithEveryoneGrants.filter { readsDirectly($0, claims: claims) }

@@ -38,6 +38,10 @@ public final class OfflineSyncService: Sendable {
     public let rules: SyncRules
     /// ``SyncRules/sharedTables``, worked out once.
     let sharedTables: Set<String>
+    /// The tables some `everyone` read grant names: a write to one is announced to every
+    /// connection whose claims meet such a grant (``tablesReadByEveryone(claims:)``), since no
+    /// view log lists their readers. Worked out once.
+    public let tablesWithEveryoneGrants: Set<String>
     let evaluator: RuleEvaluator
 
     /// The service's columns in every app table's rows (stripped from what clients see).
@@ -84,6 +88,7 @@ public final class OfflineSyncService: Sendable {
         self.rules = rules
         let shared = rules.sharedTables
         sharedTables = shared
+        tablesWithEveryoneGrants = Set(rules.tables.compactMap { table, rules in rules.read.contains { $0.kind == .everyone } ? table : nil })
         evaluator = RuleEvaluator(rules: rules) { table, item, identity in
             shared.contains(table) ? item : Self.rowId(owner: identity.text, item: item)
         }

@@ -5,17 +5,8 @@ import OfflineSyncCommandSupport
 import Glibc
 #endif
 
-/// A change channel that is opened and then never read (a suspended app, a stalled
-/// network), and the one-shot scrape of `/metrics`.
+/// The one-shot scrape of `/metrics` beside the change channels that never read.
 extension LoopbackSocket {
-    /// Opens a WebSocket change channel with `token` and reads nothing of it.
-    static func deafChannel(port: Int, token: String) throws -> LoopbackSocket {
-        let socket = try LoopbackSocket(port: port)
-        try socket.send("GET /v1/changes HTTP/1.1\r\nHost: 127.0.0.1:\(port)\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n"
-            + "Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nAuthorization: Bearer \(token)\r\n\r\n")
-        return socket
-    }
-
     /// The change channels the server has open now: its `offline_sync_websockets_connected`
     /// gauge, scraped with the admin key (`nil` when the scrape fails).
     static func openChannels(port: Int, adminKey: String) async -> Int? {
