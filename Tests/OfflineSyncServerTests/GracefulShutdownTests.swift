@@ -1,5 +1,6 @@
 import Foundation
 import OfflineSync
+import OfflineSyncCommandSupport
 import OfflineSyncHTTP
 import OfflineSyncServer
 import OfflineSyncTestSupport
@@ -24,8 +25,8 @@ struct GracefulShutdownTests {
             let body = JSON.object([("operations", .array(operations.map(Wire.json)))]).encoded
             let head = Array("POST /v1/push HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer \(token)\r\nContent-Type: application/json\r\nContent-Length: \(body.count)\r\nConnection: close\r\n\r\n".utf8)
             // Send the head and half the body, so the request is in flight when SIGTERM arrives.
-            let connection = try RawConnection(port: server.port)
-            defer { connection.closeConnection() }
+            let connection = try LoopbackSocket(port: server.port)
+            defer { connection.hangUp() }
             try connection.send(head + body[0..<body.count / 2])
             // Give the server time to read the head (a connection with no request under way is
             // idle, and idle connections are closed at shutdown).
@@ -33,7 +34,7 @@ struct GracefulShutdownTests {
             server.signal(SIGTERM)
             try await Task.sleep(for: .milliseconds(500))
             // The listener is closed: a new connection is refused, while the in-flight request goes on.
-            #expect(throws: SyncError.self) { _ = try RawConnection(port: server.port) }
+            #expect(throws: POSIXError.self) { _ = try LoopbackSocket(port: server.port) }
             try connection.send(Array(body[(body.count / 2)...]))
             let answer = String(decoding: try await connection.readAll(), as: UTF8.self)
             #expect(answer.hasPrefix("HTTP/1.1 200"), "\(answer.prefix(200))")
@@ -115,8 +116,8 @@ struct GracefulShutdownTests {
             // Connected, and silent (a pooled connection opened ahead of need, a link that
             // dropped after the handshake): before this was guarded the shutdown waited for it
             // for as long as the socket stayed open.
-            let silent = try RawConnection(port: server.port)
-            defer { silent.closeConnection() }
+            let silent = try LoopbackSocket(port: server.port)
+            defer { silent.hangUp() }
             server.signal(SIGTERM)
             #expect(try await silent.readAll().isEmpty)
             let exit = try await server.exited()
@@ -130,10 +131,10 @@ struct GracefulShutdownTests {
     func silentConnectionTimesOut() async throws {
         try await withTemporaryDirectory { directory in
             let live = try await LiveServer.start(in: directory) { $0.silentConnectionTimeout = .milliseconds(300) }
-            let silent = try RawConnection(port: live.running.port)
-            defer { silent.closeConnection() }
-            let prompt = try RawConnection(port: live.running.port)
-            defer { prompt.closeConnection() }
+            let silent = try LoopbackSocket(port: live.running.port)
+            defer { silent.hangUp() }
+            let prompt = try LoopbackSocket(port: live.running.port)
+            defer { prompt.hangUp() }
             try prompt.send(Array("GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n".utf8))
             #expect(try await silent.readAll().isEmpty)
             let answer = String(decoding: try await prompt.readAll(), as: UTF8.self)

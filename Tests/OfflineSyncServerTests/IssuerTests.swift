@@ -4,6 +4,7 @@ import AsyncHTTPClient
 import JWTKit
 import Logging
 import OfflineSync
+import OfflineSyncCommandSupport
 import OfflineSyncHTTP
 import OfflineSyncServer
 import OfflineSyncService
@@ -301,9 +302,9 @@ struct IssuerTests {
         try await Self.with(keys: [key]) { provider, live in
             let now = Int(Date().timeIntervalSince1970)
             let token = signedToken(provider.claims("lou", extra: ["exp": now + 1]), key: key)
-            let connection = try RawConnection(port: live.running.port)
-            defer { connection.closeConnection() }
-            try connection.send(Array("GET /v1/changes HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer \(token)\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n".utf8))
+            let connection = try LoopbackSocket(port: live.running.port)
+            defer { connection.hangUp() }
+            try connection.send(LoopbackSocket.changeChannelRequest(port: live.running.port, token: token))
             // The server writes the upgrade, the subscription, then at expiry a close frame and
             // ends the connection: everything up to the end of the stream.
             let bytes = try await connection.readAll()

@@ -1,5 +1,6 @@
 import Foundation
 import OfflineSync
+import OfflineSyncCommandSupport
 import OfflineSyncServer
 import OfflineSyncTestSupport
 import OfflineSyncWire
@@ -33,7 +34,7 @@ struct ReadinessTests {
             try await stopping.value
             #expect(ContinuousClock.now - began >= .seconds(45), "the drain ended early")
             // Stopped: the port refuses a new connection.
-            #expect(throws: SyncError.self) { _ = try RawConnection(port: live.running.port) }
+            #expect(throws: POSIXError.self) { _ = try LoopbackSocket(port: live.running.port) }
         }
     }
 

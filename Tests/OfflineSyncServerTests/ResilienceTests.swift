@@ -4,6 +4,7 @@ import Hummingbird
 import Logging
 import NIOCore
 import OfflineSync
+import OfflineSyncCommandSupport
 import OfflineSyncHTTP
 import OfflineSyncServer
 import OfflineSyncTestSupport
@@ -121,10 +122,10 @@ struct ResilienceTests {
             for token in ["", "garbage", forged] {
                 // An upgrade request without a valid token is refused by the WebSocket upgrader:
                 // a bare 400 and a closed connection, never 101.
-                let connection = try RawConnection(port: live.running.port)
-                try connection.send(Array("GET /v1/changes HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer \(token)\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n".utf8))
+                let connection = try LoopbackSocket(port: live.running.port)
+                try connection.send(LoopbackSocket.changeChannelRequest(port: live.running.port, token: token))
                 let answer = String(decoding: try await connection.readAll(), as: UTF8.self)
-                connection.closeConnection()
+                connection.hangUp()
                 #expect(answer.hasPrefix("HTTP/1.1 400"), "token '\(token.prefix(10))': \(answer.prefix(40))")
                 // The same route without an upgrade says why.
                 let plain = try await http(.GET, live.baseURL + "/v1/changes", headers: [("Authorization", "Bearer \(token)")])

@@ -1,5 +1,6 @@
 import Foundation
 import OfflineSync
+import OfflineSyncCommandSupport
 import OfflineSyncServer
 import OfflineSyncTestSupport
 import Testing
@@ -92,51 +93,15 @@ final class ServerProcess: @unchecked Sendable {
     }
 }
 
-/// A plain TCP connection to a loopback port, for requests sent at a controlled pace.
-struct RawConnection {
-    let fd: Int32
-
-    init(port: Int) throws {
-        fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = in_port_t(UInt16(port).bigEndian)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        let result = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-        }
-        if result != 0 {
-            close(fd)
-            throw SyncError(.transient, "connect failed: errno \(errno)")
-        }
-    }
-
-    func send(_ bytes: [UInt8]) throws {
-        var offset = 0
-        while offset < bytes.count {
-            let written = bytes[offset...].withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
-            guard written > 0 else { throw SyncError(.transient, "write failed: errno \(errno)") }
-            offset += written
-        }
-    }
-
-    /// Reads until the peer closes, off the cooperative pool (the peer may be a server in this
-    /// process, whose handlers need the pool).
+extension LoopbackSocket {
+    /// Reads until the peer closes the connection, off the cooperative pool (the peer may be
+    /// a server in this process, whose handlers need the pool). Throws when the connection
+    /// stays open with nothing arriving for two minutes.
     func readAll() async throws -> [UInt8] {
-        try await offThePool { self.readToEnd() }
+        let (bytes, ended) = try await offThePool { self.readToEnd(quiet: .seconds(120)) }
+        guard ended else { throw SyncError(.transient, "the peer kept the connection open with nothing to send for 120 s") }
+        return bytes
     }
-
-    private func readToEnd() -> [UInt8] {
-        var result: [UInt8] = []
-        var buffer = [UInt8](repeating: 0, count: 65536)
-        while true {
-            let count = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
-            if count <= 0 { return result }
-            result += buffer[0..<count]
-        }
-    }
-
-    func closeConnection() { close(fd) }
 }
 
 extension ServerProcess {

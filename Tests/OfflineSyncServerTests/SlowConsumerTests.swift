@@ -12,24 +12,14 @@ import Glibc
 /// A change channel opened on a raw socket that never reads what the server sends: a
 /// suspended app, a stalled network.
 struct DeafChannel {
-    /// What carries the channel.
-    enum Carrier: String, CaseIterable, Sendable {
-        case webSocket = "WebSocket", eventStream = "event stream"
-    }
+    typealias Carrier = LoopbackSocket.ChangeChannelCarrier
 
     let socket: LoopbackSocket
 
     /// Connects with a small receive buffer (so the server's writes stall soon), sends the
     /// request that opens the channel with `token`, and reads nothing.
     init(port: Int, token: String, carrier: Carrier = .webSocket) throws {
-        socket = try LoopbackSocket(port: port, receiveBuffer: 4096)
-        let opening = switch carrier {
-        case .webSocket:
-            "Connection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
-        case .eventStream:
-            "Accept: text/event-stream\r\n"
-        }
-        try socket.send("GET /v1/changes HTTP/1.1\r\nHost: 127.0.0.1:\(port)\r\n" + opening + "Authorization: Bearer \(token)\r\n\r\n")
+        socket = try LoopbackSocket.deafChannel(port: port, token: token, carrier: carrier, receiveBuffer: 4096)
     }
 
     /// Reads what the server left in the socket until the connection ends; `true` when it

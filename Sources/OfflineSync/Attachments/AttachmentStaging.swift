@@ -64,10 +64,10 @@ final class AttachmentStaging: @unchecked Sendable {
         writer.cancel()
     }
 
-    /// Waits for the writes under way and closes the file, keeping what it holds when the
-    /// writer can (``AttachmentFileWriter/keep()``): a download cut off goes on from there.
+    /// Waits for every write handed over (a failed one leaves a shorter file, still a prefix
+    /// of the bytes), then closes the file, keeping what it holds when the writer can
+    /// (``AttachmentFileWriter/keep()``): a download cut off goes on from there.
     func keep() {
-        failure.withLock { if $0 == nil { $0 = CancellationError() } }
         queue.sync {}
         writer.keep()
     }

@@ -152,8 +152,7 @@ extension SyncContext {
     private func fetch(_ attachment: Attachment, from remote: any AttachmentRemote, into files: any AttachmentFileStore) async throws {
         do {
             try await fetchOnce(attachment, from: remote, into: files)
-        } catch let error as DownloadSink.KeptBytesFailed {
-            remoteFailed(error.underlying)
+        } catch is DownloadSink.KeptBytesFailed {
             try await fetchOnce(attachment, from: remote, into: files)
         }
     }
@@ -203,9 +202,8 @@ extension SyncContext {
         }
         guard sink.received == attachment.size, try await FileWork.run({ try sink.hash() }) == attachment.sha256 else {
             keep = false
-            let error = SyncError(.attachmentDamaged, "the bytes received for attachment \(attachment.sha256.prefix(12))… do not match its hash; they were not kept")
-            if resumedFrom > 0 { throw DownloadSink.KeptBytesFailed(underlying: error) }
-            throw error
+            if resumedFrom > 0 { throw DownloadSink.KeptBytesFailed() }
+            throw SyncError(.attachmentDamaged, "the bytes received for attachment \(attachment.sha256.prefix(12))… do not match its hash; they were not kept")
         }
         try await FileWork.run { try sink.commit(as: attachment.sha256) }
     }
@@ -219,9 +217,7 @@ extension SyncContext {
 final class DownloadSink: Sendable {
     /// A download that went on from kept bytes failed its hash: those bytes were dropped,
     /// and the file is worth one more fetch from zero.
-    struct KeptBytesFailed: Error {
-        var underlying: SyncError
-    }
+    struct KeptBytesFailed: Error {}
 
     private struct State: Sendable {
         var staging: AttachmentStaging?
