@@ -198,9 +198,7 @@ enum BlobFiles {
 
     /// When the file was last written, in seconds since 1970; `nil` when it cannot be read.
     static func modified(_ path: String) -> Double? {
-        var info = stat()
-        guard stat(path, &info) == 0 else { return nil }
-        return Double(info.st_mtim.tv_sec)
+        ((try? FileManager.default.attributesOfItem(atPath: path))?[.modificationDate] as? Date)?.timeIntervalSince1970
     }
 
     /// `mkdir -p`, flushing each parent it adds to.
