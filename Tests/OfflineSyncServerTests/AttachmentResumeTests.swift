@@ -111,59 +111,64 @@ struct AttachmentResumeTests {
         (try? FileManager.default.attributesOfItem(atPath: path)[.size] as? NSNumber)?.intValue
     }
 
-    @Test("a download cut off three times keeps its bytes; a context opened later asks only for the rest and checks the whole file")
-    func resumesInNewContext() async throws {
+    /// Runs `body` after ``cutOffDownload(_:_:_:)`` with a live server, the proxy, the second
+    /// device's store path and the photo; `reopen` opens a new context on that store through
+    /// the proxy, as the app would after it was killed.
+    static func afterCutOffDownload(_ body: (DownloadCuttingProxy, String, OfflineSync.Attachment,
+                                             _ reopen: () async throws -> SyncContext) async throws -> Void) async throws {
         try await LiveServer.with { live in
             try await withTemporaryDirectory { directory in
                 let proxy = try await DownloadCuttingProxy.start(target: live.baseURL, cuts: 3, cutAfter: Self.cutAfter)
                 defer { proxy.stop() }
                 let path = directory.appendingPathComponent("b.sqlite").path
                 let photo = try await Self.cutOffDownload(live, proxy, path)
-                let tries = proxy.downloads
-                #expect(tries == ["", "bytes=\(Self.cutAfter)-", "bytes=\(2 * Self.cutAfter)-"], "each try went on from the last: \(tries)")
-                #expect(Self.fileSize(Self.keptFile(path, photo.sha256)) == 3 * Self.cutAfter, "every byte received is kept")
-
-                // The app starts again: a new store and context on the same files.
                 let token = try await live.token("alice")
-                let again = try await SyncContext(store: try await SQLiteStore(path: path), remote: URLSessionRemoteStore(baseURL: proxy.url) { token })
-                #expect(try await again.attachmentState(photo) == .remote)
-                let (progress, watching) = AttachmentSyncTests.Progress.watch(again)
-                let data = try await again.attachmentData(photo)
-                #expect(data == Data(Self.photo), "the file the app gets is the photo")
-                again.finishEvents()
-                await watching.value
-                #expect(proxy.downloads.dropFirst(3) == ["bytes=\(3 * Self.cutAfter)-"], "only the rest was asked for: \(proxy.downloads)")
-                let done = progress.all.filter { $0.direction == .download }.map(\.done)
-                #expect(done.first == Int64(3 * Self.cutAfter) && done.last == Int64(Self.photo.count), "\(done)")
-                #expect(Self.fileSize(Self.keptFile(path, photo.sha256)) == nil, "the kept download became the stored file")
-                #expect(try await again.attachmentState(photo) == .local)
-                try await again.close()
+                try await body(proxy, path, photo) {
+                    try await SyncContext(store: try await SQLiteStore(path: path), remote: URLSessionRemoteStore(baseURL: proxy.url) { token })
+                }
             }
+        }
+    }
+
+    @Test("a download cut off three times keeps its bytes; a context opened later asks only for the rest and checks the whole file")
+    func resumesInNewContext() async throws {
+        try await Self.afterCutOffDownload { proxy, path, photo, reopen in
+            let tries = proxy.downloads
+            #expect(tries == ["", "bytes=\(Self.cutAfter)-", "bytes=\(2 * Self.cutAfter)-"], "each try went on from the last: \(tries)")
+            #expect(Self.fileSize(Self.keptFile(path, photo.sha256)) == 3 * Self.cutAfter, "every byte received is kept")
+
+            // The app starts again: a new store and context on the same files.
+            let again = try await reopen()
+            #expect(try await again.attachmentState(photo) == .remote)
+            let (progress, watching) = AttachmentSyncTests.Progress.watch(again)
+            let data = try await again.attachmentData(photo)
+            #expect(data == Data(Self.photo), "the file the app gets is the photo")
+            again.finishEvents()
+            await watching.value
+            #expect(proxy.downloads.dropFirst(3) == ["bytes=\(3 * Self.cutAfter)-"], "only the rest was asked for: \(proxy.downloads)")
+            let done = progress.all.filter { $0.direction == .download }.map(\.done)
+            #expect(done.first == Int64(3 * Self.cutAfter) && done.last == Int64(Self.photo.count), "\(done)")
+            #expect(Self.fileSize(Self.keptFile(path, photo.sha256)) == nil, "the kept download became the stored file")
+            #expect(try await again.attachmentState(photo) == .local)
+            try await again.close()
         }
     }
 
     @Test("kept bytes that were altered fail the hash: dropped, the file fetched whole again, and no altered byte reaches the app")
     func alteredKeptBytesRefetched() async throws {
-        try await LiveServer.with { live in
-            try await withTemporaryDirectory { directory in
-                let proxy = try await DownloadCuttingProxy.start(target: live.baseURL, cuts: 3, cutAfter: Self.cutAfter)
-                defer { proxy.stop() }
-                let path = directory.appendingPathComponent("b.sqlite").path
-                let photo = try await Self.cutOffDownload(live, proxy, path)
-                let kept = try #require(FileHandle(forUpdatingAtPath: Self.keptFile(path, photo.sha256)))
-                try kept.seek(toOffset: 1000)
-                try kept.write(contentsOf: Data(repeating: 0xA5, count: 16))
-                try kept.close()
+        try await Self.afterCutOffDownload { proxy, path, photo, reopen in
+            let kept = try #require(FileHandle(forUpdatingAtPath: Self.keptFile(path, photo.sha256)))
+            try kept.seek(toOffset: 1000)
+            try kept.write(contentsOf: Data(repeating: 0xA5, count: 16))
+            try kept.close()
 
-                let token = try await live.token("alice")
-                let again = try await SyncContext(store: try await SQLiteStore(path: path), remote: URLSessionRemoteStore(baseURL: proxy.url) { token })
-                let data = try await again.attachmentData(photo)
-                #expect(data == Data(Self.photo), "the file the app gets is the photo")
-                #expect(proxy.downloads.dropFirst(3) == ["bytes=\(3 * Self.cutAfter)-", ""],
-                        "the rest, then, after the hash failed, the whole file: \(proxy.downloads)")
-                #expect(Self.fileSize(Self.keptFile(path, photo.sha256)) == nil)
-                try await again.close()
-            }
+            let again = try await reopen()
+            let data = try await again.attachmentData(photo)
+            #expect(data == Data(Self.photo), "the file the app gets is the photo")
+            #expect(proxy.downloads.dropFirst(3) == ["bytes=\(3 * Self.cutAfter)-", ""],
+                    "the rest, then, after the hash failed, the whole file: \(proxy.downloads)")
+            #expect(Self.fileSize(Self.keptFile(path, photo.sha256)) == nil)
+            try await again.close()
         }
     }
 }
