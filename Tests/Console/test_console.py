@@ -43,6 +43,19 @@ with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "Fixtur
     RULES = _rules.read()
 
 S = auth.S
+
+
+def gone(element):
+    """A wait condition: the page a form posted to replaced the one holding `element`.
+    Chromium's driver may report the old node as "not in the document" (a plain
+    WebDriverException) instead of stale; both mean it is gone."""
+    def check(driver):
+        try:
+            return staleness_of(element)(driver)
+        except WebDriverException:
+            return True
+    return check
+
 IDENTITIES = {"alice": auth.ALICE, "bob": auth.BOB, "carol": "us-east-1:cccccccc-0000-4000-8000-0000000ca201"}
 FIELD_VALUES = ["groceries", "milk", "carol-was-here"]
 
@@ -112,7 +125,7 @@ class ConsoleInABrowser(unittest.TestCase):
         field.clear()
         field.send_keys(key)
         S.browser.find_element(By.ID, "sign-in").click()
-        WebDriverWait(S.browser, 30).until(staleness_of(field))
+        WebDriverWait(S.browser, 30).until(gone(field))
 
     def test_01_without_the_key_the_page_is_the_sign_in_form(self):
         status, _, body = auth.send("GET", "/admin", None, {})
@@ -142,16 +155,6 @@ class ConsoleInABrowser(unittest.TestCase):
             self.assertNotIn(value, page, "the console shows a row's field")
 
     def test_03_the_explainer_answers_as_the_rules_engine(self):
-        def gone(element):
-            # The page the form posted to replaced this one. Chromium's driver may report the
-            # old node as "not in the document" (a plain WebDriverException) instead of stale.
-            def check(driver):
-                try:
-                    return staleness_of(element)(driver)
-                except WebDriverException:
-                    return True
-            return check
-
         self.sign_in(auth.ADMIN_KEY)
         for name, identity in IDENTITIES.items():
             with self.subTest(identity=name):
@@ -187,7 +190,7 @@ class ConsoleInABrowser(unittest.TestCase):
         self.sign_in(auth.ADMIN_KEY)
         button = S.browser.find_element(By.CSS_SELECTOR, "form[action='/admin/logout'] button")
         button.click()
-        WebDriverWait(S.browser, 30).until(staleness_of(button))
+        WebDriverWait(S.browser, 30).until(gone(button))
         self.assertIn("Signed out.", S.browser.page_source)
         S.browser.get(url("/admin"))
         self.assertEqual(S.browser.title, "OfflineSync console: sign in")
