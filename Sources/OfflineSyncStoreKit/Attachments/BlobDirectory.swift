@@ -52,9 +52,7 @@ public final class BlobDirectory: AttachmentFileStore, @unchecked Sendable {
         let temporary = "\(temporaries)/\(UUID.randomString()).part"
         let descriptor = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
         guard descriptor >= 0 else { throw BlobFiles.failure("cannot create \(temporary)") }
-        liveTemporaries.withLock { _ = $0.insert(temporary) }
-        let release: @Sendable () -> Void = { [weak self] in self?.liveTemporaries.withLock { _ = $0.remove(temporary) } }
-        let file = BlobTemporaryFile(directory: self, descriptor: descriptor, path: temporary, release: release)
+        let file = liveFile(descriptor, at: temporary, keepable: false)
         if let sealing { return try SealedBlobWriter(file, sealing: sealing) }
         return PlainBlobWriter(file)
     }
@@ -70,11 +68,16 @@ public final class BlobDirectory: AttachmentFileStore, @unchecked Sendable {
             close(descriptor)
             return try makeWriter()
         }
-        liveTemporaries.withLock { _ = $0.insert(partial) }
-        let release: @Sendable () -> Void = { [weak self] in self?.liveTemporaries.withLock { _ = $0.remove(partial) } }
-        let file = BlobTemporaryFile(directory: self, descriptor: descriptor, path: partial, release: release)
+        let file = liveFile(descriptor, at: partial, keepable: true)
         if let sealing { return try SealedBlobWriter(resuming: file, sealing: sealing) }
         return try PlainBlobWriter(resuming: file)
+    }
+
+    /// A file being written at `path`, counted as live (never a leftover) until it finishes.
+    private func liveFile(_ descriptor: Int32, at path: String, keepable: Bool) -> BlobTemporaryFile {
+        liveTemporaries.withLock { _ = $0.insert(path) }
+        let release: @Sendable () -> Void = { [weak self] in self?.liveTemporaries.withLock { _ = $0.remove(path) } }
+        return BlobTemporaryFile(directory: self, descriptor: descriptor, path: path, keepable: keepable, release: release)
     }
 
     /// Deletes a kept download unless a writer (of any process) has it.
@@ -259,12 +262,15 @@ final class BlobTemporaryFile {
     private let directory: BlobDirectory
     private(set) var descriptor: Int32
     let path: String
+    /// Whether ``keep()`` leaves the file for a later writer (a download's) or removes it.
+    private let keepable: Bool
     private let release: @Sendable () -> Void
 
-    init(directory: BlobDirectory, descriptor: Int32, path: String, release: @escaping @Sendable () -> Void) {
+    init(directory: BlobDirectory, descriptor: Int32, path: String, keepable: Bool, release: @escaping @Sendable () -> Void) {
         self.directory = directory
         self.descriptor = descriptor
         self.path = path
+        self.keepable = keepable
         self.release = release
     }
 
@@ -320,7 +326,7 @@ final class BlobTemporaryFile {
     /// Closes the file and leaves it where it is, for a later writer to go on with (a
     /// download's; any other is removed, as ``cancel()`` does).
     func keep() {
-        guard path.hasSuffix(".download") else { return cancel() }
+        guard keepable else { return cancel() }
         guard isOpen else { return }
         close(descriptor)
         descriptor = -1
