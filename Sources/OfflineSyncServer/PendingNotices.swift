@@ -8,6 +8,10 @@ import Synchronization
 ///
 /// A channel that would need more than ``limit`` entries is over: ``next()`` reports it,
 /// and the relay closes the channel (its client reconnects and pulls every table).
+///
+/// Two ways to read, one per channel: a task awaits ``next()``, or a writer registers a
+/// wake-up with ``wake(_:)`` and takes with ``take()`` (a WebSocket's notices, written from
+/// its event loop with no task waiting per channel).
 final class PendingNotices: Sendable {
     /// What a waiting notice is merged by: its table, or its dataset (whose newest sync count wins).
     private enum Key: Hashable {
@@ -41,6 +45,8 @@ final class PendingNotices: Sendable {
         var over = false
         var finished = false
         var reader: CheckedContinuation<Batch, Never>?
+        /// Called when a notice arrives to an empty queue, or the channel ends.
+        var waker: (@Sendable () -> Void)?
     }
 
     /// The most tables and datasets a channel may have waiting.
@@ -59,6 +65,7 @@ final class PendingNotices: Sendable {
     func add(_ notice: ChangeNotice) {
         let key = Key(notice.change)
         var wasMerged = false
+        var waker: (@Sendable () -> Void)?
         let resume = state.withLock { state -> (CheckedContinuation<Batch, Never>, Batch)? in
             guard !state.finished, !state.over else { return nil }
             if var waiting = state.waiting[key] {
@@ -72,23 +79,52 @@ final class PendingNotices: Sendable {
                 state.over = true
                 state.order = []
                 state.waiting = [:]
+                waker = state.waker
                 return state.reader.take().map { ($0, .over) }
             }
+            if state.order.isEmpty { waker = state.waker }
             state.order.append(key)
             state.waiting[key] = notice
             return state.reader.take().map { ($0, Self.take(&state)) }
         }
         if let (reader, batch) = resume { reader.resume(returning: batch) }
+        waker?()
         if wasMerged { merged() }
     }
 
     /// Ends the channel: a reader waiting in ``next()`` gets `.finished`; notices added later are ignored.
     func finish() {
-        let reader = state.withLock { state -> CheckedContinuation<Batch, Never>? in
+        let (reader, waker) = state.withLock { state in
             state.finished = true
-            return state.reader.take()
+            // The writer's wake-up holds the writer, which holds these notices: let go of it.
+            return (state.reader.take(), state.waker.take())
         }
         reader?.resume(returning: .finished)
+        waker?()
+    }
+
+    /// Has `waker` called, from the task that adds the notice, each time a notice arrives
+    /// while none waits, and when the channel ends or is over (once at once, when notices
+    /// are waiting already or it has ended). The writer then calls ``take()``; notices that
+    /// arrive before it does join the ones waiting without another call.
+    func wake(_ waker: @escaping @Sendable () -> Void) {
+        let now = state.withLock { state -> Bool in
+            precondition(state.reader == nil, "PendingNotices has one reader")
+            state.waker = waker
+            return !state.order.isEmpty || state.over || state.finished
+        }
+        if now { waker() }
+    }
+
+    /// Takes the notices waiting, without waiting: `nil` when none does. Once the channel
+    /// ended, `.finished` even if notices wait: its carrier may have said its last word.
+    func take() -> Batch? {
+        state.withLock { state in
+            if state.over { return .over }
+            if state.finished { return .finished }
+            if !state.order.isEmpty { return Self.take(&state) }
+            return nil
+        }
     }
 
     /// Waits for notices and takes all that are waiting. One reader at a time; a cancelled

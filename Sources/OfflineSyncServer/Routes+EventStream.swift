@@ -173,30 +173,52 @@ struct NoticeRelay: Sendable {
         }
     }
 
+    /// How a notice is written without waiting (``SocketNoticeWriter``).
+    enum Immediate {
+        /// As a change of this table.
+        case frame(String)
+        /// Only after ``message(for:)`` has looked the caller's device up.
+        case later
+        /// Not at all: the caller does not hear it.
+        case none
+    }
+
+    /// How `notice` is written, worked out with no store read.
+    func immediateMessage(for notice: ChangeNotice) -> Immediate {
+        if let origin = notice.origin, origin == client { return .none }
+        switch notice.change {
+        case .table(let table): return .frame(table)
+        case .dataset: return .later
+        case .groups, .member: return .none
+        }
+    }
+
+    /// The message telling a client that `table` changed.
+    static func changeMessage(table: String) -> String {
+        String(decoding: JSON.object([("type", .string("change")), ("table", .string(table))]).encoded, as: UTF8.self)
+    }
+
     /// The channel message for `notice`, or `nil` when the caller does not hear it (its own
     /// push's notice, a dataset its device does not subscribe to, a server-internal notice).
-    private func message(for notice: ChangeNotice) async -> String? {
+    func message(for notice: ChangeNotice) async -> String? {
         let identity = caller.claims.identity.text
         let datasets = routes.server.datasets
-        if let origin = notice.origin, origin == client { return nil }
-        let message: JSON
-        switch notice.change {
-        case .dataset(let change):
-            guard let device, (try? await datasets.device(pool: change.identityPoolId, identity: identity,
-                                                         deviceId: device)) == .webSocket,
-                  (try? await datasets.isSubscribed(pool: change.identityPoolId, identity: identity,
-                                                    dataset: change.datasetName, deviceId: device)) == true
-            else { return nil }
-            message = JSON.object([
-                ("type", .string("dataset")), ("source", .string("offline-sync")),
-                ("identityPoolId", .string(change.identityPoolId)), ("identityId", .string(change.identityId)),
-                ("datasetName", .string(change.datasetName)), ("syncCount", .number(String(change.syncCount))),
-            ])
-        case .table(let table):
-            message = JSON.object([("type", .string("change")), ("table", .string(table))])
-        case .groups, .member:
-            return nil
+        switch immediateMessage(for: notice) {
+        case .none: return nil
+        case .frame(let table): return Self.changeMessage(table: table)
+        case .later: break
         }
+        guard case .dataset(let change) = notice.change,
+              let device, (try? await datasets.device(pool: change.identityPoolId, identity: identity,
+                                                     deviceId: device)) == .webSocket,
+              (try? await datasets.isSubscribed(pool: change.identityPoolId, identity: identity,
+                                                dataset: change.datasetName, deviceId: device)) == true
+        else { return nil }
+        let message = JSON.object([
+            ("type", .string("dataset")), ("source", .string("offline-sync")),
+            ("identityPoolId", .string(change.identityPoolId)), ("identityId", .string(change.identityId)),
+            ("datasetName", .string(change.datasetName)), ("syncCount", .number(String(change.syncCount))),
+        ])
         return String(decoding: message.encoded, as: UTF8.self)
     }
 }

@@ -277,6 +277,7 @@ struct Routes: Sendable {
             }
             let relay = await NoticeRelay.open(routes: self, caller: caller, request: context.request,
                                               connection: context.requestContext.channel)
+            // Closed before the handler writes its close frame, which no notice may follow.
             defer { relay.close() }
             try await outbound.writeTextMessage(NoticeRelay.subscribed)
             try await withThrowingTaskGroup(of: Void.self) { group in
@@ -287,10 +288,12 @@ struct Routes: Sendable {
                 group.addTask {
                     // The token's end is the connection's: the client reconnects with a fresh one.
                     try await relay.untilTokenExpires()
+                    // No notice frame may follow the close frame.
+                    relay.close()
                     try await outbound.close(.unknown(Self.tokenExpiredCloseCode), reason: "token expired")
                 }
                 group.addTask {
-                    try await relay.run { try await outbound.writeTextMessage($0) }
+                    await SocketNoticeWriter.deliver(relay, into: context.requestContext.channel)
                 }
                 try await group.next()
                 group.cancelAll()

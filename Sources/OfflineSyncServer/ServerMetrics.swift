@@ -154,6 +154,9 @@ public final class ServerMetrics: Sendable {
     /// A notice written to a change channel.
     func noticeSent() { noticesSent.increment() }
 
+    /// `count` notices written to a change channel.
+    func noticeSent(count: Int) { noticesSent.increment(by: Int64(count)) }
+
     /// A notice merged into one its channel had waiting for the same table.
     func noticeMerged() { noticesCoalesced.increment() }
 

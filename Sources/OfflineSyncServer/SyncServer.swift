@@ -151,6 +151,8 @@ public struct SyncServer: Sendable {
     let draining = DrainFlag()
     /// The change channels open now, told "going away" when the drain ends.
     let channels = ChannelRegistry()
+    /// The event loops' lists of WebSocket change channels with notices to write.
+    let noticeLoops = NoticeLoops()
 
     /// The service that, when a shutdown begins, marks the server draining and holds the
     /// listener open for ``Configuration/drainPeriod``. It comes after the application in the
@@ -392,9 +394,19 @@ final class OpenChannel: Sendable {
 
     /// Runs `write`, marked as under way for ``SlowChannelSweep``.
     func writing(_ write: () async throws -> Void) async throws {
-        writingSince.store(max(1, DispatchTime.now().uptimeNanoseconds), ordering: .releasing)
-        defer { writingSince.store(0, ordering: .releasing) }
+        beginWrite()
+        defer { endWrite() }
         try await write()
+    }
+
+    /// Marks a write as under way, until ``endWrite()``, for a writer that does not await its writes.
+    func beginWrite() {
+        writingSince.store(max(1, DispatchTime.now().uptimeNanoseconds), ordering: .releasing)
+    }
+
+    /// The write marked by ``beginWrite()`` is done.
+    func endWrite() {
+        writingSince.store(0, ordering: .releasing)
     }
 
     func isStalled(longerThan limit: UInt64, now: UInt64) -> Bool {

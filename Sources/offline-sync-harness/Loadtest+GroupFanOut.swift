@@ -16,7 +16,9 @@ import Glibc
 ///
 /// Measured on each device: from the start of the write's push to its notice. The devices do
 /// not pull (the pulls that follow a notice are what `fan-out` measures), so this is the
-/// notification path alone; and the server's memory per connection. Identities outside the
+/// notification path alone; and the server's memory per connection. Each device is a
+/// WebSocket that only reads (``NoticeReaders``), so the one core the generator has keeps up
+/// with 10,000 of them and the figure is the server's. Identities outside the
 /// list listen too: they hear the public table and must hear nothing of the list's todos.
 struct GroupFanOut {
     let members: Int
@@ -78,25 +80,48 @@ struct GroupFanOut {
         let seeder = HTTPRemoteStore(baseURL: server.baseURL, token: { [tokens] in try await tokens.mint(identity: "seeder", roles: ["seeder"]) })
         try await seedMembers(seeder)
         let idle = ServerProcess.residentBytes(of: server.process.processIdentifier)
+        let readers = try NoticeReaders(base: server.baseURL)
+        do {
+            let outcome = try await measure(name: name, server: server, seeder: seeder, idle: idle, readers: readers, pinned: pinned)
+            await readers.shutDown()
+            return outcome
+        } catch {
+            await readers.shutDown()
+            throw error
+        }
+    }
+
+    /// Opens the devices' channels, writes, and counts what each device heard.
+    private func measure(name: String, server: ServerProcess, seeder: HTTPRemoteStore, idle: Int?,
+                         readers: NoticeReaders, pinned: Int?) async throws -> LoadOutcome {
         let latest = LatestWrite()
         let latency = LatencyRecorder()
         let devices = (0..<members).map { _ in Device() }
         let outsiders = (0..<max(2, members / 100)).map { _ in Device() }
-        var listening: [Task<Void, Never>] = []
+        var listeners: [(token: String, device: Device, latency: LatencyRecorder?)] = []
         for (index, device) in devices.enumerated() {
-            let token = try await tokens.mint(identity: "member-\(index)")
-            listening.append(Task { await Self.listen(base: server.baseURL, token: token, device: device, latest: latest, latency: latency) })
+            listeners.append((try await tokens.mint(identity: "member-\(index)"), device, latency))
         }
         for (index, device) in outsiders.enumerated() {
-            let token = try await tokens.mint(identity: "outsider-\(index)")
-            listening.append(Task { await Self.listen(base: server.baseURL, token: token, device: device, latest: latest, latency: nil) })
+            listeners.append((try await tokens.mint(identity: "outsider-\(index)"), device, nil))
         }
-        defer { listening.forEach { $0.cancel() } }
         let everyone = devices + outsiders
         let began = ContinuousClock.now
+        // A few handshakes at a time, as a fleet of devices coming online would.
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for (index, (token, device, latency)) in listeners.enumerated() {
+                if index >= 32 { try await group.next() }
+                group.addTask {
+                    try await readers.open(token: token) { message in
+                        Self.heard(ChannelMessage(message), device: device, latest: latest, latency: latency)
+                    }
+                }
+            }
+            try await group.waitForAll()
+        }
         while everyone.contains(where: { !$0.subscribed.load(ordering: .acquiring) }) {
-            guard ContinuousClock.now - began < .seconds(600) else {
-                throw SyncError(.transient, "\(name): only \(everyone.filter { $0.subscribed.load(ordering: .acquiring) }.count) of \(everyone.count) channels subscribed within 600 s")
+            guard ContinuousClock.now - began < .seconds(120) else {
+                throw SyncError(.transient, "\(name): only \(everyone.filter { $0.subscribed.load(ordering: .acquiring) }.count) of \(everyone.count) channels subscribed within 120 s")
             }
             try await Task.sleep(for: .milliseconds(100))
         }
@@ -157,24 +182,20 @@ struct GroupFanOut {
         }
     }
 
-    /// One device: the change channel, counting the notices of each table.
-    static func listen(base: String, token: String, device: Device, latest: LatestWrite, latency: LatencyRecorder?) async {
-        let remote = HTTPRemoteStore(baseURL: base, configuration: .init(maxAttempts: 10), token: { token })
-        for await event in remote.changes() {
-            switch event {
-            case .subscribed:
-                device.subscribed.store(true, ordering: .releasing)
-            case .changed(let table) where tables.contains(table):
-                if let started = latest.start(of: table) { latency?.record(.now - started) }
-                if table == "lt_public" {
-                    device.publicNotices.add(1, ordering: .relaxed)
-                } else {
-                    device.listNotices.add(1, ordering: .relaxed)
-                }
-            default:
-                continue
+    /// One device's message: the change channel is open, or a table it counts changed.
+    static func heard(_ message: ChannelMessage, device: Device, latest: LatestWrite, latency: LatencyRecorder?) {
+        switch message {
+        case .subscribed:
+            device.subscribed.store(true, ordering: .releasing)
+        case .change(let table) where tables.contains(table):
+            if let started = latest.start(of: table) { latency?.record(.now - started) }
+            if table == "lt_public" {
+                device.publicNotices.add(1, ordering: .relaxed)
+            } else {
+                device.listNotices.add(1, ordering: .relaxed)
             }
-            if Task.isCancelled { break }
+        case .change, .other:
+            break
         }
     }
 

@@ -166,6 +166,35 @@ struct PendingNoticesTests {
         finished.add(ChangeNotice(identity: "a", table: "t"))
         guard case .finished = await finished.next() else { Issue.record("a finished channel took a notice"); return }
     }
+
+    @Test("a writer is woken when a notice reaches an empty queue, not for each notice; once the channel ended it takes nothing")
+    func wakesAWriter() {
+        let pending = PendingNotices(limit: 3)
+        pending.add(ChangeNotice(identity: "a", table: "t1"))
+        let wakes = Counter()
+        // Registered with a notice waiting: woken at once.
+        pending.wake { wakes.add() }
+        #expect(wakes.value == 1)
+        pending.add(ChangeNotice(identity: "a", table: "t2"))
+        pending.add(ChangeNotice(identity: "a", table: "t1"))
+        #expect(wakes.value == 1)
+        guard case .notices(let notices) = pending.take() else { Issue.record("no notices"); return }
+        #expect(notices.map(\.table) == ["t1", "t2"])
+        #expect(pending.take().map { _ in true } == nil, "nothing waits")
+        pending.add(ChangeNotice(identity: "a", table: "t3"))
+        #expect(wakes.value == 2)
+        // Ended with a notice waiting: the writer is woken and takes nothing more.
+        pending.finish()
+        #expect(wakes.value == 3)
+        guard case .finished = pending.take() else { Issue.record("a finished channel gave notices"); return }
+
+        let over = PendingNotices(limit: 2)
+        let overWakes = Counter()
+        over.wake { overWakes.add() }
+        for table in ["t1", "t2", "t3"] { over.add(ChangeNotice(identity: "a", table: table)) }
+        #expect(overWakes.value == 2)
+        guard case .over = over.take() else { Issue.record("three tables fit a limit of two"); return }
+    }
 }
 
 private final class Counter: Sendable {
