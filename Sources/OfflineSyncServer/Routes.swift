@@ -286,14 +286,11 @@ struct Routes: Sendable {
                     for try await _ in inbound {}
                 }
                 group.addTask {
+                    guard await SocketNoticeWriter.deliver(relay, into: context.requestContext.channel) == .tokenExpired else { return }
                     // The token's end is the connection's: the client reconnects with a fresh one.
-                    try await relay.untilTokenExpires()
                     // No notice frame may follow the close frame.
                     relay.close()
                     try await outbound.close(.unknown(Self.tokenExpiredCloseCode), reason: "token expired")
-                }
-                group.addTask {
-                    await SocketNoticeWriter.deliver(relay, into: context.requestContext.channel)
                 }
                 try await group.next()
                 group.cancelAll()

@@ -22,39 +22,60 @@ final class SocketNoticeWriter: Sendable {
         var inFlight = false
         /// Messages worked out off the loop (a dataset's notice needs the store), to write next.
         var messages: [String] = []
-        /// The notices ended: what ``delivered()`` awaits.
-        var ended = false
-        var waiter: CheckedContinuation<Void, Never>?
+        /// Why the notices ended, once they did: what ``deliver(_:into:)`` awaits.
+        var ended: Ending?
+        var waiter: CheckedContinuation<Ending, Never>?
+    }
+
+    /// Why a channel's notices ended.
+    enum Ending: Sendable {
+        /// The relay closed, the server went away, the channel fell too far behind, or the
+        /// waiting task was cancelled.
+        case closed
+        /// The caller's token expired: the channel should close with 4401.
+        case tokenExpired
     }
 
     private let relay: NoticeRelay
     private let channel: any Channel
     private let loop: NoticeLoop
     private let state = Mutex(State())
+    /// Where encoded frames enter the pipeline: the context of its WebSocket frame encoder,
+    /// whose writes go to the handlers between it and the socket (TLS, when there is one).
+    /// Looked up on the loop at the first write; `nil` inside when the pipeline has none.
+    private let entry: NIOLoopBoundBox<ChannelHandlerContext??>
 
     private init(relay: NoticeRelay, channel: any Channel, loop: NoticeLoop) {
         self.relay = relay
         self.channel = channel
         self.loop = loop
+        entry = .makeEmptyBox(valueType: ChannelHandlerContext?.self, eventLoop: channel.eventLoop)
     }
 
     /// Writes `relay`'s notices into `channel`, a WebSocket's connection, until they end (the
-    /// relay closed, the server went away, the channel fell too far behind) or the calling task
-    /// is cancelled. The channel's first message must have been written before.
-    static func deliver(_ relay: NoticeRelay, into channel: any Channel) async {
+    /// relay closed, the server went away, the channel fell too far behind, the calling task
+    /// was cancelled) or the caller's token expires, which an event-loop timer tells (no task
+    /// sleeps for it). The channel's first message must have been written before.
+    static func deliver(_ relay: NoticeRelay, into channel: any Channel) async -> Ending {
+        let remaining = relay.caller.expires.timeIntervalSinceNow
+        guard remaining > 0 else { return .tokenExpired }
         let writer = SocketNoticeWriter(relay: relay, channel: channel,
                                         loop: relay.routes.server.noticeLoops.loop(for: channel.eventLoop))
+        let expiry = channel.eventLoop.scheduleTask(in: .milliseconds(Int64(min(remaining, 1e9) * 1000))) {
+            writer.end(.tokenExpired)
+        }
+        defer { expiry.cancel() }
         relay.connection.pending.wake { [weak writer] in writer?.schedule() }
-        await withTaskCancellationHandler {
-            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-                let ended = writer.state.withLock { state -> Bool in
-                    if !state.ended { state.waiter = continuation }
+        return await withTaskCancellationHandler {
+            await withCheckedContinuation { (continuation: CheckedContinuation<Ending, Never>) in
+                let ended = writer.state.withLock { state -> Ending? in
+                    if state.ended == nil { state.waiter = continuation }
                     return state.ended
                 }
-                if ended { continuation.resume() }
+                if let ended { continuation.resume(returning: ended) }
             }
         } onCancel: {
-            writer.end()
+            writer.end(.closed)
         }
     }
 
@@ -67,13 +88,13 @@ final class SocketNoticeWriter: Sendable {
         if first { loop.ready(self) }
     }
 
-    /// Ends the writer: what ``deliver(_:into:)`` awaits returns.
-    private func end() {
-        let waiter = state.withLock { state -> CheckedContinuation<Void, Never>? in
-            state.ended = true
-            return state.waiter.take()
+    /// Ends the writer, for `reason` unless it ended already: what ``deliver(_:into:)`` awaits returns.
+    private func end(_ reason: Ending = .closed) {
+        let waiter = state.withLock { state -> (CheckedContinuation<Ending, Never>, Ending)? in
+            if state.ended == nil { state.ended = reason }
+            return state.waiter.take().map { ($0, state.ended ?? reason) }
         }
-        waiter?.resume()
+        if let (waiter, ending) = waiter { waiter.resume(returning: ending) }
     }
 
     /// On the channel's event loop: writes what waits, unless a batch is in flight (its
@@ -81,7 +102,7 @@ final class SocketNoticeWriter: Sendable {
     fileprivate func write() {
         let messages = state.withLock { state -> [String]? in
             state.scheduled = false
-            guard !state.inFlight, !state.ended else { return nil }
+            guard !state.inFlight, state.ended == nil else { return nil }
             defer { state.messages = [] }
             return state.messages
         }
@@ -113,16 +134,26 @@ final class SocketNoticeWriter: Sendable {
                 }
             }
         }
-        for message in messages.drain() { frames.append(channel.allocator.buffer(string: message)) }
+        for message in messages.drain() { frames.append(NoticeLoop.textFrame(message, allocator: channel.allocator)) }
         guard !frames.isEmpty else { return }
         state.withLock { $0.inFlight = true }
         relay.open.beginWrite()
         let promise = channel.eventLoop.makePromise(of: Void.self)
-        for (index, data) in frames.enumerated() {
-            channel.write(WebSocketFrame(fin: true, opcode: .text, data: data),
-                          promise: index == frames.count - 1 ? promise : nil)
+        if entry.value == nil {
+            entry.value = .some(try? channel.pipeline.syncOperations.context(handlerType: WebSocketFrameEncoder.self))
         }
-        channel.flush()
+        if case .some(.some(let encoder)) = entry.value {
+            for (index, frame) in frames.enumerated() {
+                encoder.write(NIOAny(frame), promise: index == frames.count - 1 ? promise : nil)
+            }
+            encoder.flush()
+        } else {
+            // No encoder to write past: the frames are decoded again and go in whole.
+            for (index, frame) in frames.enumerated() {
+                channel.write(NoticeLoop.decodedTextFrame(frame), promise: index == frames.count - 1 ? promise : nil)
+            }
+            channel.flush()
+        }
         let count = frames.count
         promise.futureResult.whenComplete { [self] result in
             relay.open.endWrite()
@@ -158,9 +189,9 @@ final class NoticeLoops: Sendable {
     }
 }
 
-/// One event loop's writers with notices to write, and the frames' payloads, shared by every
-/// channel of the loop: a notice of one table to 10,000 channels is encoded once, and each
-/// socket is handed the same bytes.
+/// One event loop's writers with notices to write, and the encoded frames, shared by every
+/// channel of the loop: a notice of one table to 10,000 channels is encoded once, frame header
+/// included, and each socket is handed the same bytes.
 final class NoticeLoop: Sendable {
     private let eventLoop: any EventLoop
     private let waiting = Mutex<[SocketNoticeWriter]>([])
@@ -185,13 +216,41 @@ final class NoticeLoop: Sendable {
         for writer in waiting.withLock({ $0.drain() }) { writer.write() }
     }
 
-    /// The message telling a client that `table` changed.
+    /// The frame telling a client that `table` changed, encoded.
     func frame(table: String, allocator: ByteBufferAllocator) -> ByteBuffer {
         let key = ExactString(table)
-        if let payload = payloads.value[key] { return payload }
+        if let frame = payloads.value[key] { return frame }
         if payloads.value.count >= 1024 { payloads.value = [:] }
-        let payload = allocator.buffer(string: NoticeRelay.changeMessage(table: table))
-        payloads.value[key] = payload
-        return payload
+        let frame = Self.textFrame(NoticeRelay.changeMessage(table: table), allocator: allocator)
+        payloads.value[key] = frame
+        return frame
+    }
+
+    /// `message` as a server's WebSocket text frame (RFC 6455 §5.2): final, unmasked, the
+    /// length in 7 bits, or 16 or 64 after the marker 126 or 127.
+    static func textFrame(_ message: String, allocator: ByteBufferAllocator) -> ByteBuffer {
+        let length = message.utf8.count
+        var frame = allocator.buffer(capacity: length + 10)
+        frame.writeInteger(UInt8(0x81))
+        switch length {
+        case ..<126: frame.writeInteger(UInt8(length))
+        case ..<65_536: frame.writeInteger(UInt8(126)); frame.writeInteger(UInt16(length))
+        default: frame.writeInteger(UInt8(127)); frame.writeInteger(UInt64(length))
+        }
+        frame.writeString(message)
+        return frame
+    }
+
+    /// A frame made by ``textFrame(_:allocator:)``, as the frame the encoder takes.
+    static func decodedTextFrame(_ encoded: ByteBuffer) -> WebSocketFrame {
+        var frame = encoded
+        frame.moveReaderIndex(forwardBy: 1)
+        let marker = frame.readInteger(as: UInt8.self) ?? 0
+        switch marker {
+        case 126: _ = frame.readInteger(as: UInt16.self)
+        case 127: _ = frame.readInteger(as: UInt64.self)
+        default: break
+        }
+        return WebSocketFrame(fin: true, opcode: .text, data: frame)
     }
 }
