@@ -33,8 +33,8 @@ def table(document):
             rows.append("| %s | write → notice: %s | %s | %s |" % (w["name"], what, cell(w["writeToNotice"]), checks))
             rows.append("| %s | write → row pulled by the receiver | %s | |" % (w["name"], cell(w["writeToPage"])))
         elif w["name"].startswith("fan-out-") and w["name"].endswith("-group"):
-            what = ("%s members of one list, each one device on the change channel, and %d identities outside it; %d writes to the "
-                    "list's todos and %d to a table everyone reads, one a second; the devices do not pull") % (
+            what = ("%s members of one list, each one device on the change channel (a WebSocket that only reads), and %d identities "
+                    "outside it; %d writes to the list's todos and %d to a table everyone reads, one a second; the devices do not pull") % (
                 format(w["clients"], ","), w["outsiders"], w["writesPerTable"], w["writesPerTable"])
             if w.get("serverCPU") is not None:
                 what += "; server pinned to CPU %d, generator on the other" % w["serverCPU"]
