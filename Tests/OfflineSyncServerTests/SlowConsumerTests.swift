@@ -1,4 +1,6 @@
 import Foundation
+import NIOCore
+import NIOWebSocket
 import OfflineSync
 import OfflineSyncCommandSupport
 @testable import OfflineSyncServer
@@ -194,6 +196,25 @@ struct PendingNoticesTests {
         for table in ["t1", "t2", "t3"] { over.add(ChangeNotice(identity: "a", table: table)) }
         #expect(overWakes.value == 2)
         guard case .over = over.take() else { Issue.record("three tables fit a limit of two"); return }
+    }
+}
+
+@Suite("Server: notice frames written past the WebSocket encoder")
+struct NoticeFrameTests {
+    @Test("a text frame carries its length in 7 bits, or 16 or 64 after 126 or 127, and reads back as the same message")
+    func encodesLengths() {
+        let allocator = ByteBufferAllocator()
+        for (length, header) in [(5, [0x81, 5]), (125, [0x81, 125]), (126, [0x81, 126, 0, 126]), (200, [0x81, 126, 0, 200]),
+                                 (70_000, [0x81, 127, 0, 0, 0, 0, 0, 1, 0x11, 0x70])] as [(Int, [UInt8])] {
+            let message = String(repeating: "é", count: length / 2) + (length % 2 == 1 ? "x" : "")
+            #expect(message.utf8.count == length)
+            let frame = NoticeLoop.textFrame(message, allocator: allocator)
+            #expect(Array(frame.readableBytesView.prefix(header.count)) == header, "\(length) bytes")
+            #expect(frame.readableBytes == header.count + length)
+            let decoded = NoticeLoop.decodedTextFrame(frame)
+            #expect(decoded.fin && decoded.opcode == .text && decoded.maskKey == nil)
+            #expect(String(buffer: decoded.data) == message)
+        }
     }
 }
 
