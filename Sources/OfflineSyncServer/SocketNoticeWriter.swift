@@ -106,7 +106,7 @@ final class SocketNoticeWriter: Sendable {
             defer { state.messages = [] }
             return state.messages
         }
-        guard var messages else { return }
+        guard let messages else { return }
         var frames: [ByteBuffer] = []
         switch relay.connection.pending.take() {
         case nil:
@@ -134,7 +134,7 @@ final class SocketNoticeWriter: Sendable {
                 }
             }
         }
-        for message in messages.drain() { frames.append(NoticeLoop.textFrame(message, allocator: channel.allocator)) }
+        for message in messages { frames.append(NoticeLoop.textFrame(message, allocator: channel.allocator)) }
         guard !frames.isEmpty else { return }
         state.withLock { $0.inFlight = true }
         relay.open.beginWrite()
@@ -165,14 +165,6 @@ final class SocketNoticeWriter: Sendable {
     }
 }
 
-private extension Array {
-    /// Empties the array, returning what it held.
-    mutating func drain() -> [Element] {
-        defer { self = [] }
-        return self
-    }
-}
-
 /// Each event loop's ready list of WebSocket notice writers (``SocketNoticeWriter``), kept
 /// for the server's life: there are as many as the server has event loops.
 final class NoticeLoops: Sendable {
@@ -195,12 +187,12 @@ final class NoticeLoops: Sendable {
 final class NoticeLoop: Sendable {
     private let eventLoop: any EventLoop
     private let waiting = Mutex<[SocketNoticeWriter]>([])
-    /// Touched on the loop only.
-    private let payloads: NIOLoopBoundBox<[ExactString: ByteBuffer]>
+    /// The encoded change frames, by table; touched on the loop only.
+    private let frames: NIOLoopBoundBox<[ExactString: ByteBuffer]>
 
     init(_ eventLoop: any EventLoop) {
         self.eventLoop = eventLoop
-        payloads = .makeBoxSendingValue([:], eventLoop: eventLoop)
+        frames = .makeBoxSendingValue([:], eventLoop: eventLoop)
     }
 
     /// Queues `writer`; the first writer queued since the loop last ran schedules a run.
@@ -213,16 +205,20 @@ final class NoticeLoop: Sendable {
     }
 
     private func run() {
-        for writer in waiting.withLock({ $0.drain() }) { writer.write() }
+        let writers = waiting.withLock { waiting in
+            defer { waiting = [] }
+            return waiting
+        }
+        for writer in writers { writer.write() }
     }
 
     /// The frame telling a client that `table` changed, encoded.
     func frame(table: String, allocator: ByteBufferAllocator) -> ByteBuffer {
         let key = ExactString(table)
-        if let frame = payloads.value[key] { return frame }
-        if payloads.value.count >= 1024 { payloads.value = [:] }
+        if let frame = frames.value[key] { return frame }
+        if frames.value.count >= 1024 { frames.value = [:] }
         let frame = Self.textFrame(NoticeRelay.changeMessage(table: table), allocator: allocator)
-        payloads.value[key] = frame
+        frames.value[key] = frame
         return frame
     }
 
