@@ -1,7 +1,4 @@
-import AsyncHTTPClient
 import Foundation
-import Hummingbird
-import NIOCore
 import OfflineSync
 import OfflineSyncHTTP
 import OfflineSyncServer
@@ -9,61 +6,6 @@ import OfflineSyncSQLite
 import OfflineSyncTestSupport
 import OfflineSyncWire
 import Testing
-
-/// A real reverse proxy on a loopback port that streams answers through as they arrive and
-/// breaks off the first `cuts` answers to `/v2/pull` after `cutAfter` bytes (the connection
-/// is closed mid-body, as a network failure would; with `stall`, those answers instead send
-/// nothing more until ``stop()``, as a hung server would). It counts the requests per path.
-struct CuttingProxy {
-    let running: Task<Void, any Error>
-    let port: Int
-    let requests: Box<[String: Int]>
-    let released: Gate
-
-    struct Cut: Error {}
-
-    static func start(target: String, cuts: Int, cutAfter: Int, stall: Bool = false) async throws -> CuttingProxy {
-        let requests = Box<[String: Int]>([:])
-        let released = Gate()
-        let router = Router()
-        router.post("**") { request, _ -> Response in
-            let path = request.uri.path
-            let number = requests.withLock { counts -> Int in counts[path, default: 0] += 1; return counts[path]! }
-            let cut = path == "/v2/pull" && number <= cuts
-            let body = try await request.body.collect(upTo: 64 << 20)
-            var forward = HTTPClientRequest(url: target + path)
-            forward.method = .POST
-            for field in request.headers where [.authorization, .contentType, .accept].contains(field.name) {
-                forward.headers.add(name: field.name.rawName, value: field.value)
-            }
-            forward.body = .bytes(body)
-            let answer = try await HTTPClient.shared.execute(forward, timeout: .seconds(30))
-            var headers: HTTPFields = [:]
-            if let type = answer.headers.first(name: "Content-Type") { headers[.contentType] = type }
-            return Response(status: .init(code: Int(answer.status.code)), headers: headers, body: ResponseBody { writer in
-                var sent = 0
-                for try await chunk in answer.body {
-                    if cut && sent + chunk.readableBytes > cutAfter {
-                        try await writer.write(chunk.getSlice(at: chunk.readerIndex, length: cutAfter - sent)!)
-                        if stall { await released.wait() }
-                        throw Cut()   // Hummingbird closes the connection: the body breaks off
-                    }
-                    sent += chunk.readableBytes
-                    try await writer.write(chunk)
-                }
-                try await writer.finish(nil)
-            })
-        }
-        let app = try await LoopbackApp.start(router)
-        return CuttingProxy(running: app.running, port: app.port, requests: requests, released: released)
-    }
-
-    func count(_ path: String) -> Int { requests.withLock { $0[path, default: 0] } }
-    func stop() {
-        released.open()
-        running.cancel()
-    }
-}
 
 @Suite("Page stream over HTTP: POST /v2/pull")
 struct PageStreamHTTPTests {
