@@ -243,7 +243,7 @@ let package = Package(
             name: "offline-sync-harness",
             dependencies: [
                 "OfflineSync", "OfflineSyncStoreKit", "OfflineSyncService", "OfflineSyncConformance",
-                "OfflineSyncServer", "OfflineSyncHTTP", "OfflineSyncWire", "OfflineSyncCommandSupport",
+                "OfflineSyncServer", "OfflineSyncHTTP", "OfflineSyncTransport", "OfflineSyncWire", "OfflineSyncCommandSupport",
                 "OfflineSyncSQLite", "OfflineSyncLMDB", "OfflineSyncEncryptedFile", "OfflineSyncPostgreSQL",
                 "COfflineSyncSQLite3", "COfflineSyncLMDB", "COfflineSyncPostgreSQL", "OfflineSyncGRDB",
                 .product(name: "GRDB", package: "GRDB.swift"),

@@ -147,8 +147,13 @@ struct NoticeRelay: Sendable {
 
     /// Returns when the caller's token expires (at once if it has).
     func untilTokenExpires() async throws {
+        if let remaining = millisecondsToExpiry { try await Task.sleep(for: .milliseconds(remaining)) }
+    }
+
+    /// How long the caller's token has left, in milliseconds; `nil` once it has expired.
+    var millisecondsToExpiry: Int64? {
         let remaining = caller.expires.timeIntervalSinceNow
-        if remaining > 0 { try await Task.sleep(for: .milliseconds(Int64(min(remaining, 1e9) * 1000))) }
+        return remaining > 0 ? Int64(min(remaining, 1e9) * 1000) : nil
     }
 
     /// Sends each notice the caller may hear, as a channel message, until the notices end.

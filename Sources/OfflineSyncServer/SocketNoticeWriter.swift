@@ -57,11 +57,10 @@ final class SocketNoticeWriter: Sendable {
     /// was cancelled) or the caller's token expires, which an event-loop timer tells (no task
     /// sleeps for it). The channel's first message must have been written before.
     static func deliver(_ relay: NoticeRelay, into channel: any Channel) async -> Ending {
-        let remaining = relay.caller.expires.timeIntervalSinceNow
-        guard remaining > 0 else { return .tokenExpired }
+        guard let remaining = relay.millisecondsToExpiry else { return .tokenExpired }
         let writer = SocketNoticeWriter(relay: relay, channel: channel,
                                         loop: relay.routes.server.noticeLoops.loop(for: channel.eventLoop))
-        let expiry = channel.eventLoop.scheduleTask(in: .milliseconds(Int64(min(remaining, 1e9) * 1000))) {
+        let expiry = channel.eventLoop.scheduleTask(in: .milliseconds(remaining)) {
             writer.end(.tokenExpired)
         }
         defer { expiry.cancel() }

@@ -144,15 +144,16 @@ extension NativeRemote: RemoteChangeSource {
     static let eventStreamSilence: Duration = .seconds(30)
 
     /// What a channel message says.
-    enum ChannelMessage: Equatable {
+    package enum ChannelMessage: Equatable {
         /// An event for the consumer.
         case event(RemoteChangeEvent)
         /// The server is shutting down (an event stream's last message).
         case goingAway
     }
 
-    /// What a channel message says; `nil` for one this client does not know.
-    static func channelMessage(_ text: String) -> ChannelMessage? {
+    /// What a channel message says; `nil` for one this client does not know. The load
+    /// generator reads its devices' messages with it too.
+    package static func channelMessage(_ text: String) -> ChannelMessage? {
         guard let json = try? JSON.parse(Array(text.utf8)), case .string(let type)? = json["type"] else { return nil }
         switch type {
         case "subscribed":

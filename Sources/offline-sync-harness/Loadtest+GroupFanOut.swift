@@ -1,8 +1,10 @@
 import Foundation
+import NIOCore
 import OfflineSync
 import OfflineSyncCommandSupport
 import OfflineSyncHTTP
 import OfflineSyncServer
+import OfflineSyncTransport
 import Synchronization
 #if canImport(Glibc)
 import Glibc
@@ -113,7 +115,7 @@ struct GroupFanOut {
                 if index >= 32 { try await group.next() }
                 group.addTask {
                     try await readers.open(token: token) { message in
-                        Self.heard(ChannelMessage(message), device: device, latest: latest, latency: latency)
+                        Self.heard(NativeRemote.channelMessage(String(buffer: message)), device: device, latest: latest, latency: latency)
                     }
                 }
             }
@@ -182,19 +184,19 @@ struct GroupFanOut {
         }
     }
 
-    /// One device's message: the change channel is open, or a table it counts changed.
-    static func heard(_ message: ChannelMessage, device: Device, latest: LatestWrite, latency: LatencyRecorder?) {
+    /// One device's message, as the client reads it: the change channel is open, or a table it counts changed.
+    static func heard(_ message: NativeRemote.ChannelMessage?, device: Device, latest: LatestWrite, latency: LatencyRecorder?) {
         switch message {
-        case .subscribed:
+        case .event(.subscribed):
             device.subscribed.store(true, ordering: .releasing)
-        case .change(let table) where tables.contains(table):
+        case .event(.changed(let table)) where tables.contains(table):
             if let started = latest.start(of: table) { latency?.record(.now - started) }
             if table == "lt_public" {
                 device.publicNotices.add(1, ordering: .relaxed)
             } else {
                 device.listNotices.add(1, ordering: .relaxed)
             }
-        case .change, .other:
+        default:
             break
         }
     }

@@ -8,7 +8,8 @@ import OfflineSync
 /// Change channels that only read: a WebSocket per device, opened with the same handshake as
 /// ``HTTPRemoteStore/changes(device:)`` (`GET /v1/changes`, a bearer token), whose frames are
 /// read by one channel handler on an event loop of the load generator, with no task per
-/// device. They answer the server's pings, and hand each text message to `received`.
+/// device. They answer the server's pings, and hand each text message to `received`, which
+/// reads it with the client's own parser (``NativeRemote/channelMessage(_:)``).
 ///
 /// Why not ``HTTPRemoteStore``: 10,000 of them take about 0.4 s of the generator's one core to
 /// read one write's notices (about 40 µs each, in the client's tasks and streams), as long as
@@ -92,45 +93,6 @@ final class NoticeReaders: Sendable {
             default:
                 break
             }
-        }
-    }
-}
-
-/// What a change channel's text message says, as far as the load generator needs.
-enum ChannelMessage: Equatable {
-    case subscribed
-    case change(table: String)
-    case other
-
-    /// How the server writes a change message, before the table's name.
-    private static let changePrefix = Array(#"{"type":"change","table":""#.utf8)
-    private static let subscribedMessage = Array(#"{"type":"subscribed"}"#.utf8)
-
-    /// Reads `buffer`: the server's own forms of the two messages by their bytes (10,000 devices
-    /// share the generator's core), anything else as JSON.
-    init(_ buffer: ByteBuffer) {
-        let bytes = buffer.readableBytesView
-        if bytes.elementsEqual(Self.subscribedMessage) {
-            self = .subscribed
-            return
-        }
-        if bytes.starts(with: Self.changePrefix), bytes.count >= Self.changePrefix.count + 2,
-           bytes.suffix(2).elementsEqual(#""}"#.utf8) {
-            let name = bytes.dropFirst(Self.changePrefix.count).dropLast(2)
-            if !name.contains(UInt8(ascii: "\\")), !name.contains(UInt8(ascii: "\"")) {
-                self = .change(table: String(decoding: name, as: UTF8.self))
-                return
-            }
-        }
-        guard let object = (try? JSONSerialization.jsonObject(with: Data(buffer.readableBytesView))) as? [String: Any],
-              let type = object["type"] as? String else {
-            self = .other
-            return
-        }
-        switch type {
-        case "subscribed": self = .subscribed
-        case "change": self = (object["table"] as? String).map { .change(table: $0) } ?? .other
-        default: self = .other
         }
     }
 }
