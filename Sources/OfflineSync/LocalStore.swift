@@ -100,6 +100,21 @@ public protocol LocalStore: AnyObject, Sendable {
     /// Runs `body` in a write transaction: committed when it returns, rolled back when it throws.
     func write<T: Sendable>(_ body: @escaping @Sendable (any LocalWriteTransaction) throws -> T) async throws -> T
 
+    /// Runs `body` in a write transaction whose caller promises that no row it writes is
+    /// written by a transaction confined to a set of names disjoint from `tables`
+    /// (unconfined ones may write it). The names are the caller's partition of its data,
+    /// not a check: the store refuses no write outside them.
+    ///
+    /// A store that runs writers in parallel may then run two confined transactions whose
+    /// sets share no name at the same time, each committing whether or not the other has:
+    /// what one reads of rows the other writes may be from before or after it, and the
+    /// caller must be content with either. It still runs them one after another when their
+    /// sets share a name, and runs an unconfined ``write(_:)`` alone. The default runs
+    /// ``write(_:)``, as a store with one writer does anyway. PostgreSQL takes the schema's
+    /// lock shared and a lock per name exclusive.
+    func write<T: Sendable>(confinedTo tables: Set<String>,
+                            _ body: @escaping @Sendable (any LocalWriteTransaction) throws -> T) async throws -> T
+
     /// Closes the store. Later calls throw ``SyncError/Code/storeClosed``.
     func close() async throws
 
@@ -121,6 +136,12 @@ public protocol LocalStore: AnyObject, Sendable {
 }
 
 extension LocalStore {
+    /// One writer at a time: the transaction runs as ``write(_:)`` does.
+    public func write<T: Sendable>(confinedTo tables: Set<String>,
+                                   _ body: @escaping @Sendable (any LocalWriteTransaction) throws -> T) async throws -> T {
+        try await write(body)
+    }
+
     /// `nil`: this adapter does not see commits made elsewhere; observations see only the
     /// commits of their own process.
     public func externalChangeToken() async throws -> UInt64? { nil }

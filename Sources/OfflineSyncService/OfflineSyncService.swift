@@ -315,7 +315,7 @@ public final class OfflineSyncService: Sendable {
             guard refused[operation.table] == nil, (try? Names.validateId(operation.itemId)) != nil else { return nil }
             return (operation.table, isShared(operation.table) ? operation.itemId : Self.rowId(owner: identity, item: operation.itemId))
         }
-        let report = try await store.write { txn in
+        let apply: @Sendable (any LocalWriteTransaction) throws -> (PushReport, Set<GroupKey>) = { txn in
             var results: [PushResult] = []
             results.reserveCapacity(operations.count)
             var push = PushTransaction(txn: txn, claims: claims, now: Timestamp.now(), rows: try BatchReads(outcomes: keys, rows: wanted, txn))
@@ -353,6 +353,15 @@ public final class OfflineSyncService: Sendable {
             return (PushReport(results: results, viewsChanged: effects.identities, groupsChanged: effects.groups,
                                regrouped: effects.regrouped), effects.converting)
         }
+        // A push of owner-only tables writes its tables' rows and clocks, its own outcomes
+        // and its rows' attachment references: nothing a push of other owner-only tables
+        // writes. It reads beyond them only to allow an attachment reference (another table's
+        // row that lets the caller read the file), which a concurrent push may drop just
+        // after: as if this push came first. Shared tables draw on one sequence and read and
+        // write memberships and logs across tables, so their pushes run alone.
+        let served = Set(operations.map(\.table)).filter { refused[$0] == nil }
+        let report = served.contains(where: isShared) ? try await store.write(apply)
+                                                      : try await store.write(confinedTo: served, apply)
         // The push is committed; the conversion's own steps follow. A group whose step
         // failed stays converting (its writes fan out as a small group's do, which is correct,
         // only dearer) and is taken up again by the next push that touches it.

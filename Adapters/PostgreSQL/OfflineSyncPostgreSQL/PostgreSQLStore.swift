@@ -26,6 +26,10 @@ import OfflineSyncStoreKit
 /// `REPEATABLE READ READ ONLY` transactions (one consistent snapshot). Write transactions and
 /// table definitions take a transaction-scoped advisory lock on the store's schema, so writers
 /// of the same schema — in this process or any other — run one after another: serializable.
+/// A write confined to tables (``write(confinedTo:_:)``) takes that lock shared and one
+/// exclusive lock per table, in one order for every transaction (so two never wait on each
+/// other in a cycle): writers of different tables run at once, writers of one table one
+/// after another, and an unconfined writer alone.
 /// When the connection is lost before `COMMIT` (server restart, `pg_terminate_backend`), the
 /// server has rolled the transaction back and the whole body is run again on a fresh
 /// connection (bodies are pure functions of the transaction, so re-running is safe); when it
@@ -181,6 +185,58 @@ public final class PostgreSQLStore: LocalStore {
     /// Serializes writers of one schema across every connection and process.
     static let lockStatement = "SELECT pg_advisory_xact_lock(1330862414, hashtext($1))"
 
+    /// The schema's lock taken shared: confined writers run beside each other, never beside
+    /// an unconfined one.
+    static let sharedLockStatement = "SELECT pg_advisory_xact_lock_shared(1330862414, hashtext($1))"
+
+    /// One table's lock, in the single-`bigint` key space (which PostgreSQL keeps apart from
+    /// the two-`integer` one the schema's lock uses).
+    static let tableLockStatement = "SELECT pg_advisory_xact_lock($1)"
+
+    /// The key of `table`'s lock in `schema`: 64-bit FNV-1a over both names (NUL-separated,
+    /// so no two pairs share a spelling). Two tables whose keys collided would only be
+    /// written one after another.
+    static func tableLockKey(schema: String, table: String) -> Int64 {
+        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
+        for byte in schema.utf8 + [0] + table.utf8 {
+            hash = (hash ^ UInt64(byte)) &* 0x0000_0100_0000_01b3
+        }
+        return Int64(bitPattern: hash)
+    }
+
+    /// The statements that open a transaction of `kind` in `schema` and take its locks, sent
+    /// in one round trip. Table locks are taken in ascending key order, the same in every
+    /// transaction.
+    static func openingStatements(_ kind: TransactionKind, schema: String) -> [PGStatement] {
+        switch kind {
+        case .read:
+            return [PGStatement("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", prepare: false)]
+        case .write:
+            return [PGStatement("BEGIN ISOLATION LEVEL READ COMMITTED", prepare: false),
+                    PGStatement(lockStatement, [.text(schema)])]
+        case .confined(let tables):
+            let keys = Set(tables.map { tableLockKey(schema: schema, table: $0) }).sorted()
+            return [PGStatement("BEGIN ISOLATION LEVEL READ COMMITTED", prepare: false),
+                    PGStatement(sharedLockStatement, [.text(schema)])]
+                + keys.map { PGStatement(tableLockStatement, [.int64($0)]) }
+        }
+    }
+
+    /// What a transaction may do, and so which locks it takes.
+    enum TransactionKind {
+        /// A read-only snapshot; no lock.
+        case read
+        /// A writer alone in the schema.
+        case write
+        /// A writer beside others whose tables differ.
+        case confined(Set<String>)
+
+        var writable: Bool {
+            if case .read = self { return false }
+            return true
+        }
+    }
+
     /// The password a connection string carries, to keep it out of messages.
     static func password(in connectionString: String) throws -> String? {
         var errorMessage: UnsafeMutablePointer<CChar>?
@@ -205,7 +261,7 @@ public final class PostgreSQLStore: LocalStore {
     public func defineTable(_ schema: TableSchema) async throws {
         try schema.validate()
         let quoted = quotedSchema
-        _ = try await transaction(writable: true) { transaction in
+        _ = try await transaction(.write) { transaction in
             let connection = try transaction.live()
             let name = PGParameter.bytes(Array(schema.name.utf8))
             let found = try connection.execute("SELECT \"num\", \"schema\" FROM \(quoted).\"__osync_catalog\" WHERE \"name\" = $1", [name])
@@ -270,7 +326,7 @@ public final class PostgreSQLStore: LocalStore {
     /// Rethrows what `body` throws; throws ``SyncError/Code/storeClosed`` after ``close()``
     /// and ``SyncError/Code/transient`` when the server cannot be reached.
     public func read<T: Sendable>(_ body: @escaping @Sendable (any LocalReadTransaction) throws -> T) async throws -> T {
-        try await transaction(writable: false) { try body($0) }
+        try await transaction(.read) { try body($0) }
     }
 
     /// Runs `body` in a write transaction holding the schema's advisory lock: committed when
@@ -280,7 +336,16 @@ public final class PostgreSQLStore: LocalStore {
     /// be reached or the connection is lost during commit, and ``SyncError/Code/storeClosed``
     /// after ``close()``.
     public func write<T: Sendable>(_ body: @escaping @Sendable (any LocalWriteTransaction) throws -> T) async throws -> T {
-        try await transaction(writable: true) { try body($0) }
+        try await transaction(.write) { try body($0) }
+    }
+
+    /// Runs `body` in a write transaction that holds the schema's lock shared and each of
+    /// `tables`' locks exclusive (see ``LocalStore/write(confinedTo:_:)``): it runs beside
+    /// confined writers of other tables, after those of its own and apart from unconfined
+    /// ones. Throws as ``write(_:)`` does.
+    public func write<T: Sendable>(confinedTo tables: Set<String>,
+                                   _ body: @escaping @Sendable (any LocalWriteTransaction) throws -> T) async throws -> T {
+        try await transaction(.confined(tables)) { try body($0) }
     }
 
     /// Waits for running transactions and closes every connection. Later calls throw
@@ -293,9 +358,10 @@ public final class PostgreSQLStore: LocalStore {
     /// The connection was lost before `COMMIT`: the server rolled the transaction back.
     private struct ConnectionLost: Error { var underlying: any Error }
 
-    private func transaction<T: Sendable>(writable: Bool,
+    private func transaction<T: Sendable>(_ kind: TransactionKind,
                                           _ body: @escaping @Sendable (PGTransaction) throws -> T) async throws -> T {
-        let quoted = quotedSchema, schemaName = options.schema
+        let quoted = quotedSchema, writable = kind.writable
+        let opening = PostgreSQLStore.openingStatements(kind, schema: options.schema)
         var attempt = 0
         while true {
             attempt += 1
@@ -303,10 +369,11 @@ public final class PostgreSQLStore: LocalStore {
                 return try await pool.run { connection, worker in
                     func lost(_ error: any Error) -> any Error { connection.isAlive ? error : ConnectionLost(underlying: error) }
                     do {
-                        try connection.execute(writable ? "BEGIN ISOLATION LEVEL READ COMMITTED"
-                                                        : "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
-                        if writable { try connection.execute(PostgreSQLStore.lockStatement, [.text(schemaName)]) }
+                        _ = try connection.execute(opening)
                     } catch {
+                        // A failure part-way (a lock refused by `statement_timeout`) leaves
+                        // the transaction open and aborted.
+                        if connection.isAlive { _ = try? connection.execute("ROLLBACK") }
                         throw lost(error)
                     }
                     let transaction = PGTransaction(connection: connection, queueKey: worker.queueKey,
