@@ -54,9 +54,11 @@ def table(document):
             if "baselineWriteToNotice" in w:
                 rows.append("| %s | write → notice, the same clients without the channels that never read (p99 ratio %.2f×) | %s | |" % (
                     w["name"], w.get("p99OverBaseline", float("nan")), cell(w["baselineWriteToNotice"])))
-        elif w["name"] in ("concurrent-writers", "concurrent-writers-postgres", "rolling-restart"):
-            what = "%d clients pushing batches of %d for %.0f s: %s ops/s" % (
-                w["writers"], w["batch"], w["durationSeconds"], format(int(w["operationsPerSecond"]), ","))
+        elif w["name"] in ("concurrent-writers", "concurrent-writers-postgres", "rolling-restart") or w["name"].startswith("concurrent-writers-postgres-"):
+            tables = w.get("tables", 1)
+            what = "%d clients%s pushing batches of %d for %.0f s: %s ops/s" % (
+                w["writers"], " over %d tables" % tables if tables > 1 else "", w["batch"], w["durationSeconds"],
+                format(int(w["operationsPerSecond"]), ","))
             if "ratioToRaw" in w:
                 what += ", %.2f× raw multi-row inserts (%s rows/s)" % (w["ratioToRaw"], format(int(w["rawInsertsPerSecond"]), ","))
             if w["name"] == "rolling-restart":

@@ -279,8 +279,16 @@ struct ConcurrentWriters {
     var restart: (@Sendable () async throws -> Void)?
     /// The most rows the baseline inserts (its rate is per row).
     static let baselineRows = 200_000
+    /// How many tables the writers share out between them (writer `i` writes table
+    /// `i % tables`): with more than one, pushes of different tables may run at once.
+    var tables = 1
 
     static let table = "lt_rows"
+
+    /// The table writer `index` writes.
+    func table(of index: Int) -> String {
+        tables == 1 ? Self.table : "\(Self.table)_\(index % tables)"
+    }
 
     func run() async throws -> LoadOutcome {
         let latency = LatencyRecorder()
@@ -310,7 +318,7 @@ struct ConcurrentWriters {
                     while ContinuousClock.now < end {
                         let operations = (rows..<rows + batch).map { row in
                             let id = "w\(index)-\(row)"
-                            return PushOperation(id: "op-" + id, table: Self.table, itemId: id, kind: .insert,
+                            return PushOperation(id: "op-" + id, table: table(of: index), itemId: id, kind: .insert,
                                                  item: Record(id: id, fields: ["n": .int(Int64(row))]), baseVersion: nil)
                         }
                         let started = ContinuousClock.now
@@ -334,10 +342,10 @@ struct ConcurrentWriters {
         let (lost, duplicated) = try await countRows(acknowledged, remotes: remotes)
         let perSecond = Double(total) / seconds
         var json: [String: Any] = [
-            "name": name, "writers": writers, "batch": batch, "durationSeconds": seconds, "operations": total,
+            "name": name, "writers": writers, "tables": tables, "batch": batch, "durationSeconds": seconds, "operations": total,
             "operationsPerSecond": perSecond, "notApplied": refused, "lost": lost, "duplicated": duplicated, "push": latency.json,
         ]
-        var line = "\(name): \(writers) clients, batches of \(batch): \(total) operations in \(String(format: "%.1f", seconds)) s = \(Int(perSecond)) ops/s"
+        var line = "\(name): \(writers) clients\(tables > 1 ? " over \(tables) tables" : ""), batches of \(batch): \(total) operations in \(String(format: "%.1f", seconds)) s = \(Int(perSecond)) ops/s"
         if let baseline {
             let (rawRows, rawSeconds) = try await baseline()
             let rawPerSecond = Double(rawRows) / rawSeconds
@@ -373,7 +381,7 @@ extension ConcurrentWriters {
         for (index, rows, _) in acknowledged {
             var ids = Set<String>()
             var count = 0
-            let stream = remotes[index].openPull(PullRequest(table: Self.table, limit: 1_000))
+            let stream = remotes[index].openPull(PullRequest(table: table(of: index), limit: 1_000))
             while let page = try await stream.next() {
                 count += page.records.count
                 ids.formUnion(page.records.map(\.id))

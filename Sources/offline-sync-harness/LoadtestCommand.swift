@@ -31,6 +31,7 @@ struct LoadtestCommand: AsyncParsableCommand {
     @Option(help: "Seconds the writers push (writers).") var duration = 20
     @Option(help: "Clients pushing batches as fast as they are answered (writers).") var writers = 200
     @Option(help: "Rows per pushed batch (writers).") var batch = 100
+    @Option(help: "Tables the writers share out between them (writers-postgres-tables).") var writerTables = 4
     @Option(help: "Change channels that are opened and never read (slow consumers).") var deafChannels = 100
     @Option(help: "Writes while the channels that never read are open, one notice each (slow consumers).") var slowWrites = 10_000
     @Option(help: "Writes per second (slow consumers).") var slowRate = 250
@@ -54,20 +55,20 @@ struct LoadtestCommand: AsyncParsableCommand {
     @Flag(help: "Exit non-zero on a missed notification, a lost or duplicated operation, or a notice to an identity that may not read the row.")
     var check = false
 
-    static let workloads = ["propagation", "fan-out", "fan-out-group", "writers", "slow-consumers", "writers-postgres", "two-instances",
-                            "rolling-restart"]
+    static let workloads = ["propagation", "fan-out", "fan-out-group", "writers", "slow-consumers", "writers-postgres",
+                            "writers-postgres-tables", "two-instances", "rolling-restart"]
     /// The workloads that need `--postgres` (the default set leaves them out without it).
-    static let scaleOut: Set = ["writers-postgres", "two-instances", "rolling-restart"]
+    static let scaleOut: Set = ["writers-postgres", "writers-postgres-tables", "two-instances", "rolling-restart"]
 
     func validate() throws {
-        guard clients > 0, writes > 0, rate > 0, fanoutWrites > 0, duration > 0, writers > 0, batch > 0, tableRows >= 0,
+        guard clients > 0, writes > 0, rate > 0, fanoutWrites > 0, duration > 0, writers > 0, batch > 0, tableRows >= 0, writerTables > 0,
               deafChannels > 0, slowWrites > 0, slowRate > 0, slowReceivers > 0, channelSeconds > 0 else {
-            throw ValidationError("clients, writes, rates, duration, writers, batch, channels and channel seconds must be positive")
+            throw ValidationError("clients, writes, rates, duration, writers, batch, writer tables, channels and channel seconds must be positive")
         }
         guard deafChannels <= 10_000, slowReceivers <= 1_000, slowWrites / slowRate <= 3_600, slowRate <= 10_000, channelSeconds <= 600 else {
             throw ValidationError("slow consumers are bounded: at most 10,000 channels that never read, 1,000 that do, an hour of writes, 10 minutes' channel timeout")
         }
-        guard clients <= 20_000, writers <= 5_000, duration <= 3_600, writes / rate <= 3_600, fanoutWrites <= 3_600, rate <= 10_000,
+        guard clients <= 20_000, writers <= 5_000, writerTables <= writers, duration <= 3_600, writes / rate <= 3_600, fanoutWrites <= 3_600, rate <= 10_000,
               batch <= 5_000, tableRows <= 10_000_000 else {
             throw ValidationError("a load test is bounded: at most 20,000 clients, 5,000 writers, 10,000 writes/s, an hour of each, batches of 5,000 and 10,000,000 rows")
         }
@@ -231,15 +232,20 @@ struct LoadtestCommand: AsyncParsableCommand {
             results += outcomes.map(\.json)
             failures += outcomes.flatMap(\.failures)
         }
-        if selected.contains("writers-postgres") {
-            let outcome = try await InstanceGroup.with(count: 1, postgres: postgres, directory: directory.appendingPathComponent("writers-postgres"),
+        // The same writers into one table, then shared out between several: pushes of one
+        // table commit one after another (its change sequence is in commit order), pushes of
+        // different tables at once.
+        for (workload, tables) in [("writers-postgres", 1), ("writers-postgres-tables", writerTables)] where selected.contains(workload) {
+            let outcome = try await InstanceGroup.with(count: 1, postgres: postgres, directory: directory.appendingPathComponent(workload),
                                                        secret: secret) { group in
                 let schema = group.schema
-                return try await ConcurrentWriters(base: group.current[0].baseURL, tokens: tokens, writers: writers, batch: batch,
-                                                   duration: duration, baseline: { [batch] in
-                    try RawPostgreSQL(postgres).reinsert(table: ConcurrentWriters.table, schema: schema,
+                var writing = ConcurrentWriters(base: group.current[0].baseURL, tokens: tokens, writers: writers, batch: batch,
+                                                duration: duration, baseline: { [batch] in
+                    try RawPostgreSQL(postgres).reinsert(table: ConcurrentWriters.table + (tables == 1 ? "" : "_0"), schema: schema,
                                                          limit: ConcurrentWriters.baselineRows, batch: batch)
-                }, name: "concurrent-writers-postgres").run()
+                }, name: tables == 1 ? "concurrent-writers-postgres" : "concurrent-writers-postgres-\(tables)-tables")
+                writing.tables = tables
+                return try await writing.run()
             }
             results.append(outcome.json)
             failures += outcome.failures
