@@ -40,8 +40,12 @@ final class PendingNotices: Sendable {
     }
 
     private struct State {
-        var order: [Key] = []
-        var waiting: [Key: ChangeNotice] = [:]
+        /// The waiting notices, in the order their keys first arrived.
+        var waiting: [(key: Key, notice: ChangeNotice)] = []
+        /// Each waiting key's position in ``waiting``, kept only past ``scanned`` entries: a
+        /// channel mostly has one or two tables waiting, where comparing keys beats hashing
+        /// them and the dictionary would be allocated and freed for every notice.
+        var positions: [Key: Int]?
         var over = false
         var finished = false
         var reader: CheckedContinuation<Batch, Never>?
@@ -51,6 +55,8 @@ final class PendingNotices: Sendable {
 
     /// The most tables and datasets a channel may have waiting.
     let limit: Int
+    /// Up to this many waiting notices, a new one's key is found by comparing.
+    private static let scanned = 8
     /// Called for each notice merged into a waiting one (counted in the metrics).
     private let merged: @Sendable () -> Void
     private let state = Mutex(State())
@@ -68,23 +74,30 @@ final class PendingNotices: Sendable {
         var waker: (@Sendable () -> Void)?
         let resume = state.withLock { state -> (CheckedContinuation<Batch, Never>, Batch)? in
             guard !state.finished, !state.over else { return nil }
-            if var waiting = state.waiting[key] {
-                if waiting.origin.map(ExactString.init) != notice.origin.map(ExactString.init) { waiting.origin = nil }
-                waiting.change = notice.change
-                state.waiting[key] = waiting
+            let found = state.positions.map { $0[key] } ?? state.waiting.firstIndex { $0.key == key }
+            if let found {
+                let waiting = state.waiting[found].notice
+                if waiting.origin.map(ExactString.init) != notice.origin.map(ExactString.init) {
+                    state.waiting[found].notice.origin = nil
+                }
+                state.waiting[found].notice.change = notice.change
                 wasMerged = true
                 return nil
             }
-            guard state.order.count < limit else {
+            guard state.waiting.count < limit else {
                 state.over = true
-                state.order = []
-                state.waiting = [:]
+                state.waiting = []
+                state.positions = nil
                 waker = state.waker
                 return state.reader.take().map { ($0, .over) }
             }
-            if state.order.isEmpty { waker = state.waker }
-            state.order.append(key)
-            state.waiting[key] = notice
+            if state.waiting.isEmpty { waker = state.waker }
+            state.waiting.append((key, notice))
+            if state.positions != nil {
+                state.positions?[key] = state.waiting.count - 1
+            } else if state.waiting.count > Self.scanned {
+                state.positions = Dictionary(uniqueKeysWithValues: state.waiting.enumerated().map { ($1.key, $0) })
+            }
             return state.reader.take().map { ($0, Self.take(&state)) }
         }
         if let (reader, batch) = resume { reader.resume(returning: batch) }
@@ -111,7 +124,7 @@ final class PendingNotices: Sendable {
         let now = state.withLock { state -> Bool in
             precondition(state.reader == nil, "PendingNotices has one reader")
             state.waker = waker
-            return !state.order.isEmpty || state.over || state.finished
+            return !state.waiting.isEmpty || state.over || state.finished
         }
         if now { waker() }
     }
@@ -122,7 +135,7 @@ final class PendingNotices: Sendable {
         state.withLock { state in
             if state.over { return .over }
             if state.finished { return .finished }
-            if !state.order.isEmpty { return Self.take(&state) }
+            if !state.waiting.isEmpty { return Self.take(&state) }
             return nil
         }
     }
@@ -134,7 +147,7 @@ final class PendingNotices: Sendable {
             await withCheckedContinuation { (continuation: CheckedContinuation<Batch, Never>) in
                 let ready = state.withLock { state -> Batch? in
                     if state.over { return .over }
-                    if !state.order.isEmpty { return Self.take(&state) }
+                    if !state.waiting.isEmpty { return Self.take(&state) }
                     if state.finished || Task.isCancelled { return .finished }
                     precondition(state.reader == nil, "PendingNotices has one reader")
                     state.reader = continuation
@@ -149,9 +162,9 @@ final class PendingNotices: Sendable {
     }
 
     private static func take(_ state: inout State) -> Batch {
-        let notices = state.order.compactMap { state.waiting[$0] }
-        state.order.removeAll(keepingCapacity: false)
+        let notices = state.waiting.map(\.notice)
         state.waiting.removeAll(keepingCapacity: false)
+        state.positions = nil
         return .notices(notices)
     }
 }

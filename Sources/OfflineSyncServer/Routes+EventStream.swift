@@ -190,6 +190,11 @@ struct NoticeRelay: Sendable {
 
     /// How `notice` is written, worked out with no store read.
     func immediateMessage(for notice: ChangeNotice) -> Immediate {
+        Self.immediateMessage(for: notice, client: client)
+    }
+
+    /// How `notice` is written to the channel of `client`, worked out with no store read.
+    static func immediateMessage(for notice: ChangeNotice, client: String?) -> Immediate {
         if let origin = notice.origin, origin == client { return .none }
         switch notice.change {
         case .table(let table): return .frame(table)

@@ -36,7 +36,13 @@ final class SocketNoticeWriter: Sendable {
         case tokenExpired
     }
 
+    /// The relay, for what is rare (a dataset's notice). What every notice needs is held
+    /// apart below: reading it through the relay copied the relay and its routes per write.
     private let relay: NoticeRelay
+    private let pending: PendingNotices
+    private let client: String?
+    private let open: OpenChannel
+    private let metrics: ServerMetrics
     private let channel: any Channel
     private let loop: NoticeLoop
     private let state = Mutex(State())
@@ -47,6 +53,10 @@ final class SocketNoticeWriter: Sendable {
 
     private init(relay: NoticeRelay, channel: any Channel, loop: NoticeLoop) {
         self.relay = relay
+        pending = relay.connection.pending
+        client = relay.client
+        open = relay.open
+        metrics = relay.routes.server.metrics
         self.channel = channel
         self.loop = loop
         entry = .makeEmptyBox(valueType: ChannelHandlerContext?.self, eventLoop: channel.eventLoop)
@@ -107,19 +117,19 @@ final class SocketNoticeWriter: Sendable {
         }
         guard let messages else { return }
         var frames: [ByteBuffer] = []
-        switch relay.connection.pending.take() {
+        switch pending.take() {
         case nil:
             break
         case .finished:
             end()
             return
         case .over:
-            if relay.open.abort() { relay.routes.server.metrics.slowChannelClosed() }
+            if open.abort() { metrics.slowChannelClosed() }
             end()
             return
         case .notices(let notices):
             for notice in notices {
-                switch relay.immediateMessage(for: notice) {
+                switch NoticeRelay.immediateMessage(for: notice, client: client) {
                 case .frame(let table):
                     frames.append(loop.frame(table: table, allocator: channel.allocator))
                 case .later:
@@ -136,7 +146,7 @@ final class SocketNoticeWriter: Sendable {
         for message in messages { frames.append(NoticeLoop.textFrame(message, allocator: channel.allocator)) }
         guard !frames.isEmpty else { return }
         state.withLock { $0.inFlight = true }
-        relay.open.beginWrite()
+        open.beginWrite()
         let promise = channel.eventLoop.makePromise(of: Void.self)
         if entry.value == nil {
             entry.value = .some(try? channel.pipeline.syncOperations.context(handlerType: WebSocketFrameEncoder.self))
@@ -155,10 +165,10 @@ final class SocketNoticeWriter: Sendable {
         }
         let count = frames.count
         promise.futureResult.whenComplete { [self] result in
-            relay.open.endWrite()
+            open.endWrite()
             state.withLock { $0.inFlight = false }
             guard case .success = result else { return }
-            relay.routes.server.metrics.noticeSent(count: count)
+            metrics.noticeSent(count: count)
             write()
         }
     }

@@ -146,6 +146,24 @@ struct PendingNoticesTests {
         #expect(merges.value == 3)
     }
 
+    @Test("with many tables waiting, each still waits once, in first-arrival order, and a later notice of any of them merges")
+    func mergesAmongManyTables() async {
+        let merges = Counter()
+        let pending = PendingNotices(merged: { merges.add() })
+        let tables = (0..<40).map { "t\($0)" }
+        for table in tables { pending.add(ChangeNotice(identity: "a", table: table)) }
+        for table in tables.reversed() { pending.add(ChangeNotice(identity: "a", table: table)) }
+        pending.add(ChangeNotice(identity: "a", table: "t41"))
+        guard case .notices(let notices) = await pending.next() else { Issue.record("no notices"); return }
+        #expect(notices.map(\.change) == (tables + ["t41"]).map { .table($0) })
+        #expect(merges.value == 40)
+        // Taken: the same tables wait anew, none merged into what was taken.
+        for table in tables.prefix(10) + tables.prefix(10) { pending.add(ChangeNotice(identity: "a", table: table)) }
+        guard case .notices(let again) = await pending.next() else { Issue.record("no notices"); return }
+        #expect(again.map(\.change) == tables.prefix(10).map { .table($0) })
+        #expect(merges.value == 50)
+    }
+
     @Test("a reader waits for the next notice; finishing or cancelling ends its wait; past the limit the channel is over")
     func waitsFinishesAndOverflows() async {
         let pending = PendingNotices(limit: 3)
