@@ -120,5 +120,51 @@ extension LocalStoreConformance {
             let final = try await must(await store.read { tx in try tx.count(in: "pairs", matching: .all) }, "final count")
             try expectEqual(final, 120, "records after 60 two-record transactions")
         },
+        ConformanceCase("confinedWritesLoseNothing") { ctx in
+            // Writes confined to table a, to table b, and unconfined writes of both, all
+            // incrementing counters at once: each table's counter ends exact (no confined
+            // writer lost another's update, nor an unconfined one's), and a confined write
+            // that throws leaves nothing.
+            let store = try await ctx.open()
+            for table in ["a", "b"] {
+                try await must(await store.defineTable(TableSchema(table, fields: [FieldDefinition("n", .int)])), "defining \(table)")
+            }
+            try await must(await store.write { tx in
+                for table in ["a", "b"] { try tx.upsert(Record(id: "c", fields: ["n": 0]), in: table) }
+            }, "writing the counters")
+            @Sendable func increment(_ tx: any LocalWriteTransaction, _ table: String) throws {
+                let n = try tx.record(in: table, id: "c")?["n"].intValue ?? -1_000_000
+                try tx.upsert(Record(id: "c", fields: ["n": .int(n + 1)]), in: table)
+            }
+            let rounds = 20
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for task in 0..<6 {
+                    group.addTask {
+                        for i in 0..<rounds {
+                            switch task % 3 {
+                            case 0: try await must(await store.write(confinedTo: ["a"]) { try increment($0, "a") }, "confined increment \(i) of a")
+                            case 1: try await must(await store.write(confinedTo: ["b"]) { try increment($0, "b") }, "confined increment \(i) of b")
+                            default: try await must(await store.write { tx in try increment(tx, "a"); try increment(tx, "b") },
+                                                    "unconfined increment \(i)")
+                            }
+                        }
+                    }
+                }
+                try await group.waitForAll()
+            }
+            struct Refused: Error {}
+            do {
+                try await store.write(confinedTo: ["a"]) { tx in
+                    try increment(tx, "a")
+                    throw Refused()
+                }
+                throw failure("a confined write whose closure threw returned")
+            } catch is Refused {}
+            let counters = try await must(await store.read { tx in
+                try ["a", "b"].map { try tx.record(in: $0, id: "c")?["n"] }
+            }, "reading the counters")
+            try expectEqual(counters, [.int(Int64(4 * rounds)), .int(Int64(4 * rounds))],
+                            "each counter after \(2 * rounds) confined and \(2 * rounds) unconfined increments (one write threw)")
+        },
     ]
 }
