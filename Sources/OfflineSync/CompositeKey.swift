@@ -13,8 +13,28 @@ package enum CompositeKey {
     /// `<n₁>:<part₁>/<n₂>:<part₂>/…<last>`.
     package static func slashed(_ leading: String..., last: String) -> String {
         var key = ""
-        for part in leading { key += "\(part.utf8.count):\(part)/" }
-        return key + last
+        key.reserveCapacity(leading.reduce(last.utf8.count) { $0 + $1.utf8.count + 21 })
+        for part in leading { append(part, to: &key); key.append("/") }
+        key.append(last)
+        return key
+    }
+
+    /// `<n>:<part>/<last>`, built in one allocation: every pushed operation's row and outcome
+    /// ids take this form.
+    package static func slashed(_ leading: String, last: String) -> String {
+        var key = ""
+        key.reserveCapacity(leading.utf8.count + last.utf8.count + 21)
+        append(leading, to: &key)
+        key.append("/")
+        key.append(last)
+        return key
+    }
+
+    /// Appends `<n>:<part>` (n in decimal, 20 digits at most).
+    private static func append(_ part: String, to key: inout String) {
+        key.append(String(part.utf8.count))
+        key.append(":")
+        key.append(part)
     }
 
     /// `<n₁>:<part₁><n₂>:<part₂>…<last>`.

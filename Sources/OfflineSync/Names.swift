@@ -45,7 +45,11 @@ public enum Names {
         if id.utf8.count > maxIdLength {
             throw SyncError(.invalidName, "record id is longer than \(maxIdLength) UTF-8 bytes")
         }
-        if id.utf8.contains(0) { throw SyncError(.invalidName, "record id contains a NUL character") }
+        // Over the contiguous bytes when the string has them (a native string does): the
+        // generic walk of the UTF-8 view was a visible share of a push's CPU.
+        if id.utf8.withContiguousStorageIfAvailable({ $0.contains(0) }) ?? id.utf8.contains(0) {
+            throw SyncError(.invalidName, "record id contains a NUL character")
+        }
     }
 
     private static func validateCommon(_ name: String, what: String) throws {

@@ -7,7 +7,9 @@ import OfflineSync
 // may read and write it, and which logs learn of it.
 
 extension OfflineSyncService {
-    /// Applies one operation for `claims`, in the push's transaction.
+    /// Applies one operation for `claims`, in the push's transaction. `id` is the row it
+    /// names (the item id, or for an owner-only table the caller's own row of it), `nil`
+    /// when the item id is invalid: the operation is then refused with 400.
     ///
     /// - An owner-only row lives under the caller's own id, so the caller always reads it and
     ///   may write it; its table's own sequence numbers it.
@@ -29,16 +31,17 @@ extension OfflineSyncService {
     /// key, so the push stores no outcome row for it. A write that takes over a row holding
     /// another operation's key first stores that operation's outcome — the row as it stands,
     /// made public — under its key, so a replay of it is still answered.
-    func apply(_ operation: PushOperation, index: Int, key: String, schema: TableSchema,
+    func apply(_ operation: PushOperation, index: Int, key: String, row id: String?, schema: TableSchema,
                in push: inout PushTransaction) throws -> (outcome: PushOutcome, remembered: Bool) {
-        do { try Names.validateId(operation.itemId) } catch let error as SyncError {
-            return (.rejected(reason: error.message, status: 400), false)
+        guard let id else {
+            var reason = "record id is invalid"
+            do { try Names.validateId(operation.itemId) } catch let error as SyncError { reason = error.message }
+            return (.rejected(reason: reason, status: 400), false)
         }
         let txn = push.txn, claims = push.claims
         let table = operation.table, item = operation.itemId
         let shared = isShared(table)
         if shared || !push.rows.holdsRow(of: index) { try push.pending.flush(txn) }
-        let id = shared ? item : Self.rowId(owner: claims.identity.text, item: item)
         // Built only when it is the answer: most operations are allowed.
         var forbidden: PushOutcome {
             .rejected(reason: "forbidden: no grant of the sync rules on table '\(table)' lets this identity \(operation.kind.rawValue) item '\(item)'",
@@ -145,7 +148,7 @@ extension OfflineSyncService {
 /// What one push carries from operation to operation inside its write transaction: who
 /// pushes and when, the rows the batch read and what its operations wrote to them, the
 /// owner-only rows held for one multi-row write, the clocks of the tables it touched, and
-/// what its shared writes did (for the push's report). ``OfflineSyncService/apply(_:index:key:schema:in:)``
+/// what its shared writes did (for the push's report). ``OfflineSyncService/apply(_:index:key:row:schema:in:)``
 /// and the logs and memberships it updates take it whole, so adding to what a push keeps
 /// changes one type, not every signature along the way.
 struct PushTransaction {

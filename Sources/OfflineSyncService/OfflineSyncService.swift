@@ -309,11 +309,17 @@ public final class OfflineSyncService: Sendable {
         let schemas = Dictionary(uniqueKeysWithValues: Set(operations.map(\.table)).map { ($0, storageSchema(for: $0)) })
         let refused = unserved
         let keys = operations.map { Self.rowId(owner: identity, item: $0.id) }
+        // The row each operation names (`nil` for an invalid id, which ``apply`` refuses),
+        // worked out once for the lookup and the write.
+        let rowIds = operations.map { operation -> String? in
+            guard (try? Names.validateId(operation.itemId)) != nil else { return nil }
+            return isShared(operation.table) ? operation.itemId : Self.rowId(owner: identity, item: operation.itemId)
+        }
         // The rows the operations name (for served tables and valid ids: the others are
         // answered without a lookup), read with the stored outcomes in one batch.
-        let wanted = operations.map { operation -> (table: String, id: String)? in
-            guard refused[operation.table] == nil, (try? Names.validateId(operation.itemId)) != nil else { return nil }
-            return (operation.table, isShared(operation.table) ? operation.itemId : Self.rowId(owner: identity, item: operation.itemId))
+        let wanted = operations.indices.map { index -> (table: String, id: String)? in
+            guard refused[operations[index].table] == nil, let id = rowIds[index] else { return nil }
+            return (operations[index].table, id)
         }
         let apply: @Sendable (any LocalWriteTransaction) throws -> (PushReport, Set<GroupKey>) = { txn in
             var results: [PushResult] = []
@@ -337,8 +343,8 @@ public final class OfflineSyncService: Sendable {
                 if let (reason, status) = refused[operation.table] {
                     (outcome, remembered) = (.rejected(reason: reason, status: status), false)
                 } else {
-                    (outcome, remembered) = try self.apply(operation, index: index, key: keys[index], schema: schemas[operation.table]!,
-                                                           in: &push)
+                    (outcome, remembered) = try self.apply(operation, index: index, key: keys[index], row: rowIds[index],
+                                                           schema: schemas[operation.table]!, in: &push)
                 }
                 if !remembered {
                     let stored = OutcomeRow(id: keys[index], outcome: outcome, answering: operation, createdAt: push.now)

@@ -63,6 +63,8 @@ struct CompositeKeyTests {
     func layouts() {
         #expect(CompositeKey.slashed("alice", last: "item-1") == "5:alice/item-1")
         #expect(CompositeKey.slashed("alice", "prefs", last: "theme") == "5:alice/5:prefs/theme")
+        #expect(CompositeKey.slashed("é😀", last: "") == "6:é😀/")
+        #expect(CompositeKey.slashed(String(repeating: "x", count: 300), last: "é") == "300:" + String(repeating: "x", count: 300) + "/é")
         #expect(CompositeKey.packed("pool", "id") == "4:pool2:id")
         #expect(CompositeKey.packed("é", last: "x") == "2:éx")
     }
