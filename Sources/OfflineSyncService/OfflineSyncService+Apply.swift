@@ -157,7 +157,7 @@ struct PushTransaction {
     let now: Timestamp
     var rows: OfflineSyncService.BatchReads
     var pending = PendingWrites()
-    var clocks: OfflineSyncService.TableClocks = [:]
+    var clocks = OfflineSyncService.TableClocks()
     var effects = SharedEffects()
 
     init(txn: any LocalWriteTransaction, claims: Claims, now: Timestamp, rows: OfflineSyncService.BatchReads) {

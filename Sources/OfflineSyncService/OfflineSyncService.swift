@@ -354,7 +354,7 @@ public final class OfflineSyncService: Sendable {
                 results.append(PushResult(operationId: operation.id, outcome: outcome))
             }
             try push.pending.flush(txn)
-            for (table, clock) in push.clocks { try clock.row(table: table).save(txn) }
+            for (table, clock) in push.clocks.all { try clock.row(table: table).save(txn) }
             let effects = push.effects
             return (PushReport(results: results, viewsChanged: effects.identities, groupsChanged: effects.groups,
                                regrouped: effects.regrouped), effects.converting)
