@@ -90,7 +90,7 @@ extension OfflineSyncService {
         fields[Meta.item] = .string(item)
         fields[Meta.sequence] = .int(sequence.value)
         fields[Meta.operation] = .string(key)
-        let row = Record(id: id, fields: fields, version: Self.version(epoch: sequence.epoch, sequence: sequence.value),
+        let row = Record(id: id, fields: fields, version: sequence.version,
                          updatedAt: try push.nextStamp(of: table), deleted: operation.kind == .delete)
         do { try schema.validate(row) } catch let error as SyncError {
             return (.rejected(reason: error.message, status: 400), false)
@@ -167,8 +167,9 @@ struct PushTransaction {
         self.rows = rows
     }
 
-    /// The next sequence number of `table` (or of the shared sequence).
-    mutating func nextSequence(of table: String) throws -> (epoch: String, value: Int64) {
+    /// The next sequence number of `table` (or of the shared sequence), and the version it
+    /// gives a row.
+    mutating func nextSequence(of table: String) throws -> (version: String, value: Int64) {
         try OfflineSyncService.nextSequence(of: table, txn, &clocks)
     }
 

@@ -22,9 +22,12 @@ extension OfflineSyncService {
         var next: Int64
         /// The last stamp handed out, in milliseconds since 1970 (`Int64.min` before the first).
         var lastStamp: Int64
+        /// What the table's versions begin with (``OfflineSyncService/versionPrefix(epoch:)``).
+        let versionPrefix: String
 
         init(_ row: SequenceRow) {
             epoch = row.epoch
+            versionPrefix = OfflineSyncService.versionPrefix(epoch: row.epoch)
             next = row.sequence + 1
             lastStamp = row.stamp?.millisecondsSince1970 ?? .min
         }
@@ -81,10 +84,13 @@ extension OfflineSyncService {
         try clocks.with(table, txn) { $0 }
     }
 
-    /// The next number of `table`'s change sequence, and its epoch.
+    /// The next number of `table`'s change sequence, and the version it gives a row.
     static func nextSequence(of table: String, _ txn: any LocalReadTransaction,
-                             _ clocks: inout TableClocks) throws -> (epoch: String, value: Int64) {
-        try clocks.with(table, txn) { clock in (clock.epoch, clock.sequence()) }
+                             _ clocks: inout TableClocks) throws -> (version: String, value: Int64) {
+        try clocks.with(table, txn) { clock in
+            let value = clock.sequence()
+            return (version(prefix: clock.versionPrefix, sequence: value), value)
+        }
     }
 
     /// The next `updatedAt` stamp of `table` (see ``TableClock``).

@@ -376,8 +376,33 @@ public final class OfflineSyncService: Sendable {
         return pushed
     }
 
+    /// A row's version: its table's epoch (the first 8 characters) and its change sequence
+    /// number in base 36, `<epoch>-<sequence>`.
     static func version(epoch: String, sequence: Int64) -> String {
-        "\(epoch.prefix(8))-\(String(sequence, radix: 36))"
+        version(prefix: versionPrefix(epoch: epoch), sequence: sequence)
+    }
+
+    /// The part of `epoch`'s versions before the sequence number.
+    static func versionPrefix(epoch: String) -> String { "\(epoch.prefix(8))-" }
+
+    /// `prefix` and `sequence` in base 36 (lower-case digits, as `String(_:radix:)` writes
+    /// them), in one allocation: every pushed operation makes one.
+    static func version(prefix: String, sequence: Int64) -> String {
+        guard sequence >= 0 else { return prefix + String(sequence, radix: 36) }
+        var version = prefix
+        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 13) { digits in
+            var start = digits.count
+            var rest = UInt64(sequence)
+            repeat {
+                let digit = UInt8(rest % 36)
+                start -= 1
+                digits[start] = digit < 10 ? 0x30 + digit : 0x61 + digit - 10
+                rest /= 36
+            } while rest > 0
+            // Thirteen or fewer ASCII bytes: a small string, no allocation of its own.
+            version.append(String(decoding: UnsafeBufferPointer(rebasing: digits[start...]), as: UTF8.self))
+        }
+        return version
     }
 
     // MARK: Pull

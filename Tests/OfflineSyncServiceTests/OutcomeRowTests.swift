@@ -55,3 +55,15 @@ struct OutcomeRowTests {
         #expect(try OfflineSyncService.OutcomeRow(row: row.record()).pushOutcome(answering: delete) == .applied(tombstone))
     }
 }
+
+@Suite("Service: row versions")
+struct VersionTests {
+    @Test("a version is the epoch's first eight characters and the sequence number in base 36, as String(_:radix:) writes it")
+    func baseThirtySix() {
+        let epoch = "0123456789abcdef"
+        for sequence: Int64 in [0, 1, 9, 10, 35, 36, 1_295, 1_296, 123_456_789, Int64(Int32.max), .max, -1, -36, .min] {
+            #expect(OfflineSyncService.version(epoch: epoch, sequence: sequence) == "01234567-" + String(sequence, radix: 36))
+        }
+        #expect(OfflineSyncService.version(epoch: "é😀", sequence: 71) == "é😀-1z")
+    }
+}
