@@ -71,8 +71,15 @@ public struct Attachment: Sendable, Hashable, Codable, CustomStringConvertible {
     /// Every attachment a record references, at any depth of its fields, each hash once.
     /// Throws ``SyncError/Code/invalidValue`` for a malformed reference.
     public static func references(in record: Record) throws -> [Attachment] {
+        try references(in: record.fields)
+    }
+
+    /// The attachments a record with these fields references (as the record's own
+    /// overload finds them), for a caller that has the fields without a record: the server,
+    /// for each pushed item.
+    package static func references(in fields: [String: Value]) throws -> [Attachment] {
         var found: [Attachment] = []
-        for value in record.fields.values where value.mayHoldAttachment {
+        for value in fields.values where value.mayHoldAttachment {
             try collect(value, into: &found)
         }
         guard found.count > 1 else { return found }

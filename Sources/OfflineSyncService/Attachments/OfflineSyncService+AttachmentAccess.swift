@@ -20,7 +20,7 @@ extension OfflineSyncService {
                           _ txn: any LocalReadTransaction) throws -> AttachmentReferenceChange {
         let new: [Attachment]
         do {
-            new = try fields.map { try Attachment.references(in: Record(id: "-", nonNullFields: $0)) } ?? []
+            new = try fields.map { try Attachment.references(in: $0) } ?? []
         } catch let error as SyncError {
             throw PushRefusal(reason: error.message, status: 400)
         }
