@@ -125,8 +125,17 @@ struct Routes: Sendable {
     func announce(identity: Identity, operations: [PushOperation], report: OfflineSyncService.PushReport,
                   origin: String? = nil) async {
         var notices = Set<ChangeNotice>()
-        for (result, operation) in zip(report.results, operations) where !service.isShared(operation.table) {
-            if case .applied = result.outcome { notices.insert(ChangeNotice(identity: identity.text, table: operation.table)) }
+        // The tables with an applied operation, each once (by exact bytes), found without
+        // hashing a name per operation when the batch keeps to one table, as most do.
+        var applied: [String] = []
+        var seen = Set<ExactString>()
+        for (result, operation) in zip(report.results, operations) {
+            guard case .applied = result.outcome else { continue }
+            if let last = applied.last, ExactString.sameBytes(last, operation.table) { continue }
+            if seen.insert(ExactString(operation.table)).inserted { applied.append(operation.table) }
+        }
+        for table in applied where !service.isShared(table) {
+            notices.insert(ChangeNotice(identity: identity.text, table: table))
         }
         for (table, identities) in report.viewsChanged {
             for reader in identities { notices.insert(ChangeNotice(identity: reader.text, table: table)) }
@@ -135,8 +144,8 @@ struct Routes: Sendable {
             for group in groups { notices.insert(ChangeNotice(group: group, table: table)) }
         }
         let everyoneReads = service.tablesWithEveryoneGrants
-        for (result, operation) in zip(report.results, operations) where everyoneReads.contains(operation.table) {
-            if case .applied = result.outcome { notices.insert(ChangeNotice(everyoneReading: operation.table)) }
+        for table in applied where everyoneReads.contains(table) {
+            notices.insert(ChangeNotice(everyoneReading: table))
         }
         for (reader, groups) in report.regrouped {
             notices.insert(ChangeNotice(groupsChangedFor: reader.text))
