@@ -8,10 +8,10 @@ extension OfflineSyncService {
     /// Writers of one table run one after another (the ``LocalStore`` contract: SQLite's
     /// single writer; on PostgreSQL, across every server instance, the schema's advisory lock
     /// or, for a push confined to owner-only tables, the table's), so a stamp taken here is
-    /// later than every stamp of every earlier commit to the table. A stamp is the wall clock, or one
-    /// millisecond after the table's previous stamp when the clock has not moved past it (two
-    /// writes in one millisecond, a batch, a clock stepped back). `updatedAt` is therefore
-    /// strictly increasing in commit order, and a client that pulls with
+    /// later than every stamp of every earlier commit to the table. A stamp is the wall
+    /// clock, or one millisecond after the table's previous stamp when the clock has not moved
+    /// past it (two writes in one millisecond, a batch, a clock stepped back). `updatedAt` is
+    /// therefore strictly increasing in commit order, and a client that pulls with
     /// `updatedAt gt <the last one it saw>` — as every Datasync client does — can neither skip
     /// nor repeat a committed row. The cost: a table written faster than 1,000 rows a second
     /// runs its stamps ahead of the clock by the excess, until the rate drops.
