@@ -33,11 +33,7 @@ extension OfflineSyncService {
     /// made public — under its key, so a replay of it is still answered.
     func apply(_ operation: PushOperation, index: Int, key: String, row id: String?, schema: TableSchema,
                in push: inout PushTransaction) throws -> (outcome: PushOutcome, remembered: Bool) {
-        guard let id else {
-            var reason = "record id is invalid"
-            do { try Names.validateId(operation.itemId) } catch let error as SyncError { reason = error.message }
-            return (.rejected(reason: reason, status: 400), false)
-        }
+        guard let id else { return (Self.invalidId(operation.itemId), false) }
         let txn = push.txn, claims = push.claims
         let table = operation.table, item = operation.itemId
         let shared = isShared(table)
@@ -123,6 +119,13 @@ extension OfflineSyncService {
             try tell(claims.identity, about: row, of: table, at: sequence.value, evenIfUnseen: true, &push)
         }
         return (applied, true)
+    }
+
+    /// The answer to an operation whose item id ``Names/validateId(_:)`` refuses: 400, with why.
+    private static func invalidId(_ item: String) -> PushOutcome {
+        var reason = "record id is invalid"
+        do { try Names.validateId(item) } catch let error as SyncError { reason = error.message } catch {}
+        return .rejected(reason: reason, status: 400)
     }
 
     /// Writes operation `index`'s `row` over `current`: an owner-only row held for the

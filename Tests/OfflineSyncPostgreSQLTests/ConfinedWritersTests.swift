@@ -89,34 +89,53 @@ struct ConfinedWritersTests {
         try await store.close()
     }
 
-    @Test func writersSharingATableTakeTurns() async throws {
-        guard let (store, url, application) = try await Self.open() else { return }
+    /// A write confined to `tables`, or unconfined for `nil`.
+    static func write(_ store: PostgreSQLStore, _ tables: Set<String>?,
+                      _ body: @escaping @Sendable (any LocalWriteTransaction) throws -> Void) async throws {
+        if let tables { try await store.write(confinedTo: tables, body) } else { try await store.write(body) }
+    }
+
+    /// Opens the first transaction and holds it; starts the second, sees it wait for a lock
+    /// without having begun, then lets the first commit. Returns what each logged, in order:
+    /// "first commits" and "second begins".
+    static func takeTurns(_ store: PostgreSQLStore, url: String, application: String,
+                          first: (tables: Set<String>?, body: @Sendable (any LocalWriteTransaction) throws -> Void),
+                          second: (tables: Set<String>?, body: @Sendable (any LocalWriteTransaction) throws -> Void)) async throws -> [String] {
         let entered = Gate(), release = Gate()
         let log = Log()
-        let first = Task {
-            try await store.write(confinedTo: ["a", "b"]) { txn in
-                let n = try txn.record(in: "b", id: "counter")?["n"].intValue ?? 0
-                try txn.upsert(Self.row("counter", n + 1), in: "b")
+        let holding = Task {
+            try await write(store, first.tables) { txn in
+                try first.body(txn)
                 entered.open()
                 try release.pass()
                 log.add("first commits")
             }
         }
         try await Task { try entered.pass() }.value
-        // The second shares table b: it reads the counter only once the first has committed.
-        let second = Task {
-            try await store.write(confinedTo: ["b", "c"]) { txn in
+        let waiting = Task {
+            try await write(store, second.tables) { txn in
                 log.add("second begins")
-                let n = try txn.record(in: "b", id: "counter")?["n"].intValue ?? 0
-                try txn.upsert(Self.row("counter", n + 1), in: "b")
+                try second.body(txn)
             }
         }
-        try await Self.waitForLockWaiter(application: application, url: url)
+        try await waitForLockWaiter(application: application, url: url)
         #expect(log.all.isEmpty)
         release.open()
-        try await first.value
-        try await second.value
-        #expect(log.all == ["first commits", "second begins"])
+        try await holding.value
+        try await waiting.value
+        return log.all
+    }
+
+    @Test func writersSharingATableTakeTurns() async throws {
+        guard let (store, url, application) = try await Self.open() else { return }
+        @Sendable func increment(_ txn: any LocalWriteTransaction) throws {
+            let n = try txn.record(in: "b", id: "counter")?["n"].intValue ?? 0
+            try txn.upsert(Self.row("counter", n + 1), in: "b")
+        }
+        // The second shares table b: it reads the counter only once the first has committed.
+        let order = try await Self.takeTurns(store, url: url, application: application,
+                                             first: (["a", "b"], increment), second: (["b", "c"], increment))
+        #expect(order == ["first commits", "second begins"])
         let counter = try await store.read { txn in try txn.record(in: "b", id: "counter")?["n"].intValue }
         #expect(counter == 2, "an increment was lost")
         try await store.close()
@@ -124,30 +143,11 @@ struct ConfinedWritersTests {
 
     @Test func anUnconfinedWriterRunsAlone() async throws {
         guard let (store, url, application) = try await Self.open() else { return }
-        let entered = Gate(), release = Gate()
-        let log = Log()
-        let confined = Task {
-            try await store.write(confinedTo: ["a"]) { txn in
-                try txn.upsert(Self.row("x", 1), in: "a")
-                entered.open()
-                try release.pass()
-                log.add("confined commits")
-            }
-        }
-        try await Task { try entered.pass() }.value
-        // It writes none of the confined one's tables, and still waits for it.
-        let unconfined = Task {
-            try await store.write { txn in
-                log.add("unconfined begins")
-                try txn.upsert(Self.row("y", 2), in: "c")
-            }
-        }
-        try await Self.waitForLockWaiter(application: application, url: url)
-        #expect(log.all.isEmpty)
-        release.open()
-        try await confined.value
-        try await unconfined.value
-        #expect(log.all == ["confined commits", "unconfined begins"])
+        // The unconfined one writes none of the confined one's tables, and still waits for it.
+        let order = try await Self.takeTurns(store, url: url, application: application,
+                                             first: (["a"], { try $0.upsert(Self.row("x", 1), in: "a") }),
+                                             second: (nil, { try $0.upsert(Self.row("y", 2), in: "c") }))
+        #expect(order == ["first commits", "second begins"])
         try await store.close()
     }
 
