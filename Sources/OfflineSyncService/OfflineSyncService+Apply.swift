@@ -173,16 +173,16 @@ struct PushTransaction {
     /// The next sequence number of `table` (or of the shared sequence), and the version it
     /// gives a row.
     mutating func nextSequence(of table: String) throws -> (version: String, value: Int64) {
-        try OfflineSyncService.nextSequence(of: table, txn, &clocks)
+        try clocks.nextSequence(of: table, txn)
     }
 
     /// The last sequence number drawn of `table` (or of the shared sequence).
     mutating func lastSequence(of table: String) throws -> Int64 {
-        try OfflineSyncService.clock(of: table, txn, &clocks).next - 1
+        try clocks.lastSequence(of: table, txn)
     }
 
     /// The next update stamp of `table`.
     mutating func nextStamp(of table: String) throws -> Timestamp {
-        try OfflineSyncService.nextStamp(of: table, now: now, txn, &clocks)
+        try clocks.nextStamp(of: table, now: now, txn)
     }
 }

@@ -66,7 +66,7 @@ extension OfflineSyncService {
         var all: [(table: String, clock: TableClock)] { clocks }
 
         /// Runs `body` on `table`'s clock, read from its sequence row on first use.
-        mutating func with<T>(_ table: String, _ txn: any LocalReadTransaction, _ body: (inout TableClock) -> T) throws -> T {
+        private mutating func with<T>(_ table: String, _ txn: any LocalReadTransaction, _ body: (inout TableClock) -> T) throws -> T {
             if last < clocks.count, ExactString.sameBytes(clocks[last].table, table) { return body(&clocks[last].clock) }
             if let position = positions[ExactString(table)] {
                 last = position
@@ -77,25 +77,23 @@ extension OfflineSyncService {
             }
             return body(&clocks[last].clock)
         }
-    }
 
-    /// `table`'s clock in this transaction, read from its sequence row on first use.
-    static func clock(of table: String, _ txn: any LocalReadTransaction, _ clocks: inout TableClocks) throws -> TableClock {
-        try clocks.with(table, txn) { $0 }
-    }
-
-    /// The next number of `table`'s change sequence, and the version it gives a row.
-    static func nextSequence(of table: String, _ txn: any LocalReadTransaction,
-                             _ clocks: inout TableClocks) throws -> (version: String, value: Int64) {
-        try clocks.with(table, txn) { clock in
-            let value = clock.sequence()
-            return (version(prefix: clock.versionPrefix, sequence: value), value)
+        /// The next number of `table`'s change sequence, and the version it gives a row.
+        mutating func nextSequence(of table: String, _ txn: any LocalReadTransaction) throws -> (version: String, value: Int64) {
+            try with(table, txn) { clock in
+                let value = clock.sequence()
+                return (OfflineSyncService.version(prefix: clock.versionPrefix, sequence: value), value)
+            }
         }
-    }
 
-    /// The next `updatedAt` stamp of `table` (see ``TableClock``).
-    static func nextStamp(of table: String, now: Timestamp, _ txn: any LocalReadTransaction,
-                          _ clocks: inout TableClocks) throws -> Timestamp {
-        try clocks.with(table, txn) { $0.stamp(now: now) }
+        /// The last number of `table`'s change sequence handed out.
+        mutating func lastSequence(of table: String, _ txn: any LocalReadTransaction) throws -> Int64 {
+            try with(table, txn) { $0.next - 1 }
+        }
+
+        /// The next `updatedAt` stamp of `table` (see ``TableClock``).
+        mutating func nextStamp(of table: String, now: Timestamp, _ txn: any LocalReadTransaction) throws -> Timestamp {
+            try with(table, txn) { $0.stamp(now: now) }
+        }
     }
 }

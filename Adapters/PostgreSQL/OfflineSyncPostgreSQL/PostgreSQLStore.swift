@@ -197,11 +197,7 @@ public final class PostgreSQLStore: LocalStore {
     /// so no two pairs share a spelling). Two tables whose keys collided would only be
     /// written one after another.
     static func tableLockKey(schema: String, table: String) -> Int64 {
-        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
-        for byte in schema.utf8 + [0] + table.utf8 {
-            hash = (hash ^ UInt64(byte)) &* 0x0000_0100_0000_01b3
-        }
-        return Int64(bitPattern: hash)
+        Int64(bitPattern: FNV1a.hash64(schema.utf8 + [0] + table.utf8))
     }
 
     /// The statements that open a transaction of `kind` in `schema` and take its locks, sent
