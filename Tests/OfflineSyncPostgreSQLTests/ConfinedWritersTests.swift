@@ -42,8 +42,10 @@ struct ConfinedWritersTests {
         Issue.record("no connection of \(application) waited for a lock within 30 s")
     }
 
-    /// A gate a transaction's body waits at, on its connection's own thread.
-    final class Gate: Sendable {
+    /// A gate a transaction's body waits at, on its connection's own thread (never on
+    /// Swift's cooperative pool: the test waits for the body with the support target's
+    /// async ``Gate``, so other suites' tasks keep running meanwhile).
+    final class ThreadGate: Sendable {
         private let semaphore = DispatchSemaphore(value: 0)
         func open() { semaphore.signal() }
         /// Waits for ``open()``; throws after 30 s, so a wrong lock fails the test instead of
@@ -66,16 +68,17 @@ struct ConfinedWritersTests {
 
     @Test func writersOfDifferentTablesRunAtOnce() async throws {
         guard let (store, _, _) = try await Self.open() else { return }
-        let entered = Gate(), otherDone = Gate()
+        let entered = Gate(), otherDone = ThreadGate()
         // The first holds table a until the second, of tables b and c, has committed.
         let first = Task {
+            defer { entered.open() }    // also when the write fails before its body opens it
             try await store.write(confinedTo: ["a"]) { txn in
                 try txn.upsert(Self.row("x", 1), in: "a")
                 entered.open()
                 try otherDone.pass()
             }
         }
-        try await Task { try entered.pass() }.value
+        await entered.wait()
         try await store.write(confinedTo: ["b", "c"]) { txn in
             try txn.upsert(Self.row("y", 2), in: "b")
             try txn.upsert(Self.row("z", 3), in: "c")
@@ -101,9 +104,10 @@ struct ConfinedWritersTests {
     static func takeTurns(_ store: PostgreSQLStore, url: String, application: String,
                           first: (tables: Set<String>?, body: @Sendable (any LocalWriteTransaction) throws -> Void),
                           second: (tables: Set<String>?, body: @Sendable (any LocalWriteTransaction) throws -> Void)) async throws -> [String] {
-        let entered = Gate(), release = Gate()
+        let entered = Gate(), release = ThreadGate()
         let log = Log()
         let holding = Task {
+            defer { entered.open() }    // also when the write fails before its body opens it
             try await write(store, first.tables) { txn in
                 try first.body(txn)
                 entered.open()
@@ -111,7 +115,7 @@ struct ConfinedWritersTests {
                 log.add("first commits")
             }
         }
-        try await Task { try entered.pass() }.value
+        await entered.wait()
         let waiting = Task {
             try await write(store, second.tables) { txn in
                 log.add("second begins")
