@@ -41,6 +41,14 @@ public protocol LocalWriteTransaction: LocalReadTransaction {
     /// default makes the calls. The sync server writes a pushed batch's rows and outcomes
     /// this way.
     func upsert(_ records: [Record], in table: String) throws
+    /// Inserts or replaces each row, in order, as ``upsert(_:in:)-([Record],_)`` of
+    /// `rows.records` would. When the store's schema of the table has the same layout as the
+    /// one the rows were checked against (``TableSchema/hasSameLayout(as:)``), an adapter may
+    /// write each declared value straight to its column, with no look-up of a field by name
+    /// and no second check (SQLite and PostgreSQL do); otherwise it checks them as records.
+    /// The default writes `rows.records`. The sync server writes a pushed batch's rows this
+    /// way.
+    func upsert(_ rows: ValidatedRows, in table: String) throws
     /// Deletes the record with this id; returns whether it existed.
     @discardableResult
     func delete(id: String, in table: String) throws -> Bool
@@ -155,6 +163,12 @@ extension LocalWriteTransaction {
     /// requirement keep compiling).
     public func upsert(_ records: [Record], in table: String) throws {
         for record in records { try upsert(record, in: table) }
+    }
+
+    /// ``upsert(_:in:)-([Record],_)`` of the rows as records, checked again (adapters written
+    /// before this requirement keep compiling).
+    public func upsert(_ rows: ValidatedRows, in table: String) throws {
+        try upsert(rows.records, in: table)
     }
 
     /// One ``delete(id:in:)`` per id, in order, counting those that existed (adapters written

@@ -1,5 +1,6 @@
 /// Rows a transaction has decided to write but not yet written, written table by table with
-/// one ``LocalWriteTransaction/upsert(_:in:)-([Record],_)`` call per ``chunk`` rows, and the
+/// one ``LocalWriteTransaction/upsert(_:in:)-([Record],_)`` (or, for rows added checked,
+/// ``LocalWriteTransaction/upsert(_:in:)-(ValidatedRows,_)``) call per ``chunk`` rows, and the
 /// rest at ``flush(_:)``.
 ///
 /// Holding a row back is only safe while nothing reads it from the store: the user writes
@@ -13,9 +14,31 @@ package struct PendingWrites {
     /// table are held; 64 is also the most rows one SQLite statement writes.
     package static let chunk = 64
 
-    /// The tables in the order they were first written, each with its held rows in order (an
-    /// id written twice is held twice, the later last).
-    private var tables: [(name: String, rows: [Record])] = []
+    /// One table's held rows: records, or rows checked against its schema. A table holds one
+    /// kind at a time (adding the other kind writes the held ones first), so the rows are
+    /// written in the order they were added.
+    private struct Held {
+        let name: String
+        var records: [Record] = []
+        var checked: ValidatedRows?
+
+        var count: Int { records.count + (checked?.count ?? 0) }
+
+        mutating func write(_ txn: any LocalWriteTransaction) throws {
+            if !records.isEmpty {
+                try txn.upsert(records, in: name)
+                records.removeAll(keepingCapacity: true)
+            }
+            if let rows = checked, !rows.isEmpty {
+                try txn.upsert(rows, in: name)
+                checked?.removeAll(keepingCapacity: true)
+            }
+        }
+    }
+
+    /// The tables in the order they were first written (an id written twice is held twice,
+    /// the later last).
+    private var tables: [Held] = []
     /// Each table's position in ``tables``: by exact bytes, as the store tells names apart.
     private var positions: [ExactString: Int] = [:]
 
@@ -23,28 +46,57 @@ package struct PendingWrites {
 
     /// Holds `row` for `table`; writes the table's held rows when they make a ``chunk``.
     package mutating func add(_ row: Record, in table: String, _ txn: any LocalWriteTransaction) throws {
-        let key = ExactString(table)
-        let position: Int
-        if let known = positions[key] {
-            position = known
-        } else {
-            position = tables.count
-            positions[key] = position
-            tables.append((table, []))
-            tables[position].rows.reserveCapacity(Self.chunk)
-        }
-        tables[position].rows.append(row)
-        if tables[position].rows.count >= Self.chunk {
-            try txn.upsert(tables[position].rows, in: table)
-            tables[position].rows.removeAll(keepingCapacity: true)
-        }
+        let position = self.position(of: table)
+        if tables[position].checked?.isEmpty == false { try tables[position].write(txn) }
+        if tables[position].records.capacity == 0 { tables[position].records.reserveCapacity(Self.chunk) }
+        tables[position].records.append(row)
+        if tables[position].records.count >= Self.chunk { try tables[position].write(txn) }
+    }
+
+    /// Holds for `table` the row ``ValidatedRows/append(id:fields:positioned:version:updatedAt:deleted:)``
+    /// checks against `schema` (the table's schema in the store, the same on every call for
+    /// `table`), and throws what that throws,
+    /// holding nothing new. The table's held rows are written first when they make a
+    /// ``chunk``, so until the next call the row is the last held and ``removeLast(in:)``
+    /// can take it back.
+    package mutating func add(id: String, fields: [String: Value], positioned: [(position: Int, value: Value)],
+                              version: String?, updatedAt: Timestamp?, deleted: Bool,
+                              in table: String, schema: TableSchema, _ txn: any LocalWriteTransaction) throws {
+        let position = self.position(of: table)
+        if !tables[position].records.isEmpty || tables[position].count >= Self.chunk { try tables[position].write(txn) }
+        if tables[position].checked == nil { tables[position].checked = ValidatedRows(schema: schema) }
+        assert(tables[position].checked!.schema.hasSameLayout(as: schema), "table '\(table)' held with two schemas")
+        try tables[position].checked!.append(id: id, fields: fields, positioned: positioned, version: version,
+                                             updatedAt: updatedAt, deleted: deleted)
+    }
+
+    /// The last row the checked ``add(id:fields:positioned:version:updatedAt:deleted:in:schema:_:)``
+    /// held for `table`, as a record; `nil` when it holds none.
+    package func lastChecked(in table: String) -> Record? {
+        guard let position = positions[ExactString(table)], let rows = tables[position].checked, !rows.isEmpty else { return nil }
+        return rows[rows.count - 1].record(in: rows.schema)
+    }
+
+    /// Takes back the last row the checked ``add(id:fields:positioned:version:updatedAt:deleted:in:schema:_:)``
+    /// held for `table`, if it is still held.
+    package mutating func removeLast(in table: String) {
+        guard let position = positions[ExactString(table)] else { return }
+        tables[position].checked?.removeLast()
     }
 
     /// Writes every held row.
     package mutating func flush(_ txn: any LocalWriteTransaction) throws {
-        for position in tables.indices where !tables[position].rows.isEmpty {
-            try txn.upsert(tables[position].rows, in: tables[position].name)
-            tables[position].rows.removeAll(keepingCapacity: true)
+        for position in tables.indices where tables[position].count > 0 {
+            try tables[position].write(txn)
         }
+    }
+
+    /// The position of `table` in ``tables``, added if it is new.
+    private mutating func position(of table: String) -> Int {
+        let key = ExactString(table)
+        if let known = positions[key] { return known }
+        positions[key] = tables.count
+        tables.append(Held(name: table))
+        return tables.count - 1
     }
 }

@@ -160,17 +160,20 @@ public struct TableSchema: Sendable, Hashable, Codable {
     /// out so far is to be discarded.
     package func validate(_ record: Record, declared: (Int, Value) -> Void,
                           undeclared: (String, Value) -> Void) throws {
-        try Names.validateId(record.id)
-        for (key, value) in record.fields {
-            try value.validate(path: key)
+        try validate(id: record.id, fields: record.fields, declared: declared, undeclared: undeclared)
+    }
+
+    /// ``validate(_:declared:undeclared:)`` of a record's id and fields.
+    package func validate(id: String, fields recordFields: [String: Value], declared: (Int, Value) -> Void,
+                          undeclared: (String, Value) -> Void) throws {
+        try Names.validateId(id)
+        for (key, value) in recordFields {
             if let position = lookup.position(of: key) {
-                let type = fields[position].type
                 // Declared names were checked by `validate()` when the table was defined.
-                guard type.accepts(value) else {
-                    throw SyncError(.typeMismatch, "field '\(key)' of table '\(name)' is declared \(type.rawValue) but the value is \(value.kind.rawValue)")
-                }
+                try validate(value, of: position)
                 declared(position, value)
             } else {
+                try value.validate(path: key)
                 try Names.validateField(key)
                 if undeclaredFields == .reject {
                     throw SyncError(.typeMismatch, "field '\(key)' is not declared by table '\(name)', which rejects undeclared fields")
@@ -178,5 +181,24 @@ public struct TableSchema: Sendable, Hashable, Codable {
                 undeclared(key, value)
             }
         }
+    }
+
+    /// Checks `value` for the declared field at `position`: its type accepts it and it holds
+    /// no NaN. Throws ``SyncError/Code/typeMismatch`` or ``SyncError/Code/invalidValue``.
+    package func validate(_ value: Value, of position: Int) throws {
+        let field = fields[position]
+        try value.validate(path: field.name)
+        guard field.type.accepts(value) else {
+            throw SyncError(.typeMismatch, "field '\(field.name)' of table '\(name)' is declared \(field.type.rawValue) but the value is \(value.kind.rawValue)")
+        }
+    }
+
+    /// Whether a row checked against `other` is laid out and checked as this schema would
+    /// do it: the same declared fields (names byte for byte, not by Unicode equivalence,
+    /// types, order) and the same undeclared-field policy. A store writes
+    /// ``ValidatedRows`` checked against such a schema without checking them again.
+    public func hasSameLayout(as other: TableSchema) -> Bool {
+        undeclaredFields == other.undeclaredFields && fields.count == other.fields.count
+            && zip(fields, other.fields).allSatisfy { $0.type == $1.type && $0.name.utf8.elementsEqual($1.name.utf8) }
     }
 }

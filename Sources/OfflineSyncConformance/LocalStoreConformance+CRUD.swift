@@ -174,6 +174,51 @@ extension LocalStoreConformance {
                                          "counting after the refused batch")
             try expectEqual(changed, 0, "a batch thrown out of its transaction writes nothing")
         },
+        ConformanceCase("upsertValidatedRows") { ctx in
+            // `upsert(_ rows: ValidatedRows, in:)`: rows checked against the table's own
+            // schema (which an adapter may write by position), against a schema of another
+            // layout (the same fields in another order: it must not trust the positions), and
+            // with ids repeated and values left out, read back as the same records written
+            // with `upsert(_ records:in:)` would be.
+            let store = try await ctx.open()
+            try await must(await store.defineTable(CRUDFixtures.people), "defining people")
+            func person(_ i: Int, _ round: Int) -> Record {
+                var record = Record(id: "v\(i)", fields: ["name": .string("n\(i)-\(round)")])
+                if i % 2 == 0 { record["age"] = .int(Int64(i * 10 + round)) }
+                if i % 3 == 0 { record["note"] = .string("undeclared \(i)") }
+                if i % 4 == 0 { record["list"] = [.int(Int64(i)), "x"] }
+                if i % 5 == 0 { record.version = "v\(round)"; record.updatedAt = Timestamp(millisecondsSince1970: Int64(i)) }
+                if i % 7 == 0 { record.deleted = true }
+                return record
+            }
+            let records = (0..<90).map { person($0, 1) } + (0..<5).map { person($0, 2) }
+            var same = ValidatedRows(schema: CRUDFixtures.people)
+            for record in records { try same.append(record) }
+            let reordered = TableSchema("people", fields: CRUDFixtures.people.fields.reversed())
+            var other = ValidatedRows(schema: reordered)
+            for i in 100..<140 { try other.append(person(i, 1)) }
+            let checked = same, elsewhere = other
+            try await must(await store.write { tx in
+                try tx.upsert(ValidatedRows(schema: CRUDFixtures.people), in: "people")
+                try tx.upsert(checked, in: "people")
+                try tx.upsert(elsewhere, in: "people")
+            }, "upserting 95 rows checked against the table's schema and 40 against a reordered one")
+            let expected = ((0..<90).map { person($0, $0 < 5 ? 2 : 1) } + (100..<140).map { person($0, 1) })
+                .sorted { Value.utf8Less($0.id, $1.id) }
+            let (back, byAge) = try await must(await store.read { tx in
+                (try tx.records(in: "people", matching: .all), try tx.count(in: "people", matching: Field("age") >= 1000))
+            }, "reading them back")
+            try expectRecords(back, expected, "validated rows read back as the records they were made from")
+            try expectEqual(byAge, 20, "a declared field of rows checked against a reordered schema is in its own column")
+            var refused = ValidatedRows(schema: CRUDFixtures.people)
+            try await expectThrows(.typeMismatch, "a row with a string in the declared int field") {
+                try refused.append(Record(id: "bad", fields: ["age": "not an int"]))
+            }
+            try await expectThrows(.typeMismatch, "a positioned value of the wrong type") {
+                try refused.append(id: "bad", fields: [:], positioned: [(1, .string("x"))], version: nil, updatedAt: nil, deleted: false)
+            }
+            try expectEqual(refused.count, 0, "a refused row is not added")
+        },
         ConformanceCase("deleteMany") { ctx in
             // `delete(ids:in:)`, whatever statements the adapter deletes with: 137 ids (past any
             // one statement's), with repeats inside a statement and across statements, missing

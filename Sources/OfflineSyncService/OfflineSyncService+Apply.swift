@@ -20,7 +20,9 @@ extension OfflineSyncService {
     ///
     /// `push.rows` answers the operation's own row (the batch read it with the others; the
     /// operation is its `index`) and learns what this operation writes to it. An owner-only
-    /// row is held in `push.pending` (the push holds its outcomes there too): until the batch
+    /// row is held in `push.pending` (the push holds its outcomes there too) as a row of
+    /// ``ValidatedRows``, checked once against `layout`'s schema with the service's fields
+    /// placed by position, which the store writes without checking it again: until the batch
     /// reads the store itself, it reads those rows only through `push.rows`. An operation that
     /// does — a shared table's (its rules read memberships and logs), or one whose row the
     /// batch did not read — writes `push.pending` out first, so it sees every earlier
@@ -31,7 +33,7 @@ extension OfflineSyncService {
     /// key, so the push stores no outcome row for it. A write that takes over a row holding
     /// another operation's key first stores that operation's outcome — the row as it stands,
     /// made public — under its key, so a replay of it is still answered.
-    func apply(_ operation: PushOperation, index: Int, key: String, row id: String?, schema: TableSchema,
+    func apply(_ operation: PushOperation, index: Int, key: String, row id: String?, layout: StorageLayout,
                in push: inout PushTransaction) throws -> (outcome: PushOutcome, remembered: Bool) {
         guard let id else { return (Self.invalidId(operation.itemId), false) }
         let txn = push.txn, claims = push.claims
@@ -39,10 +41,7 @@ extension OfflineSyncService {
         let shared = isShared(table)
         if shared || !push.rows.holdsRow(of: index) { try push.pending.flush(txn) }
         // Built only when it is the answer: most operations are allowed.
-        var forbidden: PushOutcome {
-            .rejected(reason: "forbidden: no grant of the sync rules on table '\(table)' lets this identity \(operation.kind.rawValue) item '\(item)'",
-                      status: 403)
-        }
+        var forbidden: PushOutcome { Self.forbidden(operation) }
         let current = try push.rows.row(of: index, in: table, id: id, txn)
         // Membership answers are remembered for the push (``SharedEffects/memo``) until it
         // writes a membership: a batch into one list asks once whether the writer is in it.
@@ -75,50 +74,90 @@ extension OfflineSyncService {
             return (.rejected(reason: "field name '\(reserved)' uses the reserved prefix '\(Names.reservedPrefix)'", status: 400), false)
         }
         let sequence = try push.nextSequence(of: shared ? SequenceRow.shared : table)
+        let updatedAt = try push.nextStamp(of: table), deleted = operation.kind == .delete
         // The answer's record is the row without the service's own fields: `fields` as it is
-        // now (no field of the caller's uses the reserved prefix), so it is kept, not rebuilt
-        // by stripping them again.
-        let publicFields = fields
-        // An item decoded with room for these (``fieldsAddedToPushedItems``) is only copied,
-        // not grown: reserving on a shared dictionary copies and rehashes every field.
-        if fields.capacity < fields.count + Meta.count { fields.reserveCapacity(fields.count + Meta.count) }
-        fields[Meta.owner] = .string(owner)
-        fields[Meta.item] = .string(item)
-        fields[Meta.sequence] = .int(sequence.value)
-        fields[Meta.operation] = .string(key)
-        let row = Record(id: id, fields: fields, version: sequence.version,
-                         updatedAt: try push.nextStamp(of: table), deleted: operation.kind == .delete)
-        do { try schema.validate(row) } catch let error as SyncError {
-            return (.rejected(reason: error.message, status: 400), false)
+        // now (no field of the caller's uses the reserved prefix).
+        let applied = PushOutcome.applied(Record(id: item, fields: fields, version: sequence.version,
+                                                 updatedAt: updatedAt, deleted: deleted))
+        let proposed = ProposedWrite(index: index, key: key, id: id, fields: fields,
+                                     own: layout.serviceFields(owner: owner, item: item, sequence: sequence.value, key: key),
+                                     sequence: sequence.value, version: sequence.version, updatedAt: updatedAt, deleted: deleted,
+                                     current: current)
+        let refusal = shared ? try writeShared(proposed, of: operation, readable: readable, layout: layout, &push)
+                             : try holdOwned(proposed, in: table, layout: layout, &push)
+        return refusal.map { ($0, false) } ?? (applied, true)
+    }
+
+    /// Holds an owner-only operation's row in `push.pending`, checked once, as the store's
+    /// row: the caller's fields by name, the service's by position, with no dictionary of them
+    /// built (``ValidatedRows``). Returns the refusal, or `nil` when the row is held.
+    private func holdOwned(_ proposed: ProposedWrite, in table: String, layout: StorageLayout,
+                           _ push: inout PushTransaction) throws -> PushOutcome? {
+        let txn = push.txn
+        do {
+            try push.pending.add(id: proposed.id, fields: proposed.fields, positioned: proposed.own, version: proposed.version,
+                                 updatedAt: proposed.updatedAt, deleted: proposed.deleted, in: table, schema: layout.schema, txn)
+        } catch let error as SyncError {
+            return .rejected(reason: error.message, status: 400)
         }
         let references: AttachmentReferenceChange
-        do { references = try attachmentChange(from: current, to: operation.kind == .delete ? nil : publicFields, claims: claims, txn) }
-        catch let refusal as PushRefusal { return (.rejected(reason: refusal.reason, status: refusal.status), false) }
-        let applied = PushOutcome.applied(Record(id: item, fields: publicFields, version: row.version,
-                                                 updatedAt: row.updatedAt, deleted: row.deleted))
-        guard shared else {
-            try write(row, over: current, in: table, key: key, shared: false, index: index, references: references, &push)
-            return (applied, true)
+        do {
+            references = try attachmentChange(from: proposed.current, to: proposed.deleted ? nil : proposed.fields,
+                                              claims: push.claims, txn)
+        } catch let refusal as PushRefusal {
+            push.pending.removeLast(in: table)
+            return .rejected(reason: refusal.reason, status: refusal.status)
         }
-        let live = current.flatMap { $0.deleted ? nil : $0 }
+        try keepOutcome(of: proposed.current, takenOverBy: proposed.key, &push)
+        try record(references, table: table, row: proposed.id, txn)
+        push.rows.wrote(push.pending.lastChecked(in: table)!, by: proposed.index)
+        return nil
+    }
+
+    /// Writes a shared table's row if the rules allow it, and tells the logs; the rules read
+    /// the row as a record, with the service's fields. Returns the refusal, or `nil` when the
+    /// row is written.
+    private func writeShared(_ proposed: ProposedWrite, of operation: PushOperation, readable: Bool, layout: StorageLayout,
+                             _ push: inout PushTransaction) throws -> PushOutcome? {
+        let txn = push.txn, claims = push.claims, table = operation.table, memo = push.effects.memo
+        var fields = proposed.fields
+        if fields.capacity < fields.count + Meta.count { fields.reserveCapacity(fields.count + Meta.count) }
+        for (position, value) in proposed.own { fields[layout.schema.fields[position].name] = value }
+        let row = Record(id: proposed.id, fields: fields, version: proposed.version, updatedAt: proposed.updatedAt,
+                         deleted: proposed.deleted)
+        var checked = ValidatedRows(schema: layout.schema)
+        do { try checked.append(row) } catch let error as SyncError { return .rejected(reason: error.message, status: 400) }
+        let references: AttachmentReferenceChange
+        do { references = try attachmentChange(from: proposed.current, to: proposed.deleted ? nil : proposed.fields, claims: claims, txn) }
+        catch let refusal as PushRefusal { return .rejected(reason: refusal.reason, status: refusal.status) }
+        let live = proposed.current.flatMap { $0.deleted ? nil : $0 }
         guard try evaluator.canWrite(operation.kind, in: table, current: operation.kind == .insert ? nil : live,
-                                     proposed: operation.kind == .delete ? nil : row, claims: claims, txn, memo: memo) else {
+                                     proposed: proposed.deleted ? nil : row, claims: claims, txn, memo: memo) else {
             // The compensating write: the caller may read the row it may not change, so its
             // next pull brings the server's copy back, whatever its cursor.
             if let live, readable {
                 let again = try push.nextSequence(of: SequenceRow.shared).value
                 try tell(claims.identity, about: live, of: table, at: again, evenIfUnseen: true, &push)
             }
-            return (forbidden, false)
+            return Self.forbidden(operation)
         }
-        try write(row, over: current, in: table, key: key, shared: true, index: index, references: references, &push)
-        try logChange(of: table, from: current, to: row, at: sequence.value, &push)
+        try keepOutcome(of: proposed.current, takenOverBy: proposed.key, &push)
+        try txn.upsert(checked, in: table)
+        try record(references, table: table, row: proposed.id, txn)
+        push.rows.wrote(row, by: proposed.index)
+        try logChange(of: table, from: proposed.current, to: row, at: proposed.sequence, &push)
         if try !evaluator.canRead(row, in: table, claims: claims, txn, memo: memo) {
             // A write the caller may make but not read back (a list's owner adding a member
             // whose rows only members read): its copy leaves the caller's device next pull.
-            try tell(claims.identity, about: row, of: table, at: sequence.value, evenIfUnseen: true, &push)
+            try tell(claims.identity, about: row, of: table, at: proposed.sequence, evenIfUnseen: true, &push)
         }
-        return (applied, true)
+        return nil
+    }
+
+    /// The answer to an operation the rules do not allow: 403.
+    private static func forbidden(_ operation: PushOperation) -> PushOutcome {
+        .rejected(reason: "forbidden: no grant of the sync rules on table '\(operation.table)' lets this identity \(operation.kind.rawValue) item '\(operation.itemId)'",
+                  status: 403)
     }
 
     /// The answer to an operation whose item id ``Names/validateId(_:)`` refuses: 400, with why.
@@ -128,30 +167,61 @@ extension OfflineSyncService {
         return .rejected(reason: reason, status: 400)
     }
 
-    /// Writes operation `index`'s `row` over `current`: an owner-only row held for the
-    /// batch's multi-row write (``PendingWrites``), a shared one at once (its operation reads
-    /// the store). When `current` holds another operation's key, that operation's outcome —
-    /// the row as it stands, made public — first goes to `__srv_operations` under its key (and
-    /// to the batch's own reads, should the batch replay it too). The row's attachment
-    /// references change with it.
-    private func write(_ row: Record, over current: Record?, in table: String, key: String, shared: Bool, index: Int,
-                       references: AttachmentReferenceChange, _ push: inout PushTransaction) throws {
-        let txn = push.txn
-        if let current, let holder = current[Meta.operation].stringValue, !ExactString.sameBytes(holder, key) {
-            let kept = OutcomeRow(id: holder, outcome: .applied(Self.publicRecord(current)), createdAt: push.now)
-            try push.pending.add(kept.record(), in: OutcomeRow.table, txn)
-            push.rows.stored(kept, underKey: holder)
-        }
-        if shared { try txn.upsert(row, in: table) } else { try push.pending.add(row, in: table, txn) }
-        try record(references, table: table, row: row.id, txn)
-        push.rows.wrote(row, by: index)
+    /// Before a write by the operation with outcome key `key` takes over `current`: when the
+    /// row holds another operation's key, that operation's outcome — the row as it stands,
+    /// made public — goes to `__srv_operations` under its key (and to the batch's own reads,
+    /// should the batch replay it too), so a replay of it is still answered.
+    private func keepOutcome(of current: Record?, takenOverBy key: String, _ push: inout PushTransaction) throws {
+        guard let current, let holder = current[Meta.operation].stringValue, !ExactString.sameBytes(holder, key) else { return }
+        let kept = OutcomeRow(id: holder, outcome: .applied(Self.publicRecord(current)), createdAt: push.now)
+        try push.pending.add(kept.record(), in: OutcomeRow.table, push.txn)
+        push.rows.stored(kept, underKey: holder)
+    }
+}
+
+/// What an allowed operation writes: its row (`id`), the caller's fields, the service's own
+/// by position in the table's storage schema, the row's change sequence number, version and
+/// stamp, and the row it replaces (`current`), for operation `index` of the batch, whose
+/// outcome key is `key`.
+struct ProposedWrite {
+    let index: Int
+    let key: String
+    let id: String
+    let fields: [String: Value]
+    let own: [(position: Int, value: Value)]
+    let sequence: Int64
+    let version: String
+    let updatedAt: Timestamp
+    let deleted: Bool
+    let current: Record?
+}
+
+/// A served table's storage schema (the app's fields, then the service's own) and where the
+/// service's fields sit in it, found once per push.
+struct StorageLayout {
+    let schema: TableSchema
+    private let owner: Int, item: Int, sequence: Int, operation: Int
+
+    init(_ schema: TableSchema) {
+        self.schema = schema
+        // ``OfflineSyncService/storageSchema(for:)`` declares every one of them.
+        owner = schema.position(ofField: OfflineSyncService.Meta.owner)!
+        item = schema.position(ofField: OfflineSyncService.Meta.item)!
+        sequence = schema.position(ofField: OfflineSyncService.Meta.sequence)!
+        operation = schema.position(ofField: OfflineSyncService.Meta.operation)!
+    }
+
+    /// The service's fields of a row, by position.
+    func serviceFields(owner ownerId: String, item itemId: String, sequence number: Int64,
+                       key: String) -> [(position: Int, value: Value)] {
+        [(owner, .string(ownerId)), (item, .string(itemId)), (sequence, .int(number)), (operation, .string(key))]
     }
 }
 
 /// What one push carries from operation to operation inside its write transaction: who
 /// pushes and when, the rows the batch read and what its operations wrote to them, the
 /// owner-only rows held for one multi-row write, the clocks of the tables it touched, and
-/// what its shared writes did (for the push's report). ``OfflineSyncService/apply(_:index:key:row:schema:in:)``
+/// what its shared writes did (for the push's report). ``OfflineSyncService/apply(_:index:key:row:layout:in:)``
 /// and the logs and memberships it updates take it whole, so adding to what a push keeps
 /// changes one type, not every signature along the way.
 struct PushTransaction {

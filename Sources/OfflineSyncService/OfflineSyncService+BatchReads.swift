@@ -92,9 +92,10 @@ extension OfflineSyncService {
         /// otherwise).
         func holdsRow(of index: Int) -> Bool { rowSlots[index] != nil }
 
-        /// Notes the row operation `index` wrote.
-        mutating func wrote(_ row: Record, by index: Int) {
-            if let slot = rowSlots[index] { rows[slot] = row }
+        /// Notes the row operation `index` wrote; `row` is made only when a later operation
+        /// of the batch reads it.
+        mutating func wrote(_ row: @autoclosure () -> Record, by index: Int) {
+            if let slot = rowSlots[index] { rows[slot] = rowLastUse[slot] > index ? row() : nil }
         }
 
         /// Operation `index` is done: the slots no later operation uses are emptied.

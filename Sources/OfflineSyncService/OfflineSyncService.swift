@@ -306,7 +306,7 @@ public final class OfflineSyncService: Sendable {
                 unserved[table] = (error.message, error.code == .forbidden ? 403 : 404)
             }
         }
-        let schemas = Dictionary(uniqueKeysWithValues: Set(operations.map(\.table)).map { ($0, storageSchema(for: $0)) })
+        let layouts = Dictionary(uniqueKeysWithValues: Set(operations.map(\.table)).map { ($0, StorageLayout(storageSchema(for: $0))) })
         let refused = unserved
         let keys = operations.map { Self.rowId(owner: identity, item: $0.id) }
         // The row each operation names (`nil` for an invalid id, which ``apply`` refuses),
@@ -344,7 +344,7 @@ public final class OfflineSyncService: Sendable {
                     (outcome, remembered) = (.rejected(reason: reason, status: status), false)
                 } else {
                     (outcome, remembered) = try self.apply(operation, index: index, key: keys[index], row: rowIds[index],
-                                                           schema: schemas[operation.table]!, in: &push)
+                                                           layout: layouts[operation.table]!, in: &push)
                 }
                 if !remembered {
                     let stored = OutcomeRow(id: keys[index], outcome: outcome, answering: operation, createdAt: push.now)

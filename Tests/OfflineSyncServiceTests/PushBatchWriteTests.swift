@@ -8,18 +8,25 @@ import Testing
 
 /// A pushed batch writes its owner-only rows and its outcomes in chunks after deciding them
 /// (`PendingWrites`), and writes them out before any operation that reads the store itself.
-/// One batch that crosses several chunks, repeats items and an operation id, refuses an
-/// operation and puts shared operations between owner-only ones must leave the same rows and
-/// answers on SQLite (multi-row statements) as on the in-memory store (one upsert per row),
-/// and a replay must be answered with exactly the first answers.
+/// One batch that crosses several chunks, repeats items and an operation id, refuses
+/// operations (one of them just after a chunk was written) and puts shared operations between
+/// owner-only ones must leave the same rows and answers on SQLite (rows written by position,
+/// multi-row statements) as on the in-memory store (one upsert per record), and a replay must
+/// be answered with exactly the first answers.
 @Suite("A pushed batch's deferred writes")
 struct PushBatchWriteTests {
-    static func batch() -> [PushOperation] {
+    static func batch() throws -> [PushOperation] {
         func op(_ id: String, _ table: String, _ item: String, _ kind: OperationKind, _ fields: [String: Value]?) -> PushOperation {
             PushOperation(id: id, table: table, itemId: item, kind: kind, item: fields.map { Record(id: item, fields: $0) }, baseVersion: nil)
         }
         var operations: [PushOperation] = []
+        let missing = try Attachment(sha256: String(repeating: "ab", count: 32), size: 10, contentType: "image/png")
         for i in 0..<150 {
+            // Refused after its row was held, when the held rows had just made a chunk and
+            // were written: the row is taken back, and only it.
+            if i == 64 { operations.append(op("att", "notes", "no-file", .insert, ["photo": missing.value])) }
+            // Refused when its row is checked: a system property's name as a field.
+            if i == 100 { operations.append(op("bad-field", "notes", "bad", .insert, ["version": "x"])) }
             operations.append(op("ins-\(i)", "notes", "n\(i)", .insert, ["text": .string("first \(i)"), "n": .int(Int64(i))]))
             // A shared list (its rules read the store) between owner-only writes, and a
             // membership of that list naming its owner, so the list's todo can be written.
@@ -42,8 +49,8 @@ struct PushBatchWriteTests {
     static func push(on store: any LocalStore) async throws -> (first: [PushResult], replay: [PushResult], rows: [String: [Record]]) {
         let service = try await OfflineSyncService(store: store, rules: sharedListsRules(ownerReadsMembers: false))
         let alice = service.remote(for: "alice")
-        let first = try await alice.push(batch())
-        let replay = try await alice.push(batch())
+        let first = try await alice.push(try batch())
+        let replay = try await alice.push(try batch())
         var rows: [String: [Record]] = [:]
         for table in ["notes", "lists", "list_members", "todos"] {
             var cursor: String?
@@ -72,13 +79,18 @@ struct PushBatchWriteTests {
         try await withTemporaryDirectory { directory in
             let sqlite = try await Self.push(on: try await SQLiteStore(path: directory.appendingPathComponent("server.sqlite").path))
             let memory = try await Self.push(on: InMemoryStore())
-            let operations = Self.batch()
+            let operations = try Self.batch()
             #expect(sqlite.first.map(\.operationId) == operations.map(\.id))
             #expect(sqlite.replay == sqlite.first, "a replayed batch is answered with its first answers, versions included")
             #expect(memory.replay == memory.first)
             #expect(sqlite.first.map(Self.comparable) == memory.first.map(Self.comparable))
             let applied = sqlite.first.filter { if case .applied = $0.outcome { return true } else { return false } }.count
-            #expect(applied == operations.count - 1, "every operation but the update of a missing item is applied")
+            #expect(applied == operations.count - 3, "every operation but the update of a missing item and the two refused inserts is applied")
+            let refused = Dictionary(uniqueKeysWithValues: sqlite.first.compactMap { result -> (String, Int)? in
+                guard case .rejected(_, let status?) = result.outcome else { return nil }
+                return (result.operationId, status)
+            })
+            #expect(refused == ["att": 409, "bad-field": 400, "upd-missing": 404])
             guard case .rejected(_, 404)? = sqlite.first.last?.outcome else {
                 Issue.record("the update of a missing item: \(String(describing: sqlite.first.last))")
                 return

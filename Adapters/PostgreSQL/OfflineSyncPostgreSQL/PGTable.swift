@@ -67,6 +67,11 @@ final class PGTable {
     /// The multi-row upserts of ``rowsPerStatement`` rows that write `records` (distinct
     /// ids); the full-size statement and the single-row one are prepared once per connection.
     func upsertStatements<C: Collection>(_ records: C) -> [PGStatement] where C.Element == Record {
+        upsertStatements(records.lazy.map(PendingRow.record))
+    }
+
+    /// ``upsertStatements(_:)-(Collection<Record>)`` of buffered rows (distinct ids).
+    func upsertStatements<C: Collection>(_ records: C) -> [PGStatement] where C.Element == PendingRow {
         var statements: [PGStatement] = []
         var chunk: [PGParameter] = []
         chunk.reserveCapacity(min(records.count, rowsPerStatement) * written.count)
@@ -160,21 +165,35 @@ final class PGTable {
 
     /// The parameters of ``upsert`` for a record: system columns, the undeclared fields as
     /// one encoded object, each declared field's column, then the JSON mirrors.
-    func parameters(for record: Record) -> [PGParameter] {
+    func parameters(for row: PendingRow) -> [PGParameter] {
+        switch row {
+        case .record(let record):
+            let (declared, extra) = layout.split(record.fields)
+            return parameters(id: record.id, version: record.version, updatedAt: record.updatedAt, deleted: record.deleted,
+                              declared: declared[...], extra: extra)
+        case .checked(let row):
+            // Checked against this layout: each value is already at its column's position.
+            return parameters(id: row.id, version: row.version, updatedAt: row.updatedAt, deleted: row.deleted,
+                              declared: row.declared,
+                              extra: row.undeclared.isEmpty ? nil : ValueCodec.encodeObject(distinct: row.undeclared))
+        }
+    }
+
+    private func parameters(id: String, version: String?, updatedAt: Timestamp?, deleted: Bool,
+                            declared: ArraySlice<Value>, extra: [UInt8]?) -> [PGParameter] {
         var values: [PGParameter] = [
-            .bytes(Array(record.id.utf8)),
-            record.version.map { .bytes(Array($0.utf8)) } ?? .null,
-            record.updatedAt.map { .int64($0.millisecondsSince1970) } ?? .null,
-            .bool(record.deleted),
+            .bytes(Array(id.utf8)),
+            version.map { .bytes(Array($0.utf8)) } ?? .null,
+            updatedAt.map { .int64($0.millisecondsSince1970) } ?? .null,
+            .bool(deleted),
         ]
         values.reserveCapacity(SQLTableLayout.firstFieldColumn + 2 * schema.fields.count)
-        let (declared, extra) = layout.split(record.fields)
         values.append(extra.map(PGParameter.bytes) ?? .null)
-        for (position, value) in declared.enumerated() {
+        for (position, value) in zip(mirrored.indices, declared) {
             values.append(mirrored[position] ? (value.isNull ? .null : .bytes(ValueCodec.encode(value))) : Self.parameter(value))
         }
-        for (position, mirror) in mirrored.enumerated() where mirror {
-            values.append(declared[position].isNull ? .null : .text(PGJSON.render(declared[position])))
+        for (position, value) in zip(mirrored.indices, declared) where mirrored[position] {
+            values.append(value.isNull ? .null : .text(PGJSON.render(value)))
         }
         return values
     }

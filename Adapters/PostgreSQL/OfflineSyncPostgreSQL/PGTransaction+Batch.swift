@@ -21,7 +21,7 @@ extension PGTransaction {
             case let .record(table, id):
                 let info = try self.table(table)
                 if let buffered = pending[info.number]?.rows[ExactString(id)] {
-                    answers.append(.known([buffered]))
+                    answers.append(.known([buffered.record(in: info.schema)]))
                     continue
                 }
                 statements.append(PGStatement(info.selectByID, [.bytes(Array(id.utf8))]))

@@ -23,8 +23,8 @@ final class PGTransaction: LocalWriteTransaction {
     private let writable: Bool
     private var tableMemo: [ExactString: PGTable] = [:]
     /// Buffered upserts per table number: the table, the ids in first-write order and the
-    /// latest record of each id.
-    private(set) var pending: [Int64: (table: PGTable, order: [ExactString], rows: [ExactString: Record])] = [:]
+    /// latest row of each id.
+    private(set) var pending: [Int64: (table: PGTable, order: [ExactString], rows: [ExactString: PendingRow])] = [:]
     /// Rows buffered per table before they are written.
     static let flushThreshold = 1_000
 
@@ -108,7 +108,7 @@ final class PGTransaction: LocalWriteTransaction {
 
     func record(in table: String, id: String) throws -> Record? {
         let info = try self.table(table)
-        if let buffered = pending[info.number]?.rows[ExactString(id)] { return buffered }
+        if let buffered = pending[info.number]?.rows[ExactString(id)] { return buffered.record(in: info.schema) }
         let result = try live().execute(info.selectByID, [.bytes(Array(id.utf8))], prepare: true)
         guard result.count > 0 else { return nil }
         return try info.decode(result, 0)
@@ -248,10 +248,30 @@ final class PGTransaction: LocalWriteTransaction {
         let info = try self.table(table)
         guard writable else { throw SyncError(.unsupported, "a read transaction cannot write") }
         try info.schema.validate(record)
+        try buffer(CollectionOfOne(.record(record)), of: info)
+    }
+
+    /// Buffers rows checked against a schema of the table's layout as they are (their
+    /// parameters made by position when they are written); others as records, checked.
+    func upsert(_ rows: ValidatedRows, in table: String) throws {
+        let info = try self.table(table)
+        guard writable else { throw SyncError(.unsupported, "a read transaction cannot write") }
+        guard info.schema.hasSameLayout(as: rows.schema) else {
+            for record in rows.records { try upsert(record, in: table) }
+            return
+        }
+        try buffer((0..<rows.count).lazy.map { .checked(rows[$0]) }, of: info)
+    }
+
+    /// Adds rows to the table's buffer, each replacing a buffered row of its id; writes the
+    /// buffer once it holds ``flushThreshold`` rows.
+    private func buffer(_ rows: some Sequence<PendingRow>, of info: PGTable) throws {
         _ = try live()
-        let key = ExactString(record.id)
         var buffer = pending.removeValue(forKey: info.number) ?? (info, [], [:])
-        if buffer.rows.updateValue(record, forKey: key) == nil { buffer.order.append(key) }
+        for row in rows {
+            let key = ExactString(row.id)
+            if buffer.rows.updateValue(row, forKey: key) == nil { buffer.order.append(key) }
+        }
         let full = buffer.rows.count >= PGTransaction.flushThreshold
         pending[info.number] = buffer
         if full { try live().execute(takePending(info.number)) }
@@ -270,5 +290,27 @@ final class PGTransaction: LocalWriteTransaction {
         }
         let result = try live().execute(info.deleteByID + " RETURNING 1", [.bytes(Array(id.utf8))], prepare: true)
         return wasBuffered || result.count > 0
+    }
+}
+
+/// A buffered upsert: a record (checked when it was buffered) or a row of ``ValidatedRows``
+/// checked against the table's layout.
+enum PendingRow {
+    case record(Record)
+    case checked(ValidatedRow)
+
+    var id: String {
+        switch self {
+        case .record(let record): return record.id
+        case .checked(let row): return row.id
+        }
+    }
+
+    /// The row as a record of the table whose schema is `schema`.
+    func record(in schema: TableSchema) -> Record {
+        switch self {
+        case .record(let record): return record
+        case .checked(let row): return row.record(in: schema)
+        }
     }
 }

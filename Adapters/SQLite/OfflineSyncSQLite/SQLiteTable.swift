@@ -199,16 +199,31 @@ final class SQLiteTable {
         try makeBindings(record) { try layout.validateAndSplit(record, declared: $0) }
     }
 
+    /// The parameters of a row of ``ValidatedRows`` checked against a schema with this
+    /// table's layout (``TableSchema/hasSameLayout(as:)``): each declared value goes to its
+    /// column by position, with no look-up and no second check.
+    func bindings(for row: ValidatedRow) -> [SQLiteValue] {
+        makeBindings(id: row.id, version: row.version, updatedAt: row.updatedAt, deleted: row.deleted) { declared in
+            for (position, value) in row.declared.enumerated() where !value.isNull { declared(position, value) }
+            return row.undeclared.isEmpty ? nil : ValueCodec.encodeObject(distinct: row.undeclared)
+        }
+    }
+
     /// A row's parameters, the declared fields and `extra` as `split` hands them out.
     private func makeBindings(_ record: Record, split: ((Int, Value) -> Void) throws -> [UInt8]?) rethrows -> [SQLiteValue] {
+        try makeBindings(id: record.id, version: record.version, updatedAt: record.updatedAt, deleted: record.deleted, split: split)
+    }
+
+    private func makeBindings(id: String, version: String?, updatedAt: Timestamp?, deleted: Bool,
+                              split: ((Int, Value) -> Void) throws -> [UInt8]?) rethrows -> [SQLiteValue] {
         // Made at full length and filled in place: the declared values go straight to their
         // columns (no array of them per row, no growing this one).
         let first = SQLTableLayout.firstFieldColumn, sum = Int(sumColumn)
         var values = [SQLiteValue](repeating: .null, count: sum + 1)
-        values[0] = .text(record.id)
-        if let version = record.version { values[1] = .text(version) }
-        if let updatedAt = record.updatedAt { values[2] = .int(updatedAt.millisecondsSince1970) }
-        values[3] = .int(record.deleted ? 1 : 0)
+        values[0] = .text(id)
+        if let version { values[1] = .text(version) }
+        if let updatedAt { values[2] = .int(updatedAt.millisecondsSince1970) }
+        values[3] = .int(deleted ? 1 : 0)
         let fields = schema.fields
         if let extra = try split({ position, value in values[first + position] = Self.columnValue(value, fields[position].type) }) {
             values[4] = .blob(extra)

@@ -277,6 +277,20 @@ final class SQLiteWriteTransaction: SQLiteReadTransaction, LocalWriteTransaction
         }
     }
 
+    /// ``upsert(_:in:)-([Record],_)``'s statements, each row's parameters made by position
+    /// when the rows were checked against a schema of this table's layout.
+    func upsert(_ rows: ValidatedRows, in table: String) throws {
+        let info = try self.table(table)
+        guard info.schema.hasSameLayout(as: rows.schema) else { return try upsert(rows.records, in: table) }
+        let connection = try live()
+        var bindings: [SQLiteValue] = []
+        try SQLiteTable.powerOfTwoRuns(rows.count, levels: info.upserts.count) { run, level in
+            bindings.removeAll(keepingCapacity: true)
+            for index in run { bindings += info.bindings(for: rows[index]) }
+            try connection.execute(info.upserts[level], bindings)
+        }
+    }
+
     @discardableResult
     func delete(id: String, in table: String) throws -> Bool {
         let info = try self.table(table)

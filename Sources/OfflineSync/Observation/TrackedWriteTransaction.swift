@@ -42,11 +42,16 @@ final class TrackedWriteTransaction: LocalWriteTransaction {
 
     func upsert(_ record: Record, in table: String) throws {
         try base.upsert(record, in: table)
-        noteWritten(record, in: table)
+        noteWritten(CollectionOfOne(record), in: table)
     }
 
     func upsert(_ records: [Record], in table: String) throws {
         try base.upsert(records, in: table)
+        noteWritten(records, in: table)
+    }
+
+    /// Notes `records`, written in this order, as the table's rows now.
+    private func noteWritten(_ records: some Sequence<Record>, in table: String) {
         note(table) { touched in
             for record in records {
                 let id = ExactString(record.id)
@@ -56,9 +61,14 @@ final class TrackedWriteTransaction: LocalWriteTransaction {
         }
     }
 
+    func upsert(_ rows: ValidatedRows, in table: String) throws {
+        try base.upsert(rows, in: table)
+        noteWritten(rows.records, in: table)
+    }
+
     func insert(_ record: Record, in table: String) throws -> LocalInsertOutcome {
         let outcome = try base.insert(record, in: table)
-        if outcome == .inserted { noteWritten(record, in: table) }
+        if outcome == .inserted { noteWritten(CollectionOfOne(record), in: table) }
         return outcome
     }
 
@@ -89,14 +99,6 @@ final class TrackedWriteTransaction: LocalWriteTransaction {
             }
         }
         return existed
-    }
-
-    private func noteWritten(_ record: Record, in table: String) {
-        note(table) { touched in
-            let id = ExactString(record.id)
-            touched.written[id] = record
-            touched.deleted.remove(id)
-        }
     }
 
     private func note(_ table: String, _ change: (inout Touched) -> Void) {
