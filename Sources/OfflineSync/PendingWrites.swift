@@ -29,9 +29,11 @@ package struct PendingWrites {
                 try txn.upsert(records, in: name)
                 records.removeAll(keepingCapacity: true)
             }
-            if let rows = checked, !rows.isEmpty {
-                try txn.upsert(rows, in: name)
-                checked?.removeAll(keepingCapacity: true)
+            // Not bound to a local first: a second reference to the rows' buffers would make
+            // the removal below copy them instead of keeping their capacity.
+            if checked?.isEmpty == false {
+                try txn.upsert(checked!, in: name)
+                checked!.removeAll(keepingCapacity: true)
             }
         }
     }
@@ -55,10 +57,9 @@ package struct PendingWrites {
 
     /// Holds for `table` the row ``ValidatedRows/append(id:fields:positioned:version:updatedAt:deleted:)``
     /// checks against `schema` (the table's schema in the store, the same on every call for
-    /// `table`), and throws what that throws,
-    /// holding nothing new. The table's held rows are written first when they make a
-    /// ``chunk``, so until the next call the row is the last held and ``removeLast(in:)``
-    /// can take it back.
+    /// `table`), and throws what that throws, holding nothing new. The table's held rows are
+    /// written first when they make a ``chunk``, so until the next call the row is the last
+    /// held and ``removeLast(in:)`` can take it back.
     package mutating func add(id: String, fields: [String: Value], positioned: [(position: Int, value: Value)],
                               version: String?, updatedAt: Timestamp?, deleted: Bool,
                               in table: String, schema: TableSchema, _ txn: any LocalWriteTransaction) throws {

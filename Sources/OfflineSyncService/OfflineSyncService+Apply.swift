@@ -47,7 +47,7 @@ extension OfflineSyncService {
         // writes a membership: a batch into one list asks once whether the writer is in it.
         let memo = push.effects.memo
         let readable = try !shared || (current.map { try evaluator.canRead($0, in: table, claims: claims, txn, memo: memo) } ?? false)
-        var fields: [String: Value]
+        let fields: [String: Value]
         var owner = claims.identity.text
         switch operation.kind {
         case .insert:
@@ -121,6 +121,8 @@ extension OfflineSyncService {
                              _ push: inout PushTransaction) throws -> PushOutcome? {
         let txn = push.txn, claims = push.claims, table = operation.table, memo = push.effects.memo
         var fields = proposed.fields
+        // An item decoded with room for these (``fieldsAddedToPushedItems``) is only copied,
+        // not grown: reserving on a shared dictionary copies and rehashes every field.
         if fields.capacity < fields.count + Meta.count { fields.reserveCapacity(fields.count + Meta.count) }
         for (position, value) in proposed.own { fields[layout.schema.fields[position].name] = value }
         let row = Record(id: proposed.id, fields: fields, version: proposed.version, updatedAt: proposed.updatedAt,
