@@ -30,8 +30,8 @@ public enum ValueCodec {
         encodeObject(entries)
     }
 
-    /// ``encodeObject(distinct:)-([(key:String,value:Value)])`` of a slice (a row of
-    /// ``ValidatedRows``). Each a concrete overload: a generic one called from an adapter's
+    /// The same bytes for entries given as a slice (a row of `ValidatedRows`). Two concrete
+    /// overloads rather than one generic function: a generic one called from an adapter's
     /// module ran unspecialised, at twice the cost (`perf`, push-10k-server).
     public static func encodeObject(distinct entries: ArraySlice<(key: String, value: Value)>) -> [UInt8] {
         encodeObject(entries)
