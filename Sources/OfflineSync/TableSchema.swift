@@ -198,7 +198,13 @@ public struct TableSchema: Sendable, Hashable, Codable {
     /// types, order) and the same undeclared-field policy. A store writes
     /// ``ValidatedRows`` checked against such a schema without checking them again.
     public func hasSameLayout(as other: TableSchema) -> Bool {
-        undeclaredFields == other.undeclaredFields && fields.count == other.fields.count
+        undeclaredFields == other.undeclaredFields && hasSameFields(as: other)
+    }
+
+    /// Whether both declare the same fields: names byte for byte, types, order (what a SQL
+    /// store's columns are made from).
+    package func hasSameFields(as other: TableSchema) -> Bool {
+        fields.count == other.fields.count
             && zip(fields, other.fields).allSatisfy { $0.type == $1.type && $0.name.utf8.elementsEqual($1.name.utf8) }
     }
 }

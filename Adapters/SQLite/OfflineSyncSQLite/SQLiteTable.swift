@@ -167,10 +167,7 @@ final class SQLiteTable {
 
     /// Whether both describe the same columns (names byte for byte, types, order).
     func hasSameColumns(as other: SQLiteTable) -> Bool {
-        schema.fields.count == other.schema.fields.count
-            && zip(schema.fields, other.schema.fields).allSatisfy {
-                $0.type == $1.type && $0.name.utf8.elementsEqual($1.name.utf8)
-            }
+        schema.hasSameFields(as: other.schema)
     }
 
     /// The declared field with this exact name, if any.
