@@ -43,6 +43,12 @@ endif
 
 SWIFT ?= swift
 
+# How many test cases Swift Testing runs at once in the one test process. Uncapped (its
+# default), every test starts together and they share the cooperative pool (one thread per
+# core): on a two-core machine a test's in-process round trips then wait behind hundreds of
+# others, and its bounded waits can run out. Eight keeps the whole run as fast as uncapped.
+TEST_WIDTH ?= 8
+
 # System libraries found through pkg-config, and the Debian packages that provide them.
 PKG_CONFIG_MODULES := sqlite3 lmdb libpq
 APT_PACKAGES := pkg-config libsqlite3-dev liblmdb-dev libpq-dev postgresql curl
@@ -105,7 +111,7 @@ test: deps
 
 test-steps: deps openapi-check architecture-check docs-check
 	$(SWIFT) build --build-tests
-	$(SWIFT) test
+	SWT_EXPERIMENTAL_MAXIMUM_PARALLELIZATION_WIDTH=$(TEST_WIDTH) $(SWIFT) test
 	$(MAKE) --no-print-directory conformance-cli
 	$(MAKE) --no-print-directory corrupt-sweep
 	$(MAKE) --no-print-directory crash-trials
@@ -120,7 +126,7 @@ test-steps: deps openapi-check architecture-check docs-check
 		--channel-seconds 2 --postgres "$$OFFLINE_SYNC_TEST_POSTGRES_URL" --cross-writes 30 --counted-writes 500 --counted-rate 250 \
 		--check --output "$$($(SWIFT) build --show-bin-path)/loadtest-short.json"
 	$(SWIFT) build --package-path $(EXAMPLE) --scratch-path $(EXAMPLE_BUILD) --build-tests
-	$(SWIFT) test --package-path $(EXAMPLE) --scratch-path $(EXAMPLE_BUILD)
+	SWT_EXPERIMENTAL_MAXIMUM_PARALLELIZATION_WIDTH=$(TEST_WIDTH) $(SWIFT) test --package-path $(EXAMPLE) --scratch-path $(EXAMPLE_BUILD)
 	$(MAKE) --no-print-directory docs
 
 # The module table of Docs/Architecture.md matches Package.swift, every import is declared, and

@@ -84,7 +84,7 @@ let package = Package(
         .target(name: "OfflineSyncStoreKit", dependencies: ["OfflineSync", "COfflineSyncCRC32C", "COfflineSyncSystem"],
                 path: "Sources/OfflineSyncStoreKit"),
         // System calls Swift's Glibc module leaves out (write-behind of attachment files, malloc's
-        // heaps); never a product.
+        // heaps, spawning children); never a product.
         .target(name: "COfflineSyncSystem", path: "Sources/COfflineSyncSystem"),
         // The CPU's CRC-32C instruction (SSE 4.2, ARM's CRC32), detected at run time; never a product.
         .target(name: "COfflineSyncCRC32C", path: "Sources/COfflineSyncCRC32C"),
@@ -220,7 +220,7 @@ let package = Package(
         .target(
             name: "OfflineSyncCommandSupport",
             dependencies: [
-                "OfflineSync", "OfflineSyncSQLite", "OfflineSyncLMDB", "OfflineSyncEncryptedFile", "OfflineSyncPostgreSQL",
+                "OfflineSync", "OfflineSyncSQLite", "OfflineSyncLMDB", "OfflineSyncEncryptedFile", "OfflineSyncPostgreSQL", "COfflineSyncSystem",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             path: "Sources/OfflineSyncCommandSupport"
@@ -274,7 +274,7 @@ let package = Package(
         // What every test target shares: temporary directories, typed-error helpers, boxes.
         .target(
             name: "OfflineSyncTestSupport",
-            dependencies: ["OfflineSync", "OfflineSyncService"],
+            dependencies: ["OfflineSync", "OfflineSyncService", "OfflineSyncCommandSupport"],
             path: "Tests/OfflineSyncTestSupport"
         ),
         .testTarget(

@@ -1,5 +1,8 @@
 #define _GNU_SOURCE
+#include <errno.h>
 #include <fcntl.h>
+#include <spawn.h>
+#include <unistd.h>
 #include "osync_system.h"
 #if defined(__GLIBC__)
 #include <malloc.h>
@@ -19,6 +22,26 @@ int osync_limit_malloc_arenas(int count) {
     return mallopt(M_ARENA_MAX, count);
 #else
     (void)count;
+    return 0;
+#endif
+}
+
+int osync_spawn_close_from(posix_spawn_file_actions_t *actions, int lowest) {
+#if defined(__GLIBC__) && (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 34))
+    return posix_spawn_file_actions_addclosefrom_np(actions, lowest);
+#else
+    (void)actions; (void)lowest;
+    return ENOSYS;
+#endif
+}
+
+int osync_pipe_cloexec(int fds[2]) {
+#if defined(__linux__)
+    return pipe2(fds, O_CLOEXEC);
+#else
+    if (pipe(fds) != 0) return -1;
+    fcntl(fds[0], F_SETFD, FD_CLOEXEC);
+    fcntl(fds[1], F_SETFD, FD_CLOEXEC);
     return 0;
 #endif
 }

@@ -4,12 +4,9 @@ import Foundation
 /// `offline-sync serve` in a child process on a free loopback port, as the demo and the
 /// benchmarks run it.
 ///
-/// `@unchecked Sendable`: after ``start(data:secret:extraArguments:environment:)`` the
-/// process is only signalled and polled (`terminate`, `isRunning`, `terminationStatus`,
-/// `processIdentifier`), which Foundation's `Process` guards with its own lock.
-public struct ServerProcess: @unchecked Sendable {
+public struct ServerProcess: Sendable {
     /// The child process.
-    public let process: Process
+    public let process: ChildProcess
     /// `http://127.0.0.1:<port>`, read from the server's "listening on" line.
     public let baseURL: String
 
@@ -33,26 +30,22 @@ public struct ServerProcess: @unchecked Sendable {
     /// With `cpus` (a `taskset` CPU list such as `0`), the server runs pinned to those CPUs.
     public static func start(data: URL, secret: String, extraArguments: [String] = [],
                              environment extra: [String: String] = [:], cpus: String? = nil) throws -> ServerProcess {
-        let process = Process()
         let arguments = ["serve", "--port", "0", "--data", data.path, "--log-level", "warning"] + extraArguments
-        if let cpus {
-            // taskset execs the tool in its own process, so the pid is the server's.
-            process.executableURL = URL(fileURLWithPath: "/usr/bin/taskset")
-            process.arguments = ["-c", cpus, try toolExecutable().path] + arguments
-        } else {
-            process.executableURL = try toolExecutable()
-            process.arguments = arguments
-        }
         var environment = ProcessInfo.processInfo.environment
         environment["OFFLINE_SYNC_TOKEN_SECRET"] = secret
         environment["OFFLINE_SYNC_STORE"] = nil
         environment.merge(extra) { $1 }
-        process.environment = environment
-        let output = Pipe()
-        process.standardOutput = output
-        try process.run()
+        let process: ChildProcess
+        if let cpus {
+            // taskset execs the tool in its own process, so the pid is the server's.
+            process = try ChildProcess(executable: "/usr/bin/taskset", arguments: ["-c", cpus, try toolExecutable().path] + arguments,
+                                       environment: environment, standardOutput: .pipe)
+        } else {
+            process = try ChildProcess(executable: try toolExecutable().path, arguments: arguments, environment: environment,
+                                       standardOutput: .pipe)
+        }
         var line: [UInt8] = []
-        let handle = output.fileHandleForReading
+        guard let handle = process.standardOutput else { throw ValidationError("the server's output is not a pipe") }
         while true {
             let byte = handle.readData(ofLength: 1)
             guard let first = byte.first else {
@@ -88,8 +81,7 @@ public struct ServerProcess: @unchecked Sendable {
 
     /// Sends SIGTERM and waits for the exit status.
     public func stop() -> Int32 {
-        if process.isRunning { process.terminate() }
-        process.waitUntilExit()
+        process.terminate()
         return process.terminationStatus
     }
 }

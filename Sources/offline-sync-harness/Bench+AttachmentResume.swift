@@ -25,15 +25,15 @@ enum AttachmentResume: BenchWorkload {
         defer { _ = server.stop() }
         let store = directory.appendingPathComponent("client.sqlite")
         let killed = try runChild(store: store, file: file, server: server, secret: secret, killAt: 0.5)
-        guard killed.terminationReason == .uncaughtSignal, killed.terminationStatus == SIGKILL else {
+        guard killed.exitedBySignal, killed.terminationStatus == SIGKILL else {
             throw SyncError(.storageFailure, "the first upload process was not killed (status \(killed.terminationStatus))")
         }
         let before = try await AttachmentBench.bytesReceived(server, adminKey: adminKey)
-        var finished: Process?
+        var finished: ChildProcess?
         let seconds = try await LocalWrites.measure {
             finished = try runChild(store: store, file: file, server: server, secret: secret, killAt: nil)
         }
-        guard finished?.terminationStatus == 0, finished?.terminationReason == .exit else {
+        guard finished?.terminationStatus == 0, finished?.exitedBySignal == false else {
             throw SyncError(.storageFailure, "the restarted upload process failed (status \(finished?.terminationStatus ?? -1))")
         }
         let after = try await AttachmentBench.bytesReceived(server, adminKey: adminKey)
@@ -52,15 +52,13 @@ enum AttachmentResume: BenchWorkload {
     }
 
     /// Runs `attachment-upload-child` to its end (or its kill) and returns the process.
-    static func runChild(store: URL, file: URL, server: ServerProcess, secret: String, killAt: Double?) throws -> Process {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
-        process.arguments = ["attachment-upload-child", "--store", store.path, "--file", file.path, "--server", server.baseURL]
-            + (killAt.map { ["--kill-at", String($0)] } ?? [])
+    static func runChild(store: URL, file: URL, server: ServerProcess, secret: String, killAt: Double?) throws -> ChildProcess {
         var environment = ProcessInfo.processInfo.environment
         environment["OFFLINE_SYNC_TOKEN_SECRET"] = secret
-        process.environment = environment
-        try process.run()
+        let process = try ChildProcess(executable: URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath().path,
+                                       arguments: ["attachment-upload-child", "--store", store.path, "--file", file.path,
+                                                   "--server", server.baseURL] + (killAt.map { ["--kill-at", String($0)] } ?? []),
+                                       environment: environment)
         process.waitUntilExit()
         return process
     }

@@ -4,6 +4,7 @@ import COfflineSyncPostgreSQL
 import COfflineSyncSQLite3
 import Foundation
 import OfflineSync
+import OfflineSyncCommandSupport
 import OfflineSyncSQLite
 import OfflineSyncStoreKit
 
@@ -171,15 +172,11 @@ struct BenchCommand: AsyncParsableCommand {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("offline-sync-bench-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: directory) }
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: executable)
-        process.arguments = ["bench-worker", "--workload", workload, "--mode", mode, "--records", String(records),
-                             "--batch", String(batch), "--directory", directory.path]
-        let pipe = Pipe()
-        process.standardOutput = pipe
-        try process.run()
-        let data = pipe.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
+        let process = try ChildProcess(executable: executable,
+                                       arguments: ["bench-worker", "--workload", workload, "--mode", mode, "--records", String(records),
+                                                   "--batch", String(batch), "--directory", directory.path],
+                                       standardOutput: .pipe)
+        let data = process.standardOutput?.readDataToEndOfFile() ?? Data()
         guard process.terminationStatus == 0 else {
             throw ValidationError("the \(workload) \(mode) bench worker failed with status \(process.terminationStatus)")
         }

@@ -110,20 +110,14 @@ struct CorruptSweepCommand: AsyncParsableCommand {
 
     /// Runs `offline-sync-harness corrupt-probe` on `url` in a child process and reads its verdict.
     static func probe(_ url: String, expected: String) throws -> SweepOutcome {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
-        process.arguments = ["corrupt-probe", "--store", url]
         var environment = ProcessInfo.processInfo.environment
         environment["SWIFT_BACKTRACE"] = "enable=no"
-        process.environment = environment
-        let output = Pipe()
-        process.standardOutput = output
-        process.standardError = output
-        try process.run()
-        let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        process.waitUntilExit()
+        let process = try ChildProcess(executable: URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath().path,
+                                       arguments: ["corrupt-probe", "--store", url], environment: environment,
+                                       standardOutput: .pipe, mergeStandardError: true)
+        let text = String(decoding: process.standardOutput?.readDataToEndOfFile() ?? Data(), as: UTF8.self)
         let line = text.split(separator: "\n").last.map(String.init) ?? ""
-        if process.terminationReason == .uncaughtSignal {
+        if process.exitedBySignal {
             return SweepOutcome(kind: .crashed, problem: "the probe died of signal \(process.terminationStatus): \(text.suffix(300))")
         }
         let words = Dictionary(line.split(separator: " ").compactMap { word -> (String, String)? in

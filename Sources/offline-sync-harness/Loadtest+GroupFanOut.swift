@@ -203,12 +203,9 @@ struct GroupFanOut {
 
     /// Pins every thread of process `pid` to `cpus` (`taskset -a -p`).
     static func pin(_ pid: Int32, to cpus: [Int]) throws {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/taskset")
-        process.arguments = ["-a", "-p", "-c", cpus.map(String.init).joined(separator: ","), String(pid)]
-        process.standardOutput = FileHandle.nullDevice
-        try process.run()
-        process.waitUntilExit()
+        let process = try ChildProcess(executable: "/usr/bin/taskset",
+                                       arguments: ["-a", "-p", "-c", cpus.map(String.init).joined(separator: ","), String(pid)],
+                                       standardOutput: .null)
         guard process.terminationStatus == 0 else { throw SyncError(.transient, "taskset could not pin process \(pid)") }
     }
 }

@@ -14,12 +14,12 @@ actor Heard {
     func add(_ entry: String) { entries.append(entry) }
 
     /// Waits up to `timeout` until `entry` was heard.
-    func waitFor(_ entry: String, timeout: Duration = .seconds(20)) async -> Bool {
+    func waitFor(_ entry: String, timeout: Duration = .seconds(60)) async -> Bool {
         await waitUntil(timeout: timeout) { $0.contains(entry) }
     }
 
     /// Waits up to `timeout` until `condition` holds for what was heard.
-    func waitUntil(timeout: Duration = .seconds(20), _ condition: ([String]) -> Bool) async -> Bool {
+    func waitUntil(timeout: Duration = .seconds(60), _ condition: ([String]) -> Bool) async -> Bool {
         await eventually(timeout: timeout) { condition(entries) }
     }
 }

@@ -136,7 +136,12 @@ struct ResilienceTests {
             #expect(valid.status == 426, "a valid token without an upgrade is told to upgrade")
             let remote = HTTPRemoteStore(baseURL: live.baseURL, configuration: .init(initialBackoff: .milliseconds(20)), token: { forged })
             let events = EventLog(remote.changes())
-            #expect(await events.waitFor(.subscribed, timeout: .milliseconds(500)) == false)
+            // The channel reports the refusal, and nothing was subscribed before it.
+            let beforeRefusal = await events.consume(throughFirst: { event in
+                if case .unavailable(let error) = event { return error.code == .authenticationFailed }
+                return false
+            })
+            #expect(beforeRefusal == [], "a forged token never subscribes")
             await events.stop()
         }
     }

@@ -57,7 +57,13 @@ actor EventLog<Element: Sendable & Equatable> {
     /// came before it (`nil` on timeout). The sequence keeps its order, so this is how a test
     /// proves that something was *not* delivered before a later element.
     func consume(through element: Element, timeout: Duration = .seconds(30)) async -> [Element]? {
-        guard await eventually(timeout: timeout, { seen.contains(element) }), let index = seen.firstIndex(of: element) else {
+        await consume(throughFirst: { $0 == element }, timeout: timeout)
+    }
+
+    /// Waits up to `timeout` for an element that `matches`, and consumes everything up to
+    /// it; returns what came before it (`nil` on timeout).
+    func consume(throughFirst matches: (Element) -> Bool, timeout: Duration = .seconds(30)) async -> [Element]? {
+        guard await eventually(timeout: timeout, { seen.contains(where: matches) }), let index = seen.firstIndex(where: matches) else {
             return nil
         }
         defer { seen.removeFirst(index + 1) }

@@ -9,13 +9,11 @@ import Glibc
 #endif
 
 /// `offline-sync serve` in a child process on a free loopback port, as an operator runs it.
-final class ServerProcess: @unchecked Sendable {
-    // @unchecked Sendable: the fields are set once in `start` and only read afterwards.
-    let process: Process
+final class ServerProcess: Sendable {
+    let process: ChildProcess
     let baseURL: String
     let port: Int
-    private let output: Pipe
-
+    private let output: FileHandle
 
     /// Starts `offline-sync serve --port 0` with the tests' token secret and waits until it
     /// listens (reading its output off the cooperative pool: see ``offThePool(_:)``).
@@ -24,18 +22,14 @@ final class ServerProcess: @unchecked Sendable {
     }
 
     private static func launch(data: URL, store: String?, extraArguments: [String]) throws -> ServerProcess {
-        let process = Process()
-        process.executableURL = try builtExecutable("offline-sync")
-        process.arguments = ["serve", "--port", "0", "--data", data.path, "--log-level", "warning"]
-            + (store.map { ["--store", $0] } ?? []) + extraArguments
         var environment = ProcessInfo.processInfo.environment
         environment["OFFLINE_SYNC_TOKEN_SECRET"] = String(decoding: testSecret, as: UTF8.self)
         environment["OFFLINE_SYNC_STORE"] = nil
-        process.environment = environment
-        let output = Pipe()
-        process.standardOutput = output
-        try process.run()
-        let handle = output.fileHandleForReading
+        let process = try ChildProcess(executable: try builtExecutable("offline-sync").path,
+                                       arguments: ["serve", "--port", "0", "--data", data.path, "--log-level", "warning"]
+                                           + (store.map { ["--store", $0] } ?? []) + extraArguments,
+                                       environment: environment, standardOutput: .pipe)
+        guard let handle = process.standardOutput else { throw SyncError(.transient, "the server's output is not a pipe") }
         var line: [UInt8] = []
         while true {
             guard let byte = handle.readData(ofLength: 1).first else {
@@ -48,12 +42,12 @@ final class ServerProcess: @unchecked Sendable {
             if let range = text.range(of: "listening on "),
                let url = text[range.upperBound...].split(separator: " ").first,
                let port = url.split(separator: ":").last.flatMap({ Int($0) }) {
-                return ServerProcess(process: process, baseURL: String(url), port: port, output: output)
+                return ServerProcess(process: process, baseURL: String(url), port: port, output: handle)
             }
         }
     }
 
-    private init(process: Process, baseURL: String, port: Int, output: Pipe) {
+    private init(process: ChildProcess, baseURL: String, port: Int, output: FileHandle) {
         self.process = process
         self.baseURL = baseURL
         self.port = port
@@ -61,7 +55,7 @@ final class ServerProcess: @unchecked Sendable {
     }
 
     /// Sends a signal.
-    func signal(_ number: Int32) { kill(process.processIdentifier, number) }
+    func signal(_ number: Int32) { process.signal(number) }
 
     /// Waits for the exit (off the cooperative pool) and returns the status and whatever the
     /// server printed.
@@ -72,7 +66,7 @@ final class ServerProcess: @unchecked Sendable {
     /// Waits for the exit and returns the status and whatever the server printed, blocking
     /// the calling thread.
     private func waitForExit() -> (status: Int32, output: String) {
-        let rest = output.fileHandleForReading.readDataToEndOfFile()
+        let rest = output.readDataToEndOfFile()
         process.waitUntilExit()
         return (process.terminationStatus, String(decoding: rest, as: UTF8.self))
     }
@@ -80,7 +74,7 @@ final class ServerProcess: @unchecked Sendable {
     /// Stops with SIGTERM and waits for the exit status, blocking the calling thread (for
     /// `defer`, on a test's error path).
     func stop() -> Int32 {
-        if process.isRunning { signal(SIGTERM) }
+        signal(SIGTERM)
         return waitForExit().status
     }
 

@@ -1,5 +1,6 @@
 import Foundation
 import OfflineSync
+import OfflineSyncCommandSupport
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -16,23 +17,14 @@ package func builtExecutable(_ name: String) throws -> URL {
 
 /// `offline-sync-harness <arguments>` in a child process: its standard output is collected
 /// line by line on a thread of its own, and a line can be sent to its standard input.
-package final class HarnessChild: @unchecked Sendable {
-    // @unchecked Sendable: `process` and `input` are set in `init` and then only used through
-    // their own thread-safe methods; `collected` is a Box (a Mutex).
-    package let process: Process
-    private let input: Pipe
+package final class HarnessChild: Sendable {
+    package let process: ChildProcess
     private let collected = Box<(lines: [String], ended: Bool)>(([], false))
 
     package init(_ arguments: [String]) throws {
-        process = Process()
-        process.executableURL = try builtExecutable("offline-sync-harness")
-        process.arguments = arguments
-        input = Pipe()
-        let output = Pipe()
-        process.standardInput = input
-        process.standardOutput = output
-        try process.run()
-        let handle = output.fileHandleForReading
+        process = try ChildProcess(executable: try builtExecutable("offline-sync-harness").path, arguments: arguments,
+                                   standardInput: .pipe, standardOutput: .pipe)
+        guard let handle = process.standardOutput else { throw SyncError(.transient, "the harness's output is not a pipe") }
         let thread = Thread { [collected] in
             var line: [UInt8] = []
             while true {
@@ -61,12 +53,12 @@ package final class HarnessChild: @unchecked Sendable {
 
     /// Sends one line to the child's standard input.
     package func send(_ line: String) {
-        input.fileHandleForWriting.write(Data((line + "\n").utf8))
+        process.standardInput?.write(Data((line + "\n").utf8))
     }
 
     /// Kills the child with SIGKILL and waits for it to be gone.
     package func kill() {
-        Glibc.kill(process.processIdentifier, SIGKILL)
+        process.signal(SIGKILL)
         process.waitUntilExit()
     }
 

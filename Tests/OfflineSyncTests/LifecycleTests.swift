@@ -23,7 +23,7 @@ actor EventRecorder {
     private func append(_ entry: String) { names.append(entry) }
 
     /// Waits up to `timeout` until `entry` has been seen `count` times.
-    func waitFor(_ entry: String, count: Int = 1, timeout: Duration = .seconds(20)) async -> Bool {
+    func waitFor(_ entry: String, count: Int = 1, timeout: Duration = .seconds(60)) async -> Bool {
         await eventually(timeout: timeout) { names.filter { $0 == entry }.count >= count }
     }
 
