@@ -115,6 +115,27 @@ public struct LoopbackSocket: Sendable {
         }
     }
 
+    /// Reads until what arrived contains `marker`, the peer ends the connection, or `limit`
+    /// passes; returns everything read. Blocks its thread: call it off Swift's pool.
+    public func receive(until marker: [UInt8], within limit: Duration) -> [UInt8] {
+        var result: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 65536)
+        var descriptor = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+        let deadline = ContinuousClock.now + limit
+        while !result.contains(marker) {
+            let left = deadline - .now
+            guard left > .zero else { break }
+            let ready = poll(&descriptor, 1, Int32(left.components.seconds * 1000 + left.components.attoseconds / 1_000_000_000_000_000) + 1)
+            if ready < 0, errno == EINTR { continue }
+            guard ready > 0 else { break }
+            let count = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+            if count < 0, errno == EINTR { continue }
+            if count <= 0 { break }
+            result += buffer[0..<count]
+        }
+        return result
+    }
+
     /// Closes the socket.
     public func hangUp() { close(fd) }
 }

@@ -24,6 +24,12 @@ extension Routes {
             let relay = await NoticeRelay.open(routes: self, caller: caller, request: request, connection: context.channel)
             defer { relay.close() }
             let events = EventWriter(WriterBox(writer))
+            // Opened after the drain ended: never subscribed, sent on at once (as a WebSocket is).
+            if relay.isGoingAway {
+                try await events.send(NoticeRelay.goingAway)
+                try await events.finish()
+                return
+            }
             try await events.send(NoticeRelay.subscribed)
             try await withGracefulShutdownHandler {
                 try await withThrowingTaskGroup(of: Void.self) { group in

@@ -288,6 +288,14 @@ struct Routes: Sendable {
                                               connection: context.requestContext.channel)
             // Closed before the handler writes its close frame, which no notice may follow.
             defer { relay.close() }
+            // Opened after the drain ended (the listener stays open while the channels go
+            // away): never subscribed, sent on at once. A client told "subscribed" here would
+            // catch up against a server that is about to stop and miss what another instance
+            // commits before it reconnects there.
+            if relay.isGoingAway {
+                try? await outbound.close(.goingAway, reason: "server shutting down")
+                return
+            }
             try await outbound.writeTextMessage(NoticeRelay.subscribed)
             try await withThrowingTaskGroup(of: Void.self) { group in
                 group.addTask {
