@@ -25,7 +25,7 @@ struct ChannelDrainTests {
         try await LiveServer.with { live in
             let token = try await live.token("alice")
             let port = live.running.port
-            // Control: the same request, before, is subscribed.
+            // Control: the same request, before, is subscribed, and then sent away with 1001.
             let before = try LoopbackSocket(port: port)
             defer { before.hangUp() }
             try before.send(LoopbackSocket.changeChannelRequest(port: port, token: token))
@@ -34,6 +34,7 @@ struct ChannelDrainTests {
 
             // What the drain service does once the drain period ends; the listener stays open.
             live.server.channels.goAway()
+            #expect(try await Self.read(before, until: Self.goingAwayFrame).contains(Self.goingAwayFrame))
 
             let after = try LoopbackSocket(port: port)
             defer { after.hangUp() }
