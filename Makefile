@@ -106,12 +106,14 @@ EXAMPLE_BUILD := .build/snapshot-example
 
 # The test steps run inside Scripts/with-postgres.sh: a throwaway PostgreSQL cluster (or the
 # server OFFLINE_SYNC_TEST_POSTGRES_URL already names) for the PostgreSQL adapter's tests.
+# `swift test --skip-build` runs what `swift build --build-tests` built: left to build for
+# itself, `swift test` plans the build anew and compiles again (half a minute to a minute here).
 test: deps
 	Scripts/with-postgres.sh $(MAKE) --no-print-directory test-steps
 
 test-steps: deps openapi-check architecture-check docs-check
 	$(SWIFT) build --build-tests
-	SWT_EXPERIMENTAL_MAXIMUM_PARALLELIZATION_WIDTH=$(TEST_WIDTH) $(SWIFT) test
+	SWT_EXPERIMENTAL_MAXIMUM_PARALLELIZATION_WIDTH=$(TEST_WIDTH) $(SWIFT) test --skip-build
 	$(MAKE) --no-print-directory conformance-cli
 	$(MAKE) --no-print-directory corrupt-sweep
 	$(MAKE) --no-print-directory crash-trials
@@ -126,7 +128,7 @@ test-steps: deps openapi-check architecture-check docs-check
 		--channel-seconds 2 --postgres "$$OFFLINE_SYNC_TEST_POSTGRES_URL" --cross-writes 30 --counted-writes 500 --counted-rate 250 \
 		--check --output "$$($(SWIFT) build --show-bin-path)/loadtest-short.json"
 	$(SWIFT) build --package-path $(EXAMPLE) --scratch-path $(EXAMPLE_BUILD) --build-tests
-	SWT_EXPERIMENTAL_MAXIMUM_PARALLELIZATION_WIDTH=$(TEST_WIDTH) $(SWIFT) test --package-path $(EXAMPLE) --scratch-path $(EXAMPLE_BUILD)
+	SWT_EXPERIMENTAL_MAXIMUM_PARALLELIZATION_WIDTH=$(TEST_WIDTH) $(SWIFT) test --skip-build --package-path $(EXAMPLE) --scratch-path $(EXAMPLE_BUILD)
 	$(MAKE) --no-print-directory docs
 
 # The module table of Docs/Architecture.md matches Package.swift, every import is declared, and
