@@ -178,6 +178,13 @@ struct ServeCommand: AsyncParsableCommand {
         discussion: "A channel that has not answered a ping by the next is closed. Default 30."))
     var channelPingSeconds: Int64?
 
+    @Option(name: .customLong("key-refetch-seconds"), help: ArgumentHelp(
+        "The least time between two fetches of an issuer's keys for tokens naming a key its set lacks (environment: OFFLINE_SYNC_KEY_REFETCH_SECONDS).",
+        discussion: """
+            Such a request waits at most this long for a fresh set, and made-up key ids cost the provider one fetch             per interval; a provider that is down is asked again at this pace. Default 10; from 1 to 3600.
+            """))
+    var keyRefetchSeconds: Int64?
+
     @Option(name: .customLong("issuer"), help: ArgumentHelp("An identity provider's configuration, a YAML file with an 'issuers:' list (repeatable; environment: OFFLINE_SYNC_ISSUERS, paths separated by ':').",
                                                            discussion: """
         The server then accepts that provider's tokens (Auth0, Keycloak, Cognito user pools, Firebase Auth, Supabase Auth, any \
@@ -239,6 +246,8 @@ struct ServeCommand: AsyncParsableCommand {
         let drain = try setting(drainSeconds, "OFFLINE_SYNC_DRAIN_SECONDS", 0, "--drain-seconds")
         let channelWrite = try setting(channelWriteSeconds, "OFFLINE_SYNC_CHANNEL_WRITE_SECONDS", 15, "--channel-write-seconds")
         let channelPing = try setting(channelPingSeconds, "OFFLINE_SYNC_CHANNEL_PING_SECONDS", 30, "--channel-ping-seconds")
+        let keyRefetch = try setting(keyRefetchSeconds, "OFFLINE_SYNC_KEY_REFETCH_SECONDS", 10, "--key-refetch-seconds")
+        guard (1...3600).contains(keyRefetch) else { throw ValidationError("--key-refetch-seconds must be from 1 to 3600") }
         guard fanout >= 1, fanout <= Int64(Int32.max) else { throw ValidationError("--group-fanout-limit must be from 1 to \(Int32.max)") }
         guard drain <= 3600 else { throw ValidationError("--drain-seconds must be at most 3600") }
         guard channelWrite >= 1, channelPing >= 1 else {
@@ -265,13 +274,7 @@ struct ServeCommand: AsyncParsableCommand {
         configuration.changeChannelWriteTimeout = .seconds(channelWrite)
         configuration.changeChannelPingInterval = .seconds(channelPing)
         configuration.attachmentPruneInterval = pruneSeconds > 0 ? .seconds(pruneSeconds) : nil
-        let issuerPaths = issuerFiles + (environment["OFFLINE_SYNC_ISSUERS"] ?? "").split(separator: ":").map(String.init)
-        configuration.issuers = try issuerPaths.flatMap(TokenIssuer.issuers(contentsOfFile:))
-        let developmentText = developmentTokens ?? environment["OFFLINE_SYNC_DEVELOPMENT_TOKENS"] ?? "auto"
-        guard let development = DevelopmentTokens(rawValue: developmentText) else {
-            throw ValidationError("--development-tokens is auto, on or off, not '\(developmentText)'")
-        }
-        configuration.developmentTokens = development
+        try configureIdentity(&configuration, environment: environment, keyRefetch: .seconds(keyRefetch))
         let datasets = try await DatasetService(
             store: store, streamSink: JSONLinesStreamSink(directory: directory.appendingPathComponent("streams", isDirectory: true)))
         let server = try await SyncServer(service: service, configuration: configuration, feed: feed, datasets: datasets)
@@ -287,6 +290,20 @@ struct ServeCommand: AsyncParsableCommand {
 }
 
 extension ServeCommand {
+    /// The token sources: the `--issuer` files, then those of OFFLINE_SYNC_ISSUERS; whether
+    /// development tokens are accepted; how often a missing key may send for the keys again.
+    func configureIdentity(_ configuration: inout SyncServer.Configuration, environment: [String: String],
+                           keyRefetch: Duration) throws {
+        configuration.keyRefresh.minimumRefetchInterval = keyRefetch
+        let issuerPaths = issuerFiles + (environment["OFFLINE_SYNC_ISSUERS"] ?? "").split(separator: ":").map(String.init)
+        configuration.issuers = try issuerPaths.flatMap(TokenIssuer.issuers(contentsOfFile:))
+        let developmentText = developmentTokens ?? environment["OFFLINE_SYNC_DEVELOPMENT_TOKENS"] ?? "auto"
+        guard let development = DevelopmentTokens(rawValue: developmentText) else {
+            throw ValidationError("--development-tokens is auto, on or off, not '\(developmentText)'")
+        }
+        configuration.developmentTokens = development
+    }
+
     /// The `--cognito-key` options, then the keys of OFFLINE_SYNC_COGNITO_KEYS.
     func parseCognitoKeys(_ environment: [String: String]) throws -> [CognitoAccessKey] {
         let texts = cognitoKeys + (environment["OFFLINE_SYNC_COGNITO_KEYS"] ?? "").split(separator: ",").map(String.init)

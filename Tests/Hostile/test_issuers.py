@@ -198,7 +198,9 @@ def setUpModule():
     S.log_file = open(S.log_path, "wb")
     binary = os.path.abspath(os.environ["OFFLINE_SYNC_BIN"])
     env = {k: v for k, v in os.environ.items() if not k.startswith("OFFLINE_SYNC_")}
-    S.proc = subprocess.Popen([binary, "serve", "--port", "0", "--data", S.tmp, "--log-level", "debug", "--issuer", issuers],
+    S.proc = subprocess.Popen([binary, "serve", "--port", "0", "--data", S.tmp, "--log-level", "debug", "--issuer", issuers,
+                               # A token naming a key the set lacks waits for the next fetch allowed.
+                               "--key-refetch-seconds", "1"],
                               cwd=S.tmp, env=env, stdin=subprocess.DEVNULL, stdout=S.log_file, stderr=subprocess.STDOUT)
     deadline = time.monotonic() + 30
     while True:
