@@ -181,7 +181,8 @@ struct ServeCommand: AsyncParsableCommand {
     @Option(name: .customLong("key-refetch-seconds"), help: ArgumentHelp(
         "The least time between two fetches of an issuer's keys for tokens naming a key its set lacks (environment: OFFLINE_SYNC_KEY_REFETCH_SECONDS).",
         discussion: """
-            Such a request waits at most this long for a fresh set, and made-up key ids cost the provider one fetch             per interval; a provider that is down is asked again at this pace. Default 10; from 1 to 3600.
+            Such a request waits at most this long for a fresh set, and made-up key ids cost the provider one fetch \
+            per interval; a provider that is down is asked again at this pace. Default 10; from 1 to 3600.
             """))
     var keyRefetchSeconds: Int64?
 
