@@ -12,10 +12,10 @@ import Glibc
 /// to close inherited descriptors and copies each entry's whole 256-byte name, reading past
 /// the directory buffer; now and then that crashes the *parent* in `memcpy`
 /// (swift-corelibs-foundation, fixed upstream in PR #5472, after 6.3). Here the child closes
-/// every descriptor above standard error itself (glibc's `posix_spawn_file_actions_addclosefrom_np`;
-/// without it, spawning throws `ENOSYS`),
-/// starts with no blocked signals and every signal at its default action, and the parent
-/// lists nothing.
+/// every descriptor above standard error itself (glibc's
+/// `posix_spawn_file_actions_addclosefrom_np`; without it, spawning throws `ENOSYS`), starts
+/// with no blocked signals and every signal at its default action, and the parent lists
+/// nothing.
 ///
 /// The member names follow `Process` where they mean the same. Every method is safe from any
 /// thread; ``waitUntilExit()`` blocks its thread, so async code calls it off Swift's
