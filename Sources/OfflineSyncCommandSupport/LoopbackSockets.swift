@@ -101,17 +101,12 @@ public struct LoopbackSocket: Sendable {
     /// until nothing has come for `quiet`. Blocks its thread: call it off Swift's pool.
     public func readToEnd(quiet: Duration) -> (bytes: [UInt8], ended: Bool) {
         var result: [UInt8] = []
-        var buffer = [UInt8](repeating: 0, count: 65536)
-        var descriptor = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
-        let milliseconds = Int32(quiet.components.seconds * 1000 + quiet.components.attoseconds / 1_000_000_000_000_000)
         while true {
-            let ready = poll(&descriptor, 1, milliseconds)
-            if ready < 0, errno == EINTR { continue }
-            guard ready > 0 else { return (result, false) }
-            let count = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
-            if count < 0, errno == EINTR { continue }
-            if count <= 0 { return (result, true) }
-            result += buffer[0..<count]
+            switch readOnce(into: &result, waiting: quiet) {
+            case .read: continue
+            case .quiet: return (result, false)
+            case .ended: return (result, true)
+            }
         }
     }
 
@@ -119,21 +114,34 @@ public struct LoopbackSocket: Sendable {
     /// passes; returns everything read. Blocks its thread: call it off Swift's pool.
     public func receive(until marker: [UInt8], within limit: Duration) -> [UInt8] {
         var result: [UInt8] = []
-        var buffer = [UInt8](repeating: 0, count: 65536)
-        var descriptor = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
         let deadline = ContinuousClock.now + limit
         while !result.contains(marker) {
             let left = deadline - .now
-            guard left > .zero else { break }
-            let ready = poll(&descriptor, 1, Int32(left.components.seconds * 1000 + left.components.attoseconds / 1_000_000_000_000_000) + 1)
-            if ready < 0, errno == EINTR { continue }
-            guard ready > 0 else { break }
-            let count = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
-            if count < 0, errno == EINTR { continue }
-            if count <= 0 { break }
-            result += buffer[0..<count]
+            guard left > .zero, readOnce(into: &result, waiting: left) == .read else { break }
         }
         return result
+    }
+
+    /// What one wait for bytes came to.
+    private enum ReadOutcome { case read, quiet, ended }
+
+    /// Waits up to `wait` for bytes and appends what one read returns to `result`.
+    private func readOnce(into result: inout [UInt8], waiting wait: Duration) -> ReadOutcome {
+        var descriptor = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+        // Rounded up, so a wait under a millisecond still waits.
+        let milliseconds = Int32(clamping: wait.components.seconds * 1000 + wait.components.attoseconds / 1_000_000_000_000_000 + 1)
+        var ready: Int32
+        repeat { ready = poll(&descriptor, 1, milliseconds) } while ready < 0 && errno == EINTR
+        guard ready > 0 else { return .quiet }
+        // Read straight into room at the end of `result`, then drop what the read left unused.
+        let start = result.count, room = 65536
+        result += repeatElement(0, count: room)
+        var count: Int
+        repeat {
+            count = result.withUnsafeMutableBytes { read(fd, $0.baseAddress! + start, room) }
+        } while count < 0 && errno == EINTR
+        result.removeLast(room - max(count, 0))
+        return count > 0 ? .read : .ended
     }
 
     /// Closes the socket.
