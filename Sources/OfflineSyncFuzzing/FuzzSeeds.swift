@@ -54,6 +54,12 @@ package enum FuzzSeeds {
         add("page-stream", "failure", [0x07] + failed)
 
         for (index, filter) in filters.enumerated() { add("odata-filter", "filter-\(index)", Array(filter.utf8)) }
+        let ranges = ["bytes=0-1\n\n\n\n1000", "bytes=-100\n\"e\"\n\n\n50", "bytes=10-\n\n\"e\"\n\n0",
+                      "bytes=0-99\n\n\nW/\"e\", \"f\"\n2048", "bytes=5-2, 7-9\n\n*\n\n10"]
+        for (index, range) in ranges.enumerated() { add("http-range", "range-\(index)", Array(range.utf8)) }
+        for (index, value) in ["?1", "?0", " 1048576 ", "0", "999999999999999", "-1"].enumerated() {
+            add("upload-fields", "value-\(index)", Array(value.utf8))
+        }
         for (index, query) in queries.enumerated() { add("odata-query", "query-\(index)", Array(query.utf8)) }
 
         let order = [SortKey("updatedAt"), SortKey("id")]

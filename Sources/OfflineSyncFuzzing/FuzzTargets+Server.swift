@@ -99,6 +99,37 @@ extension FuzzTarget {
             let again = ChangeNotice(encoded: notice.encoded)
             try expect(again == notice, "a change notice does not read back as written: \(notice) became \(String(describing: again))")
         },
+        FuzzTarget("http-range", "a download's Range, If-Range, If-Match and If-None-Match fields and the file's size (one a line), decided by DownloadAnswer") { input throws(FuzzFinding) in
+            let lines = text(input).split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
+            func field(_ index: Int) -> String? { index < lines.count && !lines[index].isEmpty ? lines[index] : nil }
+            let size = field(4).flatMap { Int64($0) }.map { max(0, $0) } ?? 1000
+            let etag = "\"e\""
+            let answer = DownloadAnswer.decide(range: field(0), ifRange: field(1), ifMatch: field(2), ifNoneMatch: field(3),
+                                               etag: etag, size: size, rangeApplies: true)
+            switch answer {
+            case .partial(let first, let last):
+                try expect(0 <= first && first <= last && last < size, "\(String(describing: field(0))) gave bytes \(first)-\(last) of \(size)")
+                let spelled = "bytes=\(first)-\(last)"
+                try expect(ByteRange(spelled)?.resolved(size: size).map { [$0.0, $0.1] } == [first, last], "\(spelled) does not read back")
+            case .unsatisfiable:
+                try expect(field(0).flatMap(ByteRange.init) != nil, "an unparsed Range \(String(describing: field(0))) was answered 416")
+            case .whole, .notModified, .preconditionFailed:
+                break
+            }
+            // Without Range handling (HEAD) the answer is never partial or unsatisfiable.
+            let head = DownloadAnswer.decide(range: field(0), ifRange: field(1), ifMatch: field(2), ifNoneMatch: field(3),
+                                             etag: etag, size: size, rangeApplies: false)
+            try expect(head == .whole || head == .notModified || head == .preconditionFailed, "HEAD was answered \(head)")
+        },
+        FuzzTarget("upload-fields", "a resumable upload's Upload-Complete, Upload-Offset and Upload-Length values, read by UploadFields") { input throws(FuzzFinding) in
+            let value = text(input)
+            if let number = UploadFields.integer(value) {
+                try expect(number >= 0 && UploadFields.integer(String(number)) == number, "\(value) read as \(number), which does not read back")
+            }
+            if let flag = UploadFields.boolean(value) {
+                try expect(UploadFields.boolean(flag ? "?1" : "?0") == flag, "\(value) read as \(flag)")
+            }
+        },
     ]
 
     /// The one credential the SigV4 target's verifier knows; the seeds are signed with it.

@@ -17,7 +17,8 @@ import OfflineSyncService
 // - `PATCH /v1/attachments/{sha256}/upload`: append at `Upload-Offset` (409 with the server's
 //   offset when it differs).
 // - `DELETE /v1/attachments/{sha256}/upload`: cancel an unfinished upload.
-// - `GET`/`HEAD /v1/attachments/{sha256}`: the bytes (`Range: bytes=N-` for the rest from N).
+// - `GET`/`HEAD /v1/attachments/{sha256}`: the bytes, with RFC 9110's single ranges and
+//   conditional requests (`DownloadAnswer`).
 
 extension Routes {
     static let interopVersion = HTTPField.Name("Upload-Draft-Interop-Version")!
@@ -34,9 +35,9 @@ extension Routes {
 
     func addAttachments(to router: Router<SyncRequestContext>) {
         router.on("v1/attachments", method: .options) { request, context in try attachmentOptions(request, context) }
-        router.post("v1/attachments/:hash") { request, context in try await createUpload(request, context) }
+        router.post("v1/attachments/:hash") { request, context in try await withUploadLimit { try await createUpload(request, context) } }
         router.head("v1/attachments/:hash/upload") { request, context in try await uploadOffset(request, context) }
-        router.patch("v1/attachments/:hash/upload") { request, context in try await appendUpload(request, context) }
+        router.patch("v1/attachments/:hash/upload") { request, context in try await withUploadLimit { try await appendUpload(request, context) } }
         router.delete("v1/attachments/:hash/upload") { request, context in try await cancelUpload(request, context) }
         router.get("v1/attachments/:hash") { request, context in try await download(request, context, head: false) }
         router.head("v1/attachments/:hash") { request, context in try await download(request, context, head: true) }
@@ -45,10 +46,19 @@ extension Routes {
     private func attachmentOptions(_ request: Request, _ context: SyncRequestContext) throws -> Response {
         _ = try context.requireClaims()
         let version = try Self.interopVersion(request.headers) ?? 6
-        return Response(status: .ok, headers: [
-            Self.interopVersion: String(version),
-            Self.uploadLimit: "max-size=\(service.attachmentLimits.maximumSize), min-size=0",
-        ])
+        return Response(status: .ok, headers: [Self.interopVersion: String(version), Self.uploadLimit: uploadLimitValue])
+    }
+
+    /// The `Upload-Limit` field's value: the largest file, and the smallest (none).
+    private var uploadLimitValue: String { "max-size=\(service.attachmentLimits.maximumSize), min-size=0" }
+
+    /// Runs an upload route, adding `Upload-Limit` to a 413 (the size limit or the quota), as
+    /// the resumable-upload draft asks, so a client learns the limit from the refusal itself.
+    private func withUploadLimit(_ body: () async throws -> Response) async throws -> Response {
+        do { return try await body() } catch var error as APIError where error.status == .contentTooLarge {
+            error.headers[Self.uploadLimit] = uploadLimitValue
+            throw error
+        }
     }
 
     private func createUpload(_ request: Request, _ context: SyncRequestContext) async throws -> Response {
@@ -89,6 +99,9 @@ extension Routes {
             }
             buffer.withUnsafeReadableBytes { bytes.append(contentsOf: $0) }
         }
+        guard bytes.count == length else {
+            throw APIError(.badRequest, "invalidRequest", "the body has \(bytes.count) bytes, short of the upload's declared length of \(length); nothing was kept")
+        }
         let received = bytes
         let state = try await call { try await service.storeAttachment(claims: claims, hash: hash, bytes: received) }
         var headers = Self.uploadHeaders(state, version: version)
@@ -100,8 +113,11 @@ extension Routes {
         let claims = try context.requireClaims()
         let hash = try context.parameters.require("hash")
         let version = try Self.interopVersion(request.headers) ?? 6
-        guard let state = try await call({ try await service.attachmentUploadState(claims: claims, hash: hash) }) else { return Self.attachmentNotFound }
+        guard let (state, length) = try await call({ try await service.attachmentUploadProgress(claims: claims, hash: hash) }) else {
+            return Self.attachmentNotFound
+        }
         var headers = Self.uploadHeaders(state, version: version)
+        if let length { headers[Self.uploadLength] = String(length) }
         headers[.cacheControl] = "no-store"
         return Response(status: .noContent, headers: headers)
     }
@@ -176,31 +192,48 @@ extension Routes {
         let claims = try context.requireClaims()
         let hash = try context.parameters.require("hash")
         guard let file = try await call({ try await service.readableAttachment(claims: claims, hash: hash) }) else { return Self.attachmentNotFound }
-        let size = file.size
-        var start: Int64 = 0
-        if let range = request.headers[.range] {
-            guard let from = Self.rangeStart(range), from < max(size, 1) else {
-                return Response(status: .rangeNotSatisfiable, headers: [.contentRange: "bytes */\(size)"])
-            }
-            start = from
-        }
+        let size = file.size, etag = "\"\(hash)\""
+        let answer = DownloadAnswer.decide(range: request.headers[.range], ifRange: request.headers[.ifRange],
+                                           ifMatch: request.headers[.ifMatch], ifNoneMatch: request.headers[.ifNoneMatch],
+                                           etag: etag, size: size, rangeApplies: !head)
         var headers: HTTPFields = [
-            .contentType: "application/octet-stream", .contentLength: String(size - start), .acceptRanges: "bytes",
-            .eTag: "\"\(hash)\"", .cacheControl: "private, max-age=31536000, immutable",
+            .acceptRanges: "bytes", .eTag: etag, .cacheControl: "private, max-age=31536000, immutable",
+            .xContentTypeOptions: "nosniff",
         ]
-        let status: HTTPResponse.Status = request.headers[.range] == nil ? .ok : .partialContent
-        if status == .partialContent { headers[.contentRange] = "bytes \(start)-\(max(start, size - 1))/\(size)" }
-        if head || size == 0 { return Response(status: status, headers: headers) }
-        let routes = self, from = start
+        let status: HTTPResponse.Status, first: Int64, count: Int64
+        switch answer {
+        case .notModified:
+            return Response(status: .notModified, headers: headers)
+        case .preconditionFailed:
+            headers[.contentLength] = "0"
+            return Response(status: .preconditionFailed, headers: headers)
+        case .unsatisfiable:
+            headers[.contentRange] = "bytes */\(size)"
+            headers[.contentLength] = "0"
+            return Response(status: .rangeNotSatisfiable, headers: headers)
+        case .whole:
+            (status, first, count) = (.ok, 0, size)
+        case .partial(let from, let last):
+            (status, first, count) = (.partialContent, from, last - from + 1)
+            headers[.contentRange] = "bytes \(from)-\(last)/\(size)"
+        }
+        headers[.contentType] = "application/octet-stream"
+        headers[.contentLength] = String(count)
+        if head || count == 0 { return Response(status: status, headers: headers) }
+        let routes = self
         return Response(status: status, headers: headers, body: ResponseBody { writer in
-            try await routes.call { try await routes.service.readAttachment(file, from: from) { piece in
+            var left = count
+            try await routes.call { try await routes.service.readAttachment(file, from: first) { piece in
                 // A stored piece goes out in slices, so the copy the connection holds stays
-                // small while the client is slower than the store.
-                for start in stride(from: 0, to: piece.count, by: Self.downloadSlice) {
-                    try await writer.write(ByteBuffer(bytes: piece[start..<min(piece.count, start + Self.downloadSlice)]))
+                // small while the client is slower than the store; a closed range stops
+                // reading at its last byte.
+                let take = Int(min(Int64(piece.count), left))
+                for start in stride(from: 0, to: take, by: Self.downloadSlice) {
+                    try await writer.write(ByteBuffer(bytes: piece[start..<min(take, start + Self.downloadSlice)]))
                 }
-                routes.server.metrics.attachmentBytes("sent", piece.count)
-                return true
+                routes.server.metrics.attachmentBytes("sent", take)
+                left -= Int64(take)
+                return left > 0
             } }
             try await writer.finish(nil)
         })
@@ -230,25 +263,9 @@ extension Routes {
         return structuredBoolean(headers[uploadIncomplete]).map { !$0 }
     }
 
-    /// An RFC 8941 boolean item: `?1` or `?0`.
-    static func structuredBoolean(_ text: String?) -> Bool? {
-        switch text?.trimmingCharacters(in: .whitespaces) {
-        case "?1": return true
-        case "?0": return false
-        default: return nil
-        }
-    }
+    /// An RFC 8941 boolean item: `?1` or `?0` (``UploadFields/boolean(_:)``).
+    static func structuredBoolean(_ text: String?) -> Bool? { text.flatMap(UploadFields.boolean) }
 
-    /// An RFC 8941 non-negative integer item (at most 15 digits).
-    static func structuredInteger(_ text: String?) -> Int64? {
-        guard let text = text?.trimmingCharacters(in: .whitespaces), !text.isEmpty, text.count <= 15,
-              text.utf8.allSatisfy({ $0 >= 48 && $0 <= 57 }) else { return nil }
-        return Int64(text)
-    }
-
-    /// The start of `bytes=N-` (the only range form served: the rest of the file from N).
-    static func rangeStart(_ range: String) -> Int64? {
-        guard range.hasPrefix("bytes="), range.hasSuffix("-") else { return nil }
-        return structuredInteger(String(range.dropFirst(6).dropLast()))
-    }
+    /// An RFC 8941 non-negative integer item (``UploadFields/integer(_:)``).
+    static func structuredInteger(_ text: String?) -> Int64? { text.flatMap(UploadFields.integer) }
 }

@@ -141,6 +141,85 @@ struct AttachmentHTTPTests {
         }
     }
 
+    /// What an identity may hold is checked on every append, not only when an upload is
+    /// created: an upload without `Upload-Length` reserves nothing and is charged as it grows.
+    @Test("the quota is checked on every append, atomically across an identity's uploads; a 413 carries Upload-Limit")
+    func quotaOnEveryAppend() async throws {
+        try await LiveServer.with(attachmentLimits: AttachmentLimits(quotaPerIdentity: 2_000_000)) { live in
+            let token = try await live.token("alice"), base = live.baseURL
+            func create(_ hash: String, _ bytes: [UInt8]) async throws -> RawResponse {
+                try await http(.POST, "\(base)/v1/attachments/\(hash)", headers: Self.headers(token, [("Upload-Complete", "?0")]), body: bytes)
+            }
+            func append(_ hash: String, at offset: Int, _ bytes: [UInt8], complete: Bool) async throws -> RawResponse {
+                try await http(.PATCH, "\(base)/v1/attachments/\(hash)/upload", headers: Self.headers(token, [
+                    ("Upload-Offset", String(offset)), ("Upload-Complete", complete ? "?1" : "?0"), ("Content-Type", "application/partial-upload"),
+                ]), body: bytes)
+            }
+            func offset(_ hash: String) async throws -> String? {
+                try await http(.HEAD, "\(base)/v1/attachments/\(hash)/upload", headers: Self.headers(token)).header("Upload-Offset")
+            }
+            let held = Array(Self.bytes[..<1_500_000])
+            #expect(try await Self.upload(held, hash: sha256Hex(held), token: token, base: base).status == 200)
+            // An upload with no length: created at zero usage, then grown past the quota.
+            let open = String(repeating: "d", count: 64)
+            #expect(try await create(open, Array(Self.bytes[..<100_000])).status == 201)
+            let over = try await append(open, at: 100_000, Array(Self.bytes[100_000..<1_000_000]), complete: true)
+            #expect(over.status == 413)
+            #expect(over.errorCode == "limitExceeded")
+            #expect(over.header("Upload-Limit") == "max-size=\(2 << 30), min-size=0")
+            #expect(try await offset(open) == "100000", "the refused append kept nothing")
+            #expect(try await http(.HEAD, "\(base)/v1/attachments/\(open)/upload", headers: Self.headers(token)).header("Upload-Length") == nil)
+            // Up to the quota exactly is taken; one byte more is not.
+            #expect(try await append(open, at: 100_000, Array(Self.bytes[100_000..<500_000]), complete: false).status == 204)
+            #expect(try await append(open, at: 500_000, [1], complete: false).status == 413)
+            #expect(try await http(.DELETE, "\(base)/v1/attachments/\(open)/upload", headers: Self.headers(token)).status == 204)
+            // Two uploads at zero usage appended at once: 500,000 bytes are left, 300,000 each
+            // would pass alone, and the two together may not.
+            let first = String(repeating: "e", count: 64), second = String(repeating: "f", count: 64)
+            #expect(try await create(first, []).status == 201)
+            #expect(try await create(second, []).status == 201)
+            let piece = Array(Self.bytes[..<300_000])
+            async let a = append(first, at: 0, piece, complete: false)
+            async let b = append(second, at: 0, piece, complete: false)
+            let statuses = try await [a.status, b.status].sorted()
+            #expect(statuses == [204, 413])
+        }
+    }
+
+    @Test("an upload completed short of its declared length is refused and kept to resume; the offset retrieval echoes Upload-Length")
+    func shortCompletion() async throws {
+        try await LiveServer.with { live in
+            let token = try await live.token("alice"), base = live.baseURL
+            let file = Array(Self.bytes[..<2_000_000]), hash = sha256Hex(file)
+            let created = try await http(.POST, "\(base)/v1/attachments/\(hash)", headers: Self.headers(token, [
+                ("Upload-Complete", "?0"), ("Upload-Length", "2000000"),
+            ]), body: Array(file[..<100]))
+            #expect(created.status == 201)
+            let short = try await http(.PATCH, "\(base)/v1/attachments/\(hash)/upload", headers: Self.headers(token, [
+                ("Upload-Offset", "100"), ("Upload-Complete", "?1"), ("Content-Type", "application/partial-upload"),
+            ]), body: Array(file[100..<1_500_000]))
+            #expect(short.status == 400)
+            let state = try await http(.HEAD, "\(base)/v1/attachments/\(hash)/upload", headers: Self.headers(token))
+            #expect(state.header("Upload-Offset") == "1500000")
+            #expect(state.header("Upload-Complete") == "?0")
+            #expect(state.header("Upload-Length") == "2000000")
+            #expect(try await http(.GET, "\(base)/v1/attachments/\(hash)", headers: Self.headers(token)).status == 404, "not a file yet")
+            let rest = try await http(.PATCH, "\(base)/v1/attachments/\(hash)/upload", headers: Self.headers(token, [
+                ("Upload-Offset", "1500000"), ("Upload-Complete", "?1"), ("Content-Type", "application/partial-upload"),
+            ]), body: Array(file[1_500_000...]))
+            #expect(rest.status == 200)
+            let done = try await http(.HEAD, "\(base)/v1/attachments/\(hash)/upload", headers: Self.headers(token))
+            #expect(done.header("Upload-Length") == "2000000")
+            // A whole small file in one request with a body short of its Upload-Length keeps nothing.
+            let small = Array(Self.bytes[..<500]), smallHash = sha256Hex(Array(small[..<400]))
+            let cut = try await http(.POST, "\(base)/v1/attachments/\(smallHash)", headers: Self.headers(token, [
+                ("Upload-Complete", "?1"), ("Upload-Length", "500"),
+            ]), body: Array(small[..<400]))
+            #expect(cut.status == 400)
+            #expect(try await http(.HEAD, "\(base)/v1/attachments/\(smallHash)/upload", headers: Self.headers(token)).status == 404)
+        }
+    }
+
     @Test("a record is refused until its attachment is uploaded; nobody takes a file by naming its hash; readers follow the rules, with one 404 for all else")
     func accessFollowsTheRules() async throws {
         try await LiveServer.with(rules: sharedListsRules(ownerReadsMembers: true)) { live in

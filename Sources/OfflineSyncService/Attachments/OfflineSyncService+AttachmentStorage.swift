@@ -17,12 +17,24 @@ extension OfflineSyncService {
         return try await store.read { txn in try self.uploadState(claims: claims, hash: hash, txn) }
     }
 
+    /// ``attachmentUploadState(claims:hash:)`` with the upload's length when it is known: the
+    /// length the creation declared, or the file's size once complete (what an offset
+    /// retrieval echoes as `Upload-Length`).
+    public func attachmentUploadProgress(claims: Claims, hash: String) async throws -> (state: AttachmentUploadState, length: Int64?)? {
+        guard Attachment.isHash(hash) else { return nil }
+        return try await store.read { txn in try self.uploadProgress(claims: claims, hash: hash, txn) }
+    }
+
     private func uploadState(claims: Claims, hash: String, _ txn: any LocalReadTransaction) throws -> AttachmentUploadState? {
+        try uploadProgress(claims: claims, hash: hash, txn)?.state
+    }
+
+    private func uploadProgress(claims: Claims, hash: String, _ txn: any LocalReadTransaction) throws -> (state: AttachmentUploadState, length: Int64?)? {
         if let upload = try AttachmentUploadRow.find(txn, id: AttachmentUploadRow.key(identity: claims.identity.text, hash: hash)) {
-            return AttachmentUploadState(offset: upload.received, complete: upload.complete)
+            return (AttachmentUploadState(offset: upload.received, complete: upload.complete), upload.length >= 0 ? upload.length : nil)
         }
         if let file = try AttachmentFileRow.find(txn, id: hash), try mayRead(attachment: hash, claims: claims, txn) {
-            return AttachmentUploadState(offset: file.size, complete: true)
+            return (AttachmentUploadState(offset: file.size, complete: true), file.size)
         }
         return nil
     }
@@ -60,7 +72,14 @@ extension OfflineSyncService {
     /// returns the new offset. Throws ``SyncError/Code/conflict`` when `offset` is not the
     /// upload's (the answer to a client that lost track: ask the state again),
     /// ``SyncError/Code/notFound`` when the caller has no upload of it, and
-    /// ``SyncError/Code/limitExceeded`` past the declared length or the size limit.
+    /// ``SyncError/Code/limitExceeded`` past the declared length, the size limit or the
+    /// identity's quota; a refused append stores nothing.
+    ///
+    /// The quota is checked here, in the transaction that grows the upload, against the usage
+    /// the append leaves: an upload created without a length reserves nothing, so each of its
+    /// appends is charged as it arrives (one with a declared length was charged all of it when
+    /// created, and its appends add nothing). Transactions of one store are serializable, so
+    /// concurrent appends and uploads of one identity cannot together pass the quota.
     public func appendAttachment(claims: Claims, hash: String, offset: Int64, bytes: [UInt8]) async throws -> Int64 {
         let key = AttachmentUploadRow.key(identity: claims.identity.text, hash: hash)
         let maximum = attachmentLimits.maximumSize
@@ -76,6 +95,8 @@ extension OfflineSyncService {
                 throw SyncError(.limitExceeded, "the upload's bytes go past \(upload.length < 0 ? "the size limit of \(maximum)" : "its declared length of \(upload.length)")")
             }
             guard !bytes.isEmpty else { return (upload.received, nil) }
+            let grows = max(end, upload.length, 0) - upload.charged
+            if grows > 0 { try self.checkQuota(upload.identity, adding: grows, txn) }
             try AttachmentChunkRow(id: AttachmentChunkRow.key(upload: key, offset: offset), upload: key, offset: offset, bytes: bytes).save(txn)
             let charged = upload.charged
             upload.received = end
@@ -88,15 +109,20 @@ extension OfflineSyncService {
         return end
     }
 
-    /// Finishes the caller's upload of `hash`: checks that its bytes hash to `hash` (and make
-    /// the declared length), then keeps them as the file, or drops them when the file is
-    /// already held. A mismatch removes the upload and throws ``SyncError/Code/attachmentDamaged``.
+    /// Finishes the caller's upload of `hash`: checks that its bytes make the declared length
+    /// and hash to `hash`, then keeps them as the file, or drops them when the file is already
+    /// held. Bytes short of the declared length throw ``SyncError/Code/invalidValue`` and keep
+    /// the upload as it is (the client resumes it); bytes that do not hash to `hash` remove the
+    /// upload and throw ``SyncError/Code/attachmentDamaged``.
     public func finishAttachmentUpload(claims: Claims, hash: String) async throws -> AttachmentUploadState {
         let key = AttachmentUploadRow.key(identity: claims.identity.text, hash: hash)
         guard let upload = try await store.read({ txn in try AttachmentUploadRow.find(txn, id: key) }) else {
             throw SyncError(.notFound, "no upload of this attachment")
         }
         if upload.complete { return AttachmentUploadState(offset: upload.received, complete: true) }
+        if upload.length >= 0, upload.received < upload.length {
+            throw SyncError(.invalidValue, "the upload holds \(upload.received) of its declared \(upload.length) bytes; it is kept, to resume from offset \(upload.received)")
+        }
         let computed: String?
         if let followed = uploadHashes.finish(key, run: upload.run, received: upload.received) {
             computed = followed
@@ -105,9 +131,9 @@ extension OfflineSyncService {
             try await readChunks(of: key, from: 0) { hasher.update($0); return true }
             computed = hasher.count == upload.received ? hasher.finish() : nil
         }
-        guard upload.length < 0 || upload.received == upload.length, computed == hash else {
+        guard computed == hash else {
             try await removeUpload(key)
-            throw SyncError(.attachmentDamaged, "the uploaded bytes do not hash to \(hash) (or fall short of the declared length); the upload is removed")
+            throw SyncError(.attachmentDamaged, "the uploaded bytes do not hash to \(hash); the upload is removed")
         }
         let duplicate = try await store.write { txn -> Bool in
             guard var row = try AttachmentUploadRow.find(txn, id: key) else { throw SyncError(.notFound, "no upload of this attachment") }
