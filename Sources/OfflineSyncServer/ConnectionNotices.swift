@@ -20,6 +20,11 @@ import Synchronization
 /// only while there is one to do. A group or table the connection starts to hear is
 /// announced to the client as a change of that table, so a write published while it was
 /// subscribing is not missed.
+///
+/// A read of the groups that fails (the store is closed, damaged or unreachable) would leave
+/// the connection deaf to them for good, with nothing to show for it. So it ends the
+/// connection instead (``PendingNotices/fail()``): the channel closes, and its client
+/// reconnects, subscribes afresh — reading the groups again — and catches up by pulling.
 final class ConnectionNotices: Sendable {
     /// A re-read of the identity's groups to do.
     private enum Reread: Hashable {
@@ -27,6 +32,17 @@ final class ConnectionNotices: Sendable {
         case groups
         /// One group, whose member this identity is and whose reading changed.
         case group(GroupKey)
+    }
+
+    /// Whether the connection hears what it should.
+    private enum Phase {
+        /// Subscribed to everything it hears.
+        case listening
+        /// A read of its groups failed: it no longer hears all it should, and re-reads
+        /// nothing more; its channel is closing.
+        case failed
+        /// Closed (``close()``).
+        case closed
     }
 
     private struct State {
@@ -40,7 +56,7 @@ final class ConnectionNotices: Sendable {
         /// Re-reads waiting, in order, and whether a task is doing them.
         var rereads: [Reread] = []
         var rereading = false
-        var closed = false
+        var phase = Phase.listening
     }
 
     /// The notices to send the client, one per table waiting at a time.
@@ -49,21 +65,33 @@ final class ConnectionNotices: Sendable {
     private let feed: any ChangeFeed
     private let service: OfflineSyncService
     private let claims: Claims
+    /// Told each failed read of the identity's groups that ends the connection.
+    private let membershipFailed: @Sendable (any Error) -> Void
 
-    private init(feed: any ChangeFeed, service: OfflineSyncService, claims: Claims, merged: @escaping @Sendable () -> Void) {
+    private init(feed: any ChangeFeed, service: OfflineSyncService, claims: Claims, merged: @escaping @Sendable () -> Void,
+                 membershipFailed: @escaping @Sendable (any Error) -> Void) {
         pending = PendingNotices(merged: merged)
         self.feed = feed
         self.service = service
         self.claims = claims
+        self.membershipFailed = membershipFailed
     }
+
+    /// Whether a read of the identity's groups failed, which ends the connection: its
+    /// notices end with ``PendingNotices/Batch/failed``.
+    var hasFailed: Bool { state.withLock { $0.phase == .failed } }
 
     /// Subscribes to `claims`' identity, its large groups and the tables it reads through an
     /// `everyone` grant; every notice published after this returns reaches ``pending``. Call
     /// ``close()`` when the connection ends. `merged` is called for each notice merged into
-    /// one already waiting (``PendingNotices``).
+    /// one already waiting (``PendingNotices``); `membershipFailed` with the error of a read of
+    /// the identity's groups that failed, here or later, which ends the connection
+    /// (``hasFailed``; the notices end with ``PendingNotices/Batch/failed``).
     static func open(feed: any ChangeFeed, service: OfflineSyncService, claims: Claims,
-                     merged: @escaping @Sendable () -> Void = {}) async -> ConnectionNotices {
-        let connection = ConnectionNotices(feed: feed, service: service, claims: claims, merged: merged)
+                     merged: @escaping @Sendable () -> Void = {},
+                     membershipFailed: @escaping @Sendable (any Error) -> Void = { _ in }) async -> ConnectionNotices {
+        let connection = ConnectionNotices(feed: feed, service: service, claims: claims, merged: merged,
+                                           membershipFailed: membershipFailed)
         let own = feed.listen(to: .identity(claims.identity.text)) { [weak connection] notice in
             guard let connection else { return }
             switch notice.change {
@@ -80,22 +108,38 @@ final class ConnectionNotices: Sendable {
             connection.pending.add(notice)
         }
         let closed = connection.state.withLock { state in
-            if !state.closed { (state.own, state.everyone) = (own, everyone) }
-            return state.closed
+            if state.phase != .closed { (state.own, state.everyone) = (own, everyone) }
+            return state.phase == .closed
         }
         if closed { own.cancel(); everyone?.cancel() }
-        // A store that cannot be read now leaves the groups unheard until the identity's next
-        // groups notice; the client still pulls on reconnect and on its own schedule.
-        if let groups = try? await service.groupSubscriptions(claims: claims) {
+        do {
+            let groups = try await service.groupSubscriptions(claims: claims)
             for (group, tables) in groups { connection.subscribe(group, tables: tables, announcing: false) }
+        } catch {
+            connection.fail(error)
         }
         return connection
+    }
+
+    /// A read of the identity's groups failed with `error`: the connection would not hear
+    /// them, so it ends (once; nothing after ``close()``), and `membershipFailed` is told —
+    /// unless the read was only cancelled, which is no failure of the store.
+    private func fail(_ error: any Error) {
+        let first = state.withLock { state -> Bool in
+            guard state.phase == .listening else { return false }
+            state.phase = .failed
+            state.rereads = []
+            return true
+        }
+        guard first else { return }
+        if !(error is CancellationError) { membershipFailed(error) }
+        pending.fail()
     }
 
     /// Queues a re-read, and starts the task that does them when none runs.
     private func schedule(_ reread: Reread) {
         let start = state.withLock { state -> Bool in
-            guard !state.closed else { return false }
+            guard state.phase == .listening else { return false }
             if !state.rereads.contains(reread) { state.rereads.append(reread) }
             guard !state.rereading else { return false }
             state.rereading = true
@@ -104,7 +148,7 @@ final class ConnectionNotices: Sendable {
         guard start else { return }
         Task { [weak self] in
             while let self, let next = self.state.withLock({ state -> Reread? in
-                guard !state.closed, !state.rereads.isEmpty else {
+                guard state.phase == .listening, !state.rereads.isEmpty else {
                     state.rereading = false
                     return nil
                 }
@@ -123,7 +167,13 @@ final class ConnectionNotices: Sendable {
     /// would cost the connection a subscription per group it ever left). A group joined again
     /// later is subscribed afresh.
     private func regroup() async {
-        guard let groups = try? await service.groupSubscriptions(claims: claims) else { return }
+        let groups: [GroupKey: Set<String>]
+        do {
+            groups = try await service.groupSubscriptions(claims: claims)
+        } catch {
+            fail(error)
+            return
+        }
         let (heard, left) = state.withLock { state -> (Set<GroupKey>, [FeedSubscription]) in
             var left: [FeedSubscription] = []
             for (group, entry) in state.groups where groups[group] == nil {
@@ -157,7 +207,7 @@ final class ConnectionNotices: Sendable {
             }
         }
         let added = state.withLock { state -> Bool in
-            guard !state.closed, state.groups[group] == nil else { return false }
+            guard state.phase != .closed, state.groups[group] == nil else { return false }
             state.groups[group] = (tables, subscription)
             return true
         }
@@ -168,7 +218,13 @@ final class ConnectionNotices: Sendable {
     /// After the identity's reading of `group` changed: re-reads which tables it reads
     /// through it (none, when it left) and announces those it gained.
     private func reread(_ group: GroupKey) async {
-        guard let groups = try? await service.groupSubscriptions(claims: claims) else { return }
+        let groups: [GroupKey: Set<String>]
+        do {
+            groups = try await service.groupSubscriptions(claims: claims)
+        } catch {
+            fail(error)
+            return
+        }
         guard let tables = groups[group] else {
             // Left: the subscription goes, as ``regroup()`` drops it. Regrouping reads the
             // groups afresh, so a group joined again meanwhile is subscribed anew.
@@ -192,8 +248,8 @@ final class ConnectionNotices: Sendable {
     @discardableResult
     func close() -> Bool {
         let subscriptions: [FeedSubscription]? = state.withLock { state in
-            guard !state.closed else { return nil }
-            state.closed = true
+            guard state.phase != .closed else { return nil }
+            state.phase = .closed
             defer { state.groups = [:]; state.own = nil; state.everyone = nil; state.rereads = [] }
             return state.groups.values.map(\.subscription) + [state.own, state.everyone].compactMap { $0 }
         }

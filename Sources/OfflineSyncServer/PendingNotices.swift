@@ -7,7 +7,8 @@ import Synchronization
 /// entry per table it hears, however many writes happen meanwhile, and never misses a table.
 ///
 /// A channel that would need more than ``limit`` entries is over: ``next()`` reports it,
-/// and the relay closes the channel (its client reconnects and pulls every table).
+/// and the relay closes the channel (its client reconnects and pulls every table). So is one
+/// that can no longer hear all it should (``fail()``: its groups could not be read).
 ///
 /// Two ways to read, one per channel: a task awaits ``next()``, or a writer registers a
 /// wake-up with ``wake(_:)`` and takes with ``take()`` (a WebSocket's notices, written from
@@ -35,8 +36,24 @@ final class PendingNotices: Sendable {
         case notices([ChangeNotice])
         /// More tables waited than ``limit``: the channel should be closed.
         case over
+        /// The channel can no longer hear all it should (``fail()``): it should be closed,
+        /// so that its client reconnects, subscribes afresh and catches up.
+        case failed
         /// The channel closed.
         case finished
+    }
+
+    /// Why the notices ended; the first reason stays.
+    private enum End {
+        case over, failed, finished
+
+        var batch: Batch {
+            switch self {
+            case .over: .over
+            case .failed: .failed
+            case .finished: .finished
+            }
+        }
     }
 
     private struct State {
@@ -46,8 +63,8 @@ final class PendingNotices: Sendable {
         /// channel mostly has one or two tables waiting, where comparing keys beats hashing
         /// them and the dictionary would be allocated and freed for every notice.
         var positions: [Key: Int]?
-        var over = false
-        var finished = false
+        /// Set once the notices ended: no notice is added from then on.
+        var end: End?
         var reader: CheckedContinuation<Batch, Never>?
         /// Called when a notice arrives to an empty queue, or the channel ends.
         var waker: (@Sendable () -> Void)?
@@ -73,7 +90,7 @@ final class PendingNotices: Sendable {
         var wasMerged = false
         var waker: (@Sendable () -> Void)?
         let resume = state.withLock { state -> (CheckedContinuation<Batch, Never>, Batch)? in
-            guard !state.finished, !state.over else { return nil }
+            guard state.end == nil else { return nil }
             let found = state.positions.map { $0[key] } ?? state.waiting.firstIndex { $0.key == key }
             if let found {
                 let waiting = state.waiting[found].notice
@@ -85,7 +102,7 @@ final class PendingNotices: Sendable {
                 return nil
             }
             guard state.waiting.count < limit else {
-                state.over = true
+                state.end = .over
                 state.waiting = []
                 state.positions = nil
                 waker = state.waker
@@ -108,7 +125,7 @@ final class PendingNotices: Sendable {
     /// Ends the channel: a reader waiting in ``next()`` gets `.finished`; notices added later are ignored.
     func finish() {
         let (reader, waker) = state.withLock { state in
-            state.finished = true
+            if state.end == nil { state.end = .finished }
             // The writer's wake-up holds the writer, which holds these notices: let go of it.
             return (state.reader.take(), state.waker.take())
         }
@@ -116,15 +133,30 @@ final class PendingNotices: Sendable {
         waker?()
     }
 
+    /// Marks the channel as no longer hearing all it should: its reader gets `.failed` (at
+    /// once if it waits) instead of the notices waiting, and closes the channel. Nothing
+    /// once the channel ended or is over.
+    func fail() {
+        let (reader, waker) = state.withLock { state -> (CheckedContinuation<Batch, Never>?, (@Sendable () -> Void)?) in
+            guard state.end == nil else { return (nil, nil) }
+            state.end = .failed
+            state.waiting = []
+            state.positions = nil
+            return (state.reader.take(), state.waker)
+        }
+        reader?.resume(returning: .failed)
+        waker?()
+    }
+
     /// Has `waker` called, from the task that adds the notice, each time a notice arrives
-    /// while none waits, and when the channel ends or is over (once at once, when notices
+    /// while none waits, and when the channel ends, is over or failed (once at once, when notices
     /// are waiting already or it has ended). The writer then calls ``take()``; notices that
     /// arrive before it does join the ones waiting without another call.
     func wake(_ waker: @escaping @Sendable () -> Void) {
         let now = state.withLock { state -> Bool in
             precondition(state.reader == nil, "PendingNotices has one reader")
             state.waker = waker
-            return !state.waiting.isEmpty || state.over || state.finished
+            return !state.waiting.isEmpty || state.end != nil
         }
         if now { waker() }
     }
@@ -133,8 +165,7 @@ final class PendingNotices: Sendable {
     /// ended, `.finished` even if notices wait: its carrier may have said its last word.
     func take() -> Batch? {
         state.withLock { state in
-            if state.over { return .over }
-            if state.finished { return .finished }
+            if let end = state.end { return end.batch }
             if !state.waiting.isEmpty { return Self.take(&state) }
             return nil
         }
@@ -146,9 +177,9 @@ final class PendingNotices: Sendable {
         await withTaskCancellationHandler {
             await withCheckedContinuation { (continuation: CheckedContinuation<Batch, Never>) in
                 let ready = state.withLock { state -> Batch? in
-                    if state.over { return .over }
+                    if let end = state.end, end != .finished { return end.batch }
                     if !state.waiting.isEmpty { return Self.take(&state) }
-                    if state.finished || Task.isCancelled { return .finished }
+                    if state.end == .finished || Task.isCancelled { return .finished }
                     precondition(state.reader == nil, "PendingNotices has one reader")
                     state.reader = continuation
                     return nil

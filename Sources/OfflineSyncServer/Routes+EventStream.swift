@@ -1,6 +1,7 @@
 import Foundation
 import Hummingbird
 import HTTPTypes
+import Logging
 import NIOCore
 import OfflineSync
 import OfflineSyncService
@@ -27,6 +28,12 @@ extension Routes {
             // Opened after the drain ended: never subscribed, sent on at once (as a WebSocket is).
             if relay.isGoingAway {
                 try await events.send(NoticeRelay.goingAway)
+                try await events.finish()
+                return
+            }
+            // Its groups could not be read: never subscribed, ended at once (the client tries
+            // again after its backoff, as a WebSocket's 1011 makes it).
+            if relay.hasFailed {
                 try await events.finish()
                 return
             }
@@ -123,8 +130,16 @@ struct NoticeRelay: Sendable {
     static func open(routes: Routes, caller: VerifiedToken, request: Request, connection channel: any Channel) async -> NoticeRelay {
         let query = request.uri.queryParameters
         let metrics = routes.server.metrics
-        let connection = await ConnectionNotices.open(feed: routes.server.feed, service: routes.service, claims: caller.claims,
-                                                      merged: { metrics.noticeMerged() })
+        let logger = routes.logger
+        let connection = await ConnectionNotices.open(
+            feed: routes.server.feed, service: routes.service, claims: caller.claims, merged: { metrics.noticeMerged() },
+            membershipFailed: { error in
+                metrics.channelMembershipFailed()
+                // The error's code or type only: a store's message may name what it read.
+                let reason = (error as? SyncError).map { "\($0.code)" } ?? "\(type(of: error))"
+                logger.warning("change channel closed: its identity's groups could not be read; the client reconnects",
+                               metadata: ["error": .string(reason)])
+            })
         routes.server.metrics.channel(+1)
         let shuttingDown = DrainFlag()
         let open = OpenChannel(goAway: {
@@ -151,6 +166,11 @@ struct NoticeRelay: Sendable {
     /// Whether the server's shutdown ended the relay.
     var isGoingAway: Bool { shuttingDown.isSet }
 
+    /// Whether a read of the caller's groups failed (``ConnectionNotices/hasFailed``): the
+    /// channel does not hear all it should and closes, its carrier saying so (a WebSocket's
+    /// 1011, an event stream's end), and its client reconnects and catches up.
+    var hasFailed: Bool { connection.hasFailed }
+
     /// Returns when the caller's token expires (at once if it has).
     func untilTokenExpires() async throws {
         if let remaining = millisecondsToExpiry { try await Task.sleep(for: .milliseconds(remaining)) }
@@ -165,11 +185,12 @@ struct NoticeRelay: Sendable {
     /// Sends each notice the caller may hear, as a channel message, until the notices end.
     /// Notices that arrive while a write waits are merged per table (``PendingNotices``);
     /// a channel with more tables waiting than that holds is closed, as is one whose write
-    /// waits past ``SyncServer/Configuration/changeChannelWriteTimeout``.
+    /// waits past ``SyncServer/Configuration/changeChannelWriteTimeout``. Returns when the
+    /// notices end, or fail (``hasFailed``): the carrier then ends the channel.
     func run(_ send: (String) async throws -> Void) async throws {
         while true {
             switch await connection.pending.next() {
-            case .finished:
+            case .finished, .failed:
                 return
             case .over:
                 if open.abort() { routes.server.metrics.slowChannelClosed() }

@@ -296,6 +296,12 @@ struct Routes: Sendable {
                 try? await outbound.close(.goingAway, reason: "server shutting down")
                 return
             }
+            // Its groups could not be read: never subscribed (the client, not yet caught up,
+            // tries again after its backoff rather than at once).
+            if relay.hasFailed {
+                try? await outbound.close(.unexpectedServerError, reason: Self.groupsUnreadableCloseReason)
+                return
+            }
             try await outbound.writeTextMessage(NoticeRelay.subscribed)
             try await withThrowingTaskGroup(of: Void.self) { group in
                 group.addTask {
@@ -303,11 +309,20 @@ struct Routes: Sendable {
                     for try await _ in inbound {}
                 }
                 group.addTask {
-                    guard await SocketNoticeWriter.deliver(relay, into: context.requestContext.channel) == .tokenExpired else { return }
-                    // The token's end is the connection's: the client reconnects with a fresh one.
-                    // No notice frame may follow the close frame.
-                    relay.close()
-                    try await outbound.close(.unknown(Self.tokenExpiredCloseCode), reason: "token expired")
+                    switch await SocketNoticeWriter.deliver(relay, into: context.requestContext.channel) {
+                    case .closed:
+                        return
+                    case .tokenExpired:
+                        // The token's end is the connection's: the client reconnects with a fresh one.
+                        // No notice frame may follow the close frame.
+                        relay.close()
+                        try await outbound.close(.unknown(Self.tokenExpiredCloseCode), reason: "token expired")
+                    case .failed:
+                        // The channel no longer hears all it should: the client reconnects,
+                        // subscribes afresh and catches up.
+                        relay.close()
+                        try await outbound.close(.unexpectedServerError, reason: Self.groupsUnreadableCloseReason)
+                    }
                 }
                 try await group.next()
                 group.cancelAll()
@@ -322,6 +337,11 @@ struct Routes: Sendable {
     /// private-use codes; 4401 echoes HTTP's 401). The client reconnects, asking its token
     /// provider for a fresh token.
     static let tokenExpiredCloseCode: UInt16 = 4401
+
+    /// The reason of a change channel closed with 1011 ("unexpected condition") because its
+    /// caller's groups could not be read. Any close but 1001 makes a client report a
+    /// disconnection, reconnect after its backoff and catch up.
+    static let groupsUnreadableCloseReason = "groups unreadable"
 
     /// RFC 6455's opening handshake: `Connection: upgrade`, `Sec-WebSocket-Version: 13` and a
     /// `Sec-WebSocket-Key` that is 16 bytes in base64.
@@ -338,25 +358,25 @@ struct Routes: Sendable {
 
     /// `GET /ready`, the readiness probe (no credentials): 200 while the server takes new
     /// work; 503 once a shutdown began (``SyncServer/Configuration/drainPeriod``), and while
-    /// its store does not answer a read within two seconds.
+    /// its store does not answer a read within ``readinessDeadline``. The answer comes by the
+    /// deadline even when the store hangs, and probes share one store read at a time
+    /// (``ReadinessProbe``), so probes of a hung store neither hang nor pile up.
     func ready() async -> Response {
         if server.draining.isSet {
             return Self.json(.object([("status", .string("draining"))]), status: .serviceUnavailable)
         }
         let store = service.store
-        let answered = await withTaskGroup(of: Bool.self) { group in
-            group.addTask { (try? await store.read { txn in _ = try txn.tables() }) != nil }
-            group.addTask {
-                try? await Task.sleep(for: .seconds(2))
-                return false
-            }
-            let first = await group.next() ?? false
-            group.cancelAll()
-            return first
+        let outcome = await server.readiness.check(within: Self.readinessDeadline) {
+            try await store.read { txn in _ = try txn.tables() }
         }
-        guard answered else { return Self.json(.object([("status", .string("store unavailable"))]), status: .serviceUnavailable) }
+        guard outcome == .answered else {
+            return Self.json(.object([("status", .string("store unavailable"))]), status: .serviceUnavailable)
+        }
         return Self.json(.object([("status", .string("ready"))]))
     }
+
+    /// How long `GET /ready` waits for the store's answer before it answers 503.
+    static let readinessDeadline: Duration = .seconds(2)
 
     /// `GET /metrics`: ``ServerMetrics`` in Prometheus's text format, for the admin key in
     /// `X-Admin-Key` (a scrape sends it as a header of its own; the key is never a bearer token).

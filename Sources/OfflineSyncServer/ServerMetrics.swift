@@ -20,6 +20,7 @@ public final class ServerMetrics: Sendable {
     private let noticesSent: Counter
     private let noticesCoalesced: Counter
     private let slowChannels: Counter
+    private let membershipFailures: Counter
     private let pushBatches: Counter
 
     /// The names of every metric the server exports, as Docs/Server.md lists them.
@@ -39,6 +40,7 @@ public final class ServerMetrics: Sendable {
         noticesSent = registry.makeCounter(descriptor: Family.notices.descriptor)
         noticesCoalesced = registry.makeCounter(descriptor: Family.noticesCoalesced.descriptor)
         slowChannels = registry.makeCounter(descriptor: Family.slowChannels.descriptor)
+        membershipFailures = registry.makeCounter(descriptor: Family.membershipFailures.descriptor)
         pushBatches = registry.makeCounter(descriptor: Family.pushBatches.descriptor)
         // Every family appears from the start, so a scrape names each metric before its first
         // event (and a dashboard's query has a series to show).
@@ -60,7 +62,8 @@ public final class ServerMetrics: Sendable {
         case requests = "http_requests", requestDuration = "http_request_duration", pushBatches = "push_batches"
         case pushOperations = "push_operations", refusals = "rule_refusals", pullPages = "pull_pages", pullRows = "pull_rows"
         case callDuration = "service_call_duration", websockets, notices = "notices_sent", noticesCoalesced = "notices_coalesced"
-        case slowChannels = "slow_channels_closed", tokens = "token_verifications"
+        case slowChannels = "slow_channels_closed", membershipFailures = "channel_membership_failures"
+        case tokens = "token_verifications"
         case keySets = "key_set_fetches", attachmentBytes = "attachment_bytes"
 
         var unit: String {
@@ -85,6 +88,7 @@ public final class ServerMetrics: Sendable {
             case .notices: "Change notices written to change channels."
             case .noticesCoalesced: "Change notices merged into one their channel had waiting for the same table (its client reads slower than the table changes)."
             case .slowChannels: "Change channels closed because their client stopped reading: a notice waited past the write timeout, or more tables waited than a channel holds."
+            case .membershipFailures: "Change channels closed because their identity's groups could not be read (the store failed): each client reconnects and catches up."
             case .tokens: "Bearer tokens checked: verified, refused, or unverifiable (the issuer's keys could not be had)."
             case .keySets: "Key-set (JWKS) fetches of configured issuers, by issuer and result."
             case .attachmentBytes: "Attachment bytes received by uploads (every byte that arrived, a cut-off request's included) and sent by downloads."
@@ -165,6 +169,9 @@ public final class ServerMetrics: Sendable {
 
     /// A change channel closed because its client stopped reading.
     func slowChannelClosed() { slowChannels.increment() }
+
+    /// A change channel closed because a read of its identity's groups failed.
+    func channelMembershipFailed() { membershipFailures.increment() }
 
     /// A bearer token checked: `verified`, `refused` or `unverifiable` (its issuer's keys could not be had).
     func tokenVerified(_ result: String) { counter(.tokens, [("result", result)]).increment() }

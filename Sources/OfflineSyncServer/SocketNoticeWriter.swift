@@ -34,6 +34,9 @@ final class SocketNoticeWriter: Sendable {
         case closed
         /// The caller's token expired: the channel should close with 4401.
         case tokenExpired
+        /// A read of the caller's groups failed (``NoticeRelay/hasFailed``): the channel
+        /// should close with 1011, and its client reconnects and catches up.
+        case failed
     }
 
     /// The relay, for what is rare (a dataset's notice). What every notice needs is held
@@ -64,8 +67,9 @@ final class SocketNoticeWriter: Sendable {
 
     /// Writes `relay`'s notices into `channel`, a WebSocket's connection, until they end (the
     /// relay closed, the server went away, the channel fell too far behind, the calling task
-    /// was cancelled) or the caller's token expires, which an event-loop timer tells (no task
-    /// sleeps for it). The channel's first message must have been written before.
+    /// was cancelled, a read of the caller's groups failed) or the caller's token expires,
+    /// which an event-loop timer tells (no task sleeps for it). The channel's first message
+    /// must have been written before.
     static func deliver(_ relay: NoticeRelay, into channel: any Channel) async -> Ending {
         guard let remaining = relay.millisecondsToExpiry else { return .tokenExpired }
         let writer = SocketNoticeWriter(relay: relay, channel: channel,
@@ -126,6 +130,9 @@ final class SocketNoticeWriter: Sendable {
         case .over:
             if open.abort() { metrics.slowChannelClosed() }
             end()
+            return
+        case .failed:
+            end(.failed)
             return
         case .notices(let notices):
             for notice in notices {

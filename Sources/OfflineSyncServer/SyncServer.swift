@@ -149,6 +149,8 @@ public struct SyncServer: Sendable {
     let started = Timestamp.now()
     /// Set once a shutdown begins: `GET /ready` answers 503 from then on.
     let draining = DrainFlag()
+    /// `GET /ready`'s store read: one at a time, each probe bounded by its deadline.
+    let readiness = ReadinessProbe()
     /// The change channels open now, told "going away" when the drain ends.
     let channels = ChannelRegistry()
     /// The event loops' lists of WebSocket change channels with notices to write.

@@ -1,7 +1,12 @@
+import AsyncHTTPClient
+import Dispatch
 import Foundation
+import NIOCore
 import OfflineSync
 import OfflineSyncCommandSupport
-import OfflineSyncServer
+@testable import OfflineSyncServer
+import OfflineSyncService
+import OfflineSyncSQLite
 import OfflineSyncTestSupport
 import OfflineSyncWire
 import Testing
@@ -46,6 +51,114 @@ struct ReadinessTests {
             let answer = try await http(.GET, live.baseURL + "/ready")
             #expect(answer.status == 503 && answer.text.contains("store unavailable"))
             #expect(try await http(.GET, live.baseURL + "/health").status == 200)
+        }
+    }
+
+    /// What holds every connection a read of the server's SQLite store could use.
+    enum Hold: String, CaseIterable, CustomStringConvertible, Sendable {
+        /// Both reader connections, each in a read transaction that does not end: a probe's
+        /// read waits in the readers' pool (``CheckoutPool``).
+        case readers
+        /// The only connection of a store without readers, in a write transaction that does
+        /// not end (it holds the database's write lock): a probe's read waits behind it on the
+        /// connection's thread, where no cancellation reaches it.
+        case writer
+
+        var description: String { rawValue }
+        /// How many transactions hold it.
+        var transactions: Int { self == .readers ? 2 : 1 }
+    }
+
+    @Test("a store that hangs: /ready answers 503 by its deadline, probes meanwhile answer too and start no second read, and /ready is 200 once the store answers",
+          arguments: Hold.allCases)
+    func storeHangs(_ hold: Hold) async throws {
+        try await Self.withServer(readerCount: hold == .readers ? 2 : 0) { live in
+            let url = live.baseURL + "/ready"
+            #expect(try await Self.probe(url).status == 200)
+            let readsBefore = live.server.readiness.readsStarted
+
+            // Every connection a read could use is taken by a transaction that waits here.
+            let release = DispatchSemaphore(value: 0)
+            defer { for _ in 0..<hold.transactions { release.signal() } }
+            let (entered, enter) = AsyncStream.makeStream(of: Void.self)
+            let store = live.store
+            let holders = (0..<hold.transactions).map { _ in
+                Task {
+                    switch hold {
+                    case .readers:
+                        try await store.read { _ in
+                            enter.yield()
+                            _ = release.wait(timeout: .now() + .seconds(300))
+                        }
+                    case .writer:
+                        try await store.write { _ in
+                            enter.yield()
+                            _ = release.wait(timeout: .now() + .seconds(300))
+                        }
+                    }
+                }
+            }
+            var arrivals = entered.makeAsyncIterator()
+            for _ in 0..<hold.transactions { _ = await arrivals.next() }
+
+            // Before the fix this request hung with the store (its deadline below is what
+            // ended it): the probe's task group waited for the read it had raced.
+            let first = try await Self.probe(url)
+            #expect(first.status == 503 && first.text.contains("store unavailable"), "\(first.status) \(first.text)")
+            #expect(first.took >= Routes.readinessDeadline, "answered before the deadline: the read failed rather than hung")
+            #expect(first.took < .seconds(10), "answered after \(first.took)")
+
+            // Still hung: two more probes at once both answer by their deadline, waiting on
+            // the read already under way rather than starting another.
+            async let second = Self.probe(url)
+            async let third = Self.probe(url)
+            for answer in try await [second, third] {
+                #expect(answer.status == 503 && answer.text.contains("store unavailable"), "\(answer.status) \(answer.text)")
+                #expect(answer.took < .seconds(10), "answered after \(answer.took)")
+            }
+            #expect(live.server.readiness.readsStarted == readsBefore + 1, "probes piled up store reads")
+            #expect(try await http(.GET, live.baseURL + "/health").status == 200)
+
+            // Released, the store answers: the read under way completes, and /ready is 200.
+            for _ in 0..<hold.transactions { release.signal() }
+            for holder in holders { try await holder.value }
+            #expect(try await eventually(timeout: .seconds(30)) { try await Self.probe(url).status == 200 })
+        }
+    }
+
+    /// One `GET` of `url` that gives up after 15 seconds (the shared helper waits a minute):
+    /// its status, body and how long the answer took.
+    static func probe(_ url: String) async throws -> (status: Int, text: String, took: Duration) {
+        let began = ContinuousClock.now
+        let response = try await HTTPClient.shared.execute(HTTPClientRequest(url: url), timeout: .seconds(15))
+        let body = try await response.body.collect(upTo: 1 << 16)
+        return (Int(response.status.code), String(decoding: body.readableBytesView, as: UTF8.self), ContinuousClock.now - began)
+    }
+
+    /// Runs `body` against a fresh server over a SQLite file with `readerCount` reader
+    /// connections, and stops it afterwards, even on failure.
+    static func withServer<T>(readerCount: Int, _ body: (LiveServer) async throws -> T) async throws -> T {
+        try await withTemporaryDirectory { directory in
+            let store = try await SQLiteStore(path: directory.appendingPathComponent("server.sqlite").path,
+                                              options: .init(readerCount: readerCount))
+            let live: LiveServer
+            do {
+                let service = try await OfflineSyncService(store: store)
+                let server = try await SyncServer(service: service, configuration: .init(port: 0, tokenSecret: testSecret,
+                                                                                         adminKey: testAdminKey, logger: quietLogger))
+                live = LiveServer(store: store, server: server, running: try await server.start())
+            } catch {
+                try? await store.close()
+                throw error
+            }
+            do {
+                let result = try await body(live)
+                try await live.stop()
+                return result
+            } catch {
+                try? await live.stop()
+                throw error
+            }
         }
     }
 }
