@@ -73,9 +73,10 @@ let package = Package(
     ],
     targets: [
         // Core: records, queries, the store protocols, queue, sync context, events. No C library,
-        // no networking, no adapter toolkit; swift-metrics' API only (no backend), and SHA-256 from
-        // swift-crypto (CryptoKit on Apple platforms) for attachments' hashes.
+        // no networking, no adapter toolkit; swift-metrics' and swift-log's APIs only (no backend),
+        // and SHA-256 from swift-crypto (CryptoKit on Apple platforms) for attachments' hashes.
         .target(name: "OfflineSync", dependencies: [.product(name: "CoreMetrics", package: "swift-metrics"),
+                                                    .product(name: "Logging", package: "swift-log"),
                                                     .product(name: "Crypto", package: "swift-crypto")],
                 path: "Sources/OfflineSync"),
         // The adapter author's toolkit: the reference query evaluator, SQL dialects and predicate

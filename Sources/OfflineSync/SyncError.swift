@@ -91,8 +91,9 @@ public struct SyncError: Error, Sendable, Hashable, CustomStringConvertible {
         /// the remote holds no such file for this identity, or the device lost a file it had
         /// not uploaded. Nothing was applied.
         public static let attachmentMissing = Code(.attachmentMissing)
-        /// An attachment's stored or received bytes do not match its hash. The bad copy has been
-        /// removed and is never served; fetching again brings a good one.
+        /// An attachment's stored or received bytes do not match its hash. The bad copy is never
+        /// served; it has been removed, and fetching again brings a good one, unless it waits to
+        /// upload: that file exists nowhere else, so it is kept.
         public static let attachmentDamaged = Code(.attachmentDamaged)
 
         /// The code's name, for example `corrupted`.

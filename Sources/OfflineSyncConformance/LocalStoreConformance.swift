@@ -64,7 +64,9 @@ public struct LocalStoreConformance: ConformanceSuite {
         case observation
         /// Attachment files (``LocalStore/attachmentFiles``): bytes round-trip at any offset,
         /// cancelled and abandoned writes leave nothing, files survive reopening, a record
-        /// and its attachment commit together, a damaged file is never served.
+        /// and its attachment commit together, a damaged file is never served; the sweeps
+        /// keep a file they cannot read and one waiting to upload, and a malformed reference
+        /// hides no good one.
         case attachments
     }
 
@@ -141,7 +143,7 @@ public struct LocalStoreConformance: ConformanceSuite {
         case .systemTables: return systemTableCases
         case .schemaEvolution: return schemaEvolutionCases
         case .observation: return observationCases
-        case .attachments: return attachmentCases
+        case .attachments: return attachmentCases + attachmentFaultCases
         }
     }
 }

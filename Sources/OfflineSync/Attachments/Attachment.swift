@@ -78,22 +78,36 @@ public struct Attachment: Sendable, Hashable, Codable, CustomStringConvertible {
     /// overload finds them), for a caller that has the fields without a record: the server,
     /// for each pushed item.
     package static func references(in fields: [String: Value]) throws -> [Attachment] {
-        var found: [Attachment] = []
-        for value in fields.values where value.mayHoldAttachment {
-            try collect(value, into: &found)
-        }
-        guard found.count > 1 else { return found }
-        var seen = Set<String>()
-        return found.filter { seen.insert($0.sha256).inserted }
+        let (found, malformed) = scan(fields)
+        if let first = malformed.first { throw first }
+        return found
     }
 
-    private static func collect(_ value: Value, into found: inout [Attachment]) throws {
+    /// Every well-formed reference in the fields, each hash once, and the errors of the
+    /// malformed ones, which hide none of the others: what a pull and the cache sweep read,
+    /// where one bad reference from the remote must not cost a good one its row or its file.
+    package static func scan(_ fields: [String: Value]) -> (references: [Attachment], malformed: [SyncError]) {
+        var found: [Attachment] = [], malformed: [SyncError] = []
+        for value in fields.values where value.mayHoldAttachment {
+            collect(value, into: &found, malformed: &malformed)
+        }
+        guard found.count > 1 else { return (found, malformed) }
+        var seen = Set<String>()
+        return (found.filter { seen.insert($0.sha256).inserted }, malformed)
+    }
+
+    private static func collect(_ value: Value, into found: inout [Attachment], malformed: inout [SyncError]) {
         switch value {
         case .object(let object):
-            if let attachment = try Attachment(value: value) { found.append(attachment); return }
-            for item in object.values where item.mayHoldAttachment { try collect(item, into: &found) }
+            do {
+                if let attachment = try Attachment(value: value) { found.append(attachment); return }
+            } catch {
+                malformed.append(error as? SyncError ?? SyncError(.invalidValue, "a malformed attachment reference"))
+                return
+            }
+            for item in object.values where item.mayHoldAttachment { collect(item, into: &found, malformed: &malformed) }
         case .array(let items):
-            for item in items where item.mayHoldAttachment { try collect(item, into: &found) }
+            for item in items where item.mayHoldAttachment { collect(item, into: &found, malformed: &malformed) }
         default: break
         }
     }

@@ -14,6 +14,9 @@ import Foundation
 ///   authenticates them; a damaged file fails with ``SyncError/Code/attachmentDamaged``).
 /// - It is safe to call from several threads and processes at once; two writers committing
 ///   the same hash leave one whole file.
+/// - A failed read is not damage: ``SyncError/Code/attachmentDamaged`` only for bytes that
+///   prove it; a read the system refused (too many open files, an I/O error, a permission)
+///   throws that failure (``SyncError/Code/storageFailure``), and nothing is removed for it.
 ///
 /// `OfflineSyncStoreKit.BlobDirectory` implements all of it over a directory, in plain or
 /// sealed form; the conformance suite's `attachments` group checks it.
@@ -36,8 +39,22 @@ public protocol AttachmentFileStore: AnyObject, Sendable {
     /// Removes the file with this hash, and any download of it a writer kept; nothing when
     /// there is none.
     func remove(_ sha256: String) throws
-    /// Every stored file.
+    /// Every stored file whose hash, size and modification time can be read now (see
+    /// ``inventory()`` for what cannot).
     func files() throws -> [AttachmentFileInfo]
+    /// Every stored file as far as it can be read now, for the sweep when a context opens.
+    /// Removes nothing. A file whose own bytes prove it damaged (a sealed header cut short,
+    /// or one that does not open under the store's key) is in
+    /// ``AttachmentInventory/damaged``; one that could not be read now (too many open files,
+    /// an I/O error, a permission, a directory that cannot be listed) is in
+    /// ``AttachmentInventory/unreadable`` and is never taken for damaged or old. The default
+    /// lists ``files()``.
+    func inventory() throws -> AttachmentInventory
+    /// Removes a file ``inventory()`` found damaged, unless it is the file of one of the
+    /// `spared` hashes (those waiting to upload, whose files exist nowhere else) or its bytes
+    /// no longer prove it damaged (a good file put under its name since). Returns whether it
+    /// removed it; throws when the removal failed. The default removes nothing.
+    func removeDamaged(_ file: DamagedAttachmentFile, sparing spared: Set<String>) throws -> Bool
     /// Removes temporary files that no live writer of this process owns (left by a process
     /// that died mid-write), and kept downloads no writer has used for a week. Called when
     /// a context opens.
@@ -61,6 +78,40 @@ public struct AttachmentFileInfo: Sendable, Hashable {
         self.sha256 = sha256
         self.size = size
         self.modified = modified
+    }
+}
+
+/// What ``AttachmentFileStore/inventory()`` found.
+public struct AttachmentInventory: Sendable {
+    /// The files whose hash, size and modification time were read.
+    public var files: [AttachmentFileInfo]
+    /// The files whose own bytes prove them damaged: no record can use them.
+    public var damaged: [DamagedAttachmentFile]
+    /// Why files, or directories of them, could not be read now (each a
+    /// ``SyncError/Code/storageFailure`` naming the path and the system's reason). What they
+    /// hold is unknown, so they are kept.
+    public var unreadable: [SyncError]
+
+    /// An inventory.
+    public init(files: [AttachmentFileInfo], damaged: [DamagedAttachmentFile] = [], unreadable: [SyncError] = []) {
+        self.files = files
+        self.damaged = damaged
+        self.unreadable = unreadable
+    }
+}
+
+/// A stored file whose own bytes prove it damaged, by the name the store keeps it under (an
+/// encrypting store's names do not reveal the hash, and a damaged header no longer tells it).
+public struct DamagedAttachmentFile: Sendable, Hashable {
+    /// The file's path inside the store's attachment directory.
+    public var name: String
+    /// What proves the damage (``SyncError/Code/attachmentDamaged``).
+    public var error: SyncError
+
+    /// Describes a damaged file.
+    public init(name: String, error: SyncError) {
+        self.name = name
+        self.error = error
     }
 }
 
@@ -95,6 +146,12 @@ public protocol AttachmentFileWriter: AnyObject {
 extension AttachmentFileStore {
     /// A fresh file: this store keeps no partial downloads.
     public func downloadWriter(for sha256: String) throws -> any AttachmentFileWriter { try makeWriter() }
+
+    /// Every file ``files()`` lists; none found damaged or unreadable.
+    public func inventory() throws -> AttachmentInventory { AttachmentInventory(files: try files()) }
+
+    /// Removes nothing: this store's ``inventory()`` finds no damaged file.
+    public func removeDamaged(_ file: DamagedAttachmentFile, sparing spared: Set<String>) throws -> Bool { false }
 }
 
 extension AttachmentFileWriter {

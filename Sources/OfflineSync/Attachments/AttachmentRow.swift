@@ -86,13 +86,13 @@ extension AttachmentRow {
 
     /// Records the attachments pulled records reference that this device has no row of: on
     /// the server, not downloaded. A malformed reference from the remote is left as a plain
-    /// field (the pull does not fail on it). Returns every attachment the records reference.
+    /// field (the pull does not fail on it), and the record's well-formed ones are noted all
+    /// the same. Returns every attachment the records reference.
     @discardableResult
     static func noteRemote(in records: [Record], txn: any LocalWriteTransaction) throws -> [Attachment] {
         var found: [String: Attachment] = [:]
         for record in records where record.fields.values.contains(where: \.mayHoldAttachment) {
-            guard let references = try? Attachment.references(in: record) else { continue }
-            for attachment in references { found[attachment.sha256] = attachment }
+            for attachment in Attachment.scan(record.fields).references { found[attachment.sha256] = attachment }
         }
         guard !found.isEmpty else { return [] }
         let hashes = Array(found.keys)

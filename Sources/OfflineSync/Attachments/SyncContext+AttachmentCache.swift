@@ -1,4 +1,5 @@
 import Foundation
+import Logging
 
 extension SyncContext {
     // MARK: The attachment cache
@@ -49,7 +50,8 @@ extension SyncContext {
     /// was deleted, changed, or left this identity's view), unless waiting to upload or
     /// pinned, with their `__attachments` rows. Reads every app table (a page at a time), so
     /// it runs only when the store holds attachments: after a pull that deleted or removed
-    /// rows, and when called. Returns how many went.
+    /// rows, and when called. A malformed reference a pulled record holds is skipped (and
+    /// logged); the record's other references still count. Returns how many went.
     @discardableResult
     public func removeUnreferencedAttachments() async throws -> Int {
         let known = try await store.read { txn in
@@ -58,6 +60,7 @@ extension SyncContext {
         }
         guard !known.isEmpty else { return 0 }
         var unreferenced = Set(known.map(\.id))
+        var malformed = 0
         let tables = try await store.read { txn in try txn.tables().map(\.name).filter { !$0.hasPrefix(Names.reservedPrefix) } }
         for table in tables where !unreferenced.isEmpty {
             var after: String?
@@ -65,25 +68,32 @@ extension SyncContext {
                 let predicate: QueryPredicate = after.map { Field(SystemField.id) > .string($0) } ?? .all
                 let page = try await store.read { txn in try txn.records(in: table, matching: Query(predicate, order: [SortKey(SystemField.id)], limit: 500)) }
                 for record in page where record.fields.values.contains(where: \.mayHoldAttachment) {
-                    for attachment in (try? Attachment.references(in: record)) ?? [] { unreferenced.remove(attachment.sha256) }
+                    // Every well-formed reference counts, whatever its neighbours hold.
+                    let (references, bad) = Attachment.scan(record.fields)
+                    for attachment in references { unreferenced.remove(attachment.sha256) }
+                    malformed += bad.count
                 }
                 guard page.count == 500, let last = page.last else { break }
                 after = last.id
             }
         }
+        if malformed > 0 {
+            options.logger.notice("the attachment cache sweep skipped \(malformed) malformed attachment reference(s) in local records; their records' other references were kept")
+        }
         guard !unreferenced.isEmpty else { return 0 }
         let files = store.attachmentFiles
         var removed = 0
         for hash in unreferenced.sorted() {
-            // Checked again as it goes. A write since the scan that references it again costs
-            // at most a download: only files the server holds are removed.
+            // Checked again as it goes, and the file removed in the same transaction: a record
+            // written meanwhile (by another process too) either sees the row or finds the file
+            // gone, so its reference never turns a removed file into one waiting to upload.
             let gone = try await observer.write { txn -> Bool in
                 guard let row = try AttachmentRow.find(txn, id: hash), row.attachmentState != .pendingUpload, !row.pinned else { return false }
-                return try txn.delete(id: hash, in: AttachmentRow.table)
+                guard try txn.delete(id: hash, in: AttachmentRow.table) else { return false }
+                try files?.remove(hash)
+                return true
             }
-            guard gone else { continue }
-            if let files { try await FileWork.run { try files.remove(hash) } }
-            removed += 1
+            if gone { removed += 1 }
         }
         return removed
     }

@@ -20,7 +20,7 @@ extension SyncContext {
             guard count > 0, let newest = try? await store.read({ txn in
                 try txn.records(in: table, matching: Query(order: [SortKey(SystemField.updatedAt, ascending: false), SortKey(SystemField.id)], limit: count))
             }) else { return }
-            wanted = newest.flatMap { (try? Attachment.references(in: $0)) ?? [] }
+            wanted = newest.flatMap { Attachment.scan($0.fields).references }
         }
         guard !wanted.isEmpty else { return }
         // Only files on the server and not here: one look-up of their rows.

@@ -1,4 +1,5 @@
 import Foundation
+import Logging
 
 extension SyncContext {
     // MARK: Attachments
@@ -73,16 +74,17 @@ extension SyncContext {
     /// device, or fetched from the remote on first access (concurrent callers share one
     /// download; an interrupted one resumes with a range) and kept.
     ///
-    /// A file stored here whose bytes no longer match is removed, reported with
-    /// ``SyncError/Code/attachmentDamaged``, and fetched again by the next call. A file not
+    /// A file stored here whose bytes no longer match is reported with
+    /// ``SyncError/Code/attachmentDamaged`` and removed, to be fetched again by the next call;
+    /// one waiting to upload is kept (it exists nowhere else). A file not
     /// here that cannot be fetched now (offline, the remote silent) throws
     /// ``SyncError/Code/attachmentUnavailable``; one the remote has not for this identity,
     /// ``SyncError/Code/attachmentMissing``.
     public func attachmentData(_ attachment: Attachment) async throws -> Data {
         let files = try attachmentFiles()
         let fetched = try await ensureLocal(attachment, files: files)
-        let data = try await FileWork.run {
-            try Self.removingDamaged(attachment, in: files) { try Self.verifiedContents(of: attachment, in: files, check: !fetched) }
+        let data = try await removingDamaged(attachment, in: files) {
+            try Self.verifiedContents(of: attachment, in: files, check: !fetched)
         }
         // A download noted its use already.
         if !fetched { try await touch(attachment) }
@@ -98,9 +100,7 @@ extension SyncContext {
         // A file just fetched was checked as it arrived, and its download noted the use.
         let fetched = try await ensureLocal(attachment, files: files)
         if !fetched {
-            _ = try await FileWork.run {
-                try Self.removingDamaged(attachment, in: files) { try Self.verifiedContents(of: attachment, in: files, keep: false) }
-            }
+            _ = try await removingDamaged(attachment, in: files) { try Self.verifiedContents(of: attachment, in: files, keep: false) }
         }
         guard let url = files.plainFileURL(for: attachment.sha256) else {
             throw SyncError(.unsupported, "this store seals its attachment files; read the bytes with attachmentData")
@@ -110,27 +110,47 @@ extension SyncContext {
     }
 
     /// Fetches the attachment unless a file of its size is here. Returns whether it fetched
-    /// (the bytes were checked against the hash as they arrived).
+    /// (the bytes were checked against the hash as they arrived). A file of another size
+    /// waiting to upload is kept, and reported as ``SyncError/Code/attachmentDamaged``.
     @discardableResult
     private func ensureLocal(_ attachment: Attachment, files: any AttachmentFileStore) async throws -> Bool {
-        let size = try await FileWork.run {
-            try Self.removingDamaged(attachment, in: files) { try files.size(of: attachment.sha256) }
-        }
+        let size = try await removingDamaged(attachment, in: files) { try files.size(of: attachment.sha256) }
         if size == attachment.size { return false }
-        if size != nil { try? await FileWork.run { try files.remove(attachment.sha256) } }
+        if let size {
+            let removed = try await removeFileUnlessPending(attachment.sha256, in: files)
+            guard removed else {
+                throw SyncError(.attachmentDamaged, "attachment \(attachment.sha256.prefix(12))… waits to upload, but its file is \(size) bytes and the reference says \(attachment.size); the file is kept")
+            }
+        }
         try await download(attachment, files: files)
         // The budget is kept after every download, never at the cost of the file just fetched.
         _ = try? await evictAttachments(keeping: attachment.sha256)
         return true
     }
 
-    /// Runs `body`, removing the attachment's file when it finds the file damaged.
-    static func removingDamaged<T>(_ attachment: Attachment, in files: any AttachmentFileStore, _ body: () throws -> T) throws -> T {
+    /// Runs `body` off the cooperative pool; when it finds the attachment's file damaged
+    /// (``SyncError/Code/attachmentDamaged``, never any other failure to read it), removes
+    /// the file unless it waits to upload, and throws the error either way.
+    func removingDamaged<T: Sendable>(_ attachment: Attachment, in files: any AttachmentFileStore,
+                                      _ body: @escaping @Sendable () throws -> T) async throws -> T {
         do {
-            return try body()
+            return try await FileWork.run(body)
         } catch let error as SyncError where error.code == .attachmentDamaged {
-            try? files.remove(attachment.sha256)
+            if (try? await removeFileUnlessPending(attachment.sha256, in: files)) != true {
+                options.logger.warning("kept the damaged file of attachment \(attachment.sha256.prefix(12))…: it waits to upload, or could not be removed (\(error.message))")
+            }
             throw error
+        }
+    }
+
+    /// Removes the attachment's file unless its `__attachments` row waits to upload, in one
+    /// transaction with that check: a record written meanwhile, by this process or another,
+    /// either finds the file gone or leaves it be. Returns whether the file went.
+    func removeFileUnlessPending(_ hash: String, in files: any AttachmentFileStore) async throws -> Bool {
+        try await observer.write { txn -> Bool in
+            guard try AttachmentRow.find(txn, id: hash)?.attachmentState != .pendingUpload else { return false }
+            try files.remove(hash)
+            return true
         }
     }
 
@@ -151,7 +171,7 @@ extension SyncContext {
             offset += Int64(chunk.count)
         }
         guard offset == attachment.size, !check || hasher.finish() == attachment.sha256 else {
-            throw SyncError(.attachmentDamaged, "the stored copy of attachment \(attachment.sha256.prefix(12))… does not match its hash; it has been removed")
+            throw SyncError(.attachmentDamaged, "the stored copy of attachment \(attachment.sha256.prefix(12))… does not match its hash")
         }
         return data
     }
@@ -173,21 +193,87 @@ extension SyncContext {
         return files
     }
 
-    /// Removes what a crash or an unused staging left: temporary files, and stored files no
-    /// `__attachments` row names that are older than ``AttachmentOptions/orphanGrace`` (a
-    /// younger one may be another process's attachment on its way into a record).
+    /// Removes what a crash or an unused staging left, when a context opens: temporary
+    /// files; stored files no `__attachments` row names that are older than
+    /// ``AttachmentOptions/orphanGrace`` (a younger one may be another process's attachment
+    /// on its way into a record); and files whose own bytes prove them damaged, unless they
+    /// wait to upload. A failed read proves nothing: a file that could not be read (too many
+    /// open files, an I/O error, a permission, its modification time) is kept, as is a
+    /// damaged one waiting to upload and one whose removal failed. Each kept file is logged,
+    /// and the sweep's failures are ``SyncStatus/lastError`` until a push, pull or sync
+    /// succeeds. Throws only when the store's rows cannot be read.
     func removeOrphanedAttachments() async throws {
         guard let files = store.attachmentFiles else { return }
-        try await FileWork.run { try files.removeLeftovers() }
-        let stored = try await FileWork.run { try files.files() }
-        guard !stored.isEmpty else { return }
-        let known = try await store.read { txn in
-            Set(try txn.records(in: AttachmentRow.table, matching: Query(Field(SystemField.id).isIn(stored.map { .string($0.sha256) }))).map(\.id))
+        var kept: [SyncError] = []
+        do {
+            try await FileWork.run { try files.removeLeftovers() }
+        } catch {
+            kept.append(Self.fileFailure(error))
         }
-        let cutoff = Timestamp.now().millisecondsSince1970 - Int64(options.attachments.orphanGrace.components.seconds * 1000)
-        for file in stored where !known.contains(file.sha256) && file.modified.millisecondsSince1970 < cutoff {
-            try await FileWork.run { try files.remove(file.sha256) }
+        let inventory: AttachmentInventory
+        do {
+            inventory = try await FileWork.run { try files.inventory() }
+        } catch {
+            reportKept(kept + [Self.fileFailure(error)])
+            return
         }
+        kept += inventory.unreadable
+        let stored = inventory.files
+        if !stored.isEmpty {
+            let known = try await store.read { txn in
+                Set(try txn.records(in: AttachmentRow.table, matching: Query(Field(SystemField.id).isIn(stored.map { .string($0.sha256) }))).map(\.id))
+            }
+            let cutoff = Timestamp.now().millisecondsSince1970 - Int64(options.attachments.orphanGrace.components.seconds * 1000)
+            for file in stored where !known.contains(file.sha256) && file.modified.millisecondsSince1970 < cutoff {
+                let hash = file.sha256
+                do {
+                    // Removed in a transaction that finds no row: a record another process
+                    // wrote since, referencing the file, keeps it.
+                    _ = try await observer.write { txn -> Bool in
+                        guard try AttachmentRow.find(txn, id: hash) == nil else { return false }
+                        try files.remove(hash)
+                        return true
+                    }
+                } catch {
+                    kept.append(Self.fileFailure(error))
+                }
+            }
+        }
+        for file in inventory.damaged {
+            do {
+                // The files waiting to upload are read in the removal's own transaction, so
+                // one whose record was written meanwhile is spared too.
+                let removed = try await observer.write { txn -> Bool in
+                    let pending = Set(try AttachmentRow.all(txn, Query(AttachmentRow.inState(.pendingUpload))).map(\.id))
+                    return try files.removeDamaged(file, sparing: pending)
+                }
+                if removed {
+                    options.logger.notice("removed the damaged attachment file \(file.name): \(file.error.message)")
+                } else {
+                    kept.append(file.error)
+                }
+            } catch {
+                kept.append(Self.fileFailure(error))
+            }
+        }
+        reportKept(kept)
+    }
+
+    /// Reports what the sweep kept rather than acted on: a log line each, and one
+    /// ``SyncStatus/lastError`` that counts them and names the first.
+    private func reportKept(_ kept: [SyncError]) {
+        guard let first = kept.first else { return }
+        for error in kept {
+            options.logger.warning("the attachment sweep kept a file it could not read or remove: \(error)")
+        }
+        let summary = SyncError(first.code, "the attachment sweep kept \(kept.count) file(s) it could not read, or that are damaged but wait to upload, or could not be removed; the first: \(first.message)")
+        statusState.update { $0.lastError = SyncFailure(error: summary, willRetry: false) }
+    }
+
+    /// A failure of the sweep's file work as a ``SyncError`` (a store's own, or a
+    /// ``SyncError/Code/storageFailure`` naming the error's type).
+    private static func fileFailure(_ error: any Error) -> SyncError {
+        error as? SyncError ?? SyncError(.storageFailure, "the attachment sweep failed: \(type(of: error))", underlying: error)
     }
 }
 

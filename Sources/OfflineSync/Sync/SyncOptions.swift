@@ -1,5 +1,6 @@
 import CoreMetrics
 import Foundation
+import Logging
 
 /// Settings of a ``SyncContext``.
 public struct SyncOptions: Sendable {
@@ -41,6 +42,12 @@ public struct SyncOptions: Sendable {
     public var metricsFactory: (any MetricsFactory)?
     /// Limits and cache settings of attachments (``AttachmentOptions``).
     public var attachments = AttachmentOptions()
+    /// Where the context logs what it kept rather than acted on: attachment files it could
+    /// not read (too many open files, an I/O error, a permission) or that are damaged but
+    /// wait to upload, and malformed attachment references it skipped. The default, labelled
+    /// `offline-sync`, writes to the backend the app bootstrapped with swift-log's
+    /// `LoggingSystem`.
+    public var logger = Logger(label: "offline-sync")
 
     /// Creates options.
     public init(conflictResolver: any ConflictResolver = ConflictPolicy.serverWins, pushBatchSize: Int = 500,

@@ -18,7 +18,9 @@ public struct SyncStatus: Sendable, Hashable {
     /// store, so it survives a restart; a table's entry goes with ``SyncContext/purge(_:query:force:)``
     /// and ``SyncContext/clear()``.
     public var lastSyncedAt: [String: Timestamp]
-    /// The last failure of a push, pull or sync run, until one succeeds.
+    /// The last failure of a push, pull or sync run, until one succeeds. A context that
+    /// opens with attachment files its sweep kept (it could not read them, or they are damaged
+    /// but wait to upload) starts with that report here.
     public var lastError: SyncFailure?
     /// The tables whose last pull the remote refused (``SyncFailure/Kind/rejected``: the sync
     /// rules deny the table, a 403, a 4xx other than 401), each with its failure, until a pull

@@ -25,12 +25,21 @@ import Darwin
 /// ``plainFileURL(for:)`` hands it out. With a ``BlobSealing`` (an encrypting store), nothing
 /// of the bytes, their hash or their size is readable without the store's key: see
 /// ``SealedBlobFormat``.
+///
+/// ``inventory()`` tells a file whose bytes prove it damaged (a sealed header cut short or
+/// that does not open) from one it could not read now (any error of the system: too many open
+/// files, an I/O error, a permission), and removes neither; ``removeDamaged(_:sparing:)``
+/// removes only the first kind.
 public final class BlobDirectory: AttachmentFileStore, @unchecked Sendable {
+    // @unchecked Sendable: `path` and `sealing` are constants; the two mutable tables are
+    // behind mutexes.
     /// The directory.
     public let path: String
     let sealing: (any BlobSealing)?
     /// Temporary files of writers alive in this process (never removed as leftovers).
     private let liveTemporaries = Mutex<Set<String>>([])
+    /// Faults injected by the package's tests (``injectFault(_:at:errno:)``), by path.
+    private let faults = Mutex<[String: [FaultPoint: Int32]]>([:])
 
     /// A directory at `path` (made on the first write), plain or sealed.
     public init(path: String, sealing: (any BlobSealing)? = nil) {
@@ -42,7 +51,7 @@ public final class BlobDirectory: AttachmentFileStore, @unchecked Sendable {
     var temporaries: String { path + "/tmp" }
 
     /// The stored file's path for a hash.
-    func objectPath(_ sha256: String) -> String {
+    package func objectPath(_ sha256: String) -> String {
         let name = sealing?.fileName(for: sha256) ?? sha256
         return "\(objects)/\(name.prefix(2))/\(name)"
     }
@@ -97,22 +106,27 @@ public final class BlobDirectory: AttachmentFileStore, @unchecked Sendable {
     public func size(of sha256: String) throws -> Int64? {
         let path = objectPath(sha256)
         if let sealing {
-            guard BlobFiles.exists(path) else { return nil }
-            let header = try SealedBlobReader.header(path: path, sealing: sealing)
-            guard header.sha256 == sha256 else { throw SealedBlobFormat.damaged(path) }
-            return header.size
+            switch readHeader(at: path, sealing: sealing) {
+            case .header(let header):
+                guard header.sha256 == sha256 else { throw SealedBlobFormat.damaged(path) }
+                return header.size
+            case .damaged(let error), .unreadable(let error): throw error
+            case .absent: return nil
+            }
         }
-        var info = stat()
-        if stat(path, &info) != 0 {
-            if errno == ENOENT { return nil }
-            throw BlobFiles.failure("cannot read \(path)")
+        guard let info = status(path) else {
+            let code = errno
+            if code == ENOENT || code == ENOTDIR { return nil }
+            throw BlobFiles.failure("cannot read \(path)", errno: code)
         }
         return Int64(info.st_size)
     }
 
     public func reader(for sha256: String) throws -> any AttachmentFileReader {
         let path = objectPath(sha256)
-        guard BlobFiles.exists(path) else {
+        // Only a file the system says is not there is absent: any other failure is reported
+        // as what it is, never as a missing file.
+        guard try BlobFiles.isPresent(path) else {
             throw SyncError(.notFound, "attachment \(sha256.prefix(12))… is not stored here")
         }
         if let sealing { return try SealedBlobReader(path: path, sealing: sealing, expected: sha256) }
@@ -125,28 +139,149 @@ public final class BlobDirectory: AttachmentFileStore, @unchecked Sendable {
         if unlink(path) != 0 && errno != ENOENT { throw BlobFiles.failure("cannot remove \(path)") }
     }
 
+    /// The files whose hash, size and modification time could be read (``inventory()``'s).
     public func files() throws -> [AttachmentFileInfo] {
-        var found: [AttachmentFileInfo] = []
-        for bucket in BlobFiles.list(objects) {
-            for name in BlobFiles.list("\(objects)/\(bucket)") {
-                let path = "\(objects)/\(bucket)/\(name)"
-                let attributes = try? FileManager.default.attributesOfItem(atPath: path)
-                let modified = (attributes?[.modificationDate] as? Date).map(Timestamp.init) ?? Timestamp(millisecondsSince1970: 0)
-                if let sealing {
-                    // The name hides the hash: the sealed header holds it. An unreadable
-                    // header is a damaged file, which no record can use.
-                    guard let header = try? SealedBlobReader.header(path: path, sealing: sealing) else {
-                        _ = unlink(path)
-                        continue
-                    }
-                    found.append(AttachmentFileInfo(sha256: header.sha256, size: header.size, modified: modified))
-                } else if Attachment.isHash(name) {
-                    let size = (attributes?[.size] as? NSNumber)?.int64Value ?? 0
-                    found.append(AttachmentFileInfo(sha256: name, size: size, modified: modified))
+        try inventory().files
+    }
+
+    /// Lists `objects/` and reads each file's status and, when sealed, its header. Removes
+    /// nothing. A sealed header cut short or that does not open is a damaged file; a
+    /// directory that cannot be listed, or a file whose status or header cannot be read
+    /// (an errno), is unreadable, and so is anything that is not a regular file. A file gone
+    /// since the listing is neither.
+    public func inventory() throws -> AttachmentInventory {
+        var inventory = AttachmentInventory(files: [])
+        let buckets: [String]
+        do {
+            buckets = try names(in: objects)
+        } catch {
+            inventory.unreadable.append(Self.storageError(error))
+            return inventory
+        }
+        for bucket in buckets {
+            let directory = "\(objects)/\(bucket)"
+            let entries: [String]
+            do {
+                entries = try names(in: directory)
+            } catch {
+                inventory.unreadable.append(Self.storageError(error))
+                continue
+            }
+            for name in entries {
+                // Without sealing a stored file is named by its hash; anything else is not one.
+                if self.sealing == nil && !Attachment.isHash(name) { continue }
+                let path = "\(directory)/\(name)"
+                guard let info = status(path) else {
+                    let code = errno
+                    if code == ENOENT { continue }
+                    // Its modification time is unknown: never taken for old.
+                    inventory.unreadable.append(BlobFiles.failure("cannot read the status of \(path)", errno: code))
+                    continue
+                }
+                guard (info.st_mode & S_IFMT) == S_IFREG else {
+                    inventory.unreadable.append(SyncError(.storageFailure, "\(path) is not a regular file"))
+                    continue
+                }
+                let modified = BlobFiles.modificationTime(info)
+                guard let sealing else {
+                    inventory.files.append(AttachmentFileInfo(sha256: name, size: Int64(info.st_size), modified: modified))
+                    continue
+                }
+                // The name hides the hash: the sealed header holds it.
+                switch readHeader(at: path, sealing: sealing) {
+                case .header(let header):
+                    inventory.files.append(AttachmentFileInfo(sha256: header.sha256, size: header.size, modified: modified))
+                case .damaged(let error):
+                    inventory.damaged.append(DamagedAttachmentFile(name: "objects/\(bucket)/\(name)", error: error))
+                case .unreadable(let error):
+                    inventory.unreadable.append(error)
+                case .absent:
+                    continue
                 }
             }
         }
-        return found
+        return inventory
+    }
+
+    /// Removes a sealed file ``inventory()`` found damaged, unless it is the file of one of
+    /// `spared` or its header no longer proves the damage (read again just before). A plain
+    /// directory finds no damaged file, and removes nothing.
+    public func removeDamaged(_ file: DamagedAttachmentFile, sparing spared: Set<String>) throws -> Bool {
+        guard let sealing else { return false }
+        // Only a name the inventory gives: `objects/<bucket>/<name>`.
+        let parts = file.name.split(separator: "/", omittingEmptySubsequences: false)
+        guard parts.count == 3, parts[0] == "objects", !parts.contains(where: { $0.isEmpty || $0 == "." || $0 == ".." }) else {
+            return false
+        }
+        let target = "\(path)/\(file.name)"
+        // A file waiting to upload exists nowhere else: kept, damaged or not.
+        if spared.contains(where: { objectPath($0) == target }) { return false }
+        guard case .damaged = readHeader(at: target, sealing: sealing) else { return false }
+        if unlink(target) != 0 && errno != ENOENT { throw BlobFiles.failure("cannot remove \(target)") }
+        return true
+    }
+
+    // MARK: Reads a test can make fail
+
+    /// A system call of the reads ``inventory()``, ``size(of:)`` and
+    /// ``removeDamaged(_:sparing:)`` make.
+    package enum FaultPoint: Sendable, Hashable {
+        /// Opening a file to read its header (`EMFILE`: a descriptor limit).
+        case open
+        /// Reading a file's status: its size and modification time.
+        case status
+        /// Listing a directory (`EACCES`: a directory made unreadable).
+        case list
+    }
+
+    /// Makes every `point` call on `path` fail with `code` (`nil`: succeed again): how the
+    /// package's tests give a sweep a descriptor limit, an I/O error or a permission it
+    /// cannot otherwise get in a parallel test process run as root. Never used by a store.
+    package func injectFault(_ point: FaultPoint, at path: String, errno code: Int32?) {
+        faults.withLock { $0[path, default: [:]][point] = code }
+    }
+
+    /// The errno an injected fault gives `point` on `path`, if any.
+    private func fault(_ point: FaultPoint, at path: String) -> Int32? {
+        faults.withLock { $0[path]?[point] }
+    }
+
+    /// Opens the file at `path` and reads its sealed header.
+    func readHeader(at path: String, sealing: any BlobSealing) -> SealedHeaderRead {
+        if let code = fault(.open, at: path) {
+            return .unreadable(BlobFiles.failure("cannot open \(path)", errno: code))
+        }
+        // Non-blocking, so something other than a regular file put here cannot hang the read.
+        let descriptor = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK)
+        guard descriptor >= 0 else {
+            let code = errno
+            if code == ENOENT || code == ENOTDIR { return .absent }
+            return .unreadable(BlobFiles.failure("cannot open \(path)", errno: code))
+        }
+        defer { close(descriptor) }
+        return SealedBlobReader.readHeader(descriptor, path: path, sealing: sealing)
+    }
+
+    /// The status of the file at `path`; `nil` with `errno` set when it cannot be read.
+    func status(_ path: String) -> stat? {
+        if let code = fault(.status, at: path) {
+            errno = code
+            return nil
+        }
+        var info = stat()
+        return stat(path, &info) == 0 ? info : nil
+    }
+
+    /// The names in the directory at `path`: none when there is none; throws when it cannot
+    /// be listed.
+    func names(in path: String) throws -> [String] {
+        if let code = fault(.list, at: path) { throw BlobFiles.failure("cannot list \(path)", errno: code) }
+        return try BlobFiles.names(in: path)
+    }
+
+    /// A failure as a `SyncError` (the helpers throw nothing else).
+    private static func storageError(_ error: any Error) -> SyncError {
+        error as? SyncError ?? SyncError(.storageFailure, "\(error)")
     }
 
     public func removeLeftovers() throws {
@@ -186,11 +321,60 @@ public final class BlobDirectory: AttachmentFileStore, @unchecked Sendable {
 
 /// POSIX helpers of ``BlobDirectory``.
 enum BlobFiles {
+    /// `what` failed, for the reason `errno` gives now.
     static func failure(_ what: String) -> SyncError {
-        SyncError(.storageFailure, "\(what): \(String(cString: strerror(errno)))")
+        failure(what, errno: errno)
+    }
+
+    /// `what` failed with `code`.
+    static func failure(_ what: String, errno code: Int32) -> SyncError {
+        SyncError(.storageFailure, "\(what): \(String(cString: strerror(code)))")
     }
 
     static func exists(_ path: String) -> Bool { access(path, F_OK) == 0 }
+
+    /// Whether there is a file at `path`: `false` only when the system says there is none;
+    /// throws when it cannot tell (a permission, an I/O error).
+    static func isPresent(_ path: String) throws -> Bool {
+        if access(path, F_OK) == 0 { return true }
+        let code = errno
+        if code == ENOENT || code == ENOTDIR { return false }
+        throw failure("cannot read \(path)", errno: code)
+    }
+
+    /// When the file was last written, from its status.
+    static func modificationTime(_ info: stat) -> Timestamp {
+        #if canImport(Darwin)
+        let time = info.st_mtimespec
+        #else
+        let time = info.st_mtim
+        #endif
+        return Timestamp(millisecondsSince1970: Int64(time.tv_sec) * 1000 + Int64(time.tv_nsec) / 1_000_000)
+    }
+
+    /// The names in a directory, without `.` and `..`: none when it does not exist (or is not
+    /// a directory); throws when it cannot be listed or read to its end.
+    static func names(in path: String) throws -> [String] {
+        guard let directory = opendir(path) else {
+            let code = errno
+            if code == ENOENT || code == ENOTDIR { return [] }
+            throw failure("cannot list \(path)", errno: code)
+        }
+        defer { closedir(directory) }
+        var names: [String] = []
+        while true {
+            errno = 0
+            guard let entry = readdir(directory) else {
+                let code = errno
+                if code != 0 { throw failure("cannot list \(path)", errno: code) }
+                return names
+            }
+            let name = withUnsafeBytes(of: entry.pointee.d_name) { bytes in
+                String(decoding: bytes.prefix { $0 != 0 }, as: UTF8.self)
+            }
+            if name != "." && name != ".." { names.append(name) }
+        }
+    }
 
     /// Whether the open file is the one at `path` (not one renamed or removed since).
     static func isLinked(_ descriptor: Int32, at path: String) -> Bool {

@@ -165,6 +165,20 @@ final class SealedBlobWriter: AttachmentFileWriter {
     }
 }
 
+/// What reading a sealed file's header found. Only ``damaged(_:)`` says anything about the
+/// file: it is what its bytes prove (cut short, not `OSBLOB01`, a header that does not open
+/// under the store's key, or holds no hash). ``unreadable(_:)`` is a read that failed now —
+/// too many open files, an I/O error, a permission — and is no reason to remove anything.
+enum SealedHeaderRead {
+    case header(SealedBlobReader.Header)
+    /// The file's own bytes prove it damaged (`attachmentDamaged`).
+    case damaged(SyncError)
+    /// The file could not be read now (`storageFailure`, with the system's reason).
+    case unreadable(SyncError)
+    /// There is no file (it went since it was listed, or never was).
+    case absent
+}
+
 /// A reader of a sealed file: opens the pieces a read touches, keeping the last one.
 final class SealedBlobReader: AttachmentFileReader {
     private let descriptor: Int32
@@ -198,26 +212,37 @@ final class SealedBlobReader: AttachmentFileReader {
 
     deinit { close(descriptor) }
 
-    static func header(path: String, sealing: any BlobSealing) throws -> Header {
-        let descriptor = open(path, O_RDONLY | O_CLOEXEC)
-        guard descriptor >= 0 else { throw BlobFiles.failure("cannot open \(path)") }
-        defer { close(descriptor) }
-        return try header(descriptor, path: path, sealing: sealing)
+    /// The header of the file open at `descriptor`: ``SyncError/Code/attachmentDamaged`` when
+    /// its bytes prove it damaged, the read's own error when it could not be read.
+    private static func header(_ descriptor: Int32, path: String, sealing: any BlobSealing) throws -> Header {
+        switch readHeader(descriptor, path: path, sealing: sealing) {
+        case .header(let header): return header
+        case .damaged(let error), .unreadable(let error): throw error
+        case .absent: throw SyncError(.notFound, "\(path) is gone")
+        }
     }
 
-    private static func header(_ descriptor: Int32, path: String, sealing: any BlobSealing) throws -> Header {
-        let bytes = try BlobFiles.readAt(descriptor, offset: 0, count: SealedBlobFormat.headerSize(sealing), path: path)
+    /// Reads and opens the header of the file open at `descriptor`, telling what its bytes
+    /// prove from a read that failed.
+    static func readHeader(_ descriptor: Int32, path: String, sealing: any BlobSealing) -> SealedHeaderRead {
+        let bytes: [UInt8]
+        do {
+            bytes = try BlobFiles.readAt(descriptor, offset: 0, count: SealedBlobFormat.headerSize(sealing), path: path)
+        } catch {
+            return .unreadable(error as? SyncError ?? SyncError(.storageFailure, "cannot read \(path)"))
+        }
         let magic = SealedBlobFormat.magic.count, idEnd = magic + SealedBlobFormat.idSize
+        // `readAt` returns fewer bytes only at the end of the file: the file is cut short.
         guard bytes.count == SealedBlobFormat.headerSize(sealing), Array(bytes[..<magic]) == SealedBlobFormat.magic else {
-            throw SealedBlobFormat.damaged(path)
+            return .damaged(SealedBlobFormat.damaged(path))
         }
         let id = Array(bytes[magic..<idEnd])
         guard let plain = try? sealing.open(Array(bytes[idEnd...]), context: SealedBlobFormat.headerContext(id)),
-              plain.count == SealedBlobFormat.headerPlain else { throw SealedBlobFormat.damaged(path) }
+              plain.count == SealedBlobFormat.headerPlain else { return .damaged(SealedBlobFormat.damaged(path)) }
         let sha256 = String(decoding: plain[..<64], as: UTF8.self)
         let size = plain[64...].reversed().reduce(Int64(0)) { $0 << 8 | Int64($1) }
-        guard Attachment.isHash(sha256), size >= 0 else { throw SealedBlobFormat.damaged(path) }
-        return Header(id: id, sha256: sha256, size: size)
+        guard Attachment.isHash(sha256), size >= 0 else { return .damaged(SealedBlobFormat.damaged(path)) }
+        return .header(Header(id: id, sha256: sha256, size: size))
     }
 
     func read(at offset: Int64, count: Int) throws -> [UInt8] {
