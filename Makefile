@@ -53,7 +53,7 @@ TEST_WIDTH ?= 8
 PKG_CONFIG_MODULES := sqlite3 lmdb libpq
 APT_PACKAGES := pkg-config libsqlite3-dev liblmdb-dev libpq-dev postgresql curl
 
-.PHONY: deps build docs fuzz sanitize test test-steps architecture-check docs-check openapi-check conformance-cli corrupt-sweep crash-trials cognito-test hostile-test console-test soak demo demo-grdb serve token bench bench-scale loadtest client-size clean
+.PHONY: deps build docs fuzz sanitize test test-steps architecture-check docs-check portability-check openapi-check conformance-cli corrupt-sweep crash-trials cognito-test hostile-test console-test soak demo demo-grdb serve token bench bench-scale loadtest client-size clean
 
 deps:
 	@if ! command -v $(SWIFT) >/dev/null 2>&1; then \
@@ -111,7 +111,7 @@ EXAMPLE_BUILD := .build/snapshot-example
 test: deps
 	Scripts/with-postgres.sh $(MAKE) --no-print-directory test-steps
 
-test-steps: deps openapi-check architecture-check docs-check
+test-steps: deps openapi-check architecture-check docs-check portability-check
 	$(SWIFT) build --build-tests
 	SWT_EXPERIMENTAL_MAXIMUM_PARALLELIZATION_WIDTH=$(TEST_WIDTH) $(SWIFT) test --skip-build
 	$(MAKE) --no-print-directory conformance-cli
@@ -135,6 +135,12 @@ test-steps: deps openapi-check architecture-check docs-check
 # no source file or function grows past the size limits (Scripts/check-architecture.py).
 architecture-check:
 	python3 Scripts/check-architecture.py
+
+# What an app links (every library product's targets), the test support and the offline-sync
+# tool use no glibc-only call outside an `#if os(Linux)` / `canImport(Glibc)` region, so they
+# compile on the Apple platforms Package.swift declares (Scripts/check-portability.py).
+portability-check:
+	python3 Scripts/check-portability.py
 
 # The README stays under 200 lines, and every relative link in it and in Docs/ resolves
 # (Scripts/check-docs.py).

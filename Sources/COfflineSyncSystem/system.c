@@ -1,7 +1,6 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
-#include <spawn.h>
 #include <unistd.h>
 #include "osync_system.h"
 #if defined(__GLIBC__)
@@ -26,6 +25,7 @@ int osync_limit_malloc_arenas(int count) {
 #endif
 }
 
+#if defined(__linux__)
 int osync_spawn_close_from(posix_spawn_file_actions_t *actions, int lowest) {
 #if defined(__GLIBC__) && (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 34))
     return posix_spawn_file_actions_addclosefrom_np(actions, lowest);
@@ -34,14 +34,20 @@ int osync_spawn_close_from(posix_spawn_file_actions_t *actions, int lowest) {
     return ENOSYS;
 #endif
 }
+#endif
 
 int osync_pipe_cloexec(int fds[2]) {
 #if defined(__linux__)
     return pipe2(fds, O_CLOEXEC);
 #else
     if (pipe(fds) != 0) return -1;
-    fcntl(fds[0], F_SETFD, FD_CLOEXEC);
-    fcntl(fds[1], F_SETFD, FD_CLOEXEC);
+    if (fcntl(fds[0], F_SETFD, FD_CLOEXEC) != 0 || fcntl(fds[1], F_SETFD, FD_CLOEXEC) != 0) {
+        int saved = errno;
+        close(fds[0]);
+        close(fds[1]);
+        errno = saved;
+        return -1;
+    }
     return 0;
 #endif
 }

@@ -3,6 +3,8 @@ import Foundation
 import Synchronization
 #if canImport(Glibc)
 import Glibc
+#elseif canImport(Darwin)
+import Darwin
 #endif
 
 /// A child process started with `posix_spawn`, for the tools and tests that run our own
@@ -11,18 +13,20 @@ import Glibc
 /// Not Foundation's `Process`: on Linux, Swift 6.3's `Process.run()` lists `/proc/self/fd`
 /// to close inherited descriptors and copies each entry's whole 256-byte name, reading past
 /// the directory buffer; now and then that crashes the *parent* in `memcpy`
-/// (swift-corelibs-foundation, fixed upstream in PR #5472, after 6.3). Here the child closes
-/// every descriptor above standard error itself (glibc's
-/// `posix_spawn_file_actions_addclosefrom_np`; without it, spawning throws `ENOSYS`), starts
-/// with no blocked signals and every signal at its default action, and the parent lists
-/// nothing.
+/// (swift-corelibs-foundation, fixed upstream in PR #5472, after 6.3). Here the child inherits
+/// no descriptor but its standard three, and the parent lists nothing: on Linux the child
+/// closes every descriptor above standard error itself (glibc's
+/// `posix_spawn_file_actions_addclosefrom_np`, 2.34 and later; without it, spawning throws
+/// `ENOSYS`); on Apple platforms the spawn sets `POSIX_SPAWN_CLOEXEC_DEFAULT`, so the child
+/// keeps only the descriptors its file actions name. It starts with no blocked signals and
+/// every signal at its default action.
 ///
 /// The member names follow `Process` where they mean the same. Every method is safe from any
 /// thread; ``waitUntilExit()`` blocks its thread, so async code calls it off Swift's
 /// cooperative pool.
-public final class ChildProcess: Sendable {
+package final class ChildProcess: Sendable {
     /// What a child's standard input or output is connected to.
-    public enum Stream: Sendable {
+    package enum Stream: Sendable {
         /// The same descriptor as this process's.
         case inherit
         /// `/dev/null`.
@@ -38,12 +42,12 @@ public final class ChildProcess: Sendable {
     }
 
     /// The child's process id.
-    public let processIdentifier: pid_t
+    package let processIdentifier: pid_t
     /// The writing end of the child's standard input, when it was started with `.pipe`.
-    public let standardInput: FileHandle?
+    package let standardInput: FileHandle?
     /// The reading end of the child's standard output (and of its standard error, when that
     /// was merged into it), when it was started with `.pipe`.
-    public let standardOutput: FileHandle?
+    package let standardOutput: FileHandle?
     /// Set once the child has been reaped (by whichever call saw the exit first).
     private let ending = Mutex<Ending?>(nil)
 
@@ -51,12 +55,18 @@ public final class ChildProcess: Sendable {
     /// `environment`. With `mergeStandardError`, the child's standard error goes where its
     /// standard output goes; otherwise it is this process's. Throws when the spawn fails
     /// (the executable is missing or not executable).
-    public init(executable: String, arguments: [String], environment: [String: String] = ProcessInfo.processInfo.environment,
-                standardInput input: Stream = .null, standardOutput output: Stream = .inherit,
-                mergeStandardError: Bool = false) throws {
+    package init(executable: String, arguments: [String], environment: [String: String] = ProcessInfo.processInfo.environment,
+                 standardInput input: Stream = .null, standardOutput output: Stream = .inherit,
+                 mergeStandardError: Bool = false) throws {
         var toClose: [Int32] = []
         defer { toClose.forEach { _ = close($0) } }
+        // glibc's spawn objects are structs initialised in place; Darwin's are opaque pointers
+        // (`void *`) that the `_init` calls allocate.
+        #if os(Linux)
         var actions = posix_spawn_file_actions_t()
+        #else
+        var actions: posix_spawn_file_actions_t? = nil
+        #endif
         posix_spawn_file_actions_init(&actions)
         defer { posix_spawn_file_actions_destroy(&actions) }
 
@@ -64,7 +74,8 @@ public final class ChildProcess: Sendable {
         var outputHandle: FileHandle?
         switch input {
         case .inherit: break
-        case .null: posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+        case .null:
+            posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
         case .pipe:
             let (read, write) = try Self.makePipe()
             toClose.append(read)
@@ -84,10 +95,24 @@ public final class ChildProcess: Sendable {
             posix_spawn_file_actions_adddup2(&actions, write, 1)
             if mergeStandardError { posix_spawn_file_actions_adddup2(&actions, write, 2) }
         }
+        #if os(Linux)
+        // The child closes every descriptor above standard error, after the actions above.
         let closing = osync_spawn_close_from(&actions, 3)
         guard closing == 0 else { throw POSIXError(POSIXErrorCode(rawValue: closing) ?? .ENOSYS) }
-
+        let flags = POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF
         var attributes = posix_spawnattr_t()
+        #else
+        // With POSIX_SPAWN_CLOEXEC_DEFAULT the child keeps only the descriptors a file action
+        // names: those set above, and each standard one it shares with this process (no action
+        // above sets it), named here when it is open (inheriting a closed one fails with EBADF).
+        let shared: [Int32?] = [input == .inherit ? 0 : nil, output == .inherit ? 1 : nil, mergeStandardError ? nil : 2]
+        for case let descriptor? in shared where fcntl(descriptor, F_GETFD) != -1 {
+            let inheriting = posix_spawn_file_actions_addinherit_np(&actions, descriptor)
+            guard inheriting == 0 else { throw POSIXError(POSIXErrorCode(rawValue: inheriting) ?? .EINVAL) }
+        }
+        let flags = POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_CLOEXEC_DEFAULT
+        var attributes: posix_spawnattr_t? = nil
+        #endif
         posix_spawnattr_init(&attributes)
         defer { posix_spawnattr_destroy(&attributes) }
         var none = sigset_t(), all = sigset_t()
@@ -95,7 +120,7 @@ public final class ChildProcess: Sendable {
         sigfillset(&all)
         posix_spawnattr_setsigmask(&attributes, &none)
         posix_spawnattr_setsigdefault(&attributes, &all)
-        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
+        posix_spawnattr_setflags(&attributes, Int16(flags))
 
         let argv = ([executable] + arguments).map { strdup($0) } + [nil]
         let envp = environment.map { strdup("\($0.key)=\($0.value)") } + [nil]
@@ -119,24 +144,24 @@ public final class ChildProcess: Sendable {
 
     /// Sends `number` to the child, unless it has already been reaped (its pid may then
     /// belong to another process).
-    public func signal(_ number: Int32) {
+    package func signal(_ number: Int32) {
         ending.withLock { ending in
             if ending == nil { _ = kill(processIdentifier, number) }
         }
     }
 
     /// Sends SIGTERM.
-    public func terminate() { signal(SIGTERM) }
+    package func terminate() { signal(SIGTERM) }
 
     /// Whether the child has not exited yet. Does not block.
-    public var isRunning: Bool { !reap(blocking: false) }
+    package var isRunning: Bool { !reap(blocking: false) }
 
     /// Blocks until the child has exited.
-    public func waitUntilExit() { _ = reap(blocking: true) }
+    package func waitUntilExit() { _ = reap(blocking: true) }
 
     /// The exit status, or the number of the signal that ended the child (see
     /// ``exitedBySignal``); waits for the exit.
-    public var terminationStatus: Int32 {
+    package var terminationStatus: Int32 {
         waitUntilExit()
         switch ending.withLock({ $0 }) {
         case .exited(let status)?, .signalled(let status)?: return status
@@ -145,7 +170,7 @@ public final class ChildProcess: Sendable {
     }
 
     /// Whether a signal ended the child; waits for the exit.
-    public var exitedBySignal: Bool {
+    package var exitedBySignal: Bool {
         waitUntilExit()
         if case .signalled? = ending.withLock({ $0 }) { return true }
         return false
@@ -158,13 +183,16 @@ public final class ChildProcess: Sendable {
         if ending.withLock({ $0 != nil }) { return true }
         var info = siginfo_t()
         while true {
+            // Zeroed before each wait: with WNOHANG and nothing to report, Darwin's waitid leaves
+            // `info` as it was, so a pid of 0 afterwards is the only portable "not yet".
+            info = siginfo_t()
             let result = waitid(P_PID, id_t(processIdentifier), &info, WEXITED | WNOWAIT | (blocking ? 0 : WNOHANG))
             if result == 0 { break }
             if errno == EINTR { continue }
             // ECHILD: another waiter reaped it meanwhile.
             return ending.withLock { $0 != nil }
         }
-        if !blocking && info._sifields._sigchld.si_pid == 0 { return false }
+        if !blocking && Self.reportedProcess(info) == 0 { return false }
         return ending.withLock { ending in
             if ending != nil { return true }
             var status: Int32 = 0
@@ -173,6 +201,16 @@ public final class ChildProcess: Sendable {
             ending = signalNumber == 0 ? .exited((status >> 8) & 0xff) : .signalled(signalNumber)
             return true
         }
+    }
+
+    /// The pid a `waitid` filled `info` with: glibc's `siginfo_t` keeps it in a union (its
+    /// `si_pid` is a C macro Swift cannot see), Darwin's in a plain field.
+    private static func reportedProcess(_ info: siginfo_t) -> pid_t {
+        #if os(Linux)
+        return info._sifields._sigchld.si_pid
+        #else
+        return info.si_pid
+        #endif
     }
 
     deinit {

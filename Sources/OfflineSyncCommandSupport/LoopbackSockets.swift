@@ -2,18 +2,20 @@ import Foundation
 import Synchronization
 #if canImport(Glibc)
 import Glibc
+#elseif canImport(Darwin)
+import Darwin
 #endif
 
 /// A plain TCP socket on loopback, for what an HTTP client library will not do: a client
 /// that stops reading, a request sent at a controlled pace, a balancer's relay.
-public struct LoopbackSocket: Sendable {
+package struct LoopbackSocket: Sendable {
     /// The socket's descriptor; ``hangUp()`` closes it.
-    public let fd: Int32
+    package let fd: Int32
 
     /// Connects to `port` on 127.0.0.1; with `receiveBuffer`, the socket's receive buffer is
     /// set to that many bytes before it connects (so the window it offers stays that small).
-    public init(port: Int, receiveBuffer: Int32? = nil) throws {
-        fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    package init(port: Int, receiveBuffer: Int32? = nil) throws {
+        fd = Self.tcpSocket()
         guard fd >= 0 else { throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EMFILE) }
         if var size = receiveBuffer { setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &size, socklen_t(MemoryLayout<Int32>.size)) }
         var address = Self.address(port: port)
@@ -30,8 +32,8 @@ public struct LoopbackSocket: Sendable {
     private init(descriptor: Int32) { fd = descriptor }
 
     /// A socket listening on a free loopback port, and the port.
-    public static func listening() throws -> (socket: LoopbackSocket, port: Int) {
-        let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    package static func listening() throws -> (socket: LoopbackSocket, port: Int) {
+        let descriptor = tcpSocket()
         guard descriptor >= 0 else { throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EMFILE) }
         var address = address(port: 0)
         var length = socklen_t(MemoryLayout<sockaddr_in>.size)
@@ -47,8 +49,33 @@ public struct LoopbackSocket: Sendable {
         return (LoopbackSocket(descriptor: descriptor), Int(UInt16(bigEndian: address.sin_port)))
     }
 
+    /// A new TCP socket's descriptor, or -1 with `errno` set. glibc imports `SOCK_STREAM` as a
+    /// `__socket_type` case, Darwin as an `Int32`. On Darwin the socket is also kept from raising
+    /// SIGPIPE (`SO_NOSIGPIPE`), as glibc's sends do with `MSG_NOSIGNAL`.
+    private static func tcpSocket() -> Int32 {
+        #if os(Linux)
+        return socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        #else
+        let descriptor = socket(AF_INET, SOCK_STREAM, 0)
+        if descriptor >= 0 { noSignalOnBrokenPipe(descriptor) }
+        return descriptor
+        #endif
+    }
+
+    #if !os(Linux)
+    /// Makes writes to `descriptor` fail with `EPIPE` rather than raise SIGPIPE once the peer
+    /// has gone (Darwin's `SO_NOSIGPIPE`; glibc's sends pass `MSG_NOSIGNAL` instead).
+    static func noSignalOnBrokenPipe(_ descriptor: Int32) {
+        var on: Int32 = 1
+        _ = setsockopt(descriptor, SOL_SOCKET, SO_NOSIGPIPE, &on, socklen_t(MemoryLayout<Int32>.size))
+    }
+    #endif
+
     private static func address(port: Int) -> sockaddr_in {
         var address = sockaddr_in()
+        #if !os(Linux)
+        address.sin_len = UInt8(MemoryLayout<sockaddr_in>.size)
+        #endif
         address.sin_family = sa_family_t(AF_INET)
         address.sin_port = in_port_t(UInt16(port).bigEndian)
         address.sin_addr.s_addr = inet_addr("127.0.0.1")
@@ -56,13 +83,13 @@ public struct LoopbackSocket: Sendable {
     }
 
     /// What carries a change channel (`GET /v1/changes`).
-    public enum ChangeChannelCarrier: String, CaseIterable, Sendable {
+    package enum ChangeChannelCarrier: String, CaseIterable, Sendable {
         case webSocket = "WebSocket", eventStream = "event stream"
     }
 
     /// The request that opens a change channel with `token`: a WebSocket upgrade, or an
     /// event stream.
-    public static func changeChannelRequest(port: Int, token: String, carrier: ChangeChannelCarrier = .webSocket) -> String {
+    package static func changeChannelRequest(port: Int, token: String, carrier: ChangeChannelCarrier = .webSocket) -> String {
         let opening = switch carrier {
         case .webSocket:
             "Connection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
@@ -74,20 +101,20 @@ public struct LoopbackSocket: Sendable {
 
     /// Opens a change channel with `token` and reads nothing of it (a suspended app, a
     /// stalled network); with `receiveBuffer`, the server's writes stall sooner.
-    public static func deafChannel(port: Int, token: String, carrier: ChangeChannelCarrier = .webSocket,
-                                   receiveBuffer: Int32? = nil) throws -> LoopbackSocket {
+    package static func deafChannel(port: Int, token: String, carrier: ChangeChannelCarrier = .webSocket,
+                                    receiveBuffer: Int32? = nil) throws -> LoopbackSocket {
         let socket = try LoopbackSocket(port: port, receiveBuffer: receiveBuffer)
         try socket.send(changeChannelRequest(port: port, token: token, carrier: carrier))
         return socket
     }
 
     /// Writes all of `text`.
-    public func send(_ text: String) throws {
+    package func send(_ text: String) throws {
         try send(Array(text.utf8))
     }
 
     /// Writes all of `bytes`.
-    public func send(_ bytes: [UInt8]) throws {
+    package func send(_ bytes: [UInt8]) throws {
         var offset = 0
         while offset < bytes.count {
             let written = bytes[offset...].withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
@@ -99,7 +126,7 @@ public struct LoopbackSocket: Sendable {
 
     /// Reads until the peer ends the connection (`ended`: end of stream, or a reset), or
     /// until nothing has come for `quiet`. Blocks its thread: call it off Swift's pool.
-    public func readToEnd(quiet: Duration) -> (bytes: [UInt8], ended: Bool) {
+    package func readToEnd(quiet: Duration) -> (bytes: [UInt8], ended: Bool) {
         var result: [UInt8] = []
         while true {
             switch readOnce(into: &result, waiting: quiet) {
@@ -112,7 +139,7 @@ public struct LoopbackSocket: Sendable {
 
     /// Reads until what arrived contains `marker`, the peer ends the connection, or `limit`
     /// passes; returns everything read. Blocks its thread: call it off Swift's pool.
-    public func receive(until marker: [UInt8], within limit: Duration) -> [UInt8] {
+    package func receive(until marker: [UInt8], within limit: Duration) -> [UInt8] {
         var result: [UInt8] = []
         let deadline = ContinuousClock.now + limit
         while !result.contains(marker) {
@@ -145,22 +172,22 @@ public struct LoopbackSocket: Sendable {
     }
 
     /// Closes the socket.
-    public func hangUp() { close(fd) }
+    package func hangUp() { close(fd) }
 }
 
 /// A TCP load balancer on a loopback port, as an operator's sits in front of server
 /// instances: each connection goes to the next backend in turn that accepts it (one that
 /// refuses is skipped), and its bytes are copied both ways untouched, WebSocket upgrades
 /// included. Two threads per connection: for tests and load tests of a few hundred clients.
-public final class LoopbackBalancer: Sendable {
+package final class LoopbackBalancer: Sendable {
     /// The port clients connect to.
-    public let port: Int
+    package let port: Int
     private let listener: LoopbackSocket
     private let backends: Mutex<[Int]>
     private let turn = Atomic<Int>(0)
 
     /// Starts accepting, routing to `backends` (ports on 127.0.0.1).
-    public init(backends: [Int]) throws {
+    package init(backends: [Int]) throws {
         self.backends = Mutex(backends)
         (listener, port) = try LoopbackSocket.listening()
         let thread = Thread { [self] in acceptLoop() }
@@ -168,10 +195,10 @@ public final class LoopbackBalancer: Sendable {
     }
 
     /// Routes new connections to `ports` from now on (open connections stay where they are).
-    public func setBackends(_ ports: [Int]) { backends.withLock { $0 = ports } }
+    package func setBackends(_ ports: [Int]) { backends.withLock { $0 = ports } }
 
     /// Stops accepting.
-    public func stop() { shutdown(listener.fd, Int32(SHUT_RDWR)) }
+    package func stop() { shutdown(listener.fd, Int32(SHUT_RDWR)) }
 
     deinit { listener.hangUp() }
 
@@ -182,6 +209,9 @@ public final class LoopbackBalancer: Sendable {
                 if errno == EINTR || errno == ECONNABORTED { continue }
                 return
             }
+            #if !os(Linux)
+            LoopbackSocket.noSignalOnBrokenPipe(client)
+            #endif
             Thread.detachNewThread { [self] in relay(client) }
         }
     }
@@ -216,7 +246,7 @@ public final class LoopbackBalancer: Sendable {
             guard count > 0 else { break }
             var sent = 0
             while sent < count {
-                let wrote = buffer.withUnsafeBytes { Glibc.send(destination, $0.baseAddress! + sent, count - sent, Int32(MSG_NOSIGNAL)) }
+                let wrote = buffer.withUnsafeBytes { sendSome(destination, $0.baseAddress! + sent, count - sent) }
                 if wrote < 0, errno == EINTR { continue }
                 guard wrote > 0 else { break outer }
                 sent += wrote
@@ -224,5 +254,15 @@ public final class LoopbackBalancer: Sendable {
         }
         shutdown(destination, Int32(SHUT_WR))
         shutdown(source, Int32(SHUT_RD))
+    }
+
+    /// One `send` that never raises SIGPIPE when the peer has gone: glibc's `MSG_NOSIGNAL`;
+    /// on Darwin the socket's `SO_NOSIGPIPE`, set when it was made or accepted.
+    private static func sendSome(_ descriptor: Int32, _ bytes: UnsafeRawPointer, _ count: Int) -> Int {
+        #if os(Linux)
+        return Glibc.send(descriptor, bytes, count, Int32(MSG_NOSIGNAL))
+        #else
+        return Darwin.send(descriptor, bytes, count, 0)
+        #endif
     }
 }

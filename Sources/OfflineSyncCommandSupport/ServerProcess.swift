@@ -4,15 +4,15 @@ import Foundation
 /// `offline-sync serve` in a child process on a free loopback port, as the demo and the
 /// benchmarks run it.
 ///
-public struct ServerProcess: Sendable {
+package struct ServerProcess: Sendable {
     /// The child process.
-    public let process: ChildProcess
+    package let process: ChildProcess
     /// `http://127.0.0.1:<port>`, read from the server's "listening on" line.
-    public let baseURL: String
+    package let baseURL: String
 
     /// The `offline-sync` tool: this executable when it is the tool, otherwise the one beside it
     /// (the harness is built into the same directory).
-    public static func toolExecutable() throws -> URL {
+    package static func toolExecutable() throws -> URL {
         guard let running = Bundle.main.executableURL else { throw ValidationError("cannot find this tool's executable") }
         if running.lastPathComponent == "offline-sync" { return running }
         let sibling = running.deletingLastPathComponent().appendingPathComponent("offline-sync")
@@ -27,9 +27,10 @@ public struct ServerProcess: Sendable {
     /// such as `OFFLINE_SYNC_ADMIN_KEY`) and waits for its "listening on" line. Throws when
     /// the server exits before it listens.
     ///
-    /// With `cpus` (a `taskset` CPU list such as `0`), the server runs pinned to those CPUs.
-    public static func start(data: URL, secret: String, extraArguments: [String] = [],
-                             environment extra: [String: String] = [:], cpus: String? = nil) throws -> ServerProcess {
+    /// With `cpus` (a `taskset` CPU list such as `0`), the server runs pinned to those CPUs
+    /// (Linux's `/usr/bin/taskset`; where there is none, the start throws).
+    package static func start(data: URL, secret: String, extraArguments: [String] = [],
+                              environment extra: [String: String] = [:], cpus: String? = nil) throws -> ServerProcess {
         let arguments = ["serve", "--port", "0", "--data", data.path, "--log-level", "warning"] + extraArguments
         var environment = ProcessInfo.processInfo.environment
         environment["OFFLINE_SYNC_TOKEN_SECRET"] = secret
@@ -66,10 +67,10 @@ public struct ServerProcess: Sendable {
 
     /// The server's peak resident memory so far (`VmHWM` in `/proc/<pid>/status`), in
     /// bytes; `nil` where there is no such file.
-    public func peakRSSBytes() -> Int? { Self.statusBytes("VmHWM:", of: process.processIdentifier) }
+    package func peakRSSBytes() -> Int? { Self.statusBytes("VmHWM:", of: process.processIdentifier) }
 
     /// The resident memory of process `pid` now, from `/proc` (`nil` where there is none).
-    public static func residentBytes(of pid: Int32) -> Int? { statusBytes("VmRSS:", of: pid) }
+    package static func residentBytes(of pid: Int32) -> Int? { statusBytes("VmRSS:", of: pid) }
 
     /// A size line of `/proc/<pid>/status`, in bytes.
     private static func statusBytes(_ field: String, of pid: Int32) -> Int? {
@@ -80,7 +81,7 @@ public struct ServerProcess: Sendable {
     }
 
     /// Sends SIGTERM and waits for the exit status.
-    public func stop() -> Int32 {
+    package func stop() -> Int32 {
         process.terminate()
         return process.terminationStatus
     }

@@ -8,7 +8,7 @@ import OfflineSyncSQLite
 
 extension StoreRegistry {
     /// The adapters this tool knows: every store that ships with OfflineSync.
-    public static var builtIn: StoreRegistry {
+    package static var builtIn: StoreRegistry {
         var registry = StoreRegistry()
         registry.register(.sqlite)
         registry.register(.lmdb)
@@ -20,7 +20,7 @@ extension StoreRegistry {
 }
 
 /// How a command names a store and its key.
-public struct StoreArguments: ParsableArguments {
+package struct StoreArguments: ParsableArguments {
     @Option(name: .long, help: ArgumentHelp("The store URL.", discussion: """
         For example sqlite:///path/app.db, sqlite::memory:, lmdb:///path/dir or \
         encrypted-file:///path/app.osync?passphrase-env=VAR, postgres://user@host/db?schema=NAME \
@@ -28,20 +28,20 @@ public struct StoreArguments: ParsableArguments {
         written in the URL: name the variable that holds it with key-env= (64 hex digits) or \
         passphrase-env=, or set OFFLINE_SYNC_KEY or OFFLINE_SYNC_PASSPHRASE.
         """))
-    public var store: String
+    package var store: String
 
     /// Creates arguments with no store (ArgumentParser fills them in).
-    public init() {}
+    package init() {}
 
     /// The store URL: `store` itself, or the `postgres://` URL of a libpq keyword/value
     /// connection string (`host=… dbname=…`).
-    public func url() throws -> String {
+    package func url() throws -> String {
         if !store.contains("://"), store.contains("=") { return try PostgreSQLStore.storeURL(connectionString: store) }
         return store
     }
 
     /// The options: a variable named in the URL wins, then OFFLINE_SYNC_KEY, then OFFLINE_SYNC_PASSPHRASE.
-    public func options(for location: StoreLocation) throws -> StoreOptions {
+    package func options(for location: StoreLocation) throws -> StoreOptions {
         var options = StoreOptions()
         let environment = options.environment
         if try options.resolveSecret(for: location) == nil {

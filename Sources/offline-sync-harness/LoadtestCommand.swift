@@ -283,10 +283,20 @@ struct LoadtestCommand: AsyncParsableCommand {
     /// Raises the soft limit on open files to the hard limit (each client holds a socket or
     /// two); returns the limit now in force.
     private func raiseDescriptorLimit() -> UInt64 {
+        #if os(Linux)
+        let resource = Int32(RLIMIT_NOFILE.rawValue)
+        #else
+        let resource = RLIMIT_NOFILE
+        #endif
         var limit = rlimit()
-        guard getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0 else { return 0 }
+        guard getrlimit(resource, &limit) == 0 else { return 0 }
+        #if os(Linux)
         limit.rlim_cur = limit.rlim_max
-        _ = setrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit)
+        #else
+        // Darwin's hard limit may be RLIM_INFINITY, which setrlimit refuses for open files.
+        limit.rlim_cur = min(limit.rlim_max, rlim_t(OPEN_MAX))
+        #endif
+        _ = setrlimit(resource, &limit)
         return UInt64(limit.rlim_cur)
     }
 

@@ -44,7 +44,12 @@ final class MeasuredWindows: Sendable {
     /// This process's user and system CPU time so far, every thread, in seconds.
     static func processCPUSeconds() -> Double {
         var usage = rusage()
-        guard getrusage(__rusage_who_t(RUSAGE_SELF.rawValue), &usage) == 0 else { return 0 }
+        #if os(Linux)
+        let who = __rusage_who_t(RUSAGE_SELF.rawValue)
+        #else
+        let who = RUSAGE_SELF
+        #endif
+        guard getrusage(who, &usage) == 0 else { return 0 }
         func seconds(_ time: timeval) -> Double { Double(time.tv_sec) + Double(time.tv_usec) / 1e6 }
         return seconds(usage.ru_utime) + seconds(usage.ru_stime)
     }

@@ -18,7 +18,7 @@ struct PostgreSQLStoreTests {
 
     /// A free local TCP port nobody listens on.
     static func closedPort() throws -> Int {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        let fd = socket(AF_INET, streamSocketType, 0)
         defer { close(fd) }
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
@@ -216,3 +216,10 @@ struct PostgreSQLStoreTests {
         try await registry.open(storeURL, options: StoreOptions(createIfMissing: false)).close()
     }
 }
+
+#if os(Linux)
+/// `SOCK_STREAM` as `socket(2)` takes it (glibc imports it as an enum case).
+private let streamSocketType = Int32(SOCK_STREAM.rawValue)
+#else
+private let streamSocketType = SOCK_STREAM
+#endif

@@ -64,7 +64,7 @@ final class RefusingPort: Sendable {
 
 /// A TCP socket bound to a free port on 127.0.0.1, listening or not, and its port.
 func loopbackSocket(listening: Bool) throws -> (descriptor: Int32, port: Int) {
-    let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    let descriptor = socket(AF_INET, streamSocketType, 0)
     guard descriptor >= 0 else { throw POSIXError(.EMFILE) }
     var address = sockaddr_in()
     address.sin_family = sa_family_t(AF_INET)
@@ -82,3 +82,10 @@ func loopbackSocket(listening: Bool) throws -> (descriptor: Int32, port: Int) {
     }
     return (descriptor, Int(UInt16(bigEndian: address.sin_port)))
 }
+
+#if os(Linux)
+/// `SOCK_STREAM` as `socket(2)` takes it (glibc imports it as an enum case).
+private let streamSocketType = Int32(SOCK_STREAM.rawValue)
+#else
+private let streamSocketType = SOCK_STREAM
+#endif
