@@ -4,8 +4,8 @@ import OfflineSync
 import OfflineSyncService
 import Prometheus
 
-/// The server's metrics, served in Prometheus's text format on `GET /metrics` behind the admin
-/// key (Docs/Server.md, "Metrics", lists each one). Each server has its own registry, so
+/// The server's metrics, served in Prometheus's text format on `GET /metrics` behind the metrics
+/// key or the admin key (Docs/Server.md, "Metrics", lists each one). Each server has its own registry, so
 /// servers in one process (tests, an app embedding two) count apart and nothing global is
 /// bootstrapped.
 ///
@@ -51,6 +51,7 @@ public final class ServerMetrics: Sendable {
         _ = counter(.refusals, [("table", "other"), ("operation", "insert")])
         _ = counter(.keySets, [("issuer", "none"), ("result", "ok")])
         for direction in ["received", "sent"] { counter(.attachmentBytes, [("direction", direction)]).increment(by: Int64(0)) }
+        for reason in ConsoleSignInRefusal.allCases { counter(.consoleSignIns, [("reason", reason.rawValue)]).increment(by: Int64(0)) }
         _ = counter(.requests, [("route", "/metrics"), ("method", "GET"), ("status", "200")])
         _ = histogram(.requestDuration, [("route", "/metrics")])
         _ = histogram(.callDuration, [("call", "push")])
@@ -65,6 +66,7 @@ public final class ServerMetrics: Sendable {
         case slowChannels = "slow_channels_closed", membershipFailures = "channel_membership_failures"
         case tokens = "token_verifications"
         case keySets = "key_set_fetches", attachmentBytes = "attachment_bytes"
+        case consoleSignIns = "console_signin_refused"
 
         var unit: String {
             switch self {
@@ -92,6 +94,7 @@ public final class ServerMetrics: Sendable {
             case .tokens: "Bearer tokens checked: verified, refused, or unverifiable (the issuer's keys could not be had)."
             case .keySets: "Key-set (JWKS) fetches of configured issuers, by issuer and result."
             case .attachmentBytes: "Attachment bytes received by uploads (every byte that arrived, a cut-off request's included) and sent by downloads."
+            case .consoleSignIns: "Console sign-ins refused: with a wrong key (wrong_key), or unchecked because too many failed lately (rate_limited)."
             }
         }
 
@@ -180,6 +183,11 @@ public final class ServerMetrics: Sendable {
     /// download (`sent`).
     func attachmentBytes(_ direction: String, _ count: Int) {
         counter(.attachmentBytes, [("direction", direction)]).increment(by: Int64(count))
+    }
+
+    /// A console sign-in refused, by why (``ConsoleSignInRefusal``).
+    func consoleSignInRefused(_ reason: ConsoleSignInRefusal) {
+        counter(.consoleSignIns, [("reason", reason.rawValue)]).increment()
     }
 
     /// A key-set fetch of a configured issuer: `ok` or `failed`.

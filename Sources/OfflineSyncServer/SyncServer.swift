@@ -40,6 +40,19 @@ public struct SyncServer: Sendable {
         public var tokenSecret: [UInt8]
         /// The key of the operator routes (`X-Admin-Key`), or `nil` to disable them.
         public var adminKey: String?
+        /// A scraper's key: `GET /metrics` accepts it as `Authorization: Bearer <key>`, and no
+        /// other route accepts it, so whoever holds it reads the metrics and can do nothing
+        /// else (the admin key in `X-Admin-Key` reads them too). `nil` (the default) or empty:
+        /// only the admin key reads them.
+        public var metricsKey: String? = nil
+        /// When the console's session cookie carries `Secure`; by default when the sign-in came
+        /// over TLS or from a trusted proxy saying `X-Forwarded-Proto: https`.
+        public var consoleSecureCookie: ConsoleSecureCookie = .auto
+        /// The proxies whose `X-Forwarded-Proto` and `X-Forwarded-For` are believed (for the
+        /// console's cookie and its sign-in limit); none by default.
+        public var trustedProxies = TrustedProxies()
+        /// How many failed console sign-ins the server takes per client address and overall.
+        public var consoleSignIns = ConsoleSignInLimits()
         /// The largest request body accepted, in bytes (413 `bodyTooLarge` above it).
         public var maxBodyBytes: Int
         /// The most operations one push may carry (413 `batchTooLarge` above it). A
@@ -145,6 +158,8 @@ public struct SyncServer: Sendable {
     public let metrics: ServerMetrics
     /// The last operations the rules refused, shown in the console (`/admin`).
     public let refusals = RecentRefusals()
+    /// The console's failed sign-ins and revoked sessions.
+    let console = ConsoleState()
     /// When this server value was made: the console's uptime.
     let started = Timestamp.now()
     /// Set once a shutdown begins: `GET /ready` answers 503 from then on.
@@ -550,7 +565,9 @@ struct AuthenticationMiddleware: RouterMiddleware {
 
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
         var context = context
-        if let header = request.headers[.authorization] {
+        // `GET /metrics` takes the metrics key as its bearer credential (``Routes/metrics(_:)``):
+        // it is not a token, and a scrape must not count as a refused one.
+        if let header = request.headers[.authorization], request.uri.path != "/metrics" {
             let parts = header.split(separator: " ", maxSplits: 1)
             if parts.count == 2, parts[0].lowercased() == "bearer" {
                 do {

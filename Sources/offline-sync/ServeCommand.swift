@@ -203,6 +203,31 @@ struct ServeCommand: AsyncParsableCommand {
             """))
     var developmentTokens: String?
 
+    @Option(name: .customLong("metrics-key"), help: ArgumentHelp(
+        "A key that reads GET /metrics and nothing else, sent as 'Authorization: Bearer KEY' (environment: OFFLINE_SYNC_METRICS_KEY).",
+        discussion: """
+            For a scraper: it cannot mint tokens or open the console, as the admin key can (which reads the metrics \
+            too). Prefer the environment variable: a command line is visible to other users of the machine. \
+            It must differ from the admin key.
+            """))
+    var metricsKey: String?
+
+    @Option(name: .customLong("console-secure-cookie"), help: ArgumentHelp(
+        "When the console's session cookie is Secure: auto, always or never (environment: OFFLINE_SYNC_CONSOLE_SECURE_COOKIE).",
+        discussion: """
+            auto (the default) sets it when the sign-in came over TLS, or from a --trusted-proxy that says \
+            X-Forwarded-Proto: https. always suits a deployment reached over HTTPS only.
+            """))
+    var consoleSecureCookie: String?
+
+    @Option(name: .customLong("trusted-proxy"), help: ArgumentHelp(
+        "A proxy whose X-Forwarded-Proto and X-Forwarded-For are believed: an IP address or ADDRESS/PREFIX (repeatable; environment: OFFLINE_SYNC_TRUSTED_PROXIES, comma-separated).",
+        discussion: """
+            The console then takes the client's protocol (for its cookie's Secure flag) and address (for its \
+            sign-in limit) from those headers when the connection comes from one of these. Default: none.
+            """))
+    var trustedProxies: [String] = []
+
     func run() async throws {
         let environment = ProcessInfo.processInfo.environment
         // glibc gives each busy thread a heap of its own (up to 8 per core); megabyte pieces of
@@ -276,6 +301,7 @@ struct ServeCommand: AsyncParsableCommand {
         configuration.changeChannelPingInterval = .seconds(channelPing)
         configuration.attachmentPruneInterval = pruneSeconds > 0 ? .seconds(pruneSeconds) : nil
         try configureIdentity(&configuration, environment: environment, keyRefetch: .seconds(keyRefetch))
+        try configureConsole(&configuration, environment: environment)
         let datasets = try await DatasetService(
             store: store, streamSink: JSONLinesStreamSink(directory: directory.appendingPathComponent("streams", isDirectory: true)))
         let server = try await SyncServer(service: service, configuration: configuration, feed: feed, datasets: datasets)
@@ -303,6 +329,27 @@ extension ServeCommand {
             throw ValidationError("--development-tokens is auto, on or off, not '\(developmentText)'")
         }
         configuration.developmentTokens = development
+    }
+
+    /// The metrics key, the console cookie's `Secure` policy and the trusted proxies, from their
+    /// options or else their environment variables.
+    func configureConsole(_ configuration: inout SyncServer.Configuration, environment: [String: String]) throws {
+        let key = metricsKey ?? environment["OFFLINE_SYNC_METRICS_KEY"] ?? ""
+        if !key.isEmpty {
+            guard key != configuration.adminKey else { throw ValidationError("the metrics key must differ from the admin key") }
+            configuration.metricsKey = key
+        }
+        let secureText = consoleSecureCookie ?? environment["OFFLINE_SYNC_CONSOLE_SECURE_COOKIE"] ?? "auto"
+        guard let secure = ConsoleSecureCookie(rawValue: secureText) else {
+            throw ValidationError("--console-secure-cookie is auto, always or never, not '\(secureText)'")
+        }
+        configuration.consoleSecureCookie = secure
+        let proxies = trustedProxies + (environment["OFFLINE_SYNC_TRUSTED_PROXIES"] ?? "").split(separator: ",").map(String.init)
+        do {
+            configuration.trustedProxies = try TrustedProxies(proxies.filter { !$0.trimmingCharacters(in: .whitespaces).isEmpty })
+        } catch let error as SyncError {
+            throw ValidationError("--trusted-proxy: \(error.message)")
+        }
     }
 
     /// The `--cognito-key` options, then the keys of OFFLINE_SYNC_COGNITO_KEYS.

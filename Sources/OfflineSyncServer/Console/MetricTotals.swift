@@ -19,6 +19,7 @@ enum MetricTotals {
         ("offline_sync_notices_sent_total", nil, "change notices sent"),
         ("offline_sync_token_verifications_total", "result", "token checks"),
         ("offline_sync_attachment_bytes_total", "direction", "attachment bytes"),
+        ("offline_sync_console_signin_refused_total", "reason", "console sign-ins refused"),
     ]
 
     /// The figures of `exposition` (Prometheus text format 0.0.4), in ``shown``'s order and,

@@ -1,4 +1,3 @@
-import Crypto
 import Foundation
 import HTTPTypes
 import Hummingbird
@@ -7,30 +6,41 @@ import OfflineSync
 import OfflineSyncService
 
 /// The operator's console under `/admin` (Docs/Operating.md, "The console"): a page a browser
-/// opens with the admin key. Signing in sets a cookie that names its expiry and carries an
-/// HMAC of it keyed by the admin key, so the server keeps no session, and a changed admin key
-/// ends every session. A script may send `X-Admin-Key` instead. Without an admin key the
+/// opens with the admin key. Signing in sets a cookie that names its expiry and a random
+/// session id and carries an HMAC of both keyed by the admin key (``ConsoleSession``), so a
+/// changed admin key ends every session; signing out records the id in the store
+/// (``ConsoleRevocations``), so that cookie is refused from then on, after a restart and by
+/// every instance over the store. Failed sign-ins are limited per client address and overall
+/// (``SignInLimiter``). A script may send `X-Admin-Key` instead. Without an admin key the
 /// console does not exist (404), as the other operator routes.
 extension Routes {
-    static let consoleCookie = "osync_console"
-    /// How long a sign-in lasts.
-    static let consoleSession: Int64 = 12 * 3600
-
     func addConsole(to router: Router<SyncRequestContext>) {
         router.get("admin") { request, _ in try await console(request) }
-        router.post("admin/login") { request, _ in try await consoleLogin(request) }
-        router.post("admin/logout") { request, _ in
-            guard let adminKey = configuration.adminKey else { throw APIError(.notFound, "notFound", "the console is off: the server has no admin key") }
-            guard consoleAuthorized(request, adminKey: adminKey) else { return Self.page(ConsolePage.login(message: nil), status: .unauthorized) }
-            return Self.page(ConsolePage.login(message: "Signed out."), status: .ok,
-                             cookie: "\(Self.consoleCookie)=; Path=/admin; Max-Age=0; HttpOnly; SameSite=Strict")
-        }
+        router.post("admin/login") { request, context in try await consoleLogin(request, context) }
+        router.post("admin/logout") { request, context in try await consoleLogout(request, context) }
+    }
+
+    /// Who a console request comes from.
+    enum ConsoleCaller {
+        /// The admin key in `X-Admin-Key` (a script).
+        case key
+        /// A signed-in browser.
+        case session(ConsoleSession)
+        /// Neither: a wrong key, or no session that is signed, unexpired and not signed out.
+        case nobody
+    }
+
+    /// The admin key; 404 without one (the console does not exist).
+    func consoleAdminKey() throws -> String {
+        guard let adminKey = configuration.adminKey else { throw APIError(.notFound, .notFound, "the console is off: the server has no admin key") }
+        return adminKey
     }
 
     /// The console, or the sign-in form (401) without a valid session or key.
     func console(_ request: Request) async throws -> Response {
-        guard let adminKey = configuration.adminKey else { throw APIError(.notFound, "notFound", "the console is off: the server has no admin key") }
-        guard consoleAuthorized(request, adminKey: adminKey) else {
+        let adminKey = try consoleAdminKey()
+        let caller = try await consoleCaller(request, adminKey: adminKey)
+        if case .nobody = caller {
             return Self.page(ConsolePage.login(message: nil), status: .unauthorized)
         }
         let query = request.uri.queryParameters
@@ -72,61 +82,108 @@ extension Routes {
     }
 
     /// `POST /admin/login` with the form's `key` (or `X-Admin-Key`): the session cookie and a
-    /// redirection to the console, or the form again (401).
-    func consoleLogin(_ request: Request) async throws -> Response {
-        guard let adminKey = configuration.adminKey else { throw APIError(.notFound, "notFound", "the console is off: the server has no admin key") }
+    /// redirection to the console; the form again with 401 for a wrong key, or with 429 and
+    /// `Retry-After`, the key unchecked, while its client address or the server as a whole
+    /// has had too many failed sign-ins (``SyncServer/Configuration/consoleSignIns``). A
+    /// request that offers no key is not a guess, and is not counted.
+    func consoleLogin(_ request: Request, _ context: SyncRequestContext) async throws -> Response {
+        let adminKey = try consoleAdminKey()
         let form = String(buffer: try await readBody(request))
-        let given = request.headers[Self.adminKeyHeader] ?? form.split(separator: "&").compactMap { pair -> String? in
+        let offered = request.headers[Self.adminKeyHeader] ?? form.split(separator: "&").compactMap { pair -> String? in
             let parts = pair.split(separator: "=", maxSplits: 1)
             guard parts.count == 2, parts[0] == "key" else { return nil }
             return String(parts[1]).replacingOccurrences(of: "+", with: " ").removingPercentEncoding
         }.first
-        guard let given, constantTimeEqual(Array(given.utf8), Array(adminKey.utf8)) else {
+        guard let given = offered, !given.isEmpty else {
             return Self.page(ConsolePage.login(message: "That is not the admin key."), status: .unauthorized)
         }
-        let expiry = Timestamp.now().millisecondsSince1970 / 1000 + Self.consoleSession
-        let cookie = "\(Self.consoleCookie)=\(expiry).\(Self.consoleSignature(expiry, adminKey: adminKey)); Path=/admin; "
-            + "Max-Age=\(Self.consoleSession); HttpOnly; SameSite=Strict"
+        let client = configuration.trustedProxies.client(peer: context.channel.remoteAddress,
+                                                         forwardedFor: request.headers[values: TrustedProxies.forwardedForHeader])
+        let limits = configuration.consoleSignIns
+        if let delay = server.console.signIns.wait(for: client, limits: limits) {
+            server.metrics.consoleSignInRefused(.rateLimited)
+            let seconds = max(1, delay.components.seconds + (delay.components.attoseconds > 0 ? 1 : 0))
+            return Self.page(ConsolePage.login(message: "Too many failed sign-ins: try again in \(seconds) s."),
+                             status: .tooManyRequests, headers: [.retryAfter: "\(seconds)"])
+        }
+        guard constantTimeEqual(Array(given.utf8), Array(adminKey.utf8)) else {
+            server.console.signIns.failed(client, limits: limits)
+            server.metrics.consoleSignInRefused(.wrongKey)
+            return Self.page(ConsolePage.login(message: "That is not the admin key."), status: .unauthorized)
+        }
+        server.console.signIns.succeeded(client)
+        let session = ConsoleSession.start(now: Timestamp.now().millisecondsSince1970 / 1000)
         var headers = HTTPFields()
         headers[.location] = "/admin"
-        headers[.setCookie] = cookie
+        headers[.setCookie] = session.setCookie(adminKey: adminKey, secure: consoleCookieIsSecure(request, context))
         headers[.cacheControl] = "no-store"
         return Response(status: .seeOther, headers: headers)
     }
 
-    /// Whether the request carries the admin key or a console cookie that has not expired and
-    /// whose HMAC matches.
-    func consoleAuthorized(_ request: Request, adminKey: String) -> Bool {
-        if let given = request.headers[Self.adminKeyHeader] { return constantTimeEqual(Array(given.utf8), Array(adminKey.utf8)) }
-        for header in request.headers[values: .cookie] {
-            for pair in header.split(separator: ";") {
-                let parts = pair.trimmingCharacters(in: .whitespaces).split(separator: "=", maxSplits: 1)
-                guard parts.count == 2, parts[0] == Self.consoleCookie else { continue }
-                let token = parts[1].split(separator: ".", maxSplits: 1)
-                guard token.count == 2, let expiry = Int64(token[0]),
-                      expiry > Timestamp.now().millisecondsSince1970 / 1000 else { continue }
-                if constantTimeEqual(Array(token[1].utf8), Array(Self.consoleSignature(expiry, adminKey: adminKey).utf8)) { return true }
-            }
+    /// `POST /admin/logout`: every session the request's cookies carry is recorded as signed
+    /// out, and the browser told to forget its cookie. Needs a session or the admin key.
+    func consoleLogout(_ request: Request, _ context: SyncRequestContext) async throws -> Response {
+        let adminKey = try consoleAdminKey()
+        let caller = try await consoleCaller(request, adminKey: adminKey)
+        if case .nobody = caller {
+            return Self.page(ConsolePage.login(message: nil), status: .unauthorized)
         }
-        return false
+        let store = service.store
+        for session in ConsoleSession.sessions(in: request.headers, adminKey: adminKey, now: Timestamp.now().millisecondsSince1970 / 1000) {
+            try await call { try await server.console.revocations.revoke(session, in: store) }
+        }
+        return Self.page(ConsolePage.login(message: "Signed out."), status: .ok,
+                         headers: [.setCookie: ConsoleSession.clearing(secure: consoleCookieIsSecure(request, context))])
+    }
+
+    /// The caller: the admin key in `X-Admin-Key` (which, when present, decides alone), or a
+    /// session cookie that is signed, unexpired and not signed out. The store is read only for
+    /// a cookie whose HMAC matched, so a request without the key never reaches it.
+    func consoleCaller(_ request: Request, adminKey: String) async throws -> ConsoleCaller {
+        if let given = request.headers[Self.adminKeyHeader] {
+            return constantTimeEqual(Array(given.utf8), Array(adminKey.utf8)) ? .key : .nobody
+        }
+        let store = service.store
+        for session in ConsoleSession.sessions(in: request.headers, adminKey: adminKey, now: Timestamp.now().millisecondsSince1970 / 1000) {
+            let revoked = try await call { try await server.console.revocations.isRevoked(session, in: store) }
+            if !revoked { return .session(session) }
+        }
+        return .nobody
+    }
+
+    /// Whether the session cookie gets `Secure` (``SyncServer/Configuration/consoleSecureCookie``):
+    /// `auto` sets it when the request came over TLS, or from a trusted proxy whose
+    /// `X-Forwarded-Proto` (its first value: the protocol the client used) is `https`.
+    func consoleCookieIsSecure(_ request: Request, _ context: SyncRequestContext) -> Bool {
+        Self.consoleCookieIsSecure(configuration.consoleSecureCookie, scheme: request.head.scheme,
+                                   fromTrustedProxy: configuration.trustedProxies.trusts(context.channel.remoteAddress),
+                                   forwardedProto: request.headers[values: TrustedProxies.forwardedProtoHeader])
+    }
+
+    /// ``consoleCookieIsSecure(_:_:)`` for a request that came with `scheme` (`https` over
+    /// TLS), from a trusted proxy or not, with these `X-Forwarded-Proto` fields.
+    static func consoleCookieIsSecure(_ policy: ConsoleSecureCookie, scheme: String?, fromTrustedProxy: Bool,
+                                      forwardedProto: [String]) -> Bool {
+        switch policy {
+        case .always: return true
+        case .never: return false
+        case .auto:
+            if scheme?.lowercased() == "https" { return true }
+            guard fromTrustedProxy else { return false }
+            let proto = forwardedProto.first?.split(separator: ",").first?.trimmingCharacters(in: .whitespaces).lowercased()
+            return proto == "https"
+        }
     }
 
     static let referrerPolicy = HTTPField.Name("Referrer-Policy")!
 
-    static func consoleSignature(_ expiry: Int64, adminKey: String) -> String {
-        let mac = HMAC<SHA256>.authenticationCode(for: Array("offline-sync console \(expiry)".utf8),
-                                                  using: SymmetricKey(data: Array(adminKey.utf8)))
-        return mac.map { String(format: "%02x", $0) }.joined()
-    }
-
     /// An HTML answer that no cache keeps, no frame embeds and no script runs in.
-    static func page(_ html: String, status: HTTPResponse.Status, cookie: String? = nil) -> Response {
-        var headers = HTTPFields()
+    static func page(_ html: String, status: HTTPResponse.Status, headers extra: HTTPFields = [:]) -> Response {
+        var headers = extra
         headers[.contentType] = "text/html; charset=utf-8"
         headers[.cacheControl] = "no-store"
         headers[.contentSecurityPolicy] = "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'"
         headers[Self.referrerPolicy] = "no-referrer"
-        if let cookie { headers[.setCookie] = cookie }
         return Response(status: status, headers: headers, body: .init(byteBuffer: ByteBuffer(string: html)))
     }
 }
