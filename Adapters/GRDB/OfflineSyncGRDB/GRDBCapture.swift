@@ -14,12 +14,21 @@ import OfflineSyncStoreKit
 /// a noted row the engine did not know becomes an insert, a known one an update or — gone
 /// from the table — a delete, each folded into the queue by the same collapse rules as a
 /// write through the engine.
+///
+/// A noted row the engine cannot read (a column holding what its field's type cannot read,
+/// an attachment reference that is malformed or names a file of another size) stops nothing
+/// else: its write is queued as a failed operation that names the row and the column
+/// (`operationErrors()`, with the reason's code), its item waits, and every other row is
+/// queued and pushed. The refusal is noted in `__osync_refused`; the app's next write of
+/// the row takes it back and is queued in its place (an update of every field, since the
+/// refused write's own changes were never read).
 enum GRDBCapture {
     /// The bookkeeping the triggers write, created when the store opens.
     static let bookkeeping = [
         "CREATE TABLE IF NOT EXISTS \(GRDBName.catalog) (\"num\" INTEGER PRIMARY KEY, \"name\" TEXT NOT NULL UNIQUE, \"schema\" BLOB NOT NULL)",
         "CREATE TABLE IF NOT EXISTS \(GRDBName.captured) (\"tbl\" INTEGER NOT NULL, \"id\" TEXT NOT NULL, \"changed\" INTEGER NOT NULL, PRIMARY KEY (\"tbl\", \"id\")) WITHOUT ROWID",
         "CREATE TABLE IF NOT EXISTS \(GRDBName.applying) (\"x\" INTEGER)",
+        "CREATE TABLE IF NOT EXISTS \(GRDBName.refused) (\"tbl\" INTEGER NOT NULL, \"id\" TEXT NOT NULL, \"operation\" TEXT NOT NULL, PRIMARY KEY (\"tbl\", \"id\")) WITHOUT ROWID",
         "CREATE TABLE IF NOT EXISTS \(GRDBName.state) (\"k\" INTEGER PRIMARY KEY CHECK (\"k\" = 1), \"captures\" INTEGER NOT NULL, \"commits\" INTEGER NOT NULL)",
         "INSERT OR IGNORE INTO \(GRDBName.state) VALUES (1, 0, 0)",
     ]
@@ -86,30 +95,70 @@ enum GRDBCapture {
         }
     }
 
+    /// One captured row, as one page of ``ingest(_:files:)`` reads it.
+    private struct Note {
+        let id: String
+        /// The fields the triggers saw change (bits of ``bit(_:)``); -1 for an insert.
+        let changed: Int64
+        /// Whether the engine knew the row (it has a side row), and at which version.
+        let known: Bool
+        let version: String?
+        /// The failed operation of an earlier refusal of the row, which this note takes back.
+        let refusedBefore: String?
+        /// The row as it stands (`nil` when it is gone or cannot be read).
+        var row: Record?
+        /// Why the row cannot be read.
+        var unreadable: SyncError?
+    }
+
     /// One page of `table`'s notes; returns whether there may be more.
     private static func ingestPage(of table: GRDBTypedTable, _ txn: GRDBWriteTransaction,
                                    files: (any AttachmentFileStore)?) throws -> Bool {
         let sql = txn.sql
         // Per note: its id, the changed mask, whether the engine knew the row (a side row) and
-        // at which version, then the row as ``GRDBTypedTable/selectFrom`` reads it (all NULL
-        // when the row is gone).
-        var notes: [(id: String, changed: Int64, known: Bool, version: String?, row: Record?)] = []
+        // at which version, an earlier refusal of the row, then the row as
+        // ``GRDBTypedTable/selectFrom`` reads it (all NULL when the row is gone).
+        var notes: [Note] = []
         try sql.rows("""
-            SELECT c."id", c."changed", k."id" IS NOT NULL, k."version", \(table.selectList) FROM \(GRDBName.captured) AS c \
+            SELECT c."id", c."changed", k."id" IS NOT NULL, k."version", r."operation", \(table.selectList) FROM \(GRDBName.captured) AS c \
             LEFT JOIN \(table.metaName) AS k ON k."id" = c."id" \
+            LEFT JOIN \(GRDBName.refused) AS r ON r."tbl" = c."tbl" AND r."id" = c."id" \
             LEFT JOIN \(table.sqlName) AS t ON t."id" = c."id" LEFT JOIN \(table.metaName) AS m ON m."id" = t."id" \
             WHERE c."tbl" = ?1 LIMIT \(ingestPage)
             """, [.int(table.number)]) { row in
             guard case .text(let id) = row[0], case .int(let changed) = row[1], case .int(let known) = row[2] else {
                 throw SyncError(.corrupted, "\(GRDBName.captured) holds a row of the wrong types")
             }
-            let record = row[4] == .null ? nil : try table.decode(Array(row[4...]))
-            notes.append((id, changed, known != 0, row[3].text, record))
+            var note = Note(id: id, changed: changed, known: known != 0, version: row[3].text, refusedBefore: row[4].text)
+            if row[5] != .null {
+                do {
+                    note.row = try table.decode(Array(row[5...]))
+                } catch let error as SyncError {
+                    note.unreadable = error
+                }
+            }
+            notes.append(note)
         }
         guard !notes.isEmpty else { return false }
+        // Earlier refusals of these rows are taken back first: each note is queued afresh.
+        let withdrawn = notes.filter { $0.refusedBefore != nil }
+        for note in withdrawn {
+            _ = try CapturedChange.withdrawRefusal(note.refusedBefore!, in: txn)
+        }
+        if !withdrawn.isEmpty {
+            try sql.execute("DELETE FROM \(GRDBName.refused) WHERE \"tbl\" = ?1 AND \"id\" IN (\(placeholders(withdrawn.count, from: 2)))",
+                            [.int(table.number)] + withdrawn.map { SQLiteValue.text($0.id) })
+        }
         var changes: [CapturedChange] = []
         var inserted: [SQLiteValue] = [], deleted: [SQLiteValue] = []
         for note in notes {
+            if let reason = note.unreadable {
+                changes.append(CapturedChange(table: table.schema.name, itemId: note.id, kind: note.known ? .update : .insert,
+                                              item: nil, baseVersion: note.version, changedFields: [], refusal: reason))
+                continue
+            }
+            // A row whose write was refused had changes nobody read: every field counts as changed.
+            let mask = note.refusedBefore == nil ? note.changed : -1
             let item = note.row.map { Record(id: $0.id, fields: $0.fields) }
             switch (note.known, item) {
             case (false, nil):
@@ -123,7 +172,7 @@ enum GRDBCapture {
                 changes.append(CapturedChange(table: table.schema.name, itemId: note.id, kind: .delete, item: nil,
                                               baseVersion: note.version, changedFields: []))
             case (true, let item?):
-                let changed = table.schema.fields.enumerated().filter { note.changed & bit($0.offset) != 0 }.map(\.element.name)
+                let changed = table.schema.fields.enumerated().filter { mask & bit($0.offset) != 0 }.map(\.element.name)
                 guard !changed.isEmpty else { continue }
                 changes.append(CapturedChange(table: table.schema.name, itemId: note.id, kind: .update, item: item,
                                               baseVersion: note.version, changedFields: changed))
@@ -136,11 +185,29 @@ enum GRDBCapture {
         if !deleted.isEmpty {
             try sql.execute("DELETE FROM \(table.metaName) WHERE \"id\" IN (\(placeholders(deleted.count)))", deleted)
         }
-        try CapturedChange.queue(changes, in: txn, files: files)
+        let refused = try CapturedChange.queue(changes, in: txn, files: files)
+        if !refused.isEmpty {
+            try noteRefusals(refused, of: table, unknown: Set(notes.lazy.filter { !$0.known }.map { ExactString($0.id) }), sql)
+        }
         let all = notes.map { SQLiteValue.text($0.id) }
         try sql.execute("DELETE FROM \(GRDBName.captured) WHERE \"tbl\" = ?1 AND \"id\" IN (\(placeholders(all.count, from: 2)))",
                         [.int(table.number)] + all)
         return notes.count == ingestPage
+    }
+
+    /// Notes the refusals ``CapturedChange/queue(_:in:files:)`` made on `table`, so the app's
+    /// next write of each row takes its refusal back. A refused row the engine did not know
+    /// (`unknown`) stays unknown: its side row goes, so the write that mends it is queued as
+    /// the insert it is.
+    static func noteRefusals(_ refused: [CapturedChange.Refused], of table: GRDBTypedTable, unknown: Set<ExactString>,
+                             _ sql: SQLiteEmbeddedTables) throws {
+        for refusal in refused {
+            try sql.execute("INSERT OR REPLACE INTO \(GRDBName.refused) (\"tbl\", \"id\", \"operation\") VALUES (?1, ?2, ?3)",
+                            [.int(table.number), .text(refusal.itemId), .text(refusal.operationId)])
+            if unknown.contains(ExactString(refusal.itemId)) {
+                try sql.execute("DELETE FROM \(table.metaName) WHERE \"id\" = ?1", [.text(refusal.itemId)])
+            }
+        }
     }
 
     /// `count` numbered placeholders from `from` (`?1, ?2, …`), each in parentheses when

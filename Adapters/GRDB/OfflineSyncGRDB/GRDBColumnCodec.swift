@@ -13,8 +13,17 @@ import OfflineSyncWire
 /// | string | TEXT |
 /// | bytes | BLOB |
 /// | date | TEXT `YYYY-MM-DD HH:MM:SS.SSS`, UTC (GRDB's `Date` format); read also from a number of seconds since 1970, as GRDB reads one |
-/// | array, object | TEXT: JSON (the wire's lossless form: bytes and dates as `{"$bytes": …}`, `{"$date": …}`) |
+/// | array, object | TEXT: JSON (the wire's lossless form: bytes and dates as `{"$bytes": …}`, `{"$date": …}`), but an attachment reference as `Attachment`'s own `Codable` form |
 /// | any | TEXT JSON as above; an INTEGER, REAL or BLOB an app wrote reads as itself |
+///
+/// GRDB stores a `Codable` property that is not a database value (an `Attachment`, an array
+/// of them, a struct holding one) as the JSON `JSONEncoder` writes, and reads it back with
+/// `JSONDecoder`. `Attachment` encodes as `{"$attachment": …, "size": …, "contentType": …}`,
+/// a key the wire's JSON would escape to `"$$attachment"`. So an object member named exactly
+/// `$attachment`, at any depth, is the reference's marker both ways: the column reads as
+/// the reference ``OfflineSync/Attachment/value`` holds, and a reference is written in the
+/// form the app's `Attachment` decodes. `"$$attachment"` (what earlier versions wrote) reads
+/// as the marker too; any other key starting with a single `$` is not a value.
 ///
 /// A value a column cannot hold exactly — a NaN or a negative zero in a REAL column, which
 /// SQLite stores as NULL and 0 — is written as SQLite keeps it and kept exact beside the row
@@ -31,7 +40,57 @@ enum GRDBColumnCodec {
         case .string(let s) where type == .string: return .text(s)
         case .bytes(let b) where type == .bytes: return .blob(b)
         case .date(let t) where type == .date: return .text(GRDBDateText.format(t))
-        default: return .text(String(decoding: Wire.json(value).encoded, as: UTF8.self))
+        default: return .text(jsonText(value))
+        }
+    }
+
+    /// The JSON text of a value: the wire's, with each attachment reference's marker as
+    /// `Attachment`'s `Codable` form spells it.
+    static func jsonText(_ value: Value) -> String {
+        var json = Wire.json(value)
+        switch value {
+        case .array, .object:
+            if let renamed = renamingKey(in: json, from: wireMarker, to: Attachment.marker) { json = renamed }
+        default:
+            break
+        }
+        return String(decoding: json.encoded, as: UTF8.self)
+    }
+
+    /// The value of JSON text a column holds, reading `Attachment`'s `Codable` form of a
+    /// reference. Throws what ``OfflineSyncWire/Wire/value(_:path:)`` throws.
+    static func value(ofJSON text: String, path: String) throws -> Value {
+        let json = try JSON.parse(Array(text.utf8))
+        return try Wire.value(renamingKey(in: json, from: Attachment.marker, to: wireMarker) ?? json, path: path)
+    }
+
+    /// How the wire's JSON writes the marker key (a key starting with `$` gets one more).
+    private static let wireMarker = "$" + Attachment.marker
+
+    /// `json` with every object member named exactly `from` (by its bytes) named `to`, at
+    /// any depth; `nil` when no member has that name (nothing is copied then).
+    static func renamingKey(in json: JSON, from: String, to: String) -> JSON? {
+        switch json {
+        case .array(let items):
+            var changed: [JSON]?
+            for (index, item) in items.enumerated() {
+                guard let renamed = renamingKey(in: item, from: from, to: to) else { continue }
+                if changed == nil { changed = items }
+                changed![index] = renamed
+            }
+            return changed.map(JSON.array)
+        case .object(let members):
+            var changed: [(key: String, value: JSON)]?
+            for (index, member) in members.enumerated() {
+                let key = member.key.utf8.elementsEqual(from.utf8) ? to : nil
+                let value = renamingKey(in: member.value, from: from, to: to)
+                guard key != nil || value != nil else { continue }
+                if changed == nil { changed = members }
+                changed![index] = (key: key ?? member.key, value: value ?? member.value)
+            }
+            return changed.map(JSON.object)
+        default:
+            return nil
         }
     }
 
@@ -75,7 +134,7 @@ enum GRDBColumnCodec {
         case (.any, .text(let s)), (.array, .text(let s)), (.object, .text(let s)):
             let value: Value
             do {
-                value = try Wire.value(try JSON.parse(Array(s.utf8)), path: field)
+                value = try Self.value(ofJSON: s, path: field)
             } catch {
                 throw SyncError(.schemaMismatch, "table '\(table)', row '\(id)': column '\(field)' holds text that is not the JSON of a value: \(error)")
             }

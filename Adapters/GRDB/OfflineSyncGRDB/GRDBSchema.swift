@@ -191,7 +191,10 @@ enum GRDBSchema {
                                               changedFields: changed))
             }
         }
-        try CapturedChange.queue(changes, in: txn, files: files)
+        // A value the migration wrote that cannot be queued (a malformed attachment
+        // reference) holds back its row's write, as a captured write's would.
+        let refused = try CapturedChange.queue(changes, in: txn, files: files)
+        try GRDBCapture.noteRefusals(refused, of: new, unknown: [], sql)
     }
 
     /// Whether two table names would name the same SQLite table or differ only in letter case

@@ -29,6 +29,9 @@ public final class GRDBStore: LocalStore {
     public let database: any DatabaseWriter
     private let blobs: any AttachmentFileStore
     private let state = Mutex(State())
+    /// What the queries on the app's tables read and kept (tests check a query's memory
+    /// with it).
+    package let queryStatistics = GRDBQueryStatistics()
 
     private struct State: @unchecked Sendable {
         // @unchecked Sendable: `writerTables` wraps the writer connection's handle and is only
@@ -158,7 +161,7 @@ public final class GRDBStore: LocalStore {
                 if round < 2, try sql.scalar("SELECT 1 FROM \(GRDBName.captured) LIMIT 1") != nil { return nil }
                 let typed = try self.typedTables(sql)
                 return try sql.read { system in
-                    let txn = GRDBReadTransaction(sql: sql, system: system, typed: typed)
+                    let txn = GRDBReadTransaction(sql: sql, system: system, typed: typed, statistics: self.queryStatistics)
                     defer { txn.end() }
                     return try body(txn)
                 }
@@ -188,7 +191,7 @@ public final class GRDBStore: LocalStore {
                 defer { sql.endAccess() }
                 let typed = try self.typedTables(sql)
                 let touched = try sql.write { system -> Set<String> in
-                    let txn = GRDBWriteTransaction(sql: sql, system: system, typed: typed)
+                    let txn = GRDBWriteTransaction(sql: sql, system: system, typed: typed, statistics: self.queryStatistics)
                     defer { txn.end() }
                     try GRDBCapture.ingest(txn, files: self.blobs)
                     try sql.execute("INSERT INTO \(GRDBName.applying) VALUES (1)")

@@ -19,11 +19,31 @@ class GRDBReadTransaction: LocalReadTransaction {
     private(set) var typed: [ExactString: GRDBTypedTable]
     private let owner = pthread_self()
     private var isOpen = true
+    let statistics: GRDBQueryStatistics
+    /// The columns this transaction read by id and could not read (a value its field's type
+    /// cannot read, which the app wrote and whose write was refused), by row: each one's
+    /// position and what it holds. The record read leaves the field out; a write of the row
+    /// without the field (a push's settle writes back the record it read, with the server's
+    /// version) keeps the column as it is instead of emptying it.
+    var unreadableColumns: [RowKey: [Int: SQLiteValue]] = [:]
 
-    init(sql: SQLiteEmbeddedTables, system: any LocalReadTransaction, typed: [ExactString: GRDBTypedTable]) {
+    /// A row of an app table, by the exact bytes of its table's name and its id.
+    struct RowKey: Hashable {
+        let table: ExactString
+        let id: ExactString
+
+        init(_ table: GRDBTypedTable, _ id: String) {
+            self.table = ExactString(table.schema.name)
+            self.id = ExactString(id)
+        }
+    }
+
+    init(sql: SQLiteEmbeddedTables, system: any LocalReadTransaction, typed: [ExactString: GRDBTypedTable],
+         statistics: GRDBQueryStatistics) {
         self.sql = sql
         self.system = system
         self.typed = typed
+        self.statistics = statistics
     }
 
     /// Ends the transaction: later calls throw ``SyncError/Code/storeClosed``.
@@ -64,11 +84,24 @@ class GRDBReadTransaction: LocalReadTransaction {
         return (try system.tables() + typed.values.map(\.schema)).sorted { Value.utf8Less($0.name, $1.name) }
     }
 
+    /// The row with this id; a column it cannot read is left out of the record (and noted
+    /// in ``unreadableColumns``).
     func record(in table: String, id: String) throws -> Record? {
         guard let typed = try typedTable(table) else { return try system.record(in: table, id: id) }
         var found: Record?
-        try sql.rows(typed.selectFrom + " WHERE t.\"id\" = ?1", [.text(id)]) { found = try typed.decode($0) }
+        try sql.rows(typed.selectFrom + " WHERE t.\"id\" = ?1", [.text(id)]) { found = try readable(typed, $0) }
         return found
+    }
+
+    /// The record of a row read by id, without the fields whose columns it cannot read; those
+    /// are noted for the writes of this transaction.
+    private func readable(_ table: GRDBTypedTable, _ row: [SQLiteValue]) throws -> Record {
+        var held: [Int: SQLiteValue] = [:]
+        let record = try table.decode(row) { position, _ in held[position] = row[position + 1] }
+        if !held.isEmpty || !unreadableColumns.isEmpty {
+            unreadableColumns[RowKey(table, record.id)] = held.isEmpty ? nil : held
+        }
+        return record
     }
 
     /// The reads in order; the look-ups by id of one table made several to a statement
@@ -86,19 +119,24 @@ class GRDBReadTransaction: LocalReadTransaction {
                 let chunk = ids[start..<min(start + GRDBTypedTable.rowsPerStatement, ids.count)]
                 let list = (1...chunk.count).map { "?\($0)" }.joined(separator: ", ")
                 try sql.rows(typed.selectFrom + " WHERE t.\"id\" IN (\(list))", chunk.map { .text($0) }) { row in
-                    found.append(try typed.decode(row))
+                    found.append(try readable(typed, row))
                 }
             }
             return found
         }
     }
 
+    /// Answered a row at a time (``GRDBQuery``): SQL judges what it can exactly, the
+    /// evaluator the rest, and only the rows the answer needs are kept. A row the adapter
+    /// cannot read is left out.
     func records(in table: String, matching query: Query) throws -> [Record] {
         guard let typed = try typedTable(table) else { return try system.records(in: table, matching: query) }
         try query.validate(against: typed.schema)
-        return QueryEvaluator.apply(query, to: try allRecords(typed))
+        return try GRDBQuery(table: typed, sql: sql, statistics: statistics).records(query)
     }
 
+    /// A whole table's count is SQL's `count(*)`, every row of the app's table (one the
+    /// adapter cannot read included); any other count reads the matching rows and keeps none.
     func count(in table: String, matching predicate: QueryPredicate) throws -> Int {
         guard let typed = try typedTable(table) else { return try system.count(in: table, matching: predicate) }
         if case .all = predicate {
@@ -106,15 +144,7 @@ class GRDBReadTransaction: LocalReadTransaction {
             return Int(count)
         }
         try Query(predicate).validate(against: typed.schema)
-        return QueryEvaluator.count(predicate, in: try allRecords(typed))
-    }
-
-    /// Every record of an app table. Queries on app tables are answered by the reference
-    /// evaluator over these (the engine itself reads app rows by id).
-    private func allRecords(_ table: GRDBTypedTable) throws -> [Record] {
-        var records: [Record] = []
-        try sql.rows(table.selectFrom) { records.append(try table.decode($0)) }
-        return records
+        return try GRDBQuery(table: typed, sql: sql, statistics: statistics).count(predicate)
     }
 }
 
@@ -127,14 +157,34 @@ final class GRDBWriteTransaction: GRDBReadTransaction, LocalWriteTransaction {
     /// The app tables written, by name: GRDB's observations of them are told at the end.
     private(set) var touched: Set<String> = []
 
-    init(sql: SQLiteEmbeddedTables, system: any LocalWriteTransaction, typed: [ExactString: GRDBTypedTable]) {
+    init(sql: SQLiteEmbeddedTables, system: any LocalWriteTransaction, typed: [ExactString: GRDBTypedTable],
+         statistics: GRDBQueryStatistics) {
         systemWriter = system
-        super.init(sql: sql, system: system, typed: typed)
+        super.init(sql: sql, system: system, typed: typed, statistics: statistics)
+    }
+
+    /// `record`'s bindings, keeping each column this transaction could not read
+    /// (``unreadableColumns``) that the record has no value for.
+    private func bindings(for record: Record, in table: GRDBTypedTable) throws -> (row: [SQLiteValue], meta: [SQLiteValue]) {
+        let bound = try table.bindings(for: record)
+        var row = bound.row
+        if !unreadableColumns.isEmpty {
+            let key = RowKey(table, record.id)
+            if let held = unreadableColumns[key] {
+                var still: [Int: SQLiteValue] = [:]
+                for (position, stored) in held where row[position + 1] == .null {
+                    row[position + 1] = stored
+                    still[position] = stored
+                }
+                unreadableColumns[key] = still.isEmpty ? nil : still
+            }
+        }
+        return (row, bound.meta)
     }
 
     func upsert(_ record: Record, in table: String) throws {
         guard let typed = try typedTable(table) else { return try systemWriter.upsert(record, in: table) }
-        let (row, meta) = try typed.bindings(for: record)
+        let (row, meta) = try bindings(for: record, in: typed)
         try sql.execute(typed.upsertSQL, row)
         try sql.execute(typed.metaUpsertSQL, meta)
         touched.insert(typed.schema.name)
@@ -152,7 +202,7 @@ final class GRDBWriteTransaction: GRDBReadTransaction, LocalWriteTransaction {
             let chunk = kept[start..<min(start + GRDBTypedTable.rowsPerStatement, kept.count)]
             var rows: [SQLiteValue] = [], metas: [SQLiteValue] = []
             for record in chunk {
-                let (row, meta) = try typed.bindings(for: record)
+                let (row, meta) = try bindings(for: record, in: typed)
                 rows += row
                 metas += meta
             }
@@ -167,6 +217,7 @@ final class GRDBWriteTransaction: GRDBReadTransaction, LocalWriteTransaction {
         guard let typed = try typedTable(table) else { return try systemWriter.delete(id: id, in: table) }
         let existed = try sql.execute("DELETE FROM \(typed.sqlName) WHERE \"id\" = ?1", [.text(id)]) > 0
         try sql.execute("DELETE FROM \(typed.metaName) WHERE \"id\" = ?1", [.text(id)])
+        if !unreadableColumns.isEmpty { unreadableColumns[RowKey(typed, id)] = nil }
         if existed { touched.insert(typed.schema.name) }
         return existed
     }
@@ -181,7 +232,7 @@ final class GRDBWriteTransaction: GRDBReadTransaction, LocalWriteTransaction {
 
     func insert(_ record: Record, in table: String) throws -> LocalInsertOutcome {
         guard let typed = try typedTable(table) else { return try systemWriter.insert(record, in: table) }
-        let (row, meta) = try typed.bindings(for: record)
+        let (row, meta) = try bindings(for: record, in: typed)
         guard try sql.execute(typed.insertSQL, row) > 0 else { return .idExists }
         try sql.execute(typed.metaUpsertSQL, meta)
         touched.insert(typed.schema.name)

@@ -132,8 +132,21 @@ final class GRDBTypedTable: @unchecked Sendable {
 
     // MARK: Rows
 
-    /// The record of a row of ``selectFrom``.
+    /// The record of a row of ``selectFrom``. A column holding what its field's type cannot
+    /// read (``GRDBColumnCodec/decode(_:as:table:id:field:)``) throws its
+    /// ``SyncError/Code/schemaMismatch``.
     func decode(_ row: [SQLiteValue]) throws -> Record {
+        try decode(row, strict: true) { _, _ in }
+    }
+
+    /// The record of a row of ``selectFrom`` without the fields whose columns hold what their
+    /// type cannot read: `unreadable` is told each one's position and error. A row without a
+    /// text id, or whose side row does not decode, throws.
+    func decode(_ row: [SQLiteValue], unreadable: (Int, SyncError) -> Void) throws -> Record {
+        try decode(row, strict: false, unreadable)
+    }
+
+    private func decode(_ row: [SQLiteValue], strict: Bool, _ unreadable: (Int, SyncError) -> Void) throws -> Record {
         guard case .text(let id) = row[0] else {
             throw SyncError(.schemaMismatch, "table '\(schema.name)': a row's id column holds no text")
         }
@@ -148,7 +161,13 @@ final class GRDBTypedTable: @unchecked Sendable {
                 fields[field.name] = kept
                 continue
             }
-            let value = try GRDBColumnCodec.decode(stored, as: field.type, table: schema.name, id: id, field: field.name)
+            let value: Value
+            do {
+                value = try GRDBColumnCodec.decode(stored, as: field.type, table: schema.name, id: id, field: field.name)
+            } catch let error as SyncError where !strict {
+                unreadable(position, error)
+                continue
+            }
             if !value.isNull { fields[field.name] = value }
         }
         if case .blob(let bytes) = row[metaStart + 3], case .object(let extra) = try ValueCodec.decode(bytes) {
@@ -195,6 +214,9 @@ enum GRDBName {
     static let captured = quote("\(prefix)captured")
     /// Holds one row while the adapter itself writes: the triggers capture nothing then.
     static let applying = quote("\(prefix)applying")
+    /// The rows whose captured write was queued as a failed operation because the engine could
+    /// not read them (``GRDBCapture``), with that operation: the row's next write takes it back.
+    static let refused = quote("\(prefix)refused")
     /// Counters: captured writes (by the app) and the adapter's own commits.
     static let state = quote("\(prefix)grdb_state")
 

@@ -20,23 +20,46 @@ package struct CapturedChange: Sendable {
     package var baseVersion: String?
     /// The fields that changed (every field of the item for an insert).
     package var changedFields: [String]
+    /// Why the adapter could not read the item (a column holding what its field's type
+    /// cannot read): the change is queued as a failed operation with this reason, without
+    /// an item, and holds its item's queue until it is withdrawn (``withdrawRefusal(_:in:)``).
+    package var refusal: SyncError?
 
     package init(table: String, itemId: String, kind: OperationKind, item: Record?, baseVersion: String?,
-                 changedFields: [String]) {
+                 changedFields: [String], refusal: SyncError? = nil) {
         self.table = table
         self.itemId = itemId
         self.kind = kind
         self.item = item
         self.baseVersion = baseVersion
         self.changedFields = changedFields
+        self.refusal = refusal
+    }
+
+    /// A change ``queue(_:in:files:)`` queued as a failed operation instead: one with a
+    /// ``refusal``, or one whose item references an attachment that cannot be recorded (a
+    /// malformed reference, a size that is not the file's).
+    package struct Refused: Sendable {
+        /// The table.
+        package var table: String
+        /// The item's id.
+        package var itemId: String
+        /// The failed operation, which ``withdrawRefusal(_:in:)`` takes back.
+        package var operationId: String
     }
 
     /// Queues `changes` in order, as one local transaction would: each is folded into its
     /// item's pending operation by the queue's collapse rules (``Outbox/enqueue``), and the
     /// attachments an item references are noted as a local write notes them.
+    ///
+    /// One change that cannot be queued as it is does not stop the others: a change with a
+    /// ``refusal``, or whose item references an attachment that cannot be recorded
+    /// (``SyncError/Code/invalidValue``), becomes a failed operation on its item, reported in
+    /// `operationErrors()` with the reason's code, and the rest are queued. Returns those.
+    @discardableResult
     package static func queue(_ changes: [CapturedChange], in txn: any LocalWriteTransaction,
-                              files: (any AttachmentFileStore)?) throws {
-        guard !changes.isEmpty else { return }
+                              files: (any AttachmentFileStore)?) throws -> [Refused] {
+        guard !changes.isEmpty else { return [] }
         let transaction = UUID.randomString()
         let now = Timestamp.now()
         var next: Int64?
@@ -65,10 +88,33 @@ package struct CapturedChange: Sendable {
             try txn.upsert(appended, in: OperationRow.table)
             appended.removeAll(keepingCapacity: true)
         }
+        // A refused change is a failed operation without an item, behind what its item has
+        // queued: the item's earlier writes wait with it, every other item goes on.
+        var refused: [Refused] = []
+        func refuse(_ change: CapturedChange, _ reason: SyncError, key: ExactString) throws {
+            try flush()
+            let operation = QueuedOperation(
+                id: UUID.randomString(), sequence: try sequence(), table: change.table, itemId: change.itemId,
+                kind: change.kind, item: nil, baseVersion: change.baseVersion, transaction: transaction,
+                changedFields: [], now: now)
+            _ = try Outbox.fail(operation, status: nil, message: "the app's write of this row was not queued: \(reason.message)",
+                                code: reason.code, server: nil, now: now, txn)
+            queuedItems.insert(key)
+            refused.append(Refused(table: change.table, itemId: change.itemId, operationId: operation.id))
+        }
         for change in changes {
             let key = ExactString(CompositeKey.slashed(change.table, last: change.itemId))
+            if let reason = change.refusal {
+                try refuse(change, reason, key: key)
+                continue
+            }
             if change.kind != .delete, let item = change.item {
-                try AttachmentRow.note(try Attachment.references(in: item), txn: txn, files: files, now: now)
+                do {
+                    try AttachmentRow.note(try Attachment.references(in: item), txn: txn, files: files, now: now)
+                } catch let error as SyncError where error.code == .invalidValue {
+                    try refuse(change, error, key: key)
+                    continue
+                }
             }
             let changedFields = change.changedFields.sorted(by: Value.utf8Less)
             // An item with nothing queued gets a new entry; one with queued operations (a
@@ -81,11 +127,28 @@ package struct CapturedChange: Sendable {
                 continue
             }
             try flush()
+            let latest = try Outbox.latest(txn, table: change.table, itemId: change.itemId)
+            // A row the adapter never knew whose insert is still pending (a refused insert the
+            // app retried) is inserted once: the new capture folds into that insert.
+            let kind: OperationKind = change.kind == .insert && latest?.kind == .insert && latest?.state == .pending
+                ? .update : change.kind
             try Outbox.enqueue(
-                txn, table: change.table, itemId: change.itemId, kind: change.kind, item: change.item,
+                txn, table: change.table, itemId: change.itemId, kind: kind, item: change.item,
                 baseVersion: change.baseVersion, changedFields: changedFields, transaction: transaction,
-                latest: try Outbox.latest(txn, table: change.table, itemId: change.itemId), sequence: sequence, now: now)
+                latest: latest, sequence: sequence, now: now)
         }
         try flush()
+        return refused
+    }
+
+    /// Takes back a refusal (``Refused/operationId``): its failed operation and the failure
+    /// recorded for it go, so the item's queue goes on. An operation the app resolved since
+    /// (retried or discarded) is left as it is. Returns whether the operation went.
+    @discardableResult
+    package static func withdrawRefusal(_ operationId: String, in txn: any LocalWriteTransaction) throws -> Bool {
+        guard let operation = try Outbox.operation(txn, id: operationId), operation.state == .failed else { return false }
+        try Outbox.removeErrors(of: operationId, txn)
+        try Outbox.remove(operation, txn)
+        return true
     }
 }
