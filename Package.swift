@@ -1,21 +1,27 @@
 // swift-tools-version:6.0
 import PackageDescription
 
-// Module map (Docs/Architecture.md draws it):
+// Module map. An arrow points at what a module depends on; Docs/Architecture.md draws it and
+// tables every target, and Scripts/check-architecture.py holds that table to this file.
 //
-//   OfflineSync ◄── OfflineSyncStoreKit ◄── adapters (SQLite, LMDB, EncryptedFile, PostgreSQL)
-//        ▲                 ▲
-//        ├── OfflineSyncDatasets
-//        ├── OfflineSyncConformance (+ StoreKit's reference evaluator)
-//        ├── OfflineSyncService (+ StoreKit, Datasets) ◄── OfflineSyncServer (+ Wire, OData)
-//        └── OfflineSyncWire (+ Datasets, StoreKit's value codec) ◄── OfflineSyncTransport
-//                                                      ▲
-//                                     OfflineSyncHTTP ─┴─ OfflineSyncURLSession
+//   the adapters: OfflineSyncSQLite, OfflineSyncLMDB, OfflineSyncEncryptedFile,
+//                 OfflineSyncPostgreSQL ──► OfflineSyncStoreKit ──► OfflineSync
+//   OfflineSyncGRDB (the app's own GRDB database) ──► OfflineSyncSQLite, OfflineSyncWire
+//   OfflineSyncDatasets ──► OfflineSync
+//   OfflineSyncConformance ──► OfflineSyncStoreKit (its reference evaluator)
+//   OfflineSyncServer ──► OfflineSyncService (+ StoreKit, Datasets), OfflineSyncWire, OfflineSyncOData
+//   OfflineSyncHTTP, OfflineSyncURLSession ──► OfflineSyncTransport
+//   OfflineSyncTransport, OfflineSyncOData ──► OfflineSyncWire (+ Datasets, StoreKit's value codec)
+//   offline-sync, offline-sync-harness ──► OfflineSyncCommandSupport ──► the four adapters
+//   offline-sync-fuzz ──► OfflineSyncFuzzing ──► the parsers' modules (Wire, OData, Service,
+//                                                Server, EncryptedFile, LMDB)
+//   C, never products: COfflineSyncCRC32C and COfflineSyncSystem (our own), COfflineSyncSQLite3,
+//   COfflineSyncLMDB and COfflineSyncPostgreSQL (the system's libraries, through pkg-config).
 //
-// An app links OfflineSync, one adapter and, to sync over HTTP, OfflineSyncURLSession (Foundation's
-// URLSession) or OfflineSyncHTTP (AsyncHTTPClient, SwiftNIO); it never links the OData parser or
-// the server's dependencies. (Every adapter links StoreKit already; the
-// wire reuses its binary value codec for the page stream rather than keep a second one.)
+// An app links OfflineSync, one adapter (or OfflineSyncGRDB) and, to sync over HTTP,
+// OfflineSyncURLSession (Foundation's URLSession) or OfflineSyncHTTP (AsyncHTTPClient, SwiftNIO);
+// it never links the OData parser or the server's dependencies. (Every adapter links StoreKit
+// already; the wire reuses its binary value codec for the page stream rather than keep a second one.)
 
 let package = Package(
     name: "OfflineSync",
@@ -226,7 +232,7 @@ let package = Package(
             ],
             path: "Sources/OfflineSyncCommandSupport"
         ),
-        // The operator's tool: serve, token, demo, conformance, inspect.
+        // The operator's tool: serve, token, explain, demo, demo-grdb, conformance, inspect.
         .executableTarget(
             name: "offline-sync",
             dependencies: [
@@ -239,12 +245,14 @@ let package = Package(
             ],
             path: "Sources/offline-sync"
         ),
-        // The benchmark and fault-injection harness: bench, corrupt-sweep, crash-trial-client.
+        // The benchmark and fault-injection harness: bench, loadtest, corrupt-sweep, crash-trial-client,
+        // grdb-extension-writer (and the children it starts of itself: bench-worker, corrupt-probe,
+        // shared-store-writer, attachment-upload-child).
         .executableTarget(
             name: "offline-sync-harness",
             dependencies: [
                 "OfflineSync", "OfflineSyncStoreKit", "OfflineSyncService", "OfflineSyncConformance",
-                "OfflineSyncServer", "OfflineSyncHTTP", "OfflineSyncTransport", "OfflineSyncWire", "OfflineSyncCommandSupport",
+                "OfflineSyncServer", "OfflineSyncHTTP", "OfflineSyncURLSession", "OfflineSyncTransport", "OfflineSyncWire", "OfflineSyncCommandSupport",
                 "OfflineSyncSQLite", "OfflineSyncLMDB", "OfflineSyncEncryptedFile", "OfflineSyncPostgreSQL",
                 "COfflineSyncSQLite3", "COfflineSyncLMDB", "COfflineSyncPostgreSQL", "OfflineSyncGRDB",
                 .product(name: "GRDB", package: "GRDB.swift"),

@@ -44,6 +44,8 @@ WORKLOADS = {
     "auth-verify": ("30,000 identity-provider tokens verified (RS256, ES256, EdDSA)", "30,000 HS256 development tokens"),
     "attachment-upload": ("a 256 MiB file from `addAttachment(contentsOf:)` until the server acknowledges its record", "the same bytes in one plain request through the same server"),
     "attachment-download": ("that file fetched on first access (`attachmentFileURL`) by a second device", "one plain GET of it to a file"),
+    "attachment-upload-urlsession": ("attachment-upload through `URLSessionRemoteStore` (4 MiB requests, bodies whole)", "the same bytes in one plain request through the same server"),
+    "attachment-download-urlsession": ("attachment-download through `URLSessionRemoteStore` (4 MiB ranges, one at a time)", "one plain GET of it to a file"),
     "attachment-resume": ("the upload's process killed at 50 %, then restarted (ratio: bytes sent after the restart)", "a client that sends the whole file again"),
     "attachment-small": ("1,000 records with a 50 KiB photo each, pushed, then pulled with `.all` prefetch", "the same records with the bytes inline in a field"),
 }

@@ -84,6 +84,11 @@ public struct AsyncHTTPClientTransport: HTTPTransport {
 
 /// Lends a response body's iterator to the one task that reads the next bytes.
 ///
+/// AsyncHTTPClient streams a body with back-pressure (a `NIOThrowingAsyncSequenceProducer`
+/// whose watermarks are one buffer): the connection reads only as fast as this is read, so a
+/// download holds a buffer or so however slow its reader. A read whose task is cancelled
+/// throws at once, and a body dropped unread cancels its request.
+///
 /// `@unchecked Sendable`: the iterator is touched by one task at a time — the task reading
 /// the next chunk while its caller waits for the result; a read that was given up is never
 /// followed by another (its response is dropped).

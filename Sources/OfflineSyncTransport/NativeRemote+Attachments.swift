@@ -23,9 +23,19 @@ extension NativeRemote: AttachmentRemote {
     }
 
     /// 16 MiB over a transport that streams request bodies (a request holds a MiB at a time,
-    /// and its answer comes well within a request's deadline on a slow link); 8 MiB held whole
-    /// over one that does not.
-    public var attachmentRequestLimit: Int64 { transport.streamsRequestBodies ? 16 << 20 : 8 << 20 }
+    /// and its answer comes well within a request's deadline on a slow link); 4 MiB held whole
+    /// over one that does not (its library keeps a copy of its own while it sends: an append
+    /// holds about three times its size).
+    public var attachmentRequestLimit: Int64 { transport.streamsRequestBodies ? 16 << 20 : 4 << 20 }
+
+    /// The bytes one download request asks for: the transport's
+    /// ``HTTPTransport/streamedResponseLimit`` over a transport that holds what arrives until
+    /// it is read (`URLSessionTransport`: 4 MiB, asked for one range after the other), so a
+    /// download holds at most that much however large the file and however slow the disk and
+    /// the hash behind it; `nil` over one that reads only as fast as it is asked
+    /// (AsyncHTTPClient, whose body streams with back-pressure), which asks for the rest of
+    /// the file in one request.
+    public var attachmentDownloadWindow: Int64? { transport.streamedResponseLimit.map { Int64(max(1, $0)) } }
 
     public func appendAttachment(_ attachment: Attachment, offset: Int64, length: Int64, complete: Bool,
                                  read: @escaping @Sendable (_ offset: Int64, _ count: Int) async throws -> [UInt8]) async throws -> AttachmentUploadState {
@@ -62,16 +72,87 @@ extension NativeRemote: AttachmentRemote {
 
     public func readAttachment(_ sha256: String, from offset: Int64,
                                _ body: @Sendable ([UInt8]) async throws -> Void) async throws -> Bool {
-        let response = try await attachmentRequest(.get, "/v1/attachments/\(sha256)",
-                                                   headers: offset > 0 ? [("Range", "bytes=\(offset)-")] : [])
-        switch response.status {
-        case 200 where offset == 0, 206: break
-        case 404: return false
-        default: throw try await Self.attachmentFailure(response)
+        try await readFile(sha256, size: nil, from: offset, body)
+    }
+
+    /// Reads `attachment` from `offset` on as ``readAttachment(_:from:_:)`` does; every answer
+    /// must say the remote's file has `attachment`'s size, checked before any of its bytes is
+    /// handed over (``SyncError/Code/attachmentDamaged`` otherwise).
+    public func readAttachment(_ attachment: Attachment, from offset: Int64,
+                               _ body: @Sendable ([UInt8]) async throws -> Void) async throws -> Bool {
+        try await readFile(attachment.sha256, size: attachment.size, from: offset, body)
+    }
+
+    /// Reads the file from `offset` to its end: in ranges of ``attachmentDownloadWindow``, each
+    /// asked for once the one before was read, or in one request for the rest. Every answer
+    /// must agree on the file's size (`size`, when known) and its entity tag: a file is named
+    /// by its hash, so its bytes cannot change between two requests.
+    private func readFile(_ sha256: String, size: Int64?, from offset: Int64,
+                          _ body: @Sendable ([UInt8]) async throws -> Void) async throws -> Bool {
+        var position = offset, known = size
+        var tag: String?
+        while true {
+            if Task.isCancelled { throw SyncError(.cancelled, "the download was cancelled") }
+            let last = attachmentDownloadWindow.map { position + $0 - 1 }
+            guard let answer = try await readRange(sha256, from: position, through: last, size: known, tag: &tag, body) else {
+                return false
+            }
+            position = answer.end
+            known = answer.total
+            if position >= answer.total { return true }
         }
+    }
+
+    /// One GET of bytes `first` through `last` of the file (to its end when `last` is `nil`),
+    /// handed to `body` as they arrive. Returns where they ended and the file's size; `nil` when
+    /// the remote has no such file for this identity. The answer's size must be `size` and its
+    /// entity tag `tag`, when known (``SyncError/Code/attachmentDamaged`` otherwise); `tag`
+    /// takes the answer's when it had none.
+    private func readRange(_ sha256: String, from first: Int64, through last: Int64?, size: Int64?, tag: inout String?,
+                           _ body: @Sendable ([UInt8]) async throws -> Void) async throws -> (end: Int64, total: Int64)? {
+        let name = "attachment \(sha256.prefix(12))…"
+        var headers: [(String, String)] = []
+        if first > 0 || last != nil { headers.append(("Range", "bytes=\(first)-\(last.map { String($0) } ?? "")")) }
+        let response = try await attachmentRequest(.get, "/v1/attachments/\(sha256)", headers: headers)
+        // The bytes this answer carries and the file's size, when the answer says them.
+        let count: Int64?, total: Int64?
+        switch response.status {
+        case 404:
+            return nil
+        case 200 where first == 0:
+            // The whole file: a server, or a proxy, that serves no ranges.
+            count = response.header("Content-Length").flatMap { Int64($0) }
+            total = count
+        case 206:
+            guard let answer = response.header("Content-Range").flatMap({ ContentRange($0) }), let range = answer.range,
+                  range.lowerBound == first, last.map({ range.upperBound <= $0 }) ?? true else {
+                throw SyncError(.transient, "the server's answer to a range request of \(name) does not carry the range asked for")
+            }
+            count = range.upperBound - range.lowerBound + 1
+            total = answer.complete
+        case 416:
+            // No byte from `first` on: the file is whole here when the server says it has `first` bytes.
+            guard let answer = response.header("Content-Range").flatMap({ ContentRange($0) }), answer.range == nil,
+                  answer.complete == first else { throw try await Self.attachmentFailure(response) }
+            count = 0
+            total = first
+        default:
+            throw try await Self.attachmentFailure(response)
+        }
+        try Self.check(name, size: size, answered: total)
+        if let answered = response.header("ETag") {
+            if let tag, tag != answered { throw SyncError(.attachmentDamaged, "the remote's file of \(name) changed between two requests") }
+            tag = answered
+        }
+        var received: Int64 = 0
         do {
             while let piece = try await response.body.next() {
-                if !piece.isEmpty { try await body(piece) }
+                guard !piece.isEmpty else { continue }
+                if let count, received + Int64(piece.count) > count {
+                    throw SyncError(.attachmentDamaged, "the remote sent more bytes of \(name) than its answer announced")
+                }
+                received += Int64(piece.count)
+                try await body(piece)
             }
         } catch let error as SyncError {
             throw error
@@ -79,7 +160,19 @@ extension NativeRemote: AttachmentRemote {
             if Task.isCancelled { throw SyncError(.cancelled, "the download was cancelled") }
             throw SyncError(.transient, "the download of \(sha256.prefix(12))… broke off: \(describe(error))")
         }
-        return true
+        if let count, received < count {
+            throw SyncError(.transient, "the download of \(sha256.prefix(12))… broke off after \(received) of \(count) bytes")
+        }
+        // A whole file of no announced length is as long as what came.
+        if total == nil { try Self.check(name, size: size, answered: first + received) }
+        return (first + received, total ?? first + received)
+    }
+
+    /// Throws ``SyncError/Code/attachmentDamaged`` when the remote's file is not of the size
+    /// known for it.
+    private static func check(_ name: String, size: Int64?, answered: Int64?) throws {
+        guard let size, let answered, size != answered else { return }
+        throw SyncError(.attachmentDamaged, "the remote's file of \(name) has \(answered) bytes, not the \(size) its reference says")
     }
 
     /// One request to an attachment route, with the token (asked again once after a 401).

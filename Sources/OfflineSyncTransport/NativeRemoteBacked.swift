@@ -33,6 +33,11 @@ extension NativeRemoteBacked {
         try await native.readAttachment(sha256, from: offset, body)
     }
 
+    /// Reads `attachment` from `offset` on, checking its size on every answer; see ``NativeRemote/readAttachment(_:from:_:)``.
+    public func readAttachment(_ attachment: Attachment, from offset: Int64, _ body: @Sendable ([UInt8]) async throws -> Void) async throws -> Bool {
+        try await native.readAttachment(attachment, from: offset, body)
+    }
+
     /// How requests are timed and retried.
     public typealias Configuration = NativeRemote.Configuration
 

@@ -17,9 +17,13 @@ import Synchronization
 ///
 /// A response body is handed over as it arrives and held until it is read: URLSession has
 /// no back-pressure a data task's delegate can use (suspending a running task stops its
-/// transfer for good on Linux). So the transport asks the server to end each page-stream
-/// response after ``streamedResponseLimit`` bytes (the remote goes on from the last page's
-/// cursor in a new request): a pull holds at most that much plus a page, however large.
+/// transfer for good on Linux, and `suspend()` need not stop libcurl reading the socket). So
+/// no response this transport carries is larger than ``streamedResponseLimit``: the server
+/// ends each page-stream response after that many bytes (the remote goes on from the last
+/// page's cursor in a new request), and an attachment download asks for ranges of that size
+/// (`Range: bytes=a-b`), the next once the last was read. A pull or a download holds at most
+/// that much plus what its reader holds, however large, and however slow the disk behind it.
+/// A reader that is cancelled gets `CancellationError` at once, and its task is cancelled.
 ///
 /// WebSockets use `URLSessionWebSocketTask`. Foundation on Linux has the type but its libcurl
 /// is built without WebSockets; there the change channel reads the server's event stream
@@ -32,8 +36,21 @@ public struct URLSessionTransport: HTTPTransport {
     private let owner: SessionOwner
     /// The session requests go through.
     public var session: URLSession { owner.session }
-    /// The most bytes a page-stream response carries for this transport (4 MiB).
+    /// The most bytes one response carries for this transport (4 MiB): a page-stream response,
+    /// or one range of an attachment download.
     public var streamedResponseLimit: Int? { 4 << 20 }
+
+    /// Bytes of response bodies that arrived and wait for their readers, across this
+    /// transport's requests.
+    package var bufferedBytes: Int { owner.router.gauge.current }
+    /// The most bytes that ever waited at once (``bufferedBytes``' high-water mark): about one
+    /// ``streamedResponseLimit`` per response read, however slowly.
+    package var peakBufferedBytes: Int { owner.router.gauge.peak }
+    /// Requests started and not yet completed.
+    package var runningRequests: Int { owner.router.running }
+    /// Returns once no request is under way (at once when none is), or when the caller is
+    /// cancelled.
+    package func whenIdle() async { await owner.router.whenIdle() }
 
     /// Creates the transport with a session of `configuration`, answering its
     /// authentication challenges with `challenge` (the system's default handling when `nil`).
@@ -75,7 +92,7 @@ public struct URLSessionTransport: HTTPTransport {
         for (name, value) in request.headers { outgoing.addValue(value, forHTTPHeaderField: name) }
         outgoing.httpBody = request.body.map { Data($0) }
         let task = session.dataTask(with: outgoing)
-        let exchange = TaskExchange()
+        let exchange = TaskExchange(gauge: owner.router.gauge)
         owner.router.register(exchange, for: task)
         let body = URLSessionBody(task: task, exchange: exchange)
         let response = try await exchange.head(of: task, timeout: timeout)
@@ -158,8 +175,17 @@ private final class SessionOwner: Sendable {
 /// `@unchecked Sendable` (an `NSObject` subclass, which cannot be checked): its only mutable
 /// state is the `Mutex`.
 final class SessionRouter: NSObject, URLSessionDataDelegate, @unchecked Sendable {
-    private let exchanges = Mutex<[Int: TaskExchange]>([:])
+    private struct State {
+        var exchanges: [Int: TaskExchange] = [:]
+        /// Callers of ``whenIdle()``, by the id each was given.
+        var idleWaiters: [UInt64: CheckedContinuation<Void, Never>] = [:]
+        var lastWaiter: UInt64 = 0
+    }
+
+    private let state = Mutex(State())
     private let challenge: URLSessionTransport.ChallengeHandler?
+    /// What the exchanges hold for their readers.
+    let gauge = BufferGauge()
 
     init(challenge: URLSessionTransport.ChallengeHandler?) {
         self.challenge = challenge
@@ -167,11 +193,35 @@ final class SessionRouter: NSObject, URLSessionDataDelegate, @unchecked Sendable
 
     /// Sends `task`'s events to `exchange` until it completes (register before resuming it).
     func register(_ exchange: TaskExchange, for task: URLSessionTask) {
-        exchanges.withLock { $0[task.taskIdentifier] = exchange }
+        state.withLock { $0.exchanges[task.taskIdentifier] = exchange }
     }
 
     private func exchange(_ task: URLSessionTask) -> TaskExchange? {
-        exchanges.withLock { $0[task.taskIdentifier] }
+        state.withLock { $0.exchanges[task.taskIdentifier] }
+    }
+
+    /// Tasks registered and not yet completed.
+    var running: Int { state.withLock { $0.exchanges.count } }
+
+    /// Returns once no task is registered, or when the caller is cancelled.
+    func whenIdle() async {
+        let id = state.withLock { state -> UInt64 in
+            state.lastWaiter += 1
+            return state.lastWaiter
+        }
+        await withTaskCancellationHandler {
+            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+                let now = state.withLock { state -> Bool in
+                    if state.exchanges.isEmpty || Task.isCancelled { return true }
+                    state.idleWaiters[id] = continuation
+                    return false
+                }
+                if now { continuation.resume() }
+            }
+        } onCancel: {
+            let waiter = state.withLock { $0.idleWaiters.removeValue(forKey: id) }
+            waiter?.resume()
+        }
     }
 
     func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didReceive response: URLResponse,
@@ -185,8 +235,14 @@ final class SessionRouter: NSObject, URLSessionDataDelegate, @unchecked Sendable
     }
 
     func urlSession(_ session: URLSession, task: URLSessionTask, didCompleteWithError error: (any Error)?) {
-        let exchange = exchanges.withLock { $0.removeValue(forKey: task.taskIdentifier) }
+        let (exchange, idle) = state.withLock { state -> (TaskExchange?, [CheckedContinuation<Void, Never>]) in
+            let exchange = state.exchanges.removeValue(forKey: task.taskIdentifier)
+            guard state.exchanges.isEmpty else { return (exchange, []) }
+            defer { state.idleWaiters = [:] }
+            return (exchange, Array(state.idleWaiters.values))
+        }
         exchange?.completed(error)
+        for waiter in idle { waiter.resume() }
     }
 
     func urlSession(_ session: URLSession, task: URLSessionTask, didReceive challenge: URLAuthenticationChallenge,
@@ -195,136 +251,4 @@ final class SessionRouter: NSObject, URLSessionDataDelegate, @unchecked Sendable
         let (disposition, credential) = handler(challenge)
         completionHandler(disposition, credential)
     }
-}
-
-/// The response's head did not come within the request's deadline.
-struct HeadTimedOut: Error {}
-
-/// One data task's exchange: hands the response's head to the waiting request and its data
-/// to the body's reader.
-final class TaskExchange: Sendable {
-    private struct State {
-        var head: Result<HTTPURLResponse, any Error>?
-        var headWaiter: CheckedContinuation<HTTPURLResponse, any Error>?
-        var chunks: [[UInt8]] = []
-        /// Set when the task completed: `nil` inside is a clean end.
-        var end: Result<Void, any Error>?
-        var bodyWaiter: CheckedContinuation<[UInt8]?, any Error>?
-    }
-
-    private let state = Mutex(State())
-
-    /// Starts `task` and waits for its response's head, at most `timeout` (then the task is
-    /// cancelled and ``HeadTimedOut`` thrown).
-    func head(of task: URLSessionDataTask, timeout: Duration) async throws -> HTTPURLResponse {
-        let timer = Task { [weak self] in
-            try await Task.sleep(for: timeout)
-            self?.finishHead(.failure(HeadTimedOut()))
-            task.cancel()
-        }
-        defer { timer.cancel() }
-        return try await withTaskCancellationHandler {
-            try await withCheckedThrowingContinuation { continuation in
-                let early = state.withLock { state -> Result<HTTPURLResponse, any Error>? in
-                    if let head = state.head { return head }
-                    state.headWaiter = continuation
-                    return nil
-                }
-                if let early { continuation.resume(with: early) }
-                task.resume()
-            }
-        } onCancel: {
-            task.cancel()
-            finishHead(.failure(CancellationError()))
-        }
-    }
-
-    private func finishHead(_ result: Result<HTTPURLResponse, any Error>) {
-        let waiter = state.withLock { state -> CheckedContinuation<HTTPURLResponse, any Error>? in
-            guard state.head == nil else { return nil }
-            state.head = result
-            defer { state.headWaiter = nil }
-            return state.headWaiter
-        }
-        waiter?.resume(with: result)
-    }
-
-    /// The next chunk of the body (see ``OfflineSyncTransport/TransportBody/next()``).
-    func next(of task: URLSessionDataTask) async throws -> [UInt8]? {
-        try await withTaskCancellationHandler {
-            try await withCheckedThrowingContinuation { continuation in
-                let answer = state.withLock { state -> Result<[UInt8]?, any Error>? in
-                    if !state.chunks.isEmpty {
-                        // Every chunk waiting is handed over at once: fewer hand-offs.
-                        let chunk = state.chunks.count == 1 ? state.chunks[0] : Array(state.chunks.joined())
-                        state.chunks.removeAll(keepingCapacity: true)
-                        return .success(chunk)
-                    }
-                    switch state.end {
-                    case .success?: return .success(nil)
-                    case .failure(let error)?: return .failure(error)
-                    case nil:
-                        state.bodyWaiter = continuation
-                        return nil
-                    }
-                }
-                if let answer { continuation.resume(with: answer) }
-            }
-        } onCancel: {
-            task.cancel()
-        }
-    }
-
-    func received(_ response: URLResponse, completionHandler: @escaping (URLSession.ResponseDisposition) -> Void) {
-        if let response = response as? HTTPURLResponse {
-            finishHead(.success(response))
-            completionHandler(.allow)
-        } else {
-            finishHead(.failure(URLError(.badServerResponse)))
-            completionHandler(.cancel)
-        }
-    }
-
-    func received(_ data: Data) {
-        let chunk = [UInt8](data)
-        let waiter = state.withLock { state -> CheckedContinuation<[UInt8]?, any Error>? in
-            if let waiter = state.bodyWaiter {
-                state.bodyWaiter = nil
-                return waiter
-            }
-            state.chunks.append(chunk)
-            return nil
-        }
-        waiter?.resume(returning: chunk)
-    }
-
-    func completed(_ error: (any Error)?) {
-        finishHead(.failure(error ?? URLError(.badServerResponse)))
-        let end: Result<Void, any Error> = error.map { .failure($0) } ?? .success(())
-        let waiter = state.withLock { state -> CheckedContinuation<[UInt8]?, any Error>? in
-            state.end = end
-            defer { state.bodyWaiter = nil }
-            return state.bodyWaiter
-        }
-        switch end {
-        case .success: waiter?.resume(returning: nil)
-        case .failure(let error): waiter?.resume(throwing: error)
-        }
-    }
-}
-
-/// A data task's body as the remote reads it. Dropping it cancels the task, so a response the
-/// remote gave up on (a pull stream left silent, a body not read) does not hold its connection.
-final class URLSessionBody: TransportBody {
-    private let task: URLSessionDataTask
-    private let exchange: TaskExchange
-
-    init(task: URLSessionDataTask, exchange: TaskExchange) {
-        self.task = task
-        self.exchange = exchange
-    }
-
-    deinit { task.cancel() }
-
-    func next() async throws -> [UInt8]? { try await exchange.next(of: task) }
 }

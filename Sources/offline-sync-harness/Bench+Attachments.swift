@@ -8,6 +8,7 @@ import OfflineSyncConformance
 import OfflineSyncHTTP
 import OfflineSyncServer
 import OfflineSyncSQLite
+import OfflineSyncURLSession
 
 /// What the attachment workloads share: a server process with an admin key (its metrics
 /// count the attachment bytes it received), big files written once per run, plain requests
@@ -132,13 +133,22 @@ enum AttachmentBench {
     }
 
     /// A client over SQLite in `directory/<name>.sqlite`, on the bench identity, with the
-    /// photos table.
+    /// photos table, through `remote` (by default an `HTTPRemoteStore`, AsyncHTTPClient's).
     static func client(_ name: String, directory: URL, server: ServerProcess, secret: String,
-                       options: SyncOptions = SyncOptions()) async throws -> SyncContext {
+                       options: SyncOptions = SyncOptions(), remote: (any RemoteStore)? = nil) async throws -> SyncContext {
         let store = try await SQLiteStore(path: directory.appendingPathComponent("\(name).sqlite").path)
-        let context = try await SyncContext(store: store, remote: try await SyncBench.remote(server, secret: secret), options: options)
+        let through: any RemoteStore
+        if let remote { through = remote } else { through = try await SyncBench.remote(server, secret: secret) }
+        let context = try await SyncContext(store: store, remote: through, options: options)
         try await context.defineTable(schema)
         return context
+    }
+
+    /// A `URLSessionRemoteStore` for the bench identity over `transport` (Foundation's
+    /// URLSession: on Linux, libcurl through FoundationNetworking).
+    static func urlSessionRemote(_ server: ServerProcess, secret: String, transport: URLSessionTransport) async throws -> URLSessionRemoteStore {
+        let token = try await token(secret)
+        return URLSessionRemoteStore(baseURL: server.baseURL, transport: transport, token: { token })
     }
 
     /// Writes `file` as an attachment of a new record and pushes until the server has
@@ -185,11 +195,18 @@ enum AttachmentUpload: BenchWorkload {
     static var fixedRecords: Int? { 1 }
 
     static func ours(directory: URL, records: Int, batch: Int) async throws -> Double {
+        try await run(directory: directory, overURLSession: false)
+    }
+
+    /// Our side, through `HTTPRemoteStore` or, `overURLSession`, `URLSessionRemoteStore`.
+    static func run(directory: URL, overURLSession: Bool) async throws -> Double {
         let file = directory.appendingPathComponent("photo.bin")
         _ = try AttachmentBench.makeFile(at: file, size: AttachmentBench.size, seed: 1)
         let (server, secret, _) = try AttachmentBench.startServer(directory: directory)
         defer { _ = server.stop() }
-        let context = try await AttachmentBench.client("client", directory: directory, server: server, secret: secret)
+        var remote: (any RemoteStore)?
+        if overURLSession { remote = try await AttachmentBench.urlSessionRemote(server, secret: secret, transport: URLSessionTransport()) }
+        let context = try await AttachmentBench.client("client", directory: directory, server: server, secret: secret, remote: remote)
         let seconds = try await LocalWrites.measure { _ = try await AttachmentBench.addAndPush(file, on: context, id: "p1") }
         AttachmentBench.noteServerMemory(server)
         try await context.close()
@@ -224,14 +241,26 @@ enum AttachmentDownload: BenchWorkload {
     }
 
     static func ours(directory: URL, records: Int, batch: Int) async throws -> Double {
+        try await run(directory: directory, overURLSession: false)
+    }
+
+    /// Our side, through `HTTPRemoteStore` or, `overURLSession`, `URLSessionRemoteStore`
+    /// (which also notes the most bytes its transport ever held unread,
+    /// `transportPeakBufferedMiB`).
+    static func run(directory: URL, overURLSession: Bool) async throws -> Double {
         let (server, secret, attachment) = try await prepared(directory)
         defer { _ = server.stop() }
-        let context = try await AttachmentBench.client("second", directory: directory, server: server, secret: secret)
+        // Made only for the URLSession side: the other never starts a session.
+        let transport = overURLSession ? URLSessionTransport() : nil
+        var remote: (any RemoteStore)?
+        if let transport { remote = try await AttachmentBench.urlSessionRemote(server, secret: secret, transport: transport) }
+        let context = try await AttachmentBench.client("second", directory: directory, server: server, secret: secret, remote: remote)
         try await context.table("photos").pull()
         var url: URL?
         let seconds = try await LocalWrites.measure { url = try await context.attachmentFileURL(attachment) }
         let size = try url.flatMap { try FileManager.default.attributesOfItem(atPath: $0.path)[.size] as? Int64 }
         guard size == attachment.size else { throw SyncError(.storageFailure, "the downloaded file has \(size ?? -1) bytes") }
+        if let transport { BenchMetrics.shared.set("transportPeakBufferedMiB", Double(transport.peakBufferedBytes) / 1_048_576) }
         AttachmentBench.noteServerMemory(server)
         try await context.close()
         return seconds
@@ -245,5 +274,40 @@ enum AttachmentDownload: BenchWorkload {
         let seconds = try await LocalWrites.measure { try await AttachmentBench.getWhole(attachment, from: server, token: token, to: destination) }
         AttachmentBench.noteServerMemory(server)
         return seconds
+    }
+}
+
+/// `attachment-upload-urlsession`: attachment-upload through `URLSessionRemoteStore`, whose
+/// transport sends a body whole (4 MiB per request), against the same plain request. Goal:
+/// client peak RSS ≤ 64 MiB, as through AsyncHTTPClient.
+enum AttachmentUploadURLSession: BenchWorkload {
+    static let name = "attachment-upload-urlsession"
+    static let baseline = "one-plain-request"
+    static var fixedRecords: Int? { 1 }
+
+    static func ours(directory: URL, records: Int, batch: Int) async throws -> Double {
+        try await AttachmentUpload.run(directory: directory, overURLSession: true)
+    }
+
+    static func raw(directory: URL, records: Int, batch: Int) async throws -> Double {
+        try await AttachmentUpload.raw(directory: directory, records: records, batch: batch)
+    }
+}
+
+/// `attachment-download-urlsession`: attachment-download through `URLSessionRemoteStore`,
+/// whose transport holds what arrives until it is read and so asks for the file 4 MiB at a
+/// time, against the same plain GET. Goal: client peak RSS ≤ 64 MiB, as through
+/// AsyncHTTPClient; `transportPeakBufferedMiB` is the most the transport held unread.
+enum AttachmentDownloadURLSession: BenchWorkload {
+    static let name = "attachment-download-urlsession"
+    static let baseline = "one-plain-request"
+    static var fixedRecords: Int? { 1 }
+
+    static func ours(directory: URL, records: Int, batch: Int) async throws -> Double {
+        try await AttachmentDownload.run(directory: directory, overURLSession: true)
+    }
+
+    static func raw(directory: URL, records: Int, batch: Int) async throws -> Double {
+        try await AttachmentDownload.raw(directory: directory, records: records, batch: batch)
     }
 }

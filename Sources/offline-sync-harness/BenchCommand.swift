@@ -46,6 +46,7 @@ let benchWorkloads: [any BenchWorkload.Type] = [LocalWritesSQLite.self, LocalWri
                                                 UpdateSharedBig.self, TablesListShared.self, ObserveLatency.self, LocalReadsGet.self, LocalReadsQuery.self,
                                                 LocalReadsGetInRead.self, LocalReadsQueryInRead.self,
                                                 ObserveBurst.self, AuthVerify.self, AttachmentUpload.self, AttachmentDownload.self,
+                                                AttachmentUploadURLSession.self, AttachmentDownloadURLSession.self,
                                                 AttachmentResume.self, AttachmentSmall.self]
 
 /// Workloads too long or too large for `make bench` (minutes of seeding, gigabytes of stores):

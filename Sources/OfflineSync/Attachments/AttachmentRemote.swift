@@ -44,11 +44,22 @@ public protocol AttachmentRemote: Sendable {
     /// Reads the attachment from `offset` on, handing each piece to `body` as it arrives.
     /// Returns `false` when the remote has no file of that hash this identity may read.
     func readAttachment(_ sha256: String, from offset: Int64, _ body: @Sendable ([UInt8]) async throws -> Void) async throws -> Bool
+
+    /// Reads `attachment` from `offset` on, as the read by hash does, and checks that the
+    /// remote's file has the reference's size before handing over its bytes
+    /// (``SyncError/Code/attachmentDamaged`` when it does not). The default reads by hash and
+    /// leaves the size to the caller, which checks the bytes it received anyway.
+    func readAttachment(_ attachment: Attachment, from offset: Int64, _ body: @Sendable ([UInt8]) async throws -> Void) async throws -> Bool
 }
 
 extension AttachmentRemote {
     /// 8 MiB: the body is held whole.
     public var attachmentRequestLimit: Int64 { 8 << 20 }
+
+    /// Reads by hash; the caller checks the size of what it received.
+    public func readAttachment(_ attachment: Attachment, from offset: Int64, _ body: @Sendable ([UInt8]) async throws -> Void) async throws -> Bool {
+        try await readAttachment(attachment.sha256, from: offset, body)
+    }
 
     /// Reads the bytes whole, a MiB at a time, and appends them.
     public func appendAttachment(_ attachment: Attachment, offset: Int64, length: Int64, complete: Bool,

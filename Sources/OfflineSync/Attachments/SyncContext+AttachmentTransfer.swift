@@ -4,17 +4,20 @@ import Synchronization
 extension SyncContext {
     /// Uploads every attachment waiting to (oldest use first), before a push sends the
     /// changes that reference them. An upload cut off goes on from the remote's offset at the
-    /// next push. Returns how many went up.
+    /// next push. Returns how many went up. The uploads are a transfer ``close()`` ends; the
+    /// caller's cancellation reaches them too.
     func uploadPendingAttachments() async throws -> Int {
         guard let remote = remote as? any AttachmentRemote, let files = store.attachmentFiles else { return 0 }
-        var uploaded = 0
-        while true {
-            let rows = try await store.read { txn in
-                try AttachmentRow.all(txn, Query(AttachmentRow.inState(.pendingUpload), order: [AttachmentRow.sorted(.lastUsed), SortKey(SystemField.id)], limit: 16))
+        return try await attachmentTransfers.upload { () async throws -> Int in
+            var uploaded = 0
+            while true {
+                let rows = try await self.store.read { txn in
+                    try AttachmentRow.all(txn, Query(AttachmentRow.inState(.pendingUpload), order: [AttachmentRow.sorted(.lastUsed), SortKey(SystemField.id)], limit: 16))
+                }
+                if rows.isEmpty { return uploaded }
+                try await self.uploadConcurrently(rows, to: remote, files: files)
+                uploaded += rows.count
             }
-            if rows.isEmpty { return uploaded }
-            try await uploadConcurrently(rows, to: remote, files: files)
-            uploaded += rows.count
         }
     }
 
@@ -107,13 +110,15 @@ extension SyncContext {
 
     /// Fetches the attachment from the remote into the store's files, resuming with a range
     /// after an interruption and checking the hash before the file takes its name. Concurrent
-    /// callers for one hash share one download. Without `noting`, the caller marks its
-    /// `__attachments` row (``markDownloaded(_:)``; a prefetch marks many in one transaction).
+    /// callers for one hash share one download; a cancelled caller returns at once with
+    /// `CancellationError`, and a download no caller waits for any more is cancelled (its
+    /// bytes kept for the next). Without `noting`, the caller marks its `__attachments` row
+    /// (``markDownloaded(_:)``; a prefetch marks many in one transaction).
     func download(_ attachment: Attachment, files: any AttachmentFileStore, noting: Bool = true) async throws {
         guard let remote = remote as? any AttachmentRemote else {
             throw SyncError(.attachmentUnavailable, "attachment \(attachment.sha256.prefix(12))… is not on this device, and the remote serves no attachments")
         }
-        try await attachmentDownloads.run(attachment.sha256) {
+        try await attachmentTransfers.download(attachment.sha256) {
             if try await FileWork.run({ try files.size(of: attachment.sha256) }) == attachment.size { return }
             try await self.fetch(attachment, from: remote, into: files)
         }
@@ -159,53 +164,58 @@ extension SyncContext {
 
     private func fetchOnce(_ attachment: Attachment, from remote: any AttachmentRemote, into files: any AttachmentFileStore) async throws {
         let sink = try await FileWork.run { try DownloadSink(files: files, sha256: attachment.sha256, expected: attachment.size) }
+        defer { transferEnded(attachment.sha256) }
         // Kept unless the bytes are known to be wrong or unwanted, so a download cut off, or
         // a task cancelled, goes on from here next time.
         var keep = true
-        defer {
-            sink.end(keeping: keep)
-            transferEnded(attachment.sha256)
-        }
-        let resumedFrom = sink.received
-        if resumedFrom > 0 { transferProgressed(attachment.sha256, .download, done: resumedFrom, total: attachment.size) }
-        var failures = 0
-        while true {
-            do {
-                let found = try await remote.readAttachment(attachment.sha256, from: sink.received) { piece in
-                    let step = Int64(AttachmentTransfer.chunkSize)
-                    let (before, after, full) = try sink.append(piece, limit: attachment.size)
-                    // Hashed and handed to the writing queue off the cooperative pool: the
-                    // hand-off waits while the disk is behind, and must not hold one of the
-                    // pool's few threads meanwhile.
-                    if let full { try await FileWork.run { try sink.stage(full) } }
-                    // Progress a MiB at a time: a body arrives in pieces of a few KiB.
-                    if before / step != after / step || after == attachment.size {
-                        self.transferProgressed(attachment.sha256, .download, done: after, total: attachment.size)
+        do {
+            let resumedFrom = sink.received
+            if resumedFrom > 0 { transferProgressed(attachment.sha256, .download, done: resumedFrom, total: attachment.size) }
+            var failures = 0
+            while true {
+                do {
+                    let found = try await remote.readAttachment(attachment, from: sink.received) { piece in
+                        let step = Int64(AttachmentTransfer.chunkSize)
+                        let (before, after, full) = try sink.append(piece, limit: attachment.size)
+                        // Hashed and handed to the writing queue off the cooperative pool: the
+                        // hand-off waits while the disk is behind, and must not hold one of the
+                        // pool's few threads meanwhile.
+                        if let full { try await FileWork.run { try sink.stage(full) } }
+                        // Progress a MiB at a time: a body arrives in pieces of a few KiB.
+                        if before / step != after / step || after == attachment.size {
+                            self.transferProgressed(attachment.sha256, .download, done: after, total: attachment.size)
+                        }
                     }
-                }
-                guard found else {
+                    guard found else {
+                        keep = false
+                        throw SyncError(.attachmentMissing, "the remote has no attachment \(attachment.sha256.prefix(12))… this identity may read")
+                    }
+                    remoteAnswered()
+                    break
+                } catch let error as SyncError where error.code == .transient || error.code == .cancelled && !Task.isCancelled {
+                    remoteFailed(error)
+                    failures += 1
+                    guard failures < 3 else {
+                        throw SyncError(.attachmentUnavailable, "attachment \(attachment.sha256.prefix(12))… is not on this device and cannot be fetched now: \(error.message)")
+                    }
+                } catch let error as SyncError where error.code == .attachmentDamaged {
                     keep = false
-                    throw SyncError(.attachmentMissing, "the remote has no attachment \(attachment.sha256.prefix(12))… this identity may read")
+                    throw error
                 }
-                remoteAnswered()
-                break
-            } catch let error as SyncError where error.code == .transient || error.code == .cancelled && !Task.isCancelled {
-                remoteFailed(error)
-                failures += 1
-                guard failures < 3 else {
-                    throw SyncError(.attachmentUnavailable, "attachment \(attachment.sha256.prefix(12))… is not on this device and cannot be fetched now: \(error.message)")
-                }
-            } catch let error as SyncError where error.code == .attachmentDamaged {
-                keep = false
-                throw error
             }
+            guard sink.received == attachment.size, try await FileWork.run({ try sink.hash() }) == attachment.sha256 else {
+                keep = false
+                if resumedFrom > 0 { throw DownloadSink.KeptBytesFailed() }
+                throw SyncError(.attachmentDamaged, "the bytes received for attachment \(attachment.sha256.prefix(12))… do not match its hash; they were not kept")
+            }
+            try await FileWork.run { try sink.commit(as: attachment.sha256) }
+        } catch {
+            // Ending waits for the writes handed over: off the cooperative pool, as every wait
+            // for the disk (a cancelled download ends here too).
+            let keeping = keep
+            _ = try? await FileWork.run { sink.end(keeping: keeping) }
+            throw error
         }
-        guard sink.received == attachment.size, try await FileWork.run({ try sink.hash() }) == attachment.sha256 else {
-            keep = false
-            if resumedFrom > 0 { throw DownloadSink.KeptBytesFailed() }
-            throw SyncError(.attachmentDamaged, "the bytes received for attachment \(attachment.sha256.prefix(12))… do not match its hash; they were not kept")
-        }
-        try await FileWork.run { try sink.commit(as: attachment.sha256) }
     }
 }
 
@@ -330,22 +340,6 @@ final class DownloadSink: Sendable {
             }
             state.staging = nil
         }
-    }
-}
-
-/// One download per hash: a caller that asks while one runs waits for it.
-final class AttachmentDownloads: Sendable {
-    private let running = Mutex<[String: Task<Void, any Error>]>([:])
-
-    func run(_ hash: String, _ body: @escaping @Sendable () async throws -> Void) async throws {
-        let task = running.withLock { running -> Task<Void, any Error> in
-            if let task = running[hash] { return task }
-            let task = Task { try await body() }
-            running[hash] = task
-            return task
-        }
-        defer { running.withLock { if $0[hash] == task { $0[hash] = nil } } }
-        try await task.value
     }
 }
 

@@ -31,9 +31,12 @@ public final class SyncContext: Sendable {
     let stallWatch: StallWatch
     /// Where pushes, pulls and failures are reported (``SyncOptions/metricsFactory``).
     let metrics: SyncMetrics
-    /// Downloads under way, one per hash.
-    let attachmentDownloads = AttachmentDownloads()
+    /// Attachment downloads (one per hash) and uploads under way: ``close()`` ends them.
+    let attachmentTransfers = AttachmentTransfers()
     let prefetchMisses = PrefetchMisses()
+    /// The attachment files the app holds open (``withAttachmentFile(_:isolation:_:)``), which the
+    /// cache does not remove.
+    let attachmentPins = AttachmentPins()
 
     /// Opens a context: defines the system tables in `store` if needed.
     public init(store: any LocalStore, remote: any RemoteStore, options: SyncOptions = SyncOptions()) async throws {
@@ -70,11 +73,15 @@ public final class SyncContext: Sendable {
     /// subscriptions end at once. Call it when the context is no longer used.
     public func finishEvents() { broadcaster.finish() }
 
-    /// Stops background sync (``stop()``), ends the event subscriptions and closes the local
-    /// store; observations then end with ``SyncError/Code/storeClosed``. Queued operations
-    /// stay in the store for the next context opened on it.
+    /// Stops background sync (``stop()``), ends the attachment downloads and uploads under way
+    /// and waits until they have (a caller waiting for one, and any asked for afterwards, gets
+    /// ``SyncError/Code/storeClosed``; a download cut off keeps its bytes for the next context,
+    /// an upload goes on from the server's offset), ends the event subscriptions and closes the
+    /// local store; observations then end with ``SyncError/Code/storeClosed``. Queued
+    /// operations stay in the store for the next context opened on it.
     public func close() async throws {
         await stop()
+        await attachmentTransfers.close()
         finishEvents()
         try await store.close()
     }
