@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
 """Checks the user documents: the README stays short enough to read in a few minutes (under
-200 lines), and every relative link in README.md and Docs/*.md resolves — the file or folder
+200 lines), every relative link in README.md and Docs/*.md resolves — the file or folder
 exists, and an `#anchor` names a heading of the target (GitHub's anchors: lowercase, spaces
-to hyphens, punctuation dropped).
+to hyphens, punctuation dropped) — and the table of error codes in Docs/Server.md lists
+exactly the codes `WireErrorCode` declares (Sources/OfflineSyncWire/WireErrorCode.swift),
+each once.
 
     python3 Scripts/check-docs.py        (make test runs it)
 
@@ -60,6 +62,57 @@ def broken_links(path):
     return problems
 
 
+ERROR_CODES_SWIFT = os.path.join(ROOT, "Sources", "OfflineSyncWire", "WireErrorCode.swift")
+ERROR_CODES_DOC = os.path.join(ROOT, "Docs", "Server.md")
+ERROR_TABLE_MARKER = "<!-- error codes:"
+
+
+def declared_error_codes():
+    """The raw values of `WireErrorCode`'s private enum, one `case name = "raw"` per line."""
+    with open(ERROR_CODES_SWIFT) as f:
+        text = f.read()
+    body = re.search(r"private enum Base: String[^{]*\{(.*?)\n    \}", text, re.S)
+    if not body:
+        return None
+    return re.findall(r'^\s*case \w+ = "([^"]+)"\s*$', body.group(1), re.M)
+
+
+def documented_error_codes():
+    """The first column of the table after the marker in Docs/Server.md, or None without one."""
+    with open(ERROR_CODES_DOC) as f:
+        lines = f.read().split("\n")
+    start = next((i for i, line in enumerate(lines) if line.startswith(ERROR_TABLE_MARKER)), None)
+    if start is None:
+        return None
+    codes = []
+    for line in lines[start + 1:]:
+        if not line.startswith("|"):
+            break
+        cell = line.split("|")[1].strip()
+        match = re.fullmatch(r"`([^`]+)`", cell)
+        if match:
+            codes.append(match.group(1))
+    return codes
+
+
+def error_table_problems():
+    declared, documented = declared_error_codes(), documented_error_codes()
+    if not declared:
+        return ["%s: no `private enum Base: String` with `case name = \"raw\"` lines found" % os.path.relpath(ERROR_CODES_SWIFT, ROOT)]
+    if documented is None:
+        return ["Docs/Server.md: no error code table (a line starting %r, then the table)" % ERROR_TABLE_MARKER]
+    problems = []
+    for code in sorted(set(declared) - set(documented)):
+        problems.append("Docs/Server.md: the error code table lacks `%s`, which WireErrorCode declares" % code)
+    for code in sorted(set(documented) - set(declared)):
+        problems.append("Docs/Server.md: the error code table lists `%s`, which WireErrorCode does not declare" % code)
+    for code in sorted({c for c in documented if documented.count(c) > 1}):
+        problems.append("Docs/Server.md: the error code table lists `%s` more than once" % code)
+    for code in sorted({c for c in declared if declared.count(c) > 1}):
+        problems.append("WireErrorCode.swift: the raw value `%s` is declared more than once" % code)
+    return problems
+
+
 def main():
     problems = []
     readme = os.path.join(ROOT, "README.md")
@@ -69,11 +122,13 @@ def main():
         problems.append("README.md has %d lines; keep it under %d (details belong in Docs/)" % (count, README_LIMIT))
     for path in [readme] + sorted(glob.glob(os.path.join(ROOT, "Docs", "*.md"))):
         problems += broken_links(path)
+    problems += error_table_problems()
     for problem in problems:
         print("check-docs: " + problem)
     if problems:
         sys.exit(1)
-    print("check-docs: README.md has %d lines; every relative link in README.md and Docs/*.md resolves" % count)
+    print("check-docs: README.md has %d lines; every relative link in README.md and Docs/*.md resolves; "
+          "Docs/Server.md's error code table lists the %d codes of WireErrorCode" % (count, len(declared_error_codes())))
 
 
 if __name__ == "__main__":

@@ -52,7 +52,9 @@ public enum PushOutcome: Sendable, Hashable {
     /// remote's current record (possibly a tombstone).
     case conflict(serverRecord: Record)
     /// Not applied and never will be as sent (invalid data, unknown table, forbidden…).
-    /// `status` is an HTTP-like code when the remote has one.
+    /// `status` is an HTTP-like code when the remote has one; `reason` is a sentence for
+    /// people. What kind of refusal it is, for a program to branch on, is the result's
+    /// ``PushResult/rejectionCode``, never a part of `reason`.
     case rejected(reason: String, status: Int?)
 }
 
@@ -62,10 +64,22 @@ public struct PushResult: Sendable, Hashable {
     public var operationId: String
     /// What happened to it.
     public var outcome: PushOutcome
-    /// Creates a result.
-    public init(operationId: String, outcome: PushOutcome) {
+    /// For a ``PushOutcome/rejected(reason:status:)`` outcome, what kind of refusal it is when
+    /// the remote says: ``SyncError/Code/forbidden`` (the sync rules refuse the write, status
+    /// 403), ``SyncError/Code/attachmentMissing`` (the record references a file the remote
+    /// does not hold for this identity, status 409: upload it and send the record again).
+    /// `nil` for other outcomes and for a rejection the remote names no code for; a
+    /// ``SyncContext`` then goes by the status (``OperationError/code``).
+    ///
+    /// Kept beside the outcome rather than in the `rejected` case, so code that matches
+    /// `.rejected(reason, status)` keeps compiling.
+    public var rejectionCode: SyncError.Code?
+
+    /// Creates a result. `rejectionCode` belongs to a rejected outcome only.
+    public init(operationId: String, outcome: PushOutcome, rejectionCode: SyncError.Code? = nil) {
         self.operationId = operationId
         self.outcome = outcome
+        self.rejectionCode = rejectionCode
     }
 }
 

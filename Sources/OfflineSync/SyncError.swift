@@ -18,6 +18,14 @@ public struct SyncError: Error, Sendable, Hashable, CustomStringConvertible {
         private let base: Base
         private init(_ base: Base) { self.base = base }
 
+        /// The code named `name` (its ``description``, byte for byte), or `nil` for a name no
+        /// code has: how a code stored as text (`__operation_errors`, a server's stored push
+        /// outcome) is read back.
+        package init?(name: String) {
+            guard name.utf8.allSatisfy({ $0 < 0x80 }), let base = Base(rawValue: name) else { return nil }
+            self.base = base
+        }
+
         /// A table or field name the store cannot hold (empty, too long, reserved, or colliding).
         public static let invalidName = Code(.invalidName)
         /// A value no store can keep exactly (for example `Double.nan`).

@@ -66,10 +66,10 @@ extension Routes {
         let hash = try context.parameters.require("hash")
         let version = try Self.interopVersion(request.headers) ?? 6
         guard let complete = Self.uploadComplete(request.headers, version: version) else {
-            throw APIError(.badRequest, "invalidRequest", "an upload creation carries Upload-Complete (?0 or ?1)")
+            throw APIError(.badRequest, .invalidRequest, "an upload creation carries Upload-Complete (?0 or ?1)")
         }
         if let offset = Self.structuredInteger(request.headers[Self.uploadOffset]), offset != 0 {
-            throw APIError(.badRequest, "invalidRequest", "an upload creation starts at offset 0")
+            throw APIError(.badRequest, .invalidRequest, "an upload creation starts at offset 0")
         }
         var length = Self.structuredInteger(request.headers[Self.uploadLength])
         if length == nil, complete, let contentLength = request.headers[.contentLength].flatMap(Int64.init) { length = contentLength }
@@ -95,12 +95,12 @@ extension Routes {
         for try await buffer in request.body {
             server.metrics.attachmentBytes("received", buffer.readableBytes)
             guard bytes.count + buffer.readableBytes <= length else {
-                throw APIError(.badRequest, "invalidRequest", "the body is longer than the upload's declared length of \(length)")
+                throw APIError(.badRequest, .invalidRequest, "the body is longer than the upload's declared length of \(length)")
             }
             buffer.withUnsafeReadableBytes { bytes.append(contentsOf: $0) }
         }
         guard bytes.count == length else {
-            throw APIError(.badRequest, "invalidRequest", "the body has \(bytes.count) bytes, short of the upload's declared length of \(length); nothing was kept")
+            throw APIError(.badRequest, .invalidRequest, "the body has \(bytes.count) bytes, short of the upload's declared length of \(length); nothing was kept")
         }
         let received = bytes
         let state = try await call { try await service.storeAttachment(claims: claims, hash: hash, bytes: received) }
@@ -127,10 +127,10 @@ extension Routes {
         let hash = try context.parameters.require("hash")
         let version = try Self.interopVersion(request.headers) ?? 6
         guard let offset = Self.structuredInteger(request.headers[Self.uploadOffset]) else {
-            throw APIError(.badRequest, "invalidRequest", "an append carries Upload-Offset")
+            throw APIError(.badRequest, .invalidRequest, "an append carries Upload-Offset")
         }
         if version >= 6, request.headers[.contentType] != "application/partial-upload" {
-            throw APIError(.badRequest, "invalidRequest", "an append carries Content-Type: application/partial-upload")
+            throw APIError(.badRequest, .invalidRequest, "an append carries Content-Type: application/partial-upload")
         }
         let complete = Self.uploadComplete(request.headers, version: version) ?? true
         guard let state = try await call({ try await service.attachmentUploadState(claims: claims, hash: hash) }) else { return Self.attachmentNotFound }
@@ -172,7 +172,7 @@ extension Routes {
                 // stored for it to resume from. That is the client's doing, answered (to nobody)
                 // and counted as a 400, not a server error.
                 try await store()
-                throw APIError(.badRequest, "invalidRequest", "the upload's body was cut off; what arrived is kept, up to offset \(position)")
+                throw APIError(.badRequest, .invalidRequest, "the upload's body was cut off; what arrived is kept, up to offset \(position)")
             }
             guard var buffer = next else { break }
             server.metrics.attachmentBytes("received", buffer.readableBytes)
@@ -252,7 +252,7 @@ extension Routes {
     static func interopVersion(_ headers: HTTPFields) throws -> Int? {
         guard let text = headers[interopVersion] else { return nil }
         guard let version = Int(text), supportedInteropVersions.contains(version) else {
-            throw APIError(.badRequest, "unsupportedVersion", "this server speaks resumable-upload interop versions 3, 5 and 6")
+            throw APIError(.badRequest, .unsupportedVersion, "this server speaks resumable-upload interop versions 3, 5 and 6")
         }
         return version
     }

@@ -37,18 +37,18 @@ extension Routes {
         switch mediaVersion(of: PushBatch.mediaType, in: headers[values: .contentType], version: PushBatch.version) {
         case .matching: break
         case .none:
-            throw APIError(.unsupportedMediaType, "unsupportedMediaType", "POST /v2/push takes a binary push: send Content-Type: \(wanted)")
+            throw APIError(.unsupportedMediaType, .unsupportedMediaType, "POST /v2/push takes a binary push: send Content-Type: \(wanted)")
         case .other(let versions):
-            throw APIError(.unsupportedMediaType, "unsupportedVersion",
+            throw APIError(.unsupportedMediaType, .unsupportedVersion,
                            "this server reads binary push version \(PushBatch.version); the request is version \(versions.joined(separator: ", ")) (send Content-Type: \(wanted), or push JSON with POST /v1/push)")
         }
         let accepted = "\(PushBatch.resultsMediaType); version=\(PushBatch.version)"
         switch mediaVersion(of: PushBatch.resultsMediaType, in: headers[values: .accept], version: PushBatch.version) {
         case .matching: break
         case .none:
-            throw APIError(.notAcceptable, "notAcceptable", "POST /v2/push answers only in binary: send Accept: \(accepted)")
+            throw APIError(.notAcceptable, .notAcceptable, "POST /v2/push answers only in binary: send Accept: \(accepted)")
         case .other(let versions):
-            throw APIError(.notAcceptable, "unsupportedVersion",
+            throw APIError(.notAcceptable, .unsupportedVersion,
                            "this server writes binary push answers version \(PushBatch.version); the request accepts version \(versions.joined(separator: ", ")) (send Accept: \(accepted), or push JSON with POST /v1/push)")
         }
     }

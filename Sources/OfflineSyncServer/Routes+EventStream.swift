@@ -19,7 +19,7 @@ extension Routes {
     /// client the server is alive. The stream ends when the token expires (the client comes
     /// back with a fresh one) and when the server shuts down.
     func eventStream(_ request: Request, _ context: SyncRequestContext) throws -> Response {
-        guard let caller = context.caller else { throw APIError(.unauthorized, "unauthorized", "a bearer token is required") }
+        guard let caller = context.caller else { throw APIError(.unauthorized, .unauthorized, "a bearer token is required") }
         let headers: HTTPFields = [.contentType: "text/event-stream", .cacheControl: "no-store"]
         return Response(status: .ok, headers: headers, body: ResponseBody { writer in
             let relay = await NoticeRelay.open(routes: self, caller: caller, request: request, connection: context.channel)

@@ -23,7 +23,7 @@ extension Routes {
         let body = try await readJSON(request)
         let pull = try await decode { try Wire.pullRequest(body) }
         guard pull.limit <= configuration.maxPageSize else {
-            throw APIError(.badRequest, "pageSizeExceeded", "'limit' may be at most \(configuration.maxPageSize)")
+            throw APIError(.badRequest, .pageSizeExceeded, "'limit' may be at most \(configuration.maxPageSize)")
         }
         let first = try await pulled(claims: claims, pull)
         let pagesPerStream = configuration.pagesPerStream
@@ -50,7 +50,7 @@ extension Routes {
                 } catch {
                     let answer = error as? APIError ?? APIError.internalError
                     if !(error is APIError) { logger.error("page stream failed", metadata: ["error": "\(type(of: error))"]) }
-                    PageStream.writeFailure(status: answer.status.code, error: answer.code, message: answer.message, into: &out)
+                    PageStream.writeFailure(status: answer.status.code, error: answer.code.rawValue, message: answer.message, into: &out)
                     try await writer.write(ByteBuffer(bytes: out))
                     try await writer.finish(nil)
                     return
@@ -70,9 +70,9 @@ extension Routes {
         switch mediaVersion(of: PageStream.mediaType, in: accept, version: PageStream.version) {
         case .matching: return
         case .none:
-            throw APIError(.notAcceptable, "notAcceptable", "POST /v2/pull answers only with the page stream: send \(wanted)")
+            throw APIError(.notAcceptable, .notAcceptable, "POST /v2/pull answers only with the page stream: send \(wanted)")
         case .other(let versions):
-            throw APIError(.notAcceptable, "unsupportedVersion",
+            throw APIError(.notAcceptable, .unsupportedVersion,
                            "this server writes page stream version \(PageStream.version); the request accepts version \(versions.joined(separator: ", ")) (send \(wanted), or pull page by page with POST /v1/pull)")
         }
     }

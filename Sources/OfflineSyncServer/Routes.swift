@@ -43,7 +43,7 @@ struct Routes: Sendable {
         router.get("v1/changes") { request, context -> Response in
             _ = try context.requireClaims()
             if Self.acceptsEventStream(request.headers) { return try eventStream(request, context) }
-            throw APIError(.upgradeRequired, "upgradeRequired",
+            throw APIError(.upgradeRequired, .upgradeRequired,
                            "/v1/changes is a WebSocket (send an upgrade request) or an event stream (Accept: text/event-stream)")
         }
     }
@@ -52,7 +52,7 @@ struct Routes: Sendable {
         let claims = try context.requireClaims()
         let body = try await readJSON(request)
         guard case .object = body, case .array(let items)? = body["operations"] else {
-            throw APIError(.badRequest, "invalidRequest", "the body must be an object with an 'operations' array")
+            throw APIError(.badRequest, .invalidRequest, "the body must be an object with an 'operations' array")
         }
         try checkBatchSize(items.count)
         let operations = try await decode { try items.enumerated().map { try Wire.operation($1, path: "operations[\($0)]") } }
@@ -65,7 +65,7 @@ struct Routes: Sendable {
     /// Refuses a push of more operations than ``SyncServer/Configuration/maxBatchSize`` (413).
     func checkBatchSize(_ count: Int) throws {
         guard count <= configuration.maxBatchSize else {
-            throw APIError(.contentTooLarge, "batchTooLarge",
+            throw APIError(.contentTooLarge, .batchTooLarge,
                            "a push may carry at most \(configuration.maxBatchSize) operations; this one has \(count)")
         }
     }
@@ -77,7 +77,7 @@ struct Routes: Sendable {
         // normalisation are two operations.
         var seen = Set<ExactString>()
         for operation in operations where !seen.insert(ExactString(operation.id)).inserted {
-            throw APIError(.badRequest, "invalidRequest", "operation id '\(operation.id)' appears twice in one push")
+            throw APIError(.badRequest, .invalidRequest, "operation id '\(operation.id)' appears twice in one push")
         }
         let report = try await pushed(claims: claims, operations)
         let origin = request.headers[Self.clientHeader].flatMap(Self.clientId)
@@ -106,7 +106,7 @@ struct Routes: Sendable {
         let body = try await readJSON(request)
         let pull = try await decode { try Wire.pullRequest(body) }
         guard pull.limit <= configuration.maxPageSize else {
-            throw APIError(.badRequest, "pageSizeExceeded", "'limit' may be at most \(configuration.maxPageSize)")
+            throw APIError(.badRequest, .pageSizeExceeded, "'limit' may be at most \(configuration.maxPageSize)")
         }
         let page = try await pulled(claims: claims, pull)
         return Self.json(bytes: Wire.encode(page))
@@ -169,25 +169,25 @@ struct Routes: Sendable {
     func mintToken(_ request: Request, _ context: SyncRequestContext) async throws -> Response {
         try requireAdmin(request)
         guard server.verifier.acceptsDevelopmentTokens else {
-            throw APIError(.forbidden, "forbidden", "development tokens are off on this server")
+            throw APIError(.forbidden, .forbidden, "development tokens are off on this server")
         }
         let body = try await readJSON(request)
         guard case .string(let identity)? = body["identity"] else {
-            throw APIError(.badRequest, "invalidRequest", "the body needs an 'identity' string")
+            throw APIError(.badRequest, .invalidRequest, "the body needs an 'identity' string")
         }
         try await decode { try server.verifier.checkDevelopmentIdentity(identity) }
         var lifetime: Int64 = 24 * 3600
         if let value = body["lifetimeSeconds"] {
             guard case .number(let text) = value, let seconds = Int64(text), seconds > 0, seconds <= 366 * 24 * 3600 else {
-                throw APIError(.badRequest, "invalidRequest", "'lifetimeSeconds' must be a whole number from 1 to 31622400")
+                throw APIError(.badRequest, .invalidRequest, "'lifetimeSeconds' must be a whole number from 1 to 31622400")
             }
             lifetime = seconds
         }
         var roles: Set<String> = []
         if let value = body["roles"] {
-            guard case .array(let items) = value else { throw APIError(.badRequest, "invalidRequest", "'roles' must be an array of strings") }
+            guard case .array(let items) = value else { throw APIError(.badRequest, .invalidRequest, "'roles' must be an array of strings") }
             for item in items {
-                guard case .string(let role) = item else { throw APIError(.badRequest, "invalidRequest", "'roles' must be an array of strings") }
+                guard case .string(let role) = item else { throw APIError(.badRequest, .invalidRequest, "'roles' must be an array of strings") }
                 roles.insert(role)
             }
         }
@@ -200,7 +200,7 @@ struct Routes: Sendable {
         let body = try await readJSON(request)
         // At most 100 years, so the cutoff's arithmetic cannot overflow.
         guard case .number(let text)? = body["olderThanSeconds"], let seconds = Int64(text), (0...3_155_760_000).contains(seconds) else {
-            throw APIError(.badRequest, "invalidRequest", "the body needs 'olderThanSeconds', a whole number of seconds up to 100 years")
+            throw APIError(.badRequest, .invalidRequest, "the body needs 'olderThanSeconds', a whole number of seconds up to 100 years")
         }
         let cutoff = Timestamp(millisecondsSince1970: Timestamp.now().millisecondsSince1970 - seconds * 1000)
         let removed = try await call { try await service.pruneOperationOutcomes(olderThan: cutoff) }
@@ -214,7 +214,7 @@ struct Routes: Sendable {
         let body = try await readJSON(request)
         guard case .string(let pool)? = body["identityPoolId"], case .string(let from)? = body["from"],
               case .string(let into)? = body["into"] else {
-            throw APIError(.badRequest, "invalidRequest", "the body needs 'identityPoolId', 'from' and 'into' strings")
+            throw APIError(.badRequest, .invalidRequest, "the body needs 'identityPoolId', 'from' and 'into' strings")
         }
         let names = try await call { try await server.datasets.mergeIdentity(pool: pool, from: from, into: into, caller: "admin") }
         return Self.json(.object([("datasets", .array(names.map(JSON.string)))]))
@@ -229,20 +229,20 @@ struct Routes: Sendable {
         let body = try await readJSON(request)
         guard case .string(let identity)? = body["identity"], case .string(let table)? = body["table"],
               case .string(let id)? = body["id"] else {
-            throw APIError(.badRequest, "invalidRequest", "the body needs 'identity', 'table' and 'id' strings")
+            throw APIError(.badRequest, .invalidRequest, "the body needs 'identity', 'table' and 'id' strings")
         }
         func strings(_ value: JSON?, _ name: String) throws -> [String] {
             guard let value else { return [] }
-            guard case .array(let items) = value else { throw APIError(.badRequest, "invalidRequest", "'\(name)' must be an array of strings") }
+            guard case .array(let items) = value else { throw APIError(.badRequest, .invalidRequest, "'\(name)' must be an array of strings") }
             return try items.map { item in
-                guard case .string(let text) = item else { throw APIError(.badRequest, "invalidRequest", "'\(name)' must be an array of strings") }
+                guard case .string(let text) = item else { throw APIError(.badRequest, .invalidRequest, "'\(name)' must be an array of strings") }
                 return text
             }
         }
         var values: [String: [String]] = [:]
         if let claims = body["claims"] {
             guard case .object(let pairs) = claims else {
-                throw APIError(.badRequest, "invalidRequest", "'claims' must be an object of string arrays")
+                throw APIError(.badRequest, .invalidRequest, "'claims' must be an object of string arrays")
             }
             for (name, value) in pairs { values[name] = try strings(value, "claims.\(name)") }
         }
@@ -378,19 +378,29 @@ struct Routes: Sendable {
     /// How long `GET /ready` waits for the store's answer before it answers 503.
     static let readinessDeadline: Duration = .seconds(2)
 
-    /// `GET /metrics`: ``ServerMetrics`` in Prometheus's text format, for the admin key in
-    /// `X-Admin-Key` (a scrape sends it as a header of its own; the key is never a bearer token).
+    /// `GET /metrics`: ``ServerMetrics`` in Prometheus's text format, for the metrics key as
+    /// `Authorization: Bearer <key>` (``SyncServer/Configuration/metricsKey``) or the admin key
+    /// in `X-Admin-Key` (never as a bearer token).
     func metrics(_ request: Request) throws -> Response {
-        try requireAdmin(request)
+        if !carriesMetricsKey(request) { try requireAdmin(request) }
         return Response(status: .ok, headers: [.contentType: "text/plain; version=0.0.4; charset=utf-8"],
                         body: .init(byteBuffer: ByteBuffer(bytes: server.metrics.exposition())))
+    }
+
+    /// Whether the request's bearer credential is the metrics key, compared in constant time.
+    /// Only `GET /metrics` asks: everywhere else the key is a bearer token that does not verify.
+    func carriesMetricsKey(_ request: Request) -> Bool {
+        guard let expected = configuration.metricsKey, !expected.isEmpty, let header = request.headers[.authorization] else { return false }
+        let parts = header.split(separator: " ", maxSplits: 1)
+        guard parts.count == 2, parts[0].lowercased() == "bearer" else { return false }
+        return constantTimeEqual(Array(parts[1].trimmingCharacters(in: .whitespaces).utf8), Array(expected.utf8))
     }
 
     /// Checks the `X-Admin-Key` header in constant time; 401 without detail otherwise.
     func requireAdmin(_ request: Request) throws {
         guard let expected = configuration.adminKey, let given = request.headers[Self.adminKeyHeader],
               constantTimeEqual(Array(given.utf8), Array(expected.utf8)) else {
-            throw APIError(.unauthorized, "unauthorized", "missing or wrong admin key")
+            throw APIError(.unauthorized, .unauthorized, "missing or wrong admin key")
         }
     }
 
@@ -422,12 +432,12 @@ struct Routes: Sendable {
             throw CancellationError()
         } catch {
             // The client stopped sending before its announced body was complete.
-            throw APIError(.badRequest, "incompleteBody", "the request body ended before its announced length")
+            throw APIError(.badRequest, .incompleteBody, "the request body ended before its announced length")
         }
     }
 
     var bodyTooLarge: APIError {
-        APIError(.contentTooLarge, "bodyTooLarge", "the request body is larger than \(configuration.maxBodyBytes) bytes")
+        APIError(.contentTooLarge, .bodyTooLarge, "the request body is larger than \(configuration.maxBodyBytes) bytes")
     }
 
     /// Reads a JSON body (400 `invalidJSON` with the reason when it is not JSON).
@@ -436,14 +446,14 @@ struct Routes: Sendable {
         do {
             return try buffer.withUnsafeReadableBytes { try JSON.parse($0) }
         } catch let error as SyncError {
-            throw APIError(.badRequest, "invalidJSON", error.message)
+            throw APIError(.badRequest, .invalidJSON, error.message)
         }
     }
 
     /// Runs a decoding step, answering its ``SyncError`` with 400 `invalidRequest`.
     func decode<T>(_ body: () async throws -> T) async throws -> T {
         do { return try await body() } catch let error as SyncError {
-            throw APIError(.badRequest, "invalidRequest", error.message)
+            throw APIError(.badRequest, .invalidRequest, error.message)
         }
     }
 

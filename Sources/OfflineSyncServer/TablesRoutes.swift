@@ -29,16 +29,16 @@ extension Routes {
         let version = request.headers[Self.apiVersionHeader]
             ?? request.uri.queryParameters.first { $0.key.lowercased() == "zumo-api-version" }.map { String($0.value) }
         if let version, !(version.hasPrefix("2.") || version.hasPrefix("3.")) {
-            throw APIError(.badRequest, "unsupportedVersion", "ZUMO-API-VERSION must be 2.x or 3.x")
+            throw APIError(.badRequest, .unsupportedVersion, "ZUMO-API-VERSION must be 2.x or 3.x")
         }
         // The segment arrives percent-encoded; one that does not decode to UTF-8, or names a
         // dot segment, is no table.
         let raw = try context.parameters.require("table")
         guard let table = raw.removingPercentEncoding, table != ".", table != ".." else {
-            throw APIError(.badRequest, "invalidTable", "the table segment is not a table name")
+            throw APIError(.badRequest, .invalidTable, "the table segment is not a table name")
         }
         do { try Names.validateAppTable(table) } catch let error as SyncError {
-            throw APIError(.badRequest, "invalidTable", error.message)
+            throw APIError(.badRequest, .invalidTable, error.message)
         }
         return (claims, table)
     }
@@ -46,7 +46,7 @@ extension Routes {
     func entityId(_ context: SyncRequestContext) throws -> String {
         let raw = try context.parameters.require("id")
         guard let id = raw.removingPercentEncoding, !id.isEmpty else {
-            throw APIError(.badRequest, "invalidId", "the id in the path is not valid percent-encoding")
+            throw APIError(.badRequest, .invalidId, "the id in the path is not valid percent-encoding")
         }
         return id
     }
@@ -58,7 +58,7 @@ extension Routes {
         let parameters = ODataQuery.parameters(query: request.uri.query ?? "")
         var query: ODataQuery
         do { query = try ODataQuery.parse(parameters) } catch let error as SyncError {
-            throw APIError(.badRequest, "invalidQuery", error.message)
+            throw APIError(.badRequest, .invalidQuery, error.message)
         }
         query.filter = DatasyncFormat.storedVersions(in: query.filter)
         let order = TablesPaging.order(query.orderBy)
@@ -66,10 +66,10 @@ extension Routes {
         var predicate = query.filter
         if let token = query.skipToken {
             guard keyset else {
-                throw APIError(.badRequest, "invalidQuery", "$skiptoken is not one this server issued for this $orderby")
+                throw APIError(.badRequest, .invalidQuery, "$skiptoken is not one this server issued for this $orderby")
             }
             do { predicate = .and([predicate, try TablesPaging.predicate(after: token, order: order)]) } catch let error as SyncError {
-                throw APIError(.badRequest, "invalidQuery", error.message)
+                throw APIError(.badRequest, .invalidQuery, error.message)
             }
         }
         let pageSize = min(query.top ?? configuration.tablesPageSize, configuration.tablesPageSize)
@@ -109,7 +109,7 @@ extension Routes {
         let id = try entityId(context)
         let includeDeleted = ODataQuery.parameters(query: request.uri.query ?? "").contains { $0.name == "__includedeleted" && $0.value == "true" }
         guard let record = try await call({ try await service.record(claims: claims, table: table, id: id) }) else {
-            throw APIError(.notFound, "notFound", "no entity '\(id)' in table '\(table)'")
+            throw APIError(.notFound, .notFound, "no entity '\(id)' in table '\(table)'")
         }
         if record.deleted && !includeDeleted { return entityResponse(record, status: .gone) }
         if let header = request.headers[.ifNoneMatch], Self.matches(header, record) {
@@ -146,7 +146,7 @@ extension Routes {
         let id = try entityId(context)
         let body = try await entityBody(request)
         let item = try decodeEntity(body, table: table, fallbackId: id)
-        guard item.id == id else { throw APIError(.badRequest, "idMismatch", "the entity's id does not match the id in the path") }
+        guard item.id == id else { throw APIError(.badRequest, .idMismatch, "the entity's id does not match the id in the path") }
         let current = try await existing(claims: claims, table: table, id: id)
         try checkPreconditions(request, current)
         let record = try await apply(claims: claims, PushOperation(id: Self.operationId(), table: table, itemId: id, kind: .update,
@@ -173,7 +173,7 @@ extension Routes {
     /// The live record, or 404 / 410.
     func existing(claims: Claims, table: String, id: String) async throws -> Record {
         guard let current = try await call({ try await service.record(claims: claims, table: table, id: id) }) else {
-            throw APIError(.notFound, "notFound", "no entity '\(id)' in table '\(table)'")
+            throw APIError(.notFound, .notFound, "no entity '\(id)' in table '\(table)'")
         }
         if current.deleted { throw EntityError(status: .gone, record: current, routes: self) }
         return current
@@ -202,10 +202,13 @@ extension Routes {
         case .conflict(let server):
             throw EntityError(status: server.deleted && conflict != .conflict ? .gone : conflict, record: server, routes: self)
         case let .rejected(reason, status):
+            // The message as the tables API always wrote it: a rejection's code leads it
+            // ("attachmentMissing: …"), as in a push result's reason.
+            let message = Wire.wireReason(reason, code: report.results[0].rejectionCode)
             switch status {
-            case 403: throw APIError(.forbidden, "forbidden", reason)
-            case 404: throw APIError(.notFound, "rejected", reason)
-            default: throw APIError(.badRequest, "rejected", reason)
+            case 403: throw APIError(.forbidden, .forbidden, message)
+            case 404: throw APIError(.notFound, .rejected, message)
+            default: throw APIError(.badRequest, .rejected, message)
             }
         }
     }
@@ -214,7 +217,7 @@ extension Routes {
         let type = request.headers[.contentType]?.lowercased() ?? ""
         guard type.hasPrefix("application/json") || type.hasPrefix("text/json") || type.hasSuffix("+json")
                 || type.contains("json;") else {
-            throw APIError(.unsupportedMediaType, "unsupportedMediaType", "the body must be JSON (Content-Type: application/json)")
+            throw APIError(.unsupportedMediaType, .unsupportedMediaType, "the body must be JSON (Content-Type: application/json)")
         }
         return try await readJSON(request)
     }
@@ -225,7 +228,7 @@ extension Routes {
             try Names.validateId(record.id)
             return record
         } catch let error as SyncError {
-            throw APIError(.badRequest, "invalidEntity", error.message)
+            throw APIError(.badRequest, .invalidEntity, error.message)
         }
     }
 

@@ -32,16 +32,17 @@ extension OfflineSyncService {
     /// says `remembered`: the row is the operation's remembered outcome while it holds the
     /// key, so the push stores no outcome row for it. A write that takes over a row holding
     /// another operation's key first stores that operation's outcome — the row as it stands,
-    /// made public — under its key, so a replay of it is still answered.
+    /// made public — under its key, so a replay of it is still answered. A refusal carries its
+    /// code when it has one (`forbidden`, `attachmentMissing`: ``PushResult/rejectionCode``).
     func apply(_ operation: PushOperation, index: Int, key: String, row id: String?, layout: StorageLayout,
-               in push: inout PushTransaction) throws -> (outcome: PushOutcome, remembered: Bool) {
-        guard let id else { return (Self.invalidId(operation.itemId), false) }
+               in push: inout PushTransaction) throws -> (outcome: PushOutcome, code: SyncError.Code?, remembered: Bool) {
+        guard let id else { return (Self.invalidId(operation.itemId), nil, false) }
         let txn = push.txn, claims = push.claims
         let table = operation.table, item = operation.itemId
         let shared = isShared(table)
         if shared || !push.rows.holdsRow(of: index) { try push.pending.flush(txn) }
         // Built only when it is the answer: most operations are allowed.
-        var forbidden: PushOutcome { Self.forbidden(operation) }
+        var forbidden: PushRefusal { Self.forbidden(operation) }
         let current = try push.rows.row(of: index, in: table, id: id, txn)
         // Membership answers are remembered for the push (``SharedEffects/memo``) until it
         // writes a membership: a batch into one list asks once whether the writer is in it.
@@ -51,27 +52,30 @@ extension OfflineSyncService {
         var owner = claims.identity.text
         switch operation.kind {
         case .insert:
-            if let current, !current.deleted { return (readable ? .conflict(serverRecord: Self.publicRecord(current)) : forbidden, false) }
-            guard let item = operation.item else { return (.rejected(reason: "an insert needs an item", status: 400), false) }
+            if let current, !current.deleted {
+                guard readable else { return forbidden.answer }
+                return (.conflict(serverRecord: Self.publicRecord(current)), nil, false)
+            }
+            guard let item = operation.item else { return (.rejected(reason: "an insert needs an item", status: 400), nil, false) }
             fields = item.fields
         case .update, .delete:
-            guard let current else { return (.rejected(reason: "item '\(item)' does not exist", status: 404), false) }
-            guard readable else { return (forbidden, false) }
+            guard let current else { return (.rejected(reason: "item '\(item)' does not exist", status: 404), nil, false) }
+            guard readable else { return forbidden.answer }
             owner = current[Meta.owner].stringValue ?? claims.identity.text
             if current.deleted {
                 return (operation.kind == .delete ? .applied(Self.publicRecord(current)) : .conflict(serverRecord: Self.publicRecord(current)),
-                        false)
+                        nil, false)
             }
-            if let base = operation.baseVersion, base != current.version { return (.conflict(serverRecord: Self.publicRecord(current)), false) }
+            if let base = operation.baseVersion, base != current.version { return (.conflict(serverRecord: Self.publicRecord(current)), nil, false) }
             if operation.kind == .update {
-                guard let item = operation.item else { return (.rejected(reason: "an update needs an item", status: 400), false) }
+                guard let item = operation.item else { return (.rejected(reason: "an update needs an item", status: 400), nil, false) }
                 fields = item.fields
             } else {
                 fields = Self.publicRecord(current).fields
             }
         }
         if let reserved = fields.keys.first(where: { $0.hasPrefix(Names.reservedPrefix) }) {
-            return (.rejected(reason: "field name '\(reserved)' uses the reserved prefix '\(Names.reservedPrefix)'", status: 400), false)
+            return (.rejected(reason: "field name '\(reserved)' uses the reserved prefix '\(Names.reservedPrefix)'", status: 400), nil, false)
         }
         let sequence = try push.nextSequence(of: shared ? SequenceRow.shared : table)
         let updatedAt = try push.nextStamp(of: table), deleted = operation.kind == .delete
@@ -85,20 +89,21 @@ extension OfflineSyncService {
                                      current: current)
         let refusal = shared ? try writeShared(proposed, of: operation, readable: readable, layout: layout, &push)
                              : try holdOwned(proposed, in: table, layout: layout, &push)
-        return refusal.map { ($0, false) } ?? (applied, true)
+        if let refusal { return refusal.answer }
+        return (applied, nil, true)
     }
 
     /// Holds an owner-only operation's row in `push.pending`, checked once, as the store's
     /// row: the caller's fields by name, the service's by position, with no dictionary of them
     /// built (``ValidatedRows``). Returns the refusal, or `nil` when the row is held.
     private func holdOwned(_ proposed: ProposedWrite, in table: String, layout: StorageLayout,
-                           _ push: inout PushTransaction) throws -> PushOutcome? {
+                           _ push: inout PushTransaction) throws -> PushRefusal? {
         let txn = push.txn
         do {
             try push.pending.add(id: proposed.id, fields: proposed.fields, positioned: proposed.own, version: proposed.version,
                                  updatedAt: proposed.updatedAt, deleted: proposed.deleted, in: table, schema: layout.schema, txn)
         } catch let error as SyncError {
-            return .rejected(reason: error.message, status: 400)
+            return PushRefusal(reason: error.message, status: 400)
         }
         let references: AttachmentReferenceChange
         do {
@@ -106,7 +111,7 @@ extension OfflineSyncService {
                                               claims: push.claims, txn)
         } catch let refusal as PushRefusal {
             push.pending.removeLast(in: table)
-            return .rejected(reason: refusal.reason, status: refusal.status)
+            return refusal
         }
         try keepOutcome(of: proposed.current, takenOverBy: proposed.key, &push)
         try record(references, table: table, row: proposed.id, txn)
@@ -118,7 +123,7 @@ extension OfflineSyncService {
     /// the row as a record, with the service's fields. Returns the refusal, or `nil` when the
     /// row is written.
     private func writeShared(_ proposed: ProposedWrite, of operation: PushOperation, readable: Bool, layout: StorageLayout,
-                             _ push: inout PushTransaction) throws -> PushOutcome? {
+                             _ push: inout PushTransaction) throws -> PushRefusal? {
         let txn = push.txn, claims = push.claims, table = operation.table, memo = push.effects.memo
         var fields = proposed.fields
         // An item decoded with room for these (``fieldsAddedToPushedItems``) is only copied,
@@ -128,10 +133,10 @@ extension OfflineSyncService {
         let row = Record(id: proposed.id, fields: fields, version: proposed.version, updatedAt: proposed.updatedAt,
                          deleted: proposed.deleted)
         var checked = ValidatedRows(schema: layout.schema)
-        do { try checked.append(row) } catch let error as SyncError { return .rejected(reason: error.message, status: 400) }
+        do { try checked.append(row) } catch let error as SyncError { return PushRefusal(reason: error.message, status: 400) }
         let references: AttachmentReferenceChange
         do { references = try attachmentChange(from: proposed.current, to: proposed.deleted ? nil : proposed.fields, claims: claims, txn) }
-        catch let refusal as PushRefusal { return .rejected(reason: refusal.reason, status: refusal.status) }
+        catch let refusal as PushRefusal { return refusal }
         let live = proposed.current.flatMap { $0.deleted ? nil : $0 }
         guard try evaluator.canWrite(operation.kind, in: table, current: operation.kind == .insert ? nil : live,
                                      proposed: proposed.deleted ? nil : row, claims: claims, txn, memo: memo) else {
@@ -156,10 +161,10 @@ extension OfflineSyncService {
         return nil
     }
 
-    /// The answer to an operation the rules do not allow: 403.
-    private static func forbidden(_ operation: PushOperation) -> PushOutcome {
-        .rejected(reason: "forbidden: no grant of the sync rules on table '\(operation.table)' lets this identity \(operation.kind.rawValue) item '\(operation.itemId)'",
-                  status: 403)
+    /// The answer to an operation the rules do not allow: 403, code `forbidden`.
+    private static func forbidden(_ operation: PushOperation) -> PushRefusal {
+        PushRefusal(reason: "no grant of the sync rules on table '\(operation.table)' lets this identity \(operation.kind.rawValue) item '\(operation.itemId)'",
+                    status: 403, code: .forbidden)
     }
 
     /// The answer to an operation whose item id ``Names/validateId(_:)`` refuses: 400, with why.

@@ -63,7 +63,7 @@ extension OfflineSyncService {
                                         undeclaredFields: .reject)
 
         /// The keys of the encoded outcome object.
-        private enum Key: String { case kind, record, reason, status }
+        private enum Key: String { case kind, record, reason, status, code }
         /// The kinds of outcome, as stored.
         private enum Kind: String { case applied, conflict, rejected }
         /// The first byte of every outcome stored as an object; an applied insert's or update's
@@ -80,8 +80,10 @@ extension OfflineSyncService {
         /// changes behind it). Stores written before applied outcomes moved into their rows hold
         /// many such rows, and they stay readable; the push now stores an applied insert's or
         /// update's outcome here only when its row is taken over, without its operation, so
-        /// whole. Every other outcome keeps its record, in an object.
-        init(id: String, outcome: PushOutcome, answering operation: PushOperation? = nil, createdAt: Timestamp) {
+        /// whole. Every other outcome keeps its record, in an object; a rejection keeps its
+        /// reason, status and `code` (a ``SyncError/Code``'s name, only when it has one).
+        init(id: String, outcome: PushOutcome, code: SyncError.Code? = nil, answering operation: PushOperation? = nil,
+             createdAt: Timestamp) {
             let value: Value
             switch outcome {
             case .applied(let record):
@@ -97,8 +99,10 @@ extension OfflineSyncService {
             case .conflict(let record):
                 value = .object([Key.kind.rawValue: .string(Kind.conflict.rawValue), Key.record.rawValue: .bytes(ValueCodec.encode(record))])
             case let .rejected(reason, status):
-                value = .object([Key.kind.rawValue: .string(Kind.rejected.rawValue), Key.reason.rawValue: .string(reason),
-                                 Key.status.rawValue: status.map { .int(Int64($0)) } ?? .null])
+                var object: [String: Value] = [Key.kind.rawValue: .string(Kind.rejected.rawValue), Key.reason.rawValue: .string(reason),
+                                               Key.status.rawValue: status.map { .int(Int64($0)) } ?? .null]
+                if let code { object[Key.code.rawValue] = .string(code.description) }
+                value = .object(object)
             }
             self.init(id: id, outcome: Data(ValueCodec.encode(value)), createdAt: createdAt)
         }
@@ -122,14 +126,21 @@ extension OfflineSyncService {
         /// rather than told it was applied. ``SyncError/Code/corrupted`` when the row does not
         /// decode.
         func pushOutcome(answering operation: PushOperation) throws -> PushOutcome {
+            try pushAnswer(answering: operation).outcome
+        }
+
+        /// The stored outcome (``pushOutcome(answering:)``) and a rejection's code, when it was
+        /// stored with one. A rejection stored before codes were kept has none (its reason
+        /// may still begin with one, which is sent on as it is).
+        func pushAnswer(answering operation: PushOperation) throws -> (outcome: PushOutcome, code: SyncError.Code?) {
             if let first = outcome.first, first != Self.objectTag {
                 let kept = try ValueCodec.decodeRecord(Array(outcome))
                 guard kept.fields.isEmpty else { throw SyncError(.corrupted, "a stored push outcome is unreadable") }
                 guard ExactString.sameBytes(operation.itemId, kept.id),
                       let record = operation.storedRecord(version: kept.version, updatedAt: kept.updatedAt, deleted: kept.deleted) else {
-                    return .rejected(reason: "operation id '\(operation.id)' was applied before as an insert or update of another item: an operation id names one operation", status: 409)
+                    return (.rejected(reason: "operation id '\(operation.id)' was applied before as an insert or update of another item: an operation id names one operation", status: 409), nil)
                 }
-                return .applied(record)
+                return (.applied(record), nil)
             }
             guard case .object(let object) = try ValueCodec.decode(Array(outcome)),
                   let kind = object[Key.kind.rawValue]?.stringValue.flatMap(Kind.init(rawValue:)) else {
@@ -141,10 +152,11 @@ extension OfflineSyncService {
                     throw SyncError(.corrupted, "a stored push outcome has no record")
                 }
                 let record = try ValueCodec.decodeRecord(recordBytes)
-                return kind == .applied ? .applied(record) : .conflict(serverRecord: record)
+                return (kind == .applied ? .applied(record) : .conflict(serverRecord: record), nil)
             case .rejected:
-                return .rejected(reason: object[Key.reason.rawValue]?.stringValue ?? "",
-                                 status: object[Key.status.rawValue]?.intValue.map { Int($0) })
+                return (.rejected(reason: object[Key.reason.rawValue]?.stringValue ?? "",
+                                  status: object[Key.status.rawValue]?.intValue.map { Int($0) }),
+                        object[Key.code.rawValue]?.stringValue.flatMap { SyncError.Code(name: $0) })
             }
         }
     }

@@ -328,7 +328,8 @@ public final class OfflineSyncService: Sendable {
             for (index, operation) in operations.enumerated() {
                 defer { push.rows.finished(index) }
                 if let stored = push.rows.outcome(of: index) {
-                    results.append(PushResult(operationId: operation.id, outcome: try stored.pushOutcome(answering: operation)))
+                    let (outcome, code) = try stored.pushAnswer(answering: operation)
+                    results.append(PushResult(operationId: operation.id, outcome: outcome, rejectionCode: code))
                     continue
                 }
                 // An operation whose row still holds its key was applied, and the row is its
@@ -339,19 +340,19 @@ public final class OfflineSyncService: Sendable {
                     results.append(PushResult(operationId: operation.id, outcome: .applied(Self.publicRecord(row))))
                     continue
                 }
-                let outcome: PushOutcome, remembered: Bool
+                let outcome: PushOutcome, code: SyncError.Code?, remembered: Bool
                 if let (reason, status) = refused[operation.table] {
-                    (outcome, remembered) = (.rejected(reason: reason, status: status), false)
+                    (outcome, code, remembered) = (.rejected(reason: reason, status: status), nil, false)
                 } else {
-                    (outcome, remembered) = try self.apply(operation, index: index, key: keys[index], row: rowIds[index],
-                                                           layout: layouts[operation.table]!, in: &push)
+                    (outcome, code, remembered) = try self.apply(operation, index: index, key: keys[index], row: rowIds[index],
+                                                                 layout: layouts[operation.table]!, in: &push)
                 }
                 if !remembered {
-                    let stored = OutcomeRow(id: keys[index], outcome: outcome, answering: operation, createdAt: push.now)
+                    let stored = OutcomeRow(id: keys[index], outcome: outcome, code: code, answering: operation, createdAt: push.now)
                     try push.pending.add(stored.record(), in: OutcomeRow.table, txn)
                     push.rows.stored(stored, by: index)
                 }
-                results.append(PushResult(operationId: operation.id, outcome: outcome))
+                results.append(PushResult(operationId: operation.id, outcome: outcome, rejectionCode: code))
             }
             try push.pending.flush(txn)
             for (table, clock) in push.clocks.all { try clock.row(table: table).save(txn) }

@@ -207,8 +207,8 @@ public struct NativeRemote: RemoteStore {
                 let answer = try? buffer.withUnsafeBytes { try JSON.parse($0) }
                 let code: String
                 let message: String
-                if case .string(let c)? = answer?["error"]?["code"], case .string(let m)? = answer?["error"]?["message"] {
-                    (code, message) = (c, m)
+                if let body = answer.flatMap({ WireErrorBody(json: $0) }) {
+                    (code, message) = (body.rawCode, body.message)
                 } else if let type = response.header("x-amzn-ErrorType") {
                     code = String(type.prefix { $0 != ":" })
                     if case .string(let m)? = answer?["message"] { message = m } else { message = code }
@@ -264,26 +264,32 @@ public struct NativeRemote: RemoteStore {
         }
     }
 
-    /// The typed error for a 4xx answer.
+    /// The typed error for a 4xx answer. `code` is the answer's code as sent: a
+    /// ``WireErrorCode`` of this server's (an error body's, or a page stream failure's), or
+    /// Cognito Sync's `x-amzn-ErrorType`, or `http<status>` for an answer without either.
     static func error(status: Int, code: String, message: String) -> SyncError {
-        switch (status, code) {
-        case (_, "ResourceConflictException"): return SyncError(.conflict, message)
-        case (_, "LimitExceededException"): return SyncError(.limitExceeded, message)
-        case (_, "ResourceNotFoundException"): return SyncError(.notFound, message)
-        case (_, "InvalidConfigurationException"): return SyncError(.invalidConfiguration, message)
-        case (_, "InvalidParameterException"): return SyncError(.invalidValue, message)
+        // Cognito Sync's error types: AWS's protocol, spelled as AWS spells them.
+        switch code {
+        case "ResourceConflictException": return SyncError(.conflict, message)
+        case "LimitExceededException": return SyncError(.limitExceeded, message)
+        case "ResourceNotFoundException": return SyncError(.notFound, message)
+        case "InvalidConfigurationException": return SyncError(.invalidConfiguration, message)
+        case "InvalidParameterException": return SyncError(.invalidValue, message)
+        default: break
+        }
+        let wire = WireErrorCode(rawValue: code)
         // Only 401 says the credentials are refused. A 403 refuses this request (the sync
         // rules deny the table or the operation, or a proxy denies the path): the caller's
         // other requests may pass, so it is no reason to stop syncing everything.
-        case (403, _): return SyncError(.forbidden, message)
-        case (401, _): return SyncError(.authenticationFailed, message)
-        case (_, "invalidCursor"): return SyncError(.invalidCursor, message)
-        case (_, "invalidQuery"): return SyncError(.invalidQuery, message)
-        case (406, "unsupportedVersion"), (415, "unsupportedVersion"): return SyncError(.unsupported, message)
-        case (413, _), (_, "pageSizeExceeded"): return SyncError(.limitExceeded, message)
-        case (404, _): return SyncError(.notFound, message)
-        default: return SyncError(.rejected, "the server refused the request (\(status) \(code)): \(message)")
-        }
+        if status == 403 { return SyncError(.forbidden, message) }
+        if status == 401 { return SyncError(.authenticationFailed, message) }
+        if wire == .invalidCursor { return SyncError(.invalidCursor, message) }
+        if wire == .invalidQuery { return SyncError(.invalidQuery, message) }
+        if wire == .unsupportedVersion, status == 406 || status == 415 { return SyncError(.unsupported, message) }
+        if status == 413 || wire == .pageSizeExceeded { return SyncError(.limitExceeded, message) }
+        if wire == .attachmentDamaged { return SyncError(.attachmentDamaged, message) }
+        if status == 404 { return SyncError(.notFound, message) }
+        return SyncError(.rejected, "the server refused the request (\(status) \(code)): \(message)")
     }
 
     /// What went wrong with a request, in words an operator can act on ("the connection was

@@ -23,9 +23,14 @@ import OfflineSyncStoreKit
 ///
 /// | type | payload |
 /// |---|---|
-/// | 1 result | an array: `[operationId, outcome, …]`, by outcome — 0 applied, as sent: `version` (string or null), `updatedAt` (date or null), `deleted` (bool), the record being the operation's item under its item id with those; 1 applied and 2 conflict: nothing more, a record frame follows; 3 rejected: `reason` (string), `status` (int or null) |
+/// | 1 result | an array: `[operationId, outcome, …]`, by outcome — 0 applied, as sent: `version` (string or null), `updatedAt` (date or null), `deleted` (bool), the record being the operation's item under its item id with those; 1 applied and 2 conflict: nothing more, a record frame follows; 3 rejected: `reason` (string), `status` (int or null), and optionally `code` (string or null) |
 /// | 2 record | the record of an applied (1) or conflict (2) result |
 /// | 3 end | empty |
+///
+/// A rejection's code (``PushResult/rejectionCode``) is written as its reason's prefix,
+/// `"<code>: <reason>"`: a reader of version 1 before codes had a type refuses a rejected
+/// result of five elements, and the format has no flags to say one is there. This reader
+/// takes a fifth element, `code`, all the same, so a later server may send it apart.
 public enum PushBatch {
     /// The media type of a body of operations (`Content-Type`), with its version parameter
     /// (`application/vnd.offlinesync.push; version=1`).
@@ -143,7 +148,7 @@ public enum PushBatch {
                     ValueCodec.write(.array([id, .int(Outcome.conflict.rawValue)]), into: &out)
                     record = server
                 case let .rejected(reason, status):
-                    ValueCodec.write(.array([id, .int(Outcome.rejected.rawValue), .string(reason),
+                    ValueCodec.write(.array([id, .int(Outcome.rejected.rawValue), .string(Wire.wireReason(reason, code: result.rejectionCode)),
                                              status.map { .int(Int64($0)) } ?? .null]), into: &out)
                 }
             }
@@ -215,16 +220,7 @@ public enum PushBatch {
                 case .conflict:
                     results.append(PushResult(operationId: id, outcome: .conflict(serverRecord: try followingRecord())))
                 case .rejected:
-                    guard head.count == 4, case .string(let reason) = head[2] else {
-                        throw reader.refused("\(path): a rejected result is operationId, 3, reason and status", at: frame.at)
-                    }
-                    let status: Int?
-                    switch head[3] {
-                    case .null: status = nil
-                    case .int(let code): status = Int(exactly: code)
-                    default: throw reader.refused("\(path): status must be an int or null", at: frame.at)
-                    }
-                    results.append(PushResult(operationId: id, outcome: .rejected(reason: reason, status: status)))
+                    results.append(try rejected(head, id: id, path: path, reader, at: frame.at))
                 }
             case .record?:
                 throw reader.refused("a record frame follows no result that announces one", at: frame.at)
@@ -232,6 +228,30 @@ public enum PushBatch {
                 throw reader.refused("unknown frame type \(frame.type)", at: frame.at)
             }
         }
+    }
+
+    /// A rejected result's head, `[operationId, 3, reason, status]` or with a fifth element,
+    /// `code` (string or null); its code is read as ``Wire/rejection(reason:code:)`` reads it.
+    private static func rejected(_ head: [Value], id: String, path: String, _ reader: Frames.Reader, at offset: Int) throws -> PushResult {
+        guard head.count == 4 || head.count == 5, case .string(let sentReason) = head[2] else {
+            throw reader.refused("\(path): a rejected result is operationId, 3, reason, status and optionally code", at: offset)
+        }
+        let status: Int?
+        switch head[3] {
+        case .null: status = nil
+        case .int(let number): status = Int(exactly: number)
+        default: throw reader.refused("\(path): status must be an int or null", at: offset)
+        }
+        var sentCode: String?
+        if head.count == 5 {
+            switch head[4] {
+            case .null: sentCode = nil
+            case .string(let text): sentCode = text
+            default: throw reader.refused("\(path): code must be a string or null", at: offset)
+            }
+        }
+        let rejection = Wire.rejection(reason: sentReason, code: sentCode)
+        return PushResult(operationId: id, outcome: .rejected(reason: rejection.reason, status: status), rejectionCode: rejection.code)
     }
 
     // MARK: Payloads

@@ -145,8 +145,9 @@ extension Wire {
                 out.append(contentsOf: #","outcome":"conflict","record":"#.utf8)
                 write(record, into: &out)
             case let .rejected(reason, status):
+                // The code as the reason's prefix, as in `json(_:)` of a result.
                 out.append(contentsOf: #","outcome":"rejected","reason":"#.utf8)
-                JSON.writeString(reason, into: &out)
+                JSON.writeString(wireReason(reason, code: result.rejectionCode), into: &out)
                 if let status {
                     out.append(contentsOf: #","status":"#.utf8)
                     out.append(contentsOf: String(status).utf8)

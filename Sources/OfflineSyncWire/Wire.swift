@@ -222,6 +222,8 @@ public enum Wire {
     }
 
     /// `{"operationId", "outcome": "applied" | "conflict" | "rejected", "record"?, "reason"?, "status"?}`.
+    /// A rejection's code (``PushResult/rejectionCode``) goes as the reason's prefix,
+    /// `"<code>: <reason>"`, which every reader understands (see ``rejection(reason:code:)``).
     public static func json(_ result: PushResult) -> JSON {
         var members: [(key: String, value: JSON)] = [("operationId", .string(result.operationId))]
         switch result.outcome {
@@ -230,7 +232,7 @@ public enum Wire {
         case .conflict(let server):
             members += [("outcome", .string("conflict")), ("record", json(server))]
         case let .rejected(reason, status):
-            members += [("outcome", .string("rejected")), ("reason", .string(reason))]
+            members += [("outcome", .string("rejected")), ("reason", .string(wireReason(reason, code: result.rejectionCode)))]
             if let status { members.append(("status", .number(String(status)))) }
         }
         return .object(members)
@@ -239,8 +241,11 @@ public enum Wire {
     /// The result a JSON object encodes. An applied result without its record (the minimal
     /// form of ``encode(results:minimalFor:)``) is rebuilt from `operation`, the one it
     /// answers; without that operation, or for a delete, or when the ids differ, it is refused.
+    /// A rejection's code is read from its `code` member (a string or null, accepted from any
+    /// server though this one does not send it) or else its reason's `<code>: ` prefix, and
+    /// taken off the reason (``PushResult/rejectionCode``).
     public static func result(_ json: JSON, answering operation: PushOperation? = nil, path: String = "result") throws -> PushResult {
-        let reader = try ObjectReader(json, path: path, allowed: ["operationId", "outcome", "record", "reason", "status",
+        let reader = try ObjectReader(json, path: path, allowed: ["operationId", "outcome", "record", "reason", "status", "code",
                                                                    "version", "updatedAt", "deleted"])
         let id = try reader.string("operationId")
         let outcome = try reader.string("outcome")
@@ -248,6 +253,7 @@ public enum Wire {
         if outcome != "applied" || reader["record"] != nil, let member = minimal.first {
             throw invalid(path, "'\(member)' belongs only to an applied result without its record")
         }
+        if outcome != "rejected", reader["code"] != nil { throw invalid(path, "'code' belongs only to a rejected result") }
         switch outcome {
         case "applied" where reader["record"] == nil:
             guard reader["deleted"] != nil else { throw invalid(path, "'deleted' is missing") }
@@ -263,7 +269,8 @@ public enum Wire {
         case "conflict": return PushResult(operationId: id, outcome: .conflict(serverRecord: try record(try reader.required("record"), path: "\(path).record")))
         case "rejected":
             let status = try reader.optionalInt("status").map { Int($0) }
-            return PushResult(operationId: id, outcome: .rejected(reason: try reader.string("reason"), status: status))
+            let (reason, code) = rejection(reason: try reader.string("reason"), code: try reader.optionalString("code"))
+            return PushResult(operationId: id, outcome: .rejected(reason: reason, status: status), rejectionCode: code)
         case let other: throw invalid(path, "unknown outcome '\(other)'")
         }
     }

@@ -229,11 +229,14 @@ struct AttachmentHTTPTests {
             let early = try await alice.push([Self.insert("t1", "todos", ["list_id": "L1", "photo": try Self.reference()])])
             guard case .rejected(let reason, let status) = early.first?.outcome else { Issue.record("\(early)"); return }
             #expect(status == 409)
-            #expect(reason.contains("attachmentMissing"))
+            // The code travels typed; the reason is a sentence without it.
+            #expect(early.first?.rejectionCode == .attachmentMissing)
+            #expect(!reason.hasPrefix("attachmentMissing"), "\(reason)")
             #expect(try await Self.upload(Self.bytes, hash: Self.hash, token: aliceToken, base: base).status == 200)
             // Bob knows the hash but may read no row that references it: he may not reference it either.
             let stolen = try await bob.push([Self.insert("n1", "notes", ["photo": try Self.reference()])])
             guard case .rejected(_, 409)? = stolen.first?.outcome else { Issue.record("\(stolen)"); return }
+            #expect(stolen.first?.rejectionCode == .attachmentMissing)
             // The refused operation's outcome is kept for its id: the record goes again as a new operation.
             var again = Self.insert("t1", "todos", ["list_id": "L1", "photo": try Self.reference()])
             again.id = "op-todos-t1-again"

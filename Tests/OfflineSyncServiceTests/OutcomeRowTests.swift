@@ -54,6 +54,20 @@ struct OutcomeRowTests {
         let row = OfflineSyncService.OutcomeRow(id: "u/op", outcome: .applied(tombstone), answering: delete, createdAt: Timestamp(millisecondsSince1970: 1))
         #expect(try OfflineSyncService.OutcomeRow(row: row.record()).pushOutcome(answering: delete) == .applied(tombstone))
     }
+
+    // Against the code before: a replayed refusal came back without its code (the code was
+    // inside the stored reason).
+    @Test("a rejection keeps its code in the stored outcome, and a replay answers with it; one stored without a code has none")
+    func rejectionCodeIsKept() throws {
+        let operation = PushOperation(id: "op", table: "t", itemId: "a", kind: .delete, item: nil, baseVersion: nil)
+        let refused = PushOutcome.rejected(reason: "attachment 3f1e is not on the server for this identity", status: 409)
+        let coded = OfflineSyncService.OutcomeRow(id: "u/op", outcome: refused, code: .attachmentMissing, createdAt: Timestamp(millisecondsSince1970: 1))
+        let back = try OfflineSyncService.OutcomeRow(row: coded.record()).pushAnswer(answering: operation)
+        #expect(back.outcome == refused)
+        #expect(back.code == .attachmentMissing)
+        let plain = OfflineSyncService.OutcomeRow(id: "u/op", outcome: refused, createdAt: Timestamp(millisecondsSince1970: 1))
+        #expect(try OfflineSyncService.OutcomeRow(row: plain.record()).pushAnswer(answering: operation).code == nil)
+    }
 }
 
 @Suite("Service: row versions")

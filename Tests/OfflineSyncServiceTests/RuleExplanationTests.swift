@@ -118,7 +118,8 @@ struct RuleExplanationTests {
         #expect(bob.decision("delete")?.grants.map(\.grant) == ["owner"])
 
         let refused = try await service.push(identity: "alice", [Self.insert("announcements", "A1", ["text": "hi"])])
-        #expect(refused.map(\.outcome) == [.rejected(reason: "forbidden: no grant of the sync rules on table 'announcements' lets this identity insert item 'A1'", status: 403)])
+        #expect(refused.map(\.outcome) == [.rejected(reason: "no grant of the sync rules on table 'announcements' lets this identity insert item 'A1'", status: 403)])
+        #expect(refused.map(\.rejectionCode) == [.forbidden])
         let before = try await service.explain(claims: Claims(identity: "alice"), table: "announcements", id: "A1")
         #expect(!before.exists && before.decision("insert")?.allowed == false)
         // Another operation id: the refused one's outcome is remembered and would be replayed.

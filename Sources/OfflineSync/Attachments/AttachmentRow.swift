@@ -80,6 +80,22 @@ extension AttachmentRow {
         }
     }
 
+    /// After the remote refused a record as ``SyncError/Code/attachmentMissing``: each of
+    /// `attachments` this device holds as `local` — here, and taken to be on the server,
+    /// which says otherwise (its copy was collected, or is not this identity's) — waits to
+    /// upload again, so retrying the record uploads the file first. A `remote` one has no
+    /// file here: the app adds its bytes again (``SyncContext/addAttachment(_:contentType:fileName:)``).
+    static func uploadAgain(_ attachments: [Attachment], txn: any LocalWriteTransaction) throws {
+        for attachment in attachments {
+            guard var row = try find(txn, id: attachment.sha256), row.attachmentState == .local, row.size == attachment.size else {
+                continue
+            }
+            row.state = AttachmentState.pendingUpload.rawValue
+            row.uploaded = 0
+            try row.save(txn)
+        }
+    }
+
     private static func sizeMismatch(_ attachment: Attachment, _ size: Int64) -> SyncError {
         SyncError(.invalidValue, "attachment \(attachment.sha256.prefix(12))… is \(size) bytes, the reference says \(attachment.size)")
     }

@@ -94,15 +94,14 @@ extension SyncContext {
             summary.batches += 1
             summary.sent += batch.count
 
-            var outcomes: [String: PushOutcome] = [:]
-            for result in results where outcomes[result.operationId] == nil { outcomes[result.operationId] = result.outcome }
+            let (outcomes, rejectionCodes) = Self.answers(results)
             let (decisions, refusals) = await decide(batch, outcomes: outcomes)
-            let answered = outcomes, decided = decisions, refused = refusals
+            let answered = outcomes, codes = rejectionCodes, decided = decisions, refused = refusals
             let seen = lastSequence
             let (settled, following, queued, isEmpty) = try await observer.write { txn in
                 var marker = try InFlight.read(txn)
-                let settled = try SyncContext.settle(batch, outcomes: answered, decisions: decided, refusals: refused,
-                                                     inFlight: &marker, txn: txn)
+                let settled = try SyncContext.settle(batch, outcomes: answered, rejectionCodes: codes, decisions: decided,
+                                                     refusals: refused, inFlight: &marker, txn: txn)
                 let following = next.isEmpty ? nil : try Outbox.markAttempted(
                     try Outbox.nextBatch(txn, limit: batchSize, excluding: next), into: &marker, txn)
                 try marker.write(txn)
@@ -131,6 +130,18 @@ extension SyncContext {
             }
         }
         return summary
+    }
+
+    /// A batch's outcomes and the codes of its rejections, by operation id (the first result
+    /// of an id counts).
+    private static func answers(_ results: [PushResult]) -> (outcomes: [String: PushOutcome], rejectionCodes: [String: SyncError.Code]) {
+        var outcomes: [String: PushOutcome] = [:]
+        var rejectionCodes: [String: SyncError.Code] = [:]
+        for result in results where outcomes[result.operationId] == nil {
+            outcomes[result.operationId] = result.outcome
+            if case .rejected = result.outcome, let code = result.rejectionCode { rejectionCodes[result.operationId] = code }
+        }
+        return (outcomes, rejectionCodes)
     }
 
     /// Asks the resolver about every conflict and every refusal (403) of an answered batch.

@@ -13,7 +13,9 @@ extension SyncContext {
 
     /// Applies a batch's outcomes in one local transaction. `inFlight` is the push's marker as
     /// read in this transaction; the batch's ids leave it, and the caller writes it.
-    static func settle(_ batch: [QueuedOperation], outcomes: [String: PushOutcome],
+    /// `rejectionCodes` holds the codes the remote gave rejections (``PushResult/rejectionCode``),
+    /// by send id; a rejection's operation error keeps its code.
+    static func settle(_ batch: [QueuedOperation], outcomes: [String: PushOutcome], rejectionCodes: [String: SyncError.Code] = [:],
                        decisions: [String: ConflictResolution], refusals: [String: RefusalResolution] = [:],
                        inFlight: inout InFlight, txn: any LocalWriteTransaction) throws -> Settled {
         var result = Settled()
@@ -75,8 +77,13 @@ extension SyncContext {
                                                        resolution: decision))
             case .rejected(let reason, let status):
                 let compensate = status == 403 && refusals[operation.id] == .compensate
-                result.events.append(try fail(operation, status: status, message: reason, server: nil, now: now,
-                                              compensated: compensate, txn: txn))
+                let code = rejectionCodes[operation.sendId]
+                result.events.append(try fail(operation, status: status, message: reason, code: code,
+                                              server: nil, now: now, compensated: compensate, txn: txn))
+                // A file the remote lacks that is still here goes up again before a retry.
+                if code == .attachmentMissing, let item = operation.item {
+                    try AttachmentRow.uploadAgain(Attachment.scan(item.fields).references, txn: txn)
+                }
                 result.failed += 1
                 // The compensating write: with no later operation on the item, the local copy
                 // goes, and the next pull brings the server's state back (the remote records a
@@ -162,9 +169,9 @@ extension SyncContext {
     }
 
     /// Marks an operation failed and records why.
-    static func fail(_ operation: QueuedOperation, status: Int?, message: String, server: Record?, now: Timestamp,
-                     compensated: Bool = false, txn: any LocalWriteTransaction) throws -> SyncEvent {
-        let error = try Outbox.fail(operation, status: status, message: message, server: server, now: now,
+    static func fail(_ operation: QueuedOperation, status: Int?, message: String, code: SyncError.Code? = nil, server: Record?,
+                     now: Timestamp, compensated: Bool = false, txn: any LocalWriteTransaction) throws -> SyncEvent {
+        let error = try Outbox.fail(operation, status: status, message: message, code: code, server: server, now: now,
                                     compensated: compensated, txn)
         return .outboxMutationFailed(table: operation.table, record: operation.item, kind: operation.kind, error: error)
     }

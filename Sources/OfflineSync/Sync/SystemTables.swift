@@ -222,9 +222,18 @@ public struct OperationError: Sendable, Hashable {
     /// it with ``OperationErrorResolution/discard`` to dismiss it.
     public var compensated: Bool
 
-    /// The failure as a ``SyncError`` code: `forbidden` for a write the sync rules refused
-    /// (403), `conflict` (409), `notFound` (404), `rejected` for anything else.
+    /// The code recorded with the failure, when there is one: the remote's code for its
+    /// rejection (``PushResult/rejectionCode``), or the code of a write refused on this device.
+    var rejectionCode: SyncError.Code?
+
+    /// The failure as a ``SyncError`` code, for the app to branch on (never the message):
+    /// the code recorded with it — ``SyncError/Code/attachmentMissing`` for a record whose
+    /// file the remote does not hold (see Docs/Attachments.md: add the bytes again and
+    /// resolve with ``OperationErrorResolution/retry``), `forbidden` for a write the sync
+    /// rules refused —, and otherwise by the status: `forbidden` (403), `conflict` (409: a
+    /// conflict left for the app), `notFound` (404), `rejected` for anything else.
     public var code: SyncError.Code {
+        if let rejectionCode { return rejectionCode }
         switch status {
         case 403: return .forbidden
         case 409: return .conflict
@@ -233,8 +242,9 @@ public struct OperationError: Sendable, Hashable {
         }
     }
 
-    init(operation: QueuedOperation, status: Int?, message: String, serverRecord: Record?, now: Timestamp,
-         compensated: Bool = false) {
+    init(operation: QueuedOperation, status: Int?, message: String, code: SyncError.Code? = nil, serverRecord: Record?,
+         now: Timestamp, compensated: Bool = false) {
+        rejectionCode = code
         id = UUID.randomString()
         operationId = operation.id
         table = operation.table

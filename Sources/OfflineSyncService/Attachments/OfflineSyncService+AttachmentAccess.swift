@@ -13,7 +13,8 @@ extension OfflineSyncService {
 
     /// The references of `fields` (the written row, `nil` for a delete) against those of
     /// `current`. A new reference must name a file the server holds whole that the caller
-    /// uploaded or may read through another row: otherwise the write is refused (409), so
+    /// uploaded or may read through another row: otherwise the write is refused (409, code
+    /// ``SyncError/Code/attachmentMissing``), so
     /// no row points at bytes the server lacks and nobody takes a file by naming its hash.
     /// A malformed reference is a 400. Refusals are thrown as ``PushRefusal``.
     func attachmentChange(from current: Record?, to fields: [String: Value]?, claims: Claims,
@@ -31,8 +32,8 @@ extension OfflineSyncService {
             guard let file = try AttachmentFileRow.find(txn, id: attachment.sha256), file.size == attachment.size,
                   try mayRead(attachment: attachment.sha256, claims: claims, txn) else {
                 throw PushRefusal(
-                    reason: "attachmentMissing: attachment \(attachment.sha256) is not on the server for this identity; upload it before the record",
-                    status: 409)
+                    reason: "attachment \(attachment.sha256) is not on the server for this identity; upload it before the record",
+                    status: 409, code: .attachmentMissing)
             }
         }
         return AttachmentReferenceChange(added: newHashes.subtracting(oldHashes).sorted(),
@@ -74,8 +75,15 @@ extension OfflineSyncService {
     }
 }
 
-/// A push operation refused before anything was written.
+/// A push operation refused before anything was written: the rejection's reason, status and
+/// code (``PushResult/rejectionCode``), which travel apart.
 struct PushRefusal: Error {
     var reason: String
     var status: Int
+    var code: SyncError.Code? = nil
+
+    /// The refusal as ``OfflineSyncService/apply(_:index:key:row:layout:in:)`` answers it.
+    var answer: (outcome: PushOutcome, code: SyncError.Code?, remembered: Bool) {
+        (.rejected(reason: reason, status: status), code, false)
+    }
 }

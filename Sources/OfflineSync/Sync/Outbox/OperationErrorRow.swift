@@ -3,7 +3,7 @@
 struct OperationErrorRow: StoredRow {
     static let table = "__operation_errors"
     enum CodingKeys: String, CodingKey {
-        case id, operationId, table, itemId, kind, status, message, serverItem, clientItem, createdAt, compensated
+        case id, operationId, table, itemId, kind, status, message, serverItem, clientItem, createdAt, compensated, code
     }
 
     /// A server record with its system properties, as the `serverItem` object keeps it.
@@ -30,6 +30,10 @@ struct OperationErrorRow: StoredRow {
     /// Whether the operation was settled by a compensating write; absent in rows written
     /// before refusals existed (read as `false`).
     var compensated: Bool?
+    /// The ``SyncError/Code`` recorded with the failure (its name, for example
+    /// `attachmentMissing`: the remote's code for its rejection); absent when there was
+    /// none, and in rows written before codes were kept (their code follows from `status`).
+    var code: String?
 
     static let schema = TableSchema(table, fields: [
         column(.operationId, .string, indexed: true),
@@ -42,6 +46,7 @@ struct OperationErrorRow: StoredRow {
         column(.clientItem, .object),
         column(.createdAt, .date),
         column(.compensated, .bool),
+        column(.code, .string),
     ], undeclaredFields: .reject)
 
     init(_ error: OperationError) {
@@ -58,6 +63,7 @@ struct OperationErrorRow: StoredRow {
         clientItem = error.clientRecord?.fields
         createdAt = error.createdAt
         compensated = error.compensated ? true : nil
+        code = error.rejectionCode?.description
     }
 }
 
@@ -78,5 +84,6 @@ extension OperationError {
         clientRecord = row.clientItem.map { Record(id: row.itemId, fields: $0) }
         createdAt = row.createdAt
         compensated = row.compensated ?? false
+        rejectionCode = row.code.flatMap { SyncError.Code(name: $0) }
     }
 }

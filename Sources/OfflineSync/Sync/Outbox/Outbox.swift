@@ -158,12 +158,12 @@ enum Outbox {
 
     /// Marks `operation` failed and records why; later operations on its item wait behind it.
     /// When `compensated`, the operation is removed instead, and the record says why it went.
-    static func fail(_ operation: QueuedOperation, status: Int?, message: String, server: Record?, now: Timestamp,
-                     compensated: Bool = false, _ txn: any LocalWriteTransaction) throws -> OperationError {
+    static func fail(_ operation: QueuedOperation, status: Int?, message: String, code: SyncError.Code? = nil, server: Record?,
+                     now: Timestamp, compensated: Bool = false, _ txn: any LocalWriteTransaction) throws -> OperationError {
         var failed = operation
         failed.state = .failed
         if compensated { try remove(operation, txn) } else { try save(failed, txn) }
-        let error = OperationError(operation: failed, status: status, message: message, serverRecord: server, now: now,
+        let error = OperationError(operation: failed, status: status, message: message, code: code, serverRecord: server, now: now,
                                    compensated: compensated)
         try OperationErrorRow(error).save(txn)
         return error
