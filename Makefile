@@ -5,6 +5,7 @@
 #   make test    start a throwaway PostgreSQL, build the tests, run them all, the conformance
 #                command against every store, then the third-party example's tests
 #   make demo    run the offline-sync demo: a live server process and two clients over HTTP
+#   make demo-grdb  run the GRDB demo: two apps sync their own GRDB tables through a live server
 #   make serve   run the sync server (127.0.0.1:8080, data in ./offline-sync-data/ on SQLite);
 #                mint a client token with `make token IDENTITY=alice`
 #   make soak    the long forms of the reliability tests (crash trials, convergence with 20

@@ -19,6 +19,12 @@ extension NativeRemote: RemoteChangeSource {
     /// consumer stops iterating. Each attempt that fails before the subscription is reported
     /// as ``RemoteChangeEvent/unavailable(_:)`` with the reason (a refused connection,
     /// refused credentials); a live channel that drops, as ``RemoteChangeEvent/disconnected``.
+    /// A refused WebSocket upgrade is reported at once, as ``SyncError/Code/rejected`` — a
+    /// consumer that polls while the channel is down need not wait for the event stream, which
+    /// a proxy that does not pass WebSockets may hold too (buffering a response that never
+    /// ends) — and the event stream is then asked within the same attempt: its `subscribed`
+    /// makes the channel live, and its refusal is reported as well when it says more
+    /// (refused credentials, which a refused upgrade cannot tell from a proxy).
     ///
     /// A server that shuts down says "going away" (a WebSocket's close code 1001, an event
     /// stream's `goingAway` message): the channel then reconnects within a jittered
@@ -39,6 +45,12 @@ extension NativeRemote: RemoteChangeSource {
             while !Task.isCancelled {
                 let connected = ConnectionFlag()
                 let goingAway = ConnectionFlag()
+                // This attempt's failure was reported already (its WebSocket upgrade was refused).
+                let reported = ConnectionFlag()
+                let refused: @Sendable (SyncError) -> Void = { failure in
+                    reported.set()
+                    continuation.yield(.unavailable(failure))
+                }
                 let receive: @Sendable (String) -> Void = { text in
                     switch Self.channelMessage(text) {
                     case .event(let event)?:
@@ -52,11 +64,17 @@ extension NativeRemote: RemoteChangeSource {
                 }
                 do {
                     try await handshakes.run(until: connected) {
-                        if try await remote.openChannel(query: query, receive: receive) == Self.goingAwayCloseCode { goingAway.set() }
+                        if try await remote.openChannel(query: query, receive: receive, refused: refused) == Self.goingAwayCloseCode {
+                            goingAway.set()
+                        }
                     }
                 } catch {
                     logger.debug("change channel failed", metadata: ["error": "\(remote.describe(error))"])
-                    if !Task.isCancelled, !connected.isSet { continuation.yield(.unavailable(remote.channelFailure(error))) }
+                    if !Task.isCancelled, !connected.isSet {
+                        // After a refused upgrade (reported), only what the refusal could not say.
+                        let failure = remote.channelFailure(error)
+                        if !reported.isSet || failure.code == .authenticationFailed { continuation.yield(.unavailable(failure)) }
+                    }
                 }
                 if Task.isCancelled { break }
                 if connected.isSet, goingAway.isSet {
@@ -90,8 +108,11 @@ extension NativeRemote: RemoteChangeSource {
     /// remote learned it must use the event stream. A WebSocket the transport cannot open, or
     /// whose upgrade is refused, is asked as an event stream at once; a server that answers
     /// the event stream from then on gets only that (the upgrade is not tried again while
-    /// this remote lives).
-    private func openChannel(query: String, receive: @escaping @Sendable (String) -> Void) async throws -> UInt16? {
+    /// this remote lives). A refused upgrade is passed to `refused` before the event stream
+    /// is asked: the channel cannot open as a WebSocket, and the event stream may take until
+    /// the handshake's deadline to say whether it can.
+    private func openChannel(query: String, receive: @escaping @Sendable (String) -> Void,
+                             refused: @Sendable (SyncError) -> Void) async throws -> UInt16? {
         if !routes.channelIsEventStream.withLock({ $0 }) {
             let socketURL = (baseURL.hasPrefix("https://") ? "wss://" + baseURL.dropFirst(8) : "ws://" + baseURL.dropFirst(7))
                 + "/v1/changes" + query
@@ -103,6 +124,7 @@ extension NativeRemote: RemoteChangeSource {
                 logger.debug("the transport has no WebSocket here: the change channel is an event stream")
             } catch is WebSocketUpgradeRefused {
                 logger.debug("the WebSocket upgrade was refused: asking for the event stream")
+                refused(SyncError(.rejected, "the change channel's WebSocket upgrade was refused (by a proxy that passes no WebSockets, or by the server); asking for its event stream"))
             }
         }
         try await readEventStream(query: query, receive: receive)

@@ -32,10 +32,12 @@ public protocol HTTPTransport: Sendable {
     /// refused"), never anything the request carried; `nil` for an error it does not know.
     func describe(_ error: any Error) -> String?
 
-    /// The most bytes one page-stream response should carry, for a transport that holds what
-    /// arrives until it is read and cannot pause a response: the server ends the response
-    /// after the page that reaches it, and the remote asks again from that page's cursor.
-    /// `nil` (the default) for a transport that reads only as fast as it is asked.
+    /// The most bytes one streamed response should carry, for a transport that holds what
+    /// arrives until it is read and cannot pause a response: the server ends a page-stream
+    /// response after the page that reaches it (the remote asks again from that page's
+    /// cursor), and an attachment download asks for ranges of this size, one after the other
+    /// (``NativeRemote/attachmentDownloadWindow``). `nil` (the default) for a transport that
+    /// reads only as fast as it is asked.
     var streamedResponseLimit: Int? { get }
 
     /// Whether this transport sends a ``TransportRequest/bodyStream`` as it reads it (holding a
@@ -141,8 +143,9 @@ extension TransportBody {
 }
 
 /// The server answered a WebSocket upgrade with something other than 101 (a proxy that does
-/// not pass WebSockets, a refused token). The change channel asks the server's event stream
-/// instead, whose plain HTTP answer says why.
+/// not pass WebSockets, a refused token). The change channel reports it at once
+/// (``OfflineSync/RemoteChangeEvent/unavailable(_:)``, rejected) and asks the server's event
+/// stream instead, whose plain HTTP answer says why.
 public struct WebSocketUpgradeRefused: Error, Sendable, CustomStringConvertible {
     /// Creates the error.
     public init() {}

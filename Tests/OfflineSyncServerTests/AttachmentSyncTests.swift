@@ -1,4 +1,5 @@
 import Foundation
+import Logging
 import OfflineSync
 import OfflineSyncConformance
 import OfflineSyncHTTP
@@ -10,6 +11,13 @@ import OfflineSyncTestSupport
 import OfflineSyncURLSession
 import Synchronization
 import Testing
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
 
 /// Swift Testing has an `Attachment` type of its own.
 private typealias Attachment = OfflineSync.Attachment
@@ -228,5 +236,89 @@ struct AttachmentSyncTests {
         #expect(try await reader.attachmentData(photos[1]).count == 300_000)
         try await writer.close()
         try await reader.close()
+    }
+
+    /// A writer that pushed `count` photos of 100 000 bytes each, and a reader on a SQLite
+    /// store in `directory` (plain files, a `BlobDirectory`) that pulled their records.
+    private static func photosToRead(_ count: Int, in directory: URL, options: SyncOptions = SyncOptions())
+        async throws -> (writer: SyncContext, reader: SyncContext, photos: [Attachment], blobs: BlobDirectory) {
+        let service = try await OfflineSyncService(store: InMemoryStore())
+        let writer = try await SyncContext(store: InMemoryStore(), remote: service.remote(for: Identity("alice")))
+        let store = try await SQLiteStore(path: directory.appendingPathComponent("reader.sqlite").path)
+        let blobs = try #require(store.attachmentFiles as? BlobDirectory)
+        let reader = try await SyncContext(store: store, remote: service.remote(for: Identity("alice")), options: options)
+        for context in [writer, reader] { try await context.defineTable(TableSchema("shots")) }
+        var photos: [Attachment] = []
+        for index in 0..<count {
+            let bytes = (0..<100_000).map { UInt8(truncatingIfNeeded: $0 &* 7 &+ index) }
+            let photo = try await writer.addAttachment(bytes, contentType: "image/jpeg")
+            try await writer.table("shots").insert(Record(id: "s\(index)", fields: ["photo": photo.value]))
+            photos.append(photo)
+        }
+        _ = try await writer.push()
+        try await reader.table("shots").pull()
+        return (writer, reader, photos, blobs)
+    }
+
+    @Test("a file held by withAttachmentFile stays at its URL through an eviction and a sweep that would remove it, and goes after")
+    func heldFileSurvivesEviction() async throws {
+        try await withTemporaryDirectory { directory in
+            let (writer, reader, photos, blobs) = try await Self.photosToRead(1, in: directory)
+            let photo = photos[0]
+            let path = blobs.objectPath(photo.sha256)
+            let read = try await reader.withAttachmentFile(photo) { url in
+                #expect(FileManager.default.fileExists(atPath: url.path))
+                #expect(try await reader.evictAttachments(toBudget: 0) == 0, "held: the budget does not take it")
+                #expect(try await reader.attachmentState(photo) == .local)
+                return try Data(contentsOf: url)
+            }
+            #expect(sha256Hex([UInt8](read)) == photo.sha256, "the file was whole at its URL all along")
+            #expect(try await reader.evictAttachments(toBudget: 0) == 1, "let go: the budget takes it")
+            #expect(try await reader.attachmentState(photo) == .remote)
+            #expect(!FileManager.default.fileExists(atPath: path))
+
+            // The sweep of files no record references holds off too (the file fetched again).
+            try await reader.withAttachmentFile(photo) { url in
+                try await reader.table("shots").delete(id: "s0")
+                #expect(try await reader.removeUnreferencedAttachments() == 0, "held: the sweep leaves it")
+                #expect(FileManager.default.fileExists(atPath: url.path))
+            }
+            #expect(try await reader.removeUnreferencedAttachments() == 1, "let go: the sweep takes it")
+            #expect(try await reader.attachmentState(photo) == nil)
+            #expect(!FileManager.default.fileExists(atPath: path))
+            try await writer.close()
+            try await reader.close()
+        }
+    }
+
+    @Test("an eviction that cannot remove a file is logged and set as status.lastError; the download that ran it stands, the other files still go")
+    func evictionFailureIsReported() async throws {
+        try await withTemporaryDirectory { directory in
+            let lines = Box<[String]>([])
+            var options = SyncOptions()
+            options.logger = Logger(label: "capture") { _ in CapturingLogHandler(lines: lines) }
+            options.attachments.cacheBudget = 150_000
+            let (writer, reader, photos, blobs) = try await Self.photosToRead(3, in: directory, options: options)
+            _ = try await reader.attachmentData(photos[0])
+            blobs.injectFault(.remove, at: blobs.objectPath(photos[0].sha256), errno: EACCES)
+            // Over the budget: this download's eviction picks the first file and cannot remove it.
+            #expect(try await reader.attachmentData(photos[1]).count == 100_000, "the download stands")
+            let failure = try #require(reader.status.lastError, "the failed eviction is reported")
+            #expect(failure.error.code == .storageFailure)
+            #expect(lines.value.contains { $0.contains("could not evict") }, "and logged: \(lines.value)")
+            #expect(try await reader.attachmentState(photos[0]) == .local, "the file it could not remove is still listed here")
+            #expect(FileManager.default.fileExists(atPath: blobs.objectPath(photos[0].sha256)))
+
+            // A call that asks gets the error, and the files it can remove still go.
+            _ = try await reader.attachmentData(photos[2])
+            await #expect(throws: SyncError.self) { try await reader.evictAttachments(toBudget: 0) }
+            #expect(try await reader.attachmentState(photos[1]) == .remote)
+            #expect(try await reader.attachmentState(photos[2]) == .remote)
+            blobs.injectFault(.remove, at: blobs.objectPath(photos[0].sha256), errno: nil)
+            #expect(try await reader.evictAttachments(toBudget: 0) == 1)
+            #expect(try await reader.attachmentState(photos[0]) == .remote)
+            try await writer.close()
+            try await reader.close()
+        }
     }
 }

@@ -123,4 +123,53 @@ struct SilentRemoteTests {
             }
         }
     }
+
+    @Test("behind a proxy that answers WebSocket upgrades 400, a started context syncs at once, not at the channel's handshake deadline",
+          arguments: [UpgradeRefusingProxy.EventStream.held, .plain])
+    func refusedUpgradeSyncsAtOnce(_ eventStream: UpgradeRefusingProxy.EventStream) async throws {
+        try await LiveServer.with { live in
+            try await withTemporaryDirectory { directory in
+                let proxy = try await UpgradeRefusingProxy.start(target: live.baseURL, eventStream: eventStream)
+                // Every deadline that could start the first sync is far off: the handshake's and
+                // the event stream's head (2 minutes), the poll's (10). Only the refused upgrade,
+                // reported at once, can. (Before, a held event stream made the context wait for
+                // the handshake deadline: 10 s by default, here 120 s.)
+                let (context, store) = try await Self.context(directory, baseURL: proxy.url,
+                                                              options: SyncOptions(pollInterval: .seconds(600)),
+                                                              remote: .init(requestTimeout: .seconds(120), channelHandshakeTimeout: .seconds(120)))
+                let events = context.events()
+                let started = ContinuousClock.now
+                await context.start(tables: ["notes"], network: ManualNetworkMonitor(online: true))
+                var firstSync: Duration?
+                var ready = false
+                var channelFailure: SyncError?
+                for await event in events {
+                    switch event {
+                    case .syncQueriesStarted:
+                        if firstSync == nil { firstSync = ContinuousClock.now - started }
+                    case .ready:
+                        ready = true
+                    case .syncFailed(let error, _) where error.message.contains("change channel"):
+                        channelFailure = error
+                    default:
+                        break
+                    }
+                    if ready && channelFailure != nil { break }
+                }
+                let elapsed = try #require(firstSync)
+                #expect(elapsed < .seconds(30), "the first sync began \(elapsed) after start")
+                #expect(proxy.refusedUpgrades >= 1)
+                // Reported after that run, as the remote's refusal (it answered), and retried.
+                #expect(channelFailure?.code == .rejected, "\(String(describing: channelFailure))")
+                #expect(context.status.connected)
+                #expect(context.status.backgroundSync == .running)
+                let other = try await live.remote("alice")
+                #expect(try await other.pull(PullRequest(table: "notes", limit: 10)).records.map(\.id) == ["queued"],
+                        "the first run pushed what was queued before start")
+                await context.stop()
+                try await store.close()
+                await proxy.stop()
+            }
+        }
+    }
 }

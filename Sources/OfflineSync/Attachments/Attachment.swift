@@ -1,7 +1,9 @@
 /// A file that travels with a record: immutable, named by the SHA-256 of its bytes.
 ///
 /// A record holds an attachment as an ordinary field whose value is an object of this
-/// shape (so every store, the wire and the Datasync tables API carry it unchanged):
+/// shape (as every store, the binary wire and the Datasync tables API carry it; the native
+/// JSON API, `/v1/push` and `/v1/pull`, escapes keys that start with `$` and writes the first
+/// key `"$$attachment"`: Docs/Attachments.md, "The reference on each API"):
 ///
 /// ```json
 /// {"$attachment": "<64 lowercase hex digits>", "size": 1234, "contentType": "image/jpeg", "fileName": "a.jpg"}

@@ -10,8 +10,10 @@ public struct AttachmentOptions: Sendable {
     public var orphanGrace: Duration = .seconds(600)
     /// The most bytes of attachment files this device keeps, or `nil` (the default) for no
     /// limit. Past it, downloaded files are evicted least recently used first (never one
-    /// waiting to upload, never a pinned one) after each download and upload; an evicted file
-    /// is fetched again on its next use.
+    /// waiting to upload, never a pinned one, never one the app holds through
+    /// ``SyncContext/withAttachmentFile(_:isolation:_:)``) after each download and upload; an
+    /// evicted file is fetched again on its next use. An eviction that fails is logged and
+    /// reported as ``SyncStatus/lastError``.
     public var cacheBudget: Int64?
     /// Which attachments a pull fetches before the app asks, by table name. A table not
     /// named here fetches on first access only. Prefetching runs after the table's pull, a

@@ -11,13 +11,21 @@ extension SyncContext {
     /// the upload in the record's own transaction; the record's change is pushed only after
     /// the bytes are on the server. An attachment never written into a record is removed when
     /// a later context opens the store.
+    ///
+    /// Adding the bytes of an attachment a local record already references as ``AttachmentState/remote``
+    /// (a reference written without its file here, or pulled) makes it wait to upload: the
+    /// next push sends it before the queue. This is how a write refused as
+    /// ``SyncError/Code/attachmentMissing`` recovers: add the bytes again, then resolve its
+    /// ``OperationError`` with ``OperationErrorResolution/retry`` (Docs/Attachments.md).
     public func addAttachment(_ bytes: some Collection<UInt8> & Sendable, contentType: String,
                               fileName: String? = nil) async throws -> Attachment {
         let files = try attachmentFiles()
         try options.attachments.check(size: Int64(bytes.count))
-        return try await stage(in: files, contentType: contentType, fileName: fileName) { append in
+        let attachment = try await stage(in: files, contentType: contentType, fileName: fileName) { append in
             try Array(bytes).withUnsafeBytes { try append($0) }
         }
+        try await uploadAgainIfRemote(attachment)
+        return attachment
     }
 
     /// Stores the file at `url` as an attachment, reading it in chunks (a file of any size
@@ -31,12 +39,33 @@ extension SyncContext {
         if let size = try? FileManager.default.attributesOfItem(atPath: url.path)[.size] as? Int64 {
             try options.attachments.check(size: size)
         }
-        return try await stage(in: files, contentType: contentType, fileName: fileName) { append in
+        let attachment = try await stage(in: files, contentType: contentType, fileName: fileName) { append in
             while true {
                 let chunk = try handle.read(upToCount: AttachmentTransfer.chunkSize) ?? Data()
                 if chunk.isEmpty { return }
                 try chunk.withUnsafeBytes { try append($0) }
             }
+        }
+        try await uploadAgainIfRemote(attachment)
+        return attachment
+    }
+
+    /// After the bytes of `attachment` were added: when a local record references it as
+    /// `remote` — the server was taken to hold it, and may not (a push was refused as
+    /// ``SyncError/Code/attachmentMissing``) — it waits to upload from now on, so the next
+    /// push sends it before the queue. A server that holds the file already answers the
+    /// upload complete at once. One read when there is nothing to change.
+    private func uploadAgainIfRemote(_ attachment: Attachment) async throws {
+        let hash = attachment.sha256, size = attachment.size
+        let isRemote = try await store.read { txn in
+            try AttachmentRow.find(txn, id: hash).map { $0.attachmentState == .remote && $0.size == size } ?? false
+        }
+        guard isRemote else { return }
+        try await observer.write { txn in
+            guard var row = try AttachmentRow.find(txn, id: hash), row.attachmentState == .remote, row.size == size else { return }
+            row.state = AttachmentState.pendingUpload.rawValue
+            row.uploaded = 0
+            try row.save(txn)
         }
     }
 
@@ -95,6 +124,14 @@ extension SyncContext {
     /// against its hash: a URL to hand to another API. Do not change the file. A store that
     /// seals its files (the encrypted file) has no plain file to give: use
     /// ``attachmentData(_:)``; this throws ``SyncError/Code/unsupported``.
+    ///
+    /// The file is the cache's, not the app's: it stays at the URL until the cache next
+    /// removes it, which may be at once (the next download or upload keeps
+    /// ``AttachmentOptions/cacheBudget`` and may evict it; the sweep of
+    /// ``removeUnreferencedAttachments()`` removes it once no local record references it).
+    /// To use the file for a while (play it, hand it to a viewer, copy it), read it inside
+    /// ``withAttachmentFile(_:isolation:_:)``, which holds it for as long as its closure
+    /// runs; to keep it across launches, ``pinAttachment(_:_:)`` it.
     public func attachmentFileURL(_ attachment: Attachment) async throws -> URL {
         let files = try attachmentFiles()
         // A file just fetched was checked as it arrived, and its download noted the use.
@@ -107,6 +144,26 @@ extension SyncContext {
         }
         if !fetched { try await touch(attachment) }
         return url
+    }
+
+    /// Runs `body` with the attachment as a file on this device (see
+    /// ``attachmentFileURL(_:)``), held for as long as `body` runs: neither the cache budget's
+    /// eviction nor the sweep of unreferenced files removes it meanwhile (a removal under way
+    /// when the hold starts finishes first, and the file is fetched again). The hold lasts
+    /// only as long as the closure: do not keep the URL past it. Holds are this context's, in
+    /// memory; several may hold one file at once.
+    ///
+    /// Throws what ``attachmentFileURL(_:)`` throws (``SyncError/Code/unsupported`` for a store
+    /// that seals its files, ``SyncError/Code/attachmentUnavailable`` when the file is not here
+    /// and cannot be fetched now, ``SyncError/Code/attachmentMissing``,
+    /// ``SyncError/Code/attachmentDamaged``), and what `body` throws. `body` runs on the
+    /// caller's actor (`isolation`).
+    public func withAttachmentFile<T>(_ attachment: Attachment, isolation: isolated (any Actor)? = #isolation,
+                                      _ body: (URL) async throws -> T) async throws -> T {
+        attachmentPins.hold(attachment.sha256)
+        defer { attachmentPins.release(attachment.sha256) }
+        let url = try await attachmentFileURL(attachment)
+        return try await body(url)
     }
 
     /// Fetches the attachment unless a file of its size is here. Returns whether it fetched
@@ -124,6 +181,7 @@ extension SyncContext {
         }
         try await download(attachment, files: files)
         // The budget is kept after every download, never at the cost of the file just fetched.
+        // A failed eviction is logged and reported (evictAttachments); the download stands.
         _ = try? await evictAttachments(keeping: attachment.sha256)
         return true
     }

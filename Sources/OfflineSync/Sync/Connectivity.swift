@@ -13,7 +13,10 @@ public enum RemoteChangeEvent: Sendable, Hashable {
     /// An attempt to open the channel failed; it tries again by itself with backoff. The
     /// error says why: ``SyncError/Code/transient`` for a server that cannot be reached or
     /// refused the connection, ``SyncError/Code/authenticationFailed`` for credentials the
-    /// remote refused (after the token provider was asked again).
+    /// remote refused (after the token provider was asked again), ``SyncError/Code/rejected``
+    /// for a remote that answers but will not open it (a refused WebSocket upgrade is reported
+    /// so at once, before the HTTP client asks for the event stream in the same attempt; a
+    /// `subscribed` may still follow).
     case unavailable(SyncError)
     /// Push sync: a dataset the device subscribed to changed on the remote (only on a
     /// channel opened with the id of a device registered for WebSocket push, `PushPlatform.webSocket` in OfflineSyncDatasets).

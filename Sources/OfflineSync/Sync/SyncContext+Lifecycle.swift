@@ -65,8 +65,10 @@ extension SyncContext {
     /// The change channel is the fast path, not a requirement: while it is not live (the
     /// remote has none, a proxy refuses WebSockets, it is down), the context runs a sync
     /// every ``SyncOptions/pollInterval`` — the first as soon as the channel reports that it
-    /// cannot open. ``SyncStatus/connected`` says whether the remote answered, never merely
-    /// that the monitor reports a network.
+    /// cannot open (``RemoteChangeEvent/unavailable(_:)``, which the HTTP remotes report at once
+    /// for a refused WebSocket upgrade), and the channel's failure is reported after that run.
+    /// ``SyncStatus/connected`` says whether the remote answered, never merely that the
+    /// monitor reports a network.
     ///
     /// Offline at start, only `networkStatus(active: false)` is reported; local reads and
     /// writes go on (writes queue), and the whole sequence runs when the network returns —
@@ -239,15 +241,19 @@ extension SyncContext {
                     if settle(error) == .halted { return .halted }
                 }
             case .unavailable(let error):
-                // The channel could not open: say so, and stop if retrying cannot help (the
+                // The channel could not open: stop if retrying cannot help, else say so (the
                 // poll keeps syncing meanwhile).
                 channel.setLive(false)
                 remoteFailed(error)
                 let failure = SyncFailure(error: error, willRetry: true)
                 guard failure.isRetryable else { return halt(failure) }
-                failed(failure)
-                // Without the channel, the poll syncs; the first run is now.
+                // Without the channel, the poll syncs; the first run is now, before the
+                // channel's failure is reported: what the run meets it reports itself, so a
+                // refusal the channel could not name (a refused WebSocket upgrade is a proxy
+                // or refused credentials alike) comes first with its real reason, and
+                // refused credentials stop the loop.
                 if !channel.hasRun, let end = await syncOnce(tables: tables, queryId: queryId, channel: channel) { return end }
+                failed(failure)
             case .disconnected:
                 channel.setLive(false)
             case .changed, .dataset:

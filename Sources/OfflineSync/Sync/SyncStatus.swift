@@ -20,7 +20,8 @@ public struct SyncStatus: Sendable, Hashable {
     public var lastSyncedAt: [String: Timestamp]
     /// The last failure of a push, pull or sync run, until one succeeds. A context that
     /// opens with attachment files its sweep kept (it could not read them, or they are damaged
-    /// but wait to upload) starts with that report here.
+    /// but wait to upload) starts with that report here, and a cache eviction that failed
+    /// (``SyncContext/evictAttachments(toBudget:keeping:)``) reports here too.
     public var lastError: SyncFailure?
     /// The tables whose last pull the remote refused (``SyncFailure/Kind/rejected``: the sync
     /// rules deny the table, a 403, a 4xx other than 401), each with its failure, until a pull

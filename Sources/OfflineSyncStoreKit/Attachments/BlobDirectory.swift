@@ -136,6 +136,7 @@ public final class BlobDirectory: AttachmentFileStore, @unchecked Sendable {
     public func remove(_ sha256: String) throws {
         removeKeptDownload(partialPath(sha256))
         let path = objectPath(sha256)
+        if let code = fault(.remove, at: path) { throw BlobFiles.failure("cannot remove \(path)", errno: code) }
         if unlink(path) != 0 && errno != ENOENT { throw BlobFiles.failure("cannot remove \(path)") }
     }
 
@@ -224,7 +225,7 @@ public final class BlobDirectory: AttachmentFileStore, @unchecked Sendable {
     // MARK: Reads a test can make fail
 
     /// A system call of the reads ``inventory()``, ``size(of:)`` and
-    /// ``removeDamaged(_:sparing:)`` make.
+    /// ``removeDamaged(_:sparing:)`` make, or of ``remove(_:)``.
     package enum FaultPoint: Sendable, Hashable {
         /// Opening a file to read its header (`EMFILE`: a descriptor limit).
         case open
@@ -232,11 +233,14 @@ public final class BlobDirectory: AttachmentFileStore, @unchecked Sendable {
         case status
         /// Listing a directory (`EACCES`: a directory made unreadable).
         case list
+        /// Removing a stored file in ``remove(_:)`` (`EACCES`, `EBUSY`: a file the cache
+        /// cannot evict).
+        case remove
     }
 
     /// Makes every `point` call on `path` fail with `code` (`nil`: succeed again): how the
-    /// package's tests give a sweep a descriptor limit, an I/O error or a permission it
-    /// cannot otherwise get in a parallel test process run as root. Never used by a store.
+    /// package's tests give a sweep or an eviction a descriptor limit, an I/O error or a
+    /// permission it cannot otherwise get in a parallel test process run as root. Never used by a store.
     package func injectFault(_ point: FaultPoint, at path: String, errno code: Int32?) {
         faults.withLock { $0[path, default: [:]][point] = code }
     }
