@@ -54,7 +54,7 @@ TEST_WIDTH ?= 8
 PKG_CONFIG_MODULES := sqlite3 lmdb libpq
 APT_PACKAGES := pkg-config libsqlite3-dev liblmdb-dev libpq-dev postgresql curl
 
-.PHONY: deps build docs fuzz sanitize test test-steps architecture-check docs-check portability-check openapi-check conformance-cli corrupt-sweep crash-trials cognito-test hostile-test console-test soak demo demo-grdb serve token bench bench-scale loadtest client-size clean
+.PHONY: deps build docs fuzz sanitize test test-steps api-check architecture-check docs-check portability-check openapi-check conformance-cli corrupt-sweep crash-trials cognito-test hostile-test console-test soak demo demo-grdb serve token bench bench-scale loadtest client-size clean
 
 deps:
 	@if ! command -v $(SWIFT) >/dev/null 2>&1; then \
@@ -115,6 +115,7 @@ test: deps
 test-steps: deps openapi-check architecture-check docs-check portability-check
 	$(SWIFT) build --build-tests
 	SWT_EXPERIMENTAL_MAXIMUM_PARALLELIZATION_WIDTH=$(TEST_WIDTH) $(SWIFT) test --skip-build
+	$(MAKE) --no-print-directory api-check
 	$(MAKE) --no-print-directory conformance-cli
 	$(MAKE) --no-print-directory corrupt-sweep
 	$(MAKE) --no-print-directory crash-trials
@@ -142,6 +143,11 @@ architecture-check:
 # compile on the Apple platforms Package.swift declares (Scripts/check-portability.py).
 portability-check:
 	python3 Scripts/check-portability.py
+
+# The library products' public API against the last release CHANGELOG.md names: a break the
+# changelog's Unreleased section does not declare fails (Scripts/check-api.py, Docs/Versioning.md).
+api-check: deps
+	SWIFT="$(SWIFT)" python3 Scripts/check-api.py
 
 # The README stays under 200 lines, and every relative link in it and in Docs/ resolves
 # (Scripts/check-docs.py).

@@ -7,16 +7,21 @@ changelog does not declare it.
 The last release is the newest `## X.Y.Z` section of CHANGELOG.md; its `Revision `HASH`.` line
 names the commit. `swift package diagnose-api-breaking-changes HASH` compares every library
 product of Package.swift with that commit (the baseline's API is kept in --baseline-dir, by
-default .build/api-baseline/HASH, so later runs on the same machine do not build it again).
+default Scripts/api-baseline/HASH, committed, so a run builds only the tree it checks; a release
+whose digests are not there yet is built once and its digests written there, to commit).
 Every breakage it reports must be declared in the changelog's *Unreleased* section, under its
 "### Breaking" heading, by the changed symbol's name in backticks (`SyncEvent.foo`, or the type
 `SyncEvent` for a change to the type itself). A declared break means the next release is a
 major one (Docs/Versioning.md).
 """
-import argparse, os, re, subprocess, sys
+import argparse, json, os, re, subprocess, sys
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 CHANGELOG = os.path.join(ROOT, "CHANGELOG.md")
+# The digests of each release's public API (swift-api-digester's JSON, one file per module, in a
+# folder named after the release's revision), written by the first run against that release and
+# committed, so a run needs to build only the tree it checks, not the release too.
+BASELINES = os.path.join(ROOT, "Scripts", "api-baseline")
 
 
 def fail(message):
@@ -48,7 +53,6 @@ def changelog():
 def products(swift):
     """The library products of Package.swift."""
     dump = subprocess.run([swift, "package", "dump-package"], cwd=ROOT, capture_output=True, text=True, check=True).stdout
-    import json
     return sorted(p["name"] for p in json.loads(dump)["products"] if "library" in p["type"])
 
 
@@ -57,6 +61,31 @@ def symbol(breakage):
     removed' → 'SyncContext.foo'), or None when the line names none."""
     match = re.match(r"\s*(?:[A-Za-z]+\s+)+?([A-Za-z_][\w.]*)(?:\([^)]*\))?(?:\s|$)", breakage)
     return match.group(1) if match else None
+
+
+def package_only(baseline):
+    """The qualified names of declarations the baseline's digests mark internal: `package`
+    declarations (the digester lists them, though no app can use them). A breakage of one, or
+    of a member of one, is not a break of the public API."""
+    names = set()
+
+    def walk(node, prefix):
+        if not isinstance(node, dict):
+            return
+        qualified = prefix
+        if node.get("kind") in ("TypeDecl", "Function", "Var", "Constructor", "TypeAlias", "Subscript") and node.get("name"):
+            qualified = prefix + [node["name"]]
+            if node.get("isInternal"):
+                names.add(".".join(qualified))
+        for child in node.get("children", []):
+            walk(child, qualified)
+
+    for directory, _, files in os.walk(baseline):
+        for name in files:
+            if name.endswith(".json"):
+                with open(os.path.join(directory, name), encoding="utf-8") as f:
+                    walk(json.load(f).get("ABIRoot", {}), [])
+    return names
 
 
 def declared(name, breaking):
@@ -74,7 +103,7 @@ def main():
     version, revision, breaking = changelog()
     if subprocess.run(["git", "cat-file", "-e", revision + "^{commit}"], cwd=ROOT).returncode != 0:
         fail("release %s's revision %s is not in this repository's history" % (version, revision))
-    baseline = args.baseline_dir or os.path.join(ROOT, ".build", "api-baseline", revision)
+    baseline = args.baseline_dir or BASELINES
     os.makedirs(baseline, exist_ok=True)
     names = products(args.swift)
     command = [args.swift, "package", "diagnose-api-breaking-changes", revision, "--baseline-dir", baseline, "--products"] + names
@@ -84,6 +113,13 @@ def main():
     if process.returncode != 0 and not breakages:
         print(output[-4000:], file=sys.stderr)
         fail("diagnose-api-breaking-changes failed (exit %d) without naming a breakage" % process.returncode)
+    internal = package_only(baseline)
+
+    def public(breakage):
+        parts = (symbol(breakage) or "").split(".")
+        return not any(".".join(parts[:i]) in internal for i in range(1, len(parts) + 1))
+
+    breakages = [b for b in breakages if public(b)]
     undeclared = [b for b in breakages if not (symbol(b) and declared(symbol(b), breaking))]
     for b in undeclared:
         print("check-api: undeclared API breakage against %s (%s): %s" % (version, revision[:7], b), file=sys.stderr)

@@ -21,6 +21,9 @@ public protocol LocalReadTransaction: AnyObject {
 }
 
 /// One read of a batch answered by ``LocalReadTransaction/read(_:)``.
+///
+/// New cases arrive in minor releases (Docs/Versioning.md): switch over it with an
+/// `@unknown default:` case.
 public enum LocalRead: Sendable, Hashable {
     /// ``LocalReadTransaction/record(in:id:)``.
     case record(table: String, id: String)

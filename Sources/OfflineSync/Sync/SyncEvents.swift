@@ -22,6 +22,9 @@ public struct ModelSyncedEvent: Sendable, Hashable {
 }
 
 /// One event of a ``SyncContext``, named after Amplify DataStore's hub events.
+///
+/// New cases arrive in minor releases (Docs/Versioning.md): switch over it with an
+/// `@unknown default:` case.
 public enum SyncEvent: Sendable, Hashable {
     /// The remote became reachable (`true`) or a call to it failed (`false`).
     case networkStatus(active: Bool)
