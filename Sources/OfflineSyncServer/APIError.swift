@@ -10,7 +10,13 @@ public struct APIError: HTTPResponseError, Sendable {
     /// The HTTP status.
     public var status: HTTPResponse.Status
     /// The machine-readable code a client branches on, shared with the clients.
-    public var code: WireErrorCode
+    public var wireCode: WireErrorCode
+    /// ``wireCode`` as it goes on the wire (`unauthorized`, `limitExceeded`…). Setting a text no
+    /// ``WireErrorCode`` has sends `internal`.
+    public var code: String {
+        get { wireCode.rawValue }
+        set { wireCode = WireErrorCode(rawValue: newValue) ?? .internalError }
+    }
     /// A sentence for people. Never carries a secret or a stored value.
     public var message: String
     /// Extra response headers (`WWW-Authenticate`, `Retry-After`…).
@@ -19,7 +25,7 @@ public struct APIError: HTTPResponseError, Sendable {
     /// Creates an error.
     public init(_ status: HTTPResponse.Status, _ code: WireErrorCode, _ message: String, headers: HTTPFields = [:]) {
         self.status = status
-        self.code = code
+        self.wireCode = code
         self.message = message
         self.headers = headers
     }
@@ -32,7 +38,7 @@ public struct APIError: HTTPResponseError, Sendable {
     }
 
     /// The JSON body this error is answered with, byte for byte.
-    public var body: [UInt8] { WireErrorBody(code: code, message: message).encoded }
+    public var body: [UInt8] { WireErrorBody(code: wireCode, message: message).encoded }
 
     /// The response for this error.
     public func response(from request: Request, context: some RequestContext) throws -> Response {

@@ -7,10 +7,15 @@ import Synchronization
 /// for the read itself. A store call blocked in C (a lock held by another process, a database
 /// server that stopped answering) cannot be interrupted, so the read is left to finish on
 /// its own, and it is not cancelled at the deadline either: it keeps its place in the store's
-/// queue. At most one read is under way: a probe that comes while one is waits on that read
-/// (up to its own deadline) rather than start another, so probes against a hung store cost
-/// one stuck read however many there are, and the first answer after the store recovers
-/// reaches every probe waiting.
+/// queue. A probe that comes while a read is under way waits on that read (up to its own
+/// deadline) rather than start another, so probes against a hung store cost one stuck read
+/// however many there are, and the first answer after the store recovers reaches every probe
+/// waiting.
+///
+/// One exception keeps a read stuck for good (on a connection that died without a word) from
+/// holding `/ready` at 503 after the store recovered: once the newest read under way has run
+/// ``staleAfter`` times its deadline, a probe starts another beside it, up to
+/// ``maximumReads`` under way at once. Beyond that, probes wait on the newest.
 final class ReadinessProbe: Sendable {
     /// What one probe learned.
     enum Outcome: Sendable, Equatable {
@@ -33,14 +38,20 @@ final class ReadinessProbe: Sendable {
     }
 
     private struct State {
-        /// Whether a read is under way.
-        var reading = false
-        /// The probes waiting, by number.
-        var waiters: [UInt64: Waiter] = [:]
+        /// The reads under way: when each began, by number.
+        var reads: [UInt64: ContinuousClock.Instant] = [:]
+        var nextRead: UInt64 = 0
+        /// The probes waiting, by number, each with the read it waits on.
+        var waiters: [UInt64: (read: UInt64, waiter: Waiter)] = [:]
         var nextWaiter: UInt64 = 0
         /// How many reads were started, ever.
         var readsStarted = 0
     }
+
+    /// How many deadlines the newest read may run before a probe starts another beside it.
+    static let staleAfter = 5
+    /// The most reads under way at once.
+    static let maximumReads = 2
 
     private let state = Mutex(State())
 
@@ -49,24 +60,34 @@ final class ReadinessProbe: Sendable {
     var readsStarted: Int { state.withLock { $0.readsStarted } }
 
     /// Whether the store answers `read` within `deadline`: starts `read` unless one is under
-    /// way, and returns by the deadline, or at once when the calling task is cancelled
-    /// (``Outcome/noAnswer``), even if the read never returns.
-    func check(within deadline: Duration, read: @escaping @Sendable () async throws -> Void) async -> Outcome {
-        let (id, start) = state.withLock { state -> (UInt64, Bool) in
+    /// way (and younger than ``staleAfter`` deadlines, or ``maximumReads`` are), and returns by
+    /// the deadline, or at once when the calling task is cancelled (``Outcome/noAnswer``),
+    /// even if the read never returns. `now` is when the probe came (tests move it on).
+    func check(within deadline: Duration, now: ContinuousClock.Instant = .now,
+               read: @escaping @Sendable () async throws -> Void) async -> Outcome {
+        let (id, readId, start) = state.withLock { state -> (UInt64, UInt64, Bool) in
             let id = state.nextWaiter
             state.nextWaiter &+= 1
-            state.waiters[id] = .registered
-            guard !state.reading else { return (id, false) }
-            state.reading = true
-            state.readsStarted += 1
-            return (id, true)
+            let newest = state.reads.max { $0.value < $1.value }
+            let readId: UInt64, start: Bool
+            if let newest, now - newest.value < deadline * Self.staleAfter || state.reads.count >= Self.maximumReads {
+                (readId, start) = (newest.key, false)
+            } else {
+                readId = state.nextRead
+                state.nextRead &+= 1
+                state.reads[readId] = now
+                state.readsStarted += 1
+                start = true
+            }
+            state.waiters[id] = (readId, Waiter.registered)
+            return (id, readId, start)
         }
         if start {
             // Unstructured on purpose: it outlives a probe whose deadline passed, and the
             // next probe waits on it. Nothing awaits it; it ends when the store answers.
             Task {
                 let outcome: Outcome = (try? await read()) != nil ? .answered : .failed
-                self.finish(outcome)
+                self.finish(readId, outcome)
             }
         }
         return await withTaskGroup(of: Void.self, returning: Outcome.self) { group in
@@ -78,11 +99,11 @@ final class ReadinessProbe: Sendable {
             }
             let outcome = await withCheckedContinuation { (continuation: CheckedContinuation<Outcome, Never>) in
                 let ready = state.withLock { state -> Outcome? in
-                    if case .answered(let outcome)? = state.waiters[id] {
+                    if case .answered(let outcome)? = state.waiters[id]?.waiter {
                         state.waiters[id] = nil
                         return outcome
                     }
-                    state.waiters[id] = .waiting(continuation)
+                    state.waiters[id] = (readId, Waiter.waiting(continuation))
                     return nil
                 }
                 if let ready { continuation.resume(returning: ready) }
@@ -95,30 +116,32 @@ final class ReadinessProbe: Sendable {
     /// Answers probe `id` with `outcome`, unless it has its answer already.
     private func resolve(_ id: UInt64, _ outcome: Outcome) {
         let waiter = state.withLock { state -> CheckedContinuation<Outcome, Never>? in
-            switch state.waiters[id] {
-            case .registered?:
-                state.waiters[id] = .answered(outcome)
+            guard let entry = state.waiters[id] else { return nil }
+            switch entry.waiter {
+            case .registered:
+                state.waiters[id] = (entry.read, Waiter.answered(outcome))
                 return nil
-            case .waiting(let continuation)?:
+            case .waiting(let continuation):
                 state.waiters[id] = nil
                 return continuation
-            case .answered?, nil:
+            case .answered:
                 return nil
             }
         }
         waiter?.resume(returning: outcome)
     }
 
-    /// The read ended with `outcome`: every probe still waiting has its answer, and the next
-    /// probe starts a new read.
-    private func finish(_ outcome: Outcome) {
+    /// Read `readId` ended with `outcome`: every probe still waiting on it has its answer (and
+    /// every probe waiting on any read, when the store answered: it is ready), and the next
+    /// probe starts a new read unless another is under way.
+    private func finish(_ readId: UInt64, _ outcome: Outcome) {
         let waiting = state.withLock { state -> [CheckedContinuation<Outcome, Never>] in
-            state.reading = false
+            state.reads[readId] = nil
             var waiting: [CheckedContinuation<Outcome, Never>] = []
-            for (id, waiter) in state.waiters {
-                switch waiter {
+            for (id, entry) in state.waiters where entry.read == readId || outcome == .answered {
+                switch entry.waiter {
                 case .registered:
-                    state.waiters[id] = .answered(outcome)
+                    state.waiters[id] = (entry.read, Waiter.answered(outcome))
                 case .waiting(let continuation):
                     state.waiters[id] = nil
                     waiting.append(continuation)

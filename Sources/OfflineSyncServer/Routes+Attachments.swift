@@ -203,7 +203,7 @@ extension Routes {
         let status: HTTPResponse.Status, first: Int64, count: Int64
         switch answer {
         case .notModified:
-            return Response(status: .notModified, headers: headers)
+            return Self.notModified(headers, size: size)
         case .preconditionFailed:
             headers[.contentLength] = "0"
             return Response(status: .preconditionFailed, headers: headers)
@@ -237,6 +237,16 @@ extension Routes {
             } }
             try await writer.finish(nil)
         })
+    }
+
+    /// A 304 with the headers a 200 would carry, `Content-Length` the file's size included:
+    /// RFC 9110 (8.6) lets a 304 carry no `Content-Length` other than the 200's, and
+    /// Hummingbird would otherwise give its empty body `Content-Length: 0` (it keeps one that
+    /// is set). NIO's encoder leaves the field off a 304 on the wire, which the RFC allows too.
+    static func notModified(_ headers: HTTPFields, size: Int64) -> Response {
+        var headers = headers
+        headers[.contentLength] = String(size)
+        return Response(status: .notModified, headers: headers)
     }
 
     /// The same 404 for "no such file" and "not yours", with no body that could differ.

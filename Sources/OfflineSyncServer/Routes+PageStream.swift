@@ -50,7 +50,7 @@ extension Routes {
                 } catch {
                     let answer = error as? APIError ?? APIError.internalError
                     if !(error is APIError) { logger.error("page stream failed", metadata: ["error": "\(type(of: error))"]) }
-                    PageStream.writeFailure(status: answer.status.code, error: answer.code.rawValue, message: answer.message, into: &out)
+                    PageStream.writeFailure(status: answer.status.code, error: answer.code, message: answer.message, into: &out)
                     try await writer.write(ByteBuffer(bytes: out))
                     try await writer.finish(nil)
                     return

@@ -22,7 +22,7 @@ struct Routes: Sendable {
             Self.json(.object([("status", .string("ok"))]))
         }
         router.get("ready") { _, _ in await ready() }
-        router.get("metrics") { request, _ in try metrics(request) }
+        router.get("metrics") { request, context in try metrics(request, context) }
         router.post("v1/push") { request, context in try await push(request, context) }
         router.post("v1/pull") { request, context in try await pull(request, context) }
         if configuration.binaryPush {
@@ -33,8 +33,8 @@ struct Routes: Sendable {
         }
         router.post("v1/admin/tokens") { request, context in try await mintToken(request, context) }
         router.post("v1/admin/prune") { request, context in try await prune(request, context) }
-        router.post("v1/admin/prune-attachments") { request, _ in
-            try requireAdmin(request)
+        router.post("v1/admin/prune-attachments") { request, context in
+            try requireAdmin(request, context)
             let removed = try await call { try await service.pruneAttachments() }
             return Self.json(.object([("removed", .number(String(removed)))]))
         }
@@ -167,7 +167,7 @@ struct Routes: Sendable {
     // MARK: Operator routes
 
     func mintToken(_ request: Request, _ context: SyncRequestContext) async throws -> Response {
-        try requireAdmin(request)
+        try requireAdmin(request, context)
         guard server.verifier.acceptsDevelopmentTokens else {
             throw APIError(.forbidden, .forbidden, "development tokens are off on this server")
         }
@@ -196,7 +196,7 @@ struct Routes: Sendable {
     }
 
     func prune(_ request: Request, _ context: SyncRequestContext) async throws -> Response {
-        try requireAdmin(request)
+        try requireAdmin(request, context)
         let body = try await readJSON(request)
         // At most 100 years, so the cutoff's arithmetic cannot overflow.
         guard case .number(let text)? = body["olderThanSeconds"], let seconds = Int64(text), (0...3_155_760_000).contains(seconds) else {
@@ -210,7 +210,7 @@ struct Routes: Sendable {
     /// Merges one identity's datasets into another's, as an identity provider does when an
     /// unauthenticated identity signs in: `{"identityPoolId", "from", "into"}` → `{"datasets": [names]}`.
     func mergeIdentities(_ request: Request, _ context: SyncRequestContext) async throws -> Response {
-        try requireAdmin(request)
+        try requireAdmin(request, context)
         let body = try await readJSON(request)
         guard case .string(let pool)? = body["identityPoolId"], case .string(let from)? = body["from"],
               case .string(let into)? = body["into"] else {
@@ -225,7 +225,7 @@ struct Routes: Sendable {
     /// ``OfflineSyncService/RuleExplanation`` as JSON. The claims are the ones a token of that
     /// identity would carry; the answer names what the rules compare, so only the admin key asks.
     func explain(_ request: Request, _ context: SyncRequestContext) async throws -> Response {
-        try requireAdmin(request)
+        try requireAdmin(request, context)
         let body = try await readJSON(request)
         guard case .string(let identity)? = body["identity"], case .string(let table)? = body["table"],
               case .string(let id)? = body["id"] else {
@@ -359,8 +359,10 @@ struct Routes: Sendable {
     /// `GET /ready`, the readiness probe (no credentials): 200 while the server takes new
     /// work; 503 once a shutdown began (``SyncServer/Configuration/drainPeriod``), and while
     /// its store does not answer a read within ``readinessDeadline``. The answer comes by the
-    /// deadline even when the store hangs, and probes share one store read at a time
-    /// (``ReadinessProbe``), so probes of a hung store neither hang nor pile up.
+    /// deadline even when the store hangs, and probes share the store read under way
+    /// (``ReadinessProbe``: a second one only beside a read stuck for five deadlines, never a
+    /// third), so probes of a hung store neither hang nor pile up, and a read stuck for good
+    /// does not keep the answer at 503 once the store recovered.
     func ready() async -> Response {
         if server.draining.isSet {
             return Self.json(.object([("status", .string("draining"))]), status: .serviceUnavailable)
@@ -380,28 +382,12 @@ struct Routes: Sendable {
 
     /// `GET /metrics`: ``ServerMetrics`` in Prometheus's text format, for the metrics key as
     /// `Authorization: Bearer <key>` (``SyncServer/Configuration/metricsKey``) or the admin key
-    /// in `X-Admin-Key` (never as a bearer token).
-    func metrics(_ request: Request) throws -> Response {
-        if !carriesMetricsKey(request) { try requireAdmin(request) }
+    /// in `X-Admin-Key` (never as a bearer token), each behind the limit on wrong keys
+    /// (``requireMetricsReader(_:_:)``).
+    func metrics(_ request: Request, _ context: SyncRequestContext) throws -> Response {
+        try requireMetricsReader(request, context)
         return Response(status: .ok, headers: [.contentType: "text/plain; version=0.0.4; charset=utf-8"],
                         body: .init(byteBuffer: ByteBuffer(bytes: server.metrics.exposition())))
-    }
-
-    /// Whether the request's bearer credential is the metrics key, compared in constant time.
-    /// Only `GET /metrics` asks: everywhere else the key is a bearer token that does not verify.
-    func carriesMetricsKey(_ request: Request) -> Bool {
-        guard let expected = configuration.metricsKey, !expected.isEmpty, let header = request.headers[.authorization] else { return false }
-        let parts = header.split(separator: " ", maxSplits: 1)
-        guard parts.count == 2, parts[0].lowercased() == "bearer" else { return false }
-        return constantTimeEqual(Array(parts[1].trimmingCharacters(in: .whitespaces).utf8), Array(expected.utf8))
-    }
-
-    /// Checks the `X-Admin-Key` header in constant time; 401 without detail otherwise.
-    func requireAdmin(_ request: Request) throws {
-        guard let expected = configuration.adminKey, let given = request.headers[Self.adminKeyHeader],
-              constantTimeEqual(Array(given.utf8), Array(expected.utf8)) else {
-            throw APIError(.unauthorized, .unauthorized, "missing or wrong admin key")
-        }
     }
 
     static let adminKeyHeader = HTTPField.Name("X-Admin-Key")!

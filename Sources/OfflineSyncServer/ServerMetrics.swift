@@ -94,7 +94,7 @@ public final class ServerMetrics: Sendable {
             case .tokens: "Bearer tokens checked: verified, refused, or unverifiable (the issuer's keys could not be had)."
             case .keySets: "Key-set (JWKS) fetches of configured issuers, by issuer and result."
             case .attachmentBytes: "Attachment bytes received by uploads (every byte that arrived, a cut-off request's included) and sent by downloads."
-            case .consoleSignIns: "Console sign-ins refused: with a wrong key (wrong_key), or unchecked because too many failed lately (rate_limited)."
+            case .consoleSignIns: "Admin and metrics keys refused (the console's sign-in, X-Admin-Key, a console session cookie, the metrics key): a wrong key (wrong_key), or unchecked because too many were wrong lately (rate_limited)."
             }
         }
 
@@ -185,7 +185,7 @@ public final class ServerMetrics: Sendable {
         counter(.attachmentBytes, [("direction", direction)]).increment(by: Int64(count))
     }
 
-    /// A console sign-in refused, by why (``ConsoleSignInRefusal``).
+    /// A key refused at any door that takes the admin or metrics key, by why (``ConsoleSignInRefusal``).
     func consoleSignInRefused(_ reason: ConsoleSignInRefusal) {
         counter(.consoleSignIns, [("reason", reason.rawValue)]).increment()
     }

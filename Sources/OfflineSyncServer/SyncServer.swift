@@ -46,12 +46,18 @@ public struct SyncServer: Sendable {
         /// only the admin key reads them.
         public var metricsKey: String? = nil
         /// When the console's session cookie carries `Secure`; by default when the sign-in came
-        /// over TLS or from a trusted proxy saying `X-Forwarded-Proto: https`.
+        /// over TLS or from a trusted proxy saying `X-Forwarded-Proto: https`. This server
+        /// terminates no TLS itself, so behind a TLS-terminating proxy `auto` needs that proxy
+        /// in ``trustedProxies``; otherwise use ``ConsoleSecureCookie/always``. A server that
+        /// listens beyond loopback with `auto`, an admin key and no trusted proxy logs a
+        /// warning when it starts.
         public var consoleSecureCookie: ConsoleSecureCookie = .auto
         /// The proxies whose `X-Forwarded-Proto` and `X-Forwarded-For` are believed (for the
-        /// console's cookie and its sign-in limit); none by default.
+        /// console's cookie and the limit on wrong keys); none by default.
         public var trustedProxies = TrustedProxies()
-        /// How many failed console sign-ins the server takes per client address and overall.
+        /// How many wrong admin or metrics keys the server takes per client address and
+        /// overall, at every door that compares one (the console's sign-in, `X-Admin-Key`, a
+        /// console session cookie, the metrics key), before it answers 429 without checking.
         public var consoleSignIns = ConsoleSignInLimits()
         /// The largest request body accepted, in bytes (413 `bodyTooLarge` above it).
         public var maxBodyBytes: Int
@@ -164,7 +170,7 @@ public struct SyncServer: Sendable {
     let started = Timestamp.now()
     /// Set once a shutdown begins: `GET /ready` answers 503 from then on.
     let draining = DrainFlag()
-    /// `GET /ready`'s store read: one at a time, each probe bounded by its deadline.
+    /// `GET /ready`'s store reads: shared by the probes, each probe bounded by its deadline.
     let readiness = ReadinessProbe()
     /// The change channels open now, told "going away" when the drain ends.
     let channels = ChannelRegistry()
@@ -272,6 +278,7 @@ public struct SyncServer: Sendable {
 
     func makeApplication(onServerRunning: @escaping @Sendable (any Channel) async -> Void) -> some ApplicationProtocol {
         verifier.start()
+        if let warning = Self.secureCookieWarning(configuration) { configuration.logger.warning("\(warning)") }
         let router = Router(context: SyncRequestContext.self)
         router.add(middleware: RequestMetricsMiddleware(metrics: metrics))
         router.add(middleware: RequestLogMiddleware(logger: configuration.logger))
@@ -298,6 +305,26 @@ public struct SyncServer: Sendable {
             configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: "OfflineSync"),
             onServerRunning: onServerRunning,
             logger: configuration.logger)
+    }
+}
+
+extension SyncServer {
+    /// The warning a server logs when it starts beyond loopback with a console whose cookie
+    /// can never be `Secure`: `auto`, no trusted proxy, and a listener that never sees TLS
+    /// (this server terminates none). `nil` otherwise.
+    static func secureCookieWarning(_ configuration: Configuration) -> String? {
+        guard configuration.adminKey != nil, configuration.consoleSecureCookie == .auto, configuration.trustedProxies.isEmpty,
+              !isLoopback(configuration.host) else { return nil }
+        return "the console's session cookie will never be Secure: this server terminates no TLS, and no --trusted-proxy "
+            + "says X-Forwarded-Proto: https. Behind a TLS-terminating proxy, name it with --trusted-proxy, "
+            + "or set --console-secure-cookie always"
+    }
+
+    /// Whether `host`, a listening address, is loopback only (`localhost`, 127.0.0.0/8, `::1`).
+    static func isLoopback(_ host: String) -> Bool {
+        if host.lowercased() == "localhost" { return true }
+        guard let bytes = TrustedProxies.address(host) else { return false }
+        return bytes.count == 4 ? bytes[0] == 127 : bytes == [UInt8](repeating: 0, count: 15) + [1]
     }
 }
 

@@ -300,10 +300,14 @@ public final class OfflineSyncService: Sendable {
     /// Applies a batch (see ``push(claims:_:)``) and reports whose views it changed.
     public func pushReporting(claims: Claims, _ operations: [PushOperation]) async throws -> PushReport {
         let identity = claims.identity.text
-        var unserved: [String: (reason: String, status: Int)] = [:]
+        // A table the service will not serve refuses each of its operations with the refusal's
+        // code, stored with the outcome as every other refusal's is (a replay gets it back).
+        // A failure that may pass on a retry (a busy or closed store) refuses nothing: the push
+        // fails whole and is sent again, rather than stored as refused for good.
+        var unserved: [String: PushRefusal] = [:]
         for table in Set(operations.map(\.table)) {
-            do { try await ensureTable(table) } catch let error as SyncError {
-                unserved[table] = (error.message, error.code == .forbidden ? 403 : 404)
+            do { try await ensureTable(table) } catch let error as SyncError where !Self.isRetryable(error.code) {
+                unserved[table] = PushRefusal(reason: error.message, status: error.code == .forbidden ? 403 : 404, code: error.code)
             }
         }
         let layouts = Dictionary(uniqueKeysWithValues: Set(operations.map(\.table)).map { ($0, StorageLayout(storageSchema(for: $0))) })
@@ -341,8 +345,8 @@ public final class OfflineSyncService: Sendable {
                     continue
                 }
                 let outcome: PushOutcome, code: SyncError.Code?, remembered: Bool
-                if let (reason, status) = refused[operation.table] {
-                    (outcome, code, remembered) = (.rejected(reason: reason, status: status), nil, false)
+                if let refusal = refused[operation.table] {
+                    (outcome, code, remembered) = refusal.answer
                 } else {
                     (outcome, code, remembered) = try self.apply(operation, index: index, key: keys[index], row: rowIds[index],
                                                                  layout: layouts[operation.table]!, in: &push)
@@ -375,6 +379,12 @@ public final class OfflineSyncService: Sendable {
         var pushed = report.0
         pushed.regrouped.merge(await convertGroups(report.1).marked) { $0.union($1) }
         return pushed
+    }
+
+    /// Whether a failure with `code` may pass on a retry: the store was busy, closed or failed,
+    /// which says nothing about the request.
+    static func isRetryable(_ code: SyncError.Code) -> Bool {
+        [.busy, .transient, .storeClosed, .storageFailure].contains(code)
     }
 
     /// A row's version: its table's epoch (the first 8 characters) and its change sequence

@@ -153,6 +153,11 @@ struct ServeCommand: AsyncParsableCommand {
         discussion: "An upload past it is refused with 413 before any byte is stored. Default 20 GiB."))
     var attachmentQuotaBytes: Int64?
 
+    @Option(name: .customLong("attachment-max-open-uploads"), help: ArgumentHelp(
+        "The most unfinished uploads one identity may have at once (environment: OFFLINE_SYNC_ATTACHMENT_MAX_OPEN_UPLOADS).",
+        discussion: "A new upload past it is refused with 413 until one is finished, cancelled or collected. Default 256."))
+    var attachmentMaxOpenUploads: Int64?
+
     @Option(name: .customLong("attachment-grace-seconds"), help: ArgumentHelp(
         "How long an attachment no row references, or an upload left unfinished, is kept (environment: OFFLINE_SYNC_ATTACHMENT_GRACE_SECONDS).",
         discussion: "Default 86400 (a day): time for the record that references a new upload to be pushed."))
@@ -216,15 +221,33 @@ struct ServeCommand: AsyncParsableCommand {
         "When the console's session cookie is Secure: auto, always or never (environment: OFFLINE_SYNC_CONSOLE_SECURE_COOKIE).",
         discussion: """
             auto (the default) sets it when the sign-in came over TLS, or from a --trusted-proxy that says \
-            X-Forwarded-Proto: https. always suits a deployment reached over HTTPS only.
+            X-Forwarded-Proto: https. This server terminates no TLS, so behind a TLS-terminating proxy auto \
+            needs --trusted-proxy; always suits a deployment reached over HTTPS only.
             """))
     var consoleSecureCookie: String?
+
+    @Option(name: .customLong("admin-attempts-per-address"), help: ArgumentHelp(
+        "Wrong admin or metrics keys one client address may send in 5 minutes (environment: OFFLINE_SYNC_ADMIN_ATTEMPTS_PER_ADDRESS).",
+        discussion: """
+            Counted at every door that takes a key: the console's sign-in, X-Admin-Key, a console session cookie, \
+            the metrics key. Past it a request with a key is answered 429 with Retry-After, its key unchecked. \
+            Default 10.
+            """))
+    var adminAttemptsPerAddress: Int64?
+
+    @Option(name: .customLong("admin-attempts-overall"), help: ArgumentHelp(
+        "Wrong admin or metrics keys from all addresses together in a minute (environment: OFFLINE_SYNC_ADMIN_ATTEMPTS_OVERALL).",
+        discussion: """
+            Past it, an address that sent a wrong key itself in its last 5 minutes is answered 429; an address \
+            that did not (the operator's) is held only to its own limit. Default 100.
+            """))
+    var adminAttemptsOverall: Int64?
 
     @Option(name: .customLong("trusted-proxy"), help: ArgumentHelp(
         "A proxy whose X-Forwarded-Proto and X-Forwarded-For are believed: an IP address or ADDRESS/PREFIX (repeatable; environment: OFFLINE_SYNC_TRUSTED_PROXIES, comma-separated).",
         discussion: """
             The console then takes the client's protocol (for its cookie's Secure flag) and address (for its \
-            sign-in limit) from those headers when the connection comes from one of these. Default: none.
+            limit on wrong admin keys) from those headers when the connection comes from one of these. Default: none.
             """))
     var trustedProxies: [String] = []
 
@@ -265,7 +288,10 @@ struct ServeCommand: AsyncParsableCommand {
             quotaPerIdentity: try setting(attachmentQuotaBytes, "OFFLINE_SYNC_ATTACHMENT_QUOTA_BYTES", defaults.quotaPerIdentity,
                                           "--attachment-quota-bytes"),
             grace: .seconds(try setting(attachmentGraceSeconds, "OFFLINE_SYNC_ATTACHMENT_GRACE_SECONDS",
-                                        defaults.grace.components.seconds, "--attachment-grace-seconds")))
+                                        defaults.grace.components.seconds, "--attachment-grace-seconds")),
+            maximumOpenUploads: Int(try setting(attachmentMaxOpenUploads, "OFFLINE_SYNC_ATTACHMENT_MAX_OPEN_UPLOADS",
+                                                Int64(defaults.maximumOpenUploads), "--attachment-max-open-uploads")))
+        guard attachmentLimits.maximumOpenUploads >= 1 else { throw ValidationError("--attachment-max-open-uploads must be at least 1") }
         let pruneSeconds = try setting(attachmentPruneSeconds, "OFFLINE_SYNC_ATTACHMENT_PRUNE_SECONDS", 3600, "--attachment-prune-seconds")
         let fanout = try setting(groupFanoutLimit, "OFFLINE_SYNC_GROUP_FANOUT_LIMIT", Int64(OfflineSyncService.defaultGroupFanoutLimit),
                                  "--group-fanout-limit")
@@ -331,8 +357,8 @@ extension ServeCommand {
         configuration.developmentTokens = development
     }
 
-    /// The metrics key, the console cookie's `Secure` policy and the trusted proxies, from their
-    /// options or else their environment variables.
+    /// The metrics key, the console cookie's `Secure` policy, the limits on wrong keys and the
+    /// trusted proxies, from their options or else their environment variables.
     func configureConsole(_ configuration: inout SyncServer.Configuration, environment: [String: String]) throws {
         let key = metricsKey ?? environment["OFFLINE_SYNC_METRICS_KEY"] ?? ""
         if !key.isEmpty {
@@ -344,6 +370,18 @@ extension ServeCommand {
             throw ValidationError("--console-secure-cookie is auto, always or never, not '\(secureText)'")
         }
         configuration.consoleSecureCookie = secure
+        func attempts(_ flag: Int64?, _ variable: String, _ fallback: Int, _ name: String) throws -> Int {
+            let value = try flag ?? environment[variable].map { text in
+                guard let number = Int64(text) else { throw ValidationError("\(variable) must be a whole number") }
+                return number
+            } ?? Int64(fallback)
+            guard (1...1_000_000_000).contains(value) else { throw ValidationError("\(name) must be from 1 to 1000000000") }
+            return Int(value)
+        }
+        configuration.consoleSignIns.perAddress = try attempts(adminAttemptsPerAddress, "OFFLINE_SYNC_ADMIN_ATTEMPTS_PER_ADDRESS",
+                                                               configuration.consoleSignIns.perAddress, "--admin-attempts-per-address")
+        configuration.consoleSignIns.overall = try attempts(adminAttemptsOverall, "OFFLINE_SYNC_ADMIN_ATTEMPTS_OVERALL",
+                                                            configuration.consoleSignIns.overall, "--admin-attempts-overall")
         let proxies = trustedProxies + (environment["OFFLINE_SYNC_TRUSTED_PROXIES"] ?? "").split(separator: ",").map(String.init)
         do {
             configuration.trustedProxies = try TrustedProxies(proxies.filter { !$0.trimmingCharacters(in: .whitespaces).isEmpty })

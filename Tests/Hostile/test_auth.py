@@ -30,6 +30,10 @@ targets), so an attack differs from a valid request only by its credentials.
   10  credentials of another API (a valid SigV4 signature on bearer routes, the admin key on
       user routes, a Cognito secret as a token) are denied.
   20  operator routes with a valid user token and no or a wrong admin key: 401.
+  22  wrong admin keys are limited per client address on every door (a server of its own, 3
+      wrong keys a client): the next key, the right one included, is answered 429 with
+      Retry-After on the operator routes, /metrics, the console and its sign-in, unchecked; a
+      request with no key is neither counted nor held back.
   21  pool-level Cognito routes with an identity's token or identity-bound key: 403.
   30-35  identities are isolated: bob's valid token or key cannot read, overwrite or delete
       alice's rows (native push/pull, tables API) or datasets (Cognito API); WebSocket
@@ -103,6 +107,13 @@ SIGV4_WINDOW = 300             # SigV4Verifier.maxClockSkew, seconds
 OUTSIDE_WINDOW = SIGV4_WINDOW + 30  # past the window by far more than a request's latency
 
 NETWORK_ERRORS = (OSError, http.client.HTTPException)
+
+# Wrong admin keys the module's server takes per client address (`serve
+# --admin-attempts-per-address`; the default is 10). Every probe comes from 127.0.0.1, and test
+# 20 alone sends about 60 wrong keys (6 non-empty wrong keys and a forged session cookie to 9
+# operator and console routes), so the module's server takes far more, and test 22 shows the
+# limit on a server of its own.
+KEY_ATTEMPTS = 1000
 
 # How each kind of route refuses credentials (Docs/openapi.yaml, Docs/Server.md).
 DENIAL = {"bearer": 401, "admin": 401, "console": 401, "cognito-identity": 403, "cognito-pool": 403}
@@ -219,12 +230,15 @@ class _Server:
             self.env.pop(name, None)
         self.proc = None
 
-    def start(self, extra=()):
-        """Starts the server with the module's keys and `extra` arguments of `serve`."""
+    def start(self, extra=(), key_attempts=KEY_ATTEMPTS):
+        """Starts the server with the module's keys and `extra` arguments of `serve`, taking
+        `key_attempts` wrong admin keys per client address (and ten times as many overall)."""
         command = [_binary(), "serve", "--port", "0", "--data", self.tmp, "--log-level", "debug",
                    "--cognito-key", "%s:%s" % DEV_KEY,
                    "--cognito-key", "%s:%s:%s" % (ALICE_KEY + (ALICE,)),
-                   "--cognito-key", "%s:%s:%s" % (BOB_KEY + (BOB,))] + list(extra)
+                   "--cognito-key", "%s:%s:%s" % (BOB_KEY + (BOB,)),
+                   "--admin-attempts-per-address", str(key_attempts),
+                   "--admin-attempts-overall", str(10 * key_attempts)] + list(extra)
         self.proc = subprocess.Popen(command, cwd=self.tmp, env=self.env, stdin=subprocess.DEVNULL,
                                      stdout=self.log_file, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + 30
@@ -1230,6 +1244,7 @@ class T2PrivilegedRoutes(AuthTestCase):
         ]
         # The console's session cookie: forged (no HMAC of the key), expired, or made with another key.
         forged = [("a forged session cookie", {"Cookie": "osync_console=9999999999." + "0" * 64}),
+                  ("a forged session cookie of the current form", {"Cookie": "osync_console=9999999999." + "a" * 32 + "." + "0" * 64}),
                   ("an expired session cookie", {"Cookie": "osync_console=1." + hmac.new(
                       ADMIN_KEY.encode(), b"offline-sync console 1", hashlib.sha256).hexdigest()}),
                   ("a session cookie of another key", {"Cookie": "osync_console=9999999999." + hmac.new(
@@ -1254,6 +1269,64 @@ class T2PrivilegedRoutes(AuthTestCase):
                                    ("alice's identity-bound key, validly signed", signed_probe(probe, ALICE_KEY)),
                                    ("bob's identity-bound key, validly signed", signed_probe(probe, BOB_KEY))],
                     kinds=("cognito-pool",))
+
+    def test_22_wrong_admin_keys_are_limited_per_address(self):
+        """On a server of its own that takes 3 wrong keys a client address: three wrong keys
+        at three doors (an operator route's X-Admin-Key, the console's, its sign-in form) are
+        401; requests that offer no key are 401 and not counted; the fourth key, the right one
+        included, is 429 with Retry-After at every door, unchecked."""
+        server = _Server()
+        try:
+            server.start(key_attempts=3)
+            admin = server.host, server.port
+
+            def at(method, path, body=None, headers=None):
+                headers = dict(headers or {})
+                _remember(headers)
+                conn = http.client.HTTPConnection(*admin, timeout=15)
+                try:
+                    conn.request(method, path, body=body, headers=headers)
+                    response = conn.getresponse()
+                    return response.status, response.headers, response.read()
+                finally:
+                    conn.close()
+
+            prune = ("POST", "/v1/admin/prune", jbody({"olderThanSeconds": 3155760000}))
+            form = {"Content-Type": "application/x-www-form-urlencoded"}
+            guesses = [
+                prune + ({"X-Admin-Key": "admin-key-guess-0000000001", **JSON_HEADERS},),
+                ("GET", "/admin", None, {"X-Admin-Key": "admin-key-guess-0000000002"}),
+                ("POST", "/admin/login", b"key=admin-key-guess-0000000003", form),
+            ]
+            for method, path, body, headers in guesses:
+                with self.subTest(guess="%s %s" % (method, path)):
+                    self.assertEqual(at(method, path, body, headers)[0], 401)
+            # No key offered: no guess, neither counted nor held back, now or below.
+            for method, path, body, headers in [prune + (JSON_HEADERS,), ("GET", "/metrics", None, {}), ("GET", "/admin", None, {}),
+                                                ("POST", "/admin/login", b"", form)] * 2:
+                with self.subTest(without_a_key="%s %s" % (method, path)):
+                    self.assertEqual(at(method, path, body, headers)[0], 401)
+            right = [
+                ("an operator route", prune + ({"X-Admin-Key": ADMIN_KEY, **JSON_HEADERS},)),
+                ("the metrics", ("GET", "/metrics", None, {"X-Admin-Key": ADMIN_KEY})),
+                ("the console", ("GET", "/admin", None, {"X-Admin-Key": ADMIN_KEY})),
+                ("the sign-in form", ("POST", "/admin/login", urllib.parse.urlencode({"key": ADMIN_KEY}).encode(), form)),
+            ]
+            # A fourth wrong key, then the right one at every door: 429, the key unchecked.
+            status, headers, body = at(*(prune + ({"X-Admin-Key": "admin-key-guess-0000000004", **JSON_HEADERS},)))
+            self.assertEqual(status, 429, body[:300])
+            for name, (method, path, body, headers) in right:
+                with self.subTest(right_key_at=name):
+                    status, answer_headers, answer = at(method, path, body, headers)
+                    self.assertEqual(status, 429, answer[:300])
+                    self.assertGreaterEqual(int(answer_headers.get("Retry-After", "0")), 1)
+                    self.assertLessEqual(int(answer_headers.get("Retry-After", "0")), 300)
+                    if path == "/v1/admin/prune":
+                        self.assertEqual(json.loads(answer)["error"]["code"], "unavailable")
+            self.assertEqual(at(*(prune + (JSON_HEADERS,)))[0], 401, "a request without a key was held back")
+        finally:
+            code = server.stop()
+        self.assertEqual(code, 0, "the limited server exited with %s on SIGTERM" % code)
 
 
 # =========================================================================== 3x: identities

@@ -186,6 +186,67 @@ struct AttachmentHTTPTests {
         }
     }
 
+    @Test("an identity holds at most maximumOpenUploads unfinished uploads: one more is 413 limitExceeded until one is finished or cancelled; others are not held")
+    func openUploadsAreBounded() async throws {
+        try await LiveServer.with(attachmentLimits: AttachmentLimits(maximumOpenUploads: 3)) { live in
+            let token = try await live.token("alice"), base = live.baseURL
+            func create(_ hash: String, token: String, _ bytes: [UInt8] = []) async throws -> RawResponse {
+                try await http(.POST, "\(base)/v1/attachments/\(hash)", headers: Self.headers(token, [("Upload-Complete", "?0")]), body: bytes)
+            }
+            // Made up names, no length: each reserves no byte of the quota.
+            let names = ["1", "2", "3", "4", "5", "6"].map { String(repeating: $0, count: 64) }
+            for name in names.prefix(3) { #expect(try await create(name, token: token).status == 201) }
+            // Creating one it has already is no new upload.
+            #expect(try await create(names[0], token: token).status == 201)
+            let refused = try await create(names[3], token: token)
+            #expect(refused.status == 413)
+            #expect(refused.errorCode == "limitExceeded")
+            #expect(try await http(.HEAD, "\(base)/v1/attachments/\(names[3])/upload", headers: Self.headers(token)).status == 404,
+                    "the refused creation left an upload")
+            // Another identity counts its own.
+            #expect(try await create(names[3], token: try await live.token("bob")).status == 201)
+            // A whole small file in one request is no unfinished upload, and is taken.
+            let small = Array(Self.bytes[..<1000])
+            let whole = try await http(.POST, "\(base)/v1/attachments/\(sha256Hex(small))", headers: Self.headers(token, [
+                ("Upload-Complete", "?1"), ("Upload-Length", "1000"),
+            ]), body: small)
+            #expect(whole.status == 200)
+            // Cancelling one makes room for one.
+            #expect(try await http(.DELETE, "\(base)/v1/attachments/\(names[0])/upload", headers: Self.headers(token)).status == 204)
+            let file = Array(Self.bytes[1000..<3000]), fileHash = sha256Hex(file)
+            #expect(try await create(fileHash, token: token, Array(file[..<500])).status == 201)
+            #expect(try await create(names[4], token: token).status == 413)
+            // Finishing one makes room too.
+            let finished = try await http(.PATCH, "\(base)/v1/attachments/\(fileHash)/upload", headers: Self.headers(token, [
+                ("Upload-Offset", "500"), ("Upload-Complete", "?1"), ("Content-Type", "application/partial-upload"),
+            ]), body: Array(file[500...]))
+            #expect(finished.status == 200)
+            #expect(try await create(names[4], token: token).status == 201)
+            #expect(try await create(names[5], token: token).status == 413)
+        }
+    }
+
+    @Test("a whole file sent over an upload created with another length is 400 invalidValue, not a limit, and keeps the upload")
+    func wholeFileOfAnotherLength() async throws {
+        try await LiveServer.with { live in
+            let token = try await live.token("alice"), base = live.baseURL
+            let small = Array(Self.bytes[..<500]), hash = sha256Hex(small)
+            let created = try await http(.POST, "\(base)/v1/attachments/\(hash)", headers: Self.headers(token, [
+                ("Upload-Complete", "?0"), ("Upload-Length", "1000"),
+            ]), body: [])
+            #expect(created.status == 201)
+            let whole = try await http(.POST, "\(base)/v1/attachments/\(hash)", headers: Self.headers(token, [
+                ("Upload-Complete", "?1"), ("Upload-Length", "500"),
+            ]), body: small)
+            #expect(whole.status == 400)
+            #expect(whole.errorCode == "invalidValue")
+            #expect(whole.header("Upload-Limit") == nil)
+            let state = try await http(.HEAD, "\(base)/v1/attachments/\(hash)/upload", headers: Self.headers(token))
+            #expect(state.header("Upload-Offset") == "0")
+            #expect(state.header("Upload-Length") == "1000")
+        }
+    }
+
     @Test("an upload completed short of its declared length is refused and kept to resume; the offset retrieval echoes Upload-Length")
     func shortCompletion() async throws {
         try await LiveServer.with { live in

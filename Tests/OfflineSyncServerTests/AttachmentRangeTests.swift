@@ -1,4 +1,5 @@
 import Foundation
+import Hummingbird
 import OfflineSync
 @testable import OfflineSyncServer
 import OfflineSyncService
@@ -57,6 +58,9 @@ struct AttachmentRangeTests {
             #expect(cached.status == 304)
             #expect(cached.body.isEmpty)
             #expect(cached.header("ETag") == etag)
+            // RFC 9110 (8.6): a 304 carries no Content-Length but the 200's (or none).
+            #expect(cached.header("Content-Length") == nil || cached.header("Content-Length") == String(size),
+                    "\(cached.header("Content-Length") ?? "")")
             #expect(try await get([("If-None-Match", "\"other\", W/\(etag)")]).status == 304, "weak comparison")
             #expect(try await get([("If-None-Match", "\"other\"")]).status == 200)
             let current = try await get([("Range", "bytes=10-19"), ("If-Range", etag)])
@@ -80,6 +84,16 @@ struct AttachmentRangeTests {
             #expect(try await get([("Range", "bytes=0-1")], method: .HEAD).status == 200)
             #expect(try await get([("If-None-Match", etag)], method: .HEAD).status == 304)
         }
+    }
+
+    @Test("a 304 says the file's size as its Content-Length, never the 0 of its empty body, and keeps the other headers")
+    func notModifiedLength() {
+        let answer = Routes.notModified([.eTag: "\"\(Self.hash)\"", .cacheControl: "private"], size: 1_500_000)
+        #expect(answer.status == .notModified)
+        #expect(answer.headers[.contentLength] == "1500000")
+        #expect(answer.headers[.eTag] == "\"\(Self.hash)\"")
+        #expect(answer.headers[.cacheControl] == "private")
+        #expect(answer.body.contentLength == 0)
     }
 
     @Test("an empty file: bytes=0- is 416 with bytes */0, a suffix is the whole empty file")

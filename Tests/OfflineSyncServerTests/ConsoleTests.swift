@@ -161,6 +161,9 @@ struct ConsoleTests {
             #expect(try Self.isSecure(proxied.0))
             let overHTTP = try await Self.signIn(live.baseURL, key: testAdminKey, headers: [("X-Forwarded-Proto", "http")]).0
             #expect(try !Self.isSecure(overHTTP))
+            // A client's own "https" before the value the proxy wrote is not believed.
+            let spoofed = try await Self.signIn(live.baseURL, key: testAdminKey, headers: [("X-Forwarded-Proto", "https, http")]).0
+            #expect(try !Self.isSecure(spoofed))
             let direct = try await Self.signIn(live.baseURL, key: testAdminKey).0
             #expect(try !Self.isSecure(direct))
             // Signing out clears the cookie with the same attribute.
@@ -184,8 +187,13 @@ struct ConsoleTests {
         // plain HTTP, so that case is checked on the decision itself).
         #expect(Routes.consoleCookieIsSecure(.auto, scheme: "https", fromTrustedProxy: false, forwardedProto: []))
         #expect(!Routes.consoleCookieIsSecure(.auto, scheme: "http", fromTrustedProxy: false, forwardedProto: ["https"]))
-        #expect(Routes.consoleCookieIsSecure(.auto, scheme: "http", fromTrustedProxy: true, forwardedProto: ["https, http"]))
-        #expect(!Routes.consoleCookieIsSecure(.auto, scheme: "http", fromTrustedProxy: true, forwardedProto: ["http, https"]))
+        // The proxy that connected appends its own value: the last one is what the server can
+        // believe; one further left is whatever reached that proxy (a client can write it).
+        #expect(Routes.consoleCookieIsSecure(.auto, scheme: "http", fromTrustedProxy: true, forwardedProto: ["http, https"]))
+        #expect(!Routes.consoleCookieIsSecure(.auto, scheme: "http", fromTrustedProxy: true, forwardedProto: ["https, http"]))
+        #expect(Routes.consoleCookieIsSecure(.auto, scheme: "http", fromTrustedProxy: true, forwardedProto: ["http", "https"]))
+        #expect(!Routes.consoleCookieIsSecure(.auto, scheme: "http", fromTrustedProxy: true, forwardedProto: ["https", "http"]))
+        #expect(!Routes.consoleCookieIsSecure(.auto, scheme: "http", fromTrustedProxy: true, forwardedProto: ["https,"]))
         #expect(!Routes.consoleCookieIsSecure(.never, scheme: "https", fromTrustedProxy: true, forwardedProto: ["https"]))
     }
 
@@ -247,16 +255,19 @@ struct ConsoleTests {
             #expect(right.status == 429 && cookie == nil)
             // X-Forwarded-For from a peer that is no trusted proxy changes nothing.
             #expect(try await Self.signIn(base, key: testAdminKey, headers: [("X-Forwarded-For", "198.51.100.7")]).0.status == 429)
-            // A script's X-Admin-Key still opens the page.
-            #expect(try await http(.GET, base + "/admin", headers: [("X-Admin-Key", testAdminKey)]).status == 200)
+            // Every door that takes the key shares the limit: a script's X-Admin-Key is not
+            // checked either, on the console or on /metrics.
+            let page = try await http(.GET, base + "/admin", headers: [("X-Admin-Key", testAdminKey)])
+            #expect(page.status == 429 && page.header("Retry-After") != nil)
             let scrape = try await http(.GET, base + "/metrics", headers: [("X-Admin-Key", testAdminKey)])
-            let metrics = try PrometheusText(scrape.text)
+            #expect(scrape.status == 429 && scrape.errorCode == "unavailable")
+            let metrics = try PrometheusText(String(decoding: live.server.metrics.exposition(), as: UTF8.self))
             #expect(metrics.value("offline_sync_console_signin_refused_total", ["reason": "wrong_key"]) == 3)
-            #expect(metrics.value("offline_sync_console_signin_refused_total", ["reason": "rate_limited"]) == 3)
+            #expect(metrics.value("offline_sync_console_signin_refused_total", ["reason": "rate_limited"]) == 5)
         }
     }
 
-    @Test("behind a trusted proxy each client is counted by its forwarded address, and all together by the overall limit")
+    @Test("behind a trusted proxy each client is counted by its forwarded address; past the overall limit only addresses that failed themselves wait")
     func signInLimitOverall() async throws {
         let proxies = try TrustedProxies(["127.0.0.1"])
         let limits = ConsoleSignInLimits(perAddress: 2, addressWindow: .seconds(300), overall: 4, overallWindow: .seconds(60))
@@ -274,9 +285,81 @@ struct ConsoleTests {
             #expect(try await signIn(from: "203.0.113.2", testAdminKey) == 303)
             #expect(try await signIn(from: "203.0.113.3", "guess") == 401)
             #expect(try await signIn(from: "2001:db8::1", "guess") == 401)
-            // Four failures from all addresses together: a new address is refused too.
-            #expect(try await signIn(from: "203.0.113.4", testAdminKey) == 429)
+            // Four failures from all addresses together: an address that failed lately waits,
+            // under its own limit though it is; one that did not (the operator's) is let in.
+            #expect(try await signIn(from: "203.0.113.3", testAdminKey) == 429)
+            #expect(try await signIn(from: "203.0.113.4", testAdminKey) == 303)
+            #expect(try await signIn(from: "203.0.113.5", "guess") == 401)
+            #expect(try await signIn(from: "203.0.113.5", testAdminKey) == 429)
         }
+    }
+
+    @Test("every door that compares a key shares one limit per address: X-Admin-Key on an operator route and the console, the metrics key, a forged session cookie; a request with no key is not counted")
+    func everyKeyDoorIsLimited() async throws {
+        let metricsKey = "metrics-key-for-scrapers-only-0123"
+        let limits = ConsoleSignInLimits(perAddress: 4, addressWindow: .seconds(300), overall: 1000, overallWindow: .seconds(60))
+        let proxies = try TrustedProxies(["127.0.0.1"])
+        try await LiveServer.with(configure: {
+            $0.consoleSignIns = limits
+            $0.trustedProxies = proxies
+            $0.metricsKey = metricsKey
+        }) { (live: LiveServer) async throws -> Void in
+            let base = live.baseURL, json = [("Content-Type", "application/json")]
+            let prune = Array(#"{"olderThanSeconds":3155760000}"#.utf8)
+            func from(_ address: String) -> [(String, String)] { [("X-Forwarded-For", address)] }
+            let guesser = from("203.0.113.9")
+            // A cookie of the console's form, unexpired, whose HMAC is not the admin key's:
+            // checking it answers a guess at the key.
+            let forged = "osync_console=9999999999.\(String(repeating: "c", count: 32)).\(String(repeating: "0", count: 64))"
+            // Three wrong keys at three doors.
+            #expect(try await http(.POST, base + "/v1/admin/prune", headers: guesser + json + [("X-Admin-Key", "guess-1")], body: prune).status == 401)
+            #expect(try await http(.GET, base + "/metrics", headers: guesser + [("Authorization", "Bearer guess-2")]).status == 401)
+            #expect(try await http(.GET, base + "/admin", headers: guesser + [("X-Admin-Key", "guess-3")]).status == 401)
+            // Requests that offer no key (or an empty one) are no guesses: never counted.
+            for _ in 0..<3 {
+                #expect(try await http(.POST, base + "/v1/admin/prune", headers: guesser + json, body: prune).status == 401)
+                #expect(try await http(.POST, base + "/v1/admin/prune", headers: guesser + json + [("X-Admin-Key", "")], body: prune).status == 401)
+                #expect(try await http(.GET, base + "/metrics", headers: guesser).status == 401)
+                #expect(try await http(.GET, base + "/admin", headers: guesser).status == 401)
+            }
+            // The right key from that address still passes (3 of 4), and does not clear the count.
+            #expect(try await http(.POST, base + "/v1/admin/prune", headers: guesser + json + [("X-Admin-Key", testAdminKey)], body: prune).status == 200)
+            #expect(try await http(.GET, base + "/admin", headers: guesser + [("Cookie", forged)]).status == 401)
+            // Four wrong: the right key is no longer checked at any door.
+            let limited = try await http(.POST, base + "/v1/admin/prune", headers: guesser + json + [("X-Admin-Key", testAdminKey)], body: prune)
+            #expect(limited.status == 429 && limited.errorCode == "unavailable")
+            let retry = try #require(limited.header("Retry-After").flatMap { Int($0) })
+            #expect((1...300).contains(retry))
+            #expect(try await http(.GET, base + "/metrics", headers: guesser + [("Authorization", "Bearer \(metricsKey)")]).status == 429)
+            #expect(try await http(.GET, base + "/admin", headers: guesser + [("X-Admin-Key", testAdminKey)]).status == 429)
+            #expect(try await Self.signIn(base, key: testAdminKey, headers: guesser).0.status == 429)
+            // Still no count for a request without a key: 401, not 429.
+            #expect(try await http(.GET, base + "/metrics", headers: guesser).status == 401)
+            // Another address is not held back.
+            let other = from("203.0.113.10")
+            #expect(try await http(.GET, base + "/metrics", headers: other + [("Authorization", "Bearer \(metricsKey)")]).status == 200)
+            #expect(try await http(.POST, base + "/v1/admin/prune", headers: other + json + [("X-Admin-Key", testAdminKey)], body: prune).status == 200)
+            let metrics = try PrometheusText(String(decoding: live.server.metrics.exposition(), as: UTF8.self))
+            #expect(metrics.value("offline_sync_console_signin_refused_total", ["reason": "wrong_key"]) == 4)
+            #expect(metrics.value("offline_sync_console_signin_refused_total", ["reason": "rate_limited"]) == 4)
+        }
+    }
+
+    @Test("a server listening beyond loopback warns at start when its console's cookie can never be Secure")
+    func secureCookieWarning() throws {
+        func warning(host: String, _ change: (inout SyncServer.Configuration) -> Void = { _ in }) -> String? {
+            var configuration = SyncServer.Configuration(host: host, port: 0, tokenSecret: testSecret, adminKey: testAdminKey)
+            change(&configuration)
+            return SyncServer.secureCookieWarning(configuration)
+        }
+        #expect(warning(host: "0.0.0.0")?.contains("--trusted-proxy") == true)
+        #expect(warning(host: "10.1.2.3") != nil)
+        #expect(warning(host: "::") != nil)
+        for loopback in ["127.0.0.1", "127.1.2.3", "::1", "localhost"] { #expect(warning(host: loopback) == nil, "\(loopback)") }
+        let proxy = try TrustedProxies(["10.0.0.7"])
+        #expect(warning(host: "0.0.0.0") { $0.trustedProxies = proxy } == nil)
+        #expect(warning(host: "0.0.0.0") { $0.consoleSecureCookie = .always } == nil)
+        #expect(warning(host: "0.0.0.0") { $0.adminKey = nil } == nil)
     }
 
     @Test("the metrics key reads /metrics and nothing else: it mints no token, opens no console and is no bearer token")
@@ -412,10 +495,19 @@ struct ConsoleGuardTests {
         }
         #expect(limiter.addressCount <= 8)
 
-        let overall = ConsoleSignInLimits(perAddress: 100, overall: 5, overallWindow: .seconds(60))
+        // Past the overall limit only an address that failed within its own window waits: a
+        // flood from others never locks out one that did not (the operator's).
+        let overall = ConsoleSignInLimits(perAddress: 100, addressWindow: .seconds(300), overall: 5, overallWindow: .seconds(60))
         let shared = SignInLimiter()
         for index in 0..<5 { shared.failed([192, 0, 2, UInt8(index)], limits: overall, now: start) }
-        #expect(shared.wait(for: [192, 0, 2, 200], limits: overall, now: start + .seconds(10)) == Duration.seconds(50))
-        #expect(shared.wait(for: [192, 0, 2, 200], limits: overall, now: start + .seconds(60)) == nil)
+        #expect(shared.wait(for: [192, 0, 2, 200], limits: overall, now: start + .seconds(10)) == nil)
+        #expect(shared.wait(for: [192, 0, 2, 0], limits: overall, now: start + .seconds(10)) == Duration.seconds(50))
+        #expect(shared.wait(for: [192, 0, 2, 0], limits: overall, now: start + .seconds(60)) == nil)
+        // The clean address fails once: from then on the overall limit holds it too.
+        shared.failed([192, 0, 2, 200], limits: overall, now: start + .seconds(10))
+        #expect(shared.wait(for: [192, 0, 2, 200], limits: overall, now: start + .seconds(20)) == Duration.seconds(40))
+        // Once its own window ends it is clean again, whatever the others do.
+        for index in 0..<5 { shared.failed([192, 0, 2, UInt8(index)], limits: overall, now: start + .seconds(300)) }
+        #expect(shared.wait(for: [192, 0, 2, 200], limits: overall, now: start + .seconds(311)) == nil)
     }
 }

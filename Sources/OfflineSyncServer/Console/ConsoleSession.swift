@@ -55,20 +55,29 @@ struct ConsoleSession: Sendable, Hashable {
     /// 1970) and whose HMAC matches, compared in constant time; whether one was revoked is
     /// the store's to say.
     static func sessions(in headers: HTTPFields, adminKey: String, now: Int64) -> [ConsoleSession] {
-        var found: [ConsoleSession] = []
+        offered(in: headers, now: now).filter { $0.session.isSigned($0.signature, adminKey: adminKey) }.map { $0.session }
+    }
+
+    /// The session cookies a request carries in this form that have not ended at `now`, each
+    /// with the signature it came with, unchecked. Checking one answers a guess at the admin
+    /// key, so the console checks them behind the limit on wrong keys.
+    static func offered(in headers: HTTPFields, now: Int64) -> [(session: ConsoleSession, signature: Substring)] {
+        var found: [(session: ConsoleSession, signature: Substring)] = []
         for header in headers[values: .cookie] {
             for pair in header.split(separator: ";") {
                 let parts = pair.trimmingCharacters(in: .whitespaces).split(separator: "=", maxSplits: 1)
                 guard parts.count == 2, parts[0] == cookieName else { continue }
                 let fields = parts[1].split(separator: ".", omittingEmptySubsequences: false)
                 guard fields.count == 3, let expiry = Int64(fields[0]), expiry > now, isSessionId(fields[1]) else { continue }
-                let session = ConsoleSession(expiry: expiry, id: String(fields[1]))
-                if constantTimeEqual(Array(fields[2].utf8), Array(session.signature(adminKey: adminKey).utf8)) {
-                    found.append(session)
-                }
+                found.append((ConsoleSession(expiry: expiry, id: String(fields[1])), fields[2]))
             }
         }
         return found
+    }
+
+    /// Whether `signature` is this session's HMAC under `adminKey`, compared in constant time.
+    func isSigned(_ signature: Substring, adminKey: String) -> Bool {
+        constantTimeEqual(Array(signature.utf8), Array(self.signature(adminKey: adminKey).utf8))
     }
 
     private static func isSessionId(_ text: Substring) -> Bool {

@@ -10,12 +10,13 @@ import OfflineSyncService
 /// session id and carries an HMAC of both keyed by the admin key (``ConsoleSession``), so a
 /// changed admin key ends every session; signing out records the id in the store
 /// (``ConsoleRevocations``), so that cookie is refused from then on, after a restart and by
-/// every instance over the store. Failed sign-ins are limited per client address and overall
-/// (``SignInLimiter``). A script may send `X-Admin-Key` instead. Without an admin key the
-/// console does not exist (404), as the other operator routes.
+/// every instance over the store. Wrong keys are limited per client address and overall
+/// (``SignInLimiter``), on the sign-in form as at every door that takes the admin key
+/// (``checkKey(_:_:matches:)``). A script may send `X-Admin-Key` instead. Without an admin key
+/// the console does not exist (404), as the other operator routes.
 extension Routes {
     func addConsole(to router: Router<SyncRequestContext>) {
-        router.get("admin") { request, _ in try await console(request) }
+        router.get("admin") { request, context in try await console(request, context) }
         router.post("admin/login") { request, context in try await consoleLogin(request, context) }
         router.post("admin/logout") { request, context in try await consoleLogout(request, context) }
     }
@@ -28,6 +29,8 @@ extension Routes {
         case session(ConsoleSession)
         /// Neither: a wrong key, or no session that is signed, unexpired and not signed out.
         case nobody
+        /// Its key or cookie was not checked: its client had too many wrong keys lately.
+        case limited(Duration)
     }
 
     /// The admin key; 404 without one (the console does not exist).
@@ -37,11 +40,12 @@ extension Routes {
     }
 
     /// The console, or the sign-in form (401) without a valid session or key.
-    func console(_ request: Request) async throws -> Response {
+    func console(_ request: Request, _ context: SyncRequestContext) async throws -> Response {
         let adminKey = try consoleAdminKey()
-        let caller = try await consoleCaller(request, adminKey: adminKey)
-        if case .nobody = caller {
-            return Self.page(ConsolePage.login(message: nil), status: .unauthorized)
+        switch try await consoleCaller(request, context, adminKey: adminKey) {
+        case .nobody: return Self.page(ConsolePage.login(message: nil), status: .unauthorized)
+        case .limited(let delay): return Self.tooManyWrongKeysPage(delay)
+        case .key, .session: break
         }
         let query = request.uri.queryParameters
         var explainer = ConsolePage.Explainer()
@@ -83,9 +87,10 @@ extension Routes {
 
     /// `POST /admin/login` with the form's `key` (or `X-Admin-Key`): the session cookie and a
     /// redirection to the console; the form again with 401 for a wrong key, or with 429 and
-    /// `Retry-After`, the key unchecked, while its client address or the server as a whole
-    /// has had too many failed sign-ins (``SyncServer/Configuration/consoleSignIns``). A
-    /// request that offers no key is not a guess, and is not counted.
+    /// `Retry-After`, the key unchecked, while its client address has had too many wrong keys
+    /// (``SyncServer/Configuration/consoleSignIns``), here or at any other door. A request
+    /// that offers no key is not a guess, and is not counted. A right key forgets its
+    /// address's failures.
     func consoleLogin(_ request: Request, _ context: SyncRequestContext) async throws -> Response {
         let adminKey = try consoleAdminKey()
         let form = String(buffer: try await readBody(request))
@@ -97,21 +102,11 @@ extension Routes {
         guard let given = offered, !given.isEmpty else {
             return Self.page(ConsolePage.login(message: "That is not the admin key."), status: .unauthorized)
         }
-        let client = configuration.trustedProxies.client(peer: context.channel.remoteAddress,
-                                                         forwardedFor: request.headers[values: TrustedProxies.forwardedForHeader])
-        let limits = configuration.consoleSignIns
-        if let delay = server.console.signIns.wait(for: client, limits: limits) {
-            server.metrics.consoleSignInRefused(.rateLimited)
-            let seconds = max(1, delay.components.seconds + (delay.components.attoseconds > 0 ? 1 : 0))
-            return Self.page(ConsolePage.login(message: "Too many failed sign-ins: try again in \(seconds) s."),
-                             status: .tooManyRequests, headers: [.retryAfter: "\(seconds)"])
+        switch checkKey(given, against: adminKey, request, context) {
+        case .limited(let delay): return Self.tooManyWrongKeysPage(delay)
+        case .wrong: return Self.page(ConsolePage.login(message: "That is not the admin key."), status: .unauthorized)
+        case .right: server.console.signIns.succeeded(clientAddress(request, context))
         }
-        guard constantTimeEqual(Array(given.utf8), Array(adminKey.utf8)) else {
-            server.console.signIns.failed(client, limits: limits)
-            server.metrics.consoleSignInRefused(.wrongKey)
-            return Self.page(ConsolePage.login(message: "That is not the admin key."), status: .unauthorized)
-        }
-        server.console.signIns.succeeded(client)
         let session = ConsoleSession.start(now: Timestamp.now().millisecondsSince1970 / 1000)
         var headers = HTTPFields()
         headers[.location] = "/admin"
@@ -124,9 +119,10 @@ extension Routes {
     /// out, and the browser told to forget its cookie. Needs a session or the admin key.
     func consoleLogout(_ request: Request, _ context: SyncRequestContext) async throws -> Response {
         let adminKey = try consoleAdminKey()
-        let caller = try await consoleCaller(request, adminKey: adminKey)
-        if case .nobody = caller {
-            return Self.page(ConsolePage.login(message: nil), status: .unauthorized)
+        switch try await consoleCaller(request, context, adminKey: adminKey) {
+        case .nobody: return Self.page(ConsolePage.login(message: nil), status: .unauthorized)
+        case .limited(let delay): return Self.tooManyWrongKeysPage(delay)
+        case .key, .session: break
         }
         let store = service.store
         for session in ConsoleSession.sessions(in: request.headers, adminKey: adminKey, now: Timestamp.now().millisecondsSince1970 / 1000) {
@@ -137,23 +133,51 @@ extension Routes {
     }
 
     /// The caller: the admin key in `X-Admin-Key` (which, when present, decides alone), or a
-    /// session cookie that is signed, unexpired and not signed out. The store is read only for
-    /// a cookie whose HMAC matched, so a request without the key never reaches it.
-    func consoleCaller(_ request: Request, adminKey: String) async throws -> ConsoleCaller {
+    /// session cookie that is signed, unexpired and not signed out. Both are checked behind the
+    /// limit on wrong keys (``checkKey(_:_:matches:)``): a cookie's HMAC is keyed by the admin
+    /// key, so a cookie of the right form that does not match counts as a wrong key, as an
+    /// empty `X-Admin-Key` or a request with neither does not. The store is read only for a
+    /// cookie whose HMAC matched, so a request without the key never reaches it.
+    func consoleCaller(_ request: Request, _ context: SyncRequestContext, adminKey: String) async throws -> ConsoleCaller {
         if let given = request.headers[Self.adminKeyHeader] {
-            return constantTimeEqual(Array(given.utf8), Array(adminKey.utf8)) ? .key : .nobody
+            guard !given.isEmpty else { return .nobody }
+            switch checkKey(given, against: adminKey, request, context) {
+            case .right: return .key
+            case .wrong: return .nobody
+            case .limited(let delay): return .limited(delay)
+            }
+        }
+        let offered = ConsoleSession.offered(in: request.headers, now: Timestamp.now().millisecondsSince1970 / 1000)
+        guard !offered.isEmpty else { return .nobody }
+        var signed: [ConsoleSession] = []
+        switch checkKey(request, context, matches: {
+            signed = offered.filter { $0.session.isSigned($0.signature, adminKey: adminKey) }.map { $0.session }
+            return !signed.isEmpty
+        }) {
+        case .right: break
+        case .wrong: return .nobody
+        case .limited(let delay): return .limited(delay)
         }
         let store = service.store
-        for session in ConsoleSession.sessions(in: request.headers, adminKey: adminKey, now: Timestamp.now().millisecondsSince1970 / 1000) {
+        for session in signed {
             let revoked = try await call { try await server.console.revocations.isRevoked(session, in: store) }
             if !revoked { return .session(session) }
         }
         return .nobody
     }
 
+    /// The sign-in form with 429 and `Retry-After`: the key or cookie was not checked.
+    static func tooManyWrongKeysPage(_ delay: Duration) -> Response {
+        let seconds = retryAfterSeconds(delay)
+        return page(ConsolePage.login(message: "Too many failed sign-ins: try again in \(seconds) s."),
+                    status: .tooManyRequests, headers: [.retryAfter: "\(seconds)"])
+    }
+
     /// Whether the session cookie gets `Secure` (``SyncServer/Configuration/consoleSecureCookie``):
-    /// `auto` sets it when the request came over TLS, or from a trusted proxy whose
-    /// `X-Forwarded-Proto` (its first value: the protocol the client used) is `https`.
+    /// `auto` sets it when the request came over TLS (which this server, terminating no TLS,
+    /// never sees itself), or from a trusted proxy whose `X-Forwarded-Proto` says `https`: its
+    /// last value, the one the proxy that connected wrote, as `X-Forwarded-For` is read from
+    /// the right. A value further left was written by whoever sent the request to that proxy.
     func consoleCookieIsSecure(_ request: Request, _ context: SyncRequestContext) -> Bool {
         Self.consoleCookieIsSecure(configuration.consoleSecureCookie, scheme: request.head.scheme,
                                    fromTrustedProxy: configuration.trustedProxies.trusts(context.channel.remoteAddress),
@@ -170,7 +194,8 @@ extension Routes {
         case .auto:
             if scheme?.lowercased() == "https" { return true }
             guard fromTrustedProxy else { return false }
-            let proto = forwardedProto.first?.split(separator: ",").first?.trimmingCharacters(in: .whitespaces).lowercased()
+            let proto = forwardedProto.last?.split(separator: ",", omittingEmptySubsequences: false).last?
+                .trimmingCharacters(in: .whitespaces).lowercased()
             return proto == "https"
         }
     }

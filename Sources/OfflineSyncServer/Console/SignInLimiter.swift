@@ -1,16 +1,22 @@
 import Synchronization
 
-/// How many failed console sign-ins a server takes before it stops checking keys for a while:
-/// past either limit, a sign-in is answered 429 with `Retry-After`, whatever key it carries.
-/// Each instance counts its own.
+/// How many wrong admin keys (and metrics keys) a server takes before it stops checking keys
+/// for a while. Every door that compares one counts: the console's sign-in form, `X-Admin-Key`
+/// on the operator routes and the console, a session cookie whose HMAC (keyed by the admin key)
+/// does not match, and the metrics key. Past a limit, a request that offers a key is answered
+/// 429 with `Retry-After`, whatever key it carries; one that offers none is not a guess, and is
+/// neither counted nor held back. Each instance counts its own.
 public struct ConsoleSignInLimits: Sendable, Hashable {
-    /// Failed sign-ins one client address may make per ``addressWindow`` (an IPv6 client is
+    /// Wrong keys one client address may send per ``addressWindow`` (an IPv6 client is
     /// counted by its /64, which one subscriber usually holds whole). Default 10.
     public var perAddress: Int
     /// How long an address's count runs from its first failure; default 5 minutes.
     public var addressWindow: Duration
-    /// Failed sign-ins from all addresses together per ``overallWindow``: what bounds a guesser
-    /// with many addresses. Default 100.
+    /// Wrong keys from all addresses together per ``overallWindow``: what bounds a guesser
+    /// with many addresses. Past it, only addresses that sent a wrong key themselves within
+    /// their ``addressWindow`` are held back: an address that has not (the operator's) stays
+    /// subject to its own limit alone, so a flood from elsewhere never locks the operator out.
+    /// A guesser with many addresses then gets one guess per fresh address. Default 100.
     public var overall: Int
     /// How long the overall count runs from the first failure it holds; default 1 minute.
     public var overallWindow: Duration
@@ -29,22 +35,24 @@ public struct ConsoleSignInLimits: Sendable, Hashable {
     }
 }
 
-/// Why a console sign-in was refused: the `reason` label of
-/// `offline_sync_console_signin_refused_total`.
+/// Why a key was refused: the `reason` label of `offline_sync_console_signin_refused_total`
+/// (every door that takes the admin key or the metrics key counts there).
 enum ConsoleSignInRefusal: String, Sendable, CaseIterable {
-    /// Too many failed lately (from its address, or from all): its key was not checked.
+    /// Too many wrong lately (from its address, or from all while its address failed too): its
+    /// key was not checked.
     case rateLimited = "rate_limited"
-    /// Its key was not the admin key.
+    /// It was not the key.
     case wrongKey = "wrong_key"
 }
 
-/// Counts failed console sign-ins in fixed windows, per client address and overall
+/// Counts wrong keys in fixed windows, per client address and overall
 /// (``ConsoleSignInLimits``). A window opens at an address's first failure and counts until
-/// it ends; a success forgets the address.
+/// it ends; a successful console sign-in forgets the address.
 ///
 /// Memory is bounded: at most ``ConsoleSignInLimits/addressesRemembered`` addresses. Only a
-/// failure that was checked adds one, and those are bounded by the overall limit, so the scan
-/// that makes room when the map is full runs at most that often.
+/// key that was checked adds one. When the map is full of windows that have not ended, the
+/// oldest eighth is forgotten at once, so a flood from fresh addresses pays for one scan per
+/// eighth of the map rather than one per request.
 final class SignInLimiter: Sendable {
     private struct Window {
         var start: ContinuousClock.Instant
@@ -58,18 +66,20 @@ final class SignInLimiter: Sendable {
 
     private let state = Mutex(State())
 
-    /// How long a sign-in from `address` must wait before its key is checked; `nil` when it
-    /// may be checked now.
+    /// How long a key from `address` must wait before it is checked; `nil` when it may be
+    /// checked now. The overall limit holds back only an address whose own window is open (it
+    /// sent a wrong key lately): others' failures never lock out an address that sent none.
     func wait(for address: [UInt8], limits: ConsoleSignInLimits, now: ContinuousClock.Instant = .now) -> Duration? {
         let key = Self.key(address)
         return state.withLock { state -> Duration? in
+            guard let window = state.addresses[key], window.start + limits.addressWindow > now else { return nil }
+            let own = Self.remaining(window, limit: limits.perAddress, length: limits.addressWindow, now: now)
             let overall = state.overall.flatMap { Self.remaining($0, limit: limits.overall, length: limits.overallWindow, now: now) }
-            let own = state.addresses[key].flatMap { Self.remaining($0, limit: limits.perAddress, length: limits.addressWindow, now: now) }
             return [overall, own].compactMap { $0 }.max()
         }
     }
 
-    /// Counts a failed sign-in from `address`.
+    /// Counts a wrong key from `address`.
     func failed(_ address: [UInt8], limits: ConsoleSignInLimits, now: ContinuousClock.Instant = .now) {
         let key = Self.key(address)
         state.withLock { state in
@@ -81,7 +91,9 @@ final class SignInLimiter: Sendable {
         }
     }
 
-    /// A sign-in from `address` succeeded: its failures are forgotten (the overall count stays).
+    /// A console sign-in from `address` succeeded: its failures are forgotten (the overall
+    /// count stays). Only the sign-in form forgets: a scraper's or a script's right key on
+    /// every request would otherwise reset the count of a guesser sharing its address.
     func succeeded(_ address: [UInt8]) {
         let key = Self.key(address)
         state.withLock { state in _ = state.addresses.removeValue(forKey: key) }
@@ -106,13 +118,16 @@ final class SignInLimiter: Sendable {
         return Window(start: window.start, failures: window.failures + 1)
     }
 
-    /// Leaves room for one more address: forgets the windows that ended, then the oldest.
+    /// Leaves room for one more address: forgets the windows that ended, then, when that is
+    /// not enough, the oldest eighth of the map (at least one).
     private static func makeRoom(_ addresses: inout [[UInt8]: Window], capacity: Int, length: Duration,
                                  now: ContinuousClock.Instant) {
         guard addresses.count >= capacity else { return }
         addresses = addresses.filter { $0.value.start + length > now }
-        while addresses.count >= capacity, let oldest = addresses.min(by: { $0.value.start < $1.value.start })?.key {
-            addresses.removeValue(forKey: oldest)
+        guard addresses.count >= capacity else { return }
+        let excess = addresses.count - capacity + max(1, capacity / 8)
+        for (key, _) in addresses.sorted(by: { $0.value.start < $1.value.start }).prefix(excess) {
+            addresses.removeValue(forKey: key)
         }
     }
 }

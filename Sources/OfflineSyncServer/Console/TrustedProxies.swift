@@ -5,9 +5,10 @@ import OfflineSync
 
 /// The proxies whose forwarding headers the server believes: a request whose connection comes
 /// from one of them may say, in `X-Forwarded-Proto`, that its client used HTTPS (the console's
-/// cookie is then `Secure`) and, in `X-Forwarded-For`, which address it came from (what the
-/// console's sign-in limit counts). From any other peer those headers are ignored, since
-/// whoever connects can write them. None by default.
+/// cookie is then `Secure`; the last value, the one that proxy wrote, is read) and, in
+/// `X-Forwarded-For`, which address it came from (what the limit on wrong admin and metrics
+/// keys counts). From any other peer those headers are ignored, since whoever connects can
+/// write them. None by default.
 ///
 /// Each entry is an address (`10.0.0.7`, `::1`) or a network as address and prefix length
 /// (`10.0.0.0/8`, `fd00::/8`). An IPv4 address an IPv6 socket reports (`::ffff:10.0.0.7`) is

@@ -1,3 +1,4 @@
+import Foundation
 import OfflineSync
 
 /// The service's limits on attachments.
@@ -10,12 +11,24 @@ public struct AttachmentLimits: Sendable, Hashable {
     /// How long a finished upload no row references, or an upload that stopped, is kept
     /// before ``OfflineSyncService/pruneAttachments(now:)`` collects it. Default 24 hours.
     public var grace: Duration
+    /// The most unfinished uploads one identity may have at once. An upload created without a
+    /// length reserves no bytes of the quota, so without this bound one identity could create
+    /// upload rows without end; past it a new upload is refused (``SyncError/Code/limitExceeded``)
+    /// until one is finished, cancelled or collected. Default 256.
+    public var maximumOpenUploads: Int
 
-    /// Limits; every parameter has the documented default.
+    /// Limits; every parameter has the documented default (``maximumOpenUploads`` 256).
     public init(maximumSize: Int64 = 2 << 30, quotaPerIdentity: Int64 = 20 << 30, grace: Duration = .seconds(86_400)) {
+        self.init(maximumSize: maximumSize, quotaPerIdentity: quotaPerIdentity, grace: grace, maximumOpenUploads: 256)
+    }
+
+    /// Limits with a bound on unfinished uploads; the other parameters have the documented defaults.
+    public init(maximumSize: Int64 = 2 << 30, quotaPerIdentity: Int64 = 20 << 30, grace: Duration = .seconds(86_400),
+                maximumOpenUploads: Int) {
         self.maximumSize = maximumSize
         self.quotaPerIdentity = quotaPerIdentity
         self.grace = grace
+        self.maximumOpenUploads = maximumOpenUploads
     }
 }
 
@@ -32,7 +45,7 @@ public struct ReadableAttachment: Sendable {
 /// hash. A finished one is that identity's grant: it may reference the hash and read it.
 struct AttachmentUploadRow: StoredRow {
     static let table = "__srv_att_uploads"
-    enum CodingKeys: String, CodingKey { case id, identity, hash, received, length, complete, touchedAt, run }
+    enum CodingKeys: String, CodingKey { case id, identity, hash, received, length, complete, touchedAt, run, chunks }
 
     var id: String
     var identity: String
@@ -45,15 +58,32 @@ struct AttachmentUploadRow: StoredRow {
     var touchedAt: Timestamp
     /// A random name for this run of the upload, new each time the upload is created, so an
     /// instance's running hash (``UploadHashes``) can never be taken for another run's. Absent
-    /// on a finished row stored whole, and on rows written before runs were named.
+    /// on rows written before runs were named.
     var run: String? = nil
+    /// The name its pieces are stored under (``AttachmentChunkRow/upload``): the key and the
+    /// run, so the pieces of two runs of one identity's upload of one hash never mix, and
+    /// removing an old run's pieces cannot take a new run's. Absent on rows written before it
+    /// was kept, whose pieces are under the row's id (``chunkOwner``).
+    var chunks: String? = nil
 
     static let schema = TableSchema(table, fields: [
         column(.identity, .string, indexed: true), column(.hash, .string, indexed: true), column(.received, .int),
         column(.length, .int), column(.complete, .bool), column(.touchedAt, .date, indexed: true), column(.run, .string),
+        column(.chunks, .string),
     ], undeclaredFields: .reject)
 
     static func key(identity: String, hash: String) -> String { CompositeKey.slashed(identity, last: hash) }
+
+    /// A new run's row of the upload `key`: a fresh run name, and its pieces named after it.
+    static func newRun(key: String, identity: String, hash: String, received: Int64, length: Int64, complete: Bool,
+                       touchedAt: Timestamp) -> AttachmentUploadRow {
+        let run = UUID.randomString()
+        return AttachmentUploadRow(id: key, identity: identity, hash: hash, received: received, length: length, complete: complete,
+                                   touchedAt: touchedAt, run: run, chunks: CompositeKey.slashed(key, last: run))
+    }
+
+    /// The name its pieces are stored under: ``chunks``, or the row's id on an older row.
+    var chunkOwner: String { chunks ?? id }
 }
 
 /// A piece of an upload's bytes (`__srv_att_chunks`), at its offset.
@@ -62,7 +92,8 @@ struct AttachmentChunkRow: StoredRow {
     enum CodingKeys: String, CodingKey { case id, upload, offset, bytes }
 
     var id: String
-    /// The key of the upload the piece belongs to.
+    /// The upload the piece belongs to: its ``AttachmentUploadRow/chunkOwner`` (a finished
+    /// file's ``AttachmentFileRow/holder``).
     var upload: String
     var offset: Int64
     var bytes: [UInt8]
@@ -89,7 +120,7 @@ struct AttachmentFileRow: StoredRow {
 
     var id: String
     var size: Int64
-    /// The upload whose chunks hold the bytes.
+    /// The name the file's pieces are stored under (``AttachmentUploadRow/chunkOwner``).
     var holder: String
     var completedAt: Timestamp
 

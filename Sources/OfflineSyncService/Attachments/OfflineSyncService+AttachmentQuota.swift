@@ -1,16 +1,20 @@
 import OfflineSync
 
 /// Bytes one identity's uploads hold (`__srv_att_usage`), keyed by identity: the sum over its
-/// uploads of the larger of what arrived and what was declared. Kept in the transactions that
-/// change an upload, so a quota check reads one row however many files the identity has.
+/// uploads of the larger of what arrived and what was declared, and how many of them are
+/// unfinished. Kept in the transactions that change an upload, so a quota check reads one row
+/// however many files the identity has.
 struct AttachmentUsageRow: StoredRow {
     static let table = "__srv_att_usage"
-    enum CodingKeys: String, CodingKey { case id, bytes }
+    enum CodingKeys: String, CodingKey { case id, bytes, open }
 
     var id: String
     var bytes: Int64
+    /// How many of the identity's uploads are unfinished; absent on rows written before it was
+    /// kept (it is counted from the uploads once, then kept).
+    var open: Int64? = nil
 
-    static let schema = TableSchema(table, fields: [column(.bytes, .int)], undeclaredFields: .reject)
+    static let schema = TableSchema(table, fields: [column(.bytes, .int), column(.open, .int)], undeclaredFields: .reject)
 }
 
 extension AttachmentUploadRow {
@@ -19,22 +23,66 @@ extension AttachmentUploadRow {
 }
 
 extension OfflineSyncService {
-    /// The bytes `identity`'s uploads hold. A store written before usage rows existed has
-    /// none: the sum is taken from the uploads once, and kept from then on.
-    func attachmentUsage(_ identity: String, _ txn: any LocalWriteTransaction) throws -> Int64 {
-        if let row = try AttachmentUsageRow.find(txn, id: identity) { return row.bytes }
+    /// `identity`'s usage row. A store written before usage rows existed has none: the bytes
+    /// are summed from the uploads once (and saved), and kept from then on.
+    private func attachmentUsageRow(_ identity: String, _ txn: any LocalWriteTransaction) throws -> AttachmentUsageRow {
+        if let row = try AttachmentUsageRow.find(txn, id: identity) { return row }
         let used = try AttachmentUploadRow.all(txn, Query(AttachmentUploadRow.field(.identity) == .string(identity)))
             .reduce(Int64(0)) { $0 + $1.charged }
-        try AttachmentUsageRow(id: identity, bytes: used).save(txn)
-        return used
+        let row = AttachmentUsageRow(id: identity, bytes: used)
+        try row.save(txn)
+        return row
+    }
+
+    /// The bytes `identity`'s uploads hold.
+    func attachmentUsage(_ identity: String, _ txn: any LocalWriteTransaction) throws -> Int64 {
+        try attachmentUsageRow(identity, txn).bytes
     }
 
     /// Adds `delta` (negative: frees) to `identity`'s usage, in the transaction that changes
     /// its upload.
     func chargeAttachment(_ identity: String, _ delta: Int64, _ txn: any LocalWriteTransaction) throws {
         guard delta != 0 else { return }
-        let used = try attachmentUsage(identity, txn)
-        try AttachmentUsageRow(id: identity, bytes: max(0, used + delta)).save(txn)
+        var row = try attachmentUsageRow(identity, txn)
+        row.bytes = max(0, row.bytes + delta)
+        try row.save(txn)
+    }
+
+    /// How many unfinished uploads `identity` has, as the store holds them now: the kept count,
+    /// or, on a row written before it was kept, a count of its uploads (not saved here).
+    private func openUploads(_ identity: String, _ row: AttachmentUsageRow, _ txn: any LocalWriteTransaction) throws -> Int64 {
+        if let open = row.open { return open }
+        let counted = try AttachmentUploadRow.count(txn, AttachmentUploadRow.field(.identity) == .string(identity)
+                                                        && AttachmentUploadRow.field(.complete) == false)
+        return Int64(counted)
+    }
+
+    /// Throws ``SyncError/Code/limitExceeded`` when `identity` has
+    /// ``AttachmentLimits/maximumOpenUploads`` unfinished uploads already: called in the
+    /// transaction that would create one more, before it does.
+    func checkOpenUploads(_ identity: String, _ txn: any LocalWriteTransaction) throws {
+        let row = try attachmentUsageRow(identity, txn)
+        let open = try openUploads(identity, row, txn)
+        let limit = Int64(max(1, attachmentLimits.maximumOpenUploads))
+        if open >= limit {
+            throw SyncError(.limitExceeded, "this identity has \(open) unfinished uploads, the most it may have at once (\(limit)): "
+                + "finish or cancel one first; one left untouched is collected after the grace period")
+        }
+    }
+
+    /// Counts `delta` more (or, negative, fewer) unfinished uploads for `identity`, in the
+    /// transaction that created, finished or removed one, after it did. On a row written
+    /// before the count was kept, the count is taken from the uploads as they now stand (the
+    /// change included) rather than moved by `delta`.
+    func countOpenUploads(_ identity: String, _ delta: Int64, _ txn: any LocalWriteTransaction) throws {
+        guard delta != 0 else { return }
+        var row = try attachmentUsageRow(identity, txn)
+        if let open = row.open {
+            row.open = max(0, open + delta)
+        } else {
+            row.open = try openUploads(identity, row, txn)
+        }
+        try row.save(txn)
     }
 
     /// Throws ``SyncError/Code/limitExceeded`` when `adding` more bytes would take `identity`
@@ -55,7 +103,8 @@ extension OfflineSyncService {
     /// told so, and nothing is stored).
     ///
     /// Throws what those three throw: ``SyncError/Code/attachmentDamaged`` when the bytes do not
-    /// hash to `hash` (nothing is kept), ``SyncError/Code/limitExceeded`` past a limit.
+    /// hash to `hash` (nothing is kept), ``SyncError/Code/limitExceeded`` past a limit, and
+    /// ``SyncError/Code/invalidValue`` when an upload of it was created with another length.
     public func storeAttachment(claims: Claims, hash: String, bytes: [UInt8]) async throws -> AttachmentUploadState {
         guard Attachment.isHash(hash) else { throw SyncError(.invalidValue, "an attachment is named by 64 lowercase hexadecimal digits") }
         guard bytes.count <= Self.attachmentPiece else {
@@ -77,16 +126,22 @@ extension OfflineSyncService {
                 return AttachmentUploadState(offset: size, complete: true)
             }
             if let existing, existing.length >= 0, existing.length != size {
-                throw SyncError(.limitExceeded, "the upload's bytes do not make its declared length of \(existing.length)")
+                throw SyncError(.invalidValue, "the upload was created with a length of \(existing.length) bytes; these are \(size): nothing was kept")
             }
             try self.checkQuota(identity, adding: size - (existing?.charged ?? 0), txn)
+            // A new run, its pieces under a name of their own (an earlier run's may still be
+            // being removed).
+            let row = AttachmentUploadRow.newRun(key: key, identity: identity, hash: hash, received: size, length: size,
+                                                 complete: true, touchedAt: Timestamp.now())
             if !held {
-                try AttachmentChunkRow(id: AttachmentChunkRow.key(upload: key, offset: 0), upload: key, offset: 0, bytes: bytes).save(txn)
-                try AttachmentFileRow(id: hash, size: size, holder: key, completedAt: Timestamp.now()).save(txn)
+                try AttachmentChunkRow(id: AttachmentChunkRow.key(upload: row.chunkOwner, offset: 0), upload: row.chunkOwner, offset: 0,
+                                       bytes: bytes).save(txn)
+                try AttachmentFileRow(id: hash, size: size, holder: row.chunkOwner, completedAt: Timestamp.now()).save(txn)
             }
-            try AttachmentUploadRow(id: key, identity: identity, hash: hash, received: size, length: size, complete: true,
-                                    touchedAt: Timestamp.now()).save(txn)
+            try row.save(txn)
             try self.chargeAttachment(identity, size - (existing?.charged ?? 0), txn)
+            // An unfinished upload of it with nothing received is finished by this one.
+            if existing != nil { try self.countOpenUploads(identity, -1, txn) }
             return AttachmentUploadState(offset: size, complete: true)
         }
     }

@@ -43,20 +43,25 @@ extension OfflineSyncService {
     /// the caller may already read is complete at once: its bytes are not sent again.
     ///
     /// Throws ``SyncError/Code/invalidValue`` for a malformed hash and
-    /// ``SyncError/Code/limitExceeded`` for a length over ``AttachmentLimits/maximumSize`` or
-    /// past the caller's ``AttachmentLimits/quotaPerIdentity``, before any byte is stored.
+    /// ``SyncError/Code/limitExceeded`` for a length over ``AttachmentLimits/maximumSize``,
+    /// past the caller's ``AttachmentLimits/quotaPerIdentity``, or when the caller has
+    /// ``AttachmentLimits/maximumOpenUploads`` unfinished uploads already, before any byte is
+    /// stored.
     public func beginAttachmentUpload(claims: Claims, hash: String, length: Int64?) async throws -> AttachmentUploadState {
         guard Attachment.isHash(hash) else { throw SyncError(.invalidValue, "an attachment is named by 64 lowercase hexadecimal digits") }
         if let length { try checkAttachmentSize(length) }
         return try await store.write { txn in
             if let state = try self.uploadState(claims: claims, hash: hash, txn) { return state }
             let identity = claims.identity.text
+            try self.checkOpenUploads(identity, txn)
             try self.checkQuota(identity, adding: length ?? 0, txn)
-            let row = AttachmentUploadRow(id: AttachmentUploadRow.key(identity: identity, hash: hash), identity: identity, hash: hash,
-                                          received: 0, length: length ?? -1, complete: false, touchedAt: Timestamp.now(),
-                                          run: UUID.randomString())
+            // A new run: its pieces are named after it, so an earlier run's, which may still be
+            // being removed (``removeUpload(_:if:)``), never mix with its own.
+            let row = AttachmentUploadRow.newRun(key: AttachmentUploadRow.key(identity: identity, hash: hash), identity: identity,
+                                                 hash: hash, received: 0, length: length ?? -1, complete: false, touchedAt: Timestamp.now())
             try row.save(txn)
             try self.chargeAttachment(identity, row.charged, txn)
+            try self.countOpenUploads(identity, 1, txn)
             return AttachmentUploadState(offset: 0, complete: false)
         }
     }
@@ -97,7 +102,8 @@ extension OfflineSyncService {
             guard !bytes.isEmpty else { return (upload.received, nil) }
             let grows = max(end, upload.length, 0) - upload.charged
             if grows > 0 { try self.checkQuota(upload.identity, adding: grows, txn) }
-            try AttachmentChunkRow(id: AttachmentChunkRow.key(upload: key, offset: offset), upload: key, offset: offset, bytes: bytes).save(txn)
+            let owner = upload.chunkOwner
+            try AttachmentChunkRow(id: AttachmentChunkRow.key(upload: owner, offset: offset), upload: owner, offset: offset, bytes: bytes).save(txn)
             let charged = upload.charged
             upload.received = end
             upload.touchedAt = Timestamp.now()
@@ -113,7 +119,9 @@ extension OfflineSyncService {
     /// and hash to `hash`, then keeps them as the file, or drops them when the file is already
     /// held. Bytes short of the declared length throw ``SyncError/Code/invalidValue`` and keep
     /// the upload as it is (the client resumes it); bytes that do not hash to `hash` remove the
-    /// upload and throw ``SyncError/Code/attachmentDamaged``.
+    /// upload and throw ``SyncError/Code/attachmentDamaged``. An append or a new run that
+    /// lands between the hash and the completing write throws ``SyncError/Code/conflict`` and
+    /// completes nothing: the file is exactly the bytes that were hashed.
     public func finishAttachmentUpload(claims: Claims, hash: String) async throws -> AttachmentUploadState {
         let key = AttachmentUploadRow.key(identity: claims.identity.text, hash: hash)
         guard let upload = try await store.read({ txn in try AttachmentUploadRow.find(txn, id: key) }) else {
@@ -123,39 +131,48 @@ extension OfflineSyncService {
         if upload.length >= 0, upload.received < upload.length {
             throw SyncError(.invalidValue, "the upload holds \(upload.received) of its declared \(upload.length) bytes; it is kept, to resume from offset \(upload.received)")
         }
+        // The hash of exactly the `received` bytes read above: the running hash only when it
+        // stands at that offset in this run, else the pieces read back up to it (an append
+        // committed since is not hashed; the completing write below then refuses).
+        let received = upload.received
         let computed: String?
-        if let followed = uploadHashes.finish(key, run: upload.run, received: upload.received) {
+        if let followed = uploadHashes.finish(key, run: upload.run, received: received) {
             computed = followed
         } else {
             var hasher = AttachmentHasher()
-            try await readChunks(of: key, from: 0) { hasher.update($0); return true }
-            computed = hasher.count == upload.received ? hasher.finish() : nil
+            try await readChunks(of: upload.chunkOwner, from: 0, until: received) { hasher.update($0); return true }
+            computed = hasher.count == received ? hasher.finish() : nil
         }
         guard computed == hash else {
-            try await removeUpload(key)
+            let run = upload.run
+            try await removeUpload(key, if: { $0.run == run })
             throw SyncError(.attachmentDamaged, "the uploaded bytes do not hash to \(hash); the upload is removed")
         }
-        let duplicate = try await store.write { txn -> Bool in
+        let completed = try await store.write { txn -> (owner: String, duplicate: Bool)? in
             guard var row = try AttachmentUploadRow.find(txn, id: key) else { throw SyncError(.notFound, "no upload of this attachment") }
+            // Another finish of the same bytes got here first: done.
+            if row.complete, row.run == upload.run, row.received == received { return nil }
+            // The bytes are no longer the ones hashed: an append (or a new run) came between.
+            guard !row.complete, row.run == upload.run, row.received == received else {
+                throw SyncError(.conflict, "the upload changed while it was being finished; it is at offset \(row.received)\(row.complete ? " and complete" : "")")
+            }
             row.complete = true
-            row.length = row.received
+            row.length = received
             row.touchedAt = Timestamp.now()
             try row.save(txn)
-            if try AttachmentFileRow.find(txn, id: hash) != nil { return true }
-            try AttachmentFileRow(id: hash, size: row.received, holder: key, completedAt: Timestamp.now()).save(txn)
-            return false
+            try self.countOpenUploads(row.identity, -1, txn)
+            if try AttachmentFileRow.find(txn, id: hash) != nil { return (row.chunkOwner, true) }
+            try AttachmentFileRow(id: hash, size: received, holder: row.chunkOwner, completedAt: Timestamp.now()).save(txn)
+            return (row.chunkOwner, false)
         }
-        if duplicate { try await removeChunks(of: key) }
-        return AttachmentUploadState(offset: upload.received, complete: true)
+        if let completed, completed.duplicate { try await removeChunks(of: completed.owner) }
+        return AttachmentUploadState(offset: received, complete: true)
     }
 
     /// Drops the caller's unfinished upload of `hash` and its bytes; `false` when it has none.
     /// A finished one is kept (it is the caller's grant).
     public func cancelAttachmentUpload(claims: Claims, hash: String) async throws -> Bool {
-        let key = AttachmentUploadRow.key(identity: claims.identity.text, hash: hash)
-        guard let upload = try await store.read({ txn in try AttachmentUploadRow.find(txn, id: key) }), !upload.complete else { return false }
-        try await removeUpload(key)
-        return true
+        try await removeUpload(AttachmentUploadRow.key(identity: claims.identity.text, hash: hash))
     }
 
     /// The attachment when the caller may read it, to read with
@@ -187,15 +204,15 @@ extension OfflineSyncService {
     }
 
     /// Hands the upload's bytes from `offset` to `body`, a piece per read transaction, and
-    /// stops at `end` when given (no look-up past the last piece). One piece is held at a
-    /// time: each is let go before the next is read.
+    /// stops at `end` when given: no byte at or past it is handed over, and no piece past it
+    /// is looked up. One piece is held at a time: each is let go before the next is read.
     func readChunks(of upload: String, from offset: Int64, until end: Int64? = nil, _ body: ([UInt8]) async throws -> Bool) async throws {
         var position = offset
         // Pieces are contiguous and keyed by their offset, so each next one is looked up by
         // its key (no ordered query, which SQLite answered by sorting whole rows, bytes and
         // all). The first is the piece starting at `offset`, or else the last one before it.
         var first = true
-        while true {
+        while end.map({ position < $0 }) ?? true {
             let at = position, isFirst = first
             let chunk = try await store.read { txn -> AttachmentChunkRow? in
                 if let exact = try AttachmentChunkRow.find(txn, id: AttachmentChunkRow.key(upload: upload, offset: at)) { return exact }
@@ -206,22 +223,35 @@ extension OfflineSyncService {
             guard let chunk else { return }
             first = false
             let skip = Int(position - chunk.offset)
-            if skip < chunk.bytes.count {
-                guard try await body(skip == 0 ? chunk.bytes : Array(chunk.bytes[skip...])) else { return }
+            // Nothing at or past `end` is handed over. (An upload's pieces end where its offsets
+            // stand, so a finish's `end`, an offset it read, or a file's size cuts none.)
+            let stop = end.map { Int(min(Int64(chunk.bytes.count), max(0, $0 - chunk.offset))) } ?? chunk.bytes.count
+            if skip < stop {
+                guard try await body(skip == 0 && stop == chunk.bytes.count ? chunk.bytes : Array(chunk.bytes[skip..<stop])) else { return }
             }
             position = chunk.offset + Int64(chunk.bytes.count)
-            if let end, position >= end { return }
         }
     }
 
-    private func removeUpload(_ key: String) async throws {
-        uploadHashes.forget(key)
-        try await removeChunks(of: key)
-        _ = try await store.write { txn in
-            guard let upload = try AttachmentUploadRow.find(txn, id: key) else { return }
+    /// Removes the unfinished upload `key` when `condition` holds for it as stored now, and
+    /// returns whether it did. Its row goes first, with its charge, in one transaction: from
+    /// then on no append finds it, so no piece can be stored that no row owns. Then its
+    /// pieces go, by the name of that run's pieces, which a new run of the same upload
+    /// (created meanwhile) does not share. A finished upload is never removed here: its
+    /// pieces may be the file's.
+    @discardableResult
+    private func removeUpload(_ key: String, if condition: @escaping @Sendable (AttachmentUploadRow) -> Bool = { _ in true }) async throws -> Bool {
+        let removed = try await store.write { txn -> AttachmentUploadRow? in
+            guard let upload = try AttachmentUploadRow.find(txn, id: key), !upload.complete, condition(upload) else { return nil }
             _ = try txn.delete(id: key, in: AttachmentUploadRow.table)
             try self.chargeAttachment(upload.identity, -upload.charged, txn)
+            try self.countOpenUploads(upload.identity, -1, txn)
+            return upload
         }
+        guard let removed else { return false }
+        uploadHashes.forget(key)
+        try await removeChunks(of: removed.chunkOwner)
+        return true
     }
 
     /// Deletes an upload's chunks, a few at a time (each may be a megabyte).
@@ -246,8 +276,10 @@ extension OfflineSyncService {
             try AttachmentUploadRow.all(txn, Query(AttachmentUploadRow.field(.complete) == false && AttachmentUploadRow.field(.touchedAt) < .date(cutoff)))
         }
         for upload in stale {
-            try await removeUpload(upload.id)
-            removed += 1
+            // Checked again in the removing transaction: the upload may have been resumed, or
+            // finished, or cancelled and created anew, since.
+            let run = upload.run
+            if try await removeUpload(upload.id, if: { $0.run == run && $0.touchedAt < cutoff }) { removed += 1 }
         }
         let files = try await store.read { txn in
             try AttachmentFileRow.all(txn, Query(AttachmentFileRow.field(.completedAt) < .date(cutoff))).filter { file in
@@ -260,7 +292,10 @@ extension OfflineSyncService {
                 guard try txn.first(in: AttachmentReferenceRow.table, matching: Query(AttachmentReferenceRow.field(.hash) == .string(file.id), limit: 1)) == nil
                 else { return false }
                 _ = try txn.delete(id: file.id, in: AttachmentFileRow.table)
-                let grants = try AttachmentUploadRow.all(txn, Query(AttachmentUploadRow.field(.hash) == .string(file.id)))
+                // The finished uploads of it are its grants; another identity's unfinished
+                // upload of the same hash is its own (with pieces of its own), and stays.
+                let grants = try AttachmentUploadRow.all(txn, Query(AttachmentUploadRow.field(.hash) == .string(file.id)
+                                                                    && AttachmentUploadRow.field(.complete) == true))
                 _ = try txn.delete(ids: grants.map(\.id), in: AttachmentUploadRow.table)
                 for grant in grants { try self.chargeAttachment(grant.identity, -grant.charged, txn) }
                 return true
