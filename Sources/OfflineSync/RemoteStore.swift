@@ -45,6 +45,9 @@ public struct PushOperation: Sendable, Hashable {
 }
 
 /// What the remote did with one pushed operation.
+///
+/// New cases arrive in minor releases (Docs/Versioning.md): switch over it with an
+/// `@unknown default:` case.
 public enum PushOutcome: Sendable, Hashable {
     /// Applied; the record as the remote now stores it (a tombstone for a delete).
     case applied(Record)
@@ -75,8 +78,13 @@ public struct PushResult: Sendable, Hashable {
     /// `.rejected(reason, status)` keeps compiling.
     public var rejectionCode: SyncError.Code?
 
+    /// Creates a result whose rejection, if it is one, names no code.
+    public init(operationId: String, outcome: PushOutcome) {
+        self.init(operationId: operationId, outcome: outcome, rejectionCode: nil)
+    }
+
     /// Creates a result. `rejectionCode` belongs to a rejected outcome only.
-    public init(operationId: String, outcome: PushOutcome, rejectionCode: SyncError.Code? = nil) {
+    public init(operationId: String, outcome: PushOutcome, rejectionCode: SyncError.Code?) {
         self.operationId = operationId
         self.outcome = outcome
         self.rejectionCode = rejectionCode

@@ -49,6 +49,22 @@ package struct LoopbackSocket: Sendable {
         return (LoopbackSocket(descriptor: descriptor), Int(UInt16(bigEndian: address.sin_port)))
     }
 
+    /// The next connection to this listening socket (``listening()``); `nil` once the
+    /// listener is shut down or closed. Blocks its thread: call it off Swift's pool.
+    package func acceptConnection() -> LoopbackSocket? {
+        while true {
+            let descriptor = accept(fd, nil, nil)
+            if descriptor >= 0 {
+                #if !os(Linux)
+                Self.noSignalOnBrokenPipe(descriptor)
+                #endif
+                return LoopbackSocket(descriptor: descriptor)
+            }
+            if errno == EINTR || errno == ECONNABORTED { continue }
+            return nil
+        }
+    }
+
     /// A new TCP socket's descriptor, or -1 with `errno` set. glibc imports `SOCK_STREAM` as a
     /// `__socket_type` case, Darwin as an `Int32`. On Darwin the socket is also kept from raising
     /// SIGPIPE (`SO_NOSIGPIPE`), as glibc's sends do with `MSG_NOSIGNAL`.
@@ -113,15 +129,27 @@ package struct LoopbackSocket: Sendable {
         try send(Array(text.utf8))
     }
 
-    /// Writes all of `bytes`.
+    /// Writes all of `bytes`. A peer that has gone makes it throw `EPIPE` (never SIGPIPE,
+    /// which would end the process: ``sendSome(_:_:_:)``).
     package func send(_ bytes: [UInt8]) throws {
         var offset = 0
         while offset < bytes.count {
-            let written = bytes[offset...].withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
+            let written = bytes[offset...].withUnsafeBytes { Self.sendSome(fd, $0.baseAddress!, $0.count) }
             if written < 0, errno == EINTR { continue }
             guard written > 0 else { throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EPIPE) }
             offset += written
         }
+    }
+
+    /// One `send` that never raises SIGPIPE when the peer has gone: glibc's `MSG_NOSIGNAL`;
+    /// on Darwin the socket's `SO_NOSIGPIPE`, set when it was made (``tcpSocket()``) or
+    /// accepted (``acceptConnection()``, the balancer's accept loop).
+    static func sendSome(_ descriptor: Int32, _ bytes: UnsafeRawPointer, _ count: Int) -> Int {
+        #if os(Linux)
+        return Glibc.send(descriptor, bytes, count, Int32(MSG_NOSIGNAL))
+        #else
+        return Darwin.send(descriptor, bytes, count, 0)
+        #endif
     }
 
     /// Reads until the peer ends the connection (`ended`: end of stream, or a reset), or
@@ -246,7 +274,7 @@ package final class LoopbackBalancer: Sendable {
             guard count > 0 else { break }
             var sent = 0
             while sent < count {
-                let wrote = buffer.withUnsafeBytes { sendSome(destination, $0.baseAddress! + sent, count - sent) }
+                let wrote = buffer.withUnsafeBytes { LoopbackSocket.sendSome(destination, $0.baseAddress! + sent, count - sent) }
                 if wrote < 0, errno == EINTR { continue }
                 guard wrote > 0 else { break outer }
                 sent += wrote
@@ -254,15 +282,5 @@ package final class LoopbackBalancer: Sendable {
         }
         shutdown(destination, Int32(SHUT_WR))
         shutdown(source, Int32(SHUT_RD))
-    }
-
-    /// One `send` that never raises SIGPIPE when the peer has gone: glibc's `MSG_NOSIGNAL`;
-    /// on Darwin the socket's `SO_NOSIGPIPE`, set when it was made or accepted.
-    private static func sendSome(_ descriptor: Int32, _ bytes: UnsafeRawPointer, _ count: Int) -> Int {
-        #if os(Linux)
-        return Glibc.send(descriptor, bytes, count, Int32(MSG_NOSIGNAL))
-        #else
-        return Darwin.send(descriptor, bytes, count, 0)
-        #endif
     }
 }

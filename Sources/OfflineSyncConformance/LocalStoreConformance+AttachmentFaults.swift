@@ -22,6 +22,9 @@ extension LocalStoreConformance {
         ConformanceCase("malformedReferenceHidesNoOther") { ctx in
             try await AttachmentFaults.malformedReferenceHidesNoOther(try await ctx.open())
         },
+        ConformanceCase("refusedCaptureKeepsItsFiles") { ctx in
+            try await AttachmentFaults.refusedCaptureKeepsItsFiles(try await ctx.open())
+        },
     ]
 }
 
@@ -120,6 +123,45 @@ enum AttachmentFaults {
             try await sweep.attachmentData(loose)
         }
         try expect(!exists(loosePath), "a damaged file no upload waits for is still there after it was read")
+    }
+
+    /// A change an adapter captured outside the core (the GRDB adapter's triggers) and had to
+    /// refuse keeps the files of its row: a good reference beside a malformed one gets its row
+    /// (waiting to upload), and while a row the adapter could not read at all is refused, the
+    /// sweep when a context opens takes no file for an orphan — each may be a file staged for
+    /// that row, which exists nowhere else.
+    static func refusedCaptureKeepsItsFiles(_ store: any LocalStore) async throws {
+        let writer = try await AttachmentFixtures.context(on: store)
+        try await writer.defineTable(AttachmentFixtures.schema)
+        let photo = try await writer.addAttachment(bytes(12_000, seed: 67), contentType: "image/jpeg")
+        let scan = try await writer.addAttachment(bytes(9_000, seed: 68), contentType: "image/png")
+        let files = try AttachmentFixtures.files(of: store)
+        let malformed: Value = [Attachment.marker: "not a hash", "size": 1, "contentType": "x"]
+        let item = Record(id: "n1", fields: ["photo": photo.value, "scan": malformed])
+        let refusedForReference = try await store.write { txn in
+            try CapturedChange.queue([
+                CapturedChange(table: "notes", itemId: "n1", kind: .insert, item: item, baseVersion: nil,
+                               changedFields: ["photo", "scan"]),
+            ], in: txn, files: files).count
+        }
+        try expectEqual(refusedForReference, 1, "changes refused for a malformed reference")
+        try expectEqual(try await writer.attachmentState(photo), .pendingUpload,
+                        "the state of a good reference beside a malformed one in a refused change")
+        // A row the adapter could not read at all: refused without its item.
+        let refusedUnread = try await store.write { txn in
+            try CapturedChange.queue([
+                CapturedChange(table: "notes", itemId: "n2", kind: .insert, item: nil, baseVersion: nil, changedFields: [],
+                               refusal: SyncError(.typeMismatch, "column 'scan' holds what its field's type cannot read")),
+            ], in: txn, files: files).count
+        }
+        try expectEqual(refusedUnread, 1, "changes refused as unreadable")
+
+        // The sweep when a context opens, with no grace for files no row names.
+        let sweep = try await AttachmentFixtures.context(on: store, orphanGrace: .zero)
+        try expectEqual(try files.size(of: photo.sha256), photo.size, "the size of a refused change's good reference's file after the sweep")
+        try expectEqual(try files.size(of: scan.sha256), scan.size,
+                        "the size of a file no row names after the sweep, while a row the adapter could not read is refused")
+        try expectEqual(try await sweep.operationErrors().count, 2, "the refused changes in operationErrors()")
     }
 
     /// A pulled record holds a good reference beside a malformed one: the good one gets its

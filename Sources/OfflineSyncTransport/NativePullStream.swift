@@ -18,7 +18,9 @@ extension NativeRemote {
 /// the pull does (the server's per-response bound) or breaks off, the next request starts
 /// from the last page's cursor, so no page is lost or read twice. A response that breaks off
 /// is a failed attempt, retried with the remote's backoff up to its attempts; the count
-/// starts again with every page read.
+/// starts again with every page read. A response the transport cut because this reader fell
+/// too far behind it (``ResponseOverflow``: URLSession cannot pause a response) is asked
+/// again at once from the last page: what a slow store costs is a request, never memory.
 actor NativePullStream: PullStream {
     private let remote: NativeRemote
     private var request: PullRequest
@@ -63,6 +65,13 @@ actor NativePullStream: PullStream {
                 // last page's cursor after the backoff, unless the attempts are spent.
                 body = nil
                 if Task.isCancelled { throw SyncError(.cancelled, "the request was cancelled") }
+                // The transport cut a response its reader had fallen behind (it cannot pause
+                // one): the pull goes on from the last page's cursor at once, as after a
+                // response's end. Not a failure while each response gives a page.
+                if error is ResponseOverflow, pagesInResponse > 0 {
+                    remote.logger.debug("reopening the page stream the reader fell behind", metadata: ["reason": "\(remote.describe(error))"])
+                    continue
+                }
                 failures += 1
                 let failure = SyncError(.transient, "the page stream from /v2/pull broke off: \(remote.describe(error))")
                 guard failures < remote.configuration.maxAttempts else { throw failure }
@@ -130,7 +139,11 @@ actor NativePullStream: PullStream {
         let accept = "\(PageStream.mediaType); version=\(PageStream.version)"
         var headers = [("Accept", accept)]
         if let limit = remote.transport.streamedResponseLimit { headers.append((PageStream.responseBytesHeader, String(limit))) }
-        return try await remote.exchange(path: "/v2/pull", body: Wire.json(request).encoded, headers: headers) { response in
+        // A legal response is the server's response bound plus one page, and a page may be as
+        // large as a whole answer (``NativeRemote/Configuration/maxResponseBytes``): a cap
+        // below that would cut a large page every time its reader is slower than the network.
+        return try await remote.exchange(path: "/v2/pull", body: Wire.json(request).encoded, headers: headers,
+                                         responseBufferLimit: remote.configuration.maxResponseBytes) { response in
             let type = response.header("Content-Type") ?? ""
             guard type.lowercased().hasPrefix(PageStream.mediaType) else {
                 throw SyncError(.transient, "the server answered /v2/pull with '\(type)', not the page stream")

@@ -108,21 +108,35 @@ extension NativeRemote: AttachmentRemote {
     /// the remote has no such file for this identity. The answer's size must be `size` and its
     /// entity tag `tag`, when known (``SyncError/Code/attachmentDamaged`` otherwise); `tag`
     /// takes the answer's when it had none.
+    ///
+    /// A server, or a proxy, that serves no ranges answers `200` with the whole file. Over a
+    /// transport that holds what arrives until it is read (``attachmentDownloadWindow``), that
+    /// is taken only when its `Content-Length` says it fits the window; a larger one, or one
+    /// of no announced length, would arrive as fast as the network carries it whatever the
+    /// disk does, and is refused (``SyncError/Code/rejected``) before a byte is read. A `200`
+    /// to a resumed download (`first > 0`) is read from its start: the bytes before `first`
+    /// are the ones received before, and are skipped (the whole file's hash still checks them).
     private func readRange(_ sha256: String, from first: Int64, through last: Int64?, size: Int64?, tag: inout String?,
                            _ body: @Sendable ([UInt8]) async throws -> Void) async throws -> (end: Int64, total: Int64)? {
         let name = "attachment \(sha256.prefix(12))…"
         var headers: [(String, String)] = []
         if first > 0 || last != nil { headers.append(("Range", "bytes=\(first)-\(last.map { String($0) } ?? "")")) }
         let response = try await attachmentRequest(.get, "/v1/attachments/\(sha256)", headers: headers)
-        // The bytes this answer carries and the file's size, when the answer says them.
-        let count: Int64?, total: Int64?
+        // The bytes this answer carries, the file's size (when the answer says them), and where
+        // in the file the answer begins.
+        let count: Int64?, total: Int64?, start: Int64
         switch response.status {
         case 404:
             return nil
-        case 200 where first == 0:
+        case 200:
             // The whole file: a server, or a proxy, that serves no ranges.
             count = response.header("Content-Length").flatMap { Int64($0) }
             total = count
+            start = 0
+            if let window = attachmentDownloadWindow, count.map({ $0 > window }) ?? true {
+                let length = count.map { "its \($0) bytes" } ?? "a length it does not announce"
+                throw SyncError(.rejected, "the server answered a range request of \(name) with the whole file (\(length)): over this transport a download takes at most \(window) bytes per request, so a server or proxy that ignores Range cannot serve a larger file")
+            }
         case 206:
             guard let answer = response.header("Content-Range").flatMap({ ContentRange($0) }), let range = answer.range,
                   range.lowerBound == first, last.map({ range.upperBound <= $0 }) ?? true else {
@@ -130,16 +144,21 @@ extension NativeRemote: AttachmentRemote {
             }
             count = range.upperBound - range.lowerBound + 1
             total = answer.complete
+            start = first
         case 416:
             // No byte from `first` on: the file is whole here when the server says it has `first` bytes.
             guard let answer = response.header("Content-Range").flatMap({ ContentRange($0) }), answer.range == nil,
                   answer.complete == first else { throw try await Self.attachmentFailure(response) }
             count = 0
             total = first
+            start = first
         default:
             throw try await Self.attachmentFailure(response)
         }
         try Self.check(name, size: size, answered: total)
+        if let total, total < first {
+            throw SyncError(.attachmentDamaged, "the remote's file of \(name) has \(total) bytes, fewer than the \(first) received before")
+        }
         if let answered = response.header("ETag") {
             if let tag, tag != answered { throw SyncError(.attachmentDamaged, "the remote's file of \(name) changed between two requests") }
             tag = answered
@@ -151,8 +170,14 @@ extension NativeRemote: AttachmentRemote {
                 if let count, received + Int64(piece.count) > count {
                     throw SyncError(.attachmentDamaged, "the remote sent more bytes of \(name) than its answer announced")
                 }
+                // Where `piece` begins in the file: a whole file's bytes before `first` were received before.
+                let at = start + received
                 received += Int64(piece.count)
-                try await body(piece)
+                if at >= first {
+                    try await body(piece)
+                } else if start + received > first {
+                    try await body(Array(piece[Int(first - at)...]))
+                }
             }
         } catch let error as SyncError {
             throw error
@@ -163,9 +188,15 @@ extension NativeRemote: AttachmentRemote {
         if let count, received < count {
             throw SyncError(.transient, "the download of \(sha256.prefix(12))… broke off after \(received) of \(count) bytes")
         }
+        let end = start + received
         // A whole file of no announced length is as long as what came.
-        if total == nil { try Self.check(name, size: size, answered: first + received) }
-        return (first + received, total ?? first + received)
+        if total == nil {
+            try Self.check(name, size: size, answered: end)
+            if end < first {
+                throw SyncError(.attachmentDamaged, "the remote's file of \(name) has \(end) bytes, fewer than the \(first) received before")
+            }
+        }
+        return (end, total ?? end)
     }
 
     /// Throws ``SyncError/Code/attachmentDamaged`` when the remote's file is not of the size

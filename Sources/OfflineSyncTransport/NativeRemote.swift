@@ -24,7 +24,10 @@ import Synchronization
 ///   ``SyncError/Code/transient``, so the sync context keeps its queue and tries later.
 /// - **Memory**: a response is read up to ``Configuration/maxResponseBytes``; a pull page is
 ///   bounded by its page size, never by the table's size, and a page stream is read a frame
-///   at a time as the pull asks for pages.
+///   at a time as the pull asks for pages. Over a transport that cannot pause a response
+///   (URLSession), what waits unread is bounded as well: by what the caller collects, or by
+///   the transport for a page stream, which goes on from its last page in a new request
+///   when its reader falls that far behind (``TransportRequest/responseBufferLimit``).
 ///
 /// Over a transport of one's own (an app's own HTTP stack):
 ///
@@ -106,7 +109,8 @@ public struct NativeRemote: RemoteStore {
             let answer = try await exchange(
                 path: "/v2/push", body: PushBatch.encode(operations: operations),
                 contentType: "\(PushBatch.mediaType); version=\(PushBatch.version)",
-                headers: [("X-OfflineSync-Client", clientId), ("Accept", "\(PushBatch.resultsMediaType); version=\(PushBatch.version)")]
+                headers: [("X-OfflineSync-Client", clientId), ("Accept", "\(PushBatch.resultsMediaType); version=\(PushBatch.version)")],
+                responseBufferLimit: configuration.maxResponseBytes
             ) { response in
                 let type = response.header("Content-Type") ?? ""
                 guard type.lowercased().hasPrefix(PushBatch.resultsMediaType) else {
@@ -159,7 +163,8 @@ public struct NativeRemote: RemoteStore {
     /// Cognito Sync shape (`x-amzn-ErrorType`) are both typed.
     func send(method: TransportRequest.Method = .post, path: String, body bytes: [UInt8]?, attempts: Int? = nil,
               headers: [(String, String)] = []) async throws -> JSON {
-        let answer = try await exchange(method: method, path: path, body: bytes, attempts: attempts, headers: headers) { response in
+        let answer = try await exchange(method: method, path: path, body: bytes, attempts: attempts, headers: headers,
+                                        responseBufferLimit: configuration.maxResponseBytes) { response in
             let buffer = try await response.body.collect(upTo: configuration.maxResponseBytes)
             return try buffer.withUnsafeBytes { try JSON.parse($0) }
         }
@@ -167,7 +172,7 @@ public struct NativeRemote: RemoteStore {
         return json
     }
 
-    /// What ``exchange(method:path:body:attempts:timeout:contentType:headers:read:)`` got back.
+    /// What ``exchange(method:path:body:attempts:timeout:contentType:headers:responseBufferLimit:read:)`` got back.
     enum Exchange<Answer: Sendable>: Sendable {
         /// The 200 response, as `read` made it.
         case answered(Answer)
@@ -179,8 +184,12 @@ public struct NativeRemote: RemoteStore {
     /// Sends a request with retries until an answer: `read` makes the 200 response into the
     /// answer (an error it throws that is not a ``SyncError`` — a body cut short — is retried
     /// as a failed attempt); any other status is thrown as a typed error, except a bare 404.
+    /// `responseBufferLimit` goes with the request (``TransportRequest/responseBufferLimit``):
+    /// a caller that collects the whole answer gives the most it collects; one that reads it
+    /// as it comes (a page stream, an event stream) leaves the bound to the transport.
     func exchange<Answer: Sendable>(method: TransportRequest.Method = .post, path: String, body bytes: [UInt8]?, attempts: Int? = nil,
                                     timeout: Duration? = nil, contentType: String = "application/json", headers: [(String, String)] = [],
+                                    responseBufferLimit: Int? = nil,
                                     read: (TransportResponse) async throws -> Answer) async throws -> Exchange<Answer> {
         let maxAttempts = attempts ?? configuration.maxAttempts
         var attempt = 0
@@ -198,6 +207,7 @@ public struct NativeRemote: RemoteStore {
                     request.headers.append(("Content-Type", contentType))
                     request.body = bytes
                 }
+                request.responseBufferLimit = responseBufferLimit
                 let response = try await transport.execute(request, timeout: timeout ?? configuration.requestTimeout)
                 let status = response.status
                 if status == 200 {
@@ -296,6 +306,7 @@ public struct NativeRemote: RemoteStore {
     /// refused"), never with anything the request carried.
     func describe(_ error: any Error) -> String {
         if let error = error as? StreamBrokeOff { return error.reason }
+        if let error = error as? ResponseOverflow { return error.description }
         if let words = transport.describe(error) { return words }
         return String(describing: type(of: error))
     }

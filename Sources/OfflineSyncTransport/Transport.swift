@@ -86,6 +86,13 @@ public struct TransportRequest: Sendable {
     /// A body read while it is sent, for a transport that ``HTTPTransport/streamsRequestBodies``
     /// (then ``body`` is `nil`).
     public var bodyStream: TransportBodyStream?
+    /// The most bytes of the answer's body that may wait unread at once, for a transport that
+    /// holds what arrives until it is read (one with a ``HTTPTransport/streamedResponseLimit``):
+    /// past it such a transport ends the response, and the body's next read throws
+    /// ``ResponseOverflow``. A caller that keeps the whole body anyway (it collects it up to a
+    /// limit) gives that limit; `nil` leaves the bound to the transport (`URLSessionTransport`:
+    /// twice its `streamedResponseLimit`). A transport with back-pressure ignores it.
+    public var responseBufferLimit: Int?
 
     /// Creates a request.
     public init(method: Method, url: String, headers: [(name: String, value: String)] = [], body: [UInt8]? = nil) {
@@ -140,6 +147,18 @@ extension TransportBody {
         }
         return bytes
     }
+}
+
+/// A response's body sent more than its reader had read by ``limit`` bytes, over a transport
+/// that cannot pause a response (``TransportRequest/responseBufferLimit``): the transport let
+/// go of what waited and ended the response. A page stream goes on from its last page in a
+/// new request; any other reader fails as if the connection had broken.
+public struct ResponseOverflow: Error, Sendable, CustomStringConvertible {
+    /// The most bytes the response could hold unread.
+    public let limit: Int
+    /// Creates the error.
+    public init(limit: Int) { self.limit = limit }
+    public var description: String { "the server sent more than the \(limit) bytes the transport holds unread" }
 }
 
 /// The server answered a WebSocket upgrade with something other than 101 (a proxy that does

@@ -15,8 +15,12 @@ struct HeadTimedOut: Error {}
 /// can use, so the bytes not yet read wait here, counted in the transport's ``BufferGauge``.
 /// What asks for a response bounds it: the page stream asks the server to end a response
 /// after ``URLSessionTransport/streamedResponseLimit`` bytes, and an attachment download asks
-/// for ranges of that size, one at a time. A reader that gives up (cancelled, or dropping the
-/// body) gets `CancellationError` at once, the bytes waiting are let go and the task is
+/// for ranges of that size, one at a time. The exchange does not rely on the server for it:
+/// a chunk that would take what waits unread past ``limit`` (a server or proxy that ignores
+/// the bound, faster than the reader) ends the exchange instead: the bytes waiting are let go,
+/// the task is cancelled, and the reader's next read throws
+/// ``OfflineSyncTransport/ResponseOverflow``. A reader that gives up (cancelled, or dropping
+/// the body) gets `CancellationError` at once, the bytes waiting are let go and the task is
 /// cancelled.
 final class TaskExchange: Sendable {
     private struct State {
@@ -51,11 +55,24 @@ final class TaskExchange: Sendable {
     /// never into a copy of a whole range; the reader's own pieces stay about a MiB.
     static let handOff = 256 << 10
 
+    /// What became of a chunk that arrived.
+    private enum Arrival: Sendable {
+        /// Handed to the reader waiting.
+        case handed(CheckedContinuation<[UInt8]?, any Error>)
+        /// Kept for the reader, or dropped (nobody will read it).
+        case kept
+        /// It would have taken what waits past the limit: the exchange ended.
+        case overflowed
+    }
+
     private let state = Mutex(State())
     private let gauge: BufferGauge
+    /// The most bytes that may wait unread.
+    let limit: Int
 
-    init(gauge: BufferGauge) {
+    init(gauge: BufferGauge, limit: Int) {
         self.gauge = gauge
+        self.limit = max(1, limit)
     }
 
     deinit {
@@ -148,21 +165,35 @@ final class TaskExchange: Sendable {
         }
     }
 
-    func received(_ data: Data) {
+    /// Takes a chunk of `task`'s body: to the reader waiting, or kept for it while what waits
+    /// stays within ``limit``; past it the exchange ends
+    /// (``OfflineSyncTransport/ResponseOverflow``) and `task` is cancelled.
+    func received(_ data: Data, of task: URLSessionTask) {
         let chunk = [UInt8](data)
-        let waiter = state.withLock { state -> CheckedContinuation<[UInt8]?, any Error>? in
-            // A reader that gave up wants nothing more.
-            guard state.end == nil else { return nil }
+        let arrival = state.withLock { state -> Arrival in
+            // A reader that gave up, or an exchange that ended, wants nothing more.
+            guard state.end == nil else { return .kept }
             if let waiter = state.bodyWaiter {
                 state.bodyWaiter = nil
-                return waiter
+                return .handed(waiter)
+            }
+            guard state.buffered + chunk.count <= limit else {
+                gauge.remove(state.buffered)
+                state.chunks = []
+                state.buffered = 0
+                state.end = .failure(ResponseOverflow(limit: limit))
+                return .overflowed
             }
             state.chunks.append(chunk)
             state.buffered += chunk.count
             gauge.add(chunk.count)
-            return nil
+            return .kept
         }
-        waiter?.resume(returning: chunk)
+        switch arrival {
+        case .handed(let waiter): waiter.resume(returning: chunk)
+        case .overflowed: task.cancel()
+        case .kept: break
+        }
     }
 
     func completed(_ error: (any Error)?) {

@@ -23,6 +23,14 @@ import Synchronization
 /// page's cursor in a new request), and an attachment download asks for ranges of that size
 /// (`Range: bytes=a-b`), the next once the last was read. A pull or a download holds at most
 /// that much plus what its reader holds, however large, and however slow the disk behind it.
+///
+/// The transport does not take the server's word for it: what waits unread for one request
+/// never passes ``maxUnreadBytes`` (twice ``streamedResponseLimit``), or the request's own
+/// ``OfflineSyncTransport/TransportRequest/responseBufferLimit`` (what a caller that keeps the
+/// whole answer collects). A response that would pass it (a server or proxy that ignores
+/// `Range` or the page stream's bound, faster than the disk) is cut: its bytes are let go,
+/// its task is cancelled and its reader gets ``OfflineSyncTransport/ResponseOverflow``. A page
+/// stream then goes on from its last page in a new request; a download fails typed.
 /// A reader that is cancelled gets `CancellationError` at once, and its task is cancelled.
 ///
 /// WebSockets use `URLSessionWebSocketTask`. Foundation on Linux has the type but its libcurl
@@ -38,13 +46,19 @@ public struct URLSessionTransport: HTTPTransport {
     public var session: URLSession { owner.session }
     /// The most bytes one response carries for this transport (4 MiB): a page-stream response,
     /// or one range of an attachment download.
-    public var streamedResponseLimit: Int? { 4 << 20 }
+    public var streamedResponseLimit: Int? { Self.responseLimit }
+    private static let responseLimit = 4 << 20
+    /// The most bytes of one response that may wait unread (8 MiB) when its request sets no
+    /// ``OfflineSyncTransport/TransportRequest/responseBufferLimit``: twice a response's bound,
+    /// so a response the server bounds never reaches it, however slowly it is read.
+    public static let maxUnreadBytes = 2 * responseLimit
 
     /// Bytes of response bodies that arrived and wait for their readers, across this
     /// transport's requests.
     package var bufferedBytes: Int { owner.router.gauge.current }
     /// The most bytes that ever waited at once (``bufferedBytes``' high-water mark): about one
-    /// ``streamedResponseLimit`` per response read, however slowly.
+    /// ``streamedResponseLimit`` per response read, however slowly, and never more than
+    /// ``maxUnreadBytes`` per response (unless its request allows more).
     package var peakBufferedBytes: Int { owner.router.gauge.peak }
     /// Requests started and not yet completed.
     package var runningRequests: Int { owner.router.running }
@@ -92,7 +106,7 @@ public struct URLSessionTransport: HTTPTransport {
         for (name, value) in request.headers { outgoing.addValue(value, forHTTPHeaderField: name) }
         outgoing.httpBody = request.body.map { Data($0) }
         let task = session.dataTask(with: outgoing)
-        let exchange = TaskExchange(gauge: owner.router.gauge)
+        let exchange = TaskExchange(gauge: owner.router.gauge, limit: request.responseBufferLimit ?? Self.maxUnreadBytes)
         owner.router.register(exchange, for: task)
         let body = URLSessionBody(task: task, exchange: exchange)
         let response = try await exchange.head(of: task, timeout: timeout)
@@ -139,6 +153,7 @@ public struct URLSessionTransport: HTTPTransport {
     /// See ``OfflineSyncTransport/HTTPTransport/describe(_:)``.
     public func describe(_ error: any Error) -> String? {
         if error is HeadTimedOut { return "no answer in time" }
+        if let error = error as? ResponseOverflow { return error.description }
         guard let error = error as? URLError else { return nil }
         switch error.code {
         case .cannotConnectToHost: return "the connection was refused (is the server running on that port?)"
@@ -231,7 +246,7 @@ final class SessionRouter: NSObject, URLSessionDataDelegate, @unchecked Sendable
     }
 
     func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didReceive data: Data) {
-        exchange(dataTask)?.received(data)
+        exchange(dataTask)?.received(data, of: dataTask)
     }
 
     func urlSession(_ session: URLSession, task: URLSessionTask, didCompleteWithError error: (any Error)?) {

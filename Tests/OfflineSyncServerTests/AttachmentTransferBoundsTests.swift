@@ -109,6 +109,137 @@ struct AttachmentTransferBoundsTests {
         #expect(ContentRange(field) == expected)
     }
 
+    // MARK: Servers and proxies that do not honour Range (plain sockets)
+
+    /// A reference to `size` bytes whose hash nothing here checks (the remote reads; only a
+    /// context checks the hash).
+    static func unchecked(size: Int) throws -> OfflineSync.Attachment {
+        try Attachment(sha256: String(repeating: "ab", count: 32), size: Int64(size), contentType: "application/octet-stream")
+    }
+
+    // Against the old remote, which took a 200 to its first range for the whole file: it read
+    // all 64 MiB, and the transport held most of them unread behind the slow reader.
+    @Test("over URLSession, a 200 with a whole file larger than the range asked for is refused (rejected) before a byte is handed over; what waits unread stays under the transport's cap")
+    func wholeFileForARangeRefused() async throws {
+        let size = 64 << 20
+        let server = try RawFileServer(size: size, answer: .whole, content: RawFileServer.pattern)
+        defer { server.stop() }
+        let transport = URLSessionTransport()
+        let remote = URLSessionRemoteStore(baseURL: "http://127.0.0.1:\(server.port)", transport: transport) { "token" }
+        let reference = try Self.unchecked(size: size)
+        let handed = Box(0)
+        let error = await syncError {
+            _ = try await remote.readAttachment(reference, from: 0) { piece in
+                handed.withLock { $0 += piece.count }
+                // Slower than the network, as the disk and the hash behind a download can be.
+                try await Task.sleep(for: .milliseconds(25))
+            }
+        }
+        #expect(error?.code == .rejected, "\(String(describing: error))")
+        #expect(handed.value == 0)
+        #expect(server.requests.first?.lowercased().contains("range: bytes=0-4194303") == true, "\(server.requests)")
+        #expect(transport.peakBufferedBytes <= URLSessionTransport.maxUnreadBytes, "\(transport.peakBufferedBytes) bytes waited unread")
+        #expect(await Self.ends(transport), "the request was cancelled: \(transport.runningRequests) still running")
+        #expect(transport.bufferedBytes == 0)
+    }
+
+    @Test("through a context over URLSession, a download a server answers with a whole file larger than a range fails typed, and no file takes the hash")
+    func wholeFileForARangeStoresNothing() async throws {
+        let size = 64 << 20
+        let server = try RawFileServer(size: size, answer: .whole, content: RawFileServer.pattern)
+        defer { server.stop() }
+        try await withTemporaryDirectory { directory in
+            let transport = URLSessionTransport()
+            let store = try await SQLiteStore(path: directory.appendingPathComponent("c.sqlite").path)
+            let context = try await SyncContext(store: store, remote: URLSessionRemoteStore(baseURL: "http://127.0.0.1:\(server.port)",
+                                                                                              transport: transport) { "token" })
+            let reference = try Self.unchecked(size: size)
+            let code = await syncErrorCode { _ = try await context.attachmentData(reference) }
+            #expect(code == .rejected)
+            #expect(try store.attachmentFiles?.size(of: reference.sha256) == nil, "nothing was stored as the file")
+            #expect(transport.peakBufferedBytes <= URLSessionTransport.maxUnreadBytes, "\(transport.peakBufferedBytes) bytes waited unread")
+            try await context.close()
+        }
+    }
+
+    // Against the old transport every chunk was kept: the reader, slower than the network,
+    // came to its range's end only after tens of MiB had piled up unread behind it.
+    @Test("over URLSession, a 206 that goes on past its range faster than the reader reads is cut at the transport's cap, and the download fails typed")
+    func overlongRangeCut() async throws {
+        let size = 64 << 20
+        let server = try RawFileServer(size: size, answer: .overlong(extra: 256 << 20), content: RawFileServer.pattern)
+        defer { server.stop() }
+        let transport = URLSessionTransport()
+        let remote = URLSessionRemoteStore(baseURL: "http://127.0.0.1:\(server.port)", transport: transport) { "token" }
+        let reference = try Self.unchecked(size: size)
+        let handed = Box(0)
+        let error = await syncError {
+            _ = try await remote.readAttachment(reference, from: 0) { piece in
+                handed.withLock { $0 += piece.count }
+                try await Task.sleep(for: .milliseconds(50))
+            }
+        }
+        // Cut by the transport (the answer broke off: transient); or, had the reader come to the
+        // range's end first, refused by the remote.
+        #expect(error?.code == .transient || error?.code == .attachmentDamaged, "\(String(describing: error))")
+        #expect(handed.value <= 4 << 20, "never more than the range")
+        #expect(transport.peakBufferedBytes <= URLSessionTransport.maxUnreadBytes, "\(transport.peakBufferedBytes) bytes waited unread")
+        #expect(await Self.ends(transport), "the request was cancelled: \(transport.runningRequests) still running")
+        #expect(transport.bufferedBytes == 0)
+    }
+
+    /// A remote at `baseURL`, over URLSession or AsyncHTTPClient.
+    static func remote(_ baseURL: String, overURLSession: Bool, transport: URLSessionTransport = URLSessionTransport()) -> any AttachmentRemote {
+        if overURLSession { return URLSessionRemoteStore(baseURL: baseURL, transport: transport) { "token" } }
+        return HTTPRemoteStore(baseURL: baseURL, token: { "token" })
+    }
+
+    // Against the old remote a 200 to a range from an offset was a refusal: the download could
+    // not go on, and the bytes it had kept waited for days.
+    @Test("a resumed download from a server that ignores Range reads its 200 from the start and hands over the bytes from the offset on",
+          arguments: [true, false])
+    func resumeFromAWholeFile(overURLSession: Bool) async throws {
+        let file = Self.bytes(1_000_000)
+        let reference = try Self.reference(file)
+        let server = try RawFileServer(size: file.count, answer: .whole) { offset, count in
+            Array(file[offset..<min(offset + count, file.count)])
+        }
+        defer { server.stop() }
+        let remote = Self.remote("http://127.0.0.1:\(server.port)", overURLSession: overURLSession)
+        let received = Box<[UInt8]>([])
+        let found = try await remote.readAttachment(reference, from: 400_000) { piece in received.withLock { $0 += piece } }
+        #expect(found)
+        #expect(received.value == Array(file[400_000...]))
+        #expect(server.requests.first?.lowercased().contains("range: bytes=400000-") == true, "\(server.requests)")
+    }
+
+    @Test("a resumed download of a file larger than a range, from a server that ignores Range: over URLSession refused typed before a byte is handed over; over AsyncHTTPClient read from the 200's start")
+    func resumeFromALargeWholeFile() async throws {
+        let file = Self.bytes(6 << 20)
+        let reference = try Self.reference(file)
+        let server = try RawFileServer(size: file.count, answer: .whole) { offset, count in
+            Array(file[offset..<min(offset + count, file.count)])
+        }
+        defer { server.stop() }
+        let baseURL = "http://127.0.0.1:\(server.port)"
+        let transport = URLSessionTransport()
+        let handed = Box(0)
+        let error = await syncError {
+            _ = try await Self.remote(baseURL, overURLSession: true, transport: transport).readAttachment(reference, from: 1 << 20) { piece in
+                handed.withLock { $0 += piece.count }
+            }
+        }
+        #expect(error?.code == .rejected, "\(String(describing: error))")
+        #expect(handed.value == 0)
+        #expect(transport.peakBufferedBytes <= URLSessionTransport.maxUnreadBytes, "\(transport.peakBufferedBytes) bytes waited unread")
+        let received = Box<[UInt8]>([])
+        let found = try await Self.remote(baseURL, overURLSession: false).readAttachment(reference, from: 1 << 20) { piece in
+            received.withLock { $0 += piece }
+        }
+        #expect(found)
+        #expect(received.value == Array(file[(1 << 20)...]))
+    }
+
     // MARK: Cancellation and close, in process
 
     // Against the old `AttachmentDownloads.run`, which awaited the download's task: the

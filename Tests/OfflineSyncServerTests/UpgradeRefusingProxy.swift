@@ -10,7 +10,8 @@ import Testing
 /// `POST` requests on with their token, type and `Accept`, each answer only once it is whole,
 /// as a buffering proxy does. The change channel's event stream is an answer that never ends:
 /// with ``EventStream/held`` the proxy holds it until ``stop()`` (the client never gets its
-/// head), with ``EventStream/plain`` it answers it itself with a plain JSON `200`.
+/// head), with ``EventStream/plain`` it answers it itself with a plain JSON `200`, and with
+/// ``EventStream/streamed`` it passes it through as it comes.
 struct UpgradeRefusingProxy {
     /// What the proxy does with a request for an event stream (`Accept: text/event-stream`).
     enum EventStream: Sendable, CustomTestStringConvertible {
@@ -18,8 +19,16 @@ struct UpgradeRefusingProxy {
         case held
         /// Answers `200` with `{}` as `application/json`: not an event stream.
         case plain
+        /// Passes it through, each piece as it comes: the channel opens as an event stream.
+        case streamed
 
-        var testDescription: String { self == .held ? "held" : "answered plainly" }
+        var testDescription: String {
+            switch self {
+            case .held: "held"
+            case .plain: "answered plainly"
+            case .streamed: "streamed through"
+            }
+        }
     }
 
     let app: LoopbackApp
@@ -46,6 +55,18 @@ struct UpgradeRefusingProxy {
                 case .plain:
                     return Response(status: .ok, headers: [.contentType: "application/json"],
                                     body: .init(byteBuffer: ByteBuffer(string: "{}")))
+                case .streamed:
+                    var outgoing = HTTPClientRequest(url: target + request.uri.description)
+                    outgoing.method = .GET
+                    for field in request.headers where [.authorization, .accept].contains(field.name) {
+                        outgoing.headers.add(name: field.name.rawName, value: field.value)
+                    }
+                    // The deadline covers the answer's head only: the stream runs on.
+                    let answer = try await HTTPClient.shared.execute(outgoing, timeout: .seconds(60))
+                    var headers: HTTPFields = [:]
+                    if let type = answer.headers.first(name: "Content-Type") { headers[.contentType] = type }
+                    return Response(status: .init(code: Int(answer.status.code)), headers: headers,
+                                    body: ResponseBody(asyncSequence: answer.body))
                 }
             }
             var outgoing = HTTPClientRequest(url: target + request.uri.description)

@@ -170,6 +170,79 @@ struct BlobDirectoryFaultTests {
         }
     }
 
+    /// The bytes of the stored file of `hash`, read whole.
+    static func contents(_ hash: String, in blobs: BlobDirectory) throws -> [UInt8] {
+        let reader = try blobs.reader(for: hash)
+        var bytes: [UInt8] = []
+        while Int64(bytes.count) < reader.size {
+            let piece = try reader.read(at: Int64(bytes.count), count: 1 << 20)
+            if piece.isEmpty { break }
+            bytes += piece
+        }
+        return bytes
+    }
+
+    /// The device and inode of the file at `path`.
+    static func identity(_ path: String) -> (dev_t, ino_t)? {
+        var info = stat()
+        guard stat(path, &info) == 0 else { return nil }
+        return (info.st_dev, info.st_ino)
+    }
+
+    // Against the old `install` the bytes added again are dropped because a file has the name:
+    // the damaged copy stays, and a file waiting to upload can never be repaired.
+    @Test("adding the bytes again repairs a damaged stored copy, cut short or altered, plain or sealed", arguments: [false, true])
+    func addingAgainRepairs(sealed: Bool) async throws {
+        try await withTemporaryDirectory { root in
+            let sealing: (any BlobSealing)? = sealed ? ChecksumSealing() : nil
+            let blobs = BlobDirectory(path: root.path + "/attachments", sealing: sealing)
+            let bytes = (0..<70_000).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ 7) }
+            let hash = try Self.store(bytes, in: blobs)
+            let path = blobs.objectPath(hash)
+
+            #expect(truncate(path, 10) == 0)
+            #expect(try Self.store(bytes, in: blobs) == hash)
+            #expect(try blobs.size(of: hash) == Int64(bytes.count))
+            #expect(try Self.contents(hash, in: blobs) == bytes, "the copy cut short was repaired")
+
+            var altered = try Data(contentsOf: URL(fileURLWithPath: path))
+            altered[altered.count - 100] ^= 0xff
+            try altered.write(to: URL(fileURLWithPath: path))
+            #expect(try Self.store(bytes, in: blobs) == hash)
+            #expect(try Self.contents(hash, in: blobs) == bytes, "the altered copy was repaired")
+            #expect(try blobs.files().map(\.sha256) == [hash], "one file under the name")
+        }
+    }
+
+    // Against the old `install` the good copy keeps its hour-old time (another process's sweep
+    // may take it for an orphan), and a damaged one is never replaced by a download.
+    @Test("a download keeps a good copy already stored, setting its time to now, and replaces a damaged one", arguments: [false, true])
+    func downloadKeepsAGoodCopy(sealed: Bool) async throws {
+        try await withTemporaryDirectory { root in
+            let sealing: (any BlobSealing)? = sealed ? ChecksumSealing() : nil
+            let blobs = BlobDirectory(path: root.path + "/attachments", sealing: sealing)
+            let bytes = (0..<50_000).map { UInt8(truncatingIfNeeded: $0 &* 13 &+ 1) }
+            let hash = try Self.store(bytes, in: blobs)
+            let path = blobs.objectPath(hash)
+            try FileManager.default.setAttributes([.modificationDate: Date(timeIntervalSinceNow: -3600)], ofItemAtPath: path)
+            let before = try #require(Self.identity(path))
+
+            let download = try blobs.downloadWriter(for: hash)
+            try download.append(bytes)
+            try download.commitCached(as: hash)
+            let after = try #require(Self.identity(path))
+            #expect(after.0 == before.0 && after.1 == before.1, "the good copy, flushed to disk, stays")
+            let modified = try FileManager.default.attributesOfItem(atPath: path)[.modificationDate] as? Date
+            #expect(modified.map { $0.timeIntervalSinceNow > -600 } == true, "its time is now: \(String(describing: modified))")
+
+            #expect(truncate(path, 10) == 0)
+            let again = try blobs.downloadWriter(for: hash)
+            try again.append(bytes)
+            try again.commitCached(as: hash)
+            #expect(try Self.contents(hash, in: blobs) == bytes, "the damaged copy was replaced by the download")
+        }
+    }
+
     @Test("a malformed reference hides none of the well-formed ones beside it")
     func scanKeepsGoodReferences() throws {
         let good = try Attachment(sha256: String(repeating: "ab", count: 32), size: 3, contentType: "text/plain")

@@ -21,7 +21,9 @@ import OfflineSyncStoreKit
 /// (`operationErrors()`, with the reason's code), its item waits, and every other row is
 /// queued and pushed. The refusal is noted in `__osync_refused`; the app's next write of
 /// the row takes it back and is queued in its place (an update of every field, since the
-/// refused write's own changes were never read).
+/// refused write's own changes were never read). The note stays until the refusal is over:
+/// taken back, or its operation gone; an app's `resolve(.retry)` reads the row again and
+/// sends it whole, or leaves the refusal as it is while the row cannot be read.
 enum GRDBCapture {
     /// The bookkeeping the triggers write, created when the store opens.
     static let bookkeeping = [
@@ -140,14 +142,18 @@ enum GRDBCapture {
             notes.append(note)
         }
         guard !notes.isEmpty else { return false }
-        // Earlier refusals of these rows are taken back first: each note is queued afresh.
-        let withdrawn = notes.filter { $0.refusedBefore != nil }
-        for note in withdrawn {
-            _ = try CapturedChange.withdrawRefusal(note.refusedBefore!, in: txn)
+        // Earlier refusals of these rows are taken back first: each note is queued afresh. A
+        // refusal the app retried, whose retry is still queued, is not over: this write queues
+        // behind or into the retry, and the refusal's note stays, so the retry is taken back
+        // by a later write should it fail again.
+        var over: [SQLiteValue] = []
+        for note in notes {
+            guard let operation = note.refusedBefore else { continue }
+            if try CapturedChange.withdrawRefusal(operation, in: txn) { over.append(.text(note.id)) }
         }
-        if !withdrawn.isEmpty {
-            try sql.execute("DELETE FROM \(GRDBName.refused) WHERE \"tbl\" = ?1 AND \"id\" IN (\(placeholders(withdrawn.count, from: 2)))",
-                            [.int(table.number)] + withdrawn.map { SQLiteValue.text($0.id) })
+        if !over.isEmpty {
+            try sql.execute("DELETE FROM \(GRDBName.refused) WHERE \"tbl\" = ?1 AND \"id\" IN (\(placeholders(over.count, from: 2)))",
+                            [.int(table.number)] + over)
         }
         var changes: [CapturedChange] = []
         var inserted: [SQLiteValue] = [], deleted: [SQLiteValue] = []

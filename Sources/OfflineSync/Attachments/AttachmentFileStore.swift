@@ -123,14 +123,18 @@ public protocol AttachmentFileWriter: AnyObject {
     /// Appends bytes.
     func append(_ bytes: UnsafeRawBufferPointer) throws
     /// Flushes the file to disk and renames it to `sha256` (the caller computed the hash of
-    /// what it appended). When the hash is already stored, the new copy is dropped.
+    /// what it appended). When the hash is already stored, the new copy may replace it (it is
+    /// the same bytes, or the ones a damaged copy lacks: `BlobDirectory` always replaces, so
+    /// adding the bytes again repairs a damaged file waiting to upload) or be dropped (a store
+    /// whose copies cannot be damaged, as one in memory).
     func commit(as sha256: String) throws
     /// Removes the temporary file. Harmless after ``commit(as:)``.
     func cancel()
     /// As ``commit(as:)``, for a file the context can fetch again (a download): a store may
     /// give it its name without waiting for the disk, since every read of a stored file is
-    /// checked against its hash and a damaged one is fetched again. The default is
-    /// ``commit(as:)``.
+    /// checked against its hash and a damaged one is fetched again. Such a copy must not
+    /// replace a stored one that proves good (which may be the only copy flushed to disk).
+    /// The default is ``commit(as:)``.
     func commitCached(as sha256: String) throws
     /// Closes a download's file without naming it, keeping its bytes for the next
     /// ``AttachmentFileStore/downloadWriter(for:)`` of the same hash. A writer from

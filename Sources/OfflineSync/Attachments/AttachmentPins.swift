@@ -23,16 +23,20 @@ final class AttachmentPins: Sendable {
     }
 
     /// Whether a hold on the file with this hash is open now (a hint: a removal decides
-    /// under the lock, with ``removeUnlessHeld(_:_:)``).
+    /// under the lock, with ``removeUnlessHeld(_:beyond:_:)``).
     func isHeld(_ sha256: String) -> Bool {
         holds.withLock { $0[sha256] != nil }
     }
 
     /// Runs `remove` unless a hold on the file with this hash is open, under the lock, so
     /// no hold starts in between. Returns whether it ran; rethrows its failure.
-    func removeUnlessHeld(_ sha256: String, _ remove: () throws -> Void) throws -> Bool {
+    ///
+    /// `own` is how many of the holds are the caller's own: a ``SyncContext/withAttachmentFile(_:isolation:_:)``
+    /// that finds its file damaged before its closure has the URL may replace it; anyone
+    /// else's hold keeps the file.
+    func removeUnlessHeld(_ sha256: String, beyond own: Int = 0, _ remove: () throws -> Void) throws -> Bool {
         try holds.withLock { holds in
-            guard holds[sha256] == nil else { return false }
+            guard (holds[sha256] ?? 0) <= own else { return false }
             try remove()
             return true
         }

@@ -87,6 +87,9 @@ extension AttachmentTransfer {
 }
 
 /// Which way an attachment's bytes move.
+///
+/// New cases arrive in minor releases (Docs/Versioning.md): switch over it with an
+/// `@unknown default:` case.
 public enum AttachmentTransferDirection: String, Sendable, Hashable {
     /// From this device to the remote.
     case upload

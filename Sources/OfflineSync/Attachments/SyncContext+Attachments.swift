@@ -12,11 +12,16 @@ extension SyncContext {
     /// the bytes are on the server. An attachment never written into a record is removed when
     /// a later context opens the store.
     ///
-    /// Adding the bytes of an attachment a local record already references as ``AttachmentState/remote``
-    /// (a reference written without its file here, or pulled) makes it wait to upload: the
+    /// Adding the bytes of an attachment this device's own queued writes reference as
+    /// ``AttachmentState/remote`` (a reference written without its file here, one refused as
+    /// ``SyncError/Code/attachmentMissing``, or a file that went) makes it wait to upload: the
     /// next push sends it before the queue. This is how a write refused as
     /// ``SyncError/Code/attachmentMissing`` recovers: add the bytes again, then resolve its
-    /// ``OperationError`` with ``OperationErrorResolution/retry`` (Docs/Attachments.md).
+    /// ``OperationError`` with ``OperationErrorResolution/retry`` (Docs/Attachments.md). A
+    /// file only pulled records name is not uploaded for being added: that would tell the
+    /// server this device holds it. The bytes replace a stored copy of them that is damaged
+    /// (a file waiting to upload is repaired this way), and correct a size a pulled reference
+    /// gave the attachment's row.
     public func addAttachment(_ bytes: some Collection<UInt8> & Sendable, contentType: String,
                               fileName: String? = nil) async throws -> Attachment {
         let files = try attachmentFiles()
@@ -24,7 +29,7 @@ extension SyncContext {
         let attachment = try await stage(in: files, contentType: contentType, fileName: fileName) { append in
             try Array(bytes).withUnsafeBytes { try append($0) }
         }
-        try await uploadAgainIfRemote(attachment)
+        try await addedAgain(attachment)
         return attachment
     }
 
@@ -46,25 +51,31 @@ extension SyncContext {
                 try chunk.withUnsafeBytes { try append($0) }
             }
         }
-        try await uploadAgainIfRemote(attachment)
+        try await addedAgain(attachment)
         return attachment
     }
 
-    /// After the bytes of `attachment` were added: when a local record references it as
-    /// `remote` — the server was taken to hold it, and may not (a push was refused as
-    /// ``SyncError/Code/attachmentMissing``) — it waits to upload from now on, so the next
-    /// push sends it before the queue. A server that holds the file already answers the
-    /// upload complete at once. One read when there is nothing to change.
-    private func uploadAgainIfRemote(_ attachment: Attachment) async throws {
+    /// After the bytes of `attachment` were added, when its row says `remote` (the server was
+    /// taken to hold it, and may not: a push was refused as ``SyncError/Code/attachmentMissing``):
+    /// the row takes the size the bytes were just hashed over, and — only when an operation
+    /// this device queued references the file — waits to upload from now on, so the next push
+    /// sends it before the queue. A record pulled from elsewhere that names the hash is not
+    /// reason enough: the upload would tell the server this device holds the file. A server
+    /// that holds the file already answers the upload complete at once. One read when there
+    /// is nothing to change.
+    private func addedAgain(_ attachment: Attachment) async throws {
         let hash = attachment.sha256, size = attachment.size
         let isRemote = try await store.read { txn in
-            try AttachmentRow.find(txn, id: hash).map { $0.attachmentState == .remote && $0.size == size } ?? false
+            try AttachmentRow.find(txn, id: hash).map { $0.attachmentState == .remote } ?? false
         }
         guard isRemote else { return }
         try await observer.write { txn in
-            guard var row = try AttachmentRow.find(txn, id: hash), row.attachmentState == .remote, row.size == size else { return }
-            row.state = AttachmentState.pendingUpload.rawValue
-            row.uploaded = 0
+            guard var row = try AttachmentRow.find(txn, id: hash), row.attachmentState == .remote else { return }
+            row.size = size
+            if try Outbox.referencesAttachment(hash, txn) {
+                row.state = AttachmentState.pendingUpload.rawValue
+                row.uploaded = 0
+            }
             try row.save(txn)
         }
     }
@@ -105,13 +116,16 @@ extension SyncContext {
     ///
     /// A file stored here whose bytes no longer match is reported with
     /// ``SyncError/Code/attachmentDamaged`` and removed, to be fetched again by the next call;
-    /// one waiting to upload is kept (it exists nowhere else). A file not
-    /// here that cannot be fetched now (offline, the remote silent) throws
+    /// one waiting to upload is kept (it exists nowhere else), and so is one the app holds
+    /// (``withAttachmentFile(_:isolation:_:)``) until it lets go. A reference whose size is
+    /// not that of a whole file here (its bytes hash to its name) throws
+    /// ``SyncError/Code/invalidValue`` and removes nothing: the reference is wrong, not the
+    /// file. A file not here that cannot be fetched now (offline, the remote silent) throws
     /// ``SyncError/Code/attachmentUnavailable``; one the remote has not for this identity,
     /// ``SyncError/Code/attachmentMissing``.
     public func attachmentData(_ attachment: Attachment) async throws -> Data {
         let files = try attachmentFiles()
-        let fetched = try await ensureLocal(attachment, files: files)
+        let fetched = try await ensureLocal(attachment, files: files, ownHolds: 0)
         let data = try await removingDamaged(attachment, in: files) {
             try Self.verifiedContents(of: attachment, in: files, check: !fetched)
         }
@@ -133,11 +147,20 @@ extension SyncContext {
     /// ``withAttachmentFile(_:isolation:_:)``, which holds it for as long as its closure
     /// runs; to keep it across launches, ``pinAttachment(_:_:)`` it.
     public func attachmentFileURL(_ attachment: Attachment) async throws -> URL {
+        try await fileURL(attachment, ownHolds: 0)
+    }
+
+    /// ``attachmentFileURL(_:)`` for a caller that holds the file `ownHolds` times itself
+    /// (``withAttachmentFile(_:isolation:_:)``, before its closure has the URL): those holds
+    /// do not keep a damaged file from being replaced, anyone else's do.
+    private func fileURL(_ attachment: Attachment, ownHolds: Int) async throws -> URL {
         let files = try attachmentFiles()
         // A file just fetched was checked as it arrived, and its download noted the use.
-        let fetched = try await ensureLocal(attachment, files: files)
+        let fetched = try await ensureLocal(attachment, files: files, ownHolds: ownHolds)
         if !fetched {
-            _ = try await removingDamaged(attachment, in: files) { try Self.verifiedContents(of: attachment, in: files, keep: false) }
+            _ = try await removingDamaged(attachment, in: files, ownHolds: ownHolds) {
+                try Self.verifiedContents(of: attachment, in: files, keep: false)
+            }
         }
         guard let url = files.plainFileURL(for: attachment.sha256) else {
             throw SyncError(.unsupported, "this store seals its attachment files; read the bytes with attachmentData")
@@ -157,64 +180,114 @@ extension SyncContext {
     /// that seals its files, ``SyncError/Code/attachmentUnavailable`` when the file is not here
     /// and cannot be fetched now, ``SyncError/Code/attachmentMissing``,
     /// ``SyncError/Code/attachmentDamaged``), and what `body` throws. `body` runs on the
-    /// caller's actor (`isolation`).
+    /// caller's actor (`isolation`). A damaged file another hold keeps is not replaced while
+    /// that hold lasts: this call throws ``SyncError/Code/attachmentDamaged`` meanwhile.
     public func withAttachmentFile<T>(_ attachment: Attachment, isolation: isolated (any Actor)? = #isolation,
                                       _ body: (URL) async throws -> T) async throws -> T {
         attachmentPins.hold(attachment.sha256)
         defer { attachmentPins.release(attachment.sha256) }
-        let url = try await attachmentFileURL(attachment)
+        let url = try await fileURL(attachment, ownHolds: 1)
         return try await body(url)
     }
 
     /// Fetches the attachment unless a file of its size is here. Returns whether it fetched
-    /// (the bytes were checked against the hash as they arrived). A file of another size
-    /// waiting to upload is kept, and reported as ``SyncError/Code/attachmentDamaged``.
+    /// (the bytes were checked against the hash as they arrived).
+    ///
+    /// A file here of another size than the reference's is removed only once its bytes prove
+    /// it damaged: the reference may be the wrong one (a pulled record's, which anyone may
+    /// have written), and the file the only good copy. A file whose size is its row's, or
+    /// whose bytes hash to its name, is kept and the reference refused
+    /// (``SyncError/Code/invalidValue``; a hashed file corrects its row's size). A damaged
+    /// one waiting to upload, or held by anyone but the caller's own `ownHolds`, is kept and
+    /// reported as ``SyncError/Code/attachmentDamaged``. A read that fails (too many open
+    /// files, an I/O error) throws and removes nothing.
     @discardableResult
-    private func ensureLocal(_ attachment: Attachment, files: any AttachmentFileStore) async throws -> Bool {
-        let size = try await removingDamaged(attachment, in: files) { try files.size(of: attachment.sha256) }
+    private func ensureLocal(_ attachment: Attachment, files: any AttachmentFileStore, ownHolds: Int) async throws -> Bool {
+        let hash = attachment.sha256
+        let size = try await removingDamaged(attachment, in: files, ownHolds: ownHolds) { try files.size(of: hash) }
         if size == attachment.size { return false }
         if let size {
-            let removed = try await removeFileUnlessPending(attachment.sha256, in: files)
-            guard removed else {
-                throw SyncError(.attachmentDamaged, "attachment \(attachment.sha256.prefix(12))… waits to upload, but its file is \(size) bytes and the reference says \(attachment.size); the file is kept")
+            let rowSize = try await store.read { txn in try AttachmentRow.find(txn, id: hash)?.size }
+            if rowSize == size { throw Self.wrongSize(attachment, size) }
+            if try await FileWork.run({ try Self.hashesToName(hash, in: files) }) {
+                _ = try await observer.write { txn in try AttachmentRow.correctSize(hash, to: size, txn: txn) }
+                throw Self.wrongSize(attachment, size)
+            }
+            guard try await removeFileUnlessPending(hash, in: files, ownHolds: ownHolds) else {
+                throw SyncError(.attachmentDamaged, "the stored copy of attachment \(hash.prefix(12))… does not match its hash; it is kept: it waits to upload, or the app holds it")
             }
         }
         try await download(attachment, files: files)
         // The budget is kept after every download, never at the cost of the file just fetched.
         // A failed eviction is logged and reported (evictAttachments); the download stands.
-        _ = try? await evictAttachments(keeping: attachment.sha256)
+        _ = try? await evictAttachments(keeping: hash)
         return true
+    }
+
+    /// A reference whose size is not that of the whole file here.
+    private static func wrongSize(_ attachment: Attachment, _ size: Int64) -> SyncError {
+        SyncError(.invalidValue, "attachment \(attachment.sha256.prefix(12))… is \(size) bytes here, the reference says \(attachment.size); the file is kept")
+    }
+
+    /// Whether the stored file's bytes hash to its name: `false` when they do not, or when a
+    /// read proves them damaged (``SyncError/Code/attachmentDamaged``); any other failure to
+    /// read them (a file gone, too many open files, an I/O error) is thrown, and proves nothing.
+    static func hashesToName(_ hash: String, in files: any AttachmentFileStore) throws -> Bool {
+        var hasher = AttachmentHasher()
+        do {
+            let reader = try files.reader(for: hash)
+            var offset: Int64 = 0
+            while offset < reader.size {
+                let chunk = try reader.read(at: offset, count: AttachmentTransfer.chunkSize)
+                if chunk.isEmpty { break }
+                hasher.update(chunk)
+                offset += Int64(chunk.count)
+            }
+        } catch let error as SyncError where error.code == .attachmentDamaged {
+            return false
+        }
+        return hasher.finish() == hash
     }
 
     /// Runs `body` off the cooperative pool; when it finds the attachment's file damaged
     /// (``SyncError/Code/attachmentDamaged``, never any other failure to read it), removes
-    /// the file unless it waits to upload, and throws the error either way.
-    func removingDamaged<T: Sendable>(_ attachment: Attachment, in files: any AttachmentFileStore,
+    /// the file unless it waits to upload or a hold other than the caller's `ownHolds` keeps
+    /// it, and throws the error either way.
+    func removingDamaged<T: Sendable>(_ attachment: Attachment, in files: any AttachmentFileStore, ownHolds: Int = 0,
                                       _ body: @escaping @Sendable () throws -> T) async throws -> T {
         do {
             return try await FileWork.run(body)
         } catch let error as SyncError where error.code == .attachmentDamaged {
-            if (try? await removeFileUnlessPending(attachment.sha256, in: files)) != true {
-                options.logger.warning("kept the damaged file of attachment \(attachment.sha256.prefix(12))…: it waits to upload, or could not be removed (\(error.message))")
+            if (try? await removeFileUnlessPending(attachment.sha256, in: files, ownHolds: ownHolds)) != true {
+                options.logger.warning("kept the damaged file of attachment \(attachment.sha256.prefix(12))…: it waits to upload, the app holds it, or it could not be removed (\(error.message))")
             }
             throw error
         }
     }
 
-    /// Removes the attachment's file unless its `__attachments` row waits to upload, in one
-    /// transaction with that check: a record written meanwhile, by this process or another,
-    /// either finds the file gone or leaves it be. Returns whether the file went.
-    func removeFileUnlessPending(_ hash: String, in files: any AttachmentFileStore) async throws -> Bool {
+    /// Removes the attachment's file unless its `__attachments` row waits to upload or the
+    /// app holds it (``withAttachmentFile(_:isolation:_:)``, beyond the caller's own
+    /// `ownHolds`), in one transaction with that check: a record written meanwhile, by this
+    /// process or another, either finds the file gone or leaves it be. A `local` row turns
+    /// `remote` in the same transaction: the file is not here any more, so nothing (a
+    /// refused record's recovery, an upload) takes it to be. Returns whether the file went.
+    func removeFileUnlessPending(_ hash: String, in files: any AttachmentFileStore, ownHolds: Int = 0) async throws -> Bool {
         try await observer.write { txn -> Bool in
-            guard try AttachmentRow.find(txn, id: hash)?.attachmentState != .pendingUpload else { return false }
-            try files.remove(hash)
+            let row = try AttachmentRow.find(txn, id: hash)
+            guard row?.attachmentState != .pendingUpload else { return false }
+            guard try self.attachmentPins.removeUnlessHeld(hash, beyond: ownHolds, { try files.remove(hash) }) else { return false }
+            if var row, row.attachmentState == .local {
+                row.state = AttachmentState.remote.rawValue
+                try row.save(txn)
+            }
             return true
         }
     }
 
-    /// Reads a stored file whole, checking size and hash (``SyncError/Code/attachmentDamaged``
-    /// when they do not match; the size alone without `check`, for a file checked as it was
-    /// just written).
+    /// Reads a stored file whole, checking size and hash: ``SyncError/Code/attachmentDamaged``
+    /// when the bytes do not hash to the name (the size alone without `check`, for a file
+    /// checked as it was just written); ``SyncError/Code/invalidValue`` when they do, and
+    /// the reference names another size (the reference is wrong, not the file).
     static func verifiedContents(of attachment: Attachment, in files: any AttachmentFileStore, keep: Bool = true,
                                  check: Bool = true) throws -> Data {
         let reader = try files.reader(for: attachment.sha256)
@@ -228,17 +301,24 @@ extension SyncContext {
             if keep { data.append(contentsOf: chunk) }
             offset += Int64(chunk.count)
         }
-        guard offset == attachment.size, !check || hasher.finish() == attachment.sha256 else {
-            throw SyncError(.attachmentDamaged, "the stored copy of attachment \(attachment.sha256.prefix(12))… does not match its hash")
+        let damaged = SyncError(.attachmentDamaged, "the stored copy of attachment \(attachment.sha256.prefix(12))… does not match its hash")
+        if check {
+            guard hasher.finish() == attachment.sha256 else { throw damaged }
+            guard offset == attachment.size else { throw wrongSize(attachment, offset) }
+        } else {
+            guard offset == attachment.size else { throw damaged }
         }
         return data
     }
 
-    /// Notes a read by the app, for the cache budget's least-recently-used order.
+    /// Notes a read by the app, for the cache budget's least-recently-used order. The read
+    /// verified the file against `attachment` (its hash and size), so the row takes that
+    /// size when it says another (one a pulled reference gave it first).
     private func touch(_ attachment: Attachment) async throws {
         _ = try await observer.write { txn in
             guard var row = try AttachmentRow.find(txn, id: attachment.sha256) else { return }
             row.lastUsed = Timestamp.now().millisecondsSince1970
+            row.size = attachment.size
             try row.save(txn)
         }
     }
@@ -254,8 +334,9 @@ extension SyncContext {
     /// Removes what a crash or an unused staging left, when a context opens: temporary
     /// files; stored files no `__attachments` row names that are older than
     /// ``AttachmentOptions/orphanGrace`` (a younger one may be another process's attachment
-    /// on its way into a record); and files whose own bytes prove them damaged, unless they
-    /// wait to upload. A failed read proves nothing: a file that could not be read (too many
+    /// on its way into a record), none of them while a captured write the adapter refused is
+    /// queued without its item (its row may reference any of them); and files whose own bytes prove
+    /// them damaged, unless they wait to upload. A failed read proves nothing: a file that could not be read (too many
     /// open files, an I/O error, a permission, its modification time) is kept, as is a
     /// damaged one waiting to upload and one whose removal failed. Each kept file is logged,
     /// and the sweep's failures are ``SyncStatus/lastError`` until a push, pull or sync
@@ -278,17 +359,25 @@ extension SyncContext {
         kept += inventory.unreadable
         let stored = inventory.files
         if !stored.isEmpty {
-            let known = try await store.read { txn in
-                Set(try txn.records(in: AttachmentRow.table, matching: Query(Field(SystemField.id).isIn(stored.map { .string($0.sha256) }))).map(\.id))
+            let (known, unreadWrite) = try await store.read { txn in
+                (Set(try txn.records(in: AttachmentRow.table, matching: Query(Field(SystemField.id).isIn(stored.map { .string($0.sha256) }))).map(\.id)),
+                 try Outbox.hasUnreadWrite(txn))
             }
             let cutoff = Timestamp.now().millisecondsSince1970 - Int64(options.attachments.orphanGrace.components.seconds * 1000)
-            for file in stored where !known.contains(file.sha256) && file.modified.millisecondsSince1970 < cutoff {
+            let old = stored.filter { !known.contains($0.sha256) && $0.modified.millisecondsSince1970 < cutoff }
+            if unreadWrite, !old.isEmpty {
+                // A row the app wrote that the store's adapter refused is queued as a failed
+                // operation without its item: the files it references are not known for sure,
+                // and any of these may be one (staged for it, and nowhere else).
+                options.logger.notice("the attachment sweep kept \(old.count) file(s) no record names: a write the store's adapter refused waits in operationErrors(), and may reference them")
+            }
+            for file in old where !unreadWrite {
                 let hash = file.sha256
                 do {
-                    // Removed in a transaction that finds no row: a record another process
-                    // wrote since, referencing the file, keeps it.
+                    // Removed in a transaction that finds no row and no unread write: a record
+                    // another process wrote since, referencing the file, keeps it.
                     _ = try await observer.write { txn -> Bool in
-                        guard try AttachmentRow.find(txn, id: hash) == nil else { return false }
+                        guard try AttachmentRow.find(txn, id: hash) == nil, try !Outbox.hasUnreadWrite(txn) else { return false }
                         try files.remove(hash)
                         return true
                     }

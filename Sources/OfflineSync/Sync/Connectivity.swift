@@ -2,6 +2,9 @@ import Foundation
 import Synchronization
 
 /// What a remote's change-notification channel reports.
+///
+/// New cases arrive in minor releases (Docs/Versioning.md): switch over it with an
+/// `@unknown default:` case.
 public enum RemoteChangeEvent: Sendable, Hashable {
     /// The channel is (again) live: changes committed from now on are announced. Pull once
     /// after each of these, to catch what was committed while the channel was down.
@@ -16,7 +19,8 @@ public enum RemoteChangeEvent: Sendable, Hashable {
     /// remote refused (after the token provider was asked again), ``SyncError/Code/rejected``
     /// for a remote that answers but will not open it (a refused WebSocket upgrade is reported
     /// so at once, before the HTTP client asks for the event stream in the same attempt; a
-    /// `subscribed` may still follow).
+    /// `subscribed` may still follow). A started ``SyncContext`` syncs by polling meanwhile and
+    /// reports it as a sync failure only when retrying cannot fix it (refused credentials).
     case unavailable(SyncError)
     /// Push sync: a dataset the device subscribed to changed on the remote (only on a
     /// channel opened with the id of a device registered for WebSocket push, `PushPlatform.webSocket` in OfflineSyncDatasets).

@@ -7,6 +7,8 @@ final class ChannelState: Sendable {
     private struct State {
         var live = false
         var lastRun: ContinuousClock.Instant?
+        /// A sync run succeeded in this period.
+        var synced = false
     }
 
     private let state = Mutex(State())
@@ -20,8 +22,14 @@ final class ChannelState: Sendable {
     /// interval later.
     func ran() { state.withLock { $0.lastRun = .now } }
 
+    /// A sync run succeeded.
+    func succeeded() { state.withLock { $0.synced = true } }
+
     /// Whether a sync run began in this period.
     var hasRun: Bool { state.withLock { $0.lastRun != nil } }
+
+    /// Whether a sync run succeeded in this period.
+    var hasSynced: Bool { state.withLock { $0.synced } }
 
     /// When the next poll is due: `nil` while the channel is live; one `interval` after the
     /// last run, or after the period began if nothing ran yet (a channel that neither opens
@@ -66,7 +74,13 @@ extension SyncContext {
     /// remote has none, a proxy refuses WebSockets, it is down), the context runs a sync
     /// every ``SyncOptions/pollInterval`` — the first as soon as the channel reports that it
     /// cannot open (``RemoteChangeEvent/unavailable(_:)``, which the HTTP remotes report at once
-    /// for a refused WebSocket upgrade), and the channel's failure is reported after that run.
+    /// for a refused WebSocket upgrade). A channel that cannot open is the channel's state,
+    /// not a failure of the sync: it is not reported as ``SyncEvent/syncFailed(error:willRetry:)``
+    /// nor kept in ``SyncStatus/lastError`` (the runs report what they meet, and
+    /// ``SyncEvent/subscriptionsEstablished`` says when the channel is live), unless it is one
+    /// retrying cannot fix (refused credentials), which stops the loop. A channel that opens
+    /// after a run of this online period succeeded catches up by pulling each table (what a
+    /// change notice does) instead of running the whole sequence again.
     /// ``SyncStatus/connected`` says whether the remote answered, never merely that the
     /// monitor reports a network.
     ///
@@ -210,8 +224,9 @@ extension SyncContext {
         return .cancelled
     }
 
-    /// The remote's change notices: a sync run when the channel opens (and after each drop),
-    /// a pull of each table a notice names.
+    /// The remote's change notices: a sync run when the channel opens (and after each drop) —
+    /// a pull of each table instead when it first opens after a run of this period synced —
+    /// and a pull of each table a notice names.
     private func followChanges(tables: [String], queryId: String, channel: ChannelState) async -> SessionEnd {
         guard let source = remote as? RemoteChangeSource else {
             broadcaster.publish(.subscriptionsEstablished)
@@ -225,11 +240,22 @@ extension SyncContext {
             case .subscribed:
                 channel.setLive(true)
                 remoteAnswered()
-                if !established {
+                let first = !established
+                if first {
                     established = true
                     broadcaster.publish(.subscriptionsEstablished)
                 }
-                // First time, or back after a drop: catch up on everything.
+                // A first subscription after a run of this period synced everything (the poll's,
+                // run when the channel could not open): catch up on what was committed since
+                // that run pulled each table, with a pull per table, not a second whole run.
+                if first, channel.hasSynced {
+                    switch await catchUp(tables: tables, queryId: queryId) {
+                    case .caughtUp: continue
+                    case .cancelled: return .cancelled
+                    case .failed: break
+                    }
+                }
+                // First time, or back after a drop (or a catch-up that failed): catch up on everything.
                 if await syncUntilDone(tables: tables, queryId: queryId, channel: channel) == .halted { return .halted }
             case .changed(let table) where wanted.contains(table):
                 do {
@@ -241,19 +267,18 @@ extension SyncContext {
                     if settle(error) == .halted { return .halted }
                 }
             case .unavailable(let error):
-                // The channel could not open: stop if retrying cannot help, else say so (the
-                // poll keeps syncing meanwhile).
+                // The channel could not open: stop if retrying cannot help (refused
+                // credentials). Otherwise it is the channel's state, not a sync failure: the
+                // poll syncs meanwhile, and each run reports what it meets itself — so a
+                // refusal the channel could not name (a refused WebSocket upgrade is a proxy
+                // or refused credentials alike) is reported with its real reason, and a sync
+                // that works reports nothing.
                 channel.setLive(false)
                 remoteFailed(error)
                 let failure = SyncFailure(error: error, willRetry: true)
                 guard failure.isRetryable else { return halt(failure) }
-                // Without the channel, the poll syncs; the first run is now, before the
-                // channel's failure is reported: what the run meets it reports itself, so a
-                // refusal the channel could not name (a refused WebSocket upgrade is a proxy
-                // or refused credentials alike) comes first with its real reason, and
-                // refused credentials stop the loop.
+                // The poll's first run is now.
                 if !channel.hasRun, let end = await syncOnce(tables: tables, queryId: queryId, channel: channel) { return end }
-                failed(failure)
             case .disconnected:
                 channel.setLive(false)
             case .changed, .dataset:
@@ -276,6 +301,7 @@ extension SyncContext {
                 channel.ran()
                 defer { channel.ran() }
                 try await sync(tables, queryId: queryId)
+                channel.succeeded()
                 return .cancelled
             } catch {
                 if let end = settle(error) { return end }
@@ -313,9 +339,36 @@ extension SyncContext {
         defer { channel.ran() }
         do {
             try await sync(tables, queryId: queryId)
+            channel.succeeded()
             return nil
         } catch {
             return settle(error)
+        }
+    }
+
+    /// How a ``catchUp(tables:queryId:)`` went.
+    private enum CatchUp {
+        /// Every table was pulled.
+        case caughtUp
+        /// A pull failed: a whole run (with its retries and reports) takes over.
+        case failed
+        /// The session was cancelled.
+        case cancelled
+    }
+
+    /// Pulls each of `tables` but those whose pull the remote refuses
+    /// (``retryRefusedTables(tables:queryId:)``'s), as a change notice pulls one. A failure is
+    /// not reported here: the whole run that follows meets it again and reports it.
+    private func catchUp(tables: [String], queryId: String) async -> CatchUp {
+        do {
+            for table in tables where status.tableErrors[table] == nil {
+                try Task.checkCancellation()
+                _ = try await pull(table, queryId: queryId)
+            }
+            return .caughtUp
+        } catch {
+            if Task.isCancelled || error is CancellationError { return .cancelled }
+            return .failed
         }
     }
 

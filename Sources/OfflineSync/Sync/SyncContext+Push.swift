@@ -9,6 +9,12 @@ extension SyncContext {
     /// If the remote cannot be reached, throws and leaves every operation in the queue, in
     /// order, unchanged except that the ones chosen for sending are marked attempted (the
     /// remote may have applied them; they are resent with the same ids and never rewritten).
+    ///
+    /// Attachment files waiting to upload go first. One whose upload cannot succeed (its file
+    /// gone or damaged, or refused by the remote for good, as over a quota) fails the pending
+    /// operations that reference it, with the upload's code, and the others are still pushed;
+    /// one the system could not read now throws ``SyncError/Code/busy``, retried by the
+    /// background sync (Docs/Attachments.md).
     @discardableResult
     public func push() async throws -> PushSummary {
         try await tracked { try await self.pushLocked() }
@@ -48,6 +54,7 @@ extension SyncContext {
         var done = 0
         let batchSize = options.pushBatchSize
         let remote = self.remote
+        let files = store.attachmentFiles
         func send(_ batch: [QueuedOperation]) -> (batch: [QueuedOperation], answer: Task<[PushResult], any Error>) {
             let operations = batch.map(\.pushOperation)
             return (batch, Task { try await remote.push(operations) })
@@ -101,7 +108,7 @@ extension SyncContext {
             let (settled, following, queued, isEmpty) = try await observer.write { txn in
                 var marker = try InFlight.read(txn)
                 let settled = try SyncContext.settle(batch, outcomes: answered, rejectionCodes: codes, decisions: decided,
-                                                     refusals: refused, inFlight: &marker, txn: txn)
+                                                     refusals: refused, files: files, inFlight: &marker, txn: txn)
                 let following = next.isEmpty ? nil : try Outbox.markAttempted(
                     try Outbox.nextBatch(txn, limit: batchSize, excluding: next), into: &marker, txn)
                 try marker.write(txn)

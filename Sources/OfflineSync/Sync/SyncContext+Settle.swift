@@ -14,9 +14,11 @@ extension SyncContext {
     /// Applies a batch's outcomes in one local transaction. `inFlight` is the push's marker as
     /// read in this transaction; the batch's ids leave it, and the caller writes it.
     /// `rejectionCodes` holds the codes the remote gave rejections (``PushResult/rejectionCode``),
-    /// by send id; a rejection's operation error keeps its code.
+    /// by send id; a rejection's operation error keeps its code. `files` are the store's
+    /// attachment files: a rejection for a missing file uploads again only a file still here.
     static func settle(_ batch: [QueuedOperation], outcomes: [String: PushOutcome], rejectionCodes: [String: SyncError.Code] = [:],
                        decisions: [String: ConflictResolution], refusals: [String: RefusalResolution] = [:],
+                       files: (any AttachmentFileStore)? = nil,
                        inFlight: inout InFlight, txn: any LocalWriteTransaction) throws -> Settled {
         var result = Settled()
         let now = Timestamp.now()
@@ -80,9 +82,10 @@ extension SyncContext {
                 let code = rejectionCodes[operation.sendId]
                 result.events.append(try fail(operation, status: status, message: reason, code: code,
                                               server: nil, now: now, compensated: compensate, txn: txn))
-                // A file the remote lacks that is still here goes up again before a retry.
+                // A file the remote lacks that is still here goes up again before a retry; one
+                // that is not turns `remote`, for the app to add its bytes again.
                 if code == .attachmentMissing, let item = operation.item {
-                    try AttachmentRow.uploadAgain(Attachment.scan(item.fields).references, txn: txn)
+                    try AttachmentRow.uploadAgain(Attachment.scan(item.fields).references, txn: txn, files: files)
                 }
                 result.failed += 1
                 // The compensating write: with no later operation on the item, the local copy
@@ -176,8 +179,11 @@ extension SyncContext {
         return .outboxMutationFailed(table: operation.table, record: operation.item, kind: operation.kind, error: error)
     }
 
-    /// Settles an entry of ``operationErrors()``.
+    /// Settles an entry of ``operationErrors()``. Retrying an app write the store could not
+    /// read (queued without its item) reads the row again and sends it whole; while the row
+    /// still cannot be read, the retry leaves the entry as it is.
     public func resolve(_ error: OperationError, with resolution: OperationErrorResolution) async throws {
+        let files = store.attachmentFiles
         try await gate.run {
             let isEmpty = try await self.observer.write { txn -> Bool in
                 if error.compensated {
@@ -191,6 +197,21 @@ extension SyncContext {
                 guard let operation = try Outbox.operation(txn, id: error.operationId) else {
                     throw SyncError(.notFound, "operation '\(error.operationId)' is no longer queued")
                 }
+                // An app write the store could not read was queued without its item (a refused
+                // capture): a retry reads the row again, whole, and sends that. A row still
+                // unreadable (a query leaves it out), gone, or whose references still cannot be
+                // noted stays failed, with its error.
+                var reread: Record?
+                if case .retry = resolution, operation.item == nil, operation.kind != .delete {
+                    let rows = try txn.records(in: operation.table, matching: Query(Field(SystemField.id) == .string(operation.itemId)))
+                    guard let row = rows.first(where: { ExactString.sameBytes($0.id, operation.itemId) }) else { return try Outbox.isEmpty(txn) }
+                    do {
+                        try AttachmentRow.note(try Attachment.references(in: row), txn: txn, files: files, now: Timestamp.now())
+                    } catch let refusal as SyncError where refusal.code == .invalidValue {
+                        return try Outbox.isEmpty(txn)
+                    }
+                    reread = Record(id: operation.itemId, fields: row.fields)
+                }
                 try Outbox.removeErrors(of: operation.id, txn)
                 switch resolution {
                 case .retry, .retryWith:
@@ -202,7 +223,11 @@ extension SyncContext {
                         var again = operation
                         again.state = .pending
                         again.sendId = UUID.randomString()
-                        again.item = item.map { Record(id: operation.itemId, fields: $0.fields) }
+                        again.item = (reread ?? item).map { Record(id: operation.itemId, fields: $0.fields) }
+                        if operation.item == nil, operation.kind != .delete, let sent = again.item {
+                            // A refused capture's own changes were never read: every field counts.
+                            again.changedFields = sent.fields.keys.sorted(by: Value.utf8Less)
+                        }
                         try Outbox.save(again, txn)
                     }
                 case .takeServer, .discard:

@@ -87,8 +87,13 @@ public struct AttachmentTransferProgress: Sendable, Hashable {
 /// should do about it.
 public struct SyncFailure: Sendable, Hashable {
     /// What kind of failure it is.
+    ///
+    /// New cases arrive in minor releases (Docs/Versioning.md): switch over it with an
+    /// `@unknown default:` case.
     public enum Kind: Sendable, Hashable {
-        /// The remote could not be reached, or answered 5xx or 429: retried with backoff.
+        /// The remote could not be reached, or answered 5xx or 429, or a local resource was
+        /// busy (``SyncError/Code/busy``: a store locked by another process, an attachment file
+        /// waiting to upload that the system could not read now): retried with backoff.
         case transient
         /// The remote refused the credentials (401), after the token provider was asked again:
         /// not retried until the app starts the context again.

@@ -42,6 +42,9 @@ public enum SystemTables {
 }
 
 /// The state of a queued operation.
+///
+/// New cases arrive in minor releases (Docs/Versioning.md): switch over it with an
+/// `@unknown default:` case.
 public enum OperationState: String, Sendable, Hashable, Codable {
     /// Waiting to be sent; later writes to the item may still collapse into it.
     case pending

@@ -207,6 +207,11 @@ public final class BlobDirectory: AttachmentFileStore, @unchecked Sendable {
     /// Removes a sealed file ``inventory()`` found damaged, unless it is the file of one of
     /// `spared` or its header no longer proves the damage (read again just before). A plain
     /// directory finds no damaged file, and removes nothing.
+    ///
+    /// What goes is the file whose header was read, never another: the header is read on an
+    /// open descriptor, the name is then moved aside, and the file moved is removed only when
+    /// it is the one read (same device and inode). A good copy an ``install(_:as:size:durable:)``
+    /// renamed into place in between is put back under its name.
     public func removeDamaged(_ file: DamagedAttachmentFile, sparing spared: Set<String>) throws -> Bool {
         guard let sealing else { return false }
         // Only a name the inventory gives: `objects/<bucket>/<name>`.
@@ -217,9 +222,37 @@ public final class BlobDirectory: AttachmentFileStore, @unchecked Sendable {
         let target = "\(path)/\(file.name)"
         // A file waiting to upload exists nowhere else: kept, damaged or not.
         if spared.contains(where: { objectPath($0) == target }) { return false }
-        guard case .damaged = readHeader(at: target, sealing: sealing) else { return false }
-        if unlink(target) != 0 && errno != ENOENT { throw BlobFiles.failure("cannot remove \(target)") }
-        return true
+        // A file that cannot be opened now proves nothing.
+        if fault(.open, at: target) != nil { return false }
+        let descriptor = open(target, O_RDONLY | O_CLOEXEC | O_NONBLOCK)
+        guard descriptor >= 0 else { return false }
+        defer { close(descriptor) }
+        var opened = stat()
+        guard case .damaged = SealedBlobReader.readHeader(descriptor, path: target, sealing: sealing),
+              fstat(descriptor, &opened) == 0 else { return false }
+        try BlobFiles.makeDirectory(temporaries)
+        // Named as a writer's temporary file: one a crash leaves here is a leftover.
+        let aside = "\(temporaries)/\(UUID.randomString()).part"
+        liveTemporaries.withLock { _ = $0.insert(aside) }
+        defer { liveTemporaries.withLock { _ = $0.remove(aside) } }
+        guard rename(target, aside) == 0 else {
+            if errno == ENOENT { return false }
+            throw BlobFiles.failure("cannot remove \(target)")
+        }
+        var moved = stat()
+        if stat(aside, &moved) == 0, moved.st_dev == opened.st_dev, moved.st_ino == opened.st_ino {
+            // A failed unlink leaves a temporary file, which removeLeftovers() deletes.
+            _ = unlink(aside)
+            return true
+        }
+        // Another file took the name between the read and the move: it goes back, unless yet
+        // another (a good copy too: only those are installed) took the name since.
+        if link(aside, target) == 0 || errno == EEXIST {
+            _ = unlink(aside)
+        } else {
+            _ = rename(aside, target)
+        }
+        return false
     }
 
     // MARK: Reads a test can make fail
@@ -308,18 +341,47 @@ public final class BlobDirectory: AttachmentFileStore, @unchecked Sendable {
         return BlobFiles.exists(path) ? URL(fileURLWithPath: path) : nil
     }
 
-    /// Moves a finished temporary file to its name and flushes the directory; drops it when
-    /// the name is taken (the same bytes are already stored).
-    func install(_ temporary: String, as sha256: String, durable: Bool = true) throws {
+    /// Moves a finished temporary file of `size` plain bytes to its name and flushes the
+    /// directory.
+    ///
+    /// A durable file (the app's own bytes, flushed to disk) always takes the name: a copy
+    /// already there is the same bytes when it is good, and the one this repairs when it is
+    /// damaged (a file waiting to upload whose bytes the app adds again). A cached download
+    /// (`durable` false, not flushed) never replaces a good copy, which may be the only one
+    /// flushed to disk: it is dropped when the copy there proves good (a plain file of that
+    /// size; a sealed header that opens and names this hash and size), or when the copy
+    /// cannot be read now, and the copy's modification time is set to now, so the sweep of
+    /// another process does not take it for an old orphan. It takes the name of a copy that
+    /// is damaged, or of none.
+    func install(_ temporary: String, as sha256: String, size: Int64, durable: Bool = true) throws {
         let target = objectPath(sha256)
         let bucket = String(target[..<target.lastIndex(of: "/")!])
         try BlobFiles.makeDirectory(bucket)
-        if BlobFiles.exists(target) {
+        // Kept: its modification time is now; gone since it was read, this file takes its place.
+        if !durable, keepsInstalled(target, sha256: sha256, size: size), utimes(target, nil) == 0 || errno != ENOENT {
             _ = unlink(temporary)
             return
         }
         guard rename(temporary, target) == 0 else { throw BlobFiles.failure("cannot rename \(temporary) to \(target)") }
         if durable { try BlobFiles.syncDirectory(bucket) }
+    }
+
+    /// Whether the copy at `target` stays rather than a new one of `sha256` and `size`: it
+    /// proves good, or cannot be read now (which proves nothing against it). `false` when
+    /// there is none, or its size or header proves it damaged.
+    private func keepsInstalled(_ target: String, sha256: String, size: Int64) -> Bool {
+        if let sealing {
+            switch readHeader(at: target, sealing: sealing) {
+            case .header(let header): return header.sha256 == sha256 && header.size == size
+            case .unreadable: return true
+            case .damaged, .absent: return false
+            }
+        }
+        guard let info = status(target) else {
+            let code = errno
+            return !(code == ENOENT || code == ENOTDIR)
+        }
+        return (info.st_mode & S_IFMT) == S_IFREG && Int64(info.st_size) == size
     }
 }
 
@@ -481,7 +543,7 @@ final class BlobTemporaryFile {
         // Write-behind: the disk starts on each 8 MiB while the rest is still being read and
         // hashed, so the flush at the end waits for the last few MiB, not the whole file.
         // Only a hint (nothing on Darwin): `fsync` in
-        // ``finish(as:last:)`` is what makes the file durable.
+        // ``finish(as:size:durable:last:)`` is what makes the file durable.
         if unflushed >= Self.writeBehind {
             _ = osync_write_behind(descriptor, flushedUpTo, Int64(unflushed))
             flushedUpTo += Int64(unflushed)
@@ -522,18 +584,19 @@ final class BlobTemporaryFile {
     }
 
     /// Runs `last` on the open descriptor (a header written in place), flushes the file to
-    /// disk and moves it to its name.
+    /// disk and moves it to its name (``BlobDirectory/install(_:as:size:durable:)``; `size`
+    /// is the plain bytes written).
     /// With `durable` false (a download, which can be fetched again and is checked against
     /// its hash when read), the file is renamed without waiting for the disk: a crash may
     /// leave it short or damaged, which the next read reports and fetches again.
-    func finish(as sha256: String, durable: Bool = true, last: (Int32) throws -> Void = { _ in }) throws {
+    func finish(as sha256: String, size: Int64, durable: Bool = true, last: (Int32) throws -> Void = { _ in }) throws {
         guard isOpen else { throw SyncError(.storeClosed, "the attachment writer has finished") }
         try last(descriptor)
         if durable { guard fsync(descriptor) == 0 else { throw BlobFiles.failure("cannot flush \(path)") } }
         close(descriptor)
         descriptor = -1
         defer { release() }
-        try directory.install(path, as: sha256, durable: durable)
+        try directory.install(path, as: sha256, size: size, durable: durable)
     }
 
     func cancel() {
@@ -564,9 +627,9 @@ final class PlainBlobWriter: AttachmentFileWriter {
         size += Int64(bytes.count)
     }
 
-    func commit(as sha256: String) throws { try file.finish(as: sha256) }
+    func commit(as sha256: String) throws { try file.finish(as: sha256, size: size) }
 
-    func commitCached(as sha256: String) throws { try file.finish(as: sha256, durable: false) }
+    func commitCached(as sha256: String) throws { try file.finish(as: sha256, size: size, durable: false) }
 
     func cancel() { file.cancel() }
 

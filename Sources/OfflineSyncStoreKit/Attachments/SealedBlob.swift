@@ -132,7 +132,7 @@ final class SealedBlobWriter: AttachmentFileWriter {
         withUnsafeBytes(of: size.littleEndian) { plain.append(contentsOf: $0) }
         let header = try plain.withUnsafeBytes { try sealing.seal($0, context: SealedBlobFormat.headerContext(id)) }
         let prefix = SealedBlobFormat.magic + id + header
-        try file.finish(as: sha256, durable: durable) { descriptor in
+        try file.finish(as: sha256, size: size, durable: durable) { descriptor in
             let written = prefix.withUnsafeBytes { pwrite(descriptor, $0.baseAddress, $0.count, 0) }
             guard written == prefix.count else { throw BlobFiles.failure("cannot write \(file.path)") }
         }

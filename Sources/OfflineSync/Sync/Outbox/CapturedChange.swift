@@ -56,6 +56,7 @@ package struct CapturedChange: Sendable {
     /// ``refusal``, or whose item references an attachment that cannot be recorded
     /// (``SyncError/Code/invalidValue``), becomes a failed operation on its item, reported in
     /// `operationErrors()` with the reason's code, and the rest are queued. Returns those.
+    /// A refused item's well-formed references are noted all the same, so their files stay.
     @discardableResult
     package static func queue(_ changes: [CapturedChange], in txn: any LocalWriteTransaction,
                               files: (any AttachmentFileStore)?) throws -> [Refused] {
@@ -102,19 +103,33 @@ package struct CapturedChange: Sendable {
             queuedItems.insert(key)
             refused.append(Refused(table: change.table, itemId: change.itemId, operationId: operation.id))
         }
+        // Every well-formed reference an item holds is noted, whether or not its change is
+        // refused: a file staged for the row has no other note of it, and the sweep when a
+        // context opens would take it for an orphan and delete the only copy. Returns why
+        // the rest cannot be noted (a malformed reference first, then a size that is not the
+        // file's), if any. A refused change without an item (a row the adapter could not
+        // read) notes nothing: the sweep keeps every file no row names while such a refusal
+        // is queued (``Outbox/hasUnreadWrite(_:)``).
+        func noteReferences(of item: Record) throws -> SyncError? {
+            let (references, malformed) = Attachment.scan(item.fields)
+            var reason = malformed.first
+            do {
+                try AttachmentRow.note(references, txn: txn, files: files, now: now)
+            } catch let error as SyncError where error.code == .invalidValue {
+                reason = reason ?? error
+            }
+            return reason
+        }
         for change in changes {
             let key = ExactString(CompositeKey.slashed(change.table, last: change.itemId))
             if let reason = change.refusal {
+                if change.kind != .delete, let item = change.item { _ = try noteReferences(of: item) }
                 try refuse(change, reason, key: key)
                 continue
             }
-            if change.kind != .delete, let item = change.item {
-                do {
-                    try AttachmentRow.note(try Attachment.references(in: item), txn: txn, files: files, now: now)
-                } catch let error as SyncError where error.code == .invalidValue {
-                    try refuse(change, error, key: key)
-                    continue
-                }
+            if change.kind != .delete, let item = change.item, let reason = try noteReferences(of: item) {
+                try refuse(change, reason, key: key)
+                continue
             }
             let changedFields = change.changedFields.sorted(by: Value.utf8Less)
             // An item with nothing queued gets a new entry; one with queued operations (a
@@ -143,10 +158,14 @@ package struct CapturedChange: Sendable {
 
     /// Takes back a refusal (``Refused/operationId``): its failed operation and the failure
     /// recorded for it go, so the item's queue goes on. An operation the app resolved since
-    /// (retried or discarded) is left as it is. Returns whether the operation went.
+    /// (retried or discarded) is left as it is. Returns whether the refusal is over: `true`
+    /// when its operation went now, or had gone already (discarded, or sent after a retry);
+    /// `false` while the app's retry of it is still queued (it may fail again, and then be
+    /// taken back).
     @discardableResult
     package static func withdrawRefusal(_ operationId: String, in txn: any LocalWriteTransaction) throws -> Bool {
-        guard let operation = try Outbox.operation(txn, id: operationId), operation.state == .failed else { return false }
+        guard let operation = try Outbox.operation(txn, id: operationId) else { return true }
+        guard operation.state == .failed else { return false }
         try Outbox.removeErrors(of: operationId, txn)
         try Outbox.remove(operation, txn)
         return true
