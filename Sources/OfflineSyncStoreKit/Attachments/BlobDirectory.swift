@@ -210,7 +210,7 @@ public final class BlobDirectory: AttachmentFileStore, @unchecked Sendable {
     ///
     /// What goes is the file whose header was read, never another: the header is read on an
     /// open descriptor, the name is then moved aside, and the file moved is removed only when
-    /// it is the one read (same device and inode). A good copy an ``install(_:as:size:durable:)``
+    /// it is the one read (same device and inode). A good copy an `install(_:as:size:durable:)`
     /// renamed into place in between is put back under its name.
     public func removeDamaged(_ file: DamagedAttachmentFile, sparing spared: Set<String>) throws -> Bool {
         guard let sealing else { return false }
@@ -584,7 +584,7 @@ final class BlobTemporaryFile {
     }
 
     /// Runs `last` on the open descriptor (a header written in place), flushes the file to
-    /// disk and moves it to its name (``BlobDirectory/install(_:as:size:durable:)``; `size`
+    /// disk and moves it to its name (`install(_:as:size:durable:)`; `size`
     /// is the plain bytes written).
     /// With `durable` false (a download, which can be fetched again and is checked against
     /// its hash when read), the file is renamed without waiting for the disk: a crash may
