@@ -14,7 +14,7 @@ import PackageDescription
 //   OfflineSyncTransport, OfflineSyncOData ──► OfflineSyncWire (+ Datasets, StoreKit's value codec)
 //   offline-sync, offline-sync-harness ──► OfflineSyncCommandSupport ──► the four adapters
 //   offline-sync-fuzz ──► OfflineSyncFuzzing ──► the parsers' modules (Wire, OData, Service,
-//                                                Server, EncryptedFile, LMDB)
+//                                                Server, Transport, EncryptedFile, LMDB, GRDB)
 //   C, never products: COfflineSyncCRC32C and COfflineSyncSystem (our own), COfflineSyncSQLite3,
 //   COfflineSyncLMDB and COfflineSyncPostgreSQL (the system's libraries, through pkg-config).
 //
@@ -274,7 +274,8 @@ let package = Package(
         .target(
             name: "OfflineSyncFuzzing",
             dependencies: ["OfflineSync", "OfflineSyncDatasets", "OfflineSyncWire", "OfflineSyncOData", "OfflineSyncService", "OfflineSyncServer",
-                           "OfflineSyncEncryptedFile", "OfflineSyncLMDB", "OfflineSyncStoreKit"],
+                           "OfflineSyncTransport", "OfflineSyncEncryptedFile", "OfflineSyncLMDB", "OfflineSyncSQLite", "OfflineSyncGRDB",
+                           "OfflineSyncStoreKit"],
             path: "Sources/OfflineSyncFuzzing"
         ),
         // libFuzzer's driver over them when built with `-sanitize=fuzzer -DFUZZING`; a replayer otherwise.

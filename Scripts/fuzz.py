@@ -14,7 +14,9 @@ as .build/fuzz/artifacts/TARGET-crash-… (replay it with `offline-sync-fuzz rep
 on a normal build), and the run exits 1 after every target ran.
 
 Writes fuzz-results.json and the "Fuzzing" section of Docs/Reliability.md (`make soak` keeps
-that section when it rewrites the rest).
+that section when it rewrites the rest). A run of some targets (`--target`) replaces only their
+rows and keeps the others' from the runs that made them: each row carries its run's date,
+commit, machine and seconds, and the section names the run of each row when they differ.
 """
 import argparse, datetime, glob, json, os, platform, re, subprocess, sys
 
@@ -88,25 +90,71 @@ def summaries(binary):
     return dict(line.split("\t", 1) for line in listing.strip().splitlines())
 
 
+RUN_FIELDS = ("date", "commit", "machine", "seconds")
+
+
+def run_of(row, results):
+    """The run a row came from: (date, commit, machine, seconds); a row written before rows
+    named their run is the file's run."""
+    return tuple(row.get(field, results.get(field)) for field in RUN_FIELDS)
+
+
+def merged(previous, run, rows, order):
+    """fuzz-results.json after `run` (date, commit, machine, seconds) made `rows`: those rows,
+    and the previous file's rows of every other target still in `order` (the binary's list),
+    each keeping the run that made it (a row written before rows named their run takes the
+    file's). Rows follow `order`."""
+    kept = {}
+    for row in (previous or {}).get("targets", []):
+        for field in RUN_FIELDS:
+            row.setdefault(field, previous.get(field))
+        kept[row["target"]] = row
+    for row in rows:
+        row.update(zip(RUN_FIELDS, run))
+        kept[row["target"]] = row
+    results = dict(zip(RUN_FIELDS, run))
+    results["targets"] = [kept[name] for name in order if name in kept]
+    return results
+
+
 def section(results):
-    """The Fuzzing section of Docs/Reliability.md, from fuzz-results.json's contents."""
+    """The Fuzzing section of Docs/Reliability.md, from fuzz-results.json's contents. When the
+    rows come from more than one run (`--target` ran some), a column numbers each row's run and
+    a note under the table gives each run's date, commit, machine and seconds per target."""
     def figure(value):
         return "—" if value is None else "{:,}".format(value)
-    lines = [BEGIN, "## Fuzzing", "",
-             "Written by `make fuzz` on %s, commit %s, on %s: each target for %d s with libFuzzer and the address"
-             % (results["date"], results["commit"], results["machine"], results["seconds"]),
+    runs = []
+    for row in results["targets"]:
+        if run_of(row, results) not in runs:
+            runs.append(run_of(row, results))
+    runs.sort(key=lambda run: str(run[0]), reverse=True)
+    single = len(runs) <= 1
+    date, commit, machine, seconds = runs[0] if runs else run_of(results, results)
+    if single:
+        intro = ["Written by `make fuzz` on %s, commit %s, on %s: each target for %s s with libFuzzer and the address"
+                 % (date, commit, machine, seconds)]
+    else:
+        intro = ["Written by `make fuzz` over %d runs (the *run* column; each run's date, commit and machine are under"
+                 % len(runs), "the table), the latest on %s, commit %s: each target with libFuzzer and the address" % (date, commit)]
+    lines = [BEGIN, "## Fuzzing", ""] + intro + [
              "sanitizer (release build). *Edges* and *features* are libFuzzer's coverage counters at the end of the",
              "run (`cov`, `ft`); *corpus* is how many inputs it kept. *Fixed* counts the inputs in",
              "`Tests/Fuzz/Regressions`, each from a crash or broken promise that was fixed; `make test` replays them",
-             "and every seed.", "",
-             "| target | what it reads | executions | exec/s | edges | features | corpus | seeds | findings this run | fixed |",
-             "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+             "and every seed.", ""]
+    run_column = "" if single else " run |"
+    lines += ["| target | what it reads |%s executions | exec/s | edges | features | corpus | seeds | findings this run | fixed |" % run_column,
+              "|---|---|%s---:|---:|---:|---:|---:|---:|---:|---:|" % ("" if single else "---:|")]
     for row in results["targets"]:
-        lines.append("| `%s` | %s | %s | %s | %s | %s | %s | %d | %d | %d |" % (
-            row["target"], row.get("summary", ""), figure(row["executions"]), figure(row["executions_per_second"]),
+        run_cell = "" if single else " %d |" % (runs.index(run_of(row, results)) + 1)
+        lines.append("| `%s` | %s |%s %s | %s | %s | %s | %s | %d | %d | %d |" % (
+            row["target"], row.get("summary", ""), run_cell, figure(row["executions"]), figure(row["executions_per_second"]),
             figure(row["edges_covered"]), figure(row["features"]), figure(row["corpus_inputs"]), row["seeds"],
             len(row["findings"]), row["regression_inputs"]))
     lines.append("")
+    if not single:
+        for number, (date, commit, machine, seconds) in enumerate(runs, 1):
+            lines.append("%d. %s, commit %s, on %s: %s s per target." % (number, date, commit, machine, seconds))
+        lines.append("")
     for row in results["targets"]:
         if row["findings"]:
             lines += ["`%s` found: %s" % (row["target"], ", ".join("`%s`" % f for f in row["findings"])), "",
@@ -151,15 +199,19 @@ def main():
             print(row["tail"], flush=True)
         rows.append(row)
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
-    results = {"date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), "commit": commit or "unknown",
-               "machine": machine(), "seconds": args.seconds, "targets": rows}
-    if not args.target:
-        with open(RESULTS, "w") as f:
-            json.dump(results, f, indent=1)
-            f.write("\n")
-        if not args.no_doc:
-            write_doc(section(results))
-            print("fuzz: wrote %s and %s" % (os.path.relpath(RESULTS, ROOT), os.path.relpath(DOC, ROOT)))
+    run = (datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), commit or "unknown", machine(), args.seconds)
+    # A run of some targets keeps the other targets' rows from the runs that made them.
+    previous = None
+    if args.target and os.path.exists(RESULTS):
+        with open(RESULTS) as f:
+            previous = json.load(f)
+    results = merged(previous, run, rows, list(known))
+    with open(RESULTS, "w") as f:
+        json.dump(results, f, indent=1)
+        f.write("\n")
+    if not args.no_doc:
+        write_doc(section(results))
+        print("fuzz: wrote %s and %s" % (os.path.relpath(RESULTS, ROOT), os.path.relpath(DOC, ROOT)))
     failed = [row["target"] for row in rows if row["status"] != 0 or row["findings"]]
     if failed:
         sys.exit("fuzz: findings in %s (inputs under .build/fuzz/artifacts)" % ", ".join(failed))

@@ -84,6 +84,7 @@ package enum FuzzSeeds {
 
         add("encrypted-file", "store", try await encryptedStore())
         add("lmdb", "store", try await lmdbStore())
+        seeds += try await parserSeeds()
         return seeds
     }
 

@@ -23,7 +23,7 @@ package struct FuzzTarget: Sendable {
     }
 
     /// Every target, in the order `make fuzz` runs them.
-    package static let all: [FuzzTarget] = wireTargets + serverTargets + storeTargets
+    package static let all: [FuzzTarget] = wireTargets + serverTargets + consoleTargets + storeTargets + attachmentTargets + grdbTargets
 
     /// The target called `name`, if there is one.
     package static func named(_ name: String) -> FuzzTarget? { all.first { $0.name == name } }

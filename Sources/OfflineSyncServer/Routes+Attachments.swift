@@ -18,7 +18,8 @@ import OfflineSyncService
 //   offset when it differs).
 // - `DELETE /v1/attachments/{sha256}/upload`: cancel an unfinished upload.
 // - `GET`/`HEAD /v1/attachments/{sha256}`: the bytes, with RFC 9110's single ranges and
-//   conditional requests (`DownloadAnswer`).
+//   conditional requests (`DownloadAnswer`), served as the media type a row the caller may
+//   read declares (`AttachmentMediaType`), in a sandbox.
 
 extension Routes {
     static let interopVersion = HTTPField.Name("Upload-Draft-Interop-Version")!
@@ -30,6 +31,12 @@ extension Routes {
     static let supportedInteropVersions: Set<Int> = [3, 5, 6]
     /// Bytes handed to the connection at a time when a download is sent.
     static let downloadSlice = 64 << 10
+    /// The `Content-Security-Policy` of every download. A file is served with the media type
+    /// a row declared, and a browser that opened an HTML or SVG file from this origin would
+    /// run its scripts here (where the console lives): `sandbox` gives the document an opaque
+    /// origin with no scripts, forms or plugins, and `default-src 'none'` lets it load nothing.
+    /// A browser shows an image, plays audio or video and displays text under it as usual.
+    static let downloadPolicy = "sandbox; default-src 'none'"
     /// Bytes gathered from a request body before they are stored as one piece.
     static var attachmentPiece: Int { OfflineSyncService.attachmentPiece }
 
@@ -198,7 +205,7 @@ extension Routes {
                                            etag: etag, size: size, rangeApplies: !head)
         var headers: HTTPFields = [
             .acceptRanges: "bytes", .eTag: etag, .cacheControl: "private, max-age=31536000, immutable",
-            .xContentTypeOptions: "nosniff",
+            .xContentTypeOptions: "nosniff", .contentSecurityPolicy: Self.downloadPolicy,
         ]
         let status: HTTPResponse.Status, first: Int64, count: Int64
         switch answer {
@@ -217,7 +224,8 @@ extension Routes {
             (status, first, count) = (.partialContent, from, last - from + 1)
             headers[.contentRange] = "bytes \(from)-\(last)/\(size)"
         }
-        headers[.contentType] = "application/octet-stream"
+        headers[.contentType] = file.contentType?.value ?? "application/octet-stream"
+        headers[.contentDisposition] = file.contentType?.opensInline == true ? "inline" : "attachment"
         headers[.contentLength] = String(count)
         if head || count == 0 { return Response(status: status, headers: headers) }
         let routes = self

@@ -47,3 +47,12 @@ extension EncryptedFileOpenLog {
     /// The sealing of this store's attachment files.
     func attachmentSealing() -> AttachmentSealing { AttachmentSealing(master: master, cipher: header.cipher) }
 }
+
+extension EncryptedFileStore {
+    /// How a store whose master key is `master` and whose header names `cipher` seals its
+    /// attachment files: the fuzz target of the sealed-file reader opens files with it, as the
+    /// store does, and its seeds are written with it.
+    package static func attachmentSealing(master: SecretBytes, cipher: Cipher) -> any BlobSealing {
+        AttachmentSealing(master: master, cipher: cipher)
+    }
+}

@@ -28,10 +28,10 @@ import OfflineSyncWire
 /// A value a column cannot hold exactly — a NaN or a negative zero in a REAL column, which
 /// SQLite stores as NULL and 0 — is written as SQLite keeps it and kept exact beside the row
 /// (``GRDBTypedTable``), where it counts only while the column still holds that form.
-enum GRDBColumnCodec {
+package enum GRDBColumnCodec {
     /// The column value for `value` of a field of `type` (`value` fits `type`: the schema
     /// validated it).
-    static func encode(_ value: Value, as type: FieldType) -> SQLiteValue {
+    package static func encode(_ value: Value, as type: FieldType) -> SQLiteValue {
         switch value {
         case .null: return .null
         case .bool(let b) where type == .bool: return .int(b ? 1 : 0)
@@ -95,7 +95,7 @@ enum GRDBColumnCodec {
     }
 
     /// Whether ``encode(_:as:)`` keeps `value` exactly (decoding the column gives it back).
-    static func isExact(_ value: Value, as type: FieldType) -> Bool {
+    package static func isExact(_ value: Value, as type: FieldType) -> Bool {
         guard case .double(let d) = value, type == .double else { return true }
         return !d.isNaN && !(d == 0 && d.sign == .minus)
     }
@@ -103,7 +103,7 @@ enum GRDBColumnCodec {
     /// The value of a column of a field of `type`. Throws ``SyncError/Code/schemaMismatch``
     /// naming the table, row and field when the column holds what the type cannot read (the
     /// app wrote text into a column the schema declares int, say).
-    static func decode(_ stored: SQLiteValue, as type: FieldType, table: String, id: String, field: String) throws -> Value {
+    package static func decode(_ stored: SQLiteValue, as type: FieldType, table: String, id: String, field: String) throws -> Value {
         func mismatch() -> SyncError {
             SyncError(.schemaMismatch, "table '\(table)', row '\(id)': column '\(field)' holds \(describe(stored)), which a field of type \(type.rawValue) cannot read")
         }

@@ -18,22 +18,29 @@ public enum ConsoleSecureCookie: String, Sendable, Hashable, CaseIterable {
 /// holds both and an HMAC-SHA256 of them keyed by the admin key, so a changed admin key ends
 /// every session; signing out records the id as revoked in the store
 /// (``ConsoleRevocations``), which every instance over that store reads.
-struct ConsoleSession: Sendable, Hashable {
+package struct ConsoleSession: Sendable, Hashable {
     static let cookieName = "osync_console"
     /// How long a sign-in lasts, in seconds.
     static let lifetime: Int64 = 12 * 3600
 
     /// When the session ends, in seconds since 1970.
-    var expiry: Int64
+    package var expiry: Int64
     /// 32 lowercase hex digits (16 random bytes).
-    var id: String
+    package var id: String
+
+    /// The session `id` that ends at `expiry` (seconds since 1970).
+    package init(expiry: Int64, id: String) {
+        self.expiry = expiry
+        self.id = id
+    }
 
     /// A new session that starts at `now` (seconds since 1970).
     static func start(now: Int64) -> ConsoleSession {
         ConsoleSession(expiry: now + lifetime, id: hex((0..<16).map { _ in UInt8.random(in: .min ... .max) }))
     }
 
-    func signature(adminKey: String) -> String {
+    /// The HMAC-SHA256 of the expiry and the id keyed by `adminKey`, in lowercase hex.
+    package func signature(adminKey: String) -> String {
         let mac = HMAC<SHA256>.authenticationCode(for: Array("offline-sync console \(expiry) \(id)".utf8),
                                                   using: SymmetricKey(data: Array(adminKey.utf8)))
         return Self.hex(Array(mac))
@@ -41,7 +48,7 @@ struct ConsoleSession: Sendable, Hashable {
 
     /// `Set-Cookie` for this session: `/admin` only, `HttpOnly`, `SameSite=Strict`, and
     /// `Secure` when `secure`.
-    func setCookie(adminKey: String, secure: Bool) -> String {
+    package func setCookie(adminKey: String, secure: Bool) -> String {
         "\(Self.cookieName)=\(expiry).\(id).\(signature(adminKey: adminKey)); Path=/admin; Max-Age=\(Self.lifetime); "
             + "HttpOnly; SameSite=Strict" + (secure ? "; Secure" : "")
     }
@@ -62,8 +69,13 @@ struct ConsoleSession: Sendable, Hashable {
     /// with the signature it came with, unchecked. Checking one answers a guess at the admin
     /// key, so the console checks them behind the limit on wrong keys.
     static func offered(in headers: HTTPFields, now: Int64) -> [(session: ConsoleSession, signature: Substring)] {
+        offered(cookies: headers[values: .cookie], now: now)
+    }
+
+    /// ``offered(in:now:)`` for the values of a request's `Cookie` fields.
+    package static func offered(cookies: [String], now: Int64) -> [(session: ConsoleSession, signature: Substring)] {
         var found: [(session: ConsoleSession, signature: Substring)] = []
-        for header in headers[values: .cookie] {
+        for header in cookies {
             for pair in header.split(separator: ";") {
                 let parts = pair.trimmingCharacters(in: .whitespaces).split(separator: "=", maxSplits: 1)
                 guard parts.count == 2, parts[0] == cookieName else { continue }
@@ -76,7 +88,7 @@ struct ConsoleSession: Sendable, Hashable {
     }
 
     /// Whether `signature` is this session's HMAC under `adminKey`, compared in constant time.
-    func isSigned(_ signature: Substring, adminKey: String) -> Bool {
+    package func isSigned(_ signature: Substring, adminKey: String) -> Bool {
         constantTimeEqual(Array(signature.utf8), Array(self.signature(adminKey: adminKey).utf8))
     }
 

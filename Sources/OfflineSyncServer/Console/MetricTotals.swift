@@ -1,10 +1,10 @@
 /// The console's throughput and error figures, summed from the server's own Prometheus
 /// exposition: the numbers `/metrics` serves, never a second count that could disagree.
-enum MetricTotals {
+package enum MetricTotals {
     /// One figure: what it counts and its total.
-    struct Line: Equatable {
-        var label: String
-        var value: Double
+    package struct Line: Equatable {
+        package var label: String
+        package var value: Double
     }
 
     /// The counters shown, in order: the metric, the label its samples are split by (`nil`:
@@ -24,7 +24,7 @@ enum MetricTotals {
 
     /// The figures of `exposition` (Prometheus text format 0.0.4), in ``shown``'s order and,
     /// within a metric, by label value. An HTTP status is shown by its class (2xx, 4xx, 5xx).
-    static func lines(_ exposition: [UInt8]) -> [Line] {
+    package static func lines(_ exposition: [UInt8]) -> [Line] {
         let samples = parse(String(decoding: exposition, as: UTF8.self))
         return shown.flatMap { metric, by, name -> [Line] in
             var totals: [String: Double] = [:]
@@ -40,7 +40,7 @@ enum MetricTotals {
     }
 
     /// The samples of an exposition: name, labels, value (comments and malformed lines left out).
-    static func parse(_ text: String) -> [(name: String, labels: [String: String], value: Double)] {
+    package static func parse(_ text: String) -> [(name: String, labels: [String: String], value: Double)] {
         text.split(separator: "\n").compactMap { line in
             guard !line.hasPrefix("#"), let space = line.lastIndex(of: " "),
                   let value = Double(line[line.index(after: space)...]) else { return nil }

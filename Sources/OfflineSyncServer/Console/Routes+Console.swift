@@ -94,11 +94,7 @@ extension Routes {
     func consoleLogin(_ request: Request, _ context: SyncRequestContext) async throws -> Response {
         let adminKey = try consoleAdminKey()
         let form = String(buffer: try await readBody(request))
-        let offered = request.headers[Self.adminKeyHeader] ?? form.split(separator: "&").compactMap { pair -> String? in
-            let parts = pair.split(separator: "=", maxSplits: 1)
-            guard parts.count == 2, parts[0] == "key" else { return nil }
-            return String(parts[1]).replacingOccurrences(of: "+", with: " ").removingPercentEncoding
-        }.first
+        let offered = request.headers[Self.adminKeyHeader] ?? ConsoleForm.key(in: form)
         guard let given = offered, !given.isEmpty else {
             return Self.page(ConsolePage.login(message: "That is not the admin key."), status: .unauthorized)
         }

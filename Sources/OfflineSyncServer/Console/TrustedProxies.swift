@@ -73,7 +73,8 @@ public struct TrustedProxies: Sendable, Hashable {
         return contains(address)
     }
 
-    func contains(_ address: [UInt8]) -> Bool { networks.contains { $0.contains(address) } }
+    /// Whether `address` (as ``address(_:)`` gives it) is in a trusted network.
+    package func contains(_ address: [UInt8]) -> Bool { networks.contains { $0.contains(address) } }
 
     /// The address a request came from, in network byte order (4 bytes, or 16 for IPv6): its
     /// connection's peer, unless that is a trusted proxy; then `X-Forwarded-For` read from the
@@ -82,7 +83,13 @@ public struct TrustedProxies: Sendable, Hashable {
     /// the walk at the proxy that wrote it, so a client cannot choose what it is counted as.
     /// Empty when the peer has no IP address.
     func client(peer: SocketAddress?, forwardedFor: [String]) -> [UInt8] {
-        guard var client = peer.flatMap(Self.bytes(of:)) else { return [] }
+        guard let address = peer.flatMap(Self.bytes(of:)) else { return [] }
+        return client(peerAddress: address, forwardedFor: forwardedFor)
+    }
+
+    /// ``client(peer:forwardedFor:)`` for a peer's address as ``bytes(of:)`` gives it.
+    package func client(peerAddress: [UInt8], forwardedFor: [String]) -> [UInt8] {
+        var client = peerAddress
         guard contains(client) else { return client }
         let hops = forwardedFor.flatMap { $0.split(separator: ",") }.map { $0.trimmingCharacters(in: .whitespaces) }
         for hop in hops.reversed() {
@@ -95,7 +102,7 @@ public struct TrustedProxies: Sendable, Hashable {
 
     /// The bytes of an IP address in text (no port, no brackets, no scope), an IPv4-mapped
     /// IPv6 address as its IPv4 address; `nil` for anything else.
-    static func address(_ text: String) -> [UInt8]? {
+    package static func address(_ text: String) -> [UInt8]? {
         guard let bytes = plainAddress(text) else { return nil }
         return isIPv4Mapped(bytes) ? Array(bytes[12...]) : bytes
     }
@@ -128,7 +135,7 @@ public struct TrustedProxies: Sendable, Hashable {
     }
 
     /// One `X-Forwarded-For` entry: an address, `[v6]` or `[v6]:port`, or `v4:port`.
-    static func forwardedAddress(_ hop: String) -> [UInt8]? {
+    package static func forwardedAddress(_ hop: String) -> [UInt8]? {
         var text = Substring(hop)
         if text.hasPrefix("["), let close = text.firstIndex(of: "]") {
             text = text[text.index(after: text.startIndex)..<close]

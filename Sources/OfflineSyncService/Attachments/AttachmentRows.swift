@@ -39,6 +39,10 @@ public struct ReadableAttachment: Sendable {
     public let size: Int64
     /// The upload whose chunks hold the bytes.
     let holder: String
+    /// The media type declared by the first reference to it, in key order, from a row the
+    /// caller may read; `nil` when that declaration is no media type, or when the caller
+    /// reads the file only as its uploader. Never a type from a row the caller may not read.
+    package let contentType: AttachmentMediaType?
 }
 
 /// One identity's upload of one attachment (`__srv_att_uploads`), keyed by identity and
@@ -130,27 +134,37 @@ struct AttachmentFileRow: StoredRow {
 }
 
 /// A stored row that references an attachment (`__srv_att_refs`): who may read the row may
-/// read the file.
+/// read the file, and is served it with the media type the row declares.
 struct AttachmentReferenceRow: StoredRow {
     static let table = "__srv_att_refs"
-    enum CodingKeys: String, CodingKey { case id, hash, table, row }
+    enum CodingKeys: String, CodingKey { case id, hash, table, row, contentType }
 
     var id: String
     var hash: String
     var table: String
     /// The stored row's id (an owner-only row's includes its owner).
     var row: String
+    /// The media type the row's reference declares (its `contentType`), as declared; it is
+    /// judged when served (``AttachmentMediaType``). Empty when the declaration is longer than
+    /// ``AttachmentMediaType/maximumLength`` bytes (never served). Absent on references
+    /// recorded before types were kept: a download reads the type from the row itself.
+    var contentType: String? = nil
 
     static let schema = TableSchema(table, fields: [
-        column(.hash, .string, indexed: true), column(.table, .string), column(.row, .string),
+        column(.hash, .string, indexed: true), column(.table, .string), column(.row, .string), column(.contentType, .string),
     ], undeclaredFields: .reject)
 
-    init(hash: String, table: String, row: String) {
-        id = CompositeKey.slashed(hash, table, last: row)
+    /// The reference from `row` of `table` to `hash`, declaring `contentType`.
+    init(hash: String, table: String, row: String, contentType: String) {
+        id = Self.key(hash: hash, table: table, row: row)
         self.hash = hash
         self.table = table
         self.row = row
+        self.contentType = contentType.utf8.count <= AttachmentMediaType.maximumLength ? contentType : ""
     }
+
+    /// The id of the reference from `row` of `table` to `hash`.
+    static func key(hash: String, table: String, row: String) -> String { CompositeKey.slashed(hash, table, last: row) }
 }
 
 extension OfflineSyncService {

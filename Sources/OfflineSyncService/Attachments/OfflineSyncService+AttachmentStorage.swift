@@ -178,11 +178,19 @@ extension OfflineSyncService {
     /// The attachment when the caller may read it, to read with
     /// ``readAttachment(_:from:_:)``; `nil` when absent or unreadable (one answer). One look-up
     /// serves a download's headers and its bytes.
+    ///
+    /// Its media type is the one declared by the first reference, in key order, from a row
+    /// the caller may read: rows may declare different types for the same bytes, and a type
+    /// declared by a row the caller may not read is never told. An uploader that may read no
+    /// such row gets none.
     public func readableAttachment(claims: Claims, hash: String) async throws -> ReadableAttachment? {
         guard Attachment.isHash(hash) else { return nil }
         return try await store.read { txn in
-            guard let file = try AttachmentFileRow.find(txn, id: hash), try self.mayRead(attachment: hash, claims: claims, txn) else { return nil }
-            return ReadableAttachment(size: file.size, holder: file.holder)
+            guard let file = try AttachmentFileRow.find(txn, id: hash) else { return nil }
+            let reference = try self.firstReadableReference(to: hash, claims: claims, txn)
+            guard try reference != nil || self.uploadedWhole(hash, claims: claims, txn) else { return nil }
+            return ReadableAttachment(size: file.size, holder: file.holder,
+                                      contentType: reference.flatMap { self.declaredMediaType(of: $0.reference, in: $0.row) })
         }
     }
 
