@@ -50,13 +50,20 @@ final class EncryptedFileLog {
         return file
     }
 
+    /// Takes the exclusive lock, or throws ``SyncError/Code/busy`` when another open file holds
+    /// it. A lock held only for an instant is waited for, up to 200 ms: a child process being
+    /// spawned anywhere in this process holds a copy of every descriptor (and so of this one's
+    /// lock, after a close that should have released it) until it closes them before `exec`.
+    /// Runs on the store's own queue, never on Swift's cooperative pool.
     private func lock() throws {
-        if flock(fd, LOCK_EX | LOCK_NB) != 0 {
+        var tries = 0
+        while flock(fd, LOCK_EX | LOCK_NB) != 0 {
             let code = errno
-            if code == EWOULDBLOCK {
-                throw SyncError(.busy, "\(path) is open in another store instance or process")
-            }
-            throw EncryptedFileLog.failure("cannot lock", path, code)
+            if code == EINTR { continue }
+            guard code == EWOULDBLOCK else { throw EncryptedFileLog.failure("cannot lock", path, code) }
+            tries += 1
+            guard tries <= 20 else { throw SyncError(.busy, "\(path) is open in another store instance or process") }
+            usleep(10_000)
         }
     }
 
