@@ -24,7 +24,7 @@ import OfflineSyncStoreKit
 /// The system properties live in the adapter's side table, `m`, which the adapter alone
 /// writes: `version` (text), `updatedAt` (milliseconds), `deleted` (0 or 1; a row without a
 /// side row is not deleted).
-struct GRDBDialect: SQLDialect {
+struct GRDBDialect: SQLiteFamilyDialect {
     /// The id column, or `nil` when SQL cannot compare it.
     let id: SQLColumn?
     /// Each declared field's column in schema order, `nil` for one left to the evaluator.
@@ -81,52 +81,6 @@ struct GRDBDialect: SQLDialect {
             guard let position = layout.position(of: field) else { return nil }
             return fields[position]
         }
-    }
-
-    /// A literal as it is stored in a column of its own type.
-    func parameter(_ literal: Value) -> SQLiteValue? {
-        switch literal {
-        case .bool(let b): return .int(b ? 1 : 0)
-        case .int(let i): return .int(i)
-        case .double(let d): return .double(d)
-        case .string(let s): return .text(s)
-        case .bytes(let b): return .blob(b)
-        case .date(let t): return .int(t.millisecondsSince1970)
-        case .null, .array, .object: return nil
-        }
-    }
-
-    func placeholder(_ position: Int) -> String { "?\(position)" }
-    var trueSQL: String { "1" }
-    var falseSQL: String { "0" }
-    var unknownSQL: String { "NULL" }
-
-    func contains(_ column: SQLColumn, _ needle: String, bind: (SQLiteValue) -> String) -> String {
-        // instr over blobs: byte-exact and case-sensitive; an empty needle is in every string.
-        "(instr(CAST(\(column.sql) AS BLOB), \(bind(.blob(Array(needle.utf8))))) > 0)"
-    }
-
-    func hasPrefix(_ column: SQLColumn, _ prefix: String, bind: (SQLiteValue) -> String) -> String {
-        // Over blobs, length() and substr() count bytes; substr() of an empty blob is NULL,
-        // hence the length test (a shorter string is false, not unknown).
-        let bytes = Array(prefix.utf8)
-        if bytes.isEmpty { return "(CASE WHEN \(column.sql) IS NULL THEN NULL ELSE 1 END)" }
-        let blob = "CAST(\(column.sql) AS BLOB)"
-        let length = bind(.int(Int64(bytes.count))), count = bind(.int(Int64(bytes.count))), value = bind(.blob(bytes))
-        return "(CASE WHEN \(column.sql) IS NULL THEN NULL WHEN length(\(blob)) < \(length) THEN 0 ELSE substr(\(blob), 1, \(count)) = \(value) END)"
-    }
-
-    func hasSuffix(_ column: SQLColumn, _ suffix: String, bind: (SQLiteValue) -> String) -> String? {
-        let bytes = Array(suffix.utf8)
-        if bytes.isEmpty { return "(CASE WHEN \(column.sql) IS NULL THEN NULL ELSE 1 END)" }
-        let blob = "CAST(\(column.sql) AS BLOB)"
-        let length = bind(.int(Int64(bytes.count))), start = bind(.int(-Int64(bytes.count))), value = bind(.blob(bytes))
-        return "(CASE WHEN \(column.sql) IS NULL THEN NULL WHEN length(\(blob)) < \(length) THEN 0 ELSE substr(\(blob), \(start)) = \(value) END)"
-    }
-
-    /// SQLite orders nulls first ascending and last descending, as the evaluator does.
-    func orderTerm(_ column: SQLColumn, ascending: Bool) -> String {
-        "\(column.sql) \(ascending ? "ASC" : "DESC")"
     }
 }
 

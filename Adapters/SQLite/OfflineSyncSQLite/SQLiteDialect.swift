@@ -5,13 +5,21 @@ import OfflineSyncStoreKit
 /// booleans (SQLite's AND / OR / NOT follow the evaluator's Kleene logic), byte-exact
 /// substring, prefix and suffix tests over blobs, and SQLite's own null ordering (first
 /// ascending, last descending, as the evaluator orders).
-struct SQLiteDialect: SQLDialect {
+struct SQLiteDialect: SQLiteFamilyDialect {
     let table: SQLiteTable
 
     func column(_ field: String) -> SQLColumn? { table.column(field) }
+}
 
+/// What every dialect over SQLite shares — the SQLite adapter's own tables and an app's GRDB
+/// tables: ``SQLiteValue`` parameters, `?NNN` placeholders, 1/0/NULL as booleans, byte-exact
+/// substring, prefix and suffix tests over blobs, and SQLite's null ordering. A conforming
+/// dialect says only which columns SQL may see.
+package protocol SQLiteFamilyDialect: SQLDialect where Parameter == SQLiteValue {}
+
+extension SQLiteFamilyDialect {
     /// A scalar literal as stored in a column of its own type.
-    func parameter(_ literal: Value) -> SQLiteValue? {
+    package func parameter(_ literal: Value) -> SQLiteValue? {
         switch literal {
         case .bool(let b): return .int(b ? 1 : 0)
         case .int(let i): return .int(i)
@@ -24,18 +32,18 @@ struct SQLiteDialect: SQLDialect {
     }
 
     /// Numbered (`?NNN`), so SQL that repeats a computed argument binds it once.
-    func placeholder(_ position: Int) -> String { "?\(position)" }
-    var trueSQL: String { "1" }
-    var falseSQL: String { "0" }
-    var unknownSQL: String { "NULL" }
+    package func placeholder(_ position: Int) -> String { "?\(position)" }
+    package var trueSQL: String { "1" }
+    package var falseSQL: String { "0" }
+    package var unknownSQL: String { "NULL" }
 
-    func contains(_ column: SQLColumn, _ needle: String, bind: (SQLiteValue) -> String) -> String {
+    package func contains(_ column: SQLColumn, _ needle: String, bind: (SQLiteValue) -> String) -> String {
         // instr over blobs: byte-exact and case-sensitive (LIKE would fold ASCII case).
         // An empty needle is found in every string (instr returns 1), as in the evaluator.
         "(instr(CAST(\(column.sql) AS BLOB), \(bind(.blob(Array(needle.utf8))))) > 0)"
     }
 
-    func hasPrefix(_ column: SQLColumn, _ prefix: String, bind: (SQLiteValue) -> String) -> String {
+    package func hasPrefix(_ column: SQLColumn, _ prefix: String, bind: (SQLiteValue) -> String) -> String {
         // Over blobs, length() and substr() count bytes, so the prefix compares byte for
         // byte. substr() of a zero-length blob is NULL, hence the explicit length test
         // (a shorter string is false, not unknown) and the empty prefix as a constant.
@@ -46,7 +54,7 @@ struct SQLiteDialect: SQLDialect {
         return "(CASE WHEN \(column.sql) IS NULL THEN NULL WHEN length(\(blob)) < \(length) THEN 0 ELSE substr(\(blob), 1, \(count)) = \(value) END)"
     }
 
-    func hasSuffix(_ column: SQLColumn, _ suffix: String, bind: (SQLiteValue) -> String) -> String? {
+    package func hasSuffix(_ column: SQLColumn, _ suffix: String, bind: (SQLiteValue) -> String) -> String? {
         // As hasPrefix, counting from the end: substr() with a negative start takes that
         // many bytes from the right of a blob. A shorter string would yield the whole blob,
         // which cannot equal the longer suffix, but the length test keeps that explicit; the
@@ -58,7 +66,8 @@ struct SQLiteDialect: SQLDialect {
         return "(CASE WHEN \(column.sql) IS NULL THEN NULL WHEN length(\(blob)) < \(length) THEN 0 ELSE substr(\(blob), \(start)) = \(value) END)"
     }
 
-    func orderTerm(_ column: SQLColumn, ascending: Bool) -> String {
+    /// SQLite orders nulls first ascending and last descending, as the evaluator does.
+    package func orderTerm(_ column: SQLColumn, ascending: Bool) -> String {
         "\(column.sql) \(ascending ? "ASC" : "DESC")"
     }
 }
