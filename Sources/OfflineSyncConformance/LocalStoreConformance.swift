@@ -47,7 +47,8 @@ public struct LocalStoreConformance: ConformanceSuite {
         case queries
         /// Atomic rollback, read-your-writes, returned values, escaped transactions.
         case transactions
-        /// Concurrent read-modify-write loses nothing; readers never see half a transaction.
+        /// Concurrent read-modify-write loses nothing; readers never see half a transaction;
+        /// a ``CommitOrderedStore``'s ranges, horizons and concurrent writers keep its contract.
         case concurrency
         /// Close and reopen keeps committed data only; a closed store throws `storeClosed`.
         case durability
@@ -136,7 +137,7 @@ public struct LocalStoreConformance: ConformanceSuite {
         case .crud: return crudCases
         case .queries: return queryCases
         case .transactions: return transactionCases
-        case .concurrency: return concurrencyCases
+        case .concurrency: return concurrencyCases + commitOrderCases
         case .durability: return durabilityCases
         case .names: return nameCases
         case .corruptFiles: return corruptFileCases

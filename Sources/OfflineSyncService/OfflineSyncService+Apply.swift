@@ -237,14 +237,17 @@ struct PushTransaction {
     let now: Timestamp
     var rows: OfflineSyncService.BatchReads
     var pending = PendingWrites()
-    var clocks = OfflineSyncService.TableClocks()
+    var clocks: OfflineSyncService.TableClocks
     var effects = SharedEffects()
 
-    init(txn: any LocalWriteTransaction, claims: Claims, now: Timestamp, rows: OfflineSyncService.BatchReads) {
+    /// With `order`, a transaction of a ``CommitOrderedStore``: its tables' numbers and stamps
+    /// come from it (``OfflineSyncService/TableClock``).
+    init(txn: any LocalWriteTransaction, claims: Claims, now: Timestamp, rows: OfflineSyncService.BatchReads, order: ChangeOrder? = nil) {
         self.txn = txn
         self.claims = claims
         self.now = now
         self.rows = rows
+        clocks = OfflineSyncService.TableClocks(order: order)
     }
 
     /// The next sequence number of `table` (or of the shared sequence), and the version it

@@ -325,10 +325,11 @@ public final class OfflineSyncService: Sendable {
             guard refused[operations[index].table] == nil, let id = rowIds[index] else { return nil }
             return (operations[index].table, id)
         }
-        let apply: @Sendable (any LocalWriteTransaction) throws -> (PushReport, Set<GroupKey>) = { txn in
+        let apply: @Sendable (any LocalWriteTransaction, ChangeOrder?) throws -> (PushReport, Set<GroupKey>) = { txn, order in
             var results: [PushResult] = []
             results.reserveCapacity(operations.count)
-            var push = PushTransaction(txn: txn, claims: claims, now: Timestamp.now(), rows: try BatchReads(outcomes: keys, rows: wanted, txn))
+            var push = PushTransaction(txn: txn, claims: claims, now: order?.clock ?? Timestamp.now(),
+                                       rows: try BatchReads(outcomes: keys, rows: wanted, txn), order: order)
             for (index, operation) in operations.enumerated() {
                 defer { push.rows.finished(index) }
                 if let stored = push.rows.outcome(of: index) {
@@ -359,7 +360,7 @@ public final class OfflineSyncService: Sendable {
                 results.append(PushResult(operationId: operation.id, outcome: outcome, rejectionCode: code))
             }
             try push.pending.flush(txn)
-            for (table, clock) in push.clocks.all { try clock.row(table: table).save(txn) }
+            for row in push.clocks.rowsToSave { try row.save(txn) }
             let effects = push.effects
             return (PushReport(results: results, viewsChanged: effects.identities, groupsChanged: effects.groups,
                                regrouped: effects.regrouped), effects.converting)
@@ -369,10 +370,19 @@ public final class OfflineSyncService: Sendable {
         // writes. It reads beyond them only to allow an attachment reference (another table's
         // row that lets the caller read the file), which a concurrent push may drop just
         // after: as if this push came first. Shared tables draw on one sequence and read and
-        // write memberships and logs across tables, so their pushes run alone.
+        // write memberships and logs across tables, so their pushes run alone. On a
+        // ``CommitOrderedStore`` an owner-only push runs beside every other one, its table's
+        // included: the store settles two that touch one row, and its commit order, not a
+        // counter, orders the changes.
         let served = Set(operations.map(\.table)).filter { refused[$0] == nil }
-        let report = served.contains(where: isShared) ? try await store.write(apply)
-                                                      : try await store.write(confinedTo: served, apply)
+        let report: (PushReport, Set<GroupKey>)
+        if served.contains(where: isShared) {
+            report = try await store.write { try apply($0, nil) }
+        } else if let ordered = store as? any CommitOrderedStore {
+            report = try await ordered.concurrentWrite(apply)
+        } else {
+            report = try await store.write(confinedTo: served) { try apply($0, nil) }
+        }
         // The push is committed; the conversion's own steps follow. A group whose step
         // failed stays converting (its writes fan out as a small group's do, which is correct,
         // only dearer) and is taken up again by the next push that touches it.
@@ -428,47 +438,83 @@ public final class OfflineSyncService: Sendable {
     /// table the page holds the rows in the caller's view and ``PullPage/removed`` the ids that
     /// left it.
     public func pull(claims: Claims, _ request: PullRequest) async throws -> PullPage {
-        let identity = claims.identity.text
         try await ensureTable(request.table)
         if isShared(request.table) { return try await pullShared(claims: claims, request) }
         let predicate = try Self.mapPredicate(request.predicate)
         let limit = min(max(request.limit, 1), Self.maxPageSize)
-        let table = request.table
-        let remainingCounts = self.remainingCounts
-        return try await store.read { txn in
-            let meta = try SequenceRow.of(txn, table: table)
-            let epoch = meta.epoch
-            var after: Int64 = 0
-            var reset = false
-            if let text = request.cursor {
-                let cursor = try PullCursor(parsing: text)
-                guard cursor.mode == nil else { throw SyncError(.invalidCursor, "the cursor is not one this service issued") }
-                if cursor.epoch == epoch { after = cursor.position.main } else { reset = true }
+        guard let ordered = store as? any CommitOrderedStore else {
+            return try await store.read { txn in
+                try self.ownedPage(claims: claims, request, predicate: predicate, limit: limit, horizon: nil, txn).page
             }
-            let mine: QueryPredicate = Field(Meta.owner) == .string(identity)
-            let wanted: QueryPredicate = predicate == .all ? .all : (predicate || Field(SystemField.deleted) == true)
-            let rows = try txn.records(in: table, matching: Query(
-                mine && Field(Meta.sequence) > .int(after) && wanted,
-                order: [SortKey(Meta.sequence)], limit: limit))
-            let last = rows.last?[Meta.sequence].intValue ?? after
-            let tableSequence = meta.sequence
-            let key = RemainingCounts.Key(table: table, identity: claims.identity, predicate: predicate)
-            let remaining: Int
-            if rows.count < limit {
-                remaining = 0
-            } else if let known = remainingCounts.remaining(key, epoch: epoch, after: after, tableSequence: tableSequence) {
-                // Nothing was committed to the table since `known` was counted after this
-                // cursor, and this page holds every matching change between the cursor and
-                // `last`: the count after `last` follows, exactly, without a scan.
-                remaining = known - rows.count
-            } else {
-                remaining = try txn.count(in: table, matching: mine && Field(Meta.sequence) > .int(last) && wanted)
-            }
-            remainingCounts.store(key, epoch: epoch, after: last, tableSequence: tableSequence, remaining: remaining)
-            return PullPage(records: Self.publicRecords(rows),
-                            nextCursor: PullCursor(epoch: epoch, mode: nil, position: ViewCursor(main: last)).text,
-                            remaining: remaining, cursorReset: reset)
         }
+        // Changes of transactions that had not ended when the snapshot was taken (above its
+        // horizon) are held back, even when the snapshot holds them: one begun earlier may
+        // still commit below them. A pull that found only held changes waits for the horizon
+        // to pass them (they are committed: it does, as soon as the transactions begun before
+        // them end), then answers what it has, counting them as remaining.
+        let deadline = ContinuousClock.now + .milliseconds(horizonWaitMilliseconds.load(ordering: .relaxed))
+        var pause = Duration.milliseconds(1)
+        while true {
+            let (page, held) = try await ordered.orderedRead(stamps: false) { txn, horizon in
+                try self.ownedPage(claims: claims, request, predicate: predicate, limit: limit, horizon: horizon.final, txn)
+            }
+            if !page.records.isEmpty || held == 0 || ContinuousClock.now >= deadline { return page }
+            try await Task.sleep(for: pause)
+            pause = min(pause * 2, .milliseconds(50))
+        }
+    }
+
+    /// How long, in milliseconds, a pull on a ``CommitOrderedStore`` that found only changes
+    /// above the horizon waits for it to pass them before answering them as remaining (the
+    /// client asks again). 2,000 unless a test changes it.
+    package let horizonWaitMilliseconds = Atomic<Int>(2_000)
+
+    /// A page of `claims`' owner-only rows after the request's cursor, and how many of the
+    /// changes after it are held back by `horizon` (only below it when given; see
+    /// ``CommitOrderedStore``).
+    private func ownedPage(claims: Claims, _ request: PullRequest, predicate: QueryPredicate, limit: Int, horizon: Int64?,
+                           _ txn: any LocalReadTransaction) throws -> (page: PullPage, held: Int) {
+        let identity = claims.identity.text, table = request.table
+        let meta = try SequenceRow.of(txn, table: table)
+        let epoch = meta.epoch
+        var after: Int64 = 0
+        var reset = false
+        if let text = request.cursor {
+            let cursor = try PullCursor(parsing: text)
+            guard cursor.mode == nil else { throw SyncError(.invalidCursor, "the cursor is not one this service issued") }
+            if cursor.epoch == epoch { after = cursor.position.main } else { reset = true }
+        }
+        let mine: QueryPredicate = Field(Meta.owner) == .string(identity)
+        let wanted: QueryPredicate = predicate == .all ? .all : (predicate || Field(SystemField.deleted) == true)
+        // Below the horizon every change is final, so a count there stays true until the
+        // horizon moves: it keys the remembered counts as the table's counter does otherwise.
+        let final: QueryPredicate = horizon.map { Field(Meta.sequence) < .int($0) } ?? .all
+        let rows = try txn.records(in: table, matching: Query(
+            mine && Field(Meta.sequence) > .int(after) && final && wanted,
+            order: [SortKey(Meta.sequence)], limit: limit))
+        let last = rows.last?[Meta.sequence].intValue ?? after
+        let tableSequence = horizon ?? meta.sequence
+        let key = RemainingCounts.Key(table: table, identity: claims.identity, predicate: predicate)
+        var remaining: Int
+        if rows.count < limit {
+            remaining = 0
+        } else if let known = remainingCounts.remaining(key, epoch: epoch, after: after, tableSequence: tableSequence) {
+            // Nothing was committed to the table since `known` was counted after this
+            // cursor, and this page holds every matching change between the cursor and
+            // `last`: the count after `last` follows, exactly, without a scan.
+            remaining = known - rows.count
+        } else {
+            remaining = try txn.count(in: table, matching: mine && Field(Meta.sequence) > .int(last) && final && wanted)
+        }
+        remainingCounts.store(key, epoch: epoch, after: last, tableSequence: tableSequence, remaining: remaining)
+        var held = 0
+        if let horizon {
+            held = try txn.count(in: table, matching: mine && Field(Meta.sequence) >= .int(horizon) && wanted)
+            remaining += held
+        }
+        return (PullPage(records: Self.publicRecords(rows),
+                         nextCursor: PullCursor(epoch: epoch, mode: nil, position: ViewCursor(main: last)).text,
+                         remaining: remaining, cursorReset: reset), held)
     }
 
     // MARK: Queries (list APIs)
@@ -505,10 +551,48 @@ public final class OfflineSyncService: Sendable {
         }
         let query = Self.ownedPredicate(claims.identity.text, mapped, includeDeleted: includeDeleted)
         let keys = order.map { SortKey($0.field == SystemField.id ? Meta.item : $0.field, ascending: $0.ascending) }
-        let rows = try await store.read { txn in
-            try txn.records(in: table, matching: Query(query, order: keys, limit: limit, offset: offset))
+        let rows = try await ownedRead(stamped: keys.contains { $0.field == SystemField.updatedAt } || Self.mentions(SystemField.updatedAt, in: mapped)) { txn, final in
+            try txn.records(in: table, matching: Query(final == .all ? query : query && final, order: keys, limit: limit, offset: offset))
         }
         return Self.publicRecords(rows)
+    }
+
+    /// Runs `body` in a read of owner-only rows with the predicate every row it reads must also
+    /// match: `.all`, except on a ``CommitOrderedStore`` when the read is `stamped` (it filters
+    /// or orders by `updatedAt`), where it is `updatedAt` below the horizon's stamp. Stamps of
+    /// concurrent writers are not in commit order, so a client that follows them (a Datasync
+    /// client's `updatedAt gt` delta, keyset pages by `updatedAt`) is shown only those that
+    /// are final: none it passed can commit later.
+    private func ownedRead<T: Sendable>(stamped: Bool,
+                                        _ body: @escaping @Sendable (any LocalReadTransaction, QueryPredicate) throws -> T) async throws -> T {
+        guard stamped, let ordered = store as? any CommitOrderedStore else {
+            return try await store.read { try body($0, .all) }
+        }
+        return try await ordered.orderedRead(stamps: true) { txn, horizon in
+            guard let stamp = horizon.stamp else { throw SyncError(.storageFailure, "the store gave no stamp horizon") }
+            return try body(txn, Field(SystemField.updatedAt) < .date(stamp))
+        }
+    }
+
+    /// Whether `predicate` names `field` anywhere.
+    static func mentions(_ field: String, in predicate: QueryPredicate) -> Bool {
+        func named(_ expression: QueryExpression) -> Bool {
+            switch expression {
+            case .field(let name): return name == field
+            case .literal: return false
+            case .call(_, let arguments): return arguments.contains(where: named)
+            }
+        }
+        switch predicate {
+        case .all: return false
+        case let .compare(name, _, _), let .isIn(name, _), let .isNull(name), let .contains(name, _),
+             let .hasPrefix(name, _), let .hasSuffix(name, _):
+            return name == field
+        case let .and(parts), let .or(parts): return parts.contains { mentions(field, in: $0) }
+        case let .not(part): return mentions(field, in: part)
+        case let .compareExpressions(left, _, right): return named(left) || named(right)
+        case let .isNullExpression(expression): return named(expression)
+        }
     }
 
     /// How many of `identity`'s records of a table match `predicate` (tombstones only with `includeDeleted`).
@@ -526,7 +610,9 @@ public final class OfflineSyncService: Sendable {
             }
         }
         let query = Self.ownedPredicate(claims.identity.text, mapped, includeDeleted: includeDeleted)
-        return try await store.read { txn in try txn.count(in: table, matching: query) }
+        return try await ownedRead(stamped: Self.mentions(SystemField.updatedAt, in: mapped)) { txn, final in
+            try txn.count(in: table, matching: final == .all ? query : query && final)
+        }
     }
 
     /// `identity`'s record `id` of a table (a tombstone included), or `nil`.

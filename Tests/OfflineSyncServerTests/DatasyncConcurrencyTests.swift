@@ -63,7 +63,7 @@ struct DatasyncConcurrencyTests {
         #expect(written == writers * writesPerWriter)
         let server = try await serverEntities(baseURL: servers[0], token: token, table: "todos")
         let lost = server.filter { puller.entities[$0.key] != $0.value }.map(\.key)
-        #expect(lost.isEmpty, "\(lost.count) of \(server.count) rows missing or stale after \(puller.requests) requests: \(lost.prefix(10))")
+        #expect(lost.isEmpty, "\(lost.count) of \(server.count) rows missing or stale after \(puller.requests) requests: \(lost.prefix(10).map { "\($0): pulled \(String(describing: puller.entities[$0])), stored \(String(describing: server[$0]))" })")
         #expect(puller.entities.count == server.count)
         #expect(puller.repeats.isEmpty, "rows sent twice: \(puller.repeats.prefix(10))")
     }

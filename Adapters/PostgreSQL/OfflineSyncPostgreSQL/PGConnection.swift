@@ -72,6 +72,21 @@ final class PGConnection {
     let endpoint: String
     /// Set when a command failed because the connection is gone: the worker then reconnects.
     private(set) var isBroken = false
+    /// Set when a command failed with a serialization failure or a deadlock (SQLSTATE
+    /// `40001`, `40P01`): the transaction was rolled back because of another writer, and may
+    /// be run again. Kept until ``clearConflict()`` even when the caller swallowed the error,
+    /// so a transaction's body that caught it cannot make its rolled-back work look done.
+    private(set) var sawConflict = false
+
+    /// Forgets a conflict seen by an earlier transaction (see ``sawConflict``).
+    func clearConflict() { sawConflict = false }
+
+    /// Whether a transaction is open on the connection (running or failed).
+    var inTransaction: Bool {
+        guard let handle else { return false }
+        let status = PQtransactionStatus(handle)
+        return status == PQTRANS_INTRANS || status == PQTRANS_INERROR || status == PQTRANS_ACTIVE
+    }
 
     private init(handle: OpaquePointer, endpoint: String) {
         self.handle = handle
@@ -297,6 +312,7 @@ final class PGConnection {
         let message = PQresultErrorMessage(result).map { String(cString: $0) } ?? ""
         PQclear(result)
         if PQstatus(handle) != CONNECTION_OK || state.hasPrefix("08") || state.hasPrefix("57P") { isBroken = true }
+        if state == "40001" || state == "40P01" { sawConflict = true }
         throw PGConnection.error(state: state, message: message.trimmingCharacters(in: .whitespacesAndNewlines),
                                  endpoint: endpoint, broken: isBroken)
     }

@@ -79,12 +79,12 @@ public final class PostgreSQLStore: LocalStore {
     /// The server the store talks to, for messages (`PostgreSQL server HOST port PORT`).
     public let endpoint: String
 
-    private let pool: CheckoutPool<PGWorker>
+    let pool: CheckoutPool<PGWorker>
     private let blobs: BlobDirectory?
 
     /// See ``LocalStore/attachmentFiles``: files in ``Options/attachmentsDirectory``, if set.
     public var attachmentFiles: (any AttachmentFileStore)? { blobs }
-    private let quotedSchema: String
+    let quotedSchema: String
     /// `notify`'s pool access and the open `LISTEN` connections (PostgreSQLStore+Notifications.swift).
     let notificationHub: PGNotificationHub
 

@@ -1,0 +1,215 @@
+import COfflineSyncPostgreSQL
+import Foundation
+import OfflineSync
+import OfflineSyncStoreKit
+
+/// Writers that do not wait for each other, ordered by PostgreSQL's transaction ids.
+///
+/// A ``concurrentWrite(_:)`` transaction is `SERIALIZABLE`: PostgreSQL's serializable
+/// snapshot isolation lets writers of different rows commit at the same time, in one table
+/// or many, from any process, and rolls back one of two that conflict (each read what the
+/// other wrote), which the store then runs again. It takes the schema's advisory lock shared,
+/// so a table definition (which takes it alone) never runs beside it.
+///
+/// Its change numbers come from its transaction id, assigned as the transaction begins:
+/// `2⁴⁰ + xid × 2²⁰`, 2²⁰ numbers per transaction. A read's horizon is the same function of
+/// `pg_snapshot_xmin(pg_current_snapshot())`, the oldest transaction id still running when
+/// its snapshot was taken: every transaction below it has ended, and every one that begins
+/// later is given a larger id. The offset keeps every number above the counters the store's
+/// single-writer sequences hand out (a table's first 2⁴⁰ changes).
+///
+/// Stamps: a writer first takes a shared advisory lock keyed by the millisecond its clock
+/// reads (`clock_timestamp()`), then reads the clock again for ``ChangeOrder/clock``, so
+/// every stamp it takes is at least its lock's millisecond. A read first reads the clock,
+/// then the smallest millisecond any writer of the database holds (`pg_locks`, which every
+/// role may read), and only then takes its snapshot: a writer outside the snapshot either
+/// held its lock then (its stamps are at least that millisecond) or locked it later (its
+/// stamps are not older than the read's clock), so the smaller of the two is
+/// ``ChangeHorizon/stamp``. The horizon never moves back, so a client paging through stamps
+/// finds on its next page every row of the last page's millisecond it was not sent yet. It
+/// assumes the database server's clock does not step back; writers of other schemas in the
+/// same database hold it back too.
+extension PostgreSQLStore: CommitOrderedStore {
+    /// Where commit-ordered numbers begin.
+    static let orderOffset: Int64 = 1 << 40
+    /// How many numbers each transaction may hand out.
+    static let orderSpan: Int64 = 1 << 20
+    /// How many times a transaction rolled back by a conflict runs again before
+    /// ``SyncError/Code/busy``.
+    static let conflictAttempts = 64
+
+    /// Milliseconds since 1970 at 2020-01-01T00:00:00Z: a stamp lock's key is the
+    /// milliseconds since then, below 2⁴² (until 2159) so its upper half (`pg_locks.classid`)
+    /// is below 1,024, which tells stamp locks from the store's table locks (64-bit hashes)
+    /// but for one in 4 million of them; such a table lock would only hold the stamp horizon
+    /// back while it is held.
+    static let stampLockEpoch: Int64 = 1_577_836_800_000
+
+    /// The change number a transaction id stands for (see the extension's comment).
+    static func changeNumber(transaction id: Int64) throws -> Int64 {
+        let (product, overflow) = id.multipliedReportingOverflow(by: orderSpan)
+        guard id >= 0, !overflow, product <= Int64.max - orderOffset else {
+            throw SyncError(.storageFailure, "the PostgreSQL transaction id \(id) is past what a change number can hold")
+        }
+        return orderOffset + product
+    }
+
+    /// Runs `body` in a `SERIALIZABLE` transaction beside other writers (see
+    /// ``CommitOrderedStore/concurrentWrite(_:)``). A serialization failure or a deadlock,
+    /// whether a statement of the body or the `COMMIT` met it, rolls the transaction back and
+    /// runs the body again after a short random pause, up to 64 times, then throws
+    /// ``SyncError/Code/busy``. Otherwise throws as ``write(_:)`` does.
+    public func concurrentWrite<T: Sendable>(
+        _ body: @escaping @Sendable (any LocalWriteTransaction, ChangeOrder) throws -> T) async throws -> T {
+        let quoted = quotedSchema
+        let opening = [PGStatement("BEGIN ISOLATION LEVEL SERIALIZABLE", prepare: false),
+                       PGStatement(PostgreSQLStore.sharedLockStatement, [.text(options.schema)]),
+                       // The stamp lock's millisecond first, then the clock the stamps come from.
+                       PGStatement("SELECT pg_advisory_xact_lock_shared(floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint - \(PostgreSQLStore.stampLockEpoch))"),
+                       PGStatement("SELECT pg_current_xact_id()::text::bigint, floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint")]
+        var conflicts = 0, reconnects = 0
+        while true {
+            let outcome: Attempt<T>
+            do {
+                outcome = try await pool.run { connection, worker -> Attempt<T> in
+                    connection.clearConflict()
+                    func settle(_ error: any Error) -> Attempt<T> {
+                        if connection.isAlive, connection.inTransaction { _ = try? connection.execute("ROLLBACK") }
+                        if connection.sawConflict { return .conflict }
+                        return connection.isAlive ? .failed(error) : .lost(error)
+                    }
+                    let order: ChangeOrder
+                    do {
+                        let started = try connection.execute(opening)
+                        guard let id = started.int64(0, 0), let clock = started.int64(0, 1) else {
+                            throw SyncError(.storageFailure, "\(connection.endpoint): no transaction id for a concurrent writer")
+                        }
+                        order = ChangeOrder(first: try PostgreSQLStore.changeNumber(transaction: id), count: PostgreSQLStore.orderSpan,
+                                            clock: Timestamp(millisecondsSince1970: clock))
+                    } catch {
+                        return settle(error)
+                    }
+                    let transaction = PGTransaction(connection: connection, queueKey: worker.queueKey, schema: quoted, writable: true)
+                    let value: T
+                    do {
+                        value = try body(transaction, order)
+                        try transaction.flush()
+                        transaction.end()
+                    } catch {
+                        transaction.end()
+                        return settle(error)
+                    }
+                    // A body that caught a conflict's error itself still ran in a rolled-back
+                    // transaction: its work is not done.
+                    if connection.sawConflict { return settle(SyncError(.busy, "serialization failure")) }
+                    do {
+                        try connection.execute("COMMIT")
+                    } catch {
+                        // At COMMIT a serialization failure means the server rolled back; the
+                        // transaction is over either way.
+                        if connection.sawConflict { return .conflict }
+                        return .failed(SyncError(.transient, "\(connection.endpoint): the connection failed during COMMIT; the transaction may or may not have been applied"))
+                    }
+                    return .committed(value)
+                }
+            }
+            switch outcome {
+            case .committed(let value):
+                return value
+            case .failed(let error):
+                throw error
+            case .lost(let error):
+                reconnects += 1
+                if reconnects > max(0, options.reconnectAttempts) { throw error }
+            case .conflict:
+                conflicts += 1
+                if conflicts >= PostgreSQLStore.conflictAttempts {
+                    throw SyncError(.busy, "\(endpoint): the transaction met a conflicting writer \(conflicts) times; try again")
+                }
+                // A pause that grows with the conflicts and differs between writers, so two
+                // that conflicted do not meet again at once.
+                let ceiling = min(50_000, 500 * conflicts)
+                try await Task.sleep(for: .microseconds(Int.random(in: ceiling / 2...ceiling)))
+            }
+        }
+    }
+
+    /// Runs `body` in a `REPEATABLE READ READ ONLY` transaction with the horizon of its
+    /// snapshot (see ``CommitOrderedStore/orderedRead(stamps:_:)``): one round trip, two with
+    /// `stamps` (the clock and the stamp locks are read before the snapshot is taken, and a
+    /// pipeline's statements before `BEGIN` would share its transaction). Throws as
+    /// ``read(_:)`` does.
+    public func orderedRead<T: Sendable>(
+        stamps: Bool, _ body: @escaping @Sendable (any LocalReadTransaction, ChangeHorizon) throws -> T) async throws -> T {
+        let quoted = quotedSchema
+        // Before the snapshot: the clock, then the locks (see the extension's comment).
+        let before = [PGStatement("SELECT floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint"),
+                      PGStatement("""
+                          SELECT min((classid::bigint << 32) | objid::bigint) + \(PostgreSQLStore.stampLockEpoch) FROM pg_locks
+                          WHERE locktype = 'advisory' AND objsubid = 1 AND classid::bigint < 1024
+                            AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
+                          """)]
+        // The transaction's first statement takes its snapshot, whose oldest running
+        // transaction id is the horizon.
+        let opening = [PGStatement("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", prepare: false),
+                       PGStatement("SELECT pg_snapshot_xmin(pg_current_snapshot())::text::bigint")]
+        var reconnects = 0
+        while true {
+            let outcome: Attempt<T> = try await pool.run { connection, worker -> Attempt<T> in
+                func settle(_ error: any Error) -> Attempt<T> {
+                    if connection.isAlive, connection.inTransaction { _ = try? connection.execute("ROLLBACK") }
+                    return connection.isAlive ? .failed(error) : .lost(error)
+                }
+                let horizon: ChangeHorizon
+                do {
+                    var stamp: Timestamp?
+                    if stamps {
+                        let read = try connection.executeAll(before)
+                        guard read.count == 2, let clock = read[0].int64(0, 0) else {
+                            throw SyncError(.storageFailure, "\(connection.endpoint): no clock for a stamp horizon")
+                        }
+                        // No writer holds a stamp lock: the clock alone.
+                        stamp = Timestamp(millisecondsSince1970: min(clock, read[1].int64(0, 0) ?? .max))
+                    }
+                    guard let xmin = try connection.execute(opening).int64(0, 0) else {
+                        throw SyncError(.storageFailure, "\(connection.endpoint): no snapshot horizon")
+                    }
+                    horizon = ChangeHorizon(final: try PostgreSQLStore.changeNumber(transaction: xmin), stamp: stamp)
+                } catch {
+                    return settle(error)
+                }
+                let transaction = PGTransaction(connection: connection, queueKey: worker.queueKey, schema: quoted, writable: false)
+                let value: T
+                do {
+                    value = try body(transaction, horizon)
+                    transaction.end()
+                } catch {
+                    transaction.end()
+                    return settle(error)
+                }
+                do { try connection.execute("COMMIT") } catch { return settle(error) }
+                return .committed(value)
+            }
+            switch outcome {
+            case .committed(let value): return value
+            case .failed(let error): throw error
+            case .lost(let error):
+                reconnects += 1
+                if reconnects > max(0, options.reconnectAttempts) { throw error }
+            case .conflict:
+                throw SyncError(.busy, "\(endpoint): a read met a conflict")
+            }
+        }
+    }
+}
+
+/// How one run of a transaction ended.
+private enum Attempt<T: Sendable>: Sendable {
+    case committed(T)
+    /// Rolled back because of another writer: run it again.
+    case conflict
+    /// The connection was lost before `COMMIT`: the server rolled it back; run it again on a
+    /// fresh connection.
+    case lost(any Error)
+    case failed(any Error)
+}

@@ -1,0 +1,88 @@
+/// A store whose writers do not wait for each other, and that says which of its changes are
+/// final.
+///
+/// A store with one writer (SQLite, LMDB, the encrypted file) hands out a change sequence in
+/// commit order simply by counting under its write lock. A store whose writers commit at the
+/// same time cannot: a transaction that started first may commit last, so a reader that
+/// followed numbers handed out at write time would pass over a number whose transaction had
+/// not committed yet, and never come back for it. A commit-ordered store solves it with a
+/// *horizon*: every write transaction is given a range of change numbers (``ChangeOrder``)
+/// before it writes, and every read is told a number (``ChangeHorizon``) below which no
+/// transaction is still running. Numbers below the horizon are final: each belongs to a
+/// transaction that committed (its rows are in the read's snapshot) or rolled back (they
+/// never will be), and no transaction that is still running, or has not started, will ever
+/// write one. A reader that reads only below the horizon never skips a change.
+///
+/// The contract, which `OfflineSyncConformance`'s `CommitOrderConformance` checks:
+/// - **serializable**: ``concurrentWrite(_:)`` transactions run at the same time as each
+///   other and as ``LocalStore/write(confinedTo:_:)`` ones, yet behave as if run one after
+///   another; a conflict between two of them (both read and wrote one row) is settled by
+///   the store, which runs the later one's body again (bodies are pure functions of their
+///   transaction). An unconfined ``LocalStore/write(_:)`` still runs alone.
+/// - **ordered**: two transactions' ranges never overlap, and a transaction's range lies
+///   above every range of every transaction that had committed before it began.
+/// - **horizon**: a read's ``ChangeHorizon/final`` is at most the first number of every
+///   transaction running when the read's snapshot was taken, and every number below it that
+///   a committed transaction wrote is in the snapshot; it never moves backwards.
+/// - **clock**: ``ChangeOrder/clock`` is one clock for every writer of the store (not each
+///   caller's own), and a read's ``ChangeHorizon/stamp`` is at most the clock of every
+///   transaction its snapshot does not hold: a stamp taken from the clock (`updatedAt`) is
+///   final below it, as a change number is below ``ChangeHorizon/final``. A reader that
+///   follows stamps (a Datasync client's `updatedAt gt` delta) reads below it and skips
+///   nothing.
+///
+/// PostgreSQL provides it (transaction ids: `pg_current_xact_id()` and
+/// `pg_snapshot_xmin(pg_current_snapshot())`).
+public protocol CommitOrderedStore: LocalStore {
+    /// Runs `body` in a serializable write transaction beside other writers, with the change
+    /// numbers it may hand out; committed when it returns, rolled back when it throws. When
+    /// the store rolled it back over a conflict with another writer, the body runs again (in a
+    /// new transaction, with a new range), a bounded number of times; past that the call
+    /// throws ``SyncError/Code/busy``.
+    func concurrentWrite<T: Sendable>(
+        _ body: @escaping @Sendable (any LocalWriteTransaction, ChangeOrder) throws -> T) async throws -> T
+
+    /// Runs `body` in a read transaction that sees one consistent snapshot, with the horizon
+    /// of that snapshot; its ``ChangeHorizon/stamp`` only when asked for with `stamps` (it
+    /// may cost the store more).
+    func orderedRead<T: Sendable>(
+        stamps: Bool, _ body: @escaping @Sendable (any LocalReadTransaction, ChangeHorizon) throws -> T) async throws -> T
+}
+
+/// The change numbers one ``CommitOrderedStore/concurrentWrite(_:)`` transaction may hand
+/// out: ``first`` up to but not including `first + count`.
+public struct ChangeOrder: Sendable, Hashable {
+    /// The first number of the range; greater than zero.
+    public var first: Int64
+    /// How many numbers the range holds; at least 1,024.
+    public var count: Int64
+    /// The store's clock, in milliseconds since 1970, read as the transaction began: every
+    /// read whose snapshot does not hold this transaction has a ``ChangeHorizon/stamp`` at
+    /// most this, so a stamp not older than it is never final before the transaction is.
+    public var clock: Timestamp
+
+    /// A range of `count` numbers from `first`, given at `clock`.
+    public init(first: Int64, count: Int64, clock: Timestamp) {
+        self.first = first
+        self.count = count
+        self.clock = clock
+    }
+}
+
+/// What a ``CommitOrderedStore/orderedRead(_:)`` snapshot may rely on.
+public struct ChangeHorizon: Sendable, Hashable {
+    /// Every change number below it is final (see ``CommitOrderedStore``). Numbers at or
+    /// above it may belong to transactions still running, even where the snapshot holds rows
+    /// that carry them.
+    public var final: Int64
+    /// Every stamp below it (milliseconds since 1970) taken from a transaction's
+    /// ``ChangeOrder/clock`` is final: the transaction is in the snapshot, and no transaction
+    /// outside it will take one. `nil` unless the read asked for it.
+    public var stamp: Timestamp?
+
+    /// A horizon below which every change number (and every stamp, when given) is final.
+    public init(final: Int64, stamp: Timestamp? = nil) {
+        self.final = final
+        self.stamp = stamp
+    }
+}

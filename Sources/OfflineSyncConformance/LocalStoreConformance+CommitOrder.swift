@@ -1,0 +1,164 @@
+import Foundation
+import Synchronization
+import OfflineSync
+
+// Cases of the `concurrency` group for stores that are ``CommitOrderedStore``s (skipped for
+// others): the ranges, the horizon and the stamp horizon, and no lost update among writers
+// that run at the same time.
+
+/// A one-shot signal a store's thread waits on (it blocks that thread, never Swift's pool) and
+/// a case raises from async code.
+private final class Latch: Sendable {
+    private let semaphore = DispatchSemaphore(value: 0)
+    func open() { semaphore.signal() }
+    /// Waits at most 60 s (a case that failed before opening it must not hang the store).
+    func wait() { _ = semaphore.wait(timeout: .now() + 60) }
+}
+
+/// A value one task sets and another awaits.
+private final class Rendezvous<T: Sendable>: Sendable {
+    private let state = Mutex<(value: T?, waiters: [CheckedContinuation<T, Never>])>((nil, []))
+    func set(_ value: T) {
+        let waiters = state.withLock { state in
+            state.value = state.value ?? value
+            defer { state.waiters = [] }
+            return state.waiters
+        }
+        for waiter in waiters { waiter.resume(returning: value) }
+    }
+    func value() async -> T {
+        await withCheckedContinuation { continuation in
+            let ready = state.withLock { state -> T? in
+                if let value = state.value { return value }
+                state.waiters.append(continuation)
+                return nil
+            }
+            if let ready { continuation.resume(returning: ready) }
+        }
+    }
+}
+
+extension LocalStoreConformance {
+    /// The store as a ``CommitOrderedStore``, or a skip.
+    private static func ordered(_ store: any LocalStore) throws -> any CommitOrderedStore {
+        guard let ordered = store as? any CommitOrderedStore else {
+            throw ConformanceSkip("the store is not a CommitOrderedStore")
+        }
+        return ordered
+    }
+
+    static let commitOrderCases: [ConformanceCase] = [
+        ConformanceCase("commitOrderHorizonHoldsBackWhatMayCommitBelow") { ctx in
+            // A writer that began first is held open after its write; one that began later
+            // commits. A read's horizon stays at or below the open writer's numbers (and its
+            // stamp at or below the open writer's clock), though the later one's row is in the
+            // snapshot; once both ended the horizon passes both.
+            let store = try ordered(try await ctx.open())
+            try await must(await store.defineTable(TableSchema("changes", fields: [FieldDefinition("n", .int)])), "defining changes")
+            let held = Latch()
+            let first = Rendezvous<ChangeOrder>()
+            let earlier = Task {
+                try await store.concurrentWrite { txn, order in
+                    try txn.upsert(Record(id: "early", fields: ["n": .int(order.first)]), in: "changes")
+                    first.set(order)
+                    held.wait()
+                    return order
+                }
+            }
+            let early = await first.value()
+            let late: ChangeOrder
+            do {
+                late = try await must(await store.concurrentWrite { txn, order in
+                    try txn.upsert(Record(id: "late", fields: ["n": .int(order.first)]), in: "changes")
+                    return order
+                }, "committing the later writer while the earlier one is open")
+                let (horizon, sawLate, sawEarly) = try await must(await store.orderedRead(stamps: true) { txn, horizon in
+                    (horizon, try txn.record(in: "changes", id: "late") != nil, try txn.record(in: "changes", id: "early") != nil)
+                }, "reading while the earlier writer is open")
+                try expect(sawLate, "the committed later writer's row is in the snapshot")
+                try expect(!sawEarly, "the open writer's row is not in the snapshot")
+                try expect(horizon.final <= early.first,
+                           "the horizon (\(horizon.final)) is at most the open writer's first number (\(early.first))")
+                guard let stamp = horizon.stamp else { throw failure("a read that asked for stamps has no stamp horizon") }
+                try expect(stamp <= early.clock, "the stamp horizon (\(stamp)) is at most the open writer's clock (\(early.clock))")
+                try expect(early.first + early.count <= late.first || late.first + late.count <= early.first,
+                           "the two writers' ranges overlap: \(early.first)+\(early.count) and \(late.first)+\(late.count)")
+            } catch {
+                held.open()
+                _ = try? await earlier.value
+                throw error
+            }
+            held.open()
+            _ = try await must(await earlier.value, "committing the earlier writer")
+            // Other work on the same server (other stores' writers) may hold the horizon back
+            // for a while; it passes both once they end.
+            let deadline = ContinuousClock.now + .seconds(60)
+            while true {
+                let final = try await must(await store.orderedRead(stamps: false) { _, horizon in horizon.final }, "reading the horizon")
+                if final > max(early.first, late.first) { break }
+                guard ContinuousClock.now < deadline else {
+                    throw failure("the horizon (\(final)) stayed at or below a committed writer's number (\(max(early.first, late.first))) for 60 s")
+                }
+                try await Task.sleep(for: .milliseconds(20))
+            }
+        },
+        ConformanceCase("commitOrderRangesNeverOverlapAndFollowCommits") { ctx in
+            // 40 writers at once, then one more: no two ranges overlap, each holds at least
+            // 1,024 numbers above zero, and one that began after the others committed lies
+            // above all of them.
+            let store = try ordered(try await ctx.open())
+            try await must(await store.defineTable(TableSchema("slots", fields: [FieldDefinition("n", .int)])), "defining slots")
+            let orders = try await withThrowingTaskGroup(of: ChangeOrder.self) { group -> [ChangeOrder] in
+                for writer in 0..<40 {
+                    group.addTask {
+                        try await must(await store.concurrentWrite { txn, order in
+                            try txn.upsert(Record(id: "w\(writer)", fields: ["n": .int(order.first)]), in: "slots")
+                            return order
+                        }, "writer \(writer)")
+                    }
+                }
+                return try await group.reduce(into: []) { $0.append($1) }
+            }
+            let sorted = orders.sorted { $0.first < $1.first }
+            for order in sorted {
+                try expect(order.first > 0 && order.count >= 1024, "a range of \(order.count) numbers from \(order.first)")
+            }
+            for (lower, upper) in zip(sorted, sorted.dropFirst()) {
+                try expect(lower.first + lower.count <= upper.first,
+                           "ranges overlap: \(lower.first)+\(lower.count) and \(upper.first)")
+            }
+            let after = try await must(await store.concurrentWrite { _, order in order }, "a writer after the others")
+            try expect(after.first >= sorted.last!.first + sorted.last!.count,
+                       "a writer that began after the others committed (\(after.first)) lies above them (\(sorted.last!.first))")
+        },
+        ConformanceCase("commitOrderWritersLoseNoUpdate") { ctx in
+            // 8 tasks × 25 concurrent writers, each reading a counter and writing it plus one:
+            // the store settles every conflict, so no increment is lost and each saw a distinct
+            // value.
+            let store = try ordered(try await ctx.open())
+            try await must(await store.defineTable(TableSchema("counters", fields: [FieldDefinition("n", .int)])), "defining counters")
+            try await must(await store.defineTable(TableSchema("log", fields: [FieldDefinition("seen", .int)])), "defining log")
+            try await must(await store.write { tx in try tx.upsert(Record(id: "c", fields: ["n": 0]), in: "counters") }, "writing the counter")
+            let tasks = 8, perTask = 25
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for task in 0..<tasks {
+                    group.addTask {
+                        for i in 0..<perTask {
+                            try await must(await store.concurrentWrite { tx, _ in
+                                let n = try tx.record(in: "counters", id: "c")?["n"].intValue ?? -1_000_000
+                                try tx.upsert(Record(id: "c", fields: ["n": .int(n + 1)]), in: "counters")
+                                try tx.upsert(Record(id: "log-\(task)-\(i)", fields: ["seen": .int(n)]), in: "log")
+                            }, "increment \(i) of task \(task)")
+                        }
+                    }
+                }
+                try await group.waitForAll()
+            }
+            let (counter, seen) = try await must(await store.read { tx in
+                (try tx.record(in: "counters", id: "c")?["n"], try tx.records(in: "log", matching: Query(.all, order: [SortKey("seen")])).map { $0["seen"] })
+            }, "reading the result")
+            try expectEqual(counter, .int(Int64(tasks * perTask)), "the counter after \(tasks * perTask) concurrent increments")
+            try expectEqual(seen, (0..<(tasks * perTask)).map { Value.int(Int64($0)) }, "the values the increments saw")
+        },
+    ]
+}
