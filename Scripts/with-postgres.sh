@@ -66,7 +66,7 @@ printf '%s\n' "$password" > "$root/pwfile"
     || { cat "$root/initdb.log" >&2; exit 1; }
 rm -f "$root/pwfile"
 "${as_owner[@]}" "$bindir/pg_ctl" -D "$root/data" -l "$root/server.log" -w -t 60 \
-    -o "-p $port -k $root -c listen_addresses=127.0.0.1 -c fsync=on -c max_connections=100" start >/dev/null \
+    -o "-p $port -k $root -c listen_addresses=127.0.0.1 -c fsync=on -c max_connections=200" start >/dev/null \
     || { cat "$root/server.log" >&2; exit 1; }
 
 export OFFLINE_SYNC_TEST_POSTGRES_URL="postgres://postgres:$password@127.0.0.1:$port/postgres"

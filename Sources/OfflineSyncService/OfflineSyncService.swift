@@ -447,26 +447,29 @@ public final class OfflineSyncService: Sendable {
                 try self.ownedPage(claims: claims, request, predicate: predicate, limit: limit, horizon: nil, txn).page
             }
         }
-        // Changes of transactions that had not ended when the snapshot was taken (above its
-        // horizon) are held back, even when the snapshot holds them: one begun earlier may
-        // still commit below them. A pull that found only held changes waits for the horizon
-        // to pass them (they are committed: it does, as soon as the transactions begun before
-        // them end), then answers what it has, counting them as remaining.
+        // Changes above the horizon are held back, even when the snapshot holds them: a
+        // writer that began earlier may still commit below them. A pull that found only held
+        // changes waits for the horizon to pass them (they are committed: it does as soon as
+        // the writers begun before them end), and past the wait answers `busy` (the client
+        // tries again) rather than a page that is empty but says more remain.
         let deadline = ContinuousClock.now + .milliseconds(horizonWaitMilliseconds.load(ordering: .relaxed))
         var pause = Duration.milliseconds(1)
         while true {
             let (page, held) = try await ordered.orderedRead(stamps: false) { txn, horizon in
                 try self.ownedPage(claims: claims, request, predicate: predicate, limit: limit, horizon: horizon.final, txn)
             }
-            if !page.records.isEmpty || held == 0 || ContinuousClock.now >= deadline { return page }
+            if !page.records.isEmpty || held == 0 { return page }
+            guard ContinuousClock.now < deadline else {
+                throw SyncError(.busy, "changes to table '\(request.table)' are committing behind a write that began before them; try again")
+            }
             try await Task.sleep(for: pause)
             pause = min(pause * 2, .milliseconds(50))
         }
     }
 
     /// How long, in milliseconds, a pull on a ``CommitOrderedStore`` that found only changes
-    /// above the horizon waits for it to pass them before answering them as remaining (the
-    /// client asks again). 2,000 unless a test changes it.
+    /// above the horizon waits for it to pass them before answering ``SyncError/Code/busy``.
+    /// 2,000 unless a test changes it.
     package let horizonWaitMilliseconds = Atomic<Int>(2_000)
 
     /// A page of `claims`' owner-only rows after the request's cursor, and how many of the

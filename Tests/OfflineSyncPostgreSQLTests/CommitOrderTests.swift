@@ -85,22 +85,32 @@ final class HoldingStore: CommitOrderedStore {
 /// change arrives, and two pushes of one row settle on that row (one applies, the other is a
 /// conflict carrying it).
 @Suite("Commit order: pushes that begin first and commit last, on two instances",
-       .enabled(if: TestServer.shouldRun, TestServer.skipMessage))
+       .enabled(if: TestServer.shouldRun, TestServer.skipMessage), .serialized)
 struct CommitOrderTests {
     static let table = "notes"
 
-    /// Two instances (each its own store and pool) on one schema.
-    static func instances(_ name: String) async throws -> (stores: [HoldingStore], services: [OfflineSyncService]) {
+    /// Runs `body` with two instances (each its own store and pool of five connections: four
+    /// pushes held open and a pull) on one schema, and closes their stores after it.
+    static func withInstances(_ name: String, _ body: ([HoldingStore], [OfflineSyncService]) async throws -> Void) async throws {
         let directory = URL(fileURLWithPath: "/tmp/commit-order-\(name)-" + UUID().uuidString)
-        let stores = [HoldingStore(try await makeStore(directory, poolSize: 6)), HoldingStore(try await makeStore(directory, poolSize: 6))]
-        var services: [OfflineSyncService] = []
-        for store in stores {
-            let service = try await OfflineSyncService(store: store)
-            // Pulls that find only held changes answer after 50 ms rather than 2 s.
-            service.horizonWaitMilliseconds.store(50, ordering: .relaxed)
-            services.append(service)
+        let stores = [HoldingStore(try await makeStore(directory, poolSize: 5)), HoldingStore(try await makeStore(directory, poolSize: 5))]
+        do {
+            var services: [OfflineSyncService] = []
+            for store in stores {
+                let service = try await OfflineSyncService(store: store)
+                // Pulls that find only held changes answer after 50 ms rather than 2 s.
+                service.horizonWaitMilliseconds.store(50, ordering: .relaxed)
+                // An instance defines a table on its first request (a write alone in the
+                // schema, which would wait for a push the test holds open): define it now.
+                _ = try await service.pull(identity: "setup", PullRequest(table: table))
+                services.append(service)
+            }
+            try await body(stores, services)
+        } catch {
+            for store in stores { try? await store.close() }
+            throw error
         }
-        return (stores, services)
+        for store in stores { try await store.close() }
     }
 
     static func insert(_ id: String, _ text: String) -> PushOperation {
@@ -110,36 +120,45 @@ struct CommitOrderTests {
     @Test("a push that began later and committed first is not served until the earlier one ends; then both are, in order")
     func laterCommitWaitsForEarlier() async throws {
         guard TestServer.require() != nil else { return }
-        let (stores, services) = try await Self.instances("pair")
-        defer { Task { for store in stores { try? await store.close() } } }
-        let me: Identity = "writer"
-        let hold = stores[0].holdNext()
-        let earlier = Task { try await services[0].push(identity: me, [Self.insert("a", "began first")]) }
-        let early = await hold.arrived()
-        let later = try await services[1].push(identity: me, [Self.insert("b", "began second")])
-        guard case .applied = later.first?.outcome else {
-            Issue.record("the later push: \(String(describing: later.first?.outcome))")
+        try await Self.withInstances("pair") { stores, services in
+            let me: Identity = "writer"
+            let hold = stores[0].holdNext()
+            let earlier = Task { try await services[0].push(identity: me, [Self.insert("a", "began first")]) }
+            let early = await hold.arrived()
+            let later = try await services[1].push(identity: me, [Self.insert("b", "began second")])
+            guard case .applied = later.first?.outcome else {
+                Issue.record("the later push: \(String(describing: later.first?.outcome))")
+                hold.release()
+                return
+            }
+            // Without the horizon this page would hold `b`, and its cursor would pass `a`'s
+            // number, which commits below it a moment later. With it, the pull waits for the
+            // earlier push, then answers busy (the client tries again).
+            do {
+                let during = try await services[1].pull(identity: me, PullRequest(table: Self.table))
+                Issue.record("served while an earlier push was open: \(during.records.map(\.id)), remaining \(during.remaining)")
+            } catch let error as SyncError {
+                #expect(error.code == .busy, "\(error)")
+            }
             hold.release()
-            return
+            let first = try await earlier.value
+            guard case .applied(let a) = first.first?.outcome else {
+                Issue.record("the earlier push: \(String(describing: first.first?.outcome))")
+                return
+            }
+            #expect(early.first > 0)
+            guard case .applied(let b)? = later.first?.outcome else { return }
+            // Both, each as its push returned it. (The earlier push may have run again after
+            // the later one committed — PostgreSQL rolls back one of two writers whose reads
+            // and writes cross — and then commits above it.)
+            let after = try await services[0].pull(identity: me, PullRequest(table: Self.table))
+            #expect(Set(after.records.map(\.id)) == ["a", "b"], "both: \(after.records.map(\.id))")
+            #expect(after.records.first { $0.id == "a" }?.version == a.version)
+            #expect(after.records.first { $0.id == "b" }?.version == b.version)
+            #expect(after.remaining == 0)
+            let again = try await services[1].pull(identity: me, PullRequest(table: Self.table, cursor: after.nextCursor))
+            #expect(again.records.isEmpty && again.remaining == 0)
         }
-        // Without the horizon this page would hold `b`, and its cursor would pass `a`'s
-        // number, which commits below it a moment later.
-        let during = try await services[1].pull(identity: me, PullRequest(table: Self.table))
-        #expect(during.records.isEmpty, "served while an earlier push was open: \(during.records.map(\.id))")
-        #expect(during.remaining >= 1, "the held change is counted as remaining")
-        hold.release()
-        let first = try await earlier.value
-        guard case .applied(let a) = first.first?.outcome else {
-            Issue.record("the earlier push: \(String(describing: first.first?.outcome))")
-            return
-        }
-        #expect(early.first > 0)
-        let after = try await services[0].pull(identity: me, PullRequest(table: Self.table, cursor: during.nextCursor))
-        #expect(after.records.map(\.id) == ["a", "b"], "both, in commit order: \(after.records.map(\.id))")
-        #expect(after.records.first?.version == a.version)
-        #expect(after.remaining == 0)
-        let again = try await services[1].pull(identity: me, PullRequest(table: Self.table, cursor: after.nextCursor))
-        #expect(again.records.isEmpty && again.remaining == 0)
     }
 
     /// A deterministic generator for the schedules.
@@ -160,8 +179,15 @@ struct CommitOrderTests {
         var cursor: String?
         var rows: [String: Record] = [:]
 
+        /// Pulls a page; a `busy` answer (only changes held behind an open push) is a page to
+        /// ask for again, so it counts as one remaining.
         mutating func pull(_ service: OfflineSyncService) async throws -> Int {
-            let page = try await service.pull(identity: identity, PullRequest(table: CommitOrderTests.table, cursor: cursor))
+            let page: PullPage
+            do {
+                page = try await service.pull(identity: identity, PullRequest(table: CommitOrderTests.table, cursor: cursor))
+            } catch let error as SyncError where error.code == .busy {
+                return 1
+            }
             for record in page.records { rows[record.id] = record }
             cursor = page.nextCursor
             return page.remaining
@@ -171,112 +197,112 @@ struct CommitOrderTests {
     @Test("random schedules: pushes held open and released out of order on two instances; pulls between; every reader ends with exactly the rows", arguments: 0..<4)
     func randomSchedules(seed: UInt64) async throws {
         guard TestServer.require() != nil else { return }
-        let (stores, services) = try await Self.instances("random-\(seed)")
-        defer { Task { for store in stores { try? await store.close() } } }
-        var random = Generator(state: seed &* 7919 &+ 17)
-        let identities: [Identity] = ["ann", "bob"]
-        var readers = identities.map { Reader(identity: $0) }
-        // The versions the pushes' outcomes gave each identity's items.
-        var versions: [Identity: [String: String]] = [:]
-        var next = 0
-        for round in 0..<10 {
-            // Two to four pushes, each of fresh items or of items no other push of the round
-            // touches (two pushes of one row would wait on each other's row lock, which the
-            // last test covers).
-            var scheduled: [(instance: Int, identity: Identity, operations: [PushOperation])] = []
-            var touched = Set<String>()
-            for _ in 0..<Int.random(in: 2...4, using: &random) {
-                let identity = identities.randomElement(using: &random)!
-                var operations: [PushOperation] = []
-                for _ in 0..<Int.random(in: 1...3, using: &random) {
-                    let known = versions[identity, default: [:]].filter { !touched.contains(identity.text + "/" + $0.key) }
-                    if let (item, version) = known.randomElement(using: &random), Bool.random(using: &random) {
-                        touched.insert(identity.text + "/" + item)
-                        operations.append(PushOperation(id: "op-\(round)-\(next)", table: Self.table, itemId: item, kind: .update,
-                                                        item: Record(id: item, fields: ["text": .string("r\(round)")]), baseVersion: version))
-                    } else {
-                        let item = "item-\(next)"
-                        touched.insert(identity.text + "/" + item)
-                        operations.append(Self.insert(item, "r\(round)"))
+        try await Self.withInstances("random-\(seed)") { stores, services in
+            var random = Generator(state: seed &* 7919 &+ 17)
+            let identities: [Identity] = ["ann", "bob"]
+            var readers = identities.map { Reader(identity: $0) }
+            // The versions the pushes' outcomes gave each identity's items.
+            var versions: [Identity: [String: String]] = [:]
+            var next = 0
+            for round in 0..<10 {
+                // Two to four pushes, each of fresh items or of items no other push of the round
+                // touches (two pushes of one row would wait on each other's row lock, which the
+                // last test covers).
+                var scheduled: [(instance: Int, identity: Identity, operations: [PushOperation])] = []
+                var touched = Set<String>()
+                for _ in 0..<Int.random(in: 2...4, using: &random) {
+                    let identity = identities.randomElement(using: &random)!
+                    var operations: [PushOperation] = []
+                    for _ in 0..<Int.random(in: 1...3, using: &random) {
+                        let known = versions[identity, default: [:]].filter { !touched.contains(identity.text + "/" + $0.key) }
+                        if let (item, version) = known.randomElement(using: &random), Bool.random(using: &random) {
+                            touched.insert(identity.text + "/" + item)
+                            operations.append(PushOperation(id: "op-\(round)-\(next)", table: Self.table, itemId: item, kind: .update,
+                                                            item: Record(id: item, fields: ["text": .string("r\(round)")]), baseVersion: version))
+                        } else {
+                            let item = "item-\(next)"
+                            touched.insert(identity.text + "/" + item)
+                            operations.append(Self.insert(item, "r\(round)"))
+                        }
+                        next += 1
                     }
-                    next += 1
+                    scheduled.append((Int.random(in: 0...1, using: &random), identity, operations))
                 }
-                scheduled.append((Int.random(in: 0...1, using: &random), identity, operations))
-            }
-            // Begin them one after another, each held open after its writes.
-            var running: [(hold: HeldWrite, task: Task<[PushResult], any Error>, identity: Identity)] = []
-            for push in scheduled {
-                let hold = stores[push.instance].holdNext()
-                let service = services[push.instance]
-                let task = Task { try await service.push(identity: push.identity, push.operations) }
-                _ = await hold.arrived()
-                running.append((hold, task, push.identity))
-            }
-            // Commit them in a random order, pulling from a random instance after each.
-            for index in running.indices.shuffled(using: &random) {
-                running[index].hold.release()
-                let results = try await running[index].task.value
-                for result in results {
-                    guard case .applied(let record) = result.outcome else {
-                        Issue.record("round \(round): \(result.operationId) was not applied: \(result.outcome)")
-                        continue
+                // Begin them one after another, each held open after its writes.
+                var running: [(hold: HeldWrite, task: Task<[PushResult], any Error>, identity: Identity)] = []
+                for push in scheduled {
+                    let hold = stores[push.instance].holdNext()
+                    let service = services[push.instance]
+                    let task = Task { try await service.push(identity: push.identity, push.operations) }
+                    _ = await hold.arrived()
+                    running.append((hold, task, push.identity))
+                }
+                // Commit them in a random order, pulling from a random instance after each.
+                for index in running.indices.shuffled(using: &random) {
+                    running[index].hold.release()
+                    let results = try await running[index].task.value
+                    for result in results {
+                        guard case .applied(let record) = result.outcome else {
+                            Issue.record("round \(round): \(result.operationId) was not applied: \(result.outcome)")
+                            continue
+                        }
+                        versions[running[index].identity, default: [:]][record.id] = record.version
                     }
-                    versions[running[index].identity, default: [:]][record.id] = record.version
-                }
-                for reader in readers.indices where Bool.random(using: &random) {
-                    _ = try await readers[reader].pull(services[Int.random(in: 0...1, using: &random)])
+                    for reader in readers.indices where Bool.random(using: &random) {
+                        _ = try await readers[reader].pull(services[Int.random(in: 0...1, using: &random)])
+                    }
                 }
             }
-        }
-        // Pull to the end; each reader then holds exactly its identity's rows, at the
-        // versions the pushes returned.
-        for reader in readers.indices {
-            var pulls = 0
-            while try await readers[reader].pull(services[pulls % 2]) > 0 {
-                pulls += 1
-                if pulls > 100 { Issue.record("\(readers[reader].identity) never caught up"); break }
+            // Pull to the end; each reader then holds exactly its identity's rows, at the
+            // versions the pushes returned.
+            for reader in readers.indices {
+                var pulls = 0
+                while try await readers[reader].pull(services[pulls % 2]) > 0 {
+                    pulls += 1
+                    if pulls > 100 { Issue.record("\(readers[reader].identity) never caught up"); break }
+                }
+                let expected = versions[readers[reader].identity, default: [:]]
+                let pulled = readers[reader].rows.mapValues(\.version)
+                #expect(pulled == expected, "\(readers[reader].identity): missing \(Set(expected.keys).subtracting(pulled.keys).sorted()), stale \(expected.filter { pulled[$0.key] != nil && pulled[$0.key] != $0.value }.keys.sorted())")
+                let stored = try await services[0].query(identity: readers[reader].identity, table: Self.table)
+                #expect(Dictionary(uniqueKeysWithValues: stored.map { ($0.id, $0.version) }) == expected)
             }
-            let expected = versions[readers[reader].identity, default: [:]]
-            let pulled = readers[reader].rows.mapValues(\.version)
-            #expect(pulled == expected, "\(readers[reader].identity): missing \(Set(expected.keys).subtracting(pulled.keys).sorted()), stale \(expected.filter { pulled[$0.key] != nil && pulled[$0.key] != $0.value }.keys.sorted())")
-            let stored = try await services[0].query(identity: readers[reader].identity, table: Self.table)
-            #expect(Dictionary(uniqueKeysWithValues: stored.map { ($0.id, $0.version) }) == expected)
         }
     }
 
     @Test("two instances update one row from the same version at once: one applies, the other is a conflict carrying it, 20 times")
     func oneRowSettlesConflicts() async throws {
         guard TestServer.require() != nil else { return }
-        let (stores, services) = try await Self.instances("conflicts")
-        defer { Task { for store in stores { try? await store.close() } } }
-        let me: Identity = "editor"
-        for round in 0..<20 {
-            let item = "row-\(round)"
-            guard case .applied(let created)? = try await services[0].push(identity: me, [Self.insert(item, "v0")]).first?.outcome else {
-                Issue.record("creating \(item)")
-                return
-            }
-            let results = try await withThrowingTaskGroup(of: PushResult?.self) { group -> [PushResult] in
-                for instance in 0..<2 {
-                    group.addTask {
-                        try await services[instance].push(identity: me, [PushOperation(
-                            id: "edit-\(round)-\(instance)", table: Self.table, itemId: item, kind: .update,
-                            item: Record(id: item, fields: ["text": .string("by \(instance)")]), baseVersion: created.version)]).first
-                    }
+        try await Self.withInstances("conflicts") { _, services in
+            let me: Identity = "editor"
+            for round in 0..<20 {
+                let item = "row-\(round)"
+                guard case .applied(let created)? = try await services[0].push(identity: me, [Self.insert(item, "v0")]).first?.outcome else {
+                    Issue.record("creating \(item)")
+                    return
                 }
-                return try await group.reduce(into: []) { if let result = $1 { $0.append(result) } }
-            }
-            let applied = results.compactMap { result -> Record? in
-                if case .applied(let record) = result.outcome { return record } else { return nil }
-            }
-            let conflicts = results.compactMap { result -> Record? in
-                if case .conflict(let server) = result.outcome { return server } else { return nil }
-            }
-            #expect(applied.count == 1 && conflicts.count == 1, "round \(round): \(results.map(\.outcome))")
-            if let winner = applied.first, let carried = conflicts.first {
-                #expect(carried.version == winner.version && carried["text"] == winner["text"], "round \(round): the conflict carries the applied row")
-                let stored = try await services[1].record(identity: me, table: Self.table, id: item)
-                #expect(stored?.version == winner.version && stored?["text"] == winner["text"], "round \(round): no lost update")
+                let results = try await withThrowingTaskGroup(of: PushResult?.self) { group -> [PushResult] in
+                    for instance in 0..<2 {
+                        group.addTask {
+                            try await services[instance].push(identity: me, [PushOperation(
+                                id: "edit-\(round)-\(instance)", table: Self.table, itemId: item, kind: .update,
+                                item: Record(id: item, fields: ["text": .string("by \(instance)")]), baseVersion: created.version)]).first
+                        }
+                    }
+                    return try await group.reduce(into: []) { if let result = $1 { $0.append(result) } }
+                }
+                let applied = results.compactMap { result -> Record? in
+                    if case .applied(let record) = result.outcome { return record } else { return nil }
+                }
+                let conflicts = results.compactMap { result -> Record? in
+                    if case .conflict(let server) = result.outcome { return server } else { return nil }
+                }
+                #expect(applied.count == 1 && conflicts.count == 1, "round \(round): \(results.map(\.outcome))")
+                if let winner = applied.first, let carried = conflicts.first {
+                    #expect(carried.version == winner.version && carried["text"] == winner["text"], "round \(round): the conflict carries the applied row")
+                    let stored = try await services[1].record(identity: me, table: Self.table, id: item)
+                    #expect(stored?.version == winner.version && stored?["text"] == winner["text"], "round \(round): no lost update")
+                }
             }
         }
     }

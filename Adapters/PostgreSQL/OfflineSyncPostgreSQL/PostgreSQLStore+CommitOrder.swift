@@ -13,9 +13,12 @@ import OfflineSyncStoreKit
 ///
 /// Its change numbers come from its transaction id, assigned as the transaction begins:
 /// `2⁴⁰ + xid × 2²⁰`, 2²⁰ numbers per transaction. A read's horizon is the same function of
-/// `pg_snapshot_xmin(pg_current_snapshot())`, the oldest transaction id still running when
-/// its snapshot was taken: every transaction below it has ended, and every one that begins
-/// later is given a larger id. The offset keeps every number above the counters the store's
+/// the oldest transaction id among this schema's concurrent writers still running (each
+/// holds the schema's lock, and its own id's lock, in `pg_locks`), or of the next id to be
+/// given when none is, read before the snapshot is taken: every writer below it has ended,
+/// and every one that gets an id later gets a larger one. (`pg_snapshot_xmin` alone would
+/// do, but it is the oldest transaction of the whole cluster, so any long transaction,
+/// whatever it does, would hold every pull back.) The offset keeps every number above the counters the store's
 /// single-writer sequences hand out (a table's first 2⁴⁰ changes).
 ///
 /// Stamps: a writer first takes a shared advisory lock keyed by the millisecond its clock
@@ -135,22 +138,30 @@ extension PostgreSQLStore: CommitOrderedStore {
     }
 
     /// Runs `body` in a `REPEATABLE READ READ ONLY` transaction with the horizon of its
-    /// snapshot (see ``CommitOrderedStore/orderedRead(stamps:_:)``): one round trip, two with
-    /// `stamps` (the clock and the stamp locks are read before the snapshot is taken, and a
-    /// pipeline's statements before `BEGIN` would share its transaction). Throws as
-    /// ``read(_:)`` does.
+    /// snapshot (see ``CommitOrderedStore/orderedRead(stamps:_:)``): two round trips (the
+    /// clock and the locks are read before the snapshot is taken, and a pipeline's statements
+    /// before `BEGIN` would share its transaction). Throws as ``read(_:)`` does.
     public func orderedRead<T: Sendable>(
         stamps: Bool, _ body: @escaping @Sendable (any LocalReadTransaction, ChangeHorizon) throws -> T) async throws -> T {
         let quoted = quotedSchema
-        // Before the snapshot: the clock, then the locks (see the extension's comment).
+        // Before the snapshot: the clock, then the locks (see the extension's comment). The
+        // writers of this schema hold its lock (shared); each holds its own transaction id's
+        // lock once it has one, whose 32 bits are widened against the current snapshot's xmax
+        // (every running id lies within 2³¹ below it).
         let before = [PGStatement("SELECT floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint"),
                       PGStatement("""
-                          SELECT min((classid::bigint << 32) | objid::bigint) + \(PostgreSQLStore.stampLockEpoch) FROM pg_locks
-                          WHERE locktype = 'advisory' AND objsubid = 1 AND classid::bigint < 1024
-                            AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
-                          """)]
-        // The transaction's first statement takes its snapshot, whose oldest running
-        // transaction id is the horizon.
+                          WITH next AS (SELECT pg_snapshot_xmax(pg_current_snapshot())::text::bigint AS x),
+                               db AS (SELECT oid FROM pg_database WHERE datname = current_database())
+                          SELECT
+                            (SELECT min((classid::bigint << 32) | objid::bigint) + \(PostgreSQLStore.stampLockEpoch) FROM pg_locks
+                             WHERE locktype = 'advisory' AND objsubid = 1 AND classid::bigint < 1024 AND database = (SELECT oid FROM db)),
+                            least(next.x, (SELECT min(next.x - ((next.x % 4294967296 - t.transactionid::text::bigint + 4294967296) % 4294967296))
+                             FROM pg_locks a JOIN pg_locks t ON t.pid = a.pid AND t.locktype = 'transactionid' AND t.mode = 'ExclusiveLock' AND t.granted
+                             WHERE a.locktype = 'advisory' AND a.objsubid = 2 AND a.classid = 1330862414
+                               AND a.objid = (hashtext($1)::bigint & 4294967295)::oid AND a.database = (SELECT oid FROM db)))
+                          FROM next
+                          """, [.text(options.schema)])]
+        // The transaction's first statement takes its snapshot; its xmin is a horizon too.
         let opening = [PGStatement("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", prepare: false),
                        PGStatement("SELECT pg_snapshot_xmin(pg_current_snapshot())::text::bigint")]
         var reconnects = 0
@@ -162,19 +173,16 @@ extension PostgreSQLStore: CommitOrderedStore {
                 }
                 let horizon: ChangeHorizon
                 do {
-                    var stamp: Timestamp?
-                    if stamps {
-                        let read = try connection.executeAll(before)
-                        guard read.count == 2, let clock = read[0].int64(0, 0) else {
-                            throw SyncError(.storageFailure, "\(connection.endpoint): no clock for a stamp horizon")
-                        }
-                        // No writer holds a stamp lock: the clock alone.
-                        stamp = Timestamp(millisecondsSince1970: min(clock, read[1].int64(0, 0) ?? .max))
+                    let read = try connection.executeAll(before)
+                    guard read.count == 2, let clock = read[0].int64(0, 0), let writers = read[1].int64(0, 1) else {
+                        throw SyncError(.storageFailure, "\(connection.endpoint): no horizon")
                     }
+                    // No writer holds a stamp lock: the clock alone.
+                    let stamp = stamps ? Timestamp(millisecondsSince1970: min(clock, read[1].int64(0, 0) ?? .max)) : nil
                     guard let xmin = try connection.execute(opening).int64(0, 0) else {
                         throw SyncError(.storageFailure, "\(connection.endpoint): no snapshot horizon")
                     }
-                    horizon = ChangeHorizon(final: try PostgreSQLStore.changeNumber(transaction: xmin), stamp: stamp)
+                    horizon = ChangeHorizon(final: try PostgreSQLStore.changeNumber(transaction: max(writers, xmin)), stamp: stamp)
                 } catch {
                     return settle(error)
                 }
