@@ -52,9 +52,9 @@ TEST_WIDTH ?= 8
 
 # System libraries found through pkg-config, and the Debian packages that provide them.
 PKG_CONFIG_MODULES := sqlite3 lmdb libpq
-APT_PACKAGES := pkg-config libsqlite3-dev liblmdb-dev libpq-dev postgresql curl
+APT_PACKAGES := pkg-config libsqlite3-dev liblmdb-dev libpq-dev postgresql curl pgbouncer
 
-.PHONY: deps build docs fuzz sanitize test test-steps api-check architecture-check docs-check portability-check openapi-check conformance-cli corrupt-sweep crash-trials cognito-test hostile-test console-test soak demo demo-grdb serve token bench bench-scale loadtest client-size clean
+.PHONY: deps build docs fuzz sanitize test test-steps api-check architecture-check docs-check portability-check openapi-check conformance-cli corrupt-sweep crash-trials cognito-test hostile-test console-test pooler-test soak demo demo-grdb serve token bench bench-scale loadtest client-size clean
 
 deps:
 	@if ! command -v $(SWIFT) >/dev/null 2>&1; then \
@@ -73,6 +73,7 @@ deps:
 	fi; \
 	if ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then missing=1; fi; \
 	if ! command -v curl >/dev/null 2>&1; then missing=1; fi; \
+	if [ ! -x /usr/sbin/pgbouncer ] && ! command -v pgbouncer >/dev/null 2>&1; then missing=1; fi; \
 	if [ "$$missing" = 0 ]; then exit 0; fi; \
 	if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
 		echo "Installing $(APT_PACKAGES)..."; \
@@ -125,6 +126,7 @@ test-steps: deps openapi-check architecture-check docs-check portability-check
 	$(MAKE) --no-print-directory cognito-test
 	$(MAKE) --no-print-directory hostile-test
 	$(MAKE) --no-print-directory console-test
+	$(MAKE) --no-print-directory pooler-test
 	"$$($(SWIFT) build --show-bin-path)/offline-sync-harness" loadtest --writes 60 --rate 20 --table-rows 2000 --clients 200 \
 		--fanout-writes 5 --group-sizes 50,200 --group-writes 3 --writers 20 --duration 3 --deaf-channels 10 --slow-writes 200 --slow-rate 100 --slow-receivers 3 \
 		--channel-seconds 2 --postgres "$$OFFLINE_SYNC_TEST_POSTGRES_URL" --cross-writes 30 --counted-writes 500 --counted-rate 250 \
@@ -166,6 +168,13 @@ cognito-test: deps
 	@python3 -c "import boto3" 2>/dev/null || python3 -m pip install --quiet boto3
 	OFFLINE_SYNC_BIN="$$($(SWIFT) build --show-bin-path)/offline-sync" python3 -m unittest -v Tests/Cognito/test_cognito_sync.py
 	OFFLINE_SYNC_TEST_ORDER=reverse OFFLINE_SYNC_BIN="$$($(SWIFT) build --show-bin-path)/offline-sync" python3 -m unittest Tests/Cognito/test_cognito_sync.py
+
+# `offline-sync serve` behind PgBouncer (Debian's package): refused at start-up in transaction
+# mode, serving in session mode. Needs OFFLINE_SYNC_TEST_POSTGRES_URL (run inside
+# Scripts/with-postgres.sh, as `make test` does).
+pooler-test: deps
+	$(SWIFT) build --product offline-sync
+	OFFLINE_SYNC_BIN="$$($(SWIFT) build --show-bin-path)/offline-sync" python3 -m unittest -v Tests/Pooler/test_pgbouncer.py
 
 # Hostile requests against a live `offline-sync serve`: schemathesis (from PyPI, installed when
 # missing) over Docs/openapi.yaml with no 5xx allowed, malformed JSON, oversized bodies and

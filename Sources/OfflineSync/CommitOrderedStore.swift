@@ -22,8 +22,10 @@
 /// - **ordered**: two transactions' ranges never overlap, and a transaction's range lies
 ///   above every range of every transaction that had committed before it began.
 /// - **horizon**: a read's ``ChangeHorizon/final`` is at most the first number of every
-///   transaction running when the read's snapshot was taken, and every number below it that
-///   a committed transaction wrote is in the snapshot; it never moves backwards.
+///   ``concurrentWrite(_:)`` transaction of the store running when the read's snapshot was
+///   taken, and every number below it that a committed transaction wrote is in the snapshot;
+///   it never moves backwards. Other transactions (other stores', reports) do not hold it
+///   back.
 /// - **clock**: ``ChangeOrder/clock`` is one clock for every writer of the store (not each
 ///   caller's own), and a read's ``ChangeHorizon/stamp`` is at most the clock of every
 ///   transaction its snapshot does not hold: a stamp taken from the clock (`updatedAt`) is
@@ -31,8 +33,8 @@
 ///   follows stamps (a Datasync client's `updatedAt gt` delta) reads below it and skips
 ///   nothing.
 ///
-/// PostgreSQL provides it (transaction ids: `pg_current_xact_id()` and
-/// `pg_snapshot_xmin(pg_current_snapshot())`).
+/// `PostgreSQLStore` provides it from transaction ids (`pg_current_xact_id()`, and the ids of
+/// the store's running writers in `pg_locks`).
 public protocol CommitOrderedStore: LocalStore {
     /// Runs `body` in a serializable write transaction beside other writers, with the change
     /// numbers it may hand out; committed when it returns, rolled back when it throws. When

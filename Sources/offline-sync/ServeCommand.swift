@@ -309,6 +309,9 @@ struct ServeCommand: AsyncParsableCommand {
                                                    attachmentLimits: attachmentLimits)
         var feed: any ChangeFeed = LocalChangeFeed()
         if let postgres = store as? PostgreSQLStore {
+            // Behind a pooler in transaction mode, change notices between instances would be
+            // lost without a word: refuse to start instead.
+            try await postgres.checkSessionState()
             // Named after the store's schema: deployments on other schemas of the same
             // database must not hear each other's changes (their identities are not ours).
             let channel = try postgres.schemaChannel("offline_sync_changes")

@@ -93,6 +93,43 @@ extension PostgreSQLStore {
         return channel
     }
 
+    /// Checks that a `LISTEN` session hears a `NOTIFY` sent through the pool, within
+    /// `timeout`: what a connection pooler in transaction or statement mode in front of
+    /// PostgreSQL (PgBouncer's `pool_mode = transaction`) breaks, along with the other session
+    /// state the store relies on (`SET statement_timeout`, prepared statements). A sync server
+    /// calls it before it serves. Throws ``SyncError/Code/unsupported`` with a message naming
+    /// the likely cause when the notification does not arrive, and what listening and sending
+    /// throw.
+    public func checkSessionState(timeout: Duration = .seconds(5)) async throws {
+        var random = SystemRandomNumberGenerator()
+        let channel = "offline_sync_probe_" + String(random.next(), radix: 16)
+        let token = String(random.next(), radix: 16)
+        let listener = try await notifications(channel: channel)
+        let heard: Bool
+        do {
+            heard = try await withThrowingTaskGroup(of: Bool.self) { group in
+                group.addTask {
+                    for try await payload in listener where payload == token { return true }
+                    return false
+                }
+                group.addTask {
+                    try await Task.sleep(for: timeout)
+                    return false
+                }
+                defer { group.cancelAll() }
+                try await notify(channel: channel, payload: token)
+                return try await group.next() ?? false
+            }
+        } catch {
+            await listener.close()
+            throw error
+        }
+        await listener.close()
+        guard heard else {
+            throw SyncError(.unsupported, "\(endpoint): a LISTEN session did not hear a NOTIFY within \(timeout): a connection pooler in transaction or statement mode (PgBouncer's pool_mode = transaction or statement) is likely in front of PostgreSQL. The store needs one server session per connection (LISTEN, SET, prepared statements): connect to PostgreSQL directly or through a pooler in session mode")
+        }
+    }
+
     static let notifyStatement = "SELECT pg_notify(convert_from($1, 'UTF8'), convert_from($2, 'UTF8'))"
 
     static func validateChannel(_ channel: String) throws {
