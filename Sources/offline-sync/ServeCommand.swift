@@ -307,19 +307,7 @@ struct ServeCommand: AsyncParsableCommand {
         }
         let service = try await OfflineSyncService(store: store, rules: syncRules, groupFanoutLimit: Int(fanout),
                                                    attachmentLimits: attachmentLimits)
-        var feed: any ChangeFeed = LocalChangeFeed()
-        if let postgres = store as? PostgreSQLStore {
-            // Behind a pooler in transaction mode, change notices between instances would be
-            // lost without a word: refuse to start instead.
-            try await postgres.checkSessionState()
-            // Named after the store's schema: deployments on other schemas of the same
-            // database must not hear each other's changes (their identities are not ours).
-            let channel = try postgres.schemaChannel("offline_sync_changes")
-            let relayed = RelayedChangeFeed(send: { try await postgres.notify(channel: channel, payload: $0) },
-                                            receive: { try await postgres.notifications(channel: channel) })
-            await relayed.waitUntilListening()
-            feed = relayed
-        }
+        let feed = try await Self.changeFeed(for: store)
         var configuration = SyncServer.Configuration(
             host: host, port: port, tokenSecret: secret,
             adminKey: environment["OFFLINE_SYNC_ADMIN_KEY"].flatMap { $0.isEmpty ? nil : $0 },
@@ -346,6 +334,22 @@ struct ServeCommand: AsyncParsableCommand {
 }
 
 extension ServeCommand {
+    /// How instances hear of each other's changes: PostgreSQL's `LISTEN`/`NOTIFY` on a
+    /// channel of the store's schema, or nothing beyond this process.
+    static func changeFeed(for store: any LocalStore) async throws -> any ChangeFeed {
+        guard let postgres = store as? PostgreSQLStore else { return LocalChangeFeed() }
+        // Behind a pooler in transaction mode, change notices between instances would be
+        // lost without a word: refuse to start instead.
+        try await postgres.checkSessionState()
+        // Named after the store's schema: deployments on other schemas of the same
+        // database must not hear each other's changes (their identities are not ours).
+        let channel = try postgres.schemaChannel("offline_sync_changes")
+        let relayed = RelayedChangeFeed(send: { try await postgres.notify(channel: channel, payload: $0) },
+                                        receive: { try await postgres.notifications(channel: channel) })
+        await relayed.waitUntilListening()
+        return relayed
+    }
+
     /// The token sources: the `--issuer` files, then those of OFFLINE_SYNC_ISSUERS; whether
     /// development tokens are accepted; how often a missing key may send for the keys again.
     func configureIdentity(_ configuration: inout SyncServer.Configuration, environment: [String: String],
