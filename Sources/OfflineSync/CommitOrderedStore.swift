@@ -15,17 +15,17 @@
 ///
 /// The contract, which `OfflineSyncConformance`'s `CommitOrderConformance` checks:
 /// - **serializable**: ``concurrentWrite(_:)`` transactions run at the same time as each
-///   other and as ``LocalStore/write(confinedTo:_:)`` ones, yet behave as if run one after
-///   another; a conflict between two of them (both read and wrote one row) is settled by
-///   the store, which runs the later one's body again (bodies are pure functions of their
-///   transaction). An unconfined ``LocalStore/write(_:)`` still runs alone.
+///   other, yet behave as if run one after another; a conflict between two of them (both
+///   read and wrote one row) is settled by the store, which runs one's body again (bodies are
+///   pure functions of their transaction). ``LocalStore/write(_:)`` and ``orderedWrite(_:)``
+///   run alone.
 /// - **ordered**: two transactions' ranges never overlap, and a transaction's range lies
 ///   above every range of every transaction that had committed before it began.
 /// - **horizon**: a read's ``ChangeHorizon/final`` is at most the first number of every
-///   ``concurrentWrite(_:)`` transaction of the store running when the read's snapshot was
-///   taken, and every number below it that a committed transaction wrote is in the snapshot;
-///   it never moves backwards. Other transactions (other stores', reports) do not hold it
-///   back.
+///   ``concurrentWrite(_:)`` or ``orderedWrite(_:)`` transaction of the store running when
+///   the read's snapshot was taken, and every number below it that a committed transaction
+///   wrote is in the snapshot; it never moves backwards. Other transactions (other stores',
+///   reports) do not hold it back.
 /// - **clock**: ``ChangeOrder/clock`` is one clock for every writer of the store (not each
 ///   caller's own), and a read's ``ChangeHorizon/stamp`` is at most the clock of every
 ///   transaction its snapshot does not hold: a stamp taken from the clock (`updatedAt`) is
@@ -42,6 +42,13 @@ public protocol CommitOrderedStore: LocalStore {
     /// new transaction, with a new range), a bounded number of times; past that the call
     /// throws ``SyncError/Code/busy``.
     func concurrentWrite<T: Sendable>(
+        _ body: @escaping @Sendable (any LocalWriteTransaction, ChangeOrder) throws -> T) async throws -> T
+
+    /// Runs `body` alone among the store's writers, as ``LocalStore/write(_:)`` does, with the
+    /// change numbers it may hand out: for a transaction that must not run beside others but
+    /// writes rows that readers follow by number. Committed when it returns, rolled back when
+    /// it throws.
+    func orderedWrite<T: Sendable>(
         _ body: @escaping @Sendable (any LocalWriteTransaction, ChangeOrder) throws -> T) async throws -> T
 
     /// Runs `body` in a read transaction that sees one consistent snapshot, with the horizon
@@ -71,7 +78,7 @@ public struct ChangeOrder: Sendable, Hashable {
     }
 }
 
-/// What a ``CommitOrderedStore/orderedRead(_:)`` snapshot may rely on.
+/// What a ``CommitOrderedStore/orderedRead(stamps:_:)`` snapshot may rely on.
 public struct ChangeHorizon: Sendable, Hashable {
     /// Every change number below it is final (see ``CommitOrderedStore``). Numbers at or
     /// above it may belong to transactions still running, even where the snapshot holds rows

@@ -56,16 +56,24 @@ extension LocalStoreConformance {
             let store = try ordered(try await ctx.open())
             try await must(await store.defineTable(TableSchema("changes", fields: [FieldDefinition("n", .int)])), "defining changes")
             let held = Latch()
-            let first = Rendezvous<ChangeOrder>()
+            let first = Rendezvous<ChangeOrder?>()
             let earlier = Task {
-                try await store.concurrentWrite { txn, order in
-                    try txn.upsert(Record(id: "early", fields: ["n": .int(order.first)]), in: "changes")
-                    first.set(order)
-                    held.wait()
-                    return order
+                do {
+                    return try await store.concurrentWrite { txn, order in
+                        try txn.upsert(Record(id: "early", fields: ["n": .int(order.first)]), in: "changes")
+                        first.set(order)
+                        held.wait()
+                        return order
+                    }
+                } catch {
+                    first.set(nil)
+                    throw error
                 }
             }
-            let early = await first.value()
+            guard let early = await first.value() else {
+                _ = try await must(await earlier.value, "the earlier writer")
+                throw failure("the earlier writer ended before it wrote")
+            }
             let late: ChangeOrder
             do {
                 late = try await must(await store.concurrentWrite { txn, order in

@@ -353,28 +353,39 @@ public final class RelayedChangeFeed: ChangeFeed, Sendable {
     private let relay: Task<Void, Never>
     private let ready: AsyncStream<Void>.Continuation
     private let readyStream: AsyncStream<Void>
+    private let gaps: GapListeners
 
     /// Creates the feed. `receive` opens the channel's incoming messages; when it ends or
-    /// fails, it is reopened after a short pause until the feed is stopped.
+    /// fails, it is reopened after a pause (200 ms, doubling to 5 s while it keeps failing)
+    /// until the feed is stopped, and every ``listenForGaps(_:)`` listener is told: notices
+    /// sent while it was closed are lost (a failover of the database, a restart).
     public init<Messages: AsyncSequence & Sendable>(
         send: @escaping @Sendable (String) async throws -> Void,
         receive: @escaping @Sendable () async throws -> Messages
     ) where Messages.Element == String {
         self.send = send
-        let local = self.local
+        let local = self.local, gaps = GapListeners()
+        self.gaps = gaps
         let (readyStream, ready) = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
         self.readyStream = readyStream
         self.ready = ready
         relay = Task {
+            var listened = false
+            var pause = Duration.milliseconds(200)
             while !Task.isCancelled {
                 do {
                     let messages = try await receive()
                     ready.yield()
+                    // Listening again after a loss: what was sent meanwhile never arrives.
+                    if listened { gaps.tell() }
+                    listened = true
+                    pause = .milliseconds(200)
                     for try await message in messages {
                         if let notice = ChangeNotice(encoded: message) { local.deliver([notice]) }
                     }
                 } catch {}
-                try? await Task.sleep(for: .milliseconds(200))
+                try? await Task.sleep(for: pause)
+                pause = min(pause * 2, .seconds(5))
             }
         }
     }
@@ -389,13 +400,27 @@ public final class RelayedChangeFeed: ChangeFeed, Sendable {
     /// Stops relaying; subscribers' streams stay open but receive nothing more.
     public func stop() { relay.cancel(); ready.finish() }
 
-    /// Sends each notice to the channel. A failed send is dropped: notices are hints, and
-    /// clients also pull on reconnect and on their own schedule.
+    /// Sends each notice to the channel. A notice whose send failed (the database is failing
+    /// over, or unreachable) is delivered to this instance's subscribers directly, and every
+    /// ``listenForGaps(_:)`` listener is told, since other instances' subscribers may not hear
+    /// it.
     public func publish(_ notices: [ChangeNotice]) async {
+        var unsent: [ChangeNotice] = []
         for notice in Set(notices) {
             let message = notice.encoded
-            if !message.isEmpty { try? await send(message) }
+            if message.isEmpty { continue }
+            do { try await send(message) } catch { unsent.append(notice) }
         }
+        guard !unsent.isEmpty else { return }
+        local.deliver(unsent)
+        gaps.tell()
+    }
+
+    /// Calls `handler` each time notices may have been lost: the channel was reopened after
+    /// it ended or failed, or a send failed. A connection told should make its client catch
+    /// up (the server ends its change channel: the client reconnects and pulls).
+    public func listenForGaps(_ handler: @escaping @Sendable () -> Void) -> FeedSubscription {
+        gaps.add(handler)
     }
 
     /// Subscribes to `topic`'s notices from every instance.
@@ -405,5 +430,24 @@ public final class RelayedChangeFeed: ChangeFeed, Sendable {
     /// them from the channel.
     public func listen(to topic: ChangeNotice.Topic, _ deliver: @escaping @Sendable (ChangeNotice) -> Void) -> FeedSubscription {
         local.listen(to: topic, deliver)
+    }
+}
+
+/// The ``RelayedChangeFeed/listenForGaps(_:)`` handlers.
+private final class GapListeners: Sendable {
+    private let handlers = Mutex<(next: UInt64, byId: [UInt64: @Sendable () -> Void])>((0, [:]))
+
+    func add(_ handler: @escaping @Sendable () -> Void) -> FeedSubscription {
+        let id = handlers.withLock { handlers -> UInt64 in
+            defer { handlers.next += 1 }
+            handlers.byId[handlers.next] = handler
+            return handlers.next
+        }
+        return FeedSubscription { [weak self] in _ = self?.handlers.withLock { $0.byId.removeValue(forKey: id) } }
+    }
+
+    /// Calls every handler, outside the lock.
+    func tell() {
+        for handler in handlers.withLock({ Array($0.byId.values) }) { handler() }
     }
 }

@@ -53,6 +53,8 @@ final class ConnectionNotices: Sendable {
         var before: [GroupKey: Set<String>] = [:]
         var own: FeedSubscription?
         var everyone: FeedSubscription?
+        /// The feed's word that notices were lost between instances (a relayed feed's only).
+        var gap: FeedSubscription?
         /// Re-reads waiting, in order, and whether a task is doing them.
         var rereads: [Reread] = []
         var rereading = false
@@ -107,11 +109,13 @@ final class ConnectionNotices: Sendable {
             guard let connection, let table = notice.table, everyoneTables.contains(ExactString(table)) else { return }
             connection.pending.add(notice)
         }
+        // Notices lost between instances (the database failed over): the client catches up.
+        let gap = (feed as? RelayedChangeFeed)?.listenForGaps { [weak connection] in connection?.lostNotices() }
         let closed = connection.state.withLock { state in
-            if state.phase != .closed { (state.own, state.everyone) = (own, everyone) }
+            if state.phase != .closed { (state.own, state.everyone, state.gap) = (own, everyone, gap) }
             return state.phase == .closed
         }
-        if closed { own.cancel(); everyone?.cancel() }
+        if closed { own.cancel(); everyone?.cancel(); gap?.cancel() }
         do {
             let groups = try await service.groupSubscriptions(claims: claims)
             for (group, tables) in groups { connection.subscribe(group, tables: tables, announcing: false) }
@@ -134,6 +138,19 @@ final class ConnectionNotices: Sendable {
         guard first else { return }
         if !(error is CancellationError) { membershipFailed(error) }
         pending.fail()
+    }
+
+    /// Notices may have been lost on their way between instances: the connection ends as
+    /// after a failed read (``PendingNotices/fail()``), so its client reconnects and catches
+    /// up by pulling, but no membership failure is counted.
+    private func lostNotices() {
+        let first = state.withLock { state -> Bool in
+            guard state.phase == .listening else { return false }
+            state.phase = .failed
+            state.rereads = []
+            return true
+        }
+        if first { pending.fail() }
     }
 
     /// Queues a re-read, and starts the task that does them when none runs.
@@ -250,8 +267,8 @@ final class ConnectionNotices: Sendable {
         let subscriptions: [FeedSubscription]? = state.withLock { state in
             guard state.phase != .closed else { return nil }
             state.phase = .closed
-            defer { state.groups = [:]; state.own = nil; state.everyone = nil; state.rereads = [] }
-            return state.groups.values.map(\.subscription) + [state.own, state.everyone].compactMap { $0 }
+            defer { state.groups = [:]; state.own = nil; state.everyone = nil; state.gap = nil; state.rereads = [] }
+            return state.groups.values.map(\.subscription) + [state.own, state.everyone, state.gap].compactMap { $0 }
         }
         guard let subscriptions else { return false }
         subscriptions.forEach { $0.cancel() }

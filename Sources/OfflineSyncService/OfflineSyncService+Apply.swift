@@ -241,13 +241,15 @@ struct PushTransaction {
     var effects = SharedEffects()
 
     /// With `order`, a transaction of a ``CommitOrderedStore``: its tables' numbers and stamps
-    /// come from it (``OfflineSyncService/TableClock``).
-    init(txn: any LocalWriteTransaction, claims: Claims, now: Timestamp, rows: OfflineSyncService.BatchReads, order: ChangeOrder? = nil) {
+    /// come from it (``OfflineSyncService/TableClock``), except for the `counted` tables
+    /// (shared ones, whose pushes run alone and whose readers follow counters).
+    init(txn: any LocalWriteTransaction, claims: Claims, now: Timestamp, rows: OfflineSyncService.BatchReads, order: ChangeOrder? = nil,
+         counted: Set<String> = []) {
         self.txn = txn
         self.claims = claims
         self.now = now
         self.rows = rows
-        clocks = OfflineSyncService.TableClocks(order: order)
+        clocks = OfflineSyncService.TableClocks(order: order, counted: counted)
     }
 
     /// The next sequence number of `table` (or of the shared sequence), and the version it

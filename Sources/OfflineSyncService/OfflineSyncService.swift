@@ -329,7 +329,8 @@ public final class OfflineSyncService: Sendable {
             var results: [PushResult] = []
             results.reserveCapacity(operations.count)
             var push = PushTransaction(txn: txn, claims: claims, now: order?.clock ?? Timestamp.now(),
-                                       rows: try BatchReads(outcomes: keys, rows: wanted, txn), order: order)
+                                       rows: try BatchReads(outcomes: keys, rows: wanted, txn), order: order,
+                                       counted: self.sharedTables)
             for (index, operation) in operations.enumerated() {
                 defer { push.rows.finished(index) }
                 if let stored = push.rows.outcome(of: index) {
@@ -376,9 +377,12 @@ public final class OfflineSyncService: Sendable {
         // counter, orders the changes.
         let served = Set(operations.map(\.table)).filter { refused[$0] == nil }
         let report: (PushReport, Set<GroupKey>)
+        let ordered = store as? any CommitOrderedStore
         if served.contains(where: isShared) {
-            report = try await store.write { try apply($0, nil) }
-        } else if let ordered = store as? any CommitOrderedStore {
+            // Alone; on a commit-ordered store its owner-only rows take numbers from the
+            // store's order like every other push's (a counter's would lie below cursors).
+            if let ordered { report = try await ordered.orderedWrite(apply) } else { report = try await store.write { try apply($0, nil) } }
+        } else if let ordered {
             report = try await ordered.concurrentWrite(apply)
         } else {
             report = try await store.write(confinedTo: served) { try apply($0, nil) }
@@ -512,7 +516,8 @@ public final class OfflineSyncService: Sendable {
         remainingCounts.store(key, epoch: epoch, after: last, tableSequence: tableSequence, remaining: remaining)
         var held = 0
         if let horizon {
-            held = try txn.count(in: table, matching: mine && Field(Meta.sequence) >= .int(horizon) && wanted)
+            held = try txn.count(in: table, matching: mine && Field(Meta.sequence) >= .int(horizon)
+                                     && Field(Meta.sequence) > .int(after) && wanted)
             remaining += held
         }
         return (PullPage(records: Self.publicRecords(rows),

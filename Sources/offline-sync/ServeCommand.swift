@@ -305,9 +305,10 @@ struct ServeCommand: AsyncParsableCommand {
         guard channelWrite >= 1, channelPing >= 1 else {
             throw ValidationError("--channel-write-seconds and --channel-ping-seconds must be at least 1")
         }
+        // First: behind a pooler in transaction mode nothing should be written.
+        let feed = try await Self.changeFeed(for: store)
         let service = try await OfflineSyncService(store: store, rules: syncRules, groupFanoutLimit: Int(fanout),
                                                    attachmentLimits: attachmentLimits)
-        let feed = try await Self.changeFeed(for: store)
         var configuration = SyncServer.Configuration(
             host: host, port: port, tokenSecret: secret,
             adminKey: environment["OFFLINE_SYNC_ADMIN_KEY"].flatMap { $0.isEmpty ? nil : $0 },

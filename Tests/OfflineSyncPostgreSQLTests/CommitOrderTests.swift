@@ -9,13 +9,13 @@ import Testing
 /// A push the test holds open after its writes, before its commit: the store's thread waits
 /// on it (never Swift's pool) until the test releases it.
 final class HeldWrite: Sendable {
-    private let state = Mutex<(order: ChangeOrder?, waiters: [CheckedContinuation<ChangeOrder, Never>], passed: Bool)>((nil, [], false))
+    private let state = Mutex<(order: ChangeOrder?, waiters: [CheckedContinuation<ChangeOrder?, Never>], passed: Bool)>((nil, [], false))
     private let gate = DispatchSemaphore(value: 0)
 
     /// Called on the store's thread with the transaction's order: signals the test and waits
     /// for ``release()`` (once: a run again after a conflict passes straight through).
     func reached(_ order: ChangeOrder) {
-        let (waiters, wait) = state.withLock { state -> ([CheckedContinuation<ChangeOrder, Never>], Bool) in
+        let (waiters, wait) = state.withLock { state -> ([CheckedContinuation<ChangeOrder?, Never>], Bool) in
             if state.passed { return ([], false) }
             state.passed = true
             state.order = order
@@ -27,15 +27,27 @@ final class HeldWrite: Sendable {
         if wait { _ = gate.wait(timeout: .now() + 120) }
     }
 
-    /// Returns once the transaction has written and waits, with its order.
-    func arrived() async -> ChangeOrder {
+    /// The write failed before it reached the hold: whoever waits for it stops waiting.
+    func failed() {
+        let waiters = state.withLock { state -> [CheckedContinuation<ChangeOrder?, Never>] in
+            state.passed = true
+            defer { state.waiters = [] }
+            return state.waiters
+        }
+        for waiter in waiters { waiter.resume(returning: nil) }
+    }
+
+    /// Returns once the transaction has written and waits, with its order; `nil` when the
+    /// write failed before it got there.
+    func arrived() async -> ChangeOrder? {
         await withCheckedContinuation { continuation in
-            let order = state.withLock { state -> ChangeOrder? in
-                if let order = state.order { return order }
+            let known = state.withLock { state -> ChangeOrder?? in
+                if let order = state.order { return .some(order) }
+                if state.passed { return .some(nil) }
                 state.waiters.append(continuation)
                 return nil
             }
-            if let order { continuation.resume(returning: order) }
+            if let known { continuation.resume(returning: known) }
         }
     }
 
@@ -60,11 +72,20 @@ final class HoldingStore: CommitOrderedStore {
 
     func concurrentWrite<T: Sendable>(_ body: @escaping @Sendable (any LocalWriteTransaction, ChangeOrder) throws -> T) async throws -> T {
         let hold = holds.withLock { $0.isEmpty ? nil : $0.removeFirst() }
-        return try await inner.concurrentWrite { txn, order in
-            let value = try body(txn, order)
-            hold?.reached(order)
-            return value
+        do {
+            return try await inner.concurrentWrite { txn, order in
+                let value = try body(txn, order)
+                hold?.reached(order)
+                return value
+            }
+        } catch {
+            hold?.failed()
+            throw error
         }
+    }
+
+    func orderedWrite<T: Sendable>(_ body: @escaping @Sendable (any LocalWriteTransaction, ChangeOrder) throws -> T) async throws -> T {
+        try await inner.orderedWrite(body)
     }
 
     func orderedRead<T: Sendable>(stamps: Bool, _ body: @escaping @Sendable (any LocalReadTransaction, ChangeHorizon) throws -> T) async throws -> T {
@@ -124,7 +145,10 @@ struct CommitOrderTests {
             let me: Identity = "writer"
             let hold = stores[0].holdNext()
             let earlier = Task { try await services[0].push(identity: me, [Self.insert("a", "began first")]) }
-            let early = await hold.arrived()
+            guard let early = await hold.arrived() else {
+                Issue.record("the earlier push failed before it wrote: \(String(describing: try? await earlier.value))")
+                return
+            }
             let later = try await services[1].push(identity: me, [Self.insert("b", "began second")])
             guard case .applied = later.first?.outcome else {
                 Issue.record("the later push: \(String(describing: later.first?.outcome))")
@@ -234,7 +258,11 @@ struct CommitOrderTests {
                     let hold = stores[push.instance].holdNext()
                     let service = services[push.instance]
                     let task = Task { try await service.push(identity: push.identity, push.operations) }
-                    _ = await hold.arrived()
+                    guard await hold.arrived() != nil else {
+                        Issue.record("round \(round): a push failed before it wrote: \(String(describing: try? await task.value))")
+                        for started in running { started.hold.release() }
+                        return
+                    }
                     running.append((hold, task, push.identity))
                 }
                 // Commit them in a random order, pulling from a random instance after each.
@@ -305,5 +333,35 @@ struct CommitOrderTests {
                 }
             }
         }
+    }
+
+    @Test("a push that writes a shared table and an owner-only one numbers its owner-only rows by the commit order: a reader past earlier pushes gets them")
+    func mixedPushKeepsTheOrder() async throws {
+        guard TestServer.require() != nil else { return }
+        let directory = URL(fileURLWithPath: "/tmp/commit-order-mixed-" + UUID().uuidString)
+        let store = try await makeStore(directory, poolSize: 3)
+        do {
+            let rules = SyncRules(tables: ["board": TableRules(read: [Grant(.everyone)], write: [Grant(.everyone)])])
+            let service = try await OfflineSyncService(store: store, rules: rules)
+            let me: Identity = "mixer"
+            let first = try await service.push(identity: me, [Self.insert("n1", "alone")])
+            #expect(first.allSatisfy { if case .applied = $0.outcome { true } else { false } })
+            let page = try await service.pull(identity: me, PullRequest(table: Self.table))
+            #expect(page.records.map(\.id) == ["n1"])
+            let mixed = try await service.push(identity: me, [
+                PushOperation(id: "op-board", table: "board", itemId: "b1", kind: .insert,
+                              item: Record(id: "b1", fields: ["text": "shared"]), baseVersion: nil),
+                Self.insert("n2", "beside a shared row")])
+            #expect(mixed.allSatisfy { if case .applied = $0.outcome { true } else { false } }, "\(mixed.map(\.outcome))")
+            // A counter's number would lie below the cursor the first pull gave.
+            let next = try await service.pull(identity: me, PullRequest(table: Self.table, cursor: page.nextCursor))
+            #expect(next.records.map(\.id) == ["n2"], "\(next.records.map(\.id))")
+            let board = try await service.pull(identity: me, PullRequest(table: "board"))
+            #expect(board.records.map(\.id) == ["b1"])
+        } catch {
+            try? await store.close()
+            throw error
+        }
+        try await store.close()
     }
 }

@@ -42,11 +42,14 @@ extension PostgreSQLStore: CommitOrderedStore {
     static let conflictAttempts = 64
 
     /// Milliseconds since 1970 at 2020-01-01T00:00:00Z: a stamp lock's key is the
-    /// milliseconds since then, below 2⁴² (until 2159) so its upper half (`pg_locks.classid`)
-    /// is below 1,024, which tells stamp locks from the store's table locks (64-bit hashes)
-    /// but for one in 4 million of them; such a table lock would only hold the stamp horizon
-    /// back while it is held.
+    /// milliseconds since then (below 2⁴², until 2159) plus ``stampLockBase``.
     static let stampLockEpoch: Int64 = 1_577_836_800_000
+
+    /// What the stamp locks' keys begin with: `0x4F53` ("OS") in the bits above the 42 of the
+    /// milliseconds, so `pg_locks.classid >> 10` tells them from every other 64-bit advisory
+    /// lock an application might take (small numbers, hashes), which would otherwise hold
+    /// the stamp horizon back for as long as it is held.
+    static let stampLockBase: Int64 = 0x4F53 << 42
 
     /// The change number a transaction id stands for (see the extension's comment).
     static func changeNumber(transaction id: Int64) throws -> Int64 {
@@ -60,15 +63,29 @@ extension PostgreSQLStore: CommitOrderedStore {
     /// Runs `body` in a `SERIALIZABLE` transaction beside other writers (see
     /// ``CommitOrderedStore/concurrentWrite(_:)``). A serialization failure or a deadlock,
     /// whether a statement of the body or the `COMMIT` met it, rolls the transaction back and
-    /// runs the body again after a short random pause, up to 64 times, then throws
+    /// runs the body again after a short random pause, up to 64 runs in all, then throws
     /// ``SyncError/Code/busy``. Otherwise throws as ``write(_:)`` does.
     public func concurrentWrite<T: Sendable>(
         _ body: @escaping @Sendable (any LocalWriteTransaction, ChangeOrder) throws -> T) async throws -> T {
-        let quoted = quotedSchema
-        let opening = [PGStatement("BEGIN ISOLATION LEVEL SERIALIZABLE", prepare: false),
-                       PGStatement(PostgreSQLStore.sharedLockStatement, [.text(options.schema)]),
+        try await ordered(alone: false, body)
+    }
+
+    /// Runs `body` alone, holding the schema's lock as ``write(_:)`` does, with change numbers
+    /// (see ``CommitOrderedStore/orderedWrite(_:)``). Throws as ``write(_:)`` does.
+    public func orderedWrite<T: Sendable>(
+        _ body: @escaping @Sendable (any LocalWriteTransaction, ChangeOrder) throws -> T) async throws -> T {
+        try await ordered(alone: true, body)
+    }
+
+    /// A write transaction with change numbers: beside other such writers (`SERIALIZABLE`,
+    /// the schema's lock shared) or alone (`READ COMMITTED`, the schema's lock exclusive).
+    private func ordered<T: Sendable>(
+        alone: Bool, _ body: @escaping @Sendable (any LocalWriteTransaction, ChangeOrder) throws -> T) async throws -> T {
+        let quoted = quotedSchema, options = self.options
+        let opening = [PGStatement(alone ? "BEGIN ISOLATION LEVEL READ COMMITTED" : "BEGIN ISOLATION LEVEL SERIALIZABLE", prepare: false),
+                       PGStatement(alone ? PostgreSQLStore.lockStatement : PostgreSQLStore.sharedLockStatement, [.text(options.schema)]),
                        // The stamp lock's millisecond first, then the clock the stamps come from.
-                       PGStatement("SELECT pg_advisory_xact_lock_shared(floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint - \(PostgreSQLStore.stampLockEpoch))"),
+                       PGStatement("SELECT pg_advisory_xact_lock_shared(\(PostgreSQLStore.stampLockBase) + floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint - \(PostgreSQLStore.stampLockEpoch))"),
                        PGStatement("SELECT pg_current_xact_id()::text::bigint, floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint")]
         var conflicts = 0, reconnects = 0
         while true {
@@ -106,7 +123,7 @@ extension PostgreSQLStore: CommitOrderedStore {
                     // transaction: its work is not done.
                     if connection.sawConflict { return settle(SyncError(.busy, "serialization failure")) }
                     do {
-                        try connection.execute("COMMIT")
+                        try connection.execute(PostgreSQLStore.commitStatements(options))
                     } catch {
                         // At COMMIT a serialization failure means the server rolled back; the
                         // transaction is over either way.
@@ -144,22 +161,27 @@ extension PostgreSQLStore: CommitOrderedStore {
     public func orderedRead<T: Sendable>(
         stamps: Bool, _ body: @escaping @Sendable (any LocalReadTransaction, ChangeHorizon) throws -> T) async throws -> T {
         let quoted = quotedSchema
-        // Before the snapshot: the clock, then the locks (see the extension's comment). The
-        // writers of this schema hold its lock (shared); each holds its own transaction id's
-        // lock once it has one, whose 32 bits are widened against the current snapshot's xmax
-        // (every running id lies within 2³¹ below it).
+        // Before the snapshot: the clock, then the locks, read once (`pg_locks` takes every
+        // partition of the lock table each time; see the extension's comment). The
+        // writers of this schema hold its lock; each holds its own transaction id's lock once
+        // it has one, whose 32 bits are widened against the current snapshot's xmin (every
+        // running id lies within 2³¹ above it).
         let before = [PGStatement("SELECT floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint"),
                       PGStatement("""
-                          WITH next AS (SELECT pg_snapshot_xmax(pg_current_snapshot())::text::bigint AS x),
+                          WITH locks AS MATERIALIZED (
+                                 SELECT locktype, database, classid, objid, objsubid, pid, transactionid, mode, granted FROM pg_locks),
+                               now AS (SELECT pg_snapshot_xmin(pg_current_snapshot())::text::bigint AS low,
+                                              pg_snapshot_xmax(pg_current_snapshot())::text::bigint AS x),
                                db AS (SELECT oid FROM pg_database WHERE datname = current_database())
                           SELECT
-                            (SELECT min((classid::bigint << 32) | objid::bigint) + \(PostgreSQLStore.stampLockEpoch) FROM pg_locks
-                             WHERE locktype = 'advisory' AND objsubid = 1 AND classid::bigint < 1024 AND database = (SELECT oid FROM db)),
-                            least(next.x, (SELECT min(next.x - ((next.x % 4294967296 - t.transactionid::text::bigint + 4294967296) % 4294967296))
-                             FROM pg_locks a JOIN pg_locks t ON t.pid = a.pid AND t.locktype = 'transactionid' AND t.mode = 'ExclusiveLock' AND t.granted
+                            (SELECT min(((classid::bigint & 1023) << 32) | objid::bigint) + \(PostgreSQLStore.stampLockEpoch) FROM locks
+                             WHERE locktype = 'advisory' AND objsubid = 1 AND classid::bigint >> 10 = \(PostgreSQLStore.stampLockBase >> 42)
+                               AND database = (SELECT oid FROM db)),
+                            least(now.x, (SELECT min(now.low + ((t.transactionid::text::bigint - now.low % 4294967296 + 4294967296) % 4294967296))
+                             FROM locks a JOIN locks t ON t.pid = a.pid AND t.locktype = 'transactionid' AND t.mode = 'ExclusiveLock' AND t.granted
                              WHERE a.locktype = 'advisory' AND a.objsubid = 2 AND a.classid = 1330862414
                                AND a.objid = (hashtext($1)::bigint & 4294967295)::oid AND a.database = (SELECT oid FROM db)))
-                          FROM next
+                          FROM now
                           """, [.text(options.schema)])]
         // The transaction's first statement takes its snapshot; its xmin is a horizon too.
         let opening = [PGStatement("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", prepare: false),

@@ -351,12 +351,21 @@ public final class PostgreSQLStore: LocalStore {
         await pool.shutDown()
     }
 
+    /// `COMMIT`, after lifting the statement timeout when there is one: a `COMMIT` waiting for
+    /// a synchronous standby that the timeout cancelled would report success with only a
+    /// warning, committed here but not on the standby, and a failover would then lose a write
+    /// the client was told is applied.
+    static func commitStatements(_ options: Options) -> [PGStatement] {
+        options.statementTimeout == nil ? [PGStatement("COMMIT", prepare: false)]
+            : [PGStatement("SET LOCAL statement_timeout = 0", prepare: false), PGStatement("COMMIT", prepare: false)]
+    }
+
     /// The connection was lost before `COMMIT`: the server rolled the transaction back.
     private struct ConnectionLost: Error { var underlying: any Error }
 
     private func transaction<T: Sendable>(_ kind: TransactionKind,
                                           _ body: @escaping @Sendable (PGTransaction) throws -> T) async throws -> T {
-        let quoted = quotedSchema, writable = kind.writable
+        let quoted = quotedSchema, writable = kind.writable, options = self.options
         let opening = PostgreSQLStore.openingStatements(kind, schema: options.schema)
         var attempt = 0
         while true {
@@ -385,7 +394,7 @@ public final class PostgreSQLStore: LocalStore {
                         throw lost(error)
                     }
                     do {
-                        try connection.execute("COMMIT")
+                        try connection.execute(PostgreSQLStore.commitStatements(options))
                     } catch {
                         if connection.isAlive { _ = try? connection.execute("ROLLBACK") }
                         throw SyncError(.transient, "\(connection.endpoint): the connection failed during COMMIT; the transaction may or may not have been applied")
