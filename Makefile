@@ -54,7 +54,7 @@ TEST_WIDTH ?= 8
 PKG_CONFIG_MODULES := sqlite3 lmdb libpq
 APT_PACKAGES := pkg-config libsqlite3-dev liblmdb-dev libpq-dev postgresql curl pgbouncer
 
-.PHONY: deps build docs fuzz sanitize test test-steps api-check architecture-check docs-check portability-check openapi-check conformance-cli corrupt-sweep crash-trials cognito-test hostile-test console-test pooler-test soak demo demo-grdb serve token bench bench-scale loadtest client-size clean
+.PHONY: deps build docs fuzz sanitize test test-steps api-check architecture-check docs-check portability-check openapi-check conformance-cli corrupt-sweep crash-trials cognito-test hostile-test console-test pooler-test failover-test soak demo demo-grdb serve token bench bench-scale loadtest client-size clean
 
 deps:
 	@if ! command -v $(SWIFT) >/dev/null 2>&1; then \
@@ -127,6 +127,7 @@ test-steps: deps openapi-check architecture-check docs-check portability-check
 	$(MAKE) --no-print-directory hostile-test
 	$(MAKE) --no-print-directory console-test
 	$(MAKE) --no-print-directory pooler-test
+	$(MAKE) --no-print-directory failover-test
 	"$$($(SWIFT) build --show-bin-path)/offline-sync-harness" loadtest --writes 60 --rate 20 --table-rows 2000 --clients 200 \
 		--fanout-writes 5 --group-sizes 50,200 --group-writes 3 --writers 20 --duration 3 --deaf-channels 10 --slow-writes 200 --slow-rate 100 --slow-receivers 3 \
 		--channel-seconds 2 --postgres "$$OFFLINE_SYNC_TEST_POSTGRES_URL" --cross-writes 30 --counted-writes 500 --counted-rate 250 \
@@ -175,6 +176,12 @@ cognito-test: deps
 pooler-test: deps
 	$(SWIFT) build --product offline-sync
 	OFFLINE_SYNC_BIN="$$($(SWIFT) build --show-bin-path)/offline-sync" python3 -m unittest -v Tests/Pooler/test_pgbouncer.py
+
+# A PostgreSQL primary killed under writers and its synchronous standby promoted (the test
+# starts both, and two instances that find the primary through a multi-host connection string).
+failover-test: deps
+	$(SWIFT) build --product offline-sync
+	OFFLINE_SYNC_BIN="$$($(SWIFT) build --show-bin-path)/offline-sync" python3 -m unittest -v Tests/Failover/test_failover.py
 
 # Hostile requests against a live `offline-sync serve`: schemathesis (from PyPI, installed when
 # missing) over Docs/openapi.yaml with no 5xx allowed, malformed JSON, oversized bodies and
