@@ -356,9 +356,9 @@ public final class RelayedChangeFeed: ChangeFeed, Sendable {
     private let gaps: GapListeners
 
     /// Creates the feed. `receive` opens the channel's incoming messages; when it ends or
-    /// fails, it is reopened after a pause (200 ms, doubling to 5 s while it keeps failing)
-    /// until the feed is stopped, and every ``listenForGaps(_:)`` listener is told: notices
-    /// sent while it was closed are lost (a failover of the database, a restart).
+    /// fails, it is reopened after a pause (200 ms, doubling to 5 s unless the last one stayed
+    /// open for 5 s) until the feed is stopped, and every ``listenForGaps(_:)`` listener is
+    /// told: notices sent while it was closed are lost (a failover of the database, a restart).
     public init<Messages: AsyncSequence & Sendable>(
         send: @escaping @Sendable (String) async throws -> Void,
         receive: @escaping @Sendable () async throws -> Messages
@@ -379,7 +379,12 @@ public final class RelayedChangeFeed: ChangeFeed, Sendable {
                     // Listening again after a loss: what was sent meanwhile never arrives.
                     if listened { gaps.tell() }
                     listened = true
-                    pause = .milliseconds(200)
+                    let opened = ContinuousClock.now
+                    defer {
+                        // A channel that stays up a while earns a quick retry; one that keeps
+                        // dropping at once is retried (and ends the channels) ever less often.
+                        if ContinuousClock.now - opened >= .seconds(5) { pause = .milliseconds(200) }
+                    }
                     for try await message in messages {
                         if let notice = ChangeNotice(encoded: message) { local.deliver([notice]) }
                     }
@@ -401,9 +406,9 @@ public final class RelayedChangeFeed: ChangeFeed, Sendable {
     public func stop() { relay.cancel(); ready.finish() }
 
     /// Sends each notice to the channel. A notice whose send failed (the database is failing
-    /// over, or unreachable) is delivered to this instance's subscribers directly, and every
-    /// ``listenForGaps(_:)`` listener is told, since other instances' subscribers may not hear
-    /// it.
+    /// over, or unreachable) is delivered to this instance's subscribers directly; other
+    /// instances, whose channel fails with the same database, end their change channels when
+    /// they listen again (``listenForGaps(_:)``).
     public func publish(_ notices: [ChangeNotice]) async {
         var unsent: [ChangeNotice] = []
         for notice in Set(notices) {
@@ -411,14 +416,12 @@ public final class RelayedChangeFeed: ChangeFeed, Sendable {
             if message.isEmpty { continue }
             do { try await send(message) } catch { unsent.append(notice) }
         }
-        guard !unsent.isEmpty else { return }
-        local.deliver(unsent)
-        gaps.tell()
+        if !unsent.isEmpty { local.deliver(unsent) }
     }
 
-    /// Calls `handler` each time notices may have been lost: the channel was reopened after
-    /// it ended or failed, or a send failed. A connection told should make its client catch
-    /// up (the server ends its change channel: the client reconnects and pulls).
+    /// Calls `handler` each time notices may have been lost: the channel was opened again
+    /// after it ended or failed. A connection told should make its client catch up (the
+    /// server ends its change channel: the client reconnects and pulls).
     public func listenForGaps(_ handler: @escaping @Sendable () -> Void) -> FeedSubscription {
         gaps.add(handler)
     }

@@ -37,7 +37,8 @@ import unittest
 import urllib.error
 import urllib.request
 
-WRITERS = 4
+IDENTITIES = 3
+WRITERS_PER_IDENTITY = 2   # two devices of one identity: its pushes commit out of their start order
 SECONDS_BEFORE_KILL = 3.0
 SECONDS_BEFORE_PROMOTE = 1.0
 SECONDS_AFTER_RECOVERY = 3.0
@@ -122,8 +123,16 @@ class Cluster:
         self.run(os.path.join(self.bindir, "pg_ctl"), "-D", self.standby, "-w", "-t", "60", "promote")
 
     def url(self, schema):
-        return "postgres://postgres:%s@127.0.0.1:%d,127.0.0.1:%d/postgres?target_session_attrs=read-write&connect_timeout=2&schema=%s" % (
-            self.password, self.ports[0], self.ports[1], schema)
+        # With a statement timeout: the store must still never let it cut a COMMIT that waits
+        # for the standby.
+        return ("postgres://postgres:%s@127.0.0.1:%d,127.0.0.1:%d/postgres?target_session_attrs=read-write&connect_timeout=2"
+                "&statement-timeout-ms=5000&schema=%s") % (self.password, self.ports[0], self.ports[1], schema)
+
+    def stored_rows(self, port, schema, table):
+        """How many rows, and distinct ids, `table` holds in the store's schema."""
+        number = self.sql(port, "SELECT num FROM %s.\"__osync_catalog\" WHERE name = convert_to('%s', 'UTF8')" % (schema, table)).strip()
+        counts = self.sql(port, "SELECT count(*), count(DISTINCT id) FROM %s.osync_t%s" % (schema, number)).strip()
+        return tuple(int(value) for value in counts.split("|"))
 
     def stop(self):
         for data in (self.primary, self.standby):
@@ -154,7 +163,10 @@ class Instance:
                 self.base = match.group(1).decode().rstrip("/")
                 return
             if self.process.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError("the server did not start:\n" + open(self.log_path, errors="replace").read()[-3000:])
+                with open(self.log_path, errors="replace") as file:
+                    output = file.read()[-3000:]
+                self.stop()
+                raise RuntimeError("the server did not start:\n" + output)
             time.sleep(0.1)
 
     def stop(self):
@@ -191,10 +203,11 @@ class FailoverTests(unittest.TestCase):
             cluster.start()
             secret = secrets.token_hex(32)
             store = cluster.url("osync_failover")
-            instances = [Instance(binary, store, os.path.join(cluster.root, "serve-%d" % n), secret) for n in (1, 2)]
+            for n in (1, 2):
+                instances.append(Instance(binary, store, os.path.join(cluster.root, "serve-%d" % n), secret))
             tokens = {}
-            for writer in range(WRITERS):
-                identity = "writer-%d" % writer
+            for number in range(IDENTITIES):
+                identity = "identity-%d" % number
                 minted = subprocess.run([binary, "token", "--identity", identity, "--data", os.path.join(cluster.root, "serve-1")],
                                         capture_output=True, text=True, timeout=60,
                                         env=dict(os.environ, OFFLINE_SYNC_TOKEN_SECRET=secret))
@@ -208,10 +221,12 @@ class FailoverTests(unittest.TestCase):
             first_after_kill = []
             killed_at, promoted_at, applied_at = [], [], []
 
+            give_up = time.monotonic() + 120
+
             def write(identity, index):
                 token, sent = tokens[identity], 0
                 while not stop.is_set():
-                    item = "%s-%d" % (identity, sent)
+                    item = "%s-w%d-%d" % (identity, index, sent)
                     operation = {"id": "op-" + item, "table": "todos", "itemId": item, "kind": "insert",
                                  "item": {"id": item, "fields": {"n": sent}}}
                     attempt = 0
@@ -232,12 +247,12 @@ class FailoverTests(unittest.TestCase):
                         attempt += 1
                         with lock:
                             retried[identity] += 1
-                        if attempt > 600:
-                            raise AssertionError("%s was not applied after 600 attempts" % item)
+                        if time.monotonic() > give_up:
+                            raise AssertionError("%s was not applied within 120 s" % item)
                         time.sleep(0.1)
                     sent += 1
 
-            readers = {identity: {"cursor": None, "rows": {}, "pulls": 0} for identity in tokens}
+            readers = {identity: {"cursor": None, "rows": {}, "pulls": 0, "seen": set(), "repeats": []} for identity in tokens}
 
             def read(identity, index):
                 state = readers[identity]
@@ -255,6 +270,10 @@ class FailoverTests(unittest.TestCase):
                     return None
                 for record in page["records"]:
                     state["rows"][record["id"]] = record["version"]
+                    # Rows are written once each here: a cursor that hands one out twice is wrong.
+                    if record["id"] in state["seen"]:
+                        state["repeats"].append(record["id"])
+                    state["seen"].add(record["id"])
                 state["cursor"] = page["nextCursor"]
                 return page["remaining"]
 
@@ -267,8 +286,9 @@ class FailoverTests(unittest.TestCase):
                     failures.append(error)
                     stop.set()
 
-            threads = [threading.Thread(target=guarded, args=(write, identity, n)) for n, identity in enumerate(tokens)]
-            threads += [threading.Thread(target=guarded, args=(read, identity, n)) for n, identity in enumerate(tokens)]
+            threads = [threading.Thread(target=guarded, args=(write, identity, device), daemon=True)
+                       for identity in tokens for device in range(WRITERS_PER_IDENTITY)]
+            threads += [threading.Thread(target=guarded, args=(read, identity, n), daemon=True) for n, identity in enumerate(tokens)]
             for thread in threads:
                 thread.start()
 
@@ -282,11 +302,14 @@ class FailoverTests(unittest.TestCase):
             deadline = time.monotonic() + 60
             while not first_after_kill and time.monotonic() < deadline and not failures:
                 time.sleep(0.05)
+            self.assertEqual(failures, [])
             self.assertTrue(first_after_kill, "no push was applied within 60 s of the promotion")
             time.sleep(SECONDS_AFTER_RECOVERY)
             stop.set()
+            join_by = time.monotonic() + 150
             for thread in threads:
-                thread.join(timeout=120)
+                thread.join(timeout=max(0.0, join_by - time.monotonic()))
+            self.assertFalse(any(thread.is_alive() for thread in threads), "a writer or reader did not stop")
             self.assertEqual(failures, [])
 
             # Every reader pulls on with its own cursor to the end, through the other instance.
@@ -302,23 +325,24 @@ class FailoverTests(unittest.TestCase):
                                  "%s's reader: missing %s, extra %s" % (
                                      identity, sorted(set(acknowledged[identity]) - set(state["rows"]))[:10],
                                      sorted(set(state["rows"]) - set(acknowledged[identity]))[:10]))
-            # Exactly once on the new primary: one row per acknowledged item, at its version.
+                self.assertEqual(state["repeats"], [], "%s's reader was handed rows twice" % identity)
+            # Exactly once on the new primary: a fresh pull of each identity is its acknowledged
+            # rows, at their versions, and the table holds those rows and no others.
             for identity, items in acknowledged.items():
-                stored = cluster.sql(cluster.ports[1], "SELECT 1")  # the new primary answers
-                self.assertEqual(stored.strip(), "1")
-                fresh = {"cursor": None, "rows": {}, "pulls": 0}
+                fresh = {"cursor": None, "rows": {}, "pulls": 0, "seen": set(), "repeats": []}
                 for _ in range(400):
                     if pull_once(identity, fresh, instances[0].base) == 0:
                         break
                 self.assertEqual(fresh["rows"], items, "%s: the rows on the new primary differ from the acknowledged ones" % identity)
             total = sum(len(items) for items in acknowledged.values())
+            self.assertEqual(cluster.stored_rows(cluster.ports[1], "osync_failover", "todos"), (total, total))
             # The longest stretch without an applied push, from the kill on.
             times = sorted(t for t in applied_at if t >= killed_at[0] - 0.5)
             outage = max((later - earlier for earlier, later in zip(times, times[1:])), default=0.0)
-            print("\nfailover: %d writers, %d operations applied (%d before the kill), %d sends retried, 0 lost, 0 applied twice; "
+            print("\nfailover: %d identities with %d devices each, %d operations applied (%d before the kill), %d sends retried, 0 lost, 0 applied twice; "
                   "promoted %.1f s after the primary's SIGKILL; the first push sent after the promotion applied %.2f s after the kill; "
                   "longest stretch without an applied push %.2f s"
-                  % (WRITERS, total, before_kill, sum(retried.values()), SECONDS_BEFORE_PROMOTE, first_after_kill[0], outage))
+                  % (IDENTITIES, WRITERS_PER_IDENTITY, total, before_kill, sum(retried.values()), SECONDS_BEFORE_PROMOTE, first_after_kill[0], outage))
         finally:
             for instance in instances:
                 instance.stop()

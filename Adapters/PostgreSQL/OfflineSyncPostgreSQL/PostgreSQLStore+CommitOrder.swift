@@ -123,11 +123,15 @@ extension PostgreSQLStore: CommitOrderedStore {
                     // transaction: its work is not done.
                     if connection.sawConflict { return settle(SyncError(.busy, "serialization failure")) }
                     do {
-                        try connection.execute(PostgreSQLStore.commitStatements(options))
+                        try connection.execute(PostgreSQLStore.commitStatements)
                     } catch {
-                        // At COMMIT a serialization failure means the server rolled back; the
-                        // transaction is over either way.
+                        // At COMMIT a serialization failure means the server rolled back. A
+                        // statement before it that failed left the transaction open (and its
+                        // locks held): end it.
+                        let open = connection.isAlive && connection.inTransaction
+                        if open { _ = try? connection.execute("ROLLBACK") }
                         if connection.sawConflict { return .conflict }
+                        if open { return .failed(error) }
                         return .failed(SyncError(.transient, "\(connection.endpoint): the connection failed during COMMIT; the transaction may or may not have been applied"))
                     }
                     return .committed(value)

@@ -351,21 +351,19 @@ public final class PostgreSQLStore: LocalStore {
         await pool.shutDown()
     }
 
-    /// `COMMIT`, after lifting the statement timeout when there is one: a `COMMIT` waiting for
-    /// a synchronous standby that the timeout cancelled would report success with only a
-    /// warning, committed here but not on the standby, and a failover would then lose a write
-    /// the client was told is applied.
-    static func commitStatements(_ options: Options) -> [PGStatement] {
-        options.statementTimeout == nil ? [PGStatement("COMMIT", prepare: false)]
-            : [PGStatement("SET LOCAL statement_timeout = 0", prepare: false), PGStatement("COMMIT", prepare: false)]
-    }
+    /// `COMMIT`, after lifting the statement timeout for a writer (whether the store's option,
+    /// the role's or the database's set it): a `COMMIT` waiting for a synchronous standby that
+    /// the timeout cancelled would report success with only a warning, committed here but not
+    /// on the standby, and a failover would then lose a write the client was told is applied.
+    /// Both go in one round trip.
+    static let commitStatements = [PGStatement("SET LOCAL statement_timeout = 0", prepare: false), PGStatement("COMMIT", prepare: false)]
 
     /// The connection was lost before `COMMIT`: the server rolled the transaction back.
     private struct ConnectionLost: Error { var underlying: any Error }
 
     private func transaction<T: Sendable>(_ kind: TransactionKind,
                                           _ body: @escaping @Sendable (PGTransaction) throws -> T) async throws -> T {
-        let quoted = quotedSchema, writable = kind.writable, options = self.options
+        let quoted = quotedSchema, writable = kind.writable
         let opening = PostgreSQLStore.openingStatements(kind, schema: options.schema)
         var attempt = 0
         while true {
@@ -394,7 +392,7 @@ public final class PostgreSQLStore: LocalStore {
                         throw lost(error)
                     }
                     do {
-                        try connection.execute(PostgreSQLStore.commitStatements(options))
+                        try connection.execute(writable ? PostgreSQLStore.commitStatements : [PGStatement("COMMIT", prepare: false)])
                     } catch {
                         if connection.isAlive { _ = try? connection.execute("ROLLBACK") }
                         throw SyncError(.transient, "\(connection.endpoint): the connection failed during COMMIT; the transaction may or may not have been applied")
