@@ -14,7 +14,8 @@ import OfflineSyncStoreKit
 /// Its change numbers come from its transaction id, assigned as the transaction begins:
 /// `2⁴⁰ + xid × 2²⁰`, 2²⁰ numbers per transaction. A read's horizon is the same function of
 /// the oldest transaction id among this schema's concurrent writers still running (each
-/// holds the schema's lock, and its own id's lock, in `pg_locks`), or of the next id to be
+/// holds the schema's lock, and its own id's lock, in `pg_locks`; for one that holds the
+/// first and not yet the second, the oldest id running anywhere), or of the next id to be
 /// given when none is, read before the snapshot is taken: every writer below it has ended,
 /// and every one that gets an id later gets a larger one. (`pg_snapshot_xmin` alone would
 /// do, but it is the oldest transaction of the whole cluster, so any long transaction,
@@ -169,7 +170,9 @@ extension PostgreSQLStore: CommitOrderedStore {
         // partition of the lock table each time; see the extension's comment). The
         // writers of this schema hold its lock; each holds its own transaction id's lock once
         // it has one, whose 32 bits are widened against the current snapshot's xmin (every
-        // running id lies within 2³¹ above it).
+        // running id lies within 2³¹ above it). A writer without that lock yet may already
+        // have its id (PostgreSQL assigns it a moment before it locks it): the snapshot's
+        // xmin, at most every running id, stands in for it.
         let before = [PGStatement("SELECT floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint"),
                       PGStatement("""
                           WITH locks AS MATERIALIZED (
@@ -181,8 +184,8 @@ extension PostgreSQLStore: CommitOrderedStore {
                             (SELECT min(((classid::bigint & 1023) << 32) | objid::bigint) + \(PostgreSQLStore.stampLockEpoch) FROM locks
                              WHERE locktype = 'advisory' AND objsubid = 1 AND classid::bigint >> 10 = \(PostgreSQLStore.stampLockBase >> 42)
                                AND database = (SELECT oid FROM db)),
-                            least(now.x, (SELECT min(now.low + ((t.transactionid::text::bigint - now.low % 4294967296 + 4294967296) % 4294967296))
-                             FROM locks a JOIN locks t ON t.pid = a.pid AND t.locktype = 'transactionid' AND t.mode = 'ExclusiveLock' AND t.granted
+                            least(now.x, (SELECT min(coalesce(now.low + ((t.transactionid::text::bigint - now.low % 4294967296 + 4294967296) % 4294967296), now.low))
+                             FROM locks a LEFT JOIN locks t ON t.pid = a.pid AND t.locktype = 'transactionid' AND t.mode = 'ExclusiveLock' AND t.granted
                              WHERE a.locktype = 'advisory' AND a.objsubid = 2 AND a.classid = 1330862414
                                AND a.objid = (hashtext($1)::bigint & 4294967295)::oid AND a.database = (SELECT oid FROM db)))
                           FROM now
