@@ -144,29 +144,7 @@ extension LocalStoreConformance {
             // the store settles every conflict, so no increment is lost and each saw a distinct
             // value.
             let store = try ordered(try await ctx.open())
-            try await must(await store.defineTable(TableSchema("counters", fields: [FieldDefinition("n", .int)])), "defining counters")
-            try await must(await store.defineTable(TableSchema("log", fields: [FieldDefinition("seen", .int)])), "defining log")
-            try await must(await store.write { tx in try tx.upsert(Record(id: "c", fields: ["n": 0]), in: "counters") }, "writing the counter")
-            let tasks = 8, perTask = 25
-            try await withThrowingTaskGroup(of: Void.self) { group in
-                for task in 0..<tasks {
-                    group.addTask {
-                        for i in 0..<perTask {
-                            try await must(await store.concurrentWrite { tx, _ in
-                                let n = try tx.record(in: "counters", id: "c")?["n"].intValue ?? -1_000_000
-                                try tx.upsert(Record(id: "c", fields: ["n": .int(n + 1)]), in: "counters")
-                                try tx.upsert(Record(id: "log-\(task)-\(i)", fields: ["seen": .int(n)]), in: "log")
-                            }, "increment \(i) of task \(task)")
-                        }
-                    }
-                }
-                try await group.waitForAll()
-            }
-            let (counter, seen) = try await must(await store.read { tx in
-                (try tx.record(in: "counters", id: "c")?["n"], try tx.records(in: "log", matching: Query(.all, order: [SortKey("seen")])).map { $0["seen"] })
-            }, "reading the result")
-            try expectEqual(counter, .int(Int64(tasks * perTask)), "the counter after \(tasks * perTask) concurrent increments")
-            try expectEqual(seen, (0..<(tasks * perTask)).map { Value.int(Int64($0)) }, "the values the increments saw")
+            try await checkCounterIncrements(store) { body in try await store.concurrentWrite { tx, _ in try body(tx) } }
         },
     ]
 }

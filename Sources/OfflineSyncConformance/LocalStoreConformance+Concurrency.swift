@@ -6,34 +6,7 @@ extension LocalStoreConformance {
             // 8 tasks × 25 write transactions, each reading a counter and writing it plus one:
             // serializable transactions lose no update, and every increment saw a distinct value.
             let store = try await ctx.open()
-            try await must(await store.defineTable(TableSchema("counters", fields: [FieldDefinition("n", .int)])), "defining counters")
-            try await must(await store.defineTable(TableSchema("log", fields: [FieldDefinition("seen", .int)])), "defining log")
-            try await must(await store.write { tx in try tx.upsert(Record(id: "c", fields: ["n": 0]), in: "counters") }, "writing the counter")
-            let tasks = 8, perTask = 25
-            try await withThrowingTaskGroup(of: Void.self) { group in
-                for task in 0..<tasks {
-                    group.addTask {
-                        for i in 0..<perTask {
-                            try await must(await store.write { tx in
-                                let n = try tx.record(in: "counters", id: "c")?["n"].intValue ?? -1_000_000
-                                try tx.upsert(Record(id: "c", fields: ["n": .int(n + 1)]), in: "counters")
-                                try tx.upsert(Record(id: "log-\(task)-\(i)", fields: ["seen": .int(n)]), in: "log")
-                            }, "increment \(i) of task \(task)")
-                        }
-                    }
-                }
-                try await group.waitForAll()
-            }
-            let (counter, seen) = try await must(await store.read { tx in
-                (try tx.record(in: "counters", id: "c")?["n"], try tx.records(in: "log", matching: Query(.all, order: [SortKey("seen")])).map { $0["seen"] })
-            }, "reading the result")
-            try expectEqual(counter, .int(Int64(tasks * perTask)), "the counter after \(tasks * perTask) concurrent increments")
-            try expectEqual(seen.count, tasks * perTask, "log entries")
-            let expected = (0..<(tasks * perTask)).map { Value.int(Int64($0)) }
-            if seen != expected {
-                let firstBad = zip(seen, expected).enumerated().first { $0.element.0 != $0.element.1 }
-                throw failure("increments did not each see a distinct earlier value (lost or duplicated update); first at position \(firstBad?.offset ?? -1): saw \(firstBad.map { Render.value($0.element.0) } ?? "-")")
-            }
+            try await checkCounterIncrements(store) { body in try await store.write(body) }
         },
         ConformanceCase("readersNeverSeePartialTransactions") { ctx in
             // Writers set four records in each of two tables to one value per transaction;
@@ -167,4 +140,41 @@ extension LocalStoreConformance {
                             "each counter after \(2 * rounds) confined and \(2 * rounds) unconfined increments (one write threw)")
         },
     ]
+
+    /// 8 tasks × 25 increments of one counter, each read and written back plus one by
+    /// `increment`, which runs its body in one write transaction of the kind under test: no
+    /// update may be lost, and every increment must have seen a distinct earlier value.
+    static func checkCounterIncrements(
+        _ store: any LocalStore,
+        through increment: @escaping @Sendable (@escaping @Sendable (any LocalWriteTransaction) throws -> Void) async throws -> Void
+    ) async throws {
+        try await must(await store.defineTable(TableSchema("counters", fields: [FieldDefinition("n", .int)])), "defining counters")
+        try await must(await store.defineTable(TableSchema("log", fields: [FieldDefinition("seen", .int)])), "defining log")
+        try await must(await store.write { tx in try tx.upsert(Record(id: "c", fields: ["n": 0]), in: "counters") }, "writing the counter")
+        let tasks = 8, perTask = 25
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for task in 0..<tasks {
+                group.addTask {
+                    for i in 0..<perTask {
+                        try await must(await increment { tx in
+                            let n = try tx.record(in: "counters", id: "c")?["n"].intValue ?? -1_000_000
+                            try tx.upsert(Record(id: "c", fields: ["n": .int(n + 1)]), in: "counters")
+                            try tx.upsert(Record(id: "log-\(task)-\(i)", fields: ["seen": .int(n)]), in: "log")
+                        }, "increment \(i) of task \(task)")
+                    }
+                }
+            }
+            try await group.waitForAll()
+        }
+        let (counter, seen) = try await must(await store.read { tx in
+            (try tx.record(in: "counters", id: "c")?["n"], try tx.records(in: "log", matching: Query(.all, order: [SortKey("seen")])).map { $0["seen"] })
+        }, "reading the result")
+        try expectEqual(counter, .int(Int64(tasks * perTask)), "the counter after \(tasks * perTask) concurrent increments")
+        try expectEqual(seen.count, tasks * perTask, "log entries")
+        let expected = (0..<(tasks * perTask)).map { Value.int(Int64($0)) }
+        if seen != expected {
+            let firstBad = zip(seen, expected).enumerated().first { $0.element.0 != $0.element.1 }
+            throw failure("increments did not each see a distinct earlier value (lost or duplicated update); first at position \(firstBad?.offset ?? -1): saw \(firstBad.map { Render.value($0.element.0) } ?? "-")")
+        }
+    }
 }
