@@ -57,6 +57,29 @@ package enum TablesPaging {
     /// nulls first, descending keys last, as every store sorts them). Throws
     /// ``SyncError/Code/invalidQuery`` for a token this server did not issue for this order.
     package static func predicate(after token: String, order: [SortKey]) throws -> QueryPredicate {
+        let values = try keys(of: token, order: order)
+        var alternatives: [QueryPredicate] = []
+        var equalSoFar: [QueryPredicate] = []
+        for (key, value) in zip(order, values) {
+            alternatives.append(.and(equalSoFar + [beyond(key, value)]))
+            equalSoFar.append(value.isNull ? .isNull(key.field) : .compare(key.field, .equal, value))
+        }
+        return .or(alternatives)
+    }
+
+    /// The `updatedAt` of the row `token` names, when `updatedAt` is a key of `order`. That
+    /// row was sent by a read that follows stamps, which sends only stamps below its horizon,
+    /// so every row stamped at or before it had committed then (the service's `query`, its
+    /// `finalThrough`).
+    /// A token a client made up only shows that client its own rows early. Throws as
+    /// ``predicate(after:order:)`` does.
+    package static func servedStamp(in token: String, order: [SortKey]) throws -> Timestamp? {
+        guard let index = order.firstIndex(where: { $0.field == SystemField.updatedAt }) else { return nil }
+        return try keys(of: token, order: order)[index].dateValue
+    }
+
+    /// The key values `token` carries, one per key of `order`, the last one an id.
+    private static func keys(of token: String, order: [SortKey]) throws -> [Value] {
         let invalid = SyncError(.invalidQuery, "$skiptoken is not one this server issued for this $orderby")
         var text = token.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
         text += String(repeating: "=", count: (4 - text.count % 4) % 4)
@@ -66,13 +89,7 @@ package enum TablesPaging {
             do { return try Wire.value(item, path: "$skiptoken") } catch { throw invalid }
         }
         guard case .string = values.last else { throw invalid }
-        var alternatives: [QueryPredicate] = []
-        var equalSoFar: [QueryPredicate] = []
-        for (key, value) in zip(order, values) {
-            alternatives.append(.and(equalSoFar + [beyond(key, value)]))
-            equalSoFar.append(value.isNull ? .isNull(key.field) : .compare(key.field, .equal, value))
-        }
-        return .or(alternatives)
+        return values
     }
 
     /// Rows whose `key` comes strictly after `value` in the key's direction.

@@ -64,11 +64,15 @@ extension Routes {
         let order = TablesPaging.order(query.orderBy)
         let keyset = TablesPaging.supportsKeyset(order, schema: service.schema(for: table))
         var predicate = query.filter
+        var finalThrough: Timestamp?
         if let token = query.skipToken {
             guard keyset else {
                 throw APIError(.badRequest, .invalidQuery, "$skiptoken is not one this server issued for this $orderby")
             }
-            do { predicate = .and([predicate, try TablesPaging.predicate(after: token, order: order)]) } catch let error as SyncError {
+            do {
+                predicate = .and([predicate, try TablesPaging.predicate(after: token, order: order)])
+                finalThrough = try TablesPaging.servedStamp(in: token, order: order)
+            } catch let error as SyncError {
                 throw APIError(.badRequest, .invalidQuery, error.message)
             }
         }
@@ -77,7 +81,8 @@ extension Routes {
         if pageSize > 0 {
             rows = try await call {
                 try await service.query(claims: claims, table: table, predicate: predicate, order: order,
-                                        offset: query.skip, limit: pageSize + 1, includeDeleted: query.includeDeleted)
+                                        offset: query.skip, limit: pageSize + 1, includeDeleted: query.includeDeleted,
+                                        finalThrough: finalThrough)
             }
         }
         let more = rows.count > pageSize

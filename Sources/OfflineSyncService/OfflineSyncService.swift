@@ -545,6 +545,23 @@ public final class OfflineSyncService: Sendable {
     /// an owner-only table; the rows the rules let it read of a shared one.
     public func query(claims: Claims, table: String, predicate: QueryPredicate = .all, order: [SortKey] = [],
                       offset: Int = 0, limit: Int? = nil, includeDeleted: Bool = false) async throws -> [Record] {
+        try await query(claims: claims, table: table, predicate: predicate, order: order, offset: offset, limit: limit,
+                        includeDeleted: includeDeleted, finalThrough: nil)
+    }
+
+    /// ``query(claims:table:predicate:order:offset:limit:includeDeleted:)``, continuing a read
+    /// that followed stamps.
+    ///
+    /// `finalThrough` is an `updatedAt` the caller was sent by an earlier read that filtered or
+    /// ordered by `updatedAt` (the last row of a keyset page): every row stamped at or before
+    /// it had committed then, so this read serves them even when its own stamp horizon reads
+    /// lower. (On a ``CommitOrderedStore`` a writer that read its clock before one read and
+    /// became visible after it lowers the next read's horizon for a moment; without this, a
+    /// page could end before the rest of the millisecond its predecessor ended in, and a
+    /// client following `updatedAt gt` would pass them.)
+    public func query(claims: Claims, table: String, predicate: QueryPredicate = .all, order: [SortKey] = [],
+                      offset: Int = 0, limit: Int? = nil, includeDeleted: Bool = false,
+                      finalThrough: Timestamp?) async throws -> [Record] {
         let mapped = try await listPredicate(claims: claims, table: table, predicate: predicate)
         for key in order where key.field.hasPrefix(Names.reservedPrefix) {
             throw SyncError(.invalidQuery, "field name '\(key.field)' uses the reserved prefix")
@@ -559,7 +576,8 @@ public final class OfflineSyncService: Sendable {
         }
         let query = Self.ownedPredicate(claims.identity.text, mapped, includeDeleted: includeDeleted)
         let keys = order.map { SortKey($0.field == SystemField.id ? Meta.item : $0.field, ascending: $0.ascending) }
-        let rows = try await ownedRead(stamped: keys.contains { $0.field == SystemField.updatedAt } || Self.mentions(SystemField.updatedAt, in: mapped)) { txn, final in
+        let stamped = keys.contains { $0.field == SystemField.updatedAt } || Self.mentions(SystemField.updatedAt, in: mapped)
+        let rows = try await ownedRead(stamped: stamped, finalThrough: finalThrough) { txn, final in
             try txn.records(in: table, matching: Query(final == .all ? query : query && final, order: keys, limit: limit, offset: offset))
         }
         return Self.publicRecords(rows)
@@ -571,14 +589,17 @@ public final class OfflineSyncService: Sendable {
     /// concurrent writers are not in commit order, so a client that follows them (a Datasync
     /// client's `updatedAt gt` delta, keyset pages by `updatedAt`) is shown only those that
     /// are final: none it passed can commit later.
-    private func ownedRead<T: Sendable>(stamped: Bool,
+    /// `finalThrough` (a stamp the caller was sent before) raises the horizon to just past it.
+    private func ownedRead<T: Sendable>(stamped: Bool, finalThrough: Timestamp? = nil,
                                         _ body: @escaping @Sendable (any LocalReadTransaction, QueryPredicate) throws -> T) async throws -> T {
         guard stamped, let ordered = store as? any CommitOrderedStore else {
             return try await store.read { try body($0, .all) }
         }
+        let floor = finalThrough.map(\.millisecondsSince1970).flatMap { $0 < .max ? $0 + 1 : nil } ?? .min
         return try await ordered.orderedRead(stamps: true) { txn, horizon in
             guard let stamp = horizon.stamp else { throw SyncError(.storageFailure, "the store gave no stamp horizon") }
-            return try body(txn, Field(SystemField.updatedAt) < .date(stamp))
+            let bound = Timestamp(millisecondsSince1970: max(stamp.millisecondsSince1970, floor))
+            return try body(txn, Field(SystemField.updatedAt) < .date(bound))
         }
     }
 

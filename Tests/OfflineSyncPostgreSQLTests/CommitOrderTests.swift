@@ -1,6 +1,6 @@
 import Foundation
 import OfflineSync
-import OfflineSyncPostgreSQL
+@testable import OfflineSyncPostgreSQL
 import OfflineSyncService
 import OfflineSyncTestSupport
 import Synchronization
@@ -363,5 +363,39 @@ struct CommitOrderTests {
             throw error
         }
         try await store.close()
+    }
+
+    @Test("a keyset page after a row stamped X serves the rest of X even when a writer that read its clock earlier registers in between and lowers the stamp horizon")
+    func continuationKeepsTheMillisecond() async throws {
+        guard let url = TestServer.require() else { return }
+        try await Self.withInstances("stamp-floor") { _, services in
+            let me: Identity = "pager"
+            // One push: five rows with one stamp.
+            let pushed = try await services[0].push(identity: me, (1...5).map { Self.insert("s\($0)", "tie") })
+            #expect(pushed.allSatisfy { if case .applied = $0.outcome { true } else { false } })
+            let order = [SortKey(SystemField.updatedAt), SortKey(SystemField.id)]
+            let first = try await services[0].query(identity: me, table: Self.table, order: order, limit: 2)
+            #expect(first.map(\.id) == ["s1", "s2"])
+            guard let last = first.last, let stamp = last.updatedAt else {
+                Issue.record("no first page")
+                return
+            }
+            // A writer that read its clock 10 ms before that stamp and takes its stamp lock only now.
+            let stalled = try PGConnection.connect(url, password: nil)
+            defer { stalled.close() }
+            let key = PostgreSQLStore.stampLockBase + stamp.millisecondsSince1970 - 10 - PostgreSQLStore.stampLockEpoch
+            _ = try stalled.execute("BEGIN")
+            _ = try stalled.execute("SELECT pg_advisory_xact_lock_shared(\(key))")
+            let after: QueryPredicate = .or([.compare(SystemField.updatedAt, .greater, .date(stamp)),
+                                             .and([.compare(SystemField.updatedAt, .equal, .date(stamp)),
+                                                   .compare(SystemField.id, .greater, .string(last.id))])])
+            // Its horizon alone is below the stamp: the page would end before the rest of it.
+            let lowered = try await services[1].query(identity: me, table: Self.table, predicate: after, order: order, limit: 10)
+            #expect(lowered.isEmpty, "the stalled writer's lock did not lower the horizon: \(lowered.map(\.id))")
+            let next = try await services[1].query(claims: Claims(identity: me), table: Self.table, predicate: after, order: order,
+                                                   limit: 10, finalThrough: stamp)
+            #expect(next.map(\.id) == ["s3", "s4", "s5"])
+            _ = try stalled.execute("ROLLBACK")
+        }
     }
 }
