@@ -54,7 +54,7 @@ TEST_WIDTH ?= 8
 PKG_CONFIG_MODULES := sqlite3 lmdb libpq
 APT_PACKAGES := pkg-config libsqlite3-dev liblmdb-dev libpq-dev postgresql curl pgbouncer
 
-.PHONY: deps build docs fuzz sanitize test test-steps api-check architecture-check docs-check portability-check openapi-check conformance-cli corrupt-sweep crash-trials cognito-test hostile-test console-test pooler-test failover-test soak demo demo-grdb serve token bench bench-scale loadtest client-size clean
+.PHONY: deps build docs fuzz sanitize test test-steps api-check architecture-check docs-check portability-check openapi-check conformance-cli corrupt-sweep crash-trials cognito-test hostile-test console-test pooler-test failover-test ha-test soak demo demo-grdb serve token bench bench-scale loadtest client-size clean
 
 deps:
 	@if ! command -v $(SWIFT) >/dev/null 2>&1; then \
@@ -182,6 +182,20 @@ pooler-test: deps
 failover-test: deps
 	$(SWIFT) build --product offline-sync
 	OFFLINE_SYNC_BIN="$$($(SWIFT) build --show-bin-path)/offline-sync" python3 -m unittest -v Tests/Failover/test_failover.py
+
+# The managed failover: a pg_auto_failover monitor and two PostgreSQL nodes on hosts of their
+# own (network namespaces on a bridge; needs root), a host killed and then a host cut off the
+# network under writers, readers and change channels. Installs Debian's pg_auto_failover.
+ha-test: deps
+	@if ! command -v pg_autoctl >/dev/null 2>&1 || [ ! -e /usr/share/postgresql/15/extension/pgautofailover.control ]; then \
+		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+			apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y postgresql-15-auto-failover pg-auto-failover-cli; \
+		else \
+			echo "error: the managed failover test needs root (network namespaces) and apt-get install postgresql-15-auto-failover pg-auto-failover-cli" >&2; exit 1; \
+		fi; \
+	fi
+	$(SWIFT) build --product offline-sync
+	OFFLINE_SYNC_BIN="$$($(SWIFT) build --show-bin-path)/offline-sync" python3 -m unittest -v Tests/HA/test_ha.py
 
 # Hostile requests against a live `offline-sync serve`: schemathesis (from PyPI, installed when
 # missing) over Docs/openapi.yaml with no 5xx allowed, malformed JSON, oversized bodies and

@@ -58,10 +58,24 @@ struct DatasyncConcurrencyTests {
             _ = try? await pulled
             throw error
         }
+        let server: [String: ToolkitPuller.Entity]
+        do {
+            server = try await serverEntities(baseURL: servers[0], token: token, table: "todos")
+            // The last pull must begin after the newest stamp's millisecond: on PostgreSQL a
+            // read serves only stamps below its clock's millisecond (a writer of the current
+            // one may still be committing), and the last write's answer can come back within it.
+            if let newest = server.values.map(\.updatedAt).max() {
+                let deadline = ContinuousClock.now + .seconds(5)
+                while Timestamp.now() <= newest, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(1)) }
+            }
+        } catch {
+            pulling.lower()
+            _ = try? await pulled
+            throw error
+        }
         pulling.lower()
         let puller = try await pulled
         #expect(written == writers * writesPerWriter)
-        let server = try await serverEntities(baseURL: servers[0], token: token, table: "todos")
         let lost = server.filter { puller.entities[$0.key] != $0.value }.map(\.key)
         #expect(lost.isEmpty, "\(lost.count) of \(server.count) rows missing or stale after \(puller.requests) requests: \(lost.prefix(10).map { "\($0): pulled \(String(describing: puller.entities[$0])), stored \(String(describing: server[$0]))" })")
         #expect(puller.entities.count == server.count)
