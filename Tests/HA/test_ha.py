@@ -253,6 +253,9 @@ class Formation:
                 process.wait()
 
     def remove(self):
+        if os.environ.get("OFFLINE_SYNC_HA_KEEP"):
+            print("kept %s (OFFLINE_SYNC_HA_KEEP)" % self.root)
+            return
         shutil.rmtree(self.root, ignore_errors=True)
 
 
@@ -262,6 +265,7 @@ class Channel:
     def __init__(self, identity, token, instances, stop, pull):
         self.identity, self.token, self.instances, self.stop, self.pull = identity, token, instances, stop, pull
         self.opened = []        # monotonic times the channel was subscribed
+        self.closed = []        # monotonic times a subscribed channel ended, and how
         self.notices = 0
         self.response = None
 
@@ -272,8 +276,11 @@ class Channel:
             attempt += 1
             try:
                 self.listen(instance.base)
-            except (OSError, http.client.HTTPException, ValueError):
-                pass
+                ended = "ended by the server"
+            except (OSError, http.client.HTTPException, ValueError) as error:
+                ended = repr(error)
+            if self.opened and (not self.closed or self.closed[-1][0] < self.opened[-1]):
+                self.closed.append((time.monotonic(), instance.base, ended))
             if not self.stop.is_set():
                 time.sleep(0.2)
 
@@ -287,7 +294,7 @@ class Channel:
             if response.status != 200:
                 return
             while not self.stop.is_set():
-                line = response.fp.readline()
+                line = response.readline()  # the body is chunked: its end is the last chunk
                 if not line:
                     return      # the server ended the stream
                 if not line.startswith(b"data:"):
@@ -429,29 +436,29 @@ class ManagedFailoverTests(unittest.TestCase):
         formation.wait(lambda: all(channel.opened for channel in channels.values()), 30, "the change channels did not open")
 
         figures = []
+        started = time.monotonic()
         for failure in ("kill", "cut"):
             time.sleep(SECONDS_BEFORE_FAILURE)
             old = formation.primary()
             self.assertIsNotNone(old, "no primary before the failure: %s" % formation.describe())
-            failed_at = time.monotonic()
             if failure == "kill":
                 hosts.kill(old)
             else:
                 hosts.cut(old)
+            # From when the host is gone: a push that began a moment before may still commit.
+            failed_at = time.monotonic()
             formation.wait(lambda: formation.primary() not in (None, old), 120, "no other node was promoted")
             promoted = time.monotonic() - failed_at
             formation.wait(lambda: any(began >= failed_at and applied >= failed_at for began, applied in applied_at) or failures,
                            60, "no push was applied after the failure")
             self.assertEqual(failures, [])
             first = min(applied for began, applied in applied_at if began >= failed_at) - failed_at
-            reopened = {identity: [t for t in channel.opened if t > failed_at] for identity, channel in channels.items()}
             formation.wait(lambda: all(any(t > failed_at for t in channel.opened) for channel in channels.values()) or failures,
                            60, "a change channel did not open again")
             times = sorted(applied for _, applied in applied_at if applied >= failed_at - 0.5)
             outage = max((later - earlier for earlier, later in zip(times, times[1:])), default=0.0)
             figures.append((failure, old, promoted, first, outage,
                             max(min(t for t in channel.opened if t > failed_at) for channel in channels.values()) - failed_at))
-            del reopened
             if failure == "kill":
                 # The dead host comes back: its keeper restarts PostgreSQL, which rejoins as
                 # the standby (pg_rewind), and the formation is whole again before the cut.
@@ -492,6 +499,10 @@ class ManagedFailoverTests(unittest.TestCase):
         print("\nmanaged failover (pg_auto_failover 2.0, PostgreSQL 15, synchronous standby; monitor %s; keeper %s; libpq %s): "
               "%d identities, %d devices each, %d operations applied, %d sends retried, 0 lost, 0 applied twice"
               % (MONITOR_SETTINGS, KEEPER_SETTINGS, CONNECTION_PARAMETERS, IDENTITIES, WRITERS_PER_IDENTITY, total, sum(retried.values())))
+        for identity, channel in channels.items():
+            print("  %s's channel: opened at %s; ended at %s" % (
+                identity, ["%.1f" % (t - started) for t in channel.opened],
+                ["%.1f %s %s" % (t - started, where, how) for t, where, how in channel.closed]))
         for failure, old, promoted, first, outage, reopened in figures:
             print("  %s of %s's host: standby promoted %.1f s after, first push sent after the failure applied %.2f s after it, "
                   "longest stretch without an applied push %.2f s, every change channel open again %.2f s after it"
