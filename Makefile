@@ -54,7 +54,7 @@ TEST_WIDTH ?= 8
 PKG_CONFIG_MODULES := sqlite3 lmdb libpq
 APT_PACKAGES := pkg-config libsqlite3-dev liblmdb-dev libpq-dev postgresql curl pgbouncer
 
-.PHONY: deps build docs fuzz sanitize test test-steps api-check architecture-check docs-check portability-check openapi-check conformance-cli corrupt-sweep crash-trials cognito-test hostile-test console-test pooler-test failover-test ha-test soak demo demo-grdb serve token bench bench-scale loadtest client-size clean
+.PHONY: deps build docs fuzz sanitize test test-steps api-check architecture-check docs-check portability-check openapi-check conformance-cli corrupt-sweep crash-trials cognito-test hostile-test console-test pooler-test failover-test ha-test replica-test soak demo demo-grdb serve token bench bench-scale loadtest client-size clean
 
 deps:
 	@if ! command -v $(SWIFT) >/dev/null 2>&1; then \
@@ -128,6 +128,7 @@ test-steps: deps openapi-check architecture-check docs-check portability-check
 	$(MAKE) --no-print-directory console-test
 	$(MAKE) --no-print-directory pooler-test
 	$(MAKE) --no-print-directory failover-test
+	$(MAKE) --no-print-directory replica-test
 	"$$($(SWIFT) build --show-bin-path)/offline-sync-harness" loadtest --writes 60 --rate 20 --table-rows 2000 --clients 200 \
 		--fanout-writes 5 --group-sizes 50,200 --group-writes 3 --writers 20 --duration 3 --deaf-channels 10 --slow-writes 200 --slow-rate 100 --slow-receivers 3 \
 		--channel-seconds 2 --postgres "$$OFFLINE_SYNC_TEST_POSTGRES_URL" --cross-writes 30 --counted-writes 500 --counted-rate 250 \
@@ -182,6 +183,12 @@ pooler-test: deps
 failover-test: deps
 	$(SWIFT) build --product offline-sync
 	OFFLINE_SYNC_BIN="$$($(SWIFT) build --show-bin-path)/offline-sync" python3 -m unittest -v Tests/Failover/test_failover.py
+
+# Pulls served by a hot standby (`serve --postgres-replica`): read-your-writes, a standby whose
+# replay is paused, a standby stopped (the test starts the primary, the standby and two instances).
+replica-test: deps
+	$(SWIFT) build --product offline-sync
+	OFFLINE_SYNC_BIN="$$($(SWIFT) build --show-bin-path)/offline-sync" python3 -m unittest -v Tests/Replica/test_replica.py
 
 # The managed failover: a pg_auto_failover monitor and two PostgreSQL nodes on hosts of their
 # own (network namespaces on a bridge; needs root), a host killed and then a host cut off the

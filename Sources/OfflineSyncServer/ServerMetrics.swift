@@ -3,6 +3,7 @@ import HTTPTypes
 import OfflineSync
 import OfflineSyncService
 import Prometheus
+import Synchronization
 
 /// The server's metrics, served in Prometheus's text format on `GET /metrics` behind the metrics
 /// key or the admin key (Docs/Server.md, "Metrics", lists each one). Each server has its own registry, so
@@ -22,6 +23,8 @@ public final class ServerMetrics: Sendable {
     private let slowChannels: Counter
     private let membershipFailures: Counter
     private let pushBatches: Counter
+    /// What ``countReplicaReads(_:)`` reads at each exposition, and the totals it last saw.
+    private let replicaReadSource = Mutex<(read: (@Sendable () -> (replica: Int, primary: Int))?, seen: (Int, Int))>((nil, (0, 0)))
 
     /// The names of every metric the server exports, as Docs/Server.md lists them.
     public static var names: [String] { Family.allCases.map(\.descriptor.name) }
@@ -51,6 +54,7 @@ public final class ServerMetrics: Sendable {
         _ = counter(.refusals, [("table", "other"), ("operation", "insert")])
         _ = counter(.keySets, [("issuer", "none"), ("result", "ok")])
         for direction in ["received", "sent"] { counter(.attachmentBytes, [("direction", direction)]).increment(by: Int64(0)) }
+        for server in ["replica", "primary"] { counter(.replicaReads, [("served_by", server)]).increment(by: Int64(0)) }
         for reason in ConsoleSignInRefusal.allCases { counter(.consoleSignIns, [("reason", reason.rawValue)]).increment(by: Int64(0)) }
         _ = counter(.requests, [("route", "/metrics"), ("method", "GET"), ("status", "200")])
         _ = histogram(.requestDuration, [("route", "/metrics")])
@@ -67,6 +71,7 @@ public final class ServerMetrics: Sendable {
         case tokens = "token_verifications"
         case keySets = "key_set_fetches", attachmentBytes = "attachment_bytes"
         case consoleSignIns = "console_signin_refused"
+        case replicaReads = "replica_reads"
 
         var unit: String {
             switch self {
@@ -94,6 +99,7 @@ public final class ServerMetrics: Sendable {
             case .tokens: "Bearer tokens checked: verified, refused, or unverifiable (the issuer's keys could not be had)."
             case .keySets: "Key-set (JWKS) fetches of configured issuers, by issuer and result."
             case .attachmentBytes: "Attachment bytes received by uploads (every byte that arrived, a cut-off request's included) and sent by downloads."
+            case .replicaReads: "Store reads on a PostgreSQL store with replicas (serve --postgres-replica), by what served them: a replica, or the primary (the replica had not replayed the writes the read must see within the wait, failed, or was no longer a standby)."
             case .consoleSignIns: "Admin and metrics keys refused (the console's sign-in, X-Admin-Key, a console session cookie, the metrics key): a wrong key (wrong_key), or unchecked because too many were wrong lately (rate_limited)."
             }
         }
@@ -113,12 +119,25 @@ public final class ServerMetrics: Sendable {
 
     /// The registry in Prometheus's text exposition format (version 0.0.4).
     public func exposition() -> [UInt8] {
+        replicaReadSource.withLock { source in
+            guard let read = source.read else { return }
+            let now = read()
+            counter(.replicaReads, [("served_by", "replica")]).increment(by: Int64(max(0, now.replica - source.seen.0)))
+            counter(.replicaReads, [("served_by", "primary")]).increment(by: Int64(max(0, now.primary - source.seen.1)))
+            source.seen = (now.replica, now.primary)
+        }
         var buffer: [UInt8] = []
         registry.emit(into: &buffer)
         return buffer
     }
 
     // MARK: Recording
+
+    /// Counts the reads of a store with replicas: `read` gives the store's running totals
+    /// (served by a replica, left to the primary), read at each exposition.
+    package func countReplicaReads(_ read: @escaping @Sendable () -> (replica: Int, primary: Int)) {
+        replicaReadSource.withLock { $0.read = read }
+    }
 
     /// A request answered: `route` is the matched route's template (`NotFound` when none).
     func request(route: String, method: HTTPRequest.Method, status: Int, duration: Duration) {

@@ -22,7 +22,8 @@ struct ServerDataArguments: ParsableArguments {
     /// directory's `server.sqlite` — created, with the directory, when `create`; otherwise a
     /// missing one is an error, not an empty store. `shown` names it for a log line: a
     /// PostgreSQL URL only by its scheme, since it may carry a password.
-    func openStore(_ store: String?, create: Bool = true) async throws -> (store: any LocalStore, shown: String) {
+    /// `replicas` are hot standbys' URLs for a PostgreSQL store (its `replica=` parameters).
+    func openStore(_ store: String?, create: Bool = true, replicas: [String] = []) async throws -> (store: any LocalStore, shown: String) {
         var text = store ?? ProcessInfo.processInfo.environment["OFFLINE_SYNC_STORE"] ?? ""
         if text.isEmpty {
             let file = directory.standardizedFileURL.appendingPathComponent("server.sqlite")
@@ -34,7 +35,15 @@ struct ServerDataArguments: ParsableArguments {
             text = "sqlite://" + file.path
         }
         let arguments = try StoreArguments.parse(["--store", text])
-        let (location, adapter) = try StoreRegistry.builtIn.resolve(try arguments.url())
+        var url = try arguments.url()
+        if !replicas.isEmpty {
+            guard url.hasPrefix("postgres://") || url.hasPrefix("postgresql://") else {
+                throw ValidationError("--postgres-replica needs a PostgreSQL --store")
+            }
+            let encoded = replicas.map { "replica=" + ($0.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? $0) }
+            url += (url.contains("?") ? "&" : "?") + encoded.joined(separator: "&")
+        }
+        let (location, adapter) = try StoreRegistry.builtIn.resolve(url)
         let shown = location.scheme.hasPrefix("postgres") ? "\(location.scheme) store" : text
         return (try await adapter.open(location, try arguments.options(for: location)), shown)
     }
@@ -110,6 +119,14 @@ struct ServeCommand: AsyncParsableCommand {
         instances through LISTEN/NOTIFY.
         """))
     var store: String?
+
+    @Option(name: .customLong("postgres-replica"), help: ArgumentHelp(
+        "A hot standby of the PostgreSQL store's database that serves reads (repeatable).", discussion: """
+        A libpq URL or connection string. A read goes to a replica that has replayed every \
+        write the primary had committed when the read began, else (after 100 ms, or when the \
+        replica fails) to the primary: devices always read their own acknowledged writes.
+        """))
+    var postgresReplicas: [String] = []
 
     @OptionGroup var dataArguments: ServerDataArguments
 
@@ -269,7 +286,7 @@ struct ServeCommand: AsyncParsableCommand {
         let directory = dataArguments.directory
         let secret = try dataArguments.tokenSecret(create: true)
         let syncRules = try dataArguments.rules(self.rules)
-        let (store, shownStore) = try await dataArguments.openStore(self.store)
+        let (store, shownStore) = try await dataArguments.openStore(self.store, replicas: postgresReplicas)
         func setting(_ flag: Int64?, _ variable: String, _ fallback: Int64, _ name: String) throws -> Int64 {
             let value = try flag ?? environment[variable].map { text in
                 guard let number = Int64(text) else { throw ValidationError("\(variable) must be a whole number") }
@@ -323,6 +340,9 @@ struct ServeCommand: AsyncParsableCommand {
         let datasets = try await DatasetService(
             store: store, streamSink: JSONLinesStreamSink(directory: directory.appendingPathComponent("streams", isDirectory: true)))
         let server = try await SyncServer(service: service, configuration: configuration, feed: feed, datasets: datasets)
+        if let postgres = store as? PostgreSQLStore, !postgres.options.replicas.isEmpty {
+            server.metrics.countReplicaReads { let reads = postgres.replicaReads; return (reads.served, reads.leftToPrimary) }
+        }
         try await server.run { port in
             let shownHost = host.contains(":") ? "[\(host)]" : host
             // Written in one call and unbuffered, so a supervising process sees the line at once.

@@ -61,9 +61,10 @@ def postgres_bindir():
 
 
 class Cluster:
-    """A primary and a synchronous streaming standby in one temporary directory."""
+    """A primary and a streaming standby (synchronous unless told otherwise) in one temporary directory."""
 
-    def __init__(self):
+    def __init__(self, synchronous=True):
+        self.synchronous = synchronous
         self.bindir = postgres_bindir()
         self.root = tempfile.mkdtemp(prefix="offline-sync-failover.")
         os.chmod(self.root, 0o755)
@@ -96,14 +97,14 @@ class Cluster:
         os.remove(pwfile)
         # synchronous_standby_names on the command line, not in the configuration files, which
         # pg_basebackup copies: the promoted standby must not wait for a standby of its own.
-        self.pg_ctl_start(self.primary, self.ports[0], "-c synchronous_standby_names=standby1")
+        self.pg_ctl_start(self.primary, self.ports[0], "-c synchronous_standby_names=standby1" if self.synchronous else "")
         self.run(os.path.join(self.bindir, "pg_basebackup"), "-h", "127.0.0.1", "-p", str(self.ports[0]), "-U", "postgres",
                  "-D", self.standby, "-R", "-X", "stream", "-C", "-S", "standby1", env={"PGPASSWORD": self.password})
         self.pg_ctl_start(self.standby, self.ports[1], "-c cluster_name=standby1")
         deadline = time.monotonic() + 60
-        while self.sql(self.ports[0], "SELECT sync_state FROM pg_stat_replication").strip() != "sync":
+        while self.sql(self.ports[0], "SELECT sync_state FROM pg_stat_replication").strip() != ("sync" if self.synchronous else "async"):
             if time.monotonic() > deadline:
-                raise RuntimeError("the standby did not become synchronous within 60 s")
+                raise RuntimeError("the standby did not stream within 60 s")
             time.sleep(0.2)
 
     def pg_ctl_start(self, data, port, extra):
@@ -146,14 +147,14 @@ class Cluster:
 class Instance:
     """One `offline-sync serve` over the cluster."""
 
-    def __init__(self, binary, store, data, secret):
+    def __init__(self, binary, store, data, secret, extra=()):
         os.makedirs(data, exist_ok=True)
         self.log_path = os.path.join(data, "server.log")
         self.log = open(self.log_path, "wb")
         env = dict(os.environ, OFFLINE_SYNC_TOKEN_SECRET=secret)
         for name in ("OFFLINE_SYNC_STORE", "OFFLINE_SYNC_HOST", "OFFLINE_SYNC_PORT", "OFFLINE_SYNC_DATA"):
             env.pop(name, None)
-        self.process = subprocess.Popen([binary, "serve", "--port", "0", "--data", data, "--store", store, "--log-level", "warning"],
+        self.process = subprocess.Popen([binary, "serve", "--port", "0", "--data", data, "--store", store, "--log-level", "warning"] + list(extra),
                                         cwd=data, env=env, stdin=subprocess.DEVNULL, stdout=self.log, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + 60
         while True:

@@ -190,6 +190,7 @@ extension PostgreSQLStore: CommitOrderedStore {
                                AND a.objid = (hashtext($1)::bigint & 4294967295)::oid AND a.database = (SELECT oid FROM db)))
                           FROM now
                           """, [.text(options.schema)])]
+        if let replicas, let value = try await readOnReplica(replicas, before: before, stamps: stamps, body) { return value }
         // The transaction's first statement takes its snapshot; its xmin is a horizon too.
         let opening = [PGStatement("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", prepare: false),
                        PGStatement("SELECT pg_snapshot_xmin(pg_current_snapshot())::text::bigint")]
@@ -236,6 +237,26 @@ extension PostgreSQLStore: CommitOrderedStore {
             case .conflict:
                 throw SyncError(.busy, "\(endpoint): a read met a conflict")
             }
+        }
+    }
+}
+
+extension PostgreSQLStore {
+    /// ``orderedRead(stamps:_:)`` on a replica: the clock, the writers and the WAL position
+    /// read on the primary in one round trip, then the snapshot on a replica that replayed
+    /// that far (``PGReplicas``), whose xmin bounds the horizon as the primary's would (every
+    /// id below it has ended in what the replica replayed). `nil` when no replica served it.
+    func readOnReplica<T: Sendable>(_ replicas: PGReplicas, before: [PGStatement], stamps: Bool,
+                                    _ body: @escaping @Sendable (any LocalReadTransaction, ChangeHorizon) throws -> T) async throws -> T? {
+        let (writers, stamp, position) = try await pool.run { connection, _ -> (Int64, Timestamp?, Int64) in
+            let read = try connection.executeAll(before + [PGReplicas.positionStatement])
+            guard read.count == 3, let clock = read[0].int64(0, 0), let writers = read[1].int64(0, 1), let position = read[2].int64(0, 0) else {
+                throw SyncError(.storageFailure, "\(connection.endpoint): no horizon")
+            }
+            return (writers, stamps ? Timestamp(millisecondsSince1970: min(clock, read[1].int64(0, 0) ?? .max)) : nil, position)
+        }
+        return try await replicas.read(reaching: position, schema: quotedSchema) { transaction, xmin in
+            try body(transaction, ChangeHorizon(final: try PostgreSQLStore.changeNumber(transaction: max(writers, xmin)), stamp: stamp))
         }
     }
 }

@@ -6,8 +6,10 @@ import OfflineSyncStoreKit
 extension StoreRegistry.Adapter {
     /// The `postgres` scheme: a libpq URL, `postgres://user:password@host:port/dbname`, plus
     /// the store's own parameters `schema=NAME` (``PostgreSQLStore/Options/schema``),
-    /// `pool-size=N`, `statement-timeout-ms=N` and `attachments-dir=PATH`
-    /// (``PostgreSQLStore/Options/attachmentsDirectory``, percent-encoded); every other
+    /// `pool-size=N`, `statement-timeout-ms=N`, `attachments-dir=PATH`
+    /// (``PostgreSQLStore/Options/attachmentsDirectory``, percent-encoded), `replica=URL`
+    /// (``PostgreSQLStore/Options/replicas``: a hot standby's libpq URL, percent-encoded; once
+    /// per replica) and `replica-wait-ms=N` (``PostgreSQLStore/Options/replicaWait``); every other
     /// parameter goes to libpq (`sslmode=…`, `connect_timeout=…`, …). Register it with
     /// `registry.register(.postgres)`; ``postgresql`` answers the `postgresql` spelling. A
     /// conformance run gives each case directory its own schema, named `<schema>_<hash>`, and
@@ -38,7 +40,7 @@ extension StoreRegistry.Adapter {
 
 /// What a `postgres:` URL says: the libpq URL without the store's own parameters, and options.
 struct PostgreSQLLocation {
-    static let ownParameters: Set<String> = ["schema", "pool-size", "statement-timeout-ms", "attachments-dir"]
+    static let ownParameters: Set<String> = ["schema", "pool-size", "statement-timeout-ms", "attachments-dir", "replica", "replica-wait-ms"]
 
     var connectionString: String
     var options = PostgreSQLStore.Options()
@@ -63,6 +65,18 @@ struct PostgreSQLLocation {
                 throw SyncError(.invalidStoreURL, "\(location.scheme) URL parameter statement-timeout-ms takes a non-negative integer")
             }
             options.statementTimeout = .milliseconds(milliseconds)
+        }
+        options.replicas = try location.parameters.filter { $0.name == "replica" }.map { parameter in
+            guard parameter.value.hasPrefix("postgres://") || parameter.value.hasPrefix("postgresql://") || parameter.value.contains("=") else {
+                throw SyncError(.invalidStoreURL, "\(location.scheme) URL parameter replica takes a hot standby's libpq URL (postgres://…, percent-encoded) or connection string")
+            }
+            return parameter.value
+        }
+        if let text = location.parameter("replica-wait-ms") {
+            guard let milliseconds = Int64(text), milliseconds >= 0 else {
+                throw SyncError(.invalidStoreURL, "\(location.scheme) URL parameter replica-wait-ms takes a non-negative integer")
+            }
+            options.replicaWait = .milliseconds(milliseconds)
         }
         connectionString = PostgreSQLLocation.removingParameters(PostgreSQLLocation.ownParameters, from: location.url)
     }

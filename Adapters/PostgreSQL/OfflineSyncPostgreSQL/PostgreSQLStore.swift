@@ -61,6 +61,16 @@ public final class PostgreSQLStore: LocalStore {
         /// attachments with ``SyncError/Code/unsupported``). The bytes stay on the device:
         /// the database holds only the references, as every adapter's rows do.
         public var attachmentsDirectory: String?
+        /// Connection strings of hot standbys of the database that serve reads beside the
+        /// primary (`target_session_attrs` is not needed). A read goes to one of them, in
+        /// turn, once it has replayed every write committed on the primary when the read
+        /// began, so a read never misses a write that was acknowledged before it; otherwise,
+        /// after ``replicaWait``, to the primary. A replica that fails is left out for 5 s.
+        /// Each gets a pool of ``poolSize`` connections. Default none.
+        public var replicas: [String] = []
+        /// How long a read waits for a replica to replay what it needs before the primary
+        /// serves it. Default 100 ms.
+        public var replicaWait: Duration = .milliseconds(100)
 
         /// Creates options; every parameter has the documented default.
         public init(poolSize: Int = 4, schema: String = "offlinesync", statementTimeout: Duration? = nil,
@@ -80,6 +90,8 @@ public final class PostgreSQLStore: LocalStore {
     public let endpoint: String
 
     let pool: CheckoutPool<PGWorker>
+    /// The hot standbys that serve reads (``Options/replicas``), if any.
+    let replicas: PGReplicas?
     private let blobs: BlobDirectory?
 
     /// See ``LocalStore/attachmentFiles``: files in ``Options/attachmentsDirectory``, if set.
@@ -111,6 +123,8 @@ public final class PostgreSQLStore: LocalStore {
             setup.append("SET statement_timeout = \(milliseconds)")
         }
         let statements = setup
+        replicas = options.replicas.isEmpty ? nil
+            : try PGReplicas(options.replicas, poolSize: options.poolSize, wait: options.replicaWait, setup: statements)
         let connect: @Sendable () throws -> PGConnection = {
             let connection = try PGConnection.connect(connectionString, password: password)
             do {
@@ -128,7 +142,7 @@ public final class PostgreSQLStore: LocalStore {
         self.options = options
         blobs = options.attachmentsDirectory.map { BlobDirectory(path: $0) }
         self.quotedSchema = PostgreSQLStore.quote(options.schema)
-        let quoted = quotedSchema, schemaName = options.schema, create = options.createIfMissing
+        let quoted = quotedSchema, schemaName = options.schema, create = options.createIfMissing, hasReplicas = replicas != nil
         do {
             endpoint = try await pool.run { connection, _ in
                 try connection.execute("BEGIN")
@@ -150,6 +164,11 @@ public final class PostgreSQLStore: LocalStore {
                             """)
                         try connection.execute("COMMENT ON TABLE \(catalog) IS '\(PostgreSQLStore.layoutMarker)'")
                     }
+                    // A commit visible before it is flushed could be missing on a replica that
+                    // replayed everything flushed (``PGReplicas``).
+                    if hasReplicas, try connection.execute("SELECT current_setting('synchronous_commit') = 'off'").bool(0, 0) == true {
+                        throw SyncError(.unsupported, "\(connection.endpoint): synchronous_commit is off for the store's connections, so a write could be visible before it reaches the replicas' WAL; set it to on (or local, or a remote level) to read from replicas")
+                    }
                     try connection.execute("COMMIT")
                 } catch {
                     if connection.isAlive { _ = try? connection.execute("ROLLBACK") }
@@ -159,8 +178,16 @@ public final class PostgreSQLStore: LocalStore {
             }
         } catch {
             await pool.shutDown()
+            await replicas?.shutDown()
             throw error
         }
+    }
+
+    /// How many reads the replicas served, and how many they left to the primary (behind
+    /// after ``Options/replicaWait``, failed, or no longer a standby), since the store opened.
+    public var replicaReads: (served: Int, leftToPrimary: Int) {
+        guard let replicas else { return (0, 0) }
+        return (replicas.served.load(ordering: .relaxed), replicas.leftToPrimary.load(ordering: .relaxed))
     }
 
     /// The comment on the catalog table naming the layout this adapter reads and writes.
@@ -318,11 +345,21 @@ public final class PostgreSQLStore: LocalStore {
         }
     }
 
-    /// Runs `body` in a `REPEATABLE READ READ ONLY` transaction: one consistent snapshot.
-    /// Rethrows what `body` throws; throws ``SyncError/Code/storeClosed`` after ``close()``
-    /// and ``SyncError/Code/transient`` when the server cannot be reached.
+    /// Runs `body` in a `REPEATABLE READ READ ONLY` transaction: one consistent snapshot. With
+    /// ``Options/replicas``, on a replica that has replayed every commit the primary had when
+    /// the read began (one round trip to the primary first), else on the primary; `body` may
+    /// run twice (a replica that failed part-way). Rethrows what `body` throws; throws
+    /// ``SyncError/Code/storeClosed`` after ``close()`` and ``SyncError/Code/transient`` when
+    /// the server cannot be reached.
     public func read<T: Sendable>(_ body: @escaping @Sendable (any LocalReadTransaction) throws -> T) async throws -> T {
-        try await transaction(.read) { try body($0) }
+        if let replicas {
+            // The primary's WAL position first (see ``Options/replicas``).
+            let position = try await pool.run { connection, _ in try connection.execute([PGReplicas.positionStatement]).int64(0, 0) }
+            if let position, let value = try await replicas.read(reaching: position, schema: quotedSchema, { transaction, _ in try body(transaction) }) {
+                return value
+            }
+        }
+        return try await transaction(.read) { try body($0) }
     }
 
     /// Runs `body` in a write transaction holding the schema's advisory lock: committed when
@@ -349,6 +386,7 @@ public final class PostgreSQLStore: LocalStore {
     public func close() async throws {
         await notificationHub.close()
         await pool.shutDown()
+        await replicas?.shutDown()
     }
 
     /// `COMMIT`, after lifting the statement timeout for a writer (whether the store's option,
