@@ -223,3 +223,26 @@ private let streamSocketType = Int32(SOCK_STREAM.rawValue)
 #else
 private let streamSocketType = SOCK_STREAM
 #endif
+
+/// The store URL's replica parameters (no server needed).
+@Suite("PostgreSQL store URL: replicas")
+struct ReplicaURLTests {
+    @Test("replica= (once per standby, percent-encoded) and replica-wait-ms= become options and leave the primary's libpq URL")
+    func replicaParameters() throws {
+        let url = "postgres://app@db1:5432/app?replica=postgres%3A%2F%2Fapp%40db2%3A5432%2Fapp&sslmode=disable"
+            + "&replica=host%3Ddb3%20dbname%3Dapp&replica-wait-ms=250&schema=s"
+        let location = try PostgreSQLLocation(try StoreLocation(parsing: url))
+        #expect(location.options.replicas == ["postgres://app@db2:5432/app", "host=db3 dbname=app"])
+        #expect(location.options.replicaWait == .milliseconds(250))
+        #expect(location.connectionString == "postgres://app@db1:5432/app?sslmode=disable")
+        #expect(try PostgreSQLLocation(try StoreLocation(parsing: "postgres://app@db1/app")).options.replicas.isEmpty)
+    }
+
+    @Test("a replica that is not a libpq URL or connection string, or a negative wait, is a typed error")
+    func badReplicaParameters() {
+        for url in ["postgres://app@db1/app?replica=db2", "postgres://app@db1/app?replica=postgres%3A%2F%2Fdb2%2Fapp&replica-wait-ms=-1"] {
+            #expect(throws: SyncError.self) { try PostgreSQLLocation(try StoreLocation(parsing: url)) }
+            #expect((try? PostgreSQLLocation(try StoreLocation(parsing: url))) == nil)
+        }
+    }
+}
