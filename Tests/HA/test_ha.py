@@ -123,7 +123,9 @@ class Hosts:
             except ProcessLookupError:
                 pass
 
-    def cleanup(self):
+    def cleanup(self, names=None):
+        self.names = names or self.names
+        self.bridge = PREFIX + "br"
         for name in self.names:
             self.kill(name)
             subprocess.run(["ip", "netns", "del", self.namespace(name)], capture_output=True)
@@ -318,18 +320,27 @@ class ManagedFailoverTests(unittest.TestCase):
         if os.geteuid() != 0:
             self.skipTest("network namespaces need root")
         binary = os.path.abspath(binary)
-        hosts = Hosts(["monitor", "node1", "node2"])
-        formation = Formation(hosts)
-        instances = []
+        names = ["monitor", "node1", "node2"]
+        hosts, formation, instances = None, None, []
+        # Every thread the test starts stops when these are set, whatever ends the test: the
+        # writers and readers first, the change channels once their devices caught up.
+        self.stopping, self.channels_stopping = threading.Event(), threading.Event()
         try:
+            hosts = Hosts(names)
+            formation = Formation(hosts)
             formation.start()
             self.run_failovers(binary, hosts, formation, instances)
         finally:
-            for instance in instances:
-                instance.stop()
-            formation.stop()
-            hosts.cleanup()
-            formation.remove()
+            self.stopping.set()
+            self.channels_stopping.set()
+            for step in [instance.stop for instance in instances] + ([formation.stop] if formation else []):
+                try:
+                    step()
+                except Exception as error:  # noqa: BLE001 - cleanup goes on
+                    print("cleanup: %r" % error)
+            (hosts or Hosts.__new__(Hosts)).cleanup(names)
+            if formation:
+                formation.remove()
 
     def run_failovers(self, binary, hosts, formation, instances):
         secret = secrets.token_hex(32)
@@ -342,7 +353,7 @@ class ManagedFailoverTests(unittest.TestCase):
             tokens[identity] = run([binary, "token", "--identity", identity, "--data", os.path.join(formation.root, "serve-1")],
                                    env=dict(os.environ, OFFLINE_SYNC_TOKEN_SECRET=secret)).strip()
 
-        stop = threading.Event()
+        stop = self.stopping
         lock = threading.Lock()
         acknowledged = {identity: {} for identity in tokens}
         retried = {identity: 0 for identity in tokens}
@@ -420,7 +431,7 @@ class ManagedFailoverTests(unittest.TestCase):
                 failures.append(error)
                 stop.set()
 
-        channel_stop = threading.Event()
+        channel_stop = self.channels_stopping
         for n, identity in enumerate(tokens):
             device = devices[identity]
             ordered = instances[n % 2:] + instances[:n % 2]
@@ -480,6 +491,7 @@ class ManagedFailoverTests(unittest.TestCase):
                            identity: len(set(acknowledged[identity]) - set(devices[identity]["rows"])) for identity in tokens})
         channel_stop.set()
         for identity in tokens:
+            self.assertGreater(channels[identity].notices, 0, "%s's channel carried no change notice" % identity)
             self.assertEqual(devices[identity]["rows"], acknowledged[identity])
             self.assertEqual(devices[identity]["repeats"], [], "%s's device was handed rows twice" % identity)
         for n, identity in enumerate(tokens):
@@ -495,6 +507,7 @@ class ManagedFailoverTests(unittest.TestCase):
             self.assertTrue(pull_to_end(identity, fresh, instances[0].base))
             self.assertEqual(fresh["rows"], items, "%s: the rows on the primary differ from the acknowledged ones" % identity)
         total = sum(len(items) for items in acknowledged.values())
+        formation.wait(lambda: formation.primary() is not None, 60, "no primary after the cut host came back")
         self.assertEqual(formation.stored_rows(formation.primary(), schema, "todos"), (total, total))
         print("\nmanaged failover (pg_auto_failover 2.0, PostgreSQL 15, synchronous standby; monitor %s; keeper %s; libpq %s): "
               "%d identities, %d devices each, %d operations applied, %d sends retried, 0 lost, 0 applied twice"
