@@ -9,7 +9,8 @@ asynchronous streaming standby, and two `offline-sync serve` instances on the pr
   instances' `offline_sync_replica_reads_total` metric);
 * the standby's replay is paused (`pg_wal_replay_pause()`): pushes go on, and a pull right
   after each still holds it (the instances wait briefly, then read the primary);
-* the standby is stopped (immediate shutdown): pushes and pulls go on, on the primary;
+* the standby is promoted (no longer a copy), then stopped (immediate shutdown): pushes and
+  pulls go on, on the primary;
 * every device, pulling on with its own cursor, ends with exactly the rows written, none twice.
 
 Run from the repository root, after building the server:
@@ -137,6 +138,14 @@ class ReplicaTests(unittest.TestCase):
             self.assertGreaterEqual(paused["primary"], (ROUNDS // 4) * IDENTITIES, "pulls behind the paused standby: %r" % paused)
             cluster.sql(cluster.ports[1], "SELECT pg_wal_replay_resume()")
 
+            # The standby promoted (a failover elsewhere, or an operator's mistake): it is no
+            # longer a copy of the primary, and the primary serves everything.
+            cluster.promote()
+            before = reads_served_by()
+            rounds("promoted", ROUNDS // 4)
+            promoted = {server: count - before[server] for server, count in reads_served_by().items()}
+            self.assertEqual(promoted["replica"], 0, "a promoted standby served reads: %r" % promoted)
+
             # The standby gone: the primary serves everything.
             subprocess.run(cluster.as_owner + [os.path.join(cluster.bindir, "pg_ctl"), "-D", cluster.standby, "-m", "immediate", "-w", "stop"],
                            capture_output=True, timeout=60, check=True)
@@ -151,9 +160,10 @@ class ReplicaTests(unittest.TestCase):
                 self.assertEqual(fresh.rows, device.written, "%s: a fresh pull differs from what was written" % device.identity)
             print("\nreplica: %d pushes, each followed at once by a pull on the other instance that held it; while streaming, "
                   "reads served by the standby %d, by the primary %d; with its replay paused, by the standby %d, by the primary %d "
-                  "(%d rounds in %.2f s: each read waits up to 100 ms); with it stopped, the primary served"
+                  "(%d rounds in %.2f s: a standby not caught up within 100 ms is passed over for a second); promoted, by the primary %d; "
+                  "stopped, the primary served"
                   % (sum(len(device.written) for device in devices), streaming["replica"], streaming["primary"], paused["replica"],
-                     paused["primary"], (ROUNDS // 4) * IDENTITIES, paused_seconds))
+                     paused["primary"], (ROUNDS // 4) * IDENTITIES, paused_seconds, promoted["primary"]))
         finally:
             for instance in instances:
                 instance.stop()

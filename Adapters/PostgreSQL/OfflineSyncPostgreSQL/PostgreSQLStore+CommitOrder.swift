@@ -248,12 +248,18 @@ extension PostgreSQLStore {
     /// id below it has ended in what the replica replayed). `nil` when no replica served it.
     func readOnReplica<T: Sendable>(_ replicas: PGReplicas, before: [PGStatement], stamps: Bool,
                                     _ body: @escaping @Sendable (any LocalReadTransaction, ChangeHorizon) throws -> T) async throws -> T? {
-        let (writers, stamp, position) = try await pool.run { connection, _ -> (Int64, Timestamp?, Int64) in
+        // A primary that cannot answer (a lost connection) is left to the path that reconnects.
+        let primary = try? await pool.run { connection, _ -> (Int64, Timestamp?, WALPosition)? in
             let read = try connection.executeAll(before + [PGReplicas.positionStatement])
-            guard read.count == 3, let clock = read[0].int64(0, 0), let writers = read[1].int64(0, 1), let position = read[2].int64(0, 0) else {
-                throw SyncError(.storageFailure, "\(connection.endpoint): no horizon")
+            guard read.count == 3, let clock = read[0].int64(0, 0), let writers = read[1].int64(0, 1), let position = PGReplicas.position(read[2]) else {
+                return nil
             }
             return (writers, stamps ? Timestamp(millisecondsSince1970: min(clock, read[1].int64(0, 0) ?? .max)) : nil, position)
+        }
+        guard let (writers, stamp, position) = primary ?? nil else {
+            try Task.checkCancellation()
+            replicas.leftToPrimaryWithoutTrying()
+            return nil
         }
         return try await replicas.read(reaching: position, schema: quotedSchema) { transaction, xmin in
             try body(transaction, ChangeHorizon(final: try PostgreSQLStore.changeNumber(transaction: max(writers, xmin)), stamp: stamp))

@@ -3,49 +3,77 @@ import OfflineSync
 import OfflineSyncStoreKit
 import Synchronization
 
+/// Where the primary's WAL stood when a read began: what a replica must have replayed.
+struct WALPosition: Sendable {
+    /// The flush position, in bytes.
+    var bytes: Int64
+    /// The primary's timeline.
+    var timeline: Int64
+}
+
 /// Hot standbys that serve the store's reads (``PostgreSQLStore/Options/replicas``).
 ///
-/// A read that may go to a replica first reads the primary's WAL flush position (for an
-/// ordered read, in the same round trip as its horizon): every transaction that had committed
-/// by then — every write a client was told is applied before it asked — lies below it, since
-/// with `synchronous_commit` on (or `local`, or a remote level) a commit is flushed before it
-/// is visible; the store refuses replicas when its writes would commit with it `off`. A
-/// replica serves the read only once it has replayed that far (`pg_last_wal_replay_lsn()`,
-/// checked before its snapshot is taken, so the snapshot holds every such commit); one that
-/// has not after ``PostgreSQLStore/Options/replicaWait`` leaves the read to the primary, as
-/// does one that fails, is not in recovery (a promoted standby: another timeline) or cancels
-/// the read for a conflict with its recovery. So a device always reads its own acknowledged
-/// writes, a cursor's horizon is never ahead of the snapshot that serves it, and a lagging
-/// or dead replica costs time, never a wrong page.
+/// A read that may go to a replica first reads the primary's WAL flush position and timeline
+/// (for an ordered read, in the same round trip as its horizon): every transaction visible by
+/// then — every write a client was told is applied before it asked — lies below it, because
+/// the store's sessions never commit with `synchronous_commit` off, so a commit is flushed
+/// before it is visible. A replica serves the read only while it is in recovery, on the
+/// primary's timeline (its last restartpoint's, so for a while after a failover even a
+/// standby that followed it is passed over) and has replayed that far
+/// (`pg_last_wal_replay_lsn()`, checked before its snapshot is taken, so the snapshot holds
+/// every such commit). Connections are checked once to be standbys of the same cluster
+/// (`system_identifier`). Otherwise the read goes to the next replica, and at last to the
+/// primary: one not caught up within ``PostgreSQLStore/Options/replicaWait`` is passed over
+/// for a second, one that failed for 5 s.
 final class PGReplicas: Sendable {
-    /// One standby: its connections, and until when it is left out after a failure.
+    /// One standby: its connections, and until when it is passed over.
     final class Member: Sendable {
         let pool: CheckoutPool<PGWorker>
-        /// Uptime nanoseconds before which reads skip it (0: never failed).
+        /// Uptime nanoseconds before which reads pass it over (0: never).
         let skipUntil = Atomic<UInt64>(0)
 
         init(pool: CheckoutPool<PGWorker>) { self.pool = pool }
+
+        var isSkipped: Bool { skipUntil.load(ordering: .relaxed) > DispatchTime.now().uptimeNanoseconds }
+
+        func skip(for nanoseconds: UInt64) {
+            skipUntil.store(DispatchTime.now().uptimeNanoseconds + nanoseconds, ordering: .relaxed)
+        }
     }
 
     let members: [Member]
     let wait: Duration
     private let next = Atomic<Int>(0)
-    /// Reads served by a replica, and reads a replica could not serve.
+    /// Reads served by a replica, and reads left to the primary (for any reason).
     let served = Atomic<Int>(0)
     let leftToPrimary = Atomic<Int>(0)
 
-    /// How long a replica that failed is left out.
-    static let pause: UInt64 = 5_000_000_000
+    /// How long a replica that failed is passed over.
+    static let failedPause: UInt64 = 5_000_000_000
+    /// How long one that did not catch up within the wait is passed over.
+    static let behindPause: UInt64 = 1_000_000_000
 
-    init(_ strings: [String], poolSize: Int, wait: Duration, setup: [String]) throws {
+    /// Libpq settings a replica connection gets unless its string names them: a standby that
+    /// vanished costs seconds, not the operating system's minutes.
+    static let connectionDefaults = [("connect_timeout", "2"), ("keepalives", "1"), ("keepalives_idle", "5"),
+                                     ("keepalives_interval", "2"), ("keepalives_count", "3"), ("tcp_user_timeout", "10000")]
+
+    /// `strings` with ``connectionDefaults``; each connection is checked to be a standby of
+    /// the cluster whose `system_identifier` is `cluster`.
+    init(_ strings: [String], poolSize: Int, wait: Duration, setup: [String], cluster: Int64) throws {
         self.wait = wait
-        members = try strings.enumerated().map { index, string in
-            let password = try PostgreSQLStore.password(in: string)
+        members = try strings.enumerated().map { index, given in
+            let password = try PostgreSQLStore.password(in: given)
+            let string = Self.withDefaults(given)
             let connect: @Sendable () throws -> PGConnection = {
                 let connection = try PGConnection.connect(string, password: password)
                 do {
                     try connection.execute("SET client_min_messages = warning")
                     for statement in setup { try connection.execute(statement) }
+                    let identifier = try connection.execute("SELECT system_identifier FROM pg_control_system()").int64(0, 0)
+                    guard identifier == cluster else {
+                        throw SyncError(.unsupported, "\(connection.endpoint) is not a standby of the store's database (another cluster)")
+                    }
                 } catch {
                     connection.close()
                     throw error
@@ -57,101 +85,148 @@ final class PGReplicas: Sendable {
         }
     }
 
-    /// The next replica in turn that is not left out, if any.
-    func pick() -> Member? {
-        let now = DispatchTime.now().uptimeNanoseconds
-        let start = next.wrappingAdd(1, ordering: .relaxed).oldValue
-        for offset in 0..<members.count {
-            let member = members[Int((UInt(bitPattern: start) &+ UInt(offset)) % UInt(members.count))]
-            if member.skipUntil.load(ordering: .relaxed) <= now { return member }
+    /// `conninfo` (a URL or `key=value` pairs) with each of ``connectionDefaults`` it does not name.
+    static func withDefaults(_ conninfo: String) -> String {
+        let isURL = conninfo.hasPrefix("postgres://") || conninfo.hasPrefix("postgresql://")
+        var result = conninfo
+        for (key, value) in connectionDefaults where !names(key, in: conninfo, isURL: isURL) {
+            if isURL {
+                result += (result.contains("?") ? "&" : "?") + key + "=" + value
+            } else {
+                result += " " + key + "=" + value
+            }
         }
-        return nil
+        return result
+    }
+
+    private static func names(_ key: String, in conninfo: String, isURL: Bool) -> Bool {
+        if isURL {
+            guard let mark = conninfo.firstIndex(of: "?") else { return false }
+            return conninfo[conninfo.index(after: mark)...].split(separator: "&").contains { $0.hasPrefix(key + "=") }
+        }
+        return conninfo.split(whereSeparator: \.isWhitespace).contains { $0.hasPrefix(key + "=") || $0 == Substring(key) }
+    }
+
+    /// The replicas not passed over now, starting with the next in turn.
+    func candidates() -> [Member] {
+        let start = Int(UInt(bitPattern: next.wrappingAdd(1, ordering: .relaxed).oldValue) % UInt(members.count))
+        return (0..<members.count).map { members[(start + $0) % members.count] }.filter { !$0.isSkipped }
     }
 
     func shutDown() async {
         for member in members { await member.pool.shutDown() }
     }
 
-    /// The statement that reads the primary's WAL flush position, in bytes. (The insert
-    /// position would do too, but it runs ahead of what a standby can have by what the WAL
-    /// writer has yet to flush: up to `wal_writer_delay`, 200 ms, for nothing a read needs.)
-    static let positionStatement = PGStatement("SELECT (pg_current_wal_flush_lsn() - '0/0'::pg_lsn)::bigint")
+    /// Counts a read the primary serves without asking a replica (none to ask, or the
+    /// primary's position could not be read).
+    func leftToPrimaryWithoutTrying() { leftToPrimary.add(1, ordering: .relaxed) }
+
+    /// The statement that reads the primary's WAL flush position, in bytes, and its timeline.
+    /// (The insert position would do too, but it runs ahead of what a standby can have by
+    /// what the WAL writer has yet to flush: up to `wal_writer_delay`, 200 ms, for nothing a
+    /// read needs.)
+    static let positionStatement = PGStatement("""
+        SELECT (pg_current_wal_flush_lsn() - '0/0'::pg_lsn)::bigint,
+               ('x' || substr(pg_walfile_name(pg_current_wal_flush_lsn()), 1, 8))::bit(32)::bigint
+        """)
+
+    /// Reads ``positionStatement``'s row.
+    static func position(_ result: PGResult) -> WALPosition? {
+        guard let bytes = result.int64(0, 0), let timeline = result.int64(0, 1) else { return nil }
+        return WALPosition(bytes: bytes, timeline: timeline)
+    }
 
     /// Runs `body` in a `REPEATABLE READ READ ONLY` snapshot of a replica that has replayed
-    /// the primary's WAL to `position`, giving it the snapshot's xmin; `nil` when no replica
-    /// could (none, none caught up within ``wait``, or the one tried failed). Rethrows what
-    /// `body` throws on a healthy connection.
-    func read<T: Sendable>(reaching position: Int64, schema quoted: String,
+    /// the primary's WAL to `position` on its timeline, giving it the snapshot's xmin; `nil`
+    /// (counted) when none could. Rethrows what `body` throws on a healthy connection, and
+    /// cancellation.
+    func read<T: Sendable>(reaching position: WALPosition, schema quoted: String,
                            _ body: @escaping @Sendable (PGTransaction, Int64) throws -> T) async throws -> T? {
         let deadline = ContinuousClock.now + wait
-        guard let member = pick() else { return nil }
-        while true {
-            let outcome: ReplicaRead<T>
-            do {
-                outcome = try await member.pool.run { connection, worker -> ReplicaRead<T> in
-                    connection.clearConflict()
-                    // Two round trips: how far it replayed, then the snapshot. (In one
-                    // pipeline the check would open the transaction `BEGIN` must start, and
-                    // checked inside it, the replay could pass the position after the
-                    // snapshot was taken.)
-                    let xmin: Int64
-                    do {
-                        guard let replayed = try connection.execute([PGStatement("SELECT (pg_last_wal_replay_lsn() - '0/0'::pg_lsn)::bigint")]).int64(0, 0) else {
-                            return .notReplica
-                        }
-                        guard replayed >= position else { return .behind }
-                        guard let snapshot = try connection.execute([
-                            PGStatement("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", prepare: false),
-                            PGStatement("SELECT pg_snapshot_xmin(pg_current_snapshot())::text::bigint")]).int64(0, 0) else {
-                            throw SyncError(.storageFailure, "\(connection.endpoint): no snapshot horizon")
-                        }
-                        xmin = snapshot
-                    } catch {
-                        if connection.isAlive, connection.inTransaction { _ = try? connection.execute("ROLLBACK") }
-                        return .failed
+        for member in candidates() {
+            while true {
+                let outcome = try await attempt(member, position, quoted, body)
+                switch outcome {
+                case .served(let value):
+                    served.add(1, ordering: .relaxed)
+                    return value
+                case .thrown(let error):
+                    throw error
+                case .cancelled:
+                    // Its recovery cancelled the read: the replica is fine, the read goes on.
+                    break
+                case .notReplica, .failed:
+                    member.skip(for: Self.failedPause)
+                case .behind:
+                    if ContinuousClock.now < deadline {
+                        try await Task.sleep(for: .milliseconds(2))
+                        continue
                     }
-                    let transaction = PGTransaction(connection: connection, queueKey: worker.queueKey, schema: quoted, writable: false)
-                    do {
-                        let value = try body(transaction, xmin)
-                        transaction.end()
-                        try connection.execute("COMMIT")
-                        return .served(value)
-                    } catch {
-                        transaction.end()
-                        if connection.isAlive, connection.inTransaction { _ = try? connection.execute("ROLLBACK") }
-                        // A read its recovery cancelled (40001), or a lost connection: the
-                        // primary serves it instead.
-                        if !connection.isAlive || connection.sawConflict { return .failed }
-                        return .thrown(error)
+                    member.skip(for: Self.behindPause)
+                }
+                break
+            }
+            if ContinuousClock.now >= deadline { break }
+        }
+        leftToPrimary.add(1, ordering: .relaxed)
+        return nil
+    }
+
+    /// One try on `member`.
+    private func attempt<T: Sendable>(_ member: Member, _ position: WALPosition, _ quoted: String,
+                                      _ body: @escaping @Sendable (PGTransaction, Int64) throws -> T) async throws -> ReplicaRead<T> {
+        do {
+            return try await member.pool.run { connection, worker -> ReplicaRead<T> in
+                // Passed over while this read waited for a connection.
+                if member.isSkipped { return .failed }
+                connection.clearConflict()
+                // Two round trips: where it stands, then the snapshot. (In one pipeline the
+                // check would open the transaction `BEGIN` must start, and checked inside it,
+                // the replay could pass the position after the snapshot was taken.)
+                let xmin: Int64
+                do {
+                    let state = try connection.execute([PGStatement("""
+                        SELECT pg_is_in_recovery(), (pg_last_wal_replay_lsn() - '0/0'::pg_lsn)::bigint,
+                               (SELECT timeline_id FROM pg_control_checkpoint())::bigint
+                        """)])
+                    guard state.bool(0, 0) == true, let replayed = state.int64(0, 1), let timeline = state.int64(0, 2) else { return .notReplica }
+                    guard timeline == position.timeline, replayed >= position.bytes else { return .behind }
+                    guard let snapshot = try connection.execute([
+                        PGStatement("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", prepare: false),
+                        PGStatement("SELECT pg_snapshot_xmin(pg_current_snapshot())::text::bigint")]).int64(0, 0) else {
+                        throw SyncError(.storageFailure, "\(connection.endpoint): no snapshot horizon")
                     }
+                    xmin = snapshot
+                } catch {
+                    if connection.isAlive, connection.inTransaction { _ = try? connection.execute("ROLLBACK") }
+                    return .failed
                 }
-            } catch is CancellationError {
-                throw CancellationError()
-            } catch let error as SyncError where error.code == .storeClosed {
-                throw error
-            } catch {
-                // It cannot be reached: left out for a while.
-                member.skipUntil.store(DispatchTime.now().uptimeNanoseconds + Self.pause, ordering: .relaxed)
-                leftToPrimary.add(1, ordering: .relaxed)
-                return nil
-            }
-            switch outcome {
-            case .served(let value):
-                served.add(1, ordering: .relaxed)
-                return value
-            case .thrown(let error):
-                throw error
-            case .notReplica, .failed:
-                member.skipUntil.store(DispatchTime.now().uptimeNanoseconds + Self.pause, ordering: .relaxed)
-                leftToPrimary.add(1, ordering: .relaxed)
-                return nil
-            case .behind:
-                if ContinuousClock.now >= deadline {
-                    leftToPrimary.add(1, ordering: .relaxed)
-                    return nil
+                let transaction = PGTransaction(connection: connection, queueKey: worker.queueKey, schema: quoted, writable: false)
+                let value: T
+                do {
+                    value = try body(transaction, xmin)
+                    transaction.end()
+                } catch {
+                    transaction.end()
+                    if connection.isAlive, connection.inTransaction { _ = try? connection.execute("ROLLBACK") }
+                    if !connection.isAlive { return .failed }
+                    // A read its recovery cancelled (`max_standby_streaming_delay`).
+                    if connection.sawConflict { return .cancelled }
+                    return .thrown(error)
                 }
-                try await Task.sleep(for: .milliseconds(2))
+                // A body that caught the cancellation itself read a transaction that had ended.
+                if connection.sawConflict {
+                    if connection.isAlive, connection.inTransaction { _ = try? connection.execute("ROLLBACK") }
+                    return .cancelled
+                }
+                do { try connection.execute("COMMIT") } catch { return connection.isAlive ? .cancelled : .failed }
+                return .served(value)
             }
+        } catch is CancellationError {
+            throw CancellationError()
+        } catch {
+            // It cannot be reached, or it is not a standby of this cluster.
+            return .failed
         }
     }
 }
@@ -159,12 +234,14 @@ final class PGReplicas: Sendable {
 /// How one try of a read on a replica ended.
 private enum ReplicaRead<T: Sendable>: Sendable {
     case served(T)
-    /// Not replayed that far yet.
+    /// Not replayed that far yet, or not on the primary's timeline (yet).
     case behind
     /// Not in recovery: no longer a standby.
     case notReplica
-    /// Its recovery cancelled the read, or the connection was lost.
+    /// The connection was lost, or could not be opened.
     case failed
+    /// Its recovery cancelled the read.
+    case cancelled
     /// The body threw on a healthy connection.
     case thrown(any Error)
 }

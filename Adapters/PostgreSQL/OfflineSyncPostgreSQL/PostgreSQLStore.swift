@@ -122,9 +122,11 @@ public final class PostgreSQLStore: LocalStore {
             let milliseconds = max(0, seconds) * 1000 + max(0, attoseconds) / 1_000_000_000_000_000
             setup.append("SET statement_timeout = \(milliseconds)")
         }
+        // A commit must be flushed before anyone may read it: a write the store acknowledged
+        // is on disk, and in the WAL a replica replays (``PGReplicas``). Raised from `off`
+        // only: `local` and the remote levels already flush first.
+        setup.append("SELECT set_config('synchronous_commit', 'local', false) WHERE current_setting('synchronous_commit') = 'off'")
         let statements = setup
-        replicas = options.replicas.isEmpty ? nil
-            : try PGReplicas(options.replicas, poolSize: options.poolSize, wait: options.replicaWait, setup: statements)
         let connect: @Sendable () throws -> PGConnection = {
             let connection = try PGConnection.connect(connectionString, password: password)
             do {
@@ -142,9 +144,10 @@ public final class PostgreSQLStore: LocalStore {
         self.options = options
         blobs = options.attachmentsDirectory.map { BlobDirectory(path: $0) }
         self.quotedSchema = PostgreSQLStore.quote(options.schema)
-        let quoted = quotedSchema, schemaName = options.schema, create = options.createIfMissing, hasReplicas = replicas != nil
+        let quoted = quotedSchema, schemaName = options.schema, create = options.createIfMissing, hasReplicas = !options.replicas.isEmpty
+        let cluster: Int64?
         do {
-            endpoint = try await pool.run { connection, _ in
+            (endpoint, cluster) = try await pool.run { connection, _ in
                 try connection.execute("BEGIN")
                 do {
                     try connection.execute(PostgreSQLStore.lockStatement, [.text(schemaName)])
@@ -164,21 +167,21 @@ public final class PostgreSQLStore: LocalStore {
                             """)
                         try connection.execute("COMMENT ON TABLE \(catalog) IS '\(PostgreSQLStore.layoutMarker)'")
                     }
-                    // A commit visible before it is flushed could be missing on a replica that
-                    // replayed everything flushed (``PGReplicas``).
-                    if hasReplicas, try connection.execute("SELECT current_setting('synchronous_commit') = 'off'").bool(0, 0) == true {
-                        throw SyncError(.unsupported, "\(connection.endpoint): synchronous_commit is off for the store's connections, so a write could be visible before it reaches the replicas' WAL; set it to on (or local, or a remote level) to read from replicas")
-                    }
+
                     try connection.execute("COMMIT")
                 } catch {
                     if connection.isAlive { _ = try? connection.execute("ROLLBACK") }
                     throw error
                 }
-                return connection.endpoint
+                // Replicas must be standbys of this cluster (``PGReplicas``).
+                let cluster = hasReplicas ? try connection.execute("SELECT system_identifier FROM pg_control_system()").int64(0, 0) : nil
+                return (connection.endpoint, cluster)
+            }
+            replicas = try cluster.map {
+                try PGReplicas(options.replicas, poolSize: options.poolSize, wait: options.replicaWait, setup: statements, cluster: $0)
             }
         } catch {
             await pool.shutDown()
-            await replicas?.shutDown()
             throw error
         }
     }
@@ -353,10 +356,15 @@ public final class PostgreSQLStore: LocalStore {
     /// the server cannot be reached.
     public func read<T: Sendable>(_ body: @escaping @Sendable (any LocalReadTransaction) throws -> T) async throws -> T {
         if let replicas {
-            // The primary's WAL position first (see ``Options/replicas``).
-            let position = try await pool.run { connection, _ in try connection.execute([PGReplicas.positionStatement]).int64(0, 0) }
-            if let position, let value = try await replicas.read(reaching: position, schema: quotedSchema, { transaction, _ in try body(transaction) }) {
-                return value
+            // The primary's WAL position first (see ``Options/replicas``); a primary that
+            // cannot tell it (a lost connection) is left to the path that reconnects.
+            let position = try? await pool.run { connection, _ in PGReplicas.position(try connection.execute([PGReplicas.positionStatement])) }
+            if let position = position ?? nil {
+                if let value = try await replicas.read(reaching: position, schema: quotedSchema, { transaction, _ in try body(transaction) }) {
+                    return value
+                }
+            } else {
+                replicas.leftToPrimaryWithoutTrying()
             }
         }
         return try await transaction(.read) { try body($0) }
