@@ -121,10 +121,11 @@ struct ServeCommand: AsyncParsableCommand {
     var store: String?
 
     @Option(name: .customLong("postgres-replica"), help: ArgumentHelp(
-        "A hot standby of the PostgreSQL store's database that serves reads (repeatable).", discussion: """
+        "A hot standby of the PostgreSQL store's database that serves reads (repeatable; environment: OFFLINE_SYNC_POSTGRES_REPLICAS, URLs separated by spaces).", discussion: """
         A libpq URL or connection string. A read goes to a replica that has replayed every \
-        write the primary had committed when the read began, else (after 100 ms, or when the \
-        replica fails) to the primary: devices always read their own acknowledged writes.
+        write the primary had committed when the read began, else (after the store URL's \
+        replica-wait-ms, 100 by default, or when the replica fails) to the primary: devices \
+        always read their own acknowledged writes.
         """))
     var postgresReplicas: [String] = []
 
@@ -286,7 +287,10 @@ struct ServeCommand: AsyncParsableCommand {
         let directory = dataArguments.directory
         let secret = try dataArguments.tokenSecret(create: true)
         let syncRules = try dataArguments.rules(self.rules)
-        let (store, shownStore) = try await dataArguments.openStore(self.store, replicas: postgresReplicas)
+        // The environment keeps replicas' passwords off the command line (URLs, space-separated).
+        let replicas = postgresReplicas.isEmpty
+            ? (environment["OFFLINE_SYNC_POSTGRES_REPLICAS"] ?? "").split(whereSeparator: \.isWhitespace).map(String.init) : postgresReplicas
+        let (store, shownStore) = try await dataArguments.openStore(self.store, replicas: replicas)
         func setting(_ flag: Int64?, _ variable: String, _ fallback: Int64, _ name: String) throws -> Int64 {
             let value = try flag ?? environment[variable].map { text in
                 guard let number = Int64(text) else { throw ValidationError("\(variable) must be a whole number") }

@@ -74,6 +74,11 @@ struct StoreRegistryTests {
     func passwordRedacted() async throws {
         let location = try StoreLocation(parsing: "postgres://app:s3cret@db.example:5432/app")
         #expect(location.description == "postgres://app:***@db.example:5432/app")
+        // In parameters too: libpq's password=, and another server's URL or key=value string.
+        let replicas = try StoreLocation(parsing: "postgres://app:s3cret@db1/app?schema=s&replica=postgres%3A%2F%2Fapp%3As3cret%40db2%2Fapp"
+            + "&replica=host%3Ddb3+password%3Ds3cret&Password=s3cret&replica=postgres%3A%2F%2Fapp%40db4%2Fapp")
+        #expect(replicas.description == "postgres://app:***@db1/app?schema=s&replica=***&replica=***&Password=***"
+            + "&replica=postgres%3A%2F%2Fapp%40db4%2Fapp")
         let error = await #expect(throws: SyncError.self) {
             _ = try await StoreRegistry().open("postgres://app:s3cret@db.example/app#x")
         }

@@ -111,8 +111,25 @@ public struct StoreLocation: Sendable, Hashable, CustomStringConvertible {
     /// The URL with any password in its authority replaced by `***`.
     public var description: String { StoreLocation.redacted(url) }
 
-    /// Hides the password of `scheme://user:password@host…`.
+    /// Hides the password of `scheme://user:password@host…`, and the whole value of a query
+    /// parameter named `password` or holding a password (a URL with one, or `password=`: a
+    /// PostgreSQL store's `replica=` names another server with its credentials).
     static func redacted(_ text: String) -> String {
+        let base = redactedAuthority(text)
+        guard let mark = base.firstIndex(of: "?") else { return base }
+        let pairs = base[base.index(after: mark)...].split(separator: "&", omittingEmptySubsequences: false).map { pair -> String in
+            let parts = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
+            guard parts.count == 2 else { return String(pair) }
+            let name = ((try? percentDecoded(parts[0], what: "", plusIsSpace: true)) ?? String(parts[0])).lowercased()
+            let value = (try? percentDecoded(parts[1], what: "", plusIsSpace: true)) ?? String(parts[1])
+            let hidden = name == "password" || value.lowercased().contains("password=") || redactedAuthority(value) != value
+            return hidden ? parts[0] + "=***" : String(pair)
+        }
+        return String(base[...mark]) + pairs.joined(separator: "&")
+    }
+
+    /// Hides the password of `scheme://user:password@host…`.
+    private static func redactedAuthority(_ text: String) -> String {
         guard let start = text.range(of: "://") else { return text }
         let authorityEnd = text[start.upperBound...].firstIndex(where: { $0 == "/" || $0 == "?" }) ?? text.endIndex
         let authority = text[start.upperBound..<authorityEnd]
