@@ -44,10 +44,11 @@ package enum TablesPaging {
         }
     }
 
-    /// The cursor after `row` in `order`: its key values, base64url-encoded.
-    package static func token(after row: Record, order: [SortKey]) -> String {
+    /// The cursor after `row` in `order`: its key values, then the stamp bound the page read
+    /// below if any (``stampFloor(in:order:)``), base64url-encoded.
+    package static func token(after row: Record, order: [SortKey], stampBound: Timestamp? = nil) -> String {
         var bytes: [UInt8] = []
-        JSON.array(order.map { Wire.json(row[$0.field]) }).write(into: &bytes)
+        JSON.array(order.map { Wire.json(row[$0.field]) } + (stampBound.map { [Wire.json(.date($0))] } ?? [])).write(into: &bytes)
         return Data(bytes).base64EncodedString()
             .replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
             .replacingOccurrences(of: "=", with: "")
@@ -57,7 +58,7 @@ package enum TablesPaging {
     /// nulls first, descending keys last, as every store sorts them). Throws
     /// ``SyncError/Code/invalidQuery`` for a token this server did not issue for this order.
     package static func predicate(after token: String, order: [SortKey]) throws -> QueryPredicate {
-        let values = try keys(of: token, order: order)
+        let values = Array(try keys(of: token, order: order).prefix(order.count))
         var alternatives: [QueryPredicate] = []
         var equalSoFar: [QueryPredicate] = []
         for (key, value) in zip(order, values) {
@@ -67,28 +68,35 @@ package enum TablesPaging {
         return .or(alternatives)
     }
 
-    /// The `updatedAt` of the row `token` names, when `updatedAt` is a key of `order`. That
-    /// row was sent by a read that follows stamps, which sends only stamps below its horizon,
-    /// so every row stamped at or before it had committed then (the service's `query`, its
-    /// `finalThrough`).
-    /// A token a client made up only shows that client its own rows early. Throws as
+    /// The stamp bound the next page reads below at least (the service's `queryPage`, its
+    /// `stampsBelow`): the bound the page that issued `token` read below, and just past the
+    /// `updatedAt` of the row it names when that is a key. Every row stamped below either had
+    /// committed when that page was read, whatever a later read's horizon says. A token a
+    /// client made up only shows that client its own rows early. Throws as
     /// ``predicate(after:order:)`` does.
-    package static func servedStamp(in token: String, order: [SortKey]) throws -> Timestamp? {
-        guard let index = order.firstIndex(where: { $0.field == SystemField.updatedAt }) else { return nil }
-        return try keys(of: token, order: order)[index].dateValue
+    package static func stampFloor(in token: String, order: [SortKey]) throws -> Timestamp? {
+        let values = try keys(of: token, order: order)
+        var floor = values.count > order.count ? values[order.count].dateValue : nil
+        if let index = order.firstIndex(where: { $0.field == SystemField.updatedAt }), let sent = values[index].dateValue,
+           sent.millisecondsSince1970 < .max {
+            floor = max(floor ?? .init(millisecondsSince1970: .min), Timestamp(millisecondsSince1970: sent.millisecondsSince1970 + 1))
+        }
+        return floor
     }
 
-    /// The key values `token` carries, one per key of `order`, the last one an id.
+    /// The values `token` carries: one per key of `order`, the last of them an id, and then
+    /// possibly a stamp bound.
     private static func keys(of token: String, order: [SortKey]) throws -> [Value] {
         let invalid = SyncError(.invalidQuery, "$skiptoken is not one this server issued for this $orderby")
         var text = token.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
         text += String(repeating: "=", count: (4 - text.count % 4) % 4)
         guard let data = Data(base64Encoded: text), case .array(let items)? = try? JSON.parse(Array(data)),
-              items.count == order.count else { throw invalid }
+              items.count == order.count || items.count == order.count + 1 else { throw invalid }
         let values = try items.map { item in
             do { return try Wire.value(item, path: "$skiptoken") } catch { throw invalid }
         }
-        guard case .string = values.last else { throw invalid }
+        guard case .string = values[order.count - 1] else { throw invalid }
+        if values.count > order.count, values[order.count].dateValue == nil { throw invalid }
         return values
     }
 

@@ -64,25 +64,26 @@ extension Routes {
         let order = TablesPaging.order(query.orderBy)
         let keyset = TablesPaging.supportsKeyset(order, schema: service.schema(for: table))
         var predicate = query.filter
-        var finalThrough: Timestamp?
+        var stampFloor: Timestamp?
         if let token = query.skipToken {
             guard keyset else {
                 throw APIError(.badRequest, .invalidQuery, "$skiptoken is not one this server issued for this $orderby")
             }
             do {
                 predicate = .and([predicate, try TablesPaging.predicate(after: token, order: order)])
-                finalThrough = try TablesPaging.servedStamp(in: token, order: order)
+                stampFloor = try TablesPaging.stampFloor(in: token, order: order)
             } catch let error as SyncError {
                 throw APIError(.badRequest, .invalidQuery, error.message)
             }
         }
         let pageSize = min(query.top ?? configuration.tablesPageSize, configuration.tablesPageSize)
         var rows: [Record] = []
+        var stampBound: Timestamp?
         if pageSize > 0 {
-            rows = try await call {
-                try await service.query(claims: claims, table: table, predicate: predicate, order: order,
-                                        offset: query.skip, limit: pageSize + 1, includeDeleted: query.includeDeleted,
-                                        finalThrough: finalThrough)
+            (rows, stampBound) = try await call {
+                try await service.queryPage(claims: claims, table: table, predicate: predicate, order: order,
+                                            offset: query.skip, limit: pageSize + 1, includeDeleted: query.includeDeleted,
+                                            stampsBelow: stampFloor)
             }
         }
         let more = rows.count > pageSize
@@ -98,7 +99,7 @@ extension Routes {
         if let top = query.top { next.top = top - rows.count }
         if more, (next.top ?? 1) > 0, let last = rows.last {
             let link = keyset
-                ? next.queryString(skip: 0, skipToken: TablesPaging.token(after: last, order: order))
+                ? next.queryString(skip: 0, skipToken: TablesPaging.token(after: last, order: order, stampBound: stampBound))
                 : next.queryString(skip: query.skip + rows.count)
             members.append(("nextLink", .string(TablesPaging.nextLink(link, request: request))))
         } else {

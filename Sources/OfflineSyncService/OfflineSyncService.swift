@@ -545,23 +545,23 @@ public final class OfflineSyncService: Sendable {
     /// an owner-only table; the rows the rules let it read of a shared one.
     public func query(claims: Claims, table: String, predicate: QueryPredicate = .all, order: [SortKey] = [],
                       offset: Int = 0, limit: Int? = nil, includeDeleted: Bool = false) async throws -> [Record] {
-        try await query(claims: claims, table: table, predicate: predicate, order: order, offset: offset, limit: limit,
-                        includeDeleted: includeDeleted, finalThrough: nil)
+        try await queryPage(claims: claims, table: table, predicate: predicate, order: order, offset: offset, limit: limit,
+                            includeDeleted: includeDeleted, stampsBelow: nil).records
     }
 
-    /// ``query(claims:table:predicate:order:offset:limit:includeDeleted:)``, continuing a read
-    /// that followed stamps.
+    /// ``query(claims:table:predicate:order:offset:limit:includeDeleted:)`` as one page of a
+    /// read that follows stamps, with the stamp bound it read below (`nil` when it read every
+    /// committed row: the store orders no concurrent writers, a shared table, or no stamp in
+    /// the query).
     ///
-    /// `finalThrough` is an `updatedAt` the caller was sent by an earlier read that filtered or
-    /// ordered by `updatedAt` (the last row of a keyset page): every row stamped at or before
-    /// it had committed then, so this read serves them even when its own stamp horizon reads
-    /// lower. (On a ``CommitOrderedStore`` a writer that read its clock before one read and
-    /// became visible after it lowers the next read's horizon for a moment; without this, a
-    /// page could end before the rest of the millisecond its predecessor ended in, and a
-    /// client following `updatedAt gt` would pass them.)
-    public func query(claims: Claims, table: String, predicate: QueryPredicate = .all, order: [SortKey] = [],
-                      offset: Int = 0, limit: Int? = nil, includeDeleted: Bool = false,
-                      finalThrough: Timestamp?) async throws -> [Record] {
+    /// `stampsBelow` is the bound an earlier page of the same read used, or just past a stamp
+    /// that page sent: every row stamped below it had committed then, so this page serves them
+    /// even when its own stamp horizon reads lower. (On a ``CommitOrderedStore`` a writer that
+    /// read its clock before one read and became visible after it lowers the next read's
+    /// horizon for a moment; without this, a page could leave out rows its predecessor's bound
+    /// let through, which a client following `updatedAt gt` would then pass for good.)
+    package func queryPage(claims: Claims, table: String, predicate: QueryPredicate, order: [SortKey], offset: Int, limit: Int?,
+                           includeDeleted: Bool, stampsBelow floor: Timestamp?) async throws -> (records: [Record], stampBound: Timestamp?) {
         let mapped = try await listPredicate(claims: claims, table: table, predicate: predicate)
         for key in order where key.field.hasPrefix(Names.reservedPrefix) {
             throw SyncError(.invalidQuery, "field name '\(key.field)' uses the reserved prefix")
@@ -572,34 +572,33 @@ public final class OfflineSyncService: Sendable {
                 try self.readableRows(claims: claims, table: table, matching: mapped, includeDeleted: includeDeleted,
                                       order: order, offset: offset, limit: limit, txn)
             }
-            return Self.publicRecords(rows)
+            return (Self.publicRecords(rows), nil)
         }
         let query = Self.ownedPredicate(claims.identity.text, mapped, includeDeleted: includeDeleted)
         let keys = order.map { SortKey($0.field == SystemField.id ? Meta.item : $0.field, ascending: $0.ascending) }
         let stamped = keys.contains { $0.field == SystemField.updatedAt } || Self.mentions(SystemField.updatedAt, in: mapped)
-        let rows = try await ownedRead(stamped: stamped, finalThrough: finalThrough) { txn, final in
+        let (rows, bound) = try await ownedRead(stamped: stamped, below: floor) { txn, final in
             try txn.records(in: table, matching: Query(final == .all ? query : query && final, order: keys, limit: limit, offset: offset))
         }
-        return Self.publicRecords(rows)
+        return (Self.publicRecords(rows), bound)
     }
 
     /// Runs `body` in a read of owner-only rows with the predicate every row it reads must also
     /// match: `.all`, except on a ``CommitOrderedStore`` when the read is `stamped` (it filters
-    /// or orders by `updatedAt`), where it is `updatedAt` below the horizon's stamp. Stamps of
-    /// concurrent writers are not in commit order, so a client that follows them (a Datasync
-    /// client's `updatedAt gt` delta, keyset pages by `updatedAt`) is shown only those that
-    /// are final: none it passed can commit later.
-    /// `finalThrough` (a stamp the caller was sent before) raises the horizon to just past it.
-    private func ownedRead<T: Sendable>(stamped: Bool, finalThrough: Timestamp? = nil,
-                                        _ body: @escaping @Sendable (any LocalReadTransaction, QueryPredicate) throws -> T) async throws -> T {
+    /// or orders by `updatedAt`), where it is `updatedAt` below the horizon's stamp, or below
+    /// `floor` when that is higher (see ``queryPage(claims:table:predicate:order:offset:limit:includeDeleted:stampsBelow:)``),
+    /// returned with the value. Stamps of concurrent writers are not in commit order, so a
+    /// client that follows them (a Datasync client's `updatedAt gt` delta, keyset pages by
+    /// `updatedAt`) is shown only those that are final: none it passed can commit later.
+    private func ownedRead<T: Sendable>(stamped: Bool, below floor: Timestamp? = nil,
+                                        _ body: @escaping @Sendable (any LocalReadTransaction, QueryPredicate) throws -> T) async throws -> (T, Timestamp?) {
         guard stamped, let ordered = store as? any CommitOrderedStore else {
-            return try await store.read { try body($0, .all) }
+            return (try await store.read { try body($0, .all) }, nil)
         }
-        let floor = finalThrough.map(\.millisecondsSince1970).flatMap { $0 < .max ? $0 + 1 : nil } ?? .min
         return try await ordered.orderedRead(stamps: true) { txn, horizon in
             guard let stamp = horizon.stamp else { throw SyncError(.storageFailure, "the store gave no stamp horizon") }
-            let bound = Timestamp(millisecondsSince1970: max(stamp.millisecondsSince1970, floor))
-            return try body(txn, Field(SystemField.updatedAt) < .date(bound))
+            let bound = max(stamp, floor ?? stamp)
+            return (try body(txn, Field(SystemField.updatedAt) < .date(bound)), bound)
         }
     }
 
@@ -641,7 +640,7 @@ public final class OfflineSyncService: Sendable {
         let query = Self.ownedPredicate(claims.identity.text, mapped, includeDeleted: includeDeleted)
         return try await ownedRead(stamped: Self.mentions(SystemField.updatedAt, in: mapped)) { txn, final in
             try txn.count(in: table, matching: final == .all ? query : query && final)
-        }
+        }.0
     }
 
     /// `identity`'s record `id` of a table (a tombstone included), or `nil`.

@@ -374,6 +374,11 @@ struct CommitOrderTests {
             let pushed = try await services[0].push(identity: me, (1...5).map { Self.insert("s\($0)", "tie") })
             #expect(pushed.allSatisfy { if case .applied = $0.outcome { true } else { false } })
             let order = [SortKey(SystemField.updatedAt), SortKey(SystemField.id)]
+            // A read serves only stamps below its clock's millisecond: wait for it to pass theirs.
+            let written = try await services[0].query(identity: me, table: Self.table, order: [SortKey(SystemField.id)])
+            let newest = try #require(written.compactMap(\.updatedAt).max())
+            let deadline = ContinuousClock.now + .seconds(5)
+            while Timestamp.now() <= newest, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(1)) }
             let first = try await services[0].query(identity: me, table: Self.table, order: order, limit: 2)
             #expect(first.map(\.id) == ["s1", "s2"])
             guard let last = first.last, let stamp = last.updatedAt else {
@@ -392,9 +397,11 @@ struct CommitOrderTests {
             // Its horizon alone is below the stamp: the page would end before the rest of it.
             let lowered = try await services[1].query(identity: me, table: Self.table, predicate: after, order: order, limit: 10)
             #expect(lowered.isEmpty, "the stalled writer's lock did not lower the horizon: \(lowered.map(\.id))")
-            let next = try await services[1].query(claims: Claims(identity: me), table: Self.table, predicate: after, order: order,
-                                                   limit: 10, finalThrough: stamp)
-            #expect(next.map(\.id) == ["s3", "s4", "s5"])
+            let next = try await services[1].queryPage(claims: Claims(identity: me), table: Self.table, predicate: after, order: order,
+                                                       offset: 0, limit: 10, includeDeleted: false,
+                                                       stampsBelow: Timestamp(millisecondsSince1970: stamp.millisecondsSince1970 + 1))
+            #expect(next.records.map(\.id) == ["s3", "s4", "s5"])
+            #expect(next.stampBound == Timestamp(millisecondsSince1970: stamp.millisecondsSince1970 + 1))
             _ = try stalled.execute("ROLLBACK")
         }
     }
