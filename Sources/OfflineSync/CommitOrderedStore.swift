@@ -24,8 +24,10 @@
 /// - **horizon**: a read's ``ChangeHorizon/final`` is at most the first number of every
 ///   ``concurrentWrite(_:)`` or ``orderedWrite(_:)`` transaction of the store running when
 ///   the read's snapshot was taken, and every number below it that a committed transaction
-///   wrote is in the snapshot; it never moves backwards. Other transactions (other stores',
-///   reports) do not hold it back.
+///   wrote is in the snapshot. It may read lower than an earlier read's (a later read on a
+///   replica that has replayed less, or a writer that registered late), so a reader that
+///   pages keeps the highest bound it used: whatever lay below it had committed. Other
+///   transactions (other stores', reports) do not hold it back.
 /// - **clock**: ``ChangeOrder/clock`` is one clock for every writer of the store (not each
 ///   caller's own), and a read's ``ChangeHorizon/stamp`` is at most the clock of every
 ///   transaction its snapshot does not hold: a stamp taken from the clock (`updatedAt`) is

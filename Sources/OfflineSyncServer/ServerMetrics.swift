@@ -99,7 +99,7 @@ public final class ServerMetrics: Sendable {
             case .tokens: "Bearer tokens checked: verified, refused, or unverifiable (the issuer's keys could not be had)."
             case .keySets: "Key-set (JWKS) fetches of configured issuers, by issuer and result."
             case .attachmentBytes: "Attachment bytes received by uploads (every byte that arrived, a cut-off request's included) and sent by downloads."
-            case .replicaReads: "Store reads on a PostgreSQL store with replicas (serve --postgres-replica), by what served them: a replica, or the primary (the replica had not replayed the writes the read must see within the wait, failed, or was no longer a standby)."
+            case .replicaReads: "Store reads on a PostgreSQL store with replicas (serve --postgres-replica), by what served them: a replica, or the primary (no replica could: none had replayed the writes the read must see within the wait, or each was passed over, failed or no longer a standby)."
             case .consoleSignIns: "Admin and metrics keys refused (the console's sign-in, X-Admin-Key, a console session cookie, the metrics key): a wrong key (wrong_key), or unchecked because too many were wrong lately (rate_limited)."
             }
         }

@@ -67,6 +67,8 @@ struct DatasyncConcurrencyTests {
             if let newest = server.values.map(\.updatedAt).max() {
                 let deadline = ContinuousClock.now + .seconds(5)
                 while Timestamp.now() <= newest, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(1)) }
+                // The database's clock is this machine's: a stamp still ahead after 5 s is a defect.
+                #expect(Timestamp.now() > newest, "the newest stamp \(newest) is still ahead of the clock")
             }
         } catch {
             pulling.lower()

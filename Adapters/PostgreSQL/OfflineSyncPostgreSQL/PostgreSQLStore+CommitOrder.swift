@@ -29,10 +29,12 @@ import OfflineSyncStoreKit
 /// role may read), and only then takes its snapshot: a writer outside the snapshot either
 /// held its lock then (its stamps are at least that millisecond) or locked it later (its
 /// stamps are not older than the read's clock), so the smaller of the two is
-/// ``ChangeHorizon/stamp``. The horizon never moves back, so a client paging through stamps
-/// finds on its next page every row of the last page's millisecond it was not sent yet. It
-/// assumes the database server's clock does not step back; writers of other schemas in the
-/// same database hold it back too.
+/// ``ChangeHorizon/stamp``. It can move back for a moment: a writer stalled between reading
+/// its clock and taking its lock lowers the horizon of reads that see its lock below what an
+/// earlier read used (its own stamps are not below that read's clock); a reader that pages
+/// keeps the highest bound it used (the tables API carries it in `$skiptoken`). It assumes
+/// the database server's clock does not step back; writers of other schemas in the same
+/// database hold it back too.
 extension PostgreSQLStore: CommitOrderedStore {
     /// Where commit-ordered numbers begin.
     static let orderOffset: Int64 = 1 << 40
