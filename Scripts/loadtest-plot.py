@@ -68,6 +68,16 @@ def table(document):
                 w["name"], what, cell(w["push"]), w["lost"], w["duplicated"], w["notApplied"]))
             if "pushDuringRestart" in w:
                 rows.append("| %s | push latency of the pushes begun during the restart | %s | |" % (w["name"], cell(w["pushDuringRestart"])))
+        elif w["name"] == "pulls-postgres-replicas":
+            for run in (w["primaryAlone"], w["withReplicas"]):
+                what = "%d devices pulling their %s rows from the start, again and again, a push every fourth pull, for %.0f s: %.1f full pulls/s, %s rows/s; reads served by a replica %s, by the primary %s" % (
+                    w["pullers"], format(w["rowsPerIdentity"], ","), run["durationSeconds"], run["pullsPerSecond"],
+                    format(int(run["rowsPerSecond"]), ","), format(run["readsServedByReplica"], ","), format(run["readsServedByPrimary"], ","))
+                what += "; the primary's CPU %.2f ms a full pull" % run.get("primaryCPUMillisecondsPerPull", float("nan"))
+                if run is w["withReplicas"]:
+                    what += " (%.2f× the pulls a second and %.2f× the primary's CPU a pull of the primary alone)" % (
+                        w["ratioToPrimaryAlone"], w.get("primaryCPUPerPullRatio", float("nan")))
+                rows.append("| %s | one full pull; %s | %s | short pulls %d |" % (run["name"], what, cell(run["fullPull"]), run.get("shortPulls", 0)))
     return "\n".join(rows)
 
 

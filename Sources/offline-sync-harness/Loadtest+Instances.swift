@@ -22,11 +22,14 @@ final class InstanceGroup: Sendable {
     private let adminKey: String
     private let instances: Mutex<[ServerProcess]>
     private let started = Atomic(0)
+    /// More `serve` arguments for every instance (`--postgres-replica …`).
+    private let extraArguments: [String]
 
     /// Starts `count` instances, each draining for a second on SIGTERM (`/ready` answers 503
     /// while it still serves: the balancer's cue).
-    init(count: Int, postgres: String, directory: URL, secret: String, adminKey: String) throws {
+    init(count: Int, postgres: String, directory: URL, secret: String, adminKey: String, extraArguments: [String] = []) throws {
         self.postgres = postgres
+        self.extraArguments = extraArguments
         schema = "osync_loadtest_" + String(UInt64.random(in: 0...UInt64.max), radix: 16)
         storeURL = postgres + (postgres.contains("?") ? "&" : "?") + "schema=" + schema
         self.directory = directory
@@ -47,7 +50,7 @@ final class InstanceGroup: Sendable {
     private func launch() throws -> ServerProcess {
         let number = started.wrappingAdd(1, ordering: .relaxed).oldValue
         return try ServerProcess.start(data: directory.appendingPathComponent("instance-\(number)"), secret: secret,
-                                       extraArguments: ["--store", storeURL, "--drain-seconds", "1"],
+                                       extraArguments: ["--store", storeURL, "--drain-seconds", "1"] + extraArguments,
                                        environment: ["OFFLINE_SYNC_ADMIN_KEY": adminKey])
     }
 
@@ -88,9 +91,10 @@ final class InstanceGroup: Sendable {
 
     /// Runs `body` with `count` fresh instances (each with an admin key of its own making),
     /// and stops them afterwards, whether `body` returns or throws.
-    static func with<T>(count: Int, postgres: String, directory: URL, secret: String,
+    static func with<T>(count: Int, postgres: String, directory: URL, secret: String, extraArguments: [String] = [],
                         _ body: (InstanceGroup) async throws -> T) async throws -> T {
-        let group = try InstanceGroup(count: count, postgres: postgres, directory: directory, secret: secret, adminKey: UUID().uuidString)
+        let group = try InstanceGroup(count: count, postgres: postgres, directory: directory, secret: secret, adminKey: UUID().uuidString,
+                                      extraArguments: extraArguments)
         do {
             let result = try await body(group)
             await group.stop()
@@ -99,6 +103,23 @@ final class InstanceGroup: Sendable {
             await group.stop()
             throw error
         }
+    }
+
+    /// The store reads of every instance so far, by what served them
+    /// (`offline_sync_replica_reads_total`).
+    func replicaReads() async throws -> (replica: Int, primary: Int) {
+        var totals = (replica: 0, primary: 0)
+        for server in current {
+            guard let answer = await LoopbackSocket.get(port: Self.port(server), path: "/metrics", headers: "X-Admin-Key: \(adminKey)\r\n"),
+                  answer.status == 200 else {
+                throw SyncError(.transient, "an instance's /metrics did not answer")
+            }
+            for line in answer.body.split(separator: "\n") where line.hasPrefix("offline_sync_replica_reads_total{") {
+                let count = line.split(separator: " ").last.flatMap { Int($0) } ?? 0
+                if line.contains("served_by=\"replica\"") { totals.replica += count } else if line.contains("served_by=\"primary\"") { totals.primary += count }
+            }
+        }
+        return totals
     }
 
     /// Stops every instance (SIGTERM, then SIGKILL after 30 s) and the balancer, and drops the schema.

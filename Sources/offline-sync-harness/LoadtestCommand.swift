@@ -50,15 +50,19 @@ struct LoadtestCommand: AsyncParsableCommand {
     @Option(help: "Writes per second of the counted writes (across two instances).") var countedRate = 1_000
     @Option(help: "A PostgreSQL server (postgres:// URL) for the workloads over two instances; each run uses a schema of its own and drops it.")
     var postgres: String?
+    @Option(name: .customLong("postgres-replica"), help: "A hot standby of --postgres (repeatable; pulls-postgres-replicas).")
+    var postgresReplicas: [String] = []
+    @Option(help: "Devices pulling their whole table again and again (pulls-postgres-replicas).") var pullers = 20
+    @Option(help: "Rows each puller's table holds (pulls-postgres-replicas).") var pullRows = 5_000
     @Option(help: "Only these workloads (comma-separated): \(Self.workloads.joined(separator: ", ")).") var only: String?
     @Option(help: "Where to write the results.") var output = "loadtest-results.json"
     @Flag(help: "Exit non-zero on a missed notification, a lost or duplicated operation, or a notice to an identity that may not read the row.")
     var check = false
 
     static let workloads = ["propagation", "fan-out", "fan-out-group", "writers", "slow-consumers", "writers-postgres",
-                            "writers-postgres-tables", "two-instances", "rolling-restart"]
+                            "writers-postgres-tables", "two-instances", "rolling-restart", "pulls-postgres-replicas"]
     /// The workloads that need `--postgres` (the default set leaves them out without it).
-    static let scaleOut: Set = ["writers-postgres", "writers-postgres-tables", "two-instances", "rolling-restart"]
+    static let scaleOut: Set = ["writers-postgres", "writers-postgres-tables", "two-instances", "rolling-restart", "pulls-postgres-replicas"]
 
     func validate() throws {
         guard clients > 0, writes > 0, rate > 0, fanoutWrites > 0, duration > 0, writers > 0, batch > 0, tableRows >= 0, writerTables > 0,
@@ -82,6 +86,12 @@ struct LoadtestCommand: AsyncParsableCommand {
         if postgres == nil, let only, !Set(only.split(separator: ",").map(String.init)).isDisjoint(with: Self.scaleOut) {
             throw ValidationError("\(Self.scaleOut.sorted().joined(separator: " and ")) need --postgres")
         }
+        guard pullers > 0, pullers <= 1_000, pullRows > 0, pullRows <= 1_000_000 else {
+            throw ValidationError("--pullers is from 1 to 1,000 and --pull-rows from 1 to 1,000,000")
+        }
+        if postgresReplicas.isEmpty, let only, only.split(separator: ",").contains("pulls-postgres-replicas") {
+            throw ValidationError("pulls-postgres-replicas needs --postgres-replica")
+        }
         guard crossWrites > 0, countedWrites >= 0, countedRate > 0, crossWrites / rate <= 3_600, countedWrites / countedRate <= 3_600,
               countedRate <= 10_000 else {
             throw ValidationError("the writes across two instances are bounded: positive, at most 10,000/s and an hour each")
@@ -91,7 +101,7 @@ struct LoadtestCommand: AsyncParsableCommand {
     func run() async throws {
         let descriptors = raiseDescriptorLimit()
         let selected = only.map { Set($0.split(separator: ",").map(String.init)) }
-            ?? Set(Self.workloads).subtracting(postgres == nil ? Self.scaleOut : [])
+            ?? Set(Self.workloads).subtracting(postgres == nil ? Self.scaleOut : []).subtracting(postgresReplicas.isEmpty ? ["pulls-postgres-replicas"] : [])
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("offline-sync-loadtest-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: directory) }
@@ -247,6 +257,12 @@ struct LoadtestCommand: AsyncParsableCommand {
                 writing.tables = tables
                 return try await writing.run()
             }
+            results.append(outcome.json)
+            failures += outcome.failures
+        }
+        if selected.contains("pulls-postgres-replicas") {
+            let outcome = try await ReplicaPulls(postgres: postgres, replicas: postgresReplicas, directory: directory.appendingPathComponent("replicas"),
+                                                 secret: secret, tokens: tokens, pullers: pullers, rowsPerIdentity: pullRows, duration: duration).run()
             results.append(outcome.json)
             failures += outcome.failures
         }
