@@ -3,7 +3,10 @@
 latency against percentile, the percentile axis stretched towards the tail), and writes its
 figures as the table between the `loadtest` markers of a Markdown file.
 
-Usage: Scripts/loadtest-plot.py [loadtest-results.json] [Docs/loadtest-latency.svg] [Docs/Performance.md]
+Usage: Scripts/loadtest-plot.py [--merge more.json]... [loadtest-results.json] [Docs/loadtest-latency.svg] [Docs/Performance.md]
+
+--merge adds another run's workloads to the results file first (replacing workloads of the same
+name) and rewrites it: a workload that needs a different set-up (hot standbys) runs on its own.
 """
 import json
 import math
@@ -73,10 +76,13 @@ def table(document):
                 what = "%d devices pulling their %s rows from the start, again and again, a push every fourth pull, for %.0f s: %.1f full pulls/s, %s rows/s; reads served by a replica %s, by the primary %s" % (
                     w["pullers"], format(w["rowsPerIdentity"], ","), run["durationSeconds"], run["pullsPerSecond"],
                     format(int(run["rowsPerSecond"]), ","), format(run["readsServedByReplica"], ","), format(run["readsServedByPrimary"], ","))
-                what += "; the primary's CPU %.2f ms a full pull" % run.get("primaryCPUMillisecondsPerPull", float("nan"))
+                if run.get("primaryCPUMillisecondsPerPull") is not None:
+                    what += "; the primary's CPU %.2f ms a full pull" % run["primaryCPUMillisecondsPerPull"]
                 if run is w["withReplicas"]:
-                    what += " (%.2f× the pulls a second and %.2f× the primary's CPU a pull of the primary alone)" % (
-                        w["ratioToPrimaryAlone"], w.get("primaryCPUPerPullRatio", float("nan")))
+                    what += " (%.2f× the pulls a second" % w["ratioToPrimaryAlone"]
+                    if w.get("primaryCPUPerPullRatio") is not None:
+                        what += " and %.2f× the primary's CPU a pull" % w["primaryCPUPerPullRatio"]
+                    what += " of the primary alone)"
                 rows.append("| %s | one full pull; %s | %s | short pulls %d |" % (run["name"], what, cell(run["fullPull"]), run.get("shortPulls", 0)))
     return "\n".join(rows)
 
@@ -102,10 +108,31 @@ def x_of(percentile, top):
     return LEFT + (WIDTH - LEFT - RIGHT) * math.log10(1 / (1 - p)) / span
 
 
+def merge(document, path):
+    """Adds the workloads of the results file at `path` to `document`, replacing same-named ones."""
+    extra = json.load(open(path))["workloads"]
+    names = {w["name"] for w in extra}
+    document["workloads"] = [w for w in document["workloads"] if w["name"] not in names] + extra
+
+
 def main():
-    source = sys.argv[1] if len(sys.argv) > 1 else "loadtest-results.json"
-    target = sys.argv[2] if len(sys.argv) > 2 else "Docs/loadtest-latency.svg"
+    arguments, merges = [], []
+    rest = iter(sys.argv[1:])
+    for argument in rest:
+        if argument == "--merge":
+            merges.append(next(rest))
+        else:
+            arguments.append(argument)
+    source = arguments[0] if len(arguments) > 0 else "loadtest-results.json"
+    target = arguments[1] if len(arguments) > 1 else "Docs/loadtest-latency.svg"
     document = json.load(open(source))
+    if merges:
+        for path in merges:
+            merge(document, path)
+        # The layout Foundation's JSONSerialization writes (.prettyPrinted, .sortedKeys).
+        text = json.dumps(document, indent=2, sort_keys=True, ensure_ascii=False, separators=(",", " : ")).replace("/", "\\/")
+        with open(source, "w") as out:
+            out.write(text)
     series = []
     for workload in document["workloads"]:
         keys = (("writeToNotice", "write → notice"), ("writeToPage", "write → pulled"), ("push", "push"))
@@ -146,8 +173,8 @@ def main():
     out.append("</svg>")
     open(target, "w").write("\n".join(out) + "\n")
     print("wrote %s (%d series)" % (target, len(series)))
-    if len(sys.argv) > 3:
-        write_table(document, sys.argv[3])
+    if len(arguments) > 2:
+        write_table(document, arguments[2])
 
 
 if __name__ == "__main__":

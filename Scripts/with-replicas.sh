@@ -4,7 +4,8 @@
 #
 #     Scripts/with-postgres.sh Scripts/with-replicas.sh 2 <command> [arguments]
 #
-# Each standby is a pg_basebackup of the server, streaming asynchronously, on a port of its own;
+# Each standby is a pg_basebackup of the server, streaming asynchronously through a replication
+# slot (dropped afterwards), on a port of its own;
 # their URLs are exported, space-separated, in OFFLINE_SYNC_TEST_POSTGRES_REPLICAS.
 set -euo pipefail
 
@@ -26,13 +27,19 @@ root="$(mktemp -d /tmp/offline-sync-replicas.XXXXXX)"
 chmod 755 "$root"
 [ "${#as_owner[@]}" -gt 0 ] && chown postgres "$root"
 
+slots="osync_standby_$$_"
 stop() {
     for data in "$root"/standby-*; do
         [ -d "$data" ] && "${as_owner[@]}" "$bindir/pg_ctl" -D "$data" -m immediate -w stop >/dev/null 2>&1 || true
     done
+    # Their slots would keep the primary's WAL for ever.
+    psql "$primary" -qAt -c "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots
+        WHERE slot_name LIKE '${slots}%' AND NOT active" >/dev/null 2>&1 || true
     rm -rf "$root"
 }
-trap stop EXIT INT TERM
+trap stop EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
 
 # postgres://USER:PASSWORD@HOST:PORT/DB
 credentials="${primary#postgres://}"
@@ -40,6 +47,8 @@ credentials="${credentials%%@*}"
 user="${credentials%%:*}"
 password="${credentials#*:}"
 address="${primary#*@}"
+database="${address#*/}"
+database="${database%%\?*}"
 address="${address%%/*}"
 host="${address%%:*}"
 port="${address##*:}"
@@ -49,11 +58,11 @@ for n in $(seq 1 "$count"); do
     data="$root/standby-$n"
     standby_port="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()')"
     "${as_owner[@]}" env PGPASSWORD="$password" "$bindir/pg_basebackup" -h "$host" -p "$port" -U "$user" \
-        -D "$data" -R -X stream >"$root/basebackup-$n.log" 2>&1 || { cat "$root/basebackup-$n.log" >&2; exit 1; }
+        -D "$data" -R -X stream -C -S "$slots$n" >"$root/basebackup-$n.log" 2>&1 || { cat "$root/basebackup-$n.log" >&2; exit 1; }
     "${as_owner[@]}" "$bindir/pg_ctl" -D "$data" -l "$data.log" -w -t 60 \
         -o "-p $standby_port -k $root -c listen_addresses=127.0.0.1 -c max_connections=200 -c cluster_name=standby$n" start >/dev/null \
         || { cat "$data.log" >&2; exit 1; }
-    urls+=("postgres://$user:$password@127.0.0.1:$standby_port/postgres")
+    urls+=("postgres://$user:$password@127.0.0.1:$standby_port/$database")
 done
 
 # Until each standby streams.

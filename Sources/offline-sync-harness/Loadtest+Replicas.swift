@@ -26,13 +26,12 @@ struct ReplicaPulls {
 
     /// CPU seconds the primary's processes (those whose working directory is its data
     /// directory: the postmaster and every backend) have used so far. Needs the primary on
-    /// this machine and a role that may read `data_directory`.
-    func primaryCPUSeconds() throws -> Double {
-        guard let directory = try RawPostgreSQL(postgres).rows("SHOW data_directory").first?.first ?? nil else {
-            throw SyncError(.storageFailure, "the primary did not say its data directory")
-        }
+    /// this machine and a role that may read `data_directory`: `nil` otherwise (the figure is
+    /// then left out, not guessed).
+    func primaryCPUSeconds() -> Double? {
+        guard let directory = (try? RawPostgreSQL(postgres).rows("SHOW data_directory").first?.first) ?? nil else { return nil }
         let ticks = Double(sysconf(Int32(_SC_CLK_TCK)))
-        var total = 0.0
+        var total = 0.0, found = false
         for entry in (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? [] where entry.allSatisfy(\.isNumber) {
             guard (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/\(entry)/cwd")) == directory,
                   let stat = try? String(contentsOfFile: "/proc/\(entry)/stat", encoding: .utf8),
@@ -41,30 +40,31 @@ struct ReplicaPulls {
             let fields = stat[stat.index(after: close)...].split(separator: " ")
             guard fields.count > 13, let user = Double(fields[11]), let system = Double(fields[12]) else { continue }
             total += (user + system) / ticks
+            found = true
         }
-        return total
+        return found ? total : nil
     }
 
     func run() async throws -> LoadOutcome {
         let alone = try await measure(replicas: [], name: "pulls-postgres-primary")
         let beside = try await measure(replicas: replicas, name: "pulls-postgres-\(replicas.count)-replicas")
         let ratio = beside.pullsPerSecond / max(alone.pullsPerSecond, 1e-9)
-        let cpuRatio = beside.primaryCPUPerPull / max(alone.primaryCPUPerPull, 1e-9)
+        let cpuRatio = beside.primaryCPUPerPull.flatMap { with in alone.primaryCPUPerPull.map { with / max($0, 1e-9) } }
         say("pulls-postgres-replicas: \(String(format: "%.2f", ratio))× the full pulls a second of the primary alone; "
-            + "the primary's CPU a full pull \(String(format: "%.2f", cpuRatio))× its CPU alone")
+            + (cpuRatio.map { "the primary's CPU a full pull \(String(format: "%.2f", $0))× its CPU alone" } ?? "the primary's CPU not readable here"))
         var failures = alone.failures + beside.failures
         if beside.servedByReplica == 0 { failures.append("pulls-postgres-replicas: no read was served by a replica") }
         return LoadOutcome(json: ["name": "pulls-postgres-replicas", "pullers": pullers, "rowsPerIdentity": rowsPerIdentity,
                                   "replicas": replicas.count, "primaryAlone": alone.json, "withReplicas": beside.json,
-                                  "ratioToPrimaryAlone": ratio, "primaryCPUPerPullRatio": cpuRatio], failures: failures)
+                                  "ratioToPrimaryAlone": ratio, "primaryCPUPerPullRatio": cpuRatio as Any? ?? NSNull()], failures: failures)
     }
 
     /// What one run measured.
     struct Run {
         var json: [String: Any]
         var pullsPerSecond: Double
-        /// The primary's CPU milliseconds per full pull.
-        var primaryCPUPerPull: Double
+        /// The primary's CPU milliseconds per full pull, if it could be read.
+        var primaryCPUPerPull: Double?
         var servedByReplica: Int
         var failures: [String]
     }
@@ -100,7 +100,7 @@ struct ReplicaPulls {
             }
             try await seed(remotes)
             let before = try await group.replicaReads()
-            let cpuBefore = try primaryCPUSeconds()
+            let cpuBefore = primaryCPUSeconds()
             let latency = LatencyRecorder()
             let end = ContinuousClock.now + .seconds(duration)
             let begin = ContinuousClock.now
@@ -141,22 +141,23 @@ struct ReplicaPulls {
             let elapsed = ContinuousClock.now - begin
             let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
             let after = try await group.replicaReads()
-            let primaryCPU = try primaryCPUSeconds() - cpuBefore
+            let primaryCPU = cpuBefore.flatMap { before in primaryCPUSeconds().map { $0 - before } }
             let pulls = counts.reduce(0) { $0 + $1.pulls }, rows = counts.reduce(0) { $0 + $1.rows }, short = counts.reduce(0) { $0 + $1.short }
+            let cpuPerPull = primaryCPU.map { $0 * 1000 / Double(max(pulls, 1)) }
             let servedByReplica = after.replica - before.replica, servedByPrimary = after.primary - before.primary
             say("\(name): \(pullers) devices, \(rowsPerIdentity) rows each: \(pulls) full pulls in \(String(format: "%.1f", seconds)) s = "
                 + "\(String(format: "%.1f", Double(pulls) / seconds)) pulls/s, \(Int(Double(rows) / seconds)) rows/s; "
                 + "reads served by a replica \(servedByReplica), by the primary \(servedByPrimary); "
-                + "the primary's CPU \(String(format: "%.2f", primaryCPU)) s = \(String(format: "%.2f", primaryCPU * 1000 / Double(max(pulls, 1)))) ms a full pull; "
+                + (primaryCPU.map { "the primary's CPU \(String(format: "%.2f", $0)) s = \(String(format: "%.2f", $0 * 1000 / Double(max(pulls, 1)))) ms a full pull; " } ?? "")
                 + "full pull \(latency.summary)")
             var failures: [String] = []
             if short > 0 { failures.append("\(name): \(short) pulls missed rows their device had written or seeded") }
             return Run(json: ["name": name, "replicas": replicas.count, "durationSeconds": seconds, "fullPulls": pulls, "rows": rows,
                               "pullsPerSecond": Double(pulls) / seconds, "rowsPerSecond": Double(rows) / seconds,
                               "readsServedByReplica": servedByReplica, "readsServedByPrimary": servedByPrimary, "shortPulls": short,
-                              "primaryCPUSeconds": primaryCPU, "primaryCPUMillisecondsPerPull": primaryCPU * 1000 / Double(max(pulls, 1)),
+                              "primaryCPUSeconds": primaryCPU as Any? ?? NSNull(), "primaryCPUMillisecondsPerPull": cpuPerPull as Any? ?? NSNull(),
                               "fullPull": latency.json],
-                       pullsPerSecond: Double(pulls) / seconds, primaryCPUPerPull: primaryCPU * 1000 / Double(max(pulls, 1)),
+                       pullsPerSecond: Double(pulls) / seconds, primaryCPUPerPull: cpuPerPull,
                        servedByReplica: servedByReplica, failures: failures)
         }
     }

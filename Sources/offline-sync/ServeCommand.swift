@@ -38,7 +38,7 @@ struct ServerDataArguments: ParsableArguments {
         var url = try arguments.url()
         if !replicas.isEmpty {
             guard url.hasPrefix("postgres://") || url.hasPrefix("postgresql://") else {
-                throw ValidationError("--postgres-replica needs a PostgreSQL --store")
+                throw ValidationError("--postgres-replica (or OFFLINE_SYNC_POSTGRES_REPLICAS) needs a PostgreSQL --store")
             }
             let encoded = replicas.map { "replica=" + ($0.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? $0) }
             url += (url.contains("?") ? "&" : "?") + encoded.joined(separator: "&")

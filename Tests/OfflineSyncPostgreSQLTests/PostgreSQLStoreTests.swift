@@ -70,6 +70,21 @@ struct PostgreSQLStoreTests {
         Thread.sleep(forTimeInterval: 0.3)
     }
 
+    @Test("a session asked to commit with synchronous_commit off commits with local: an acknowledged write is flushed before anyone reads it")
+    func asynchronousCommitIsRaised() async throws {
+        guard let url = TestServer.require() else { return }
+        let name = "async_" + String(UInt32.random(in: 0...UInt32.max))
+        for (asked, expected) in [("off", "local"), ("remote_write", "remote_write")] {
+            let store = try await PostgreSQLStore(connectionString: url + "?options=-c%20synchronous_commit%3D" + asked,
+                                                  options: .init(poolSize: 1, schema: TestServer.schema(for: name)))
+            let level = try await store.pool.run { connection, _ in
+                try connection.execute("SHOW synchronous_commit").bytes(0, 0).map { String(decoding: $0, as: UTF8.self) }
+            }
+            #expect(level == expected, "asked \(asked)")
+            try await store.close()
+        }
+    }
+
     @Test func connectionKilledMidTransactionIsRetriedWhole() async throws {
         guard let url = TestServer.require() else { return }
         let name = "victim_" + String(UInt32.random(in: 0...UInt32.max))

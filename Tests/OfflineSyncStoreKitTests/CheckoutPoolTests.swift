@@ -68,4 +68,30 @@ struct CheckoutPoolTests {
         let code = await syncErrorCode { _ = try await waiter.value }
         #expect(code == .storeClosed)
     }
+
+    @Test("tryAcquire lends only an idle resource; acquire(within:) gives up after its time, leaving the queue, and takes one returned in time")
+    func boundedBorrowing() async throws {
+        let pool = CheckoutPool(["only"], storeName: "test")
+        let held = try #require(pool.tryAcquire())
+        #expect(pool.tryAcquire() == nil)
+        // Every resource held (by work that hangs, say): nil after the time, and no waiter left.
+        #expect(try await pool.acquire(within: .milliseconds(20)) == nil)
+        #expect(pool.waiterCount == 0)
+        // One returned while it waits is taken.
+        let waiting = Task { try await pool.acquire(within: .seconds(600)) }
+        #expect(await eventually { pool.waiterCount == 1 })
+        pool.release(held)
+        let lent = try await waiting.value
+        #expect(lent == "only" && pool.idleCount == 0)
+        // Cancelled while it waits: CancellationError, nothing lost.
+        let cancelled = Task { try await pool.acquire(within: .seconds(600)) }
+        #expect(await eventually { pool.waiterCount == 1 })
+        cancelled.cancel()
+        let outcome = await cancelled.result
+        #expect(throws: CancellationError.self) { try outcome.get() }
+        pool.release(try #require(lent))
+        #expect(pool.idleCount == 1 && pool.waiterCount == 0)
+        pool.close()
+        #expect(pool.tryAcquire() == nil)
+    }
 }

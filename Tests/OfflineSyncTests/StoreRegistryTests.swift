@@ -79,6 +79,9 @@ struct StoreRegistryTests {
             + "&replica=host%3Ddb3+password%3Ds3cret&Password=s3cret&replica=postgres%3A%2F%2Fapp%40db4%2Fapp")
         #expect(replicas.description == "postgres://app:***@db1/app?schema=s&replica=***&replica=***&Password=***"
             + "&replica=postgres%3A%2F%2Fapp%40db4%2Fapp")
+        // However it is spelled: spaces around `=`, a parameter whose name holds the word.
+        let spelled = try StoreLocation(parsing: "postgres://db1/app?replica=host%3Ddb3+password+%3D+s3cret&db_password=s3cret")
+        #expect(spelled.description == "postgres://db1/app?replica=***&db_password=***")
         let error = await #expect(throws: SyncError.self) {
             _ = try await StoreRegistry().open("postgres://app:s3cret@db.example/app#x")
         }

@@ -3,6 +3,27 @@ import OfflineSync
 import OfflineSyncStoreKit
 import Synchronization
 
+/// Which cluster and which of its databases a connection reads: a replica must read the
+/// primary's.
+struct DatabaseIdentity: Sendable, Equatable {
+    /// `pg_control_system()`'s `system_identifier`, the same on every standby of a cluster.
+    var cluster: Int64
+    /// The connected database's oid, the same on a physical standby.
+    var database: Int64
+
+    /// Reads `connection`'s; throws when it cannot be read.
+    init(_ connection: PGConnection) throws {
+        let row = try connection.execute("""
+            SELECT (SELECT system_identifier FROM pg_control_system()), (SELECT oid FROM pg_database WHERE datname = current_database())::bigint
+            """)
+        guard let cluster = row.int64(0, 0), let database = row.int64(0, 1) else {
+            throw SyncError(.storageFailure, "\(connection.endpoint) did not tell its cluster's identifier")
+        }
+        self.cluster = cluster
+        self.database = database
+    }
+}
+
 /// Where the primary's WAL stood when a read began: what a replica must have replayed.
 struct WALPosition: Sendable {
     /// The flush position, in bytes.
@@ -36,8 +57,15 @@ final class PGReplicas: Sendable {
 
         var isSkipped: Bool { skipUntil.load(ordering: .relaxed) > DispatchTime.now().uptimeNanoseconds }
 
+        /// Passes it over for `nanoseconds` from now, or longer if it already was.
         func skip(for nanoseconds: UInt64) {
-            skipUntil.store(DispatchTime.now().uptimeNanoseconds + nanoseconds, ordering: .relaxed)
+            let until = DispatchTime.now().uptimeNanoseconds + nanoseconds
+            var seen = skipUntil.load(ordering: .relaxed)
+            while seen < until {
+                let (exchanged, original) = skipUntil.compareExchange(expected: seen, desired: until, ordering: .relaxed)
+                if exchanged { break }
+                seen = original
+            }
         }
     }
 
@@ -59,8 +87,8 @@ final class PGReplicas: Sendable {
                                      ("keepalives_interval", "2"), ("keepalives_count", "3"), ("tcp_user_timeout", "10000")]
 
     /// `strings` with ``connectionDefaults``; each connection is checked to be a standby of
-    /// the cluster whose `system_identifier` is `cluster`.
-    init(_ strings: [String], poolSize: Int, wait: Duration, setup: [String], cluster: Int64) throws {
+    /// `primary`'s cluster, connected to its database.
+    init(_ strings: [String], poolSize: Int, wait: Duration, setup: [String], primary: DatabaseIdentity) throws {
         self.wait = wait
         members = try strings.enumerated().map { index, given in
             let password = try PostgreSQLStore.password(in: given)
@@ -70,9 +98,12 @@ final class PGReplicas: Sendable {
                 do {
                     try connection.execute("SET client_min_messages = warning")
                     for statement in setup { try connection.execute(statement) }
-                    let identifier = try connection.execute("SELECT system_identifier FROM pg_control_system()").int64(0, 0)
-                    guard identifier == cluster else {
+                    let identity = try DatabaseIdentity(connection)
+                    guard identity.cluster == primary.cluster else {
                         throw SyncError(.unsupported, "\(connection.endpoint) is not a standby of the store's database (another cluster)")
+                    }
+                    guard identity.database == primary.database else {
+                        throw SyncError(.unsupported, "\(connection.endpoint) is connected to another database of the store's cluster")
                     }
                 } catch {
                     connection.close()
@@ -91,7 +122,8 @@ final class PGReplicas: Sendable {
         var result = conninfo
         for (key, value) in connectionDefaults where !names(key, in: conninfo, isURL: isURL) {
             if isURL {
-                result += (result.contains("?") ? "&" : "?") + key + "=" + value
+                let separator = !result.contains("?") ? "?" : result.hasSuffix("?") || result.hasSuffix("&") ? "" : "&"
+                result += separator + key + "=" + value
             } else {
                 result += " " + key + "=" + value
             }
@@ -138,104 +170,161 @@ final class PGReplicas: Sendable {
 
     /// Runs `body` in a `REPEATABLE READ READ ONLY` snapshot of a replica that has replayed
     /// the primary's WAL to `position` on its timeline, giving it the snapshot's xmin; `nil`
-    /// (counted) when none could. Rethrows what `body` throws on a healthy connection, and
-    /// cancellation.
+    /// (counted) when none could. Every candidate is tried once without waiting (for its
+    /// replay or for a free connection), then those behind or busy again until ``wait`` has
+    /// passed; one still behind then is passed over for ``behindPause``, one passed over
+    /// meanwhile is not tried again.
+    /// Rethrows what `body` throws on a healthy connection, and cancellation.
     func read<T: Sendable>(reaching position: WALPosition, schema quoted: String,
                            _ body: @escaping @Sendable (PGTransaction, Int64) throws -> T) async throws -> T? {
         let deadline = ContinuousClock.now + wait
+        // The members to try again, each with whether its last try found it behind (else busy).
+        var again: [(member: Member, behind: Bool)] = []
         for member in candidates() {
-            while true {
-                let outcome = try await attempt(member, position, quoted, body)
-                switch outcome {
-                case .served(let value):
-                    served.add(1, ordering: .relaxed)
-                    return value
-                case .thrown(let error):
-                    throw error
-                case .cancelled:
-                    // Its recovery cancelled the read: the replica is fine, the read goes on.
-                    break
-                case .notReplica, .failed:
-                    member.skip(for: Self.failedPause)
-                case .behind:
-                    if ContinuousClock.now < deadline {
-                        try await Task.sleep(for: .milliseconds(2))
-                        continue
-                    }
-                    member.skip(for: Self.behindPause)
-                }
-                break
+            try Task.checkCancellation()
+            switch try await attempt(member, position, quoted, body, patience: nil) {
+            case .served(let value): return value
+            case .behind: again.append((member, true))
+            case .busy: again.append((member, false))
+            case .cancelled: break
             }
-            if ContinuousClock.now >= deadline { break }
         }
+        while !again.isEmpty, ContinuousClock.now < deadline {
+            try await Task.sleep(for: .milliseconds(2))
+            var still: [(member: Member, behind: Bool)] = []
+            for (member, behind) in again where !member.isSkipped {
+                try Task.checkCancellation()
+                let patience = deadline - ContinuousClock.now
+                guard patience > .zero else {
+                    still.append((member, behind))
+                    continue
+                }
+                switch try await attempt(member, position, quoted, body, patience: patience) {
+                case .served(let value): return value
+                case .behind: still.append((member, true))
+                case .cancelled, .busy: break
+                }
+            }
+            again = still
+        }
+        for (member, behind) in again where behind && !member.isSkipped { member.skip(for: Self.behindPause) }
         leftToPrimary.add(1, ordering: .relaxed)
         return nil
     }
 
-    /// One try on `member`.
+    /// One try on `member`, with a connection idle now (`patience` nil) or free within
+    /// `patience`: a replica whose connections are all held (by reads stuck on a host that
+    /// stopped answering, say) is passed by, not waited for. Counts a read served; pauses a
+    /// member that failed, is no longer a standby or is on another timeline.
     private func attempt<T: Sendable>(_ member: Member, _ position: WALPosition, _ quoted: String,
-                                      _ body: @escaping @Sendable (PGTransaction, Int64) throws -> T) async throws -> ReplicaRead<T> {
+                                      _ body: @escaping @Sendable (PGTransaction, Int64) throws -> T,
+                                      patience: Duration?) async throws -> Pass<T> {
+        let outcome: ReplicaRead<T>
         do {
-            return try await member.pool.run { connection, worker -> ReplicaRead<T> in
+            let borrowed = if let patience { try await member.pool.acquire(within: patience) } else { member.pool.tryAcquire() }
+            guard let worker = borrowed else { return .busy }
+            defer { member.pool.release(worker) }
+            outcome = try await worker.run { connection in
                 // Passed over while this read waited for a connection.
                 if member.isSkipped { return .failed }
-                connection.clearConflict()
-                // Two round trips: where it stands, then the snapshot. (In one pipeline the
-                // check would open the transaction `BEGIN` must start, and checked inside it,
-                // the replay could pass the position after the snapshot was taken.)
-                let xmin: Int64
-                do {
-                    let state = try connection.execute([PGStatement("""
-                        SELECT pg_is_in_recovery(), (pg_last_wal_replay_lsn() - '0/0'::pg_lsn)::bigint,
-                               (SELECT timeline_id FROM pg_control_checkpoint())::bigint
-                        """)])
-                    guard state.bool(0, 0) == true, let replayed = state.int64(0, 1), let timeline = state.int64(0, 2) else { return .notReplica }
-                    guard timeline == position.timeline, replayed >= position.bytes else { return .behind }
-                    guard let snapshot = try connection.execute([
-                        PGStatement("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", prepare: false),
-                        PGStatement("SELECT pg_snapshot_xmin(pg_current_snapshot())::text::bigint")]).int64(0, 0) else {
-                        throw SyncError(.storageFailure, "\(connection.endpoint): no snapshot horizon")
-                    }
-                    xmin = snapshot
-                } catch {
-                    if connection.isAlive, connection.inTransaction { _ = try? connection.execute("ROLLBACK") }
-                    return .failed
-                }
-                let transaction = PGTransaction(connection: connection, queueKey: worker.queueKey, schema: quoted, writable: false)
-                let value: T
-                do {
-                    value = try body(transaction, xmin)
-                    transaction.end()
-                } catch {
-                    transaction.end()
-                    if connection.isAlive, connection.inTransaction { _ = try? connection.execute("ROLLBACK") }
-                    if !connection.isAlive { return .failed }
-                    // A read its recovery cancelled (`max_standby_streaming_delay`).
-                    if connection.sawConflict { return .cancelled }
-                    return .thrown(error)
-                }
-                // A body that caught the cancellation itself read a transaction that had ended.
-                if connection.sawConflict {
-                    if connection.isAlive, connection.inTransaction { _ = try? connection.execute("ROLLBACK") }
-                    return .cancelled
-                }
-                do { try connection.execute("COMMIT") } catch { return connection.isAlive ? .cancelled : .failed }
-                return .served(value)
+                return Self.attempt(on: connection, worker: worker, position, quoted, body)
             }
         } catch is CancellationError {
             throw CancellationError()
+        } catch let error as SyncError where error.code == .storeClosed {
+            throw error
         } catch {
-            // It cannot be reached, or it is not a standby of this cluster.
-            return .failed
+            // It cannot be reached, or it is not a standby of this cluster's database.
+            outcome = .failed
+        }
+        switch outcome {
+        case .served(let value):
+            served.add(1, ordering: .relaxed)
+            return .served(value)
+        case .thrown(let error):
+            throw error
+        case .behind:
+            return .behind
+        case .cancelled:
+            // Its recovery cancelled the read: the replica is fine, the read goes on.
+            return .cancelled
+        case .notReplica, .otherTimeline, .failed:
+            member.skip(for: Self.failedPause)
+            return .cancelled
         }
     }
+
+    /// One try on a replica's `connection` (on its worker's queue).
+    private static func attempt<T: Sendable>(on connection: PGConnection, worker: PGWorker, _ position: WALPosition, _ quoted: String,
+                                             _ body: @escaping @Sendable (PGTransaction, Int64) throws -> T) -> ReplicaRead<T> {
+        connection.clearConflict()
+        func rollBack() {
+            if connection.isAlive, connection.inTransaction { _ = try? connection.execute("ROLLBACK") }
+        }
+        // Two round trips: where it stands, then the snapshot. (In one pipeline the check
+        // would open the transaction `BEGIN` must start, and checked inside it, the replay
+        // could pass the position after the snapshot was taken.)
+        let xmin: Int64
+        do {
+            let state = try connection.execute([PGStatement("""
+                SELECT pg_is_in_recovery(), (pg_last_wal_replay_lsn() - '0/0'::pg_lsn)::bigint,
+                       (SELECT timeline_id FROM pg_control_checkpoint())::bigint
+                """)])
+            guard state.bool(0, 0) == true, let replayed = state.int64(0, 1), let timeline = state.int64(0, 2) else { return .notReplica }
+            guard timeline == position.timeline else { return .otherTimeline }
+            guard replayed >= position.bytes else { return .behind }
+            guard let snapshot = try connection.execute([
+                PGStatement("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", prepare: false),
+                PGStatement("SELECT pg_snapshot_xmin(pg_current_snapshot())::text::bigint")]).int64(0, 0) else {
+                throw SyncError(.storageFailure, "\(connection.endpoint): no snapshot horizon")
+            }
+            xmin = snapshot
+        } catch {
+            rollBack()
+            return connection.sawConflict ? .cancelled : .failed
+        }
+        let transaction = PGTransaction(connection: connection, queueKey: worker.queueKey, schema: quoted, writable: false)
+        let value: T
+        do {
+            value = try body(transaction, xmin)
+            transaction.end()
+        } catch {
+            transaction.end()
+            rollBack()
+            // A read its recovery cancelled (`max_standby_streaming_delay`), even when that
+            // ended the session too.
+            if connection.sawConflict { return .cancelled }
+            return connection.isAlive ? .thrown(error) : .failed
+        }
+        // A body that caught the cancellation itself read a transaction that had ended.
+        if connection.sawConflict {
+            rollBack()
+            return .cancelled
+        }
+        do { try connection.execute("COMMIT") } catch { return connection.sawConflict || connection.isAlive ? .cancelled : .failed }
+        return .served(value)
+    }
+}
+
+/// What one try on a replica means for the read: served, or try the next (and this one
+/// again later, if it is only behind).
+private enum Pass<T: Sendable>: Sendable {
+    case served(T)
+    case behind
+    /// Nothing to wait for on this one now: cancelled by its recovery, failed, or busy.
+    case cancelled
+    /// Every connection was held.
+    case busy
 }
 
 /// How one try of a read on a replica ended.
 private enum ReplicaRead<T: Sendable>: Sendable {
     case served(T)
-    /// Not replayed that far yet, or not on the primary's timeline (yet).
+    /// Not replayed that far yet.
     case behind
+    /// Not on the primary's timeline (a standby of the old timeline after a failover, or one
+    /// whose last restartpoint is still on it).
+    case otherTimeline
     /// Not in recovery: no longer a standby.
     case notReplica
     /// The connection was lost, or could not be opened.

@@ -145,7 +145,7 @@ public final class PostgreSQLStore: LocalStore {
         blobs = options.attachmentsDirectory.map { BlobDirectory(path: $0) }
         self.quotedSchema = PostgreSQLStore.quote(options.schema)
         let quoted = quotedSchema, schemaName = options.schema, create = options.createIfMissing, hasReplicas = !options.replicas.isEmpty
-        let cluster: Int64?
+        let cluster: DatabaseIdentity?
         do {
             (endpoint, cluster) = try await pool.run { connection, _ in
                 try connection.execute("BEGIN")
@@ -173,12 +173,11 @@ public final class PostgreSQLStore: LocalStore {
                     if connection.isAlive { _ = try? connection.execute("ROLLBACK") }
                     throw error
                 }
-                // Replicas must be standbys of this cluster (``PGReplicas``).
-                let cluster = hasReplicas ? try connection.execute("SELECT system_identifier FROM pg_control_system()").int64(0, 0) : nil
-                return (connection.endpoint, cluster)
+                // Replicas must be standbys of this database (``PGReplicas``).
+                return (connection.endpoint, hasReplicas ? try DatabaseIdentity(connection) : nil)
             }
             replicas = try cluster.map {
-                try PGReplicas(options.replicas, poolSize: options.poolSize, wait: options.replicaWait, setup: statements, cluster: $0)
+                try PGReplicas(options.replicas, poolSize: options.poolSize, wait: options.replicaWait, setup: statements, primary: $0)
             }
         } catch {
             await pool.shutDown()
@@ -364,6 +363,7 @@ public final class PostgreSQLStore: LocalStore {
                     return value
                 }
             } else {
+                try Task.checkCancellation()
                 replicas.leftToPrimaryWithoutTrying()
             }
         }

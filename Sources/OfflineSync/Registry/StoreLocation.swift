@@ -122,7 +122,10 @@ public struct StoreLocation: Sendable, Hashable, CustomStringConvertible {
             guard parts.count == 2 else { return String(pair) }
             let name = ((try? percentDecoded(parts[0], what: "", plusIsSpace: true)) ?? String(parts[0])).lowercased()
             let value = (try? percentDecoded(parts[1], what: "", plusIsSpace: true)) ?? String(parts[1])
-            let hidden = name == "password" || value.lowercased().contains("password=") || redactedAuthority(value) != value
+            // A password however it is written: `password=`, `password = …` in a key=value
+            // string, a parameter named for it, or still percent-encoded inside the value.
+            let hidden = name.contains("password") || value.lowercased().contains("password")
+                || parts[1].lowercased().contains("password") || redactedAuthority(value) != value
             return hidden ? parts[0] + "=***" : String(pair)
         }
         return String(base[...mark]) + pairs.joined(separator: "&")

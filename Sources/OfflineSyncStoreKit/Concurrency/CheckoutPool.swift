@@ -84,6 +84,47 @@ public final class CheckoutPool<Resource: Sendable>: Sendable {
         }
     }
 
+    /// Borrows an idle resource if there is one, without waiting: `nil` when every resource
+    /// is on loan or the pool is closed. Waiting borrowers are not passed: a resource is idle
+    /// only while nobody waits.
+    package func tryAcquire() -> Resource? {
+        state.withLock { state in state.closed ? nil : state.idle.popLast() }
+    }
+
+    /// Borrows a resource if one is idle now or returned within `timeout`; `nil` after that
+    /// (the waiter leaves the queue, and a resource handed to it meanwhile goes back). For a
+    /// borrower that has somewhere else to go when every resource is held by work that may
+    /// hang (a replica whose connections all wait on a host that went away). Throws what
+    /// ``acquire()`` throws.
+    package func acquire(within timeout: Duration) async throws -> Resource? {
+        if let resource = tryAcquire() { return resource }
+        return try await withThrowingTaskGroup(of: Resource?.self) { group in
+            group.addTask { try await self.acquire() }
+            group.addTask {
+                try await Task.sleep(for: timeout)
+                return nil
+            }
+            var outcome: Result<Resource?, any Error>
+            do {
+                outcome = .success(try await group.next() ?? nil)
+            } catch {
+                outcome = .failure(error)
+            }
+            group.cancelAll()
+            // The other child: a cancelled sleep, a cancelled waiter, or a resource it got
+            // before it saw the cancellation, which goes back unless nothing else was got.
+            while let other = try? await group.next() {
+                guard let resource = other else { continue }
+                if case .success(nil) = outcome, !Task.isCancelled {
+                    outcome = .success(resource)
+                } else {
+                    release(resource)
+                }
+            }
+            return try outcome.get()
+        }
+    }
+
     /// Returns a borrowed resource, handing it to the longest waiter if there is one.
     public func release(_ resource: Resource) {
         let waiter = state.withLock { state -> CheckedContinuation<Loan, any Error>? in
