@@ -71,6 +71,19 @@ def table(document):
                 w["name"], what, cell(w["push"]), w["lost"], w["duplicated"], w["notApplied"]))
             if "pushDuringRestart" in w:
                 rows.append("| %s | push latency of the pushes begun during the restart | %s | |" % (w["name"], cell(w["pushDuringRestart"])))
+        elif w["name"] == "one-row-clients-postgres":
+            for index, run in enumerate(w["runs"]):
+                what = "%s clients each pushing one row at a time through %d instance%s (one PostgreSQL, behind the loopback balancer) for %.0f s: %s ops/s" % (
+                    format(w["clients"], ","), run["instances"], "" if run["instances"] == 1 else "s", run["durationSeconds"],
+                    format(int(run["operationsPerSecond"]), ","))
+                if index > 0 and w.get("scalingToFirst"):
+                    what += " (%.2f× one instance)" % w["scalingToFirst"][index]
+                costs = ["%s %.3f ms (%.2f cores)" % (key, run[key + "CPUMillisecondsPerOperation"], run[key + "CoresBusy"])
+                         for key in ("server", "postgres", "generator") if run.get(key + "CPUMillisecondsPerOperation") is not None]
+                if costs:
+                    what += "; CPU an operation: " + ", ".join(costs)
+                rows.append("| %s | push latency; %s | %s | lost %d, duplicated %d, not applied %d |" % (
+                    run["name"], what, cell(run["push"]), run["lost"], run["duplicated"], run["notApplied"]))
         elif w["name"] == "pulls-postgres-replicas":
             for run in (w["primaryAlone"], w["withReplicas"]):
                 what = "%d devices pulling their %s rows from the start, again and again, a push every fourth pull, for %.0f s: %.1f full pulls/s, %s rows/s; reads served by a replica %s, by the primary %s" % (

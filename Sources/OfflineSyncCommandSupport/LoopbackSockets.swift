@@ -250,6 +250,10 @@ package final class LoopbackBalancer: Sendable {
         let first = turn.wrappingAdd(1, ordering: .relaxed).oldValue
         for offset in 0..<ports.count {
             guard let server = try? LoopbackSocket(port: ports[(first + offset) % ports.count]).fd else { continue }
+            // Each read is sent on at once, as a proxy does: with Nagle's algorithm a request's
+            // second small write would wait for the first's delayed acknowledgement.
+            Self.sendAtOnce(client)
+            Self.sendAtOnce(server)
             let done = DispatchGroup()
             done.enter()
             Thread.detachNewThread {
@@ -263,6 +267,12 @@ package final class LoopbackBalancer: Sendable {
             return
         }
         close(client)
+    }
+
+    /// Turns Nagle's algorithm off on `socket` (`TCP_NODELAY`).
+    private static func sendAtOnce(_ socket: Int32) {
+        var on: Int32 = 1
+        _ = setsockopt(socket, Int32(IPPROTO_TCP), TCP_NODELAY, &on, socklen_t(MemoryLayout<Int32>.size))
     }
 
     /// Copies until `source` ends or fails, then ends `destination`'s sending side.

@@ -24,26 +24,8 @@ struct ReplicaPulls {
 
     static let table = "lt_pull_rows"
 
-    /// CPU seconds the primary's processes (those whose working directory is its data
-    /// directory: the postmaster and every backend) have used so far. Needs the primary on
-    /// this machine and a role that may read `data_directory`: `nil` otherwise (the figure is
-    /// then left out, not guessed).
-    func primaryCPUSeconds() -> Double? {
-        guard let directory = (try? RawPostgreSQL(postgres).rows("SHOW data_directory").first?.first) ?? nil else { return nil }
-        let ticks = Double(sysconf(Int32(_SC_CLK_TCK)))
-        var total = 0.0, found = false
-        for entry in (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? [] where entry.allSatisfy(\.isNumber) {
-            guard (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/\(entry)/cwd")) == directory,
-                  let stat = try? String(contentsOfFile: "/proc/\(entry)/stat", encoding: .utf8),
-                  let close = stat.lastIndex(of: ")") else { continue }
-            // Fields after the command's closing parenthesis: state is field 3; utime 14, stime 15.
-            let fields = stat[stat.index(after: close)...].split(separator: " ")
-            guard fields.count > 13, let user = Double(fields[11]), let system = Double(fields[12]) else { continue }
-            total += (user + system) / ticks
-            found = true
-        }
-        return found ? total : nil
-    }
+    /// The primary's CPU seconds so far (``ProcessCPU/postgres(_:)``).
+    func primaryCPUSeconds() -> Double? { ProcessCPU.postgres(postgres) }
 
     func run() async throws -> LoadOutcome {
         let alone = try await measure(replicas: [], name: "pulls-postgres-primary")

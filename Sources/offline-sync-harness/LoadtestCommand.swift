@@ -54,15 +54,19 @@ struct LoadtestCommand: AsyncParsableCommand {
     var postgresReplicas: [String] = []
     @Option(help: "Devices pulling their whole table again and again (pulls-postgres-replicas).") var pullers = 20
     @Option(help: "Rows each puller's table holds (pulls-postgres-replicas).") var pullRows = 5_000
+    @Option(help: "Devices each pushing one row at a time, through one instance and then two (one-row-clients-postgres).")
+    var oneRowClients = 1_000
     @Option(help: "Only these workloads (comma-separated): \(Self.workloads.joined(separator: ", ")).") var only: String?
     @Option(help: "Where to write the results.") var output = "loadtest-results.json"
     @Flag(help: "Exit non-zero on a missed notification, a lost or duplicated operation, or a notice to an identity that may not read the row.")
     var check = false
 
     static let workloads = ["propagation", "fan-out", "fan-out-group", "writers", "slow-consumers", "writers-postgres",
-                            "writers-postgres-tables", "two-instances", "rolling-restart", "pulls-postgres-replicas"]
+                            "writers-postgres-tables", "two-instances", "rolling-restart", "pulls-postgres-replicas",
+                            "one-row-clients-postgres"]
     /// The workloads that need `--postgres` (the default set leaves them out without it).
-    static let scaleOut: Set = ["writers-postgres", "writers-postgres-tables", "two-instances", "rolling-restart", "pulls-postgres-replicas"]
+    static let scaleOut: Set = ["writers-postgres", "writers-postgres-tables", "two-instances", "rolling-restart", "pulls-postgres-replicas",
+                                "one-row-clients-postgres"]
 
     func validate() throws {
         guard clients > 0, writes > 0, rate > 0, fanoutWrites > 0, duration > 0, writers > 0, batch > 0, tableRows >= 0, writerTables > 0,
@@ -86,8 +90,8 @@ struct LoadtestCommand: AsyncParsableCommand {
         if postgres == nil, let only, !Set(only.split(separator: ",").map(String.init)).isDisjoint(with: Self.scaleOut) {
             throw ValidationError("\(Self.scaleOut.sorted().joined(separator: " and ")) need --postgres")
         }
-        guard pullers > 0, pullers <= 1_000, pullRows > 0, pullRows <= 1_000_000 else {
-            throw ValidationError("--pullers is from 1 to 1,000 and --pull-rows from 1 to 1,000,000")
+        guard pullers > 0, pullers <= 1_000, pullRows > 0, pullRows <= 1_000_000, oneRowClients > 0, oneRowClients <= 10_000 else {
+            throw ValidationError("--pullers is from 1 to 1,000, --pull-rows from 1 to 1,000,000 and --one-row-clients from 1 to 10,000")
         }
         if postgresReplicas.isEmpty, let only, only.split(separator: ",").contains("pulls-postgres-replicas") {
             throw ValidationError("pulls-postgres-replicas needs --postgres-replica")
@@ -263,6 +267,12 @@ struct LoadtestCommand: AsyncParsableCommand {
         if selected.contains("pulls-postgres-replicas") {
             let outcome = try await ReplicaPulls(postgres: postgres, replicas: postgresReplicas, directory: directory.appendingPathComponent("replicas"),
                                                  secret: secret, tokens: tokens, pullers: pullers, rowsPerIdentity: pullRows, duration: duration).run()
+            results.append(outcome.json)
+            failures += outcome.failures
+        }
+        if selected.contains("one-row-clients-postgres") {
+            let outcome = try await OneRowClients(postgres: postgres, directory: directory.appendingPathComponent("one-row-clients"), secret: secret,
+                                                  tokens: tokens, clients: oneRowClients, duration: duration).run()
             results.append(outcome.json)
             failures += outcome.failures
         }
