@@ -23,9 +23,11 @@
 #   make loadtest  a live server (release, SQLite) under many clients over loopback: propagation
 #                from one device to another over a 1,000,000-row table, fan-out to 1,000
 #                change-channel clients, 200 concurrent writers, 100 channels that never read;
-#                then two instances over a throwaway PostgreSQL cluster: propagation across
-#                them and a rolling restart under the writers; HdrHistogram percentiles
-#                (writes loadtest-results.json, Docs/loadtest-latency.svg)
+#                then over a throwaway PostgreSQL cluster: propagation across two instances,
+#                fan-out, 1,000 devices pushing one row at a time through one instance and
+#                then two, a rolling restart under the writers, and pulls from two hot
+#                standbys against the primary alone; HdrHistogram percentiles and CPU per
+#                operation (writes loadtest-results.json, Docs/loadtest-latency.svg)
 #   make client-size  build two small clients in release (URLSession, AsyncHTTPClient), strip
 #                them, run them against a live server and write their sizes (client-size.json,
 #                Docs/Performance.md)
@@ -131,7 +133,7 @@ test-steps: deps openapi-check architecture-check docs-check portability-check
 	$(MAKE) --no-print-directory replica-test
 	"$$($(SWIFT) build --show-bin-path)/offline-sync-harness" loadtest --writes 60 --rate 20 --table-rows 2000 --clients 200 \
 		--fanout-writes 5 --group-sizes 50,200 --group-writes 3 --writers 20 --duration 3 --deaf-channels 10 --slow-writes 200 --slow-rate 100 --slow-receivers 3 \
-		--channel-seconds 2 --postgres "$$OFFLINE_SYNC_TEST_POSTGRES_URL" --cross-writes 30 --counted-writes 500 --counted-rate 250 \
+		--channel-seconds 2 --postgres "$$OFFLINE_SYNC_TEST_POSTGRES_URL" --cross-writes 30 --counted-writes 500 --counted-rate 250 --one-row-clients 50 --client-instances 1,2 \
 		--check --output "$$($(SWIFT) build --show-bin-path)/loadtest-short.json"
 	$(SWIFT) build --package-path $(EXAMPLE) --scratch-path $(EXAMPLE_BUILD) --build-tests
 	SWT_EXPERIMENTAL_MAXIMUM_PARALLELIZATION_WIDTH=$(TEST_WIDTH) $(SWIFT) test --skip-build --package-path $(EXAMPLE) --scratch-path $(EXAMPLE_BUILD)

@@ -23,7 +23,7 @@ def table(document):
     rows = ["| workload | what was measured | latency (ms) | checks |", "|---|---|---|---|"]
     for w in document["workloads"]:
         checks = "missed %d, to another identity %d" % (w.get("missedDeliveries", 0), w.get("leakedNotices", 0))
-        if w["name"] in ("propagation", "fan-out", "propagation-two-instances", "notifications-two-instances"):
+        if w["name"] in ("propagation", "fan-out", "fan-out-postgres", "propagation-two-instances", "notifications-two-instances"):
             what = "%s writes at %s/s, %d receiving client%s, table of %s rows" % (
                 format(w["writes"], ","), format(w["ratePerSecond"], ","), w["clients"], "" if w["clients"] == 1 else "s",
                 format(w["tableRows"], ","))
@@ -33,6 +33,10 @@ def table(document):
             if "serverKiBPerConnection" in w:
                 what += "; server memory %.1f KiB per connection (%.0f MiB idle, %.0f MiB with every client listening)" % (
                     w["serverKiBPerConnection"], w["serverRSSIdleMiB"], w["serverRSSConnectedMiB"])
+            costs = ["%s %.3f ms" % (key, w[key + "CPUMillisecondsPerDelivery"]) for key in ("server", "database")
+                     if w.get(key + "CPUMillisecondsPerDelivery") is not None]
+            if costs:
+                what += "; CPU a delivered row (its notice and the pull it causes): " + ", ".join(costs)
             rows.append("| %s | write → notice: %s | %s | %s |" % (w["name"], what, cell(w["writeToNotice"]), checks))
             rows.append("| %s | write → row pulled by the receiver | %s | |" % (w["name"], cell(w["writeToPage"])))
         elif w["name"].startswith("fan-out-") and w["name"].endswith("-group"):
@@ -79,9 +83,9 @@ def table(document):
                 if index > 0 and w.get("scalingToFirst"):
                     what += " (%.2f× one instance)" % w["scalingToFirst"][index]
                 costs = ["%s %.3f ms (%.2f cores)" % (key, run[key + "CPUMillisecondsPerOperation"], run[key + "CoresBusy"])
-                         for key in ("server", "postgres", "generator") if run.get(key + "CPUMillisecondsPerOperation") is not None]
+                         for key in ("server", "postgres", "generator", "listeningInstance") if run.get(key + "CPUMillisecondsPerOperation") is not None]
                 if costs:
-                    what += "; CPU an operation: " + ", ".join(costs)
+                    what += "; CPU an operation: " + ", ".join(costs).replace("listeningInstance", "an instance without devices that hears every notice")
                 rows.append("| %s | push latency; %s | %s | lost %d, duplicated %d, not applied %d |" % (
                     run["name"], what, cell(run["push"]), run["lost"], run["duplicated"], run["notApplied"]))
         elif w["name"] == "pulls-postgres-replicas":

@@ -3,10 +3,12 @@ import OfflineSync
 import OfflineSyncServer
 
 /// Many devices, each pushing one row at a time and the next as soon as it is answered, on
-/// PostgreSQL: through one instance, then through two behind the balancer (a schema of its
-/// own each). Measures operations a second, push latency, and what each operation cost the
+/// PostgreSQL: through one instance, then through more behind the balancer (a schema of its
+/// own each run). Measures operations a second, push latency, and what each operation cost the
 /// instances, PostgreSQL and the generator in CPU: the per-core figures of the sizing model
-/// in Operating.md, and its check at one and two instances.
+/// in Operating.md, and its check at one and two instances. One more instance runs beside
+/// them, outside the balancer and with no device: every instance hears every change's
+/// notice, and its CPU is what that costs.
 struct OneRowClients {
     let postgres: String
     let directory: URL
@@ -15,7 +17,7 @@ struct OneRowClients {
     let clients: Int
     let duration: Int
     /// The instance counts measured, in order; the first is the base of the scaling ratios.
-    var instanceCounts = [1, 2]
+    var instanceCounts: [Int]
 
     func run() async throws -> LoadOutcome {
         var runs: [[String: Any]] = []
@@ -39,17 +41,21 @@ struct OneRowClients {
 
     private func measure(instances: Int) async throws -> ([String: Any], [String]) {
         let name = "one-row-clients-postgres-\(instances)-instance" + (instances == 1 ? "" : "s")
-        return try await InstanceGroup.with(count: instances, postgres: postgres, directory: directory.appendingPathComponent(name),
+        return try await InstanceGroup.with(count: instances + 1, postgres: postgres, directory: directory.appendingPathComponent(name),
                                             secret: secret) { group in
-            let pids = group.current.map(\.process.processIdentifier)
+            group.balancer.setBackends(group.current.prefix(instances).map(InstanceGroup.port))
+            let pids = group.current.prefix(instances).map(\.process.processIdentifier)
+            let listener = group.current[instances].process.processIdentifier
             func serversCPU() -> Double? {
                 let each = pids.map { ProcessCPU.seconds(of: $0) }
                 return each.contains(where: { $0 == nil }) ? nil : each.reduce(0) { $0 + ($1 ?? 0) }
             }
-            let before = (servers: serversCPU(), postgres: ProcessCPU.postgres(postgres), harness: MeasuredWindows.processCPUSeconds())
+            let before = (servers: serversCPU(), postgres: ProcessCPU.postgres(postgres), harness: MeasuredWindows.processCPUSeconds(),
+                          listener: ProcessCPU.seconds(of: listener))
             let outcome = try await ConcurrentWriters(base: group.baseURL, tokens: tokens, writers: clients, batch: 1, duration: duration,
                                                       baseline: nil, name: name).run()
-            let after = (servers: serversCPU(), postgres: ProcessCPU.postgres(postgres), harness: MeasuredWindows.processCPUSeconds())
+            let after = (servers: serversCPU(), postgres: ProcessCPU.postgres(postgres), harness: MeasuredWindows.processCPUSeconds(),
+                          listener: ProcessCPU.seconds(of: listener))
             var json = outcome.json
             json["instances"] = instances
             let operations = max(json["operations"] as? Int ?? 0, 1)
@@ -58,7 +64,8 @@ struct OneRowClients {
             // Each cost as CPU milliseconds an operation and as cores busy over the run.
             for (key, spent) in [("server", after.servers.flatMap { a in before.servers.map { a - $0 } }),
                                  ("postgres", after.postgres.flatMap { a in before.postgres.map { a - $0 } }),
-                                 ("generator", after.harness - before.harness)] as [(String, Double?)] {
+                                 ("generator", after.harness - before.harness),
+                                 ("listeningInstance", after.listener.flatMap { a in before.listener.map { a - $0 } })] as [(String, Double?)] {
                 guard let spent else { continue }
                 json[key + "CPUSeconds"] = spent
                 json[key + "CPUMillisecondsPerOperation"] = spent * 1000 / Double(operations)

@@ -26,6 +26,11 @@ struct Propagation {
     /// The server's resident memory now, in bytes: read before the clients connect and once
     /// they all listen, for the memory each connection costs the server.
     var serverMemory: @Sendable () -> Int? = { nil }
+    /// The server's CPU seconds so far, read around the writes: what a delivered change (its
+    /// notice and the pull it causes) costs the server.
+    var serverCPU: @Sendable () -> Double? = { nil }
+    /// The database server's CPU seconds so far (PostgreSQL's), read the same way.
+    var databaseCPU: @Sendable () -> Double? = { nil }
     /// Where the receiving devices listen and pull, when not at ``base`` (another instance
     /// over the same store).
     var receiverBase: String?
@@ -90,12 +95,15 @@ struct Propagation {
         if let perConnection = memory["serverKiBPerConnection"] { say("\(name): server memory per connection \(perConnection) KiB") }
 
         let deaf = try await openDeafChannels(token: alice, listening: everyone.count)
+        let cpuBefore = serverCPU(), databaseBefore = databaseCPU()
         try await write(writer, sent: sent)
         // Every receiver should have every row; give the last notices time to land.
         let deadline = ContinuousClock.now + .seconds(30)
         while receivers.contains(where: { $0.seen.withLock { $0.count } < writes }), ContinuousClock.now < deadline {
             try await Task.sleep(for: .milliseconds(50))
         }
+        let cpu = serverCPU().flatMap { after in cpuBefore.map { after - $0 } }
+        let databaseSpent = databaseCPU().flatMap { after in databaseBefore.map { after - $0 } }
         var slow: [String: Any]?
         if let deaf { slow = try await closeOut(deaf, listening: everyone.count) }
         let missed = receivers.reduce(0) { $0 + writes - $1.seen.withLock { $0.count } }
@@ -107,13 +115,20 @@ struct Propagation {
         if deafChannels > 0, (slow?["deafChannelsClosed"] as? Int) != deafChannels {
             failures.append("\(name): \((slow?["deafChannelsClosed"] as? Int) ?? 0) of \(deafChannels) channels that never read were closed by the server")
         }
-        let json: [String: Any] = [
+        var json: [String: Any] = [
             "name": name, "clients": clients, "ratePerSecond": rate, "writes": writes, "tableRows": tableRows,
             "receiversOnAnotherInstance": receiverBase != nil,
             "otherIdentityListeners": outsiders.count, "missedDeliveries": missed, "leakedNotices": leaked,
             "noticesReceived": receivers.reduce(0) { $0 + $1.notices.load(ordering: .acquiring) },
             "writeToNotice": toNotice.json, "writeToPage": toPage.json,
         ]
+        let deliveries = receivers.reduce(0) { $0 + $1.seen.withLock { $0.count } }
+        for (key, spent) in [("server", cpu), ("database", databaseSpent)] {
+            guard let spent else { continue }
+            json[key + "CPUSeconds"] = spent
+            json[key + "CPUMillisecondsPerDelivery"] = spent * 1000 / Double(max(deliveries, 1))
+            say("\(name): the \(key)'s CPU \(String(format: "%.3f", spent * 1000 / Double(max(deliveries, 1)))) ms a delivered row (notice and pull)")
+        }
         return LoadOutcome(json: json.merging(memory) { first, _ in first }.merging(slow ?? [:]) { first, _ in first }, failures: failures)
     }
 

@@ -54,8 +54,10 @@ struct LoadtestCommand: AsyncParsableCommand {
     var postgresReplicas: [String] = []
     @Option(help: "Devices pulling their whole table again and again (pulls-postgres-replicas).") var pullers = 20
     @Option(help: "Rows each puller's table holds (pulls-postgres-replicas).") var pullRows = 5_000
-    @Option(help: "Devices each pushing one row at a time, through one instance and then two (one-row-clients-postgres).")
+    @Option(help: "Devices each pushing one row at a time, through one instance and then more (one-row-clients-postgres).")
     var oneRowClients = 1_000
+    @Option(help: "The instance counts the one-row clients push through, one run each, comma-separated; the first is the base of the ratios (one-row-clients-postgres).")
+    var clientInstances = "1,2,4"
     @Option(help: "Only these workloads (comma-separated): \(Self.workloads.joined(separator: ", ")).") var only: String?
     @Option(help: "Where to write the results.") var output = "loadtest-results.json"
     @Flag(help: "Exit non-zero on a missed notification, a lost or duplicated operation, or a notice to an identity that may not read the row.")
@@ -63,10 +65,10 @@ struct LoadtestCommand: AsyncParsableCommand {
 
     static let workloads = ["propagation", "fan-out", "fan-out-group", "writers", "slow-consumers", "writers-postgres",
                             "writers-postgres-tables", "two-instances", "rolling-restart", "pulls-postgres-replicas",
-                            "one-row-clients-postgres"]
+                            "one-row-clients-postgres", "fan-out-postgres"]
     /// The workloads that need `--postgres` (the default set leaves them out without it).
     static let scaleOut: Set = ["writers-postgres", "writers-postgres-tables", "two-instances", "rolling-restart", "pulls-postgres-replicas",
-                                "one-row-clients-postgres"]
+                                "one-row-clients-postgres", "fan-out-postgres"]
 
     func validate() throws {
         guard clients > 0, writes > 0, rate > 0, fanoutWrites > 0, duration > 0, writers > 0, batch > 0, tableRows >= 0, writerTables > 0,
@@ -79,6 +81,10 @@ struct LoadtestCommand: AsyncParsableCommand {
         guard clients <= 20_000, writers <= 5_000, writerTables <= writers, duration <= 3_600, writes / rate <= 3_600, fanoutWrites <= 3_600, rate <= 10_000,
               batch <= 5_000, tableRows <= 10_000_000 else {
             throw ValidationError("a load test is bounded: at most 20,000 clients, 5,000 writers, 10,000 writes/s, an hour of each, batches of 5,000 and 10,000,000 rows")
+        }
+        let counts = clientInstances.split(separator: ",").map { Int($0.trimmingCharacters(in: .whitespaces)) }
+        guard !counts.isEmpty, counts.allSatisfy({ ($0 ?? 0) >= 1 && ($0 ?? 0) <= 16 }) else {
+            throw ValidationError("--client-instances are from 1 to 16 instances each")
         }
         if let only, !Set(only.split(separator: ",").map(String.init)).isSubset(of: Self.workloads) {
             throw ValidationError("unknown workload; known: \(Self.workloads.joined(separator: ", "))")
@@ -131,7 +137,8 @@ struct LoadtestCommand: AsyncParsableCommand {
             // Every write reaches every one of `clients` devices, one write a second.
             let outcome = try await Propagation(name: "fan-out", identity: "loadtest-team", base: server.baseURL, tokens: tokens,
                                                 clients: clients, writes: fanoutWrites, rate: 1, tableRows: 0,
-                                                serverMemory: { [pid = server.process.processIdentifier] in ServerProcess.residentBytes(of: pid) }).run()
+                                                serverMemory: { [pid = server.process.processIdentifier] in ServerProcess.residentBytes(of: pid) },
+                                                serverCPU: { [pid = server.process.processIdentifier] in ProcessCPU.seconds(of: pid) }).run()
             results.append(outcome.json)
             failures += outcome.failures
         }
@@ -270,9 +277,24 @@ struct LoadtestCommand: AsyncParsableCommand {
             results.append(outcome.json)
             failures += outcome.failures
         }
+        if selected.contains("fan-out-postgres") {
+            // The fan-out on one instance over PostgreSQL: what a delivered row costs the
+            // instance and the database (the sizing model's figures).
+            let outcome = try await InstanceGroup.with(count: 1, postgres: postgres, directory: directory.appendingPathComponent("fan-out-postgres"),
+                                                       secret: secret) { group in
+                try await Propagation(name: "fan-out-postgres", identity: "loadtest-team-postgres", base: group.current[0].baseURL, tokens: tokens,
+                                      clients: clients, writes: fanoutWrites, rate: 1, tableRows: 0,
+                                      serverMemory: { [pid = group.current[0].process.processIdentifier] in ServerProcess.residentBytes(of: pid) },
+                                      serverCPU: { [pid = group.current[0].process.processIdentifier] in ProcessCPU.seconds(of: pid) },
+                                      databaseCPU: { ProcessCPU.postgres(postgres) }).run()
+            }
+            results.append(outcome.json)
+            failures += outcome.failures
+        }
         if selected.contains("one-row-clients-postgres") {
             let outcome = try await OneRowClients(postgres: postgres, directory: directory.appendingPathComponent("one-row-clients"), secret: secret,
-                                                  tokens: tokens, clients: oneRowClients, duration: duration).run()
+                                                  tokens: tokens, clients: oneRowClients, duration: duration,
+                                                  instanceCounts: clientInstances.split(separator: ",").compactMap { Int($0.trimmingCharacters(in: .whitespaces)) }).run()
             results.append(outcome.json)
             failures += outcome.failures
         }
