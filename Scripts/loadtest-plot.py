@@ -137,7 +137,10 @@ def main():
     rest = iter(sys.argv[1:])
     for argument in rest:
         if argument == "--merge":
-            merges.append(next(rest))
+            path = next(rest, None)
+            if path is None:
+                sys.exit("loadtest-plot: --merge needs a results file")
+            merges.append(path)
         else:
             arguments.append(argument)
     source = arguments[0] if len(arguments) > 0 else "loadtest-results.json"

@@ -27,17 +27,27 @@ root="$(mktemp -d /tmp/offline-sync-replicas.XXXXXX)"
 chmod 755 "$root"
 [ "${#as_owner[@]}" -gt 0 ] && chown postgres "$root"
 
-slots="osync_standby_$$_"
+# This run's slots: a random prefix, so no other run's slot is touched.
+slots="osync_standby_$(od -An -N6 -tx1 /dev/urandom | tr -d ' \n')_"
 stop() {
     for data in "$root"/standby-*; do
         [ -d "$data" ] && "${as_owner[@]}" "$bindir/pg_ctl" -D "$data" -m immediate -w stop >/dev/null 2>&1 || true
     done
-    # Their slots would keep the primary's WAL for ever.
-    psql "$primary" -qAt -c "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots
-        WHERE slot_name LIKE '${slots}%' AND NOT active" >/dev/null 2>&1 || true
+    # Their slots would keep the primary's WAL for ever; a slot is still active until the
+    # primary's WAL sender notices its standby went away.
+    local left=0
+    for _ in $(seq 1 50); do
+        left="$(psql "$primary" -qAt \
+            -c "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE starts_with(slot_name, '$slots') AND NOT active" \
+            -c "SELECT count(*) FROM pg_replication_slots WHERE starts_with(slot_name, '$slots')" 2>/dev/null | tail -n 1)" || left=1
+        [ "$left" = 0 ] && break
+        sleep 0.1
+    done
+    [ "$left" = 0 ] || echo "with-replicas: replication slots ${slots}* may remain on the primary; drop them with pg_drop_replication_slot" >&2
     rm -rf "$root"
 }
 trap stop EXIT
+trap 'exit 129' HUP
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
@@ -47,8 +57,8 @@ credentials="${credentials%%@*}"
 user="${credentials%%:*}"
 password="${credentials#*:}"
 address="${primary#*@}"
-database="${address#*/}"
-database="${database%%\?*}"
+database=postgres
+case "$address" in */?*) database="${address#*/}"; database="${database%%\?*}" ;; esac
 address="${address%%/*}"
 host="${address%%:*}"
 port="${address##*:}"

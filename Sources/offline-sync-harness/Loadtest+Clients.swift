@@ -1,6 +1,7 @@
 import Foundation
 import OfflineSync
 import OfflineSyncServer
+import Synchronization
 
 /// Many devices, each pushing one row at a time and the next as soon as it is answered, on
 /// PostgreSQL: through one instance, then through more behind the balancer (a schema of its
@@ -46,26 +47,32 @@ struct OneRowClients {
             group.balancer.setBackends(group.current.prefix(instances).map(InstanceGroup.port))
             let pids = group.current.prefix(instances).map(\.process.processIdentifier)
             let listener = group.current[instances].process.processIdentifier
-            func serversCPU() -> Double? {
+            @Sendable func serversCPU() -> Double? {
                 let each = pids.map { ProcessCPU.seconds(of: $0) }
                 return each.contains(where: { $0 == nil }) ? nil : each.reduce(0) { $0 + ($1 ?? 0) }
             }
-            let before = (servers: serversCPU(), postgres: ProcessCPU.postgres(postgres), harness: MeasuredWindows.processCPUSeconds(),
-                          listener: ProcessCPU.seconds(of: listener))
-            let outcome = try await ConcurrentWriters(base: group.baseURL, tokens: tokens, writers: clients, batch: 1, duration: duration,
-                                                      baseline: nil, name: name).run()
-            let after = (servers: serversCPU(), postgres: ProcessCPU.postgres(postgres), harness: MeasuredWindows.processCPUSeconds(),
-                          listener: ProcessCPU.seconds(of: listener))
+            // CPU seconds so far: the instances', PostgreSQL's, the generator's (this process:
+            // the clients and the balancer's relays) and the listening instance's.
+            let readings = Mutex<[[Double?]]>([])
+            var writing = ConcurrentWriters(base: group.baseURL, tokens: tokens, writers: clients, batch: 1, duration: duration,
+                                            baseline: nil, name: name)
+            writing.window = { _ in
+                let reading = [serversCPU(), ProcessCPU.postgres(postgres), MeasuredWindows.processCPUSeconds(), ProcessCPU.seconds(of: listener)]
+                readings.withLock { $0.append(reading) }
+            }
+            let outcome = try await writing.run()
+            let window = readings.withLock { $0 }
+            let spent: [Double?] = (0..<4).map { index in
+                guard window.count == 2, let before = window[0][index], let after = window[1][index] else { return nil }
+                return after - before
+            }
             var json = outcome.json
             json["instances"] = instances
             let operations = max(json["operations"] as? Int ?? 0, 1)
             let seconds = json["durationSeconds"] as? Double ?? 0
             var line = "\(name):"
             // Each cost as CPU milliseconds an operation and as cores busy over the run.
-            for (key, spent) in [("server", after.servers.flatMap { a in before.servers.map { a - $0 } }),
-                                 ("postgres", after.postgres.flatMap { a in before.postgres.map { a - $0 } }),
-                                 ("generator", after.harness - before.harness),
-                                 ("listeningInstance", after.listener.flatMap { a in before.listener.map { a - $0 } })] as [(String, Double?)] {
+            for (key, spent) in zip(["server", "postgres", "generator", "listeningInstance"], spent) {
                 guard let spent else { continue }
                 json[key + "CPUSeconds"] = spent
                 json[key + "CPUMillisecondsPerOperation"] = spent * 1000 / Double(operations)

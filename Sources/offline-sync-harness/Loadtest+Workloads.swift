@@ -297,6 +297,9 @@ struct ConcurrentWriters {
     /// How many tables the writers share out between them (writer `i` writes table
     /// `i % tables`): with more than one, pushes of different tables may run at once.
     var tables = 1
+    /// Called as the pushing begins (`true`) and once it has ended (`false`), outside the
+    /// set-up and the counting afterwards: for figures read around the measured window.
+    var window: @Sendable (_ begins: Bool) -> Void = { _ in }
 
     static let table = "lt_rows"
 
@@ -305,14 +308,21 @@ struct ConcurrentWriters {
         tables == 1 ? Self.table : "\(Self.table)_\(index % tables)"
     }
 
-    func run() async throws -> LoadOutcome {
-        let latency = LatencyRecorder()
-        let log = RestartLog()
+    /// One client per writer, each its own identity.
+    private func clients() async throws -> [HTTPRemoteStore] {
         var remotes: [HTTPRemoteStore] = []
         for index in 0..<writers {
             let token = try await tokens.mint(identity: "\(name)-\(index)")
             remotes.append(HTTPRemoteStore(baseURL: base, configuration: .init(maxAttempts: 10), token: { token }))
         }
+        return remotes
+    }
+
+    func run() async throws -> LoadOutcome {
+        let latency = LatencyRecorder()
+        let log = RestartLog()
+        let remotes = try await clients()
+        window(true)
         let end = ContinuousClock.now + .seconds(duration)
         let begin = ContinuousClock.now
         let acknowledged = try await withThrowingTaskGroup(of: (Int, Int, Int).self) { group in
@@ -351,6 +361,7 @@ struct ConcurrentWriters {
             return counts
         }
         let elapsed = ContinuousClock.now - begin
+        window(false)
         let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
         let total = acknowledged.reduce(0) { $0 + $1.1 }
         let refused = acknowledged.reduce(0) { $0 + $1.2 }

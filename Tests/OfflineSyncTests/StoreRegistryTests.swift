@@ -80,8 +80,9 @@ struct StoreRegistryTests {
         #expect(replicas.description == "postgres://app:***@db1/app?schema=s&replica=***&replica=***&Password=***"
             + "&replica=postgres%3A%2F%2Fapp%40db4%2Fapp")
         // However it is spelled: spaces around `=`, a parameter whose name holds the word.
-        let spelled = try StoreLocation(parsing: "postgres://db1/app?replica=host%3Ddb3+password+%3D+s3cret&db_password=s3cret")
-        #expect(spelled.description == "postgres://db1/app?replica=***&db_password=***")
+        let spelled = try StoreLocation(parsing: "postgres://db1/app?replica=host%3Ddb3+password+%3D+s3cret&db_password=s3cret"
+            + "&replica=postgres%3A%2F%2Fdb4%2Fapp%3F%2570assword%3Ds3cret")
+        #expect(spelled.description == "postgres://db1/app?replica=***&db_password=***&replica=***")
         let error = await #expect(throws: SyncError.self) {
             _ = try await StoreRegistry().open("postgres://app:s3cret@db.example/app#x")
         }

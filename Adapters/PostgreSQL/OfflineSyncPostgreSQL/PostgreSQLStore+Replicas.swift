@@ -80,6 +80,8 @@ final class PGReplicas: Sendable {
     static let failedPause: UInt64 = 5_000_000_000
     /// How long one that did not catch up within the wait is passed over.
     static let behindPause: UInt64 = 1_000_000_000
+    /// The longest a try after the first waits for one of a standby's connections.
+    static let busyPatience: Duration = .milliseconds(5)
 
     /// Libpq settings a replica connection gets unless its string names them: a standby that
     /// vanished costs seconds, not the operating system's minutes.
@@ -171,10 +173,11 @@ final class PGReplicas: Sendable {
     /// Runs `body` in a `REPEATABLE READ READ ONLY` snapshot of a replica that has replayed
     /// the primary's WAL to `position` on its timeline, giving it the snapshot's xmin; `nil`
     /// (counted) when none could. Every candidate is tried once without waiting (for its
-    /// replay or for a free connection), then those behind or busy again until ``wait`` has
-    /// passed; one still behind then is passed over for ``behindPause``, one passed over
-    /// meanwhile is not tried again.
-    /// Rethrows what `body` throws on a healthy connection, and cancellation.
+    /// replay or for a free connection), then those behind or busy again, every 2 ms, until
+    /// ``wait`` has passed, each try waiting at most ``busyPatience`` for a connection (so one
+    /// standby whose connections are all held does not keep the read from the others); one
+    /// still behind then is passed over for ``behindPause``, one passed over meanwhile is not
+    /// tried again. Rethrows what `body` throws on a healthy connection, and cancellation.
     func read<T: Sendable>(reaching position: WALPosition, schema quoted: String,
                            _ body: @escaping @Sendable (PGTransaction, Int64) throws -> T) async throws -> T? {
         let deadline = ContinuousClock.now + wait
@@ -186,7 +189,7 @@ final class PGReplicas: Sendable {
             case .served(let value): return value
             case .behind: again.append((member, true))
             case .busy: again.append((member, false))
-            case .cancelled: break
+            case .next: break
             }
         }
         while !again.isEmpty, ContinuousClock.now < deadline {
@@ -194,7 +197,7 @@ final class PGReplicas: Sendable {
             var still: [(member: Member, behind: Bool)] = []
             for (member, behind) in again where !member.isSkipped {
                 try Task.checkCancellation()
-                let patience = deadline - ContinuousClock.now
+                let patience = min(deadline - ContinuousClock.now, Self.busyPatience)
                 guard patience > .zero else {
                     still.append((member, behind))
                     continue
@@ -202,11 +205,13 @@ final class PGReplicas: Sendable {
                 switch try await attempt(member, position, quoted, body, patience: patience) {
                 case .served(let value): return value
                 case .behind: still.append((member, true))
-                case .cancelled, .busy: break
+                case .busy: still.append((member, behind))
+                case .next: break
                 }
             }
             again = still
         }
+        try Task.checkCancellation()
         for (member, behind) in again where behind && !member.isSkipped { member.skip(for: Self.behindPause) }
         leftToPrimary.add(1, ordering: .relaxed)
         return nil
@@ -225,8 +230,8 @@ final class PGReplicas: Sendable {
             guard let worker = borrowed else { return .busy }
             defer { member.pool.release(worker) }
             outcome = try await worker.run { connection in
-                // Passed over while this read waited for a connection.
-                if member.isSkipped { return .failed }
+                // Passed over (by another read) while this one waited for a connection.
+                if member.isSkipped { return .passedOver }
                 return Self.attempt(on: connection, worker: worker, position, quoted, body)
             }
         } catch is CancellationError {
@@ -245,12 +250,13 @@ final class PGReplicas: Sendable {
             throw error
         case .behind:
             return .behind
-        case .cancelled:
-            // Its recovery cancelled the read: the replica is fine, the read goes on.
-            return .cancelled
+        case .cancelled, .passedOver:
+            // Its recovery cancelled the read (the replica is fine), or another read paused
+            // it: the read goes on to the next.
+            return .next
         case .notReplica, .otherTimeline, .failed:
             member.skip(for: Self.failedPause)
-            return .cancelled
+            return .next
         }
     }
 
@@ -266,12 +272,17 @@ final class PGReplicas: Sendable {
         // could pass the position after the snapshot was taken.)
         let xmin: Int64
         do {
+            // The timeline of its last restartpoint, and of the WAL it receives (while it
+            // streams, and where the role may see it): a standby that already follows a
+            // promoted primary while the store still writes to the old one has restartpoints
+            // of the old timeline only.
             let state = try connection.execute([PGStatement("""
                 SELECT pg_is_in_recovery(), (pg_last_wal_replay_lsn() - '0/0'::pg_lsn)::bigint,
-                       (SELECT timeline_id FROM pg_control_checkpoint())::bigint
+                       (SELECT timeline_id FROM pg_control_checkpoint())::bigint,
+                       (SELECT received_tli FROM pg_stat_wal_receiver)::bigint
                 """)])
             guard state.bool(0, 0) == true, let replayed = state.int64(0, 1), let timeline = state.int64(0, 2) else { return .notReplica }
-            guard timeline == position.timeline else { return .otherTimeline }
+            guard timeline == position.timeline, state.int64(0, 3).map({ $0 == position.timeline }) ?? true else { return .otherTimeline }
             guard replayed >= position.bytes else { return .behind }
             guard let snapshot = try connection.execute([
                 PGStatement("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", prepare: false),
@@ -311,8 +322,9 @@ final class PGReplicas: Sendable {
 private enum Pass<T: Sendable>: Sendable {
     case served(T)
     case behind
-    /// Nothing to wait for on this one now: cancelled by its recovery, failed, or busy.
-    case cancelled
+    /// Nothing to wait for on this one now: its recovery cancelled the read, it failed (and
+    /// is paused), or another read paused it.
+    case next
     /// Every connection was held.
     case busy
 }
@@ -333,4 +345,6 @@ private enum ReplicaRead<T: Sendable>: Sendable {
     case cancelled
     /// The body threw on a healthy connection.
     case thrown(any Error)
+    /// Paused by another read while this one waited for the connection.
+    case passedOver
 }

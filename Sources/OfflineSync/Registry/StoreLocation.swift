@@ -123,9 +123,15 @@ public struct StoreLocation: Sendable, Hashable, CustomStringConvertible {
             let name = ((try? percentDecoded(parts[0], what: "", plusIsSpace: true)) ?? String(parts[0])).lowercased()
             let value = (try? percentDecoded(parts[1], what: "", plusIsSpace: true)) ?? String(parts[1])
             // A password however it is written: `password=`, `password = …` in a key=value
-            // string, a parameter named for it, or still percent-encoded inside the value.
-            let hidden = name.contains("password") || value.lowercased().contains("password")
-                || parts[1].lowercased().contains("password") || redactedAuthority(value) != value
+            // string, a parameter named for it, or percent-encoded inside the value (a URL's
+            // query keyword is decoded by libpq too), however many times.
+            var decoded = [String(parts[1]), value]
+            while decoded.count < 8, let again = try? percentDecoded(Substring(decoded[decoded.count - 1]), what: "", plusIsSpace: true),
+                  again != decoded[decoded.count - 1] {
+                decoded.append(again)
+            }
+            let hidden = name.contains("password") || decoded.contains { $0.lowercased().contains("password") }
+                || redactedAuthority(value) != value
             return hidden ? parts[0] + "=***" : String(pair)
         }
         return String(base[...mark]) + pairs.joined(separator: "&")

@@ -121,6 +121,8 @@ public final class CheckoutPool<Resource: Sendable>: Sendable {
                     release(resource)
                 }
             }
+            // Timed out as the caller was cancelled: the cancellation, not "none free".
+            if case .success(nil) = outcome, Task.isCancelled { throw CancellationError() }
             return try outcome.get()
         }
     }
