@@ -133,7 +133,7 @@ test-steps: deps openapi-check architecture-check docs-check portability-check
 	$(MAKE) --no-print-directory replica-test
 	"$$($(SWIFT) build --show-bin-path)/offline-sync-harness" loadtest --writes 60 --rate 20 --table-rows 2000 --clients 200 \
 		--fanout-writes 5 --group-sizes 50,200 --group-writes 3 --writers 20 --duration 3 --deaf-channels 10 --slow-writes 200 --slow-rate 100 --slow-receivers 3 \
-		--channel-seconds 2 --postgres "$$OFFLINE_SYNC_TEST_POSTGRES_URL" --cross-writes 30 --counted-writes 500 --counted-rate 250 --one-row-clients 50 --client-instances 1,2 \
+		--channel-seconds 2 --postgres "$$OFFLINE_SYNC_TEST_POSTGRES_URL" --cross-writes 30 --counted-writes 500 --counted-rate 250 --one-row-clients 50 --client-instances 1,2 --delayed-writes 20 \
 		--check --output "$$($(SWIFT) build --show-bin-path)/loadtest-short.json"
 	$(SWIFT) build --package-path $(EXAMPLE) --scratch-path $(EXAMPLE_BUILD) --build-tests
 	SWT_EXPERIMENTAL_MAXIMUM_PARALLELIZATION_WIDTH=$(TEST_WIDTH) $(SWIFT) test --skip-build --package-path $(EXAMPLE) --scratch-path $(EXAMPLE_BUILD)

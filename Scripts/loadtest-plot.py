@@ -23,13 +23,19 @@ def table(document):
     rows = ["| workload | what was measured | latency (ms) | checks |", "|---|---|---|---|"]
     for w in document["workloads"]:
         checks = "missed %d, to another identity %d" % (w.get("missedDeliveries", 0), w.get("leakedNotices", 0))
-        if w["name"] in ("propagation", "fan-out", "fan-out-postgres", "propagation-two-instances", "notifications-two-instances"):
+        if w.get("skipped"):
+            continue
+        if w["name"] in ("propagation", "fan-out", "fan-out-postgres", "propagation-two-instances", "notifications-two-instances",
+                         "propagation-delayed"):
             what = "%s writes at %s/s, %d receiving client%s, table of %s rows" % (
                 format(w["writes"], ","), format(w["ratePerSecond"], ","), w["clients"], "" if w["clients"] == 1 else "s",
                 format(w["tableRows"], ","))
             if w.get("receiversOnAnotherInstance"):
                 what += ", written through one instance and received through the other (one PostgreSQL); %s notices heard" % (
                     format(w.get("noticesReceived", 0), ","))
+            if "deviceDelayMs" in w:
+                what += "; devices %d ms each way from the instances, PostgreSQL %d ms each way from them (delaying relays)" % (
+                    w["deviceDelayMs"], w["databaseDelayMs"])
             if "serverKiBPerConnection" in w:
                 what += "; server memory %.1f KiB per connection (%.0f MiB idle, %.0f MiB with every client listening)" % (
                     w["serverKiBPerConnection"], w["serverRSSIdleMiB"], w["serverRSSConnectedMiB"])

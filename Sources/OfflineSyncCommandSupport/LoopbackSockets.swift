@@ -207,15 +207,27 @@ package struct LoopbackSocket: Sendable {
 /// instances: each connection goes to the next backend in turn that accepts it (one that
 /// refuses is skipped), and its bytes are copied both ways untouched, WebSocket upgrades
 /// included. Two threads per connection: for tests and load tests of a few hundred clients.
+///
+/// With a `delay`, it stands for a network between hosts as well: every byte reaches the
+/// other side `delay` after it was read (each way, so a round trip costs twice that), in
+/// order and without holding up the bytes behind it, with at most ``delayedBytesLimit``
+/// bytes in flight each way (then the reading side waits, as a full TCP window would).
+/// Four threads per connection then.
 package final class LoopbackBalancer: Sendable {
     /// The port clients connect to.
     package let port: Int
     private let listener: LoopbackSocket
     private let backends: Mutex<[Int]>
     private let turn = Atomic<Int>(0)
+    private let delay: Duration
 
-    /// Starts accepting, routing to `backends` (ports on 127.0.0.1).
-    package init(backends: [Int]) throws {
+    /// The most bytes a delayed direction holds before it stops reading.
+    package static let delayedBytesLimit = 4 << 20
+
+    /// Starts accepting, routing to `backends` (ports on 127.0.0.1), each byte `delay` late
+    /// each way.
+    package init(backends: [Int], delay: Duration = .zero) throws {
+        self.delay = delay
         self.backends = Mutex(backends)
         (listener, port) = try LoopbackSocket.listening()
         let thread = Thread { [self] in acceptLoop() }
@@ -256,11 +268,11 @@ package final class LoopbackBalancer: Sendable {
             Self.sendAtOnce(server)
             let done = DispatchGroup()
             done.enter()
-            Thread.detachNewThread {
-                Self.copy(from: server, to: client)
+            Thread.detachNewThread { [delay] in
+                Self.copy(from: server, to: client, delay: delay)
                 done.leave()
             }
-            Self.copy(from: client, to: server)
+            Self.copy(from: client, to: server, delay: delay)
             done.wait()
             close(server)
             close(client)
@@ -273,6 +285,46 @@ package final class LoopbackBalancer: Sendable {
     private static func sendAtOnce(_ socket: Int32) {
         var on: Int32 = 1
         _ = setsockopt(socket, Int32(IPPROTO_TCP), TCP_NODELAY, &on, socklen_t(MemoryLayout<Int32>.size))
+    }
+
+    /// Copies until `source` ends or fails, then ends `destination`'s sending side; with a
+    /// delay, through a ``DelayLine`` and a thread of its own that sends.
+    private static func copy(from source: Int32, to destination: Int32, delay: Duration) {
+        guard delay > .zero else { return copy(from: source, to: destination) }
+        let line = DelayLine(delay: delay, limit: delayedBytesLimit)
+        let sent = DispatchGroup()
+        sent.enter()
+        Thread.detachNewThread {
+            while let chunk = line.next() {
+                guard send(chunk, to: destination) else {
+                    line.fail()
+                    break
+                }
+            }
+            shutdown(destination, Int32(SHUT_WR))
+            sent.leave()
+        }
+        var buffer = [UInt8](repeating: 0, count: 1 << 16)
+        while true {
+            let count = buffer.withUnsafeMutableBytes { read(source, $0.baseAddress, $0.count) }
+            if count < 0, errno == EINTR { continue }
+            guard count > 0, line.put(Array(buffer[..<count])) else { break }
+        }
+        line.end()
+        sent.wait()
+        shutdown(source, Int32(SHUT_RD))
+    }
+
+    /// Sends all of `bytes`; false when the socket failed.
+    private static func send(_ bytes: [UInt8], to destination: Int32) -> Bool {
+        var sent = 0
+        while sent < bytes.count {
+            let wrote = bytes.withUnsafeBytes { LoopbackSocket.sendSome(destination, $0.baseAddress! + sent, bytes.count - sent) }
+            if wrote < 0, errno == EINTR { continue }
+            guard wrote > 0 else { return false }
+            sent += wrote
+        }
+        return true
     }
 
     /// Copies until `source` ends or fails, then ends `destination`'s sending side.
@@ -292,5 +344,74 @@ package final class LoopbackBalancer: Sendable {
         }
         shutdown(destination, Int32(SHUT_WR))
         shutdown(source, Int32(SHUT_RD))
+    }
+}
+
+/// Chunks of one direction of a delayed connection, each handed out `delay` after it was
+/// put in, in order; bounded: ``put(_:)`` waits while `limit` bytes are held.
+final class DelayLine: @unchecked Sendable {
+    // @unchecked Sendable: every stored property is read and written under `condition`.
+    private let condition = NSCondition()
+    private var chunks: [(due: ContinuousClock.Instant, bytes: [UInt8])] = []
+    private var first = 0
+    private var held = 0
+    private var ended = false
+    private var failed = false
+    private let delay: Duration
+    private let limit: Int
+
+    init(delay: Duration, limit: Int) {
+        self.delay = delay
+        self.limit = limit
+    }
+
+    /// Adds a chunk read now; false once the sending side failed (stop reading).
+    func put(_ bytes: [UInt8]) -> Bool {
+        condition.lock()
+        defer { condition.unlock() }
+        while held >= limit, !failed { condition.wait() }
+        guard !failed else { return false }
+        chunks.append((ContinuousClock.now + delay, bytes))
+        held += bytes.count
+        condition.broadcast()
+        return true
+    }
+
+    /// No more chunks: ``next()`` returns nil once the held ones are out.
+    func end() {
+        condition.lock()
+        ended = true
+        condition.broadcast()
+        condition.unlock()
+    }
+
+    /// The sending side failed: ``put(_:)`` refuses from now on.
+    func fail() {
+        condition.lock()
+        failed = true
+        condition.broadcast()
+        condition.unlock()
+    }
+
+    /// The next chunk once it is due (sleeping until then), or nil after ``end()``.
+    func next() -> [UInt8]? {
+        condition.lock()
+        while first == chunks.count, !ended { condition.wait() }
+        guard first < chunks.count else {
+            condition.unlock()
+            return nil
+        }
+        let (due, bytes) = chunks[first]
+        first += 1
+        if first > 1024, first * 2 > chunks.count {
+            chunks.removeFirst(first)
+            first = 0
+        }
+        held -= bytes.count
+        condition.broadcast()
+        condition.unlock()
+        let wait = due - ContinuousClock.now
+        if wait > .zero { Thread.sleep(forTimeInterval: Double(wait.components.seconds) + Double(wait.components.attoseconds) / 1e18) }
+        return bytes
     }
 }

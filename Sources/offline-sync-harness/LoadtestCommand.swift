@@ -58,6 +58,9 @@ struct LoadtestCommand: AsyncParsableCommand {
     var oneRowClients = 1_000
     @Option(help: "The instance counts the one-row clients push through, one run each, comma-separated; the first is the base of the ratios (one-row-clients-postgres).")
     var clientInstances = "1,2,4"
+    @Option(help: "Milliseconds each way between the devices and the instances (propagation-delayed).") var deviceDelayMs = 20
+    @Option(help: "Milliseconds each way between the instances and PostgreSQL (propagation-delayed).") var databaseDelayMs = 2
+    @Option(help: "Writes at --rate from one instance to a device on the other, through the delays (propagation-delayed).") var delayedWrites = 300
     @Option(help: "Only these workloads (comma-separated): \(Self.workloads.joined(separator: ", ")).") var only: String?
     @Option(help: "Where to write the results.") var output = "loadtest-results.json"
     @Flag(help: "Exit non-zero on a missed notification, a lost or duplicated operation, or a notice to an identity that may not read the row.")
@@ -65,10 +68,10 @@ struct LoadtestCommand: AsyncParsableCommand {
 
     static let workloads = ["propagation", "fan-out", "fan-out-group", "writers", "slow-consumers", "writers-postgres",
                             "writers-postgres-tables", "two-instances", "rolling-restart", "pulls-postgres-replicas",
-                            "one-row-clients-postgres", "fan-out-postgres"]
+                            "one-row-clients-postgres", "fan-out-postgres", "propagation-delayed"]
     /// The workloads that need `--postgres` (the default set leaves them out without it).
     static let scaleOut: Set = ["writers-postgres", "writers-postgres-tables", "two-instances", "rolling-restart", "pulls-postgres-replicas",
-                                "one-row-clients-postgres", "fan-out-postgres"]
+                                "one-row-clients-postgres", "fan-out-postgres", "propagation-delayed"]
 
     func validate() throws {
         guard clients > 0, writes > 0, rate > 0, fanoutWrites > 0, duration > 0, writers > 0, batch > 0, tableRows >= 0, writerTables > 0,
@@ -101,6 +104,10 @@ struct LoadtestCommand: AsyncParsableCommand {
         }
         if postgresReplicas.isEmpty, let only, only.split(separator: ",").contains("pulls-postgres-replicas") {
             throw ValidationError("pulls-postgres-replicas needs --postgres-replica")
+        }
+        guard deviceDelayMs >= 0, deviceDelayMs <= 1_000, databaseDelayMs >= 0, databaseDelayMs <= 1_000, delayedWrites > 0,
+              delayedWrites / rate <= 3_600 else {
+            throw ValidationError("the delays are from 0 to 1,000 ms, and the delayed writes take at most an hour at --rate")
         }
         guard crossWrites > 0, countedWrites >= 0, countedRate > 0, crossWrites / rate <= 3_600, countedWrites / countedRate <= 3_600,
               countedRate <= 10_000 else {
@@ -274,6 +281,12 @@ struct LoadtestCommand: AsyncParsableCommand {
         if selected.contains("pulls-postgres-replicas") {
             let outcome = try await ReplicaPulls(postgres: postgres, replicas: postgresReplicas, directory: directory.appendingPathComponent("replicas"),
                                                  secret: secret, tokens: tokens, pullers: pullers, rowsPerIdentity: pullRows, duration: duration).run()
+            results.append(outcome.json)
+            failures += outcome.failures
+        }
+        if selected.contains("propagation-delayed") {
+            let outcome = try await delayedPropagation(postgres: postgres, directory: directory.appendingPathComponent("propagation-delayed"),
+                                                       secret: secret, tokens: tokens)
             results.append(outcome.json)
             failures += outcome.failures
         }
