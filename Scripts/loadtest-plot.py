@@ -96,9 +96,14 @@ def table(document):
                     run["name"], what, cell(run["push"]), run["lost"], run["duplicated"], run["notApplied"]))
         elif w["name"] == "pulls-postgres-replicas":
             for run in (w["primaryAlone"], w["withReplicas"]):
-                what = "%d devices pulling their %s rows from the start, again and again, a push every fourth pull, for %.0f s: %.1f full pulls/s, %s rows/s; reads served by a replica %s, by the primary %s" % (
+                what = "%d devices pulling their %s rows from the start, again and again, a push every fourth pull, for %.0f s: %.1f full pulls/s, %s rows/s" % (
                     w["pullers"], format(w["rowsPerIdentity"], ","), run["durationSeconds"], run["pullsPerSecond"],
-                    format(int(run["rowsPerSecond"]), ","), format(run["readsServedByReplica"], ","), format(run["readsServedByPrimary"], ","))
+                    format(int(run["rowsPerSecond"]), ","))
+                if run.get("replicas", 0) > 0:
+                    what += "; reads served by a replica %s, by the primary %s" % (
+                        format(run["readsServedByReplica"], ","), format(run["readsServedByPrimary"], ","))
+                else:
+                    what += "; the primary alone"
                 if run.get("primaryCPUMillisecondsPerPull") is not None:
                     what += "; the primary's CPU %.2f ms a full pull" % run["primaryCPUMillisecondsPerPull"]
                 if run is w["withReplicas"]:
