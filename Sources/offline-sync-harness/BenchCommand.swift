@@ -185,14 +185,18 @@ struct BenchCommand: AsyncParsableCommand {
     }
 
     static func machineDescription() -> String {
-        var cpu = "unknown CPU"
-        if let info = try? String(contentsOfFile: "/proc/cpuinfo", encoding: .utf8),
-           let line = info.split(separator: "\n").first(where: { $0.hasPrefix("model name") }),
-           let name = line.split(separator: ":", maxSplits: 1).last {
-            cpu = name.trimmingCharacters(in: .whitespaces)
-        }
         let memory = ProcessInfo.processInfo.physicalMemory / 1_073_741_824
-        return "\(cpu), \(ProcessInfo.processInfo.activeProcessorCount) cores, \(memory) GiB, Linux, SQLite \(String(cString: sqlite3_libversion())), LMDB \(lmdbVersion()), libpq \(PQlibVersion() / 10000).\(PQlibVersion() % 10000)"
+        return "\(cpuModel()), \(ProcessInfo.processInfo.activeProcessorCount) cores, \(memory) GiB, Linux, SQLite \(String(cString: sqlite3_libversion())), LMDB \(lmdbVersion()), libpq \(PQlibVersion() / 10000).\(PQlibVersion() % 10000)"
+    }
+}
+
+extension BenchCommand {
+    /// The processor's model name from `/proc/cpuinfo`, or "unknown CPU".
+    static func cpuModel() -> String {
+        guard let info = try? String(contentsOfFile: "/proc/cpuinfo", encoding: .utf8),
+              let line = info.split(separator: "\n").first(where: { $0.hasPrefix("model name") }),
+              let name = line.split(separator: ":", maxSplits: 1).last else { return "unknown CPU" }
+        return name.trimmingCharacters(in: .whitespaces)
     }
 }
 

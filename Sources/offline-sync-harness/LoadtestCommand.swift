@@ -364,7 +364,7 @@ struct LoadtestCommand: AsyncParsableCommand {
     private func machineDescription() -> String {
         let cores = ProcessInfo.processInfo.activeProcessorCount
         let memory = ProcessInfo.processInfo.physicalMemory >> 30
-        return "\(cores) cores, \(memory) GiB, \(ProcessInfo.processInfo.operatingSystemVersionString)"
+        return "\(BenchCommand.cpuModel()), \(cores) cores, \(memory) GiB, \(ProcessInfo.processInfo.operatingSystemVersionString)"
     }
 }
 
