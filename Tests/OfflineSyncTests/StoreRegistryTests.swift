@@ -83,6 +83,10 @@ struct StoreRegistryTests {
         let spelled = try StoreLocation(parsing: "postgres://db1/app?replica=host%3Ddb3+password+%3D+s3cret&db_password=s3cret"
             + "&replica=postgres%3A%2F%2Fdb4%2Fapp%3F%2570assword%3Ds3cret")
         #expect(spelled.description == "postgres://db1/app?replica=***&db_password=***&replica=***")
+        // A malformed escape a layer down stops the decoding before the keyword: hidden all the same.
+        let malformed = try StoreLocation(parsing: "postgres://db1/app?replica=postgres%3A%2F%2Fdb4%2Fapp%3F%2570assword%3Ds3cret%26x%3D%25ZZ"
+            + "&replica=postgres%3A%2F%2Fdb5%2Fapp&schema=s")
+        #expect(malformed.description == "postgres://db1/app?replica=***&replica=postgres%3A%2F%2Fdb5%2Fapp&schema=s")
         let error = await #expect(throws: SyncError.self) {
             _ = try await StoreRegistry().open("postgres://app:s3cret@db.example/app#x")
         }

@@ -124,13 +124,20 @@ public struct StoreLocation: Sendable, Hashable, CustomStringConvertible {
             let value = (try? percentDecoded(parts[1], what: "", plusIsSpace: true)) ?? String(parts[1])
             // A password however it is written: `password=`, `password = …` in a key=value
             // string, a parameter named for it, or percent-encoded inside the value (a URL's
-            // query keyword is decoded by libpq too), however many times.
+            // query keyword is decoded by libpq too), however many times. A value that cannot
+            // be decoded to its end (a malformed escape further in, or more than eight
+            // layers) could hide one: it is hidden too.
             var decoded = [String(parts[1]), value]
-            while decoded.count < 8, let again = try? percentDecoded(Substring(decoded[decoded.count - 1]), what: "", plusIsSpace: true),
-                  again != decoded[decoded.count - 1] {
+            var undecodable = false
+            while let last = decoded.last, last.contains("%") {
+                guard decoded.count < 8, let again = try? percentDecoded(Substring(last), what: "", plusIsSpace: true) else {
+                    undecodable = true
+                    break
+                }
+                if again == last { break }
                 decoded.append(again)
             }
-            let hidden = name.contains("password") || decoded.contains { $0.lowercased().contains("password") }
+            let hidden = undecodable || name.contains("password") || decoded.contains { $0.lowercased().contains("password") }
                 || redactedAuthority(value) != value
             return hidden ? parts[0] + "=***" : String(pair)
         }
