@@ -35,6 +35,9 @@
 ///   follows stamps (a Datasync client's `updatedAt gt` delta) reads below it and skips
 ///   nothing.
 ///
+/// - **held rows**: the transaction a ``concurrentWrite(_:)`` body is given is a
+///   ``HoldingWriteTransaction``.
+///
 /// `PostgreSQLStore` provides it from transaction ids (`pg_current_xact_id()`, and the ids of
 /// the store's running writers in `pg_locks`).
 public protocol CommitOrderedStore: LocalStore {
@@ -96,4 +99,23 @@ public struct ChangeHorizon: Sendable, Hashable {
         self.final = final
         self.stamp = stamp
     }
+}
+
+/// A write transaction that can hold a row it reads until it ends, so that a writer who
+/// decided something from the row (whom to tell of a change, from a group's row) commits
+/// before the row can change, or sees the change.
+///
+/// Serializable transactions alone do not give that: a transaction that read a row may be
+/// ordered before one that changed it and still commit after it, so its change numbers,
+/// handed out as it began, can lie above the other's while what it wrote was decided without
+/// it. The sync server holds the rows its shared-table writes decide from (a group's row, an
+/// `owner_of` target); a change to a held row waits for every holder to end, and a holder
+/// that comes after the change committed runs again.
+public protocol HoldingWriteTransaction: LocalWriteTransaction {
+    /// The record `id` of `table` as ``LocalReadTransaction/record(in:id:)`` reads it,
+    /// held until the transaction ends: a concurrent transaction that changes or deletes it
+    /// waits until then (other holders do not). When a transaction that committed after this
+    /// one's snapshot was taken has changed it, the call throws, and the store runs the
+    /// transaction again as for any conflict. A missing row is not held.
+    func heldRecord(in table: String, id: String) throws -> Record?
 }

@@ -241,15 +241,28 @@ struct PushTransaction {
     var effects = SharedEffects()
 
     /// With `order`, a transaction of a ``CommitOrderedStore``: its tables' numbers and stamps
-    /// come from it (``OfflineSyncService/TableClock``), except for the `counted` tables
-    /// (shared ones, whose pushes run alone and whose readers follow counters).
-    init(txn: any LocalWriteTransaction, claims: Claims, now: Timestamp, rows: OfflineSyncService.BatchReads, order: ChangeOrder? = nil,
-         counted: Set<String> = []) {
+    /// (and the shared sequence's) come from it (``OfflineSyncService/TableClock``).
+    init(txn: any LocalWriteTransaction, claims: Claims, now: Timestamp, rows: OfflineSyncService.BatchReads, order: ChangeOrder? = nil) {
         self.txn = txn
         self.claims = claims
         self.now = now
         self.rows = rows
-        clocks = OfflineSyncService.TableClocks(order: order, counted: counted)
+        clocks = OfflineSyncService.TableClocks(order: order)
+    }
+
+    /// Whether the push runs beside other writers (a ``CommitOrderedStore``'s concurrent write).
+    var isConcurrent: Bool { clocks.order != nil }
+
+    /// The row `id` of `table`, held until the push ends when it runs beside other writers
+    /// (``HoldingWriteTransaction``), else read as it is: a row the push decides from (whom
+    /// to tell of a change) then cannot change before the push commits unless the push sees
+    /// the change.
+    func decidingRecord(in table: String, id: String) throws -> Record? {
+        guard isConcurrent else { return try txn.record(in: table, id: id) }
+        guard let holding = txn as? any HoldingWriteTransaction else {
+            throw SyncError(.storageFailure, "the store's concurrent writes cannot hold rows (HoldingWriteTransaction), which shared tables need")
+        }
+        return try holding.heldRecord(in: table, id: id)
     }
 
     /// The next sequence number of `table` (or of the shared sequence), and the version it

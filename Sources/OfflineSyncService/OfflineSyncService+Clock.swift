@@ -91,23 +91,19 @@ extension OfflineSyncService {
         /// The transaction's change numbers on a ``CommitOrderedStore``; `nil` on a store
         /// whose writers of a table run one after another.
         let order: ChangeOrder?
-        /// Tables (and the shared sequence, ``SequenceRow/shared``) that keep their counters
-        /// on a commit-ordered store: shared tables, whose pushes run alone and whose pulls
-        /// follow counters.
-        private let counted: Set<ExactString>
         private var clocks: [(table: String, clock: TableClock)] = []
         private var positions: [ExactString: Int] = [:]
         private var last = 0
 
-        init(order: ChangeOrder? = nil, counted: Set<String> = []) {
+        init(order: ChangeOrder? = nil) {
             self.order = order
-            self.counted = Set(counted.map(ExactString.init) + [ExactString(SequenceRow.shared)])
         }
 
         /// Each table touched, with its clock, in the order first touched.
         var all: [(table: String, clock: TableClock)] { clocks }
 
-        /// The rows to save before the transaction commits: those of the clocks that count.
+        /// The rows to save before the transaction commits: those of the clocks that count (none
+        /// on a commit-ordered store).
         var rowsToSave: [SequenceRow] {
             clocks.filter(\.clock.strictlyIncreasing).map { $0.clock.row(table: $0.table) }
         }
@@ -118,7 +114,6 @@ extension OfflineSyncService {
             if let position = positions[ExactString(table)] {
                 last = position
             } else {
-                let order = counted.contains(ExactString(table)) ? nil : self.order
                 clocks.append((table, try TableClock(try SequenceRow.of(txn, table: table), order: order)))
                 last = clocks.count - 1
                 positions[ExactString(table)] = last

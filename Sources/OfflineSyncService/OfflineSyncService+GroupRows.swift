@@ -296,6 +296,8 @@ extension OfflineSyncService {
         var largeUntil: Int64?
         /// While converting: the last member whose marker was written.
         var progress: String?
+        /// Made for a group that had none (not stored).
+        var isNew = false
 
         static let schema = TableSchema(table, fields: [
             column(.members, .int), column(.mode, .string), column(.largeUntil, .int), column(.progress, .string),

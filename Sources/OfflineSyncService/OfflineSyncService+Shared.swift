@@ -20,6 +20,7 @@ extension OfflineSyncService {
             // A membership changes: what the push remembered about memberships may not hold.
             push.effects.memo.memberships.removeAll()
             push.effects.members.removeAll()
+            push.effects.groupRows.removeAll()
         }
         let old = before.map { audience(of: $0, in: table) } ?? Audience()
         let new = audience(of: after, in: table)
@@ -35,14 +36,18 @@ extension OfflineSyncService {
             default: if !spans.isOpen { spans.open(at: sequence) }
             }
             try GroupLogRow(id: id, key: group.key, table: table, item: item, sequence: sequence, spans: spans).save(txn)
+            // Whom to tell is decided from the group's row (its mode) or the `owner_of`
+            // target (its owner, whether it is live), held by a push beside other writers
+            // (``PushTransaction/decidingRecord(in:id:)``): a membership change that this
+            // push does not see commits after it, so that change's sweep finds this row.
             switch group {
             case let .ownerOf(target, owned):
-                if let row = try txn.record(in: target, id: owned), !row.deleted, let owner = Self.identity(in: row[Meta.owner]) {
+                if let row = try push.decidingRecord(in: target, id: owned), !row.deleted, let owner = Self.identity(in: row[Meta.owner]) {
                     told.insert(owner)
                 }
             case let .member(name, value):
                 guard let membership = rules.memberships[name] else { continue }
-                let row = try GroupRow.find(txn, key: group.key)
+                let row = try push.groupRow(group.key)
                 let mode = row?.mode ?? .small
                 // A converting group's members up to its progress are marked: their pulls read
                 // the group's log, so only the others are told.
@@ -57,6 +62,7 @@ extension OfflineSyncService {
             try tell(identity, about: after, of: table, at: sequence, before: before, &push)
         }
         try changeMembership(of: table, from: before, to: after, &push)
+        if rules.memberships.values.contains(where: { $0.table == table }) { push.effects.groupRows.removeAll() }
     }
 
     /// Writes `identity`'s own-log entry for `row` at `sequence`: visible when some read grant
@@ -150,13 +156,13 @@ extension OfflineSyncService {
                 let delta = (new.map { $0.member == member && $0.group == value } == true ? 1 : 0)
                     - (old.map { $0.member == member && $0.group == value } == true ? 1 : 0)
                 var groupRow = try self.groupRow(group, value: value, delta: Int64(delta), through: membership, txn)
+                if groupRow.isNew, push.isConcurrent { try readRange(of: group, in: memberDependents(of: name), txn) }
                 let current = try txn.first(in: membership.table, matching: Query(
                     Field(membership.member) == .string(member.text) && Field(membership.group) == value
                         && Field(SystemField.deleted) == false))
                 let role = current.flatMap { row in membership.role.flatMap { row[$0].stringValue } }
                 try setReach(member, in: group, present: current != nil, role: role, marked: groupRow.mode != .small,
                              dependents: memberDependents(of: name), &push)
-                let sequence = try push.lastSequence(of: SequenceRow.shared)
                 if groupRow.mode == .small, groupRow.members > Int64(fanoutLimit) {
                     groupRow.mode = .converting
                     groupRow.progress = nil
@@ -166,9 +172,16 @@ extension OfflineSyncService {
                     if try convertStep(group.key, txn, marking: &push.effects.regrouped) { push.effects.converting.insert(group.key) }
                     continue
                 } else if groupRow.mode != .small, groupRow.members <= Int64(fanoutLimit / 2) {
-                    groupRow.mode = .small
-                    groupRow.largeUntil = sequence
-                    groupRow.progress = nil
+                    if push.isConcurrent {
+                        // Beside other writers a write that saw the group large and logged only
+                        // to its log may hold numbers above this change's: the group turns
+                        // small alone, after this push (``shrinkGroups(_:)``), above them all.
+                        push.effects.shrinking.insert(group.key)
+                    } else {
+                        groupRow.mode = .small
+                        groupRow.largeUntil = try push.lastSequence(of: SequenceRow.shared)
+                        groupRow.progress = nil
+                    }
                 }
                 try groupRow.save(txn)
             }
@@ -176,6 +189,9 @@ extension OfflineSyncService {
         let dependents = ownerOfDependents(of: table)
         guard !dependents.isEmpty, let owner = Self.identity(in: after[Meta.owner]) else { return }
         let wasLive = before.map { !$0.deleted } ?? false
+        if before == nil, push.isConcurrent {
+            try readRange(of: .ownerOf(table, after[Meta.item].stringValue ?? after.id), in: dependents.map(\.table), txn)
+        }
         if wasLive != !after.deleted {
             let group = Group.ownerOf(table, after[Meta.item].stringValue ?? after.id)
             try setReach(owner, in: group, present: !after.deleted, role: nil, marked: false,
@@ -206,6 +222,22 @@ extension OfflineSyncService {
         try ReachRow(id: id, identity: identity.text, group: group.key, spans: spans.data, marked: present && marked).save(txn)
     }
 
+    /// Reads every row of `tables` in `group`, so that beside other writers (serializable, as
+    /// a ``CommitOrderedStore``'s concurrent writes are) a write of a row into the group that
+    /// this transaction does not see conflicts with it. For a group that has no row to hold
+    /// yet (``PushTransaction/groupRow(_:)``: its first membership) or a new `owner_of` target:
+    /// a write into it read the group's row, or the target, missing; this change creates it;
+    /// each would be ordered before the other, so the store runs one of them again, and the
+    /// write is then either seen by this change's sweep or decided with the change. The group
+    /// is new, so the read is short.
+    private func readRange(of group: Group, in tables: [String], _ txn: any LocalReadTransaction) throws {
+        for table in Set(tables).sorted() {
+            for (field, value) in groupFields(of: group, in: table) {
+                _ = try txn.count(in: table, matching: Field(field) == value)
+            }
+        }
+    }
+
     /// The row of the group `value` of `membership` with `delta` live memberships more; a
     /// group without one is counted now (after the change) and starts small.
     private func groupRow(_ group: Group, value: Value, delta: Int64, through membership: Membership,
@@ -215,7 +247,9 @@ extension OfflineSyncService {
             return row
         }
         let count = try txn.count(in: membership.table, matching: Field(membership.group) == value && Field(SystemField.deleted) == false)
-        return GroupRow(key: group.key, members: Int64(count), mode: .small)
+        var row = GroupRow(key: group.key, members: Int64(count), mode: .small)
+        row.isNew = true
+        return row
     }
 
     /// How many markers one conversion step writes, in one transaction of its own.
@@ -250,6 +284,31 @@ extension OfflineSyncService {
             }
         }
         return conversion
+    }
+
+    /// Turns each of `keys` small that still has few enough members for it, each in a write
+    /// of its own that runs alone (``CommitOrderedStore/orderedWrite(_:)``): no write that saw
+    /// the group large is still running, so a number of this write's lies above every number
+    /// such a write logged, and members' pulls from a cursor before it still read the group's
+    /// log. Returns the groups whose write failed (they stay large).
+    func shrinkGroups(_ keys: Set<GroupKey>) async -> [(group: GroupKey, error: any Error)] {
+        guard let ordered = store as? any CommitOrderedStore else { return [] }
+        var failed: [(group: GroupKey, error: any Error)] = []
+        for key in keys.sorted(by: { Value.utf8Less($0.text, $1.text) }) {
+            do {
+                try await ordered.orderedWrite { txn, order in
+                    guard var row = try GroupRow.find(txn, key: key), row.mode != .small,
+                          row.members <= Int64(self.fanoutLimit / 2) else { return }
+                    row.mode = .small
+                    row.largeUntil = order.first
+                    row.progress = nil
+                    try row.save(txn)
+                }
+            } catch {
+                failed.append((key, error))
+            }
+        }
+        return failed
     }
 
     /// One bounded step of a converting group: marks the next members (in member order); when
@@ -364,6 +423,9 @@ struct SharedEffects {
     var identities: [String: Set<Identity>] = [:]
     var groups: [String: Set<GroupKey>] = [:]
     var converting = Set<GroupKey>()
+    /// Large or converting groups whose members fell to half the fan-out limit, to turn small
+    /// after a push beside other writers commits (``OfflineSyncService/shrinkGroups(_:)``).
+    var shrinking = Set<GroupKey>()
     /// Identities whose reading of a large group's log began, ended or changed role, with
     /// those groups (``PushReport/regrouped``).
     var regrouped: [Identity: Set<GroupKey>] = [:]
@@ -372,4 +434,18 @@ struct SharedEffects {
     /// once. Both are dropped whenever the push writes to a membership table.
     let memo = ReadMemo()
     var members: [GroupKey: Set<Identity>] = [:]
+    /// The group rows the push's logging read (held, beside other writers), by key; dropped
+    /// with ``members``.
+    var groupRows: [GroupKey: OfflineSyncService.GroupRow?] = [:]
+}
+
+extension PushTransaction {
+    /// The row of the group with `key` as the push's logging decides from it, read (and held:
+    /// ``decidingRecord(in:id:)``) once per push while its memberships stay as they are.
+    mutating func groupRow(_ key: GroupKey) throws -> OfflineSyncService.GroupRow? {
+        if let known = effects.groupRows[key] { return known }
+        let row = try decidingRecord(in: OfflineSyncService.GroupRow.table, id: key.text).map(OfflineSyncService.GroupRow.init(row:))
+        effects.groupRows[key] = row
+        return row
+    }
 }

@@ -12,7 +12,7 @@ extension OfflineSyncService {
         let limit = min(max(request.limit, 1), Self.maxPageSize)
         let table = request.table
         let mode: PullMode = readsDirectly(table, claims: claims) ? .table : .view
-        return try await store.read { txn in
+        return try await pagedBelowHorizon(table: table) { txn, horizon in
             let epoch = try SequenceRow.of(txn, table: table).epoch
             var cursor = ViewCursor(main: 0), reset = false
             if let text = request.cursor {
@@ -22,15 +22,20 @@ extension OfflineSyncService {
             }
             switch mode {
             case .table:
-                let page = try self.tablePage(table, after: cursor.main, limit: limit, predicate: predicate, claims: claims, txn)
-                return PullPage(records: page.records,
-                                nextCursor: PullCursor(epoch: epoch, mode: mode, position: ViewCursor(main: page.last)).text,
-                                remaining: page.remaining, cursorReset: reset, removed: page.removed)
+                let page = try self.tablePage(table, after: cursor.main, below: horizon, limit: limit, predicate: predicate,
+                                              claims: claims, txn)
+                return (PullPage(records: page.records,
+                                 nextCursor: PullCursor(epoch: epoch, mode: mode, position: ViewCursor(main: page.last)).text,
+                                 remaining: page.remaining + page.held, cursorReset: reset, removed: page.removed),
+                        page.last == cursor.main ? page.held : 0)
             case .view:
-                var reader = ViewReader(service: self, table: table, claims: claims, predicate: predicate, txn: txn)
+                let from = cursor.main
+                var reader = ViewReader(service: self, table: table, claims: claims, predicate: predicate, below: horizon, txn: txn)
                 let remaining = try reader.read(from: &cursor, limit: limit)
-                return PullPage(records: reader.takeRecords(), nextCursor: PullCursor(epoch: epoch, mode: mode, position: cursor).text,
-                                remaining: remaining, cursorReset: reset, removed: reader.removed)
+                let held = try reader.held(after: cursor)
+                return (PullPage(records: reader.takeRecords(), nextCursor: PullCursor(epoch: epoch, mode: mode, position: cursor).text,
+                                 remaining: remaining + held, cursorReset: reset, removed: reader.removed),
+                        cursor.main == from && cursor.sweep == nil ? held : 0)
             }
         }
     }
@@ -38,12 +43,16 @@ extension OfflineSyncService {
     /// A page of the table's changes in sequence order (an `everyone` grant admits the caller),
     /// merged with the caller's own view entries: those exist only where the table's order
     /// cannot tell it (a compensating write after a refused change re-sends an unchanged row).
-    private func tablePage(_ table: String, after: Int64, limit: Int, predicate: QueryPredicate, claims: Claims,
-                           _ txn: any LocalReadTransaction) throws -> (records: [Record], removed: [String], last: Int64, remaining: Int) {
+    private func tablePage(_ table: String, after: Int64, below horizon: Int64?, limit: Int, predicate: QueryPredicate, claims: Claims,
+                           _ txn: any LocalReadTransaction) throws -> (records: [Record], removed: [String], last: Int64, remaining: Int, held: Int) {
         let wanted: QueryPredicate = predicate == .all ? .all : (predicate || Field(SystemField.deleted) == true)
-        let rows = try txn.records(in: table, matching: Query(Field(Meta.sequence) > .int(after) && wanted,
+        // On a commit-ordered store only changes below the horizon are final (see
+        // ``CommitOrderedStore``); those above it are held back.
+        let rowsFinal: QueryPredicate = horizon.map { Field(Meta.sequence) < .int($0) } ?? .all
+        let entriesFinal: QueryPredicate = horizon.map { ViewRow.field(.sequence) < .int($0) } ?? .all
+        let rows = try txn.records(in: table, matching: Query(Field(Meta.sequence) > .int(after) && rowsFinal && wanted,
                                                               order: [SortKey(Meta.sequence)], limit: limit))
-        let entries = try ViewRow.all(txn, Query(ViewRow.entries(after: after, identity: claims.identity.text, table: table),
+        let entries = try ViewRow.all(txn, Query(ViewRow.entries(after: after, identity: claims.identity.text, table: table) && entriesFinal,
                                                  order: [ViewRow.sorted(.sequence)], limit: limit))
         // Both streams share the table's sequence: merge them and keep the first `limit`.
         var merged: [(sequence: Int64, item: String, row: Record?)] =
@@ -67,9 +76,14 @@ extension OfflineSyncService {
         }
         var remaining = 0
         if rows.count == limit || entries.count == limit || merged.count < rows.count + entries.count {
-            remaining = try txn.count(in: table, matching: Field(Meta.sequence) > .int(last) && wanted)
-                + ViewRow.count(txn, ViewRow.entries(after: last, identity: claims.identity.text, table: table))
+            remaining = try txn.count(in: table, matching: Field(Meta.sequence) > .int(last) && rowsFinal && wanted)
+                + ViewRow.count(txn, ViewRow.entries(after: last, identity: claims.identity.text, table: table) && entriesFinal)
         }
-        return (records, removed, last, remaining)
+        var held = 0
+        if let horizon {
+            held = try txn.count(in: table, matching: Field(Meta.sequence) >= .int(horizon) && Field(Meta.sequence) > .int(last) && wanted)
+                + ViewRow.count(txn, ViewRow.entries(after: max(last, horizon - 1), identity: claims.identity.text, table: table))
+        }
+        return (records, removed, last, remaining, held)
     }
 }

@@ -35,6 +35,13 @@ extension OfflineSyncService {
         let table: String
         let claims: Claims
         let predicate: QueryPredicate
+        /// On a ``CommitOrderedStore``, the read's horizon: log entries at or above it are held
+        /// back (a writer that began earlier may still commit below them); `nil` elsewhere.
+        /// A sweep is not bounded by it: it reads the group's rows as the snapshot holds them,
+        /// and a write into the group numbered above the sweep's event that the event's change
+        /// did not see committed before that change (it held the group's row), so the snapshot
+        /// holds it; the others reach the caller through the logs.
+        let below: Int64?
         let txn: any LocalReadTransaction
 
         /// The rows served, in the order first met, as readers see them; the reader keeps none
@@ -59,12 +66,33 @@ extension OfflineSyncService {
         private var roles: [GroupKey: Set<String>?] = [:]
         private let memo = ReadMemo()
 
-        init(service: OfflineSyncService, table: String, claims: Claims, predicate: QueryPredicate, txn: any LocalReadTransaction) {
+        init(service: OfflineSyncService, table: String, claims: Claims, predicate: QueryPredicate, below: Int64? = nil,
+             txn: any LocalReadTransaction) {
             self.service = service
             self.table = table
             self.claims = claims
             self.predicate = predicate
+            self.below = below
             self.txn = txn
+        }
+
+        /// Own-log entries below the horizon (all of them without one).
+        private var ownFinal: QueryPredicate { below.map { ViewRow.field(.sequence) < .int($0) } ?? .all }
+        /// Group-log entries below the horizon (all of them without one).
+        private var groupFinal: QueryPredicate { below.map { GroupLogRow.field(.sequence) < .int($0) } ?? .all }
+
+        /// How many log entries after `cursor` the horizon holds back (0 without one): the
+        /// caller's own and those of the large groups its pulls read.
+        mutating func held(after cursor: ViewCursor) throws -> Int {
+            guard let below else { return 0 }
+            let from = max(cursor.main, below - 1)
+            var count = try ViewRow.count(txn, ViewRow.after(from, identity: claims.identity.text, table: table))
+            for (group, since) in try largeGroups(readAfter: cursor.main) {
+                for inGroup in [true, false] {
+                    count += try GroupLogRow.count(txn, GroupLogRow.after(max(from, since), group: group, inGroup: inGroup, table: table))
+                }
+            }
+            return count
         }
 
         /// One entry of the merged logs: from the caller's own log, or from a large group's.
@@ -105,7 +133,7 @@ extension OfflineSyncService {
             let groups = try largeGroups(readAfter: cursor.main)
             while true {
                 let fetch = limit + 1
-                var entries = try ViewRow.all(txn, Query(ViewRow.after(cursor.main, identity: claims.identity.text, table: table),
+                var entries = try ViewRow.all(txn, Query(ViewRow.after(cursor.main, identity: claims.identity.text, table: table) && ownFinal,
                                                          order: [ViewRow.sorted(.sequence)], limit: fetch)).map(Entry.own)
                 // Entries up to `bound` are complete in every log read: a log that filled its
                 // fetch may hold more after its last one.
@@ -114,7 +142,8 @@ extension OfflineSyncService {
                     let from = max(cursor.main, since)
                     // Items still in the group and items that left it are stored apart.
                     for inGroup in [true, false] {
-                        let logged = try GroupLogRow.entries(txn, Query(GroupLogRow.after(from, group: group, inGroup: inGroup, table: table),
+                        let logged = try GroupLogRow.entries(txn, Query(GroupLogRow.after(from, group: group, inGroup: inGroup, table: table)
+                                                                            && groupFinal,
                                                                         order: [GroupLogRow.sorted(.sequence)], limit: fetch))
                         if logged.count == fetch { bound = min(bound, logged.last!.sequence) }
                         entries += logged.map(Entry.group)
@@ -330,7 +359,8 @@ extension OfflineSyncService {
         /// per page made a move-in's cost grow with the square of the group's rows (a fifth
         /// of the server's time in `perf` of move-in-big, 100,000 rows).
         private mutating func remaining(after cursor: ViewCursor, sweptFrom from: Int64) throws -> Int {
-            guard let sweep = cursor.sweep else { return try remaining(after: cursor) }
+            // Beside concurrent writers the shared sequence does not move: every page counts.
+            guard let sweep = cursor.sweep, below == nil else { return try remaining(after: cursor) }
             let shared = try SequenceRow.find(txn, id: SequenceRow.shared)?.sequence ?? 0
             let key = RemainingCounts.Key(table: table, identity: claims.identity, predicate: predicate)
             // Where the count was taken: the sweep's event and group (the main position stays
@@ -358,13 +388,14 @@ extension OfflineSyncService {
                 && GroupLogRow.field(.sequence) <= .int(to)))
         }
 
-        /// How many entries lie after `cursor`, by counting them.
+        /// How many entries lie after `cursor` (below the horizon, but a sweep's all), by
+        /// counting them.
         private mutating func counted(after cursor: ViewCursor) throws -> Int {
-            var count = try ViewRow.count(txn, ViewRow.after(cursor.main, identity: claims.identity.text, table: table))
+            var count = try ViewRow.count(txn, ViewRow.after(cursor.main, identity: claims.identity.text, table: table) && ownFinal)
             for (group, since) in try largeGroups(readAfter: cursor.main) {
                 for inGroup in [true, false] {
                     count += try GroupLogRow.count(txn, GroupLogRow.after(max(cursor.main, since), group: group, inGroup: inGroup,
-                                                                          table: table))
+                                                                          table: table) && groupFinal)
                 }
             }
             if let sweep = cursor.sweep {

@@ -325,12 +325,11 @@ public final class OfflineSyncService: Sendable {
             guard refused[operations[index].table] == nil, let id = rowIds[index] else { return nil }
             return (operations[index].table, id)
         }
-        let apply: @Sendable (any LocalWriteTransaction, ChangeOrder?) throws -> (PushReport, Set<GroupKey>) = { txn, order in
+        let apply: @Sendable (any LocalWriteTransaction, ChangeOrder?) throws -> (PushReport, Set<GroupKey>, Set<GroupKey>) = { txn, order in
             var results: [PushResult] = []
             results.reserveCapacity(operations.count)
             var push = PushTransaction(txn: txn, claims: claims, now: order?.clock ?? Timestamp.now(),
-                                       rows: try BatchReads(outcomes: keys, rows: wanted, txn), order: order,
-                                       counted: self.sharedTables)
+                                       rows: try BatchReads(outcomes: keys, rows: wanted, txn), order: order)
             for (index, operation) in operations.enumerated() {
                 defer { push.rows.finished(index) }
                 if let stored = push.rows.outcome(of: index) {
@@ -364,26 +363,24 @@ public final class OfflineSyncService: Sendable {
             for row in push.clocks.rowsToSave { try row.save(txn) }
             let effects = push.effects
             return (PushReport(results: results, viewsChanged: effects.identities, groupsChanged: effects.groups,
-                               regrouped: effects.regrouped), effects.converting)
+                               regrouped: effects.regrouped), effects.converting, effects.shrinking)
         }
         // A push of owner-only tables writes its tables' rows and clocks, its own outcomes
         // and its rows' attachment references: nothing a push of other owner-only tables
         // writes. It reads beyond them only to allow an attachment reference (another table's
         // row that lets the caller read the file), which a concurrent push may drop just
         // after: as if this push came first. Shared tables draw on one sequence and read and
-        // write memberships and logs across tables, so their pushes run alone. On a
-        // ``CommitOrderedStore`` an owner-only push runs beside every other one, its table's
-        // included: the store settles two that touch one row, and its commit order, not a
-        // counter, orders the changes.
+        // write memberships and logs across tables, so on a store of one writer their pushes
+        // run alone. On a ``CommitOrderedStore`` every push runs beside every other one: the
+        // store settles two that touch one row, its commit order, not a counter, orders the
+        // changes, and a shared write holds the rows it decides its logs from (a group's row,
+        // an `owner_of` target) so that a membership change cannot pass it unseen.
         let served = Set(operations.map(\.table)).filter { refused[$0] == nil }
-        let report: (PushReport, Set<GroupKey>)
-        let ordered = store as? any CommitOrderedStore
-        if served.contains(where: isShared) {
-            // Alone; on a commit-ordered store its owner-only rows take numbers from the
-            // store's order like every other push's (a counter's would lie below cursors).
-            if let ordered { report = try await ordered.orderedWrite(apply) } else { report = try await store.write { try apply($0, nil) } }
-        } else if let ordered {
+        let report: (PushReport, Set<GroupKey>, Set<GroupKey>)
+        if let ordered = store as? any CommitOrderedStore {
             report = try await ordered.concurrentWrite(apply)
+        } else if served.contains(where: isShared) {
+            report = try await store.write { try apply($0, nil) }
         } else {
             report = try await store.write(confinedTo: served) { try apply($0, nil) }
         }
@@ -392,6 +389,10 @@ public final class OfflineSyncService: Sendable {
         // only dearer) and is taken up again by the next push that touches it.
         var pushed = report.0
         pushed.regrouped.merge(await convertGroups(report.1).marked) { $0.union($1) }
+        // Likewise a group that shrank turns small in a write of its own (one that stops
+        // failed leaves it large, which is correct, and the next change of its members tries
+        // again).
+        if !report.2.isEmpty { _ = await shrinkGroups(report.2) }
         return pushed
     }
 
@@ -446,25 +447,35 @@ public final class OfflineSyncService: Sendable {
         if isShared(request.table) { return try await pullShared(claims: claims, request) }
         let predicate = try Self.mapPredicate(request.predicate)
         let limit = min(max(request.limit, 1), Self.maxPageSize)
-        guard let ordered = store as? any CommitOrderedStore else {
-            return try await store.read { txn in
-                try self.ownedPage(claims: claims, request, predicate: predicate, limit: limit, horizon: nil, txn).page
-            }
+        return try await pagedBelowHorizon(table: request.table) { txn, horizon in
+            try self.ownedPage(claims: claims, request, predicate: predicate, limit: limit, horizon: horizon, txn)
         }
-        // Changes above the horizon are held back, even when the snapshot holds them: a
-        // writer that began earlier may still commit below them. A pull that found only held
-        // changes waits for the horizon to pass them (they are committed: it does as soon as
-        // the writers begun before them end), and past the wait answers `busy` (the client
-        // tries again) rather than a page that is empty but says more remain.
+    }
+
+    /// A pull's page, read by `page` with the store's horizon on a ``CommitOrderedStore``
+    /// (`nil` on any other), which returns it with how many changes after the cursor it held
+    /// back at or above the horizon (0 when the page moved the cursor: it is answered as it
+    /// is).
+    ///
+    /// Changes above the horizon are held back, even when the snapshot holds them: a writer
+    /// that began earlier may still commit below them. A pull that found only held changes
+    /// waits for the horizon to pass them (they are committed: it does as soon as the writers
+    /// begun before them end), and past the wait answers `busy` (the client tries again)
+    /// rather than a page that is empty but says more remain.
+    func pagedBelowHorizon(table: String,
+                           _ page: @escaping @Sendable (any LocalReadTransaction, Int64?) throws -> (page: PullPage, held: Int)) async throws -> PullPage {
+        guard let ordered = store as? any CommitOrderedStore else {
+            return try await store.read { txn in try page(txn, nil).page }
+        }
         let deadline = ContinuousClock.now + .milliseconds(horizonWaitMilliseconds.load(ordering: .relaxed))
         var pause = Duration.milliseconds(1)
         while true {
-            let (page, held) = try await ordered.orderedRead(stamps: false) { txn, horizon in
-                try self.ownedPage(claims: claims, request, predicate: predicate, limit: limit, horizon: horizon.final, txn)
+            let (found, held) = try await ordered.orderedRead(stamps: false) { txn, horizon in try page(txn, horizon.final) }
+            if !found.records.isEmpty || !found.removed.isEmpty || held == 0 {
+                return found
             }
-            if !page.records.isEmpty || held == 0 { return page }
             guard ContinuousClock.now < deadline else {
-                throw SyncError(.busy, "changes to table '\(request.table)' are committing behind a write that began before them; try again")
+                throw SyncError(.busy, "changes to table '\(table)' are committing behind a write that began before them; try again")
             }
             try await Task.sleep(for: pause)
             pause = min(pause * 2, .milliseconds(50))
@@ -551,8 +562,7 @@ public final class OfflineSyncService: Sendable {
 
     /// ``query(claims:table:predicate:order:offset:limit:includeDeleted:)`` as one page of a
     /// read that follows stamps, with the stamp bound it read below (`nil` when it read every
-    /// committed row: the store orders no concurrent writers, a shared table, or no stamp in
-    /// the query).
+    /// committed row: the store orders no concurrent writers, or no stamp in the query).
     ///
     /// `stampsBelow` is the bound an earlier page of the same read used, or just past a stamp
     /// that page sent: every row stamped below it had committed then, so this page serves them
@@ -566,31 +576,31 @@ public final class OfflineSyncService: Sendable {
         for key in order where key.field.hasPrefix(Names.reservedPrefix) {
             throw SyncError(.invalidQuery, "field name '\(key.field)' uses the reserved prefix")
         }
+        let stamped = order.contains { $0.field == SystemField.updatedAt } || Self.mentions(SystemField.updatedAt, in: mapped)
         if isShared(table) {
             // A shared row's stored id is its item id, so `id` keys need no mapping.
-            let rows = try await store.read { txn in
-                try self.readableRows(claims: claims, table: table, matching: mapped, includeDeleted: includeDeleted,
-                                      order: order, offset: offset, limit: limit, txn)
+            let (rows, bound) = try await stampedRead(stamped: stamped, below: floor) { txn, final in
+                try self.readableRows(claims: claims, table: table, matching: final == .all ? mapped : mapped && final,
+                                      includeDeleted: includeDeleted, order: order, offset: offset, limit: limit, txn)
             }
-            return (Self.publicRecords(rows), nil)
+            return (Self.publicRecords(rows), bound)
         }
         let query = Self.ownedPredicate(claims.identity.text, mapped, includeDeleted: includeDeleted)
         let keys = order.map { SortKey($0.field == SystemField.id ? Meta.item : $0.field, ascending: $0.ascending) }
-        let stamped = keys.contains { $0.field == SystemField.updatedAt } || Self.mentions(SystemField.updatedAt, in: mapped)
-        let (rows, bound) = try await ownedRead(stamped: stamped, below: floor) { txn, final in
+        let (rows, bound) = try await stampedRead(stamped: stamped, below: floor) { txn, final in
             try txn.records(in: table, matching: Query(final == .all ? query : query && final, order: keys, limit: limit, offset: offset))
         }
         return (Self.publicRecords(rows), bound)
     }
 
-    /// Runs `body` in a read of owner-only rows with the predicate every row it reads must also
+    /// Runs `body` in a read with the predicate every row it reads must also
     /// match: `.all`, except on a ``CommitOrderedStore`` when the read is `stamped` (it filters
     /// or orders by `updatedAt`), where it is `updatedAt` below the horizon's stamp, or below
     /// `floor` when that is higher (see ``queryPage(claims:table:predicate:order:offset:limit:includeDeleted:stampsBelow:)``),
     /// returned with the value. Stamps of concurrent writers are not in commit order, so a
     /// client that follows them (a Datasync client's `updatedAt gt` delta, keyset pages by
     /// `updatedAt`) is shown only those that are final: none it passed can commit later.
-    private func ownedRead<T: Sendable>(stamped: Bool, below floor: Timestamp? = nil,
+    private func stampedRead<T: Sendable>(stamped: Bool, below floor: Timestamp? = nil,
                                         _ body: @escaping @Sendable (any LocalReadTransaction, QueryPredicate) throws -> T) async throws -> (T, Timestamp?) {
         guard stamped, let ordered = store as? any CommitOrderedStore else {
             return (try await store.read { try body($0, .all) }, nil)
@@ -633,12 +643,13 @@ public final class OfflineSyncService: Sendable {
     public func count(claims: Claims, table: String, predicate: QueryPredicate = .all, includeDeleted: Bool = false) async throws -> Int {
         let mapped = try await listPredicate(claims: claims, table: table, predicate: predicate)
         if isShared(table) {
-            return try await store.read { txn in
-                try self.readableCount(claims: claims, table: table, matching: mapped, includeDeleted: includeDeleted, txn)
-            }
+            return try await stampedRead(stamped: Self.mentions(SystemField.updatedAt, in: mapped)) { txn, final in
+                try self.readableCount(claims: claims, table: table, matching: final == .all ? mapped : mapped && final,
+                                       includeDeleted: includeDeleted, txn)
+            }.0
         }
         let query = Self.ownedPredicate(claims.identity.text, mapped, includeDeleted: includeDeleted)
-        return try await ownedRead(stamped: Self.mentions(SystemField.updatedAt, in: mapped)) { txn, final in
+        return try await stampedRead(stamped: Self.mentions(SystemField.updatedAt, in: mapped)) { txn, final in
             try txn.count(in: table, matching: final == .all ? query : query && final)
         }.0
     }

@@ -23,6 +23,8 @@ final class PGTable {
     let sqlName: String
     let selectList: String
     let selectByID: String
+    /// ``selectByID`` holding the row it reads (`FOR SHARE`): ``PGTransaction/heldRecord(in:id:)``.
+    let selectByIDHeld: String
     let upsert: String
     let deleteByID: String
     /// The columns an upsert writes, in parameter order.
@@ -49,6 +51,7 @@ final class PGTable {
         rowsPerStatement = max(1, min(500, 65_535 / written.count))
         upsert = Self.upsertSQL(into: sqlName, columns: written, rows: 1)
         selectByID = "SELECT \(selectList) FROM \(sqlName) WHERE \"id\" = $1"
+        selectByIDHeld = selectByID + " FOR SHARE"
         deleteByID = "DELETE FROM \(sqlName) WHERE \"id\" = $1"
     }
 

@@ -16,7 +16,7 @@ import OfflineSyncStoreKit
 /// It keeps the default `insert(_:in:)`, which leaves the look-up of the id to the caller: the
 /// core then reads the item with its queued operations in one round trip, where a checked
 /// insert would cost one of its own.
-final class PGTransaction: LocalWriteTransaction {
+final class PGTransaction: HoldingWriteTransaction {
     private var connection: PGConnection?
     private let queueKey: DispatchSpecificKey<Bool>
     private let schema: String
@@ -110,6 +110,19 @@ final class PGTransaction: LocalWriteTransaction {
         let info = try self.table(table)
         if let buffered = pending[info.number]?.rows[ExactString(id)] { return buffered.record(in: info.schema) }
         let result = try live().execute(info.selectByID, [.bytes(Array(id.utf8))], prepare: true)
+        guard result.count > 0 else { return nil }
+        return try info.decode(result, 0)
+    }
+
+    /// ``record(in:id:)`` with `FOR SHARE` (``HoldingWriteTransaction``): a concurrent
+    /// `UPDATE` or `DELETE` of the row waits for this transaction to end, and under
+    /// `SERIALIZABLE` a row changed by a transaction that committed after this one's snapshot
+    /// fails the statement with a serialization failure (40001), which ``PostgreSQLStore``'s
+    /// concurrent writers run again. A row this transaction has buffered is its own to write.
+    func heldRecord(in table: String, id: String) throws -> Record? {
+        let info = try self.table(table)
+        if let buffered = pending[info.number]?.rows[ExactString(id)] { return buffered.record(in: info.schema) }
+        let result = try run(info, info.selectByIDHeld, [.bytes(Array(id.utf8))])
         guard result.count > 0 else { return nil }
         return try info.decode(result, 0)
     }
