@@ -51,6 +51,9 @@ final class HeldWrite: Sendable {
         }
     }
 
+    /// Whether the transaction has written and waits, or failed before it got there.
+    var hasArrived: Bool { state.withLock { $0.order != nil || $0.passed } }
+
     /// Lets the transaction commit.
     func release() { gate.signal() }
 }
@@ -75,6 +78,8 @@ final class HoldingStore: CommitOrderedStore {
         do {
             return try await inner.concurrentWrite { txn, order in
                 let value = try body(txn, order)
+                // Its buffered writes too, so the rows it writes are locked while it is held.
+                if hold != nil { try (txn as? PGTransaction)?.flush() }
                 hold?.reached(order)
                 return value
             }
