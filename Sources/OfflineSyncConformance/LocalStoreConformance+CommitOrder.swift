@@ -139,6 +139,53 @@ extension LocalStoreConformance {
             try expect(after.first >= sorted.last!.first + sorted.last!.count,
                        "a writer that began after the others committed (\(after.first)) lies above them (\(sorted.last!.first))")
         },
+        ConformanceCase("commitOrderHeldRowChangedSinceTheSnapshotRunsTheWriterAgain") { ctx in
+            // A concurrent writer's transaction holds rows (HoldingWriteTransaction). One that
+            // began before another changed a row and holds the row after that change committed
+            // does not go on deciding from the row as its snapshot has it: it runs again, and
+            // then holds the row as changed.
+            let store = try ordered(try await ctx.open())
+            try await must(await store.defineTable(TableSchema("held", fields: [FieldDefinition("n", .int)])), "defining held")
+            try await must(await store.concurrentWrite { txn, _ in try txn.upsert(Record(id: "r", fields: ["n": 0]), in: "held") },
+                           "writing the row")
+            let runs = Mutex(0)
+            let began = Rendezvous<Bool>()
+            let proceed = Latch()
+            let holder = Task {
+                try await store.concurrentWrite { txn, _ -> Int64? in
+                    let run = runs.withLock { runs in
+                        runs += 1
+                        return runs
+                    }
+                    guard let holding = txn as? any HoldingWriteTransaction else {
+                        began.set(false)
+                        throw failure("a concurrent write's transaction is not a HoldingWriteTransaction")
+                    }
+                    if run == 1 {
+                        began.set(true)
+                        proceed.wait()
+                    }
+                    return try holding.heldRecord(in: "held", id: "r")?["n"].intValue
+                }
+            }
+            guard await began.value() else {
+                _ = try await must(await holder.value, "the holding writer")
+                return
+            }
+            do {
+                try await must(await store.concurrentWrite { txn, _ in try txn.upsert(Record(id: "r", fields: ["n": 1]), in: "held") },
+                               "changing the row while the other writer is open and has not held it yet")
+            } catch {
+                proceed.open()
+                _ = try? await holder.value
+                throw error
+            }
+            proceed.open()
+            let seen = try await must(await holder.value, "the holding writer")
+            try expect(seen == 1, "the writer held the row as its snapshot had it (n = \(seen.map(String.init) ?? "none")), not as changed")
+            let total = runs.withLock { $0 }
+            try expect(total == 2, "the holding writer ran \(total) times, not twice")
+        },
         ConformanceCase("commitOrderWritersLoseNoUpdate") { ctx in
             // 8 tasks × 25 concurrent writers, each reading a counter and writing it plus one:
             // the store settles every conflict, so no increment is lost and each saw a distinct

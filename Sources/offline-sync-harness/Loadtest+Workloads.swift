@@ -300,6 +300,13 @@ struct ConcurrentWriters {
     /// Called as the pushing begins (`true`) and once it has ended (`false`), outside the
     /// set-up and the counting afterwards: for figures read around the measured window.
     var window: @Sendable (_ begins: Bool) -> Void = { _ in }
+    /// Fields every row carries besides its number (a shared table's group key).
+    var fields: [String: Value] = [:]
+    /// Runs before the pushing, with each writer's client (a shared table's memberships).
+    var prepare: (@Sendable ([HTTPRemoteStore]) async throws -> Void)?
+    /// Whether the table is shared and every writer reads every row: the rows are then
+    /// counted by one pull of the whole table, not one per writer.
+    var sharedTable = false
 
     static let table = "lt_rows"
 
@@ -322,6 +329,7 @@ struct ConcurrentWriters {
         let latency = LatencyRecorder()
         let log = RestartLog()
         let remotes = try await clients()
+        if let prepare { try await prepare(remotes) }
         window(true)
         let end = ContinuousClock.now + .seconds(duration)
         let begin = ContinuousClock.now
@@ -344,7 +352,8 @@ struct ConcurrentWriters {
                         let operations = (rows..<rows + batch).map { row in
                             let id = "w\(index)-\(row)"
                             return PushOperation(id: "op-" + id, table: table(of: index), itemId: id, kind: .insert,
-                                                 item: Record(id: id, fields: ["n": .int(Int64(row))]), baseVersion: nil)
+                                                 item: Record(id: id, fields: fields.merging(["n": .int(Int64(row))]) { $1 }),
+                                                 baseVersion: nil)
                         }
                         let started = ContinuousClock.now
                         let results = try await remote.push(operations)
@@ -402,6 +411,7 @@ extension ConcurrentWriters {
     /// Counts every writer's rows on the server, through its own identity: the acknowledged
     /// rows missing, and the rows pulled twice.
     func countRows(_ acknowledged: [(Int, Int, Int)], remotes: [HTTPRemoteStore]) async throws -> (lost: Int, duplicated: Int) {
+        if sharedTable { return try await countSharedRows(acknowledged, remote: remotes[0]) }
         var lost = 0
         var duplicated = 0
         for (index, rows, _) in acknowledged {
@@ -416,6 +426,23 @@ extension ConcurrentWriters {
             duplicated += count - ids.count
         }
         return (lost, duplicated)
+    }
+
+    /// ``countRows(_:remotes:)`` for a shared table: one writer pulls the whole table once,
+    /// and each writer's acknowledged rows (`w<writer>-<row>`) are looked up in it.
+    private func countSharedRows(_ acknowledged: [(Int, Int, Int)], remote: HTTPRemoteStore) async throws -> (lost: Int, duplicated: Int) {
+        var ids = Set<String>()
+        var count = 0
+        let stream = remote.openPull(PullRequest(table: Self.table, limit: 1_000))
+        while let page = try await stream.next() {
+            count += page.records.count
+            ids.formUnion(page.records.map(\.id))
+        }
+        var lost = 0
+        for (index, rows, _) in acknowledged {
+            lost += (0..<rows).count { !ids.contains("w\(index)-\($0)") }
+        }
+        return (lost, count - ids.count)
     }
 }
 

@@ -67,10 +67,10 @@ struct LoadtestCommand: AsyncParsableCommand {
     var check = false
 
     static let workloads = ["propagation", "fan-out", "fan-out-group", "writers", "slow-consumers", "writers-postgres",
-                            "writers-postgres-tables", "two-instances", "rolling-restart", "pulls-postgres-replicas",
+                            "writers-postgres-tables", "writers-postgres-shared", "two-instances", "rolling-restart", "pulls-postgres-replicas",
                             "one-row-clients-postgres", "fan-out-postgres", "propagation-delayed"]
     /// The workloads that need `--postgres` (the default set leaves them out without it).
-    static let scaleOut: Set = ["writers-postgres", "writers-postgres-tables", "two-instances", "rolling-restart", "pulls-postgres-replicas",
+    static let scaleOut: Set = ["writers-postgres", "writers-postgres-tables", "writers-postgres-shared", "two-instances", "rolling-restart", "pulls-postgres-replicas",
                                 "one-row-clients-postgres", "fan-out-postgres", "propagation-delayed"]
 
     func validate() throws {
@@ -278,6 +278,12 @@ struct LoadtestCommand: AsyncParsableCommand {
             results.append(outcome.json)
             failures += outcome.failures
         }
+        if selected.contains("writers-postgres-shared") {
+            let outcome = try await sharedWriters(postgres: postgres, directory: directory.appendingPathComponent("writers-postgres-shared"),
+                                                  secret: secret, tokens: tokens)
+            results.append(outcome.json)
+            failures += outcome.failures
+        }
         if selected.contains("pulls-postgres-replicas") {
             let outcome = try await ReplicaPulls(postgres: postgres, replicas: postgresReplicas, directory: directory.appendingPathComponent("replicas"),
                                                  secret: secret, tokens: tokens, pullers: pullers, rowsPerIdentity: pullRows, duration: duration).run()
@@ -415,4 +421,58 @@ struct LoadOutcome {
 /// a buffer until the run ends).
 func say(_ line: String) {
     FileHandle.standardOutput.write(Data((line + "\n").utf8))
+}
+
+extension LoadtestCommand {
+    /// The rules of `concurrent-writers-postgres-shared`: one list whose members read and write
+    /// its rows; each identity writes its own membership.
+    static let sharedWritersRules = """
+        version: 1
+        memberships:
+          lt_team: { table: lt_team, member: user_id, group: list_id }
+        tables:
+          \(ConcurrentWriters.table):
+            read: [{ member: lt_team, key: list_id }]
+            write: [{ member: lt_team, key: list_id }]
+          lt_team:
+            read: [{ identity: user_id }]
+            write: [{ identity: user_id }]
+
+        """
+
+    /// `concurrent-writers-postgres-shared`: the concurrent writers of one table on one
+    /// instance, the table shared: every writer is a member of one list (a large group of
+    /// the rules, past the fan-out limit), and every row goes into it, so each push reads the
+    /// writer's membership, holds the list's group row and writes the row and the list's log
+    /// entry. Against libpq's multi-row inserts of the same stored rows, as the owner-only
+    /// workload is.
+    func sharedWriters(postgres: String, directory: URL, secret: String, tokens: TokenAuthority) async throws -> LoadOutcome {
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        let rules = directory.appendingPathComponent("rules.yaml")
+        try Self.sharedWritersRules.write(to: rules, atomically: true, encoding: .utf8)
+        return try await InstanceGroup.with(count: 1, postgres: postgres, directory: directory, secret: secret,
+                                            extraArguments: ["--rules", rules.path]) { group in
+            let schema = group.schema
+            let name = "concurrent-writers-postgres-shared"
+            var writing = ConcurrentWriters(base: group.current[0].baseURL, tokens: tokens, writers: writers, batch: batch,
+                                            duration: duration, baseline: { [batch] in
+                try RawPostgreSQL(postgres).reinsert(table: ConcurrentWriters.table, schema: schema,
+                                                     limit: ConcurrentWriters.baselineRows, batch: batch)
+            }, name: name)
+            writing.fields = ["list_id": "team"]
+            writing.sharedTable = true
+            writing.prepare = { remotes in
+                // One membership at a time: each changes the list's group row.
+                for (index, remote) in remotes.enumerated() {
+                    let results = try await remote.push([PushOperation(
+                        id: "op-member-\(index)", table: "lt_team", itemId: "m-\(index)", kind: .insert,
+                        item: Record(id: "m-\(index)", fields: ["list_id": "team", "user_id": .string("\(name)-\(index)")]), baseVersion: nil)])
+                    guard case .applied = results.first?.outcome else {
+                        throw SyncError(.rejected, "\(name): writer \(index)'s membership was not applied: \(String(describing: results.first?.outcome))")
+                    }
+                }
+            }
+            return try await writing.run()
+        }
+    }
 }
