@@ -27,7 +27,7 @@ extension OfflineSyncService {
         var told = old.identities.union(new.identities)
         for group in old.groups.union(new.groups) {
             let id = GroupLogRow.id(group: group.key, table: table, item: item)
-            let stored = try GroupLogRow.find(txn, id: id)
+            let stored = try push.effects.groupLogs[ExactString(id)] ?? GroupLogRow.find(txn, id: id)
             var spans = try stored.map { try Spans($0.spans) } ?? Spans()
             if stored == nil, old.groups.contains(group) { spans.open(at: 0) }
             switch (old.groups.contains(group), new.groups.contains(group)) {
@@ -35,7 +35,9 @@ extension OfflineSyncService {
             case (true, false): spans.close(at: sequence)
             default: if !spans.isOpen { spans.open(at: sequence) }
             }
-            try GroupLogRow(id: id, key: group.key, table: table, item: item, sequence: sequence, spans: spans).save(txn)
+            let entry = GroupLogRow(id: id, key: group.key, table: table, item: item, sequence: sequence, spans: spans)
+            try entry.save(txn)
+            push.effects.groupLogs[ExactString(id)] = entry
             // Whom to tell is decided from the group's row (its mode) or the `owner_of`
             // target (its owner, whether it is live), held by a push beside other writers
             // (``PushTransaction/decidingRecord(in:id:)``): a membership change that this
@@ -437,6 +439,42 @@ struct SharedEffects {
     /// The group rows the push's logging read (held, beside other writers), by key; dropped
     /// with ``members``.
     var groupRows: [GroupKey: OfflineSyncService.GroupRow?] = [:]
+    /// Group-log entries by id as the push read or wrote them (`nil`: none is stored), read
+    /// for the whole batch at once (``OfflineSyncService/readGroupLogs(of:rows:_:)``): one
+    /// look-up per row was a round trip per row on PostgreSQL.
+    var groupLogs: [ExactString: OfflineSyncService.GroupLogRow?] = [:]
+}
+
+extension OfflineSyncService {
+    /// Reads the group-log entries that the batch's operations on shared tables will update,
+    /// in queries of 500 ids, into ``SharedEffects/groupLogs``: the entries of each row's
+    /// groups as stored (`wanted`: the rows the operations name, as the batch read them) and
+    /// as the operation proposes it. An entry it did not foresee is looked up when logged.
+    func readGroupLogs(of operations: [PushOperation], rows wanted: [(table: String, id: String)?], _ push: inout PushTransaction) throws {
+        var ids: [Value] = []
+        for (index, operation) in operations.enumerated() where isShared(operation.table) {
+            guard let (table, id) = wanted[index] else { continue }
+            var groups = Set<Group>()
+            if let current = try push.rows.row(of: index, in: table, id: id, push.txn) {
+                groups.formUnion(audience(of: current, in: table).groups)
+            }
+            if operation.kind != .delete, var fields = operation.item?.fields {
+                fields[Meta.item] = .string(operation.itemId)
+                groups.formUnion(audience(of: Record(id: id, fields: fields), in: table).groups)
+            }
+            for group in groups {
+                let entry = ExactString(GroupLogRow.id(group: group.key, table: table, item: operation.itemId))
+                guard push.effects.groupLogs[entry] == nil else { continue }
+                push.effects.groupLogs[entry] = .some(nil)
+                ids.append(.string(entry.value))
+            }
+        }
+        for start in stride(from: 0, to: ids.count, by: 500) {
+            for entry in try GroupLogRow.entries(push.txn, Query(.isIn(SystemField.id, Array(ids[start..<min(start + 500, ids.count)])))) {
+                push.effects.groupLogs[ExactString(entry.id)] = entry
+            }
+        }
+    }
 }
 
 extension PushTransaction {

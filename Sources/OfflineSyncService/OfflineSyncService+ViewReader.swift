@@ -123,7 +123,7 @@ extension OfflineSyncService {
         mutating func read(from cursor: inout ViewCursor, limit: Int) throws -> Int {
             self.limit = limit
             if let sweep = cursor.sweep {
-                if let last = try self.sweep(sweep.group, after: sweep.after) {
+                if let last = try self.sweep(sweep.group, after: sweep.after, through: try sweepBound(sweep.group, event: sweep.event)) {
                     cursor.sweep?.after = last
                     return try remaining(after: cursor, sweptFrom: sweep.after)
                 }
@@ -170,7 +170,7 @@ extension OfflineSyncService {
                         switch entry {
                         case .own(let row):
                             if let group = row.group {
-                                if let last = try self.sweep(group, after: .min) {
+                                if let last = try self.sweep(group, after: .min, through: try sweepBound(group, event: sequence)) {
                                     cursor = ViewCursor(main: sequence - 1, sweep: ViewCursor.Sweep(event: sequence, group: group, after: last))
                                     return try remaining(after: cursor)
                                 }
@@ -209,8 +209,10 @@ extension OfflineSyncService {
         /// from the table itself (by the grant's key and the change sequence: their entries'
         /// sequences are their own), each row read once; and the entries of items that left,
         /// from the log, with their rows read a page at a time.
-        private mutating func sweep(_ group: GroupKey, after: Int64) throws -> Int64? {
+        private mutating func sweep(_ group: GroupKey, after: Int64, through: Int64?) throws -> Int64? {
             let fields = keyFields(of: group)
+            let rowsBound: QueryPredicate = through.map { Field(Meta.sequence) <= .int($0) } ?? .all
+            let leftBound: QueryPredicate = through.map { GroupLogRow.field(.sequence) <= .int($0) } ?? .all
             var position = after
             while true {
                 let fetch = limit + 1
@@ -219,11 +221,11 @@ extension OfflineSyncService {
                 var candidates: [Candidate] = []
                 for (field, value) in fields {
                     let rows = try txn.records(in: table, matching: Query(
-                        Field(field) == value && Field(Meta.sequence) > .int(position), order: [SortKey(Meta.sequence)], limit: fetch))
+                        Field(field) == value && Field(Meta.sequence) > .int(position) && rowsBound, order: [SortKey(Meta.sequence)], limit: fetch))
                     if rows.count == fetch { bound = min(bound, rows.last?[Meta.sequence].intValue ?? .min) }
                     candidates += rows.map { ($0[Meta.sequence].intValue ?? .min, $0[Meta.item].stringValue ?? $0.id, $0, nil) }
                 }
-                let left = try GroupLogRow.entries(txn, Query(GroupLogRow.after(position, group: group, inGroup: false, table: table),
+                let left = try GroupLogRow.entries(txn, Query(GroupLogRow.after(position, group: group, inGroup: false, table: table) && leftBound,
                                                               order: [GroupLogRow.sorted(.sequence)], limit: fetch))
                 if left.count == fetch { bound = min(bound, left.last!.sequence) }
                 // The rows of the items that left, in one read, not one lookup per entry.
@@ -252,6 +254,16 @@ extension OfflineSyncService {
                 if bound == .max { return nil }
                 position = bound
             }
+        }
+
+        /// Where a sweep of `group` for the membership event at `event` may stop: the event,
+        /// when the caller's pulls read the group's log after it (a large group, its
+        /// membership open since at most the event): every change to the group after the event
+        /// is in that log (a write logs to its groups' logs whatever their mode), so the
+        /// sweep's rows after it would be served twice. `nil` (the whole group) otherwise: a
+        /// small group's write that did not see the event reached only the members it saw.
+        private mutating func sweepBound(_ group: GroupKey, event: Int64) throws -> Int64? {
+            try largeGroups(readAfter: event - 1).contains { $0.0 == group && $0.1 <= event } ? event : nil
         }
 
         /// The fields (and values) by which the table's rows belong to the group with key

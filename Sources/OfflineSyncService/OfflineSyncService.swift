@@ -330,6 +330,7 @@ public final class OfflineSyncService: Sendable {
             results.reserveCapacity(operations.count)
             var push = PushTransaction(txn: txn, claims: claims, now: order?.clock ?? Timestamp.now(),
                                        rows: try BatchReads(outcomes: keys, rows: wanted, txn), order: order)
+            try self.readGroupLogs(of: operations, rows: wanted, &push)
             for (index, operation) in operations.enumerated() {
                 defer { push.rows.finished(index) }
                 if let stored = push.rows.outcome(of: index) {
