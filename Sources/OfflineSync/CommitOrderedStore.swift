@@ -35,8 +35,10 @@
 ///   follows stamps (a Datasync client's `updatedAt gt` delta) reads below it and skips
 ///   nothing.
 ///
-/// - **held rows**: the transaction a ``concurrentWrite(_:)`` body is given is a
-///   ``HoldingWriteTransaction``.
+/// - **held rows** (when ``holdsRows``): the transaction a ``concurrentWrite(_:)`` body is
+///   given is a ``HoldingWriteTransaction``. The sync server runs pushes into shared tables
+///   beside each other only on such a store; on one without it they run alone
+///   (``orderedWrite(_:)``).
 ///
 /// `PostgreSQLStore` provides it from transaction ids (`pg_current_xact_id()`, and the ids of
 /// the store's running writers in `pg_locks`).
@@ -61,6 +63,14 @@ public protocol CommitOrderedStore: LocalStore {
     /// may cost the store more).
     func orderedRead<T: Sendable>(
         stamps: Bool, _ body: @escaping @Sendable (any LocalReadTransaction, ChangeHorizon) throws -> T) async throws -> T
+
+    /// Whether every ``concurrentWrite(_:)`` transaction is a ``HoldingWriteTransaction``.
+    var holdsRows: Bool { get }
+}
+
+extension CommitOrderedStore {
+    /// `false`: a store says it holds rows by implementing this.
+    public var holdsRows: Bool { false }
 }
 
 /// The change numbers one ``CommitOrderedStore/concurrentWrite(_:)`` transaction may hand
@@ -114,8 +124,18 @@ public struct ChangeHorizon: Sendable, Hashable {
 public protocol HoldingWriteTransaction: LocalWriteTransaction {
     /// The record `id` of `table` as ``LocalReadTransaction/record(in:id:)`` reads it,
     /// held until the transaction ends: a concurrent transaction that changes or deletes it
-    /// waits until then (other holders do not). When a transaction that committed after this
+    /// waits until then; other holders do not wait unless this hold is `exclusive` (one that
+    /// is about to change the row takes it so). When a transaction that committed after this
     /// one's snapshot was taken has changed it, the call throws, and the store runs the
-    /// transaction again as for any conflict. A missing row is not held.
-    func heldRecord(in table: String, id: String) throws -> Record?
+    /// transaction again as for any conflict. Holds are granted fairly: a hold asked for
+    /// after an exclusive one that is waiting waits behind it, so a stream of holders never
+    /// starves a change. A missing row is not held.
+    func heldRecord(in table: String, id: String, exclusive: Bool) throws -> Record?
+}
+
+extension HoldingWriteTransaction {
+    /// ``heldRecord(in:id:exclusive:)``, not exclusive.
+    public func heldRecord(in table: String, id: String) throws -> Record? {
+        try heldRecord(in: table, id: id, exclusive: false)
+    }
 }

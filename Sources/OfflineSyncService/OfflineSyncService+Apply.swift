@@ -148,6 +148,7 @@ extension OfflineSyncService {
             }
             return Self.forbidden(operation)
         }
+        if push.isConcurrent { try holdChanged(from: proposed.current, to: row, in: table, &push) }
         try keepOutcome(of: proposed.current, takenOverBy: proposed.key, &push)
         try txn.upsert(checked, in: table)
         try record(references, table: table, row: proposed.id, txn)
@@ -159,6 +160,25 @@ extension OfflineSyncService {
             try tell(claims.identity, about: row, of: table, at: proposed.sequence, evenIfUnseen: true, &push)
         }
         return nil
+    }
+
+    /// Before a write beside other writers changes what their logging decides from, holds it
+    /// exclusively (``PushTransaction/decidingRecord(in:id:exclusive:)``), in key order: the
+    /// rows of the groups a membership row leaves and joins (the change writes them), and a
+    /// row that `owner_of` grants point at. Other writers hold them shared; the exclusive hold
+    /// waits for those that hold them, and keeps out those that come after until this push
+    /// ends — first, so that a stream of writers into a busy group never starves the change,
+    /// and so that the change's own logging, which holds the group shared first, does not
+    /// meet another change of the group in a deadlock.
+    private func holdChanged(from before: Record?, to after: Record, in table: String, _ push: inout PushTransaction) throws {
+        var groups = Set<String>()
+        for (name, membership) in rules.memberships where membership.table == table {
+            for row in [before, after].compactMap({ $0 }) {
+                if let value = RuleEvaluator.value(of: membership.group, in: row) { groups.insert(Group.member(name, value).key.text) }
+            }
+        }
+        for id in groups.sorted(by: Value.utf8Less) { _ = try push.decidingRecord(in: GroupRow.table, id: id, exclusive: true) }
+        if !ownerOfDependents(of: table).isEmpty { _ = try push.decidingRecord(in: table, id: after.id, exclusive: true) }
     }
 
     /// The answer to an operation the rules do not allow: 403, code `forbidden`.
@@ -241,28 +261,32 @@ struct PushTransaction {
     var effects = SharedEffects()
 
     /// With `order`, a transaction of a ``CommitOrderedStore``: its tables' numbers and stamps
-    /// (and the shared sequence's) come from it (``OfflineSyncService/TableClock``).
-    init(txn: any LocalWriteTransaction, claims: Claims, now: Timestamp, rows: OfflineSyncService.BatchReads, order: ChangeOrder? = nil) {
+    /// (and the shared sequence's) come from it (``OfflineSyncService/TableClock``);
+    /// `beside` when it runs beside other writers (``CommitOrderedStore/concurrentWrite(_:)``).
+    init(txn: any LocalWriteTransaction, claims: Claims, now: Timestamp, rows: OfflineSyncService.BatchReads, order: ChangeOrder? = nil,
+         beside: Bool = false) {
         self.txn = txn
         self.claims = claims
         self.now = now
         self.rows = rows
         clocks = OfflineSyncService.TableClocks(order: order)
+        isConcurrent = beside
     }
 
-    /// Whether the push runs beside other writers (a ``CommitOrderedStore``'s concurrent write).
-    var isConcurrent: Bool { clocks.order != nil }
+    /// Whether the push runs beside other writers (a ``CommitOrderedStore``'s concurrent
+    /// write): its shared writes then hold the rows they decide from.
+    let isConcurrent: Bool
 
     /// The row `id` of `table`, held until the push ends when it runs beside other writers
-    /// (``HoldingWriteTransaction``), else read as it is: a row the push decides from (whom
-    /// to tell of a change) then cannot change before the push commits unless the push sees
-    /// the change.
-    func decidingRecord(in table: String, id: String) throws -> Record? {
+    /// (``HoldingWriteTransaction``; `exclusive` for a write about to change it), else read
+    /// as it is: a row the push decides from (whom to tell of a change) then cannot change
+    /// before the push commits unless the push sees the change.
+    func decidingRecord(in table: String, id: String, exclusive: Bool = false) throws -> Record? {
         guard isConcurrent else { return try txn.record(in: table, id: id) }
         guard let holding = txn as? any HoldingWriteTransaction else {
             throw SyncError(.storageFailure, "the store's concurrent writes cannot hold rows (HoldingWriteTransaction), which shared tables need")
         }
-        return try holding.heldRecord(in: table, id: id)
+        return try holding.heldRecord(in: table, id: id, exclusive: exclusive)
     }
 
     /// The next sequence number of `table` (or of the shared sequence), and the version it

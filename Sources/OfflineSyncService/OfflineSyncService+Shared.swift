@@ -478,11 +478,18 @@ extension OfflineSyncService {
 }
 
 extension PushTransaction {
-    /// The row of the group with `key` as the push's logging decides from it, read (and held:
-    /// ``decidingRecord(in:id:)``) once per push while its memberships stay as they are.
+    /// The row of the group with `key` as the push's logging decides from it, read once per
+    /// push while its memberships stay as they are, and held (``decidingRecord(in:id:exclusive:)``)
+    /// unless the group is large: a write to a large group logs once, to the group's log,
+    /// whoever its members are, and a large group turns into anything else only in a write
+    /// that runs alone. So the many writers of one big list do not all hold its row.
     mutating func groupRow(_ key: GroupKey) throws -> OfflineSyncService.GroupRow? {
         if let known = effects.groupRows[key] { return known }
-        let row = try decidingRecord(in: OfflineSyncService.GroupRow.table, id: key.text).map(OfflineSyncService.GroupRow.init(row:))
+        let table = OfflineSyncService.GroupRow.table
+        var row = try txn.record(in: table, id: key.text).map(OfflineSyncService.GroupRow.init(row:))
+        if isConcurrent, row?.mode != .large {
+            row = try decidingRecord(in: table, id: key.text).map(OfflineSyncService.GroupRow.init(row:))
+        }
         effects.groupRows[key] = row
         return row
     }

@@ -371,9 +371,12 @@ extension OfflineSyncService {
         /// per page made a move-in's cost grow with the square of the group's rows (a fifth
         /// of the server's time in `perf` of move-in-big, 100,000 rows).
         private mutating func remaining(after cursor: ViewCursor, sweptFrom from: Int64) throws -> Int {
-            // Beside concurrent writers the shared sequence does not move: every page counts.
-            guard let sweep = cursor.sweep, below == nil else { return try remaining(after: cursor) }
-            let shared = try SequenceRow.find(txn, id: SequenceRow.shared)?.sequence ?? 0
+            guard let sweep = cursor.sweep else { return try remaining(after: cursor) }
+            // Beside concurrent writers the shared counter does not move: the horizon keys the
+            // count instead. Changes above it may make the count a little off, which the
+            // answer allows (a sweep's page says at least 1 remains, and the sweep goes on
+            // until its rows are read, whatever the count).
+            let shared = try below ?? SequenceRow.find(txn, id: SequenceRow.shared)?.sequence ?? 0
             let key = RemainingCounts.Key(table: table, identity: claims.identity, predicate: predicate)
             // Where the count was taken: the sweep's event and group (the main position stays
             // put during a sweep) stand in for the epoch an owner-only pull keys it by.

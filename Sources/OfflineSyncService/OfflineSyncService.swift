@@ -325,11 +325,13 @@ public final class OfflineSyncService: Sendable {
             guard refused[operations[index].table] == nil, let id = rowIds[index] else { return nil }
             return (operations[index].table, id)
         }
-        let apply: @Sendable (any LocalWriteTransaction, ChangeOrder?) throws -> (PushReport, Set<GroupKey>, Set<GroupKey>) = { txn, order in
+        // `beside`: the transaction runs beside other writers (a commit-ordered store's
+        // concurrent write), so its shared writes hold the rows they decide from.
+        let apply: @Sendable (any LocalWriteTransaction, ChangeOrder?, _ beside: Bool) throws -> (PushReport, Set<GroupKey>, Set<GroupKey>) = { txn, order, beside in
             var results: [PushResult] = []
             results.reserveCapacity(operations.count)
             var push = PushTransaction(txn: txn, claims: claims, now: order?.clock ?? Timestamp.now(),
-                                       rows: try BatchReads(outcomes: keys, rows: wanted, txn), order: order)
+                                       rows: try BatchReads(outcomes: keys, rows: wanted, txn), order: order, beside: beside)
             try self.readGroupLogs(of: operations, rows: wanted, &push)
             for (index, operation) in operations.enumerated() {
                 defer { push.rows.finished(index) }
@@ -375,15 +377,21 @@ public final class OfflineSyncService: Sendable {
         // run alone. On a ``CommitOrderedStore`` every push runs beside every other one: the
         // store settles two that touch one row, its commit order, not a counter, orders the
         // changes, and a shared write holds the rows it decides its logs from (a group's row,
-        // an `owner_of` target) so that a membership change cannot pass it unseen.
+        // an `owner_of` target) so that a membership change cannot pass it unseen
+        // (``CommitOrderedStore/holdsRows``; on a store that cannot, shared pushes run alone).
         let served = Set(operations.map(\.table)).filter { refused[$0] == nil }
         let report: (PushReport, Set<GroupKey>, Set<GroupKey>)
         if let ordered = store as? any CommitOrderedStore {
-            report = try await ordered.concurrentWrite(apply)
+            if ordered.holdsRows || !served.contains(where: isShared) {
+                report = try await ordered.concurrentWrite { try apply($0, $1, true) }
+            } else {
+                // A store that cannot hold rows: shared pushes run alone, in its order.
+                report = try await ordered.orderedWrite { try apply($0, $1, false) }
+            }
         } else if served.contains(where: isShared) {
-            report = try await store.write { try apply($0, nil) }
+            report = try await store.write { try apply($0, nil, false) }
         } else {
-            report = try await store.write(confinedTo: served) { try apply($0, nil) }
+            report = try await store.write(confinedTo: served) { try apply($0, nil, false) }
         }
         // The push is committed; the conversion's own steps follow. A group whose step
         // failed stays converting (its writes fan out as a small group's do, which is correct,

@@ -93,6 +93,8 @@ final class HoldingStore: CommitOrderedStore {
         try await inner.orderedWrite(body)
     }
 
+    var holdsRows: Bool { inner.holdsRows }
+
     func orderedRead<T: Sendable>(stamps: Bool, _ body: @escaping @Sendable (any LocalReadTransaction, ChangeHorizon) throws -> T) async throws -> T {
         try await inner.orderedRead(stamps: stamps, body)
     }

@@ -23,8 +23,10 @@ final class PGTable {
     let sqlName: String
     let selectList: String
     let selectByID: String
-    /// ``selectByID`` holding the row it reads (`FOR SHARE`): ``PGTransaction/heldRecord(in:id:)``.
+    /// ``selectByID`` holding the row it reads (`FOR SHARE`): ``PGTransaction/heldRecord(in:id:exclusive:)``.
     let selectByIDHeld: String
+    /// ``selectByID`` holding the row against other holders too (`FOR NO KEY UPDATE`).
+    let selectByIDLocked: String
     let upsert: String
     let deleteByID: String
     /// The columns an upsert writes, in parameter order.
@@ -52,6 +54,7 @@ final class PGTable {
         upsert = Self.upsertSQL(into: sqlName, columns: written, rows: 1)
         selectByID = "SELECT \(selectList) FROM \(sqlName) WHERE \"id\" = $1"
         selectByIDHeld = selectByID + " FOR SHARE"
+        selectByIDLocked = selectByID + " FOR NO KEY UPDATE"
         deleteByID = "DELETE FROM \(sqlName) WHERE \"id\" = $1"
     }
 

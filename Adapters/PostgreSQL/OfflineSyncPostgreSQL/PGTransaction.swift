@@ -114,15 +114,27 @@ final class PGTransaction: HoldingWriteTransaction {
         return try info.decode(result, 0)
     }
 
-    /// ``record(in:id:)`` with `FOR SHARE` (``HoldingWriteTransaction``): a concurrent
-    /// `UPDATE` or `DELETE` of the row waits for this transaction to end, and under
-    /// `SERIALIZABLE` a row changed by a transaction that committed after this one's snapshot
-    /// fails the statement with a serialization failure (40001), which ``PostgreSQLStore``'s
-    /// concurrent writers run again. A row this transaction has buffered is its own to write.
-    func heldRecord(in table: String, id: String) throws -> Record? {
+    /// ``record(in:id:)``, held (``HoldingWriteTransaction``): first a transaction-scoped
+    /// advisory lock keyed by the row (`pg_advisory_xact_lock_shared`, or the exclusive form
+    /// for an `exclusive` hold; PostgreSQL queues those fairly, where a stream of `FOR SHARE`
+    /// lockers can keep a waiting `UPDATE` out for good), then the row `FOR SHARE` (or `FOR
+    /// NO KEY UPDATE`), in one round trip: a concurrent `UPDATE` or `DELETE` of the row waits
+    /// for this transaction to end, and under `SERIALIZABLE` a row changed by a transaction
+    /// that committed after this one's snapshot fails the statement with a serialization
+    /// failure (40001), which ``PostgreSQLStore``'s concurrent writers run again. The lock's
+    /// key is `(1330858060, h)` ("OSHL", and 32 bits of a 64-bit FNV-1a hash of schema, table
+    /// and id, NUL-separated): another row with the same 32 bits only waits needlessly. A row
+    /// this transaction has buffered is its own to write.
+    func heldRecord(in table: String, id: String, exclusive: Bool) throws -> Record? {
         let info = try self.table(table)
         if let buffered = pending[info.number]?.rows[ExactString(id)] { return buffered.record(in: info.schema) }
-        let result = try run(info, info.selectByIDHeld, [.bytes(Array(id.utf8))])
+        let lock = exclusive ? "SELECT pg_advisory_xact_lock(1330858060, $1::integer)"
+                             : "SELECT pg_advisory_xact_lock_shared(1330858060, $1::integer)"
+        let key = Int32(truncatingIfNeeded: FNV1a.hash64(schema.utf8 + [0] + table.utf8 + [0] + id.utf8))
+        let result = try live().execute(takePending(info.number) + [
+            PGStatement(lock, [.int64(Int64(key))]),
+            PGStatement(exclusive ? info.selectByIDLocked : info.selectByIDHeld, [.bytes(Array(id.utf8))]),
+        ])
         guard result.count > 0 else { return nil }
         return try info.decode(result, 0)
     }

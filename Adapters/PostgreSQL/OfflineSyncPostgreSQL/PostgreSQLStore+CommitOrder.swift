@@ -63,6 +63,9 @@ extension PostgreSQLStore: CommitOrderedStore {
         return orderOffset + product
     }
 
+    /// Every concurrent write's transaction holds rows (``PGTransaction/heldRecord(in:id:exclusive:)``).
+    public var holdsRows: Bool { true }
+
     /// Runs `body` in a `SERIALIZABLE` transaction beside other writers (see
     /// ``CommitOrderedStore/concurrentWrite(_:)``). A serialization failure or a deadlock,
     /// whether a statement of the body or the `COMMIT` met it, rolls the transaction back and
