@@ -447,11 +447,11 @@ struct SharedEffects {
 
 extension OfflineSyncService {
     /// Reads the group-log entries that the batch's operations on shared tables will update,
-    /// in queries of 500 ids, into ``SharedEffects/groupLogs``: the entries of each row's
+    /// in one batch of reads by id, into ``SharedEffects/groupLogs``: the entries of each row's
     /// groups as stored (`wanted`: the rows the operations name, as the batch read them) and
     /// as the operation proposes it. An entry it did not foresee is looked up when logged.
     func readGroupLogs(of operations: [PushOperation], rows wanted: [(table: String, id: String)?], _ push: inout PushTransaction) throws {
-        var ids: [Value] = []
+        var ids: [String] = []
         for (index, operation) in operations.enumerated() where isShared(operation.table) {
             guard let (table, id) = wanted[index] else { continue }
             var groups = Set<Group>()
@@ -466,13 +466,13 @@ extension OfflineSyncService {
                 let entry = ExactString(GroupLogRow.id(group: group.key, table: table, item: operation.itemId))
                 guard push.effects.groupLogs[entry] == nil else { continue }
                 push.effects.groupLogs[entry] = .some(nil)
-                ids.append(.string(entry.value))
+                ids.append(entry.value)
             }
         }
-        for start in stride(from: 0, to: ids.count, by: 500) {
-            for entry in try GroupLogRow.entries(push.txn, Query(.isIn(SystemField.id, Array(ids[start..<min(start + 500, ids.count)])))) {
-                push.effects.groupLogs[ExactString(entry.id)] = entry
-            }
+        // Reads by id, in one batch (one round trip on PostgreSQL): an `IN` list of them let
+        // PostgreSQL cache a plan that scanned the whole log once the log had grown.
+        for found in try push.txn.read(ids.map { .record(table: GroupLogRow.table, id: $0) }) {
+            for row in found { push.effects.groupLogs[ExactString(row.id)] = try GroupLogRow(row: row) }
         }
     }
 }

@@ -242,6 +242,10 @@ struct LoadtestCommand: AsyncParsableCommand {
                           tokens: TokenAuthority) async throws -> ([[String: Any]], [String]) {
         var results: [[String: Any]] = []
         var failures: [String] = []
+        func add(_ outcome: LoadOutcome) {
+            results.append(outcome.json)
+            failures += outcome.failures
+        }
         if selected.contains("two-instances") {
             let outcomes = try await InstanceGroup.with(count: 2, postgres: postgres, directory: directory.appendingPathComponent("two-instances"),
                                                         secret: secret) { group in
@@ -279,10 +283,8 @@ struct LoadtestCommand: AsyncParsableCommand {
             failures += outcome.failures
         }
         if selected.contains("writers-postgres-shared") {
-            let outcome = try await sharedWriters(postgres: postgres, directory: directory.appendingPathComponent("writers-postgres-shared"),
-                                                  secret: secret, tokens: tokens)
-            results.append(outcome.json)
-            failures += outcome.failures
+            let outcome = try await sharedWriters(postgres: postgres, directory: directory, secret: secret, tokens: tokens)
+            (results, failures) = (results + [outcome.json], failures + outcome.failures)
         }
         if selected.contains("pulls-postgres-replicas") {
             let outcome = try await ReplicaPulls(postgres: postgres, replicas: postgresReplicas, directory: directory.appendingPathComponent("replicas"),
@@ -297,16 +299,7 @@ struct LoadtestCommand: AsyncParsableCommand {
             failures += outcome.failures
         }
         if selected.contains("fan-out-postgres") {
-            // The fan-out on one instance over PostgreSQL: what a delivered row costs the
-            // instance and the database (the sizing model's figures).
-            let outcome = try await InstanceGroup.with(count: 1, postgres: postgres, directory: directory.appendingPathComponent("fan-out-postgres"),
-                                                       secret: secret) { group in
-                try await Propagation(name: "fan-out-postgres", identity: "loadtest-team-postgres", base: group.current[0].baseURL, tokens: tokens,
-                                      clients: clients, writes: fanoutWrites, rate: 1, tableRows: 0,
-                                      serverMemory: { [pid = group.current[0].process.processIdentifier] in ServerProcess.residentBytes(of: pid) },
-                                      serverCPU: { [pid = group.current[0].process.processIdentifier] in ProcessCPU.seconds(of: pid) },
-                                      databaseCPU: { ProcessCPU.postgres(postgres) }).run()
-            }
+            let outcome = try await fanOutPostgres(postgres: postgres, directory: directory, secret: secret, tokens: tokens)
             results.append(outcome.json)
             failures += outcome.failures
         }
@@ -424,6 +417,19 @@ func say(_ line: String) {
 }
 
 extension LoadtestCommand {
+    /// `fan-out-postgres`: the fan-out on one instance over PostgreSQL, what a delivered row
+    /// costs the instance and the database (the sizing model's figures).
+    func fanOutPostgres(postgres: String, directory: URL, secret: String, tokens: TokenAuthority) async throws -> LoadOutcome {
+        try await InstanceGroup.with(count: 1, postgres: postgres, directory: directory.appendingPathComponent("fan-out-postgres"),
+                                     secret: secret) { group in
+            try await Propagation(name: "fan-out-postgres", identity: "loadtest-team-postgres", base: group.current[0].baseURL, tokens: tokens,
+                                  clients: clients, writes: fanoutWrites, rate: 1, tableRows: 0,
+                                  serverMemory: { [pid = group.current[0].process.processIdentifier] in ServerProcess.residentBytes(of: pid) },
+                                  serverCPU: { [pid = group.current[0].process.processIdentifier] in ProcessCPU.seconds(of: pid) },
+                                  databaseCPU: { ProcessCPU.postgres(postgres) }).run()
+        }
+    }
+
     /// The rules of `concurrent-writers-postgres-shared`: one list whose members read and write
     /// its rows; each identity writes its own membership.
     static let sharedWritersRules = """
@@ -446,7 +452,8 @@ extension LoadtestCommand {
     /// writer's membership, holds the list's group row and writes the row and the list's log
     /// entry. Against libpq's multi-row inserts of the same stored rows, as the owner-only
     /// workload is.
-    func sharedWriters(postgres: String, directory: URL, secret: String, tokens: TokenAuthority) async throws -> LoadOutcome {
+    func sharedWriters(postgres: String, directory parent: URL, secret: String, tokens: TokenAuthority) async throws -> LoadOutcome {
+        let directory = parent.appendingPathComponent("writers-postgres-shared")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         let rules = directory.appendingPathComponent("rules.yaml")
         try Self.sharedWritersRules.write(to: rules, atomically: true, encoding: .utf8)
