@@ -129,7 +129,8 @@ public protocol HoldingWriteTransaction: LocalWriteTransaction {
     /// one's snapshot was taken has changed it, the call throws, and the store runs the
     /// transaction again as for any conflict. Holds are granted fairly: a hold asked for
     /// after an exclusive one that is waiting waits behind it, so a stream of holders never
-    /// starves a change. A missing row is not held.
+    /// starves a change. A missing row has nothing to hold in it; a store may still hold its
+    /// id (PostgreSQL's advisory lock does), which only makes holders of the id wait.
     func heldRecord(in table: String, id: String, exclusive: Bool) throws -> Record?
 }
 

@@ -168,8 +168,11 @@ extension OfflineSyncService {
     /// row that `owner_of` grants point at. Other writers hold them shared; the exclusive hold
     /// waits for those that hold them, and keeps out those that come after until this push
     /// ends — first, so that a stream of writers into a busy group never starves the change,
-    /// and so that the change's own logging, which holds the group shared first, does not
-    /// meet another change of the group in a deadlock.
+    /// and so that the change's own logging, which holds the group shared, does not meet
+    /// another change of the group in a deadlock. Other orders can still deadlock (a batch
+    /// that writes into a group and then changes its members; a membership change and a write
+    /// of the `owner_of` target its rows name, each holding one and waiting for the other):
+    /// the store settles a deadlock as any conflict, rolling one back and running it again.
     private func holdChanged(from before: Record?, to after: Record, in table: String, _ push: inout PushTransaction) throws {
         var groups = Set<String>()
         for (name, membership) in rules.memberships where membership.table == table {
@@ -281,13 +284,29 @@ struct PushTransaction {
     /// (``HoldingWriteTransaction``; `exclusive` for a write about to change it), else read
     /// as it is: a row the push decides from (whom to tell of a change) then cannot change
     /// before the push commits unless the push sees the change.
-    func decidingRecord(in table: String, id: String, exclusive: Bool = false) throws -> Record? {
+    ///
+    /// Throws ``TooManyHolds`` past ``holdLimit`` distinct rows: the push then runs alone.
+    mutating func decidingRecord(in table: String, id: String, exclusive: Bool = false) throws -> Record? {
         guard isConcurrent else { return try txn.record(in: table, id: id) }
         guard let holding = txn as? any HoldingWriteTransaction else {
             throw SyncError(.storageFailure, "the store's concurrent writes cannot hold rows (HoldingWriteTransaction), which shared tables need")
         }
+        held.insert(CompositeKey.packed(table, last: id))
+        if held.count > Self.holdLimit { throw TooManyHolds() }
         return try holding.heldRecord(in: table, id: id, exclusive: exclusive)
     }
+
+    /// The most distinct rows one push beside other writers holds. Each hold may take a slot
+    /// of the store's lock table (PostgreSQL's is `max_locks_per_transaction` × connections,
+    /// shared by every session): a batch into hundreds of small groups runs alone instead.
+    static let holdLimit = 64
+
+    /// The rows held so far (``decidingRecord(in:id:exclusive:)``), by table and id.
+    private var held = Set<String>()
+
+    /// Thrown by a push beside other writers that would hold more than ``holdLimit`` rows:
+    /// the service rolls it back and runs it alone (``CommitOrderedStore/orderedWrite(_:)``).
+    struct TooManyHolds: Error {}
 
     /// The next sequence number of `table` (or of the shared sequence), and the version it
     /// gives a row.

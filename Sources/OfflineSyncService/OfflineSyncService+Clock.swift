@@ -5,9 +5,8 @@ extension OfflineSyncService {
     /// `updatedAt` stamps, both read from the table's ``SequenceRow`` on first use and saved
     /// back to it before the transaction commits.
     ///
-    /// Writers of one table run one after another (the ``LocalStore`` contract: SQLite's
-    /// single writer; on PostgreSQL, across every server instance, the schema's advisory lock
-    /// or, for a push confined to owner-only tables, the table's), so a stamp taken here is
+    /// On a store that is not a ``CommitOrderedStore``, writers of one table run one after
+    /// another (the ``LocalStore`` contract: SQLite's single writer), so a stamp taken here is
     /// later than every stamp of every earlier commit to the table. A stamp is the wall
     /// clock, or one millisecond after the table's previous stamp when the clock has not moved
     /// past it (two writes in one millisecond, a batch, a clock stepped back). `updatedAt` is

@@ -278,6 +278,13 @@ extension OfflineSyncService {
         /// Over the limit: a write is logged once, in the group's log, which each member's pull
         /// reads beside its own.
         case large
+        /// Was large and fell to half the limit, beside concurrent writers: writes fan out as
+        /// a small group's do and are logged as a large group's are, and members' pulls still
+        /// read the log, until a write that runs alone turns the group small
+        /// (``OfflineSyncService/shrinkGroups(_:)``). It is a step of its own so that a write
+        /// whose snapshot still had the group large (it waited for the first alone write) runs
+        /// before the second begins, below the number where members stop reading the log.
+        case shrinking
     }
 
     /// `__srv_groups`: one row per membership group the service has seen change: its count of

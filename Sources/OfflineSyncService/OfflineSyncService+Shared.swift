@@ -173,11 +173,14 @@ extension OfflineSyncService {
                     // large before this transaction's next write to it.
                     if try convertStep(group.key, txn, marking: &push.effects.regrouped) { push.effects.converting.insert(group.key) }
                     continue
+                } else if push.isConcurrent, groupRow.mode == .shrinking {
+                    // Grew again before it turned small: ``shrinkGroups(_:)`` turns it large.
+                    push.effects.shrinking.insert(group.key)
                 } else if groupRow.mode != .small, groupRow.members <= Int64(fanoutLimit / 2) {
                     if push.isConcurrent {
                         // Beside other writers a write that saw the group large and logged only
                         // to its log may hold numbers above this change's: the group turns
-                        // small alone, after this push (``shrinkGroups(_:)``), above them all.
+                        // small in writes that run alone, after this push (``shrinkGroups(_:)``).
                         push.effects.shrinking.insert(group.key)
                     } else {
                         groupRow.mode = .small
@@ -288,28 +291,48 @@ extension OfflineSyncService {
         return conversion
     }
 
-    /// Turns each of `keys` small that still has few enough members for it, each in a write
-    /// of its own that runs alone (``CommitOrderedStore/orderedWrite(_:)``): no write that saw
-    /// the group large is still running, so a number of this write's lies above every number
-    /// such a write logged, and members' pulls from a cursor before it still read the group's
-    /// log. Returns the groups whose write failed (they stay large).
+    /// Turns each of `keys` small that still has few enough members for it, in two writes of
+    /// its own that run alone (``CommitOrderedStore/orderedWrite(_:)``). The first marks it
+    /// ``GroupMode/shrinking``: writes from then on fan out and log, and hold its row. A write
+    /// that began before that write and waited for it may still have the group large in its
+    /// snapshot and log only to the group's log, but it runs before the second write begins,
+    /// which turns the group small with `largeUntil` at its own first number, above every
+    /// such write's: members' pulls from a cursor below it still read the log. A group that
+    /// grew again in between turns large again instead (``GroupMode/converting``, then its
+    /// conversion). Returns the groups a write failed for: they stay large or shrinking, both
+    /// correct, and the next change of their members tries again.
     func shrinkGroups(_ keys: Set<GroupKey>) async -> [(group: GroupKey, error: any Error)] {
         guard let ordered = store as? any CommitOrderedStore else { return [] }
         var failed: [(group: GroupKey, error: any Error)] = []
+        var regrow = Set<GroupKey>()
+        let half = Int64(fanoutLimit / 2)
         for key in keys.sorted(by: { Value.utf8Less($0.text, $1.text) }) {
             do {
-                try await ordered.orderedWrite { txn, order in
-                    guard var row = try GroupRow.find(txn, key: key), row.mode != .small,
-                          row.members <= Int64(self.fanoutLimit / 2) else { return }
-                    row.mode = .small
-                    row.largeUntil = order.first
+                try await ordered.orderedWrite { txn, _ in
+                    guard var row = try GroupRow.find(txn, key: key), row.mode == .large || row.mode == .converting,
+                          row.members <= half else { return }
+                    row.mode = .shrinking
                     row.progress = nil
                     try row.save(txn)
                 }
+                let grew = try await ordered.orderedWrite { txn, order -> Bool in
+                    guard var row = try GroupRow.find(txn, key: key), row.mode == .shrinking else { return false }
+                    if row.members > half {
+                        row.mode = .converting
+                    } else {
+                        row.mode = .small
+                        row.largeUntil = order.first
+                    }
+                    row.progress = nil
+                    try row.save(txn)
+                    return row.mode == .converting
+                }
+                if grew { regrow.insert(key) }
             } catch {
                 failed.append((key, error))
             }
         }
+        if !regrow.isEmpty { failed += await convertGroups(regrow).failed }
         return failed
     }
 

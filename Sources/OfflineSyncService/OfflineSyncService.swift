@@ -383,7 +383,11 @@ public final class OfflineSyncService: Sendable {
         let report: (PushReport, Set<GroupKey>, Set<GroupKey>)
         if let ordered = store as? any CommitOrderedStore {
             if ordered.holdsRows || !served.contains(where: isShared) {
-                report = try await ordered.concurrentWrite { try apply($0, $1, true) }
+                do {
+                    report = try await ordered.concurrentWrite { try apply($0, $1, true) }
+                } catch is PushTransaction.TooManyHolds {
+                    report = try await ordered.orderedWrite { try apply($0, $1, false) }
+                }
             } else {
                 // A store that cannot hold rows: shared pushes run alone, in its order.
                 report = try await ordered.orderedWrite { try apply($0, $1, false) }

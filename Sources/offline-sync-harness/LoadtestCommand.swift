@@ -242,10 +242,6 @@ struct LoadtestCommand: AsyncParsableCommand {
                           tokens: TokenAuthority) async throws -> ([[String: Any]], [String]) {
         var results: [[String: Any]] = []
         var failures: [String] = []
-        func add(_ outcome: LoadOutcome) {
-            results.append(outcome.json)
-            failures += outcome.failures
-        }
         if selected.contains("two-instances") {
             let outcomes = try await InstanceGroup.with(count: 2, postgres: postgres, directory: directory.appendingPathComponent("two-instances"),
                                                         secret: secret) { group in
@@ -449,7 +445,7 @@ extension LoadtestCommand {
     /// `concurrent-writers-postgres-shared`: the concurrent writers of one table on one
     /// instance, the table shared: every writer is a member of one list (a large group of
     /// the rules, past the fan-out limit), and every row goes into it, so each push reads the
-    /// writer's membership, holds the list's group row and writes the row and the list's log
+    /// writer's membership and the list's group row and writes the row and the list's log
     /// entry. Against libpq's multi-row inserts of the same stored rows, as the owner-only
     /// workload is.
     func sharedWriters(postgres: String, directory parent: URL, secret: String, tokens: TokenAuthority) async throws -> LoadOutcome {

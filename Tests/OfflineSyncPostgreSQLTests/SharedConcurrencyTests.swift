@@ -1,7 +1,7 @@
 import Foundation
 import OfflineSync
 @testable import OfflineSyncPostgreSQL
-import OfflineSyncService
+@testable import OfflineSyncService
 import OfflineSyncTestSupport
 import Synchronization
 import Testing
@@ -135,6 +135,35 @@ struct SharedConcurrencyTests {
         }
     }
 
+    @Test("a batch into more small groups than one push holds beside others runs alone, whole, and its rows reach the members")
+    func batchIntoManyGroupsRunsAlone() async throws {
+        guard TestServer.require() != nil else { return }
+        try await Self.withInstances("many-groups") { _, services in
+            let owner: Identity = "olga"
+            let lists = (0..<40).map { "M\($0)" }
+            #expect(Self.applied(try await services[0].push(identity: owner, lists.flatMap { list in
+                [Self.insert("lists", list, ["name": .string(list)]), Self.member("olga", of: list), Self.member("bob", of: list)]
+            })))
+            // Two holds a todo (each list's group row, and each list as an owner_of target is
+            // not read here): 80 todos into 40 groups and 40 more groups' memberships.
+            let more = (40..<80).map { "M\($0)" }
+            let batch = lists.flatMap { list in
+                [Self.insert("todos", "\(list)-a", ["list_id": .string(list), "title": "a"]),
+                 Self.insert("todos", "\(list)-b", ["list_id": .string(list), "title": "b"])]
+            } + more.flatMap { list in
+                [Self.insert("lists", list, ["name": .string(list)]), Self.member("olga", of: list), Self.member("bob", of: list),
+                 Self.insert("todos", "\(list)-a", ["list_id": .string(list), "title": "a"])]
+            }
+            #expect(PushTransaction.holdLimit < 80, "the batch must hold more rows than a push may")
+            let results = try await services[1].push(identity: owner, batch)
+            #expect(Self.applied(results), "\(results.filter { if case .applied = $0.outcome { false } else { true } }.prefix(3))")
+            var copy = Copy(limit: 500)
+            var pages = 0
+            while try await copy.pull(services[0], "bob", "todos"), pages < 20 { pages += 1 }
+            #expect(copy.rows.count == 120, "bob holds \(copy.rows.count) todos")
+        }
+    }
+
     /// Returns once a push waits to hold a row (behind the membership change's exclusive
     /// hold of the group's row), or `hold`'s write has arrived at its hold.
     func waitForLockWaiterOrArrival(_ hold: HeldWrite) async throws {
@@ -144,7 +173,7 @@ struct SharedConcurrencyTests {
         let deadline = ContinuousClock.now + .seconds(30)
         while ContinuousClock.now < deadline {
             // A hold (PGTransaction.heldRecord) waiting behind the membership change's.
-            let waiting = try watcher.execute("SELECT count(*) FROM pg_locks WHERE NOT granted AND locktype = 'advisory' AND classid = 1330858060")
+            let waiting = try watcher.execute("SELECT count(*) FROM pg_locks WHERE NOT granted AND locktype = 'advisory' AND classid = 1330858060 AND database = (SELECT oid FROM pg_database WHERE datname = current_database())")
             if (waiting.int64(0, 0) ?? 0) > 0 { return }
             if hold.hasArrived { return }
             try await Task.sleep(for: .milliseconds(2))
