@@ -402,9 +402,8 @@ public final class OfflineSyncService: Sendable {
         // only dearer) and is taken up again by the next push that touches it.
         var pushed = report.0
         pushed.regrouped.merge(await convertGroups(report.1).marked) { $0.union($1) }
-        // Likewise a group that shrank turns small in a write of its own (one that stops
-        // failed leaves it large, which is correct, and the next change of its members tries
-        // again).
+        // Likewise a group that shrank turns small in writes of its own (one that fails leaves
+        // it large or shrinking, both correct, and the next change of its members tries again).
         if !report.2.isEmpty { _ = await shrinkGroups(report.2) }
         return pushed
     }
