@@ -194,9 +194,13 @@ final class RawPostgreSQL {
             try prepare("reinsert\(size)", "INSERT INTO \(copy) VALUES " + values.joined(separator: ", "))
         }
         // From a checkpoint: the writes of the workload measured before it would otherwise
-        // still be flushing, at a cost that grows with what that workload wrote. (A role
-        // that may not checkpoint measures without one.)
-        try? execute("CHECKPOINT")
+        // still be flushing, at a cost that grows with what that workload wrote. A role that
+        // may not checkpoint measures without one, and says so.
+        do {
+            try execute("CHECKPOINT")
+        } catch {
+            say("raw libpq baseline: no CHECKPOINT before it (\(error)); the workload's writes may still be flushing while it runs")
+        }
         let started = ContinuousClock.now
         for first in stride(from: 0, to: rows.count, by: batch) {
             let slice = rows[first..<min(first + batch, rows.count)]

@@ -386,7 +386,15 @@ struct CommitOrderTests {
             let newest = try #require(written.compactMap(\.updatedAt).max())
             let deadline = ContinuousClock.now + .seconds(5)
             while Timestamp.now() <= newest, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(1)) }
-            let first = try await services[0].query(identity: me, table: Self.table, order: order, limit: 2)
+            // A writer of another test's schema in the same database, stamped below these rows
+            // and still running, holds the stamp horizon back (Docs/PostgreSQLAdapter.md) until
+            // it ends: read again until the page holds both rows, for at most 10 s.
+            var first = try await services[0].query(identity: me, table: Self.table, order: order, limit: 2)
+            let settled = ContinuousClock.now + .seconds(10)
+            while first.count < 2, ContinuousClock.now < settled {
+                try await Task.sleep(for: .milliseconds(5))
+                first = try await services[0].query(identity: me, table: Self.table, order: order, limit: 2)
+            }
             #expect(first.map(\.id) == ["s1", "s2"])
             guard let last = first.last, let stamp = last.updatedAt else {
                 Issue.record("no first page")
