@@ -54,7 +54,8 @@ TEST_WIDTH ?= 8
 
 # System libraries found through pkg-config, and the Debian packages that provide them.
 PKG_CONFIG_MODULES := sqlite3 lmdb libpq
-APT_PACKAGES := pkg-config libsqlite3-dev liblmdb-dev libpq-dev postgresql curl pgbouncer
+# gdb prints a hung test run's stacks (Scripts/with-deadline.sh).
+APT_PACKAGES := pkg-config libsqlite3-dev liblmdb-dev libpq-dev postgresql curl pgbouncer gdb
 
 .PHONY: deps build docs fuzz sanitize test test-steps api-check architecture-check docs-check portability-check openapi-check conformance-cli corrupt-sweep crash-trials cognito-test hostile-test console-test pooler-test failover-test ha-test replica-test soak demo demo-grdb serve token bench bench-scale loadtest client-size clean
 
@@ -75,6 +76,7 @@ deps:
 	fi; \
 	if ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then missing=1; fi; \
 	if ! command -v curl >/dev/null 2>&1; then missing=1; fi; \
+	if ! command -v gdb >/dev/null 2>&1; then missing=1; fi; \
 	if [ ! -x /usr/sbin/pgbouncer ] && ! command -v pgbouncer >/dev/null 2>&1; then missing=1; fi; \
 	if [ "$$missing" = 0 ]; then exit 0; fi; \
 	if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
@@ -112,12 +114,15 @@ EXAMPLE_BUILD := .build/snapshot-example
 # server OFFLINE_SYNC_TEST_POSTGRES_URL already names) for the PostgreSQL adapter's tests.
 # `swift test --skip-build` runs what `swift build --build-tests` built: left to build for
 # itself, `swift test` plans the build anew and compiles again (half a minute to a minute here).
+# The test run has a deadline (about four times its length here): a run still going then prints
+# every thread's stack and PostgreSQL's sessions and locks, and fails (Scripts/with-deadline.sh).
+TEST_DEADLINE ?= 1200
 test: deps
 	Scripts/with-postgres.sh $(MAKE) --no-print-directory test-steps
 
 test-steps: deps openapi-check architecture-check docs-check portability-check
 	$(SWIFT) build --build-tests
-	SWT_EXPERIMENTAL_MAXIMUM_PARALLELIZATION_WIDTH=$(TEST_WIDTH) $(SWIFT) test --skip-build
+	SWT_EXPERIMENTAL_MAXIMUM_PARALLELIZATION_WIDTH=$(TEST_WIDTH) Scripts/with-deadline.sh $(TEST_DEADLINE) $(SWIFT) test --skip-build
 	$(MAKE) --no-print-directory api-check
 	$(MAKE) --no-print-directory conformance-cli
 	$(MAKE) --no-print-directory corrupt-sweep

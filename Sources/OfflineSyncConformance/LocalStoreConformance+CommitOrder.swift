@@ -15,26 +15,41 @@ private final class Latch: Sendable {
     func wait() { _ = semaphore.wait(timeout: .now() + 60) }
 }
 
-/// A value one task sets and another awaits.
+/// A value one task sets and another awaits. The first value set is the value; a wait ends
+/// with `nil` after 120 s without one, so a case whose writer never got to set it fails
+/// instead of hanging the suite.
 private final class Rendezvous<T: Sendable>: Sendable {
-    private let state = Mutex<(value: T?, waiters: [CheckedContinuation<T, Never>])>((nil, []))
+    private let state = Mutex<(value: T?, waiters: [CheckedContinuation<T?, Never>])>((nil, []))
     func set(_ value: T) {
-        let waiters = state.withLock { state in
+        let (waiters, first) = state.withLock { state in
             state.value = state.value ?? value
             defer { state.waiters = [] }
-            return state.waiters
+            return (state.waiters, state.value!)
         }
-        for waiter in waiters { waiter.resume(returning: value) }
+        for waiter in waiters { waiter.resume(returning: first) }
     }
-    func value() async -> T {
-        await withCheckedContinuation { continuation in
-            let ready = state.withLock { state -> T? in
-                if let value = state.value { return value }
+    func value() async -> T? {
+        let timer = Task { [weak self] in
+            try? await Task.sleep(for: .seconds(120))
+            self?.expire()
+        }
+        defer { timer.cancel() }
+        return await withCheckedContinuation { continuation in
+            let ready = state.withLock { state -> T?? in
+                if let value = state.value { return .some(value) }
                 state.waiters.append(continuation)
                 return nil
             }
             if let ready { continuation.resume(returning: ready) }
         }
+    }
+    /// Ends every wait under way with `nil`.
+    private func expire() {
+        let waiters = state.withLock { state in
+            defer { state.waiters = [] }
+            return state.waiters
+        }
+        for waiter in waiters { waiter.resume(returning: nil) }
     }
 }
 
@@ -70,7 +85,11 @@ extension LocalStoreConformance {
                     throw error
                 }
             }
-            guard let early = await first.value() else {
+            guard let arrival = await first.value() else {
+                held.open()
+                throw failure("the earlier writer neither wrote nor failed within 120 s")
+            }
+            guard let early = arrival else {
                 _ = try await must(await earlier.value, "the earlier writer")
                 throw failure("the earlier writer ended before it wrote")
             }
@@ -153,25 +172,34 @@ extension LocalStoreConformance {
             let began = Rendezvous<Bool>()
             let proceed = Latch()
             let holder = Task {
-                try await store.concurrentWrite { txn, _ -> Int64? in
-                    let run = runs.withLock { runs in
-                        runs += 1
-                        return runs
+                do {
+                    return try await store.concurrentWrite { txn, _ -> Int64? in
+                        let run = runs.withLock { runs in
+                            runs += 1
+                            return runs
+                        }
+                        guard let holding = txn as? any HoldingWriteTransaction else {
+                            throw failure("a concurrent write's transaction is not a HoldingWriteTransaction")
+                        }
+                        if run == 1 {
+                            began.set(true)
+                            proceed.wait()
+                        }
+                        return try holding.heldRecord(in: "held", id: "r")?["n"].intValue
                     }
-                    guard let holding = txn as? any HoldingWriteTransaction else {
-                        began.set(false)
-                        throw failure("a concurrent write's transaction is not a HoldingWriteTransaction")
-                    }
-                    if run == 1 {
-                        began.set(true)
-                        proceed.wait()
-                    }
-                    return try holding.heldRecord(in: "held", id: "r")?["n"].intValue
+                } catch {
+                    // Failed before its body began (or in it): the case stops waiting for it.
+                    began.set(false)
+                    throw error
                 }
             }
-            guard await began.value() else {
+            guard let started = await began.value() else {
+                proceed.open()
+                throw failure("the holding writer neither began nor failed within 120 s")
+            }
+            guard started else {
                 _ = try await must(await holder.value, "the holding writer")
-                return
+                throw failure("the holding writer failed before it began")
             }
             do {
                 try await must(await store.concurrentWrite { txn, _ in try txn.upsert(Record(id: "r", fields: ["n": 1]), in: "held") },

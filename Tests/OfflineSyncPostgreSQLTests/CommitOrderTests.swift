@@ -38,9 +38,15 @@ final class HeldWrite: Sendable {
     }
 
     /// Returns once the transaction has written and waits, with its order; `nil` when the
-    /// write failed before it got there.
+    /// write failed before it got there, or did not get there within 120 s (a push that never
+    /// reached a concurrent write: the test fails instead of hanging the run).
     func arrived() async -> ChangeOrder? {
-        await withCheckedContinuation { continuation in
+        let timer = Task { [weak self] in
+            try? await Task.sleep(for: .seconds(120))
+            self?.expire()
+        }
+        defer { timer.cancel() }
+        return await withCheckedContinuation { continuation in
             let known = state.withLock { state -> ChangeOrder?? in
                 if let order = state.order { return .some(order) }
                 if state.passed { return .some(nil) }
@@ -49,6 +55,15 @@ final class HeldWrite: Sendable {
             }
             if let known { continuation.resume(returning: known) }
         }
+    }
+
+    /// Ends every wait in ``arrived()`` under way with `nil`.
+    private func expire() {
+        let waiters = state.withLock { state -> [CheckedContinuation<ChangeOrder?, Never>] in
+            defer { state.waiters = [] }
+            return state.waiters
+        }
+        for waiter in waiters { waiter.resume(returning: nil) }
     }
 
     /// Whether the transaction has written and waits, or failed before it got there.

@@ -197,6 +197,8 @@ struct SharedConcurrencyTests {
                 [Self.insert("lists", list, ["name": .string(list)]), Self.member("olga", of: list)]
             })))
             let writing = WritingFlag()
+            // The readers stop also when a writer failed and the test throws.
+            defer { writing.lower() }
             // Readers: each identity keeps a copy of every table, pulling from both instances.
             let readers = (users + ["olga"]).map { user in
                 Task { () throws -> [String: Copy] in
