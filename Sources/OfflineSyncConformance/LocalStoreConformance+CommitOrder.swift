@@ -30,7 +30,8 @@ private final class Rendezvous<T: Sendable>: Sendable {
     }
     func value() async -> T? {
         let timer = Task { [weak self] in
-            try? await Task.sleep(for: .seconds(120))
+            // Cancelled once the wait ended: nothing to end then.
+            guard (try? await Task.sleep(for: .seconds(120))) != nil else { return }
             self?.expire()
         }
         defer { timer.cancel() }

@@ -42,7 +42,8 @@ final class HeldWrite: Sendable {
     /// reached a concurrent write: the test fails instead of hanging the run).
     func arrived() async -> ChangeOrder? {
         let timer = Task { [weak self] in
-            try? await Task.sleep(for: .seconds(120))
+            // Cancelled once the wait ended: nothing to end then.
+            guard (try? await Task.sleep(for: .seconds(120))) != nil else { return }
             self?.expire()
         }
         defer { timer.cancel() }
@@ -168,6 +169,7 @@ struct CommitOrderTests {
             let hold = stores[0].holdNext()
             let earlier = Task { try await services[0].push(identity: me, [Self.insert("a", "began first")]) }
             guard let early = await hold.arrived() else {
+                hold.release()
                 Issue.record("the earlier push failed before it wrote: \(String(describing: try? await earlier.value))")
                 return
             }
@@ -281,8 +283,9 @@ struct CommitOrderTests {
                     let service = services[push.instance]
                     let task = Task { try await service.push(identity: push.identity, push.operations) }
                     guard await hold.arrived() != nil else {
-                        Issue.record("round \(round): a push failed before it wrote: \(String(describing: try? await task.value))")
+                        hold.release()
                         for started in running { started.hold.release() }
+                        Issue.record("round \(round): a push failed before it wrote: \(String(describing: try? await task.value))")
                         return
                     }
                     running.append((hold, task, push.identity))

@@ -98,17 +98,23 @@ struct SharedConcurrencyTests {
                 })))
             }
             var copy = Copy(limit: 500)
-            while try await copy.pull(services[1], bob, "todos") {}
+            var emptyPages = 0
+            while try await copy.pull(services[1], bob, "todos"), emptyPages < 100 { emptyPages += 1 }
             #expect(copy.rows.isEmpty)
             // The membership change writes the group's row and is held open before its commit.
+            // Both holds are let go on every path out (a hold left waiting keeps its
+            // connection, and the store's close waits behind it).
             let addition = stores[0].holdNext()
+            defer { addition.release() }
             let adding = Task { try await services[0].push(identity: owner, [Self.member("bob", of: "L")]) }
             guard await addition.arrived() != nil else {
+                addition.release()
                 Issue.record("the membership push failed: \(String(describing: try? await adding.value))")
                 return
             }
             // A todo begins after it (a larger number) and is held open too, once its body ran.
             let writing = stores[1].holdNext()
+            defer { writing.release() }
             let todo = Task { try await services[1].push(identity: owner, [Self.insert("todos", "t1", ["list_id": "L", "title": "bread"])]) }
             // It either waits for the membership's row (it holds the group's row it decides from)
             // or, were it not to, would have written already.
@@ -116,6 +122,7 @@ struct SharedConcurrencyTests {
             addition.release()
             #expect(Self.applied(try await adding.value))
             guard await writing.arrived() != nil else {
+                writing.release()
                 Issue.record("the todo push failed: \(String(describing: try? await todo.value))")
                 return
             }
@@ -168,17 +175,29 @@ struct SharedConcurrencyTests {
     /// hold of the group's row), or `hold`'s write has arrived at its hold.
     func waitForLockWaiterOrArrival(_ hold: HeldWrite) async throws {
         guard let url = TestServer.url else { return }
-        let watcher = try PGConnection.connect(url, password: nil)
-        defer { watcher.close() }
-        let deadline = ContinuousClock.now + .seconds(30)
-        while ContinuousClock.now < deadline {
-            // A hold (PGTransaction.heldRecord) waiting behind the membership change's.
-            let waiting = try watcher.execute("SELECT count(*) FROM pg_locks WHERE NOT granted AND locktype = 'advisory' AND classid = 1330858060 AND database = (SELECT oid FROM pg_database WHERE datname = current_database())")
-            if (waiting.int64(0, 0) ?? 0) > 0 { return }
-            if hold.hasArrived { return }
-            try await Task.sleep(for: .milliseconds(2))
+        // libpq blocks: the watch runs on a thread of its own, never on Swift's pool (two
+        // blocked pool threads on a two-core machine stop every task of the test run).
+        let seen = try await Self.offPool { () throws -> Bool in
+            let watcher = try PGConnection.connect(url, password: nil)
+            defer { watcher.close() }
+            let deadline = ContinuousClock.now + .seconds(30)
+            while ContinuousClock.now < deadline {
+                // A hold (PGTransaction.heldRecord) waiting behind the membership change's.
+                let waiting = try watcher.execute("SELECT count(*) FROM pg_locks WHERE NOT granted AND locktype = 'advisory' AND classid = 1330858060 AND database = (SELECT oid FROM pg_database WHERE datname = current_database())")
+                if (waiting.int64(0, 0) ?? 0) > 0 || hold.hasArrived { return true }
+                Thread.sleep(forTimeInterval: 0.002)
+            }
+            return false
         }
+        if seen { return }
         Issue.record("the todo push neither waited on a lock nor wrote within 30 s")
+    }
+
+    /// Runs `work` on a dispatch queue's thread and returns what it returned.
+    static func offPool<T: Sendable>(_ work: @escaping @Sendable () throws -> T) async throws -> T {
+        try await withCheckedThrowingContinuation { continuation in
+            DispatchQueue.global().async { continuation.resume(with: Result { try work() }) }
+        }
     }
 
     /// With `ownerReadsMembers` the owner reads membership rows through an `owner_of` grant

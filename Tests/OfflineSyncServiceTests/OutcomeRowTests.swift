@@ -80,4 +80,22 @@ struct VersionTests {
         }
         #expect(OfflineSyncService.version(epoch: "é😀", sequence: 71) == "é😀-1z")
     }
+
+    @Test("a group-log entry, in its group or after it left, is stored as RecordEncoder stores it, and reads back")
+    func groupLogEntriesAgreeWithTheEncoder() throws {
+        let key = OfflineSyncService.Group.member("lists", .string("é")).key
+        var open = OfflineSyncService.Spans()
+        open.open(at: 3)
+        var closed = open
+        closed.close(at: 9)
+        for spans in [open, closed, OfflineSyncService.Spans()] {
+            let id = OfflineSyncService.GroupLogRow.id(group: key, table: "todos", item: "t/1")
+            let row = OfflineSyncService.GroupLogRow(id: id, key: key, table: "todos", item: "t/1", sequence: 9, spans: spans)
+            let byHand = try row.record()
+            #expect(byHand == (try RecordEncoder().encode(row)))
+            let back = try OfflineSyncService.GroupLogRow(row: byHand)
+            #expect(back.key == key && back.inGroup == spans.isOpen && back.sequence == 9 && back.item == "t/1")
+            #expect(try OfflineSyncService.Spans(back.spans) == spans)
+        }
+    }
 }
