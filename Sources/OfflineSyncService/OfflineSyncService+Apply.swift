@@ -175,7 +175,7 @@ extension OfflineSyncService {
     /// the store settles a deadlock as any conflict, rolling one back and running it again.
     private func holdChanged(from before: Record?, to after: Record, in table: String, _ push: inout PushTransaction) throws {
         var groups = Set<String>()
-        for (name, membership) in rules.memberships where membership.table == table {
+        for (name, membership) in ruleIndex.memberships[table] ?? [] {
             for row in [before, after].compactMap({ $0 }) {
                 if let value = RuleEvaluator.value(of: membership.group, in: row) { groups.insert(Group.member(name, value).key.text) }
             }

@@ -16,7 +16,8 @@ extension OfflineSyncService {
                    _ push: inout PushTransaction) throws {
         let txn = push.txn
         let item = after[Meta.item].stringValue ?? after.id
-        if rules.memberships.values.contains(where: { $0.table == table }) {
+        let holdsMemberships = ruleIndex.memberships[table] != nil
+        if holdsMemberships {
             // A membership changes: what the push remembered about memberships may not hold.
             push.effects.memo.memberships.removeAll()
             push.effects.members.removeAll()
@@ -26,7 +27,8 @@ extension OfflineSyncService {
         let new = audience(of: after, in: table)
         var told = old.identities.union(new.identities)
         for group in old.groups.union(new.groups) {
-            let id = GroupLogRow.id(group: group.key, table: table, item: item)
+            let key = push.effects.key(of: group)
+            let id = GroupLogRow.id(group: key, table: table, item: item)
             let stored = try push.effects.groupLogs[ExactString(id)] ?? GroupLogRow.find(txn, id: id)
             var spans = try stored.map { try Spans($0.spans) } ?? Spans()
             if stored == nil, old.groups.contains(group) { spans.open(at: 0) }
@@ -35,7 +37,7 @@ extension OfflineSyncService {
             case (true, false): spans.close(at: sequence)
             default: if !spans.isOpen { spans.open(at: sequence) }
             }
-            let entry = GroupLogRow(id: id, key: group.key, table: table, item: item, sequence: sequence, spans: spans)
+            let entry = GroupLogRow(id: id, key: key, table: table, item: item, sequence: sequence, spans: spans)
             try entry.save(txn)
             push.effects.groupLogs[ExactString(id)] = entry
             // Whom to tell is decided from the group's row (its mode) or the `owner_of`
@@ -49,22 +51,22 @@ extension OfflineSyncService {
                 }
             case let .member(name, value):
                 guard let membership = rules.memberships[name] else { continue }
-                let row = try push.groupRow(group.key)
+                let row = try push.groupRow(key)
                 let mode = row?.mode ?? .small
                 // A converting group's members up to its progress are marked: their pulls read
                 // the group's log, so only the others are told.
                 if mode != .large {
-                    told.formUnion(try members(of: group, value: value, through: membership, after: row?.progress, &push))
+                    told.formUnion(try members(of: key, value: value, through: membership, after: row?.progress, &push))
                 }
-                if mode != .small { push.effects.groups[table, default: []].insert(group.key) }
-                if mode == .converting { push.effects.converting.insert(group.key) }
+                if mode != .small { push.effects.groups[table, default: []].insert(key) }
+                if mode == .converting { push.effects.converting.insert(key) }
             }
         }
         for identity in told.sorted() {
             try tell(identity, about: after, of: table, at: sequence, before: before, &push)
         }
         try changeMembership(of: table, from: before, to: after, &push)
-        if rules.memberships.values.contains(where: { $0.table == table }) { push.effects.groupRows.removeAll() }
+        if holdsMemberships { push.effects.groupRows.removeAll() }
     }
 
     /// Writes `identity`'s own-log entry for `row` at `sequence`: visible when some read grant
@@ -92,16 +94,16 @@ extension OfflineSyncService {
     /// The live members of `group`, the group `value` of `membership` (only asked of small
     /// and converting groups), those after `after` in member order when given; read once per
     /// push while its memberships stay as they are.
-    private func members(of group: Group, value: Value, through membership: Membership, after: String? = nil,
+    private func members(of group: GroupKey, value: Value, through membership: Membership, after: String? = nil,
                          _ push: inout PushTransaction) throws -> Set<Identity> {
         let all: Set<Identity>
-        if let known = push.effects.members[group.key] {
+        if let known = push.effects.members[group] {
             all = known
         } else {
             let rows = try push.txn.records(in: membership.table, matching: Query(
                 Field(membership.group) == value && Field(SystemField.deleted) == false))
             all = Set(rows.compactMap { Self.identity(in: $0[membership.member]) })
-            push.effects.members[group.key] = all
+            push.effects.members[group] = all
         }
         guard let after else { return all }
         return all.filter { Value.utf8Less(after, $0.text) }
@@ -120,17 +122,32 @@ extension OfflineSyncService {
             switch grant.kind {
             case .owner:
                 if let owner = Self.identity(in: row[Meta.owner]) { audience.identities.insert(owner) }
-            case .everyone:
-                break
             case .identityField(let field):
                 if let identity = Self.identity(in: row[field]) { audience.identities.insert(identity) }
-            case let .member(name, key, _):
-                if let value = RuleEvaluator.value(of: key, in: row) { audience.groups.insert(.member(name, value)) }
-            case let .ownerOf(target, key):
-                if let item = RuleEvaluator.value(of: key, in: row)?.stringValue { audience.groups.insert(.ownerOf(target, item)) }
+            case .everyone, .member, .ownerOf:
+                break
             }
         }
+        audience.groups = Set(groups(in: table) { RuleEvaluator.value(of: $0, in: row) })
         return audience
+    }
+
+    /// The groups a row of `table` is in by the rules' read grants, in grant order (a group
+    /// twice when two grants name it), `value` giving the row's value of a grant's key
+    /// (`nil` when it is null) as ``RuleEvaluator/value(of:in:)`` does.
+    func groups(in table: String, _ value: (String) -> Value?) -> [Group] {
+        var groups: [Group] = []
+        for grant in rules.rules(for: table)?.read ?? [] {
+            switch grant.kind {
+            case let .member(name, key, _):
+                if let value = value(key) { groups.append(.member(name, value)) }
+            case let .ownerOf(target, key):
+                if let item = value(key)?.stringValue { groups.append(.ownerOf(target, item)) }
+            case .owner, .identityField, .everyone:
+                break
+            }
+        }
+        return groups
     }
 
     // MARK: Memberships
@@ -143,7 +160,7 @@ extension OfflineSyncService {
     /// group crossing the fan-out limit changes mode.
     private func changeMembership(of table: String, from before: Record?, to after: Record, _ push: inout PushTransaction) throws {
         let txn = push.txn
-        for (name, membership) in rules.memberships.sorted(by: { $0.key < $1.key }) where membership.table == table {
+        for (name, membership) in ruleIndex.memberships[table] ?? [] {
             func pair(_ row: Record?) -> (member: Identity, group: Value, role: String?)? {
                 guard let row, !row.deleted, let member = Self.identity(in: row[membership.member]),
                       let group = RuleEvaluator.value(of: membership.group, in: row) else { return nil }
@@ -405,20 +422,42 @@ extension OfflineSyncService {
         return pairs
     }
 
-    /// The tables with a `member` read grant through the membership `name`.
-    func memberDependents(of name: String) -> [String] {
-        rules.tables.keys.sorted().filter { table in
-            rules.tables[table]!.read.contains { if case let .member(used, _, _) = $0.kind { return used == name } else { return false } }
-        }
-    }
+    /// The tables with a `member` read grant through the membership `name`, in name order.
+    func memberDependents(of name: String) -> [String] { ruleIndex.memberDependents[name] ?? [] }
 
-    /// The tables with an `owner_of` read grant pointing at `table`, and the grants' keys.
-    func ownerOfDependents(of table: String) -> [(table: String, key: String)] {
-        rules.tables.sorted(by: { $0.key < $1.key }).flatMap { name, grants in
-            grants.read.compactMap { grant -> (String, String)? in
-                if case let .ownerOf(target, key) = grant.kind, target == table { return (name, key) }
-                return nil
+    /// The tables with an `owner_of` read grant pointing at `table`, and the grants' keys, in
+    /// table order.
+    func ownerOfDependents(of table: String) -> [(table: String, key: String)] { ruleIndex.ownerOfDependents[table] ?? [] }
+
+    /// What a push asks of the rules for every row it writes, worked out once from them.
+    struct RuleIndex: Sendable {
+        /// Each table's memberships (the table holds their rows), by name, in name order.
+        let memberships: [String: [(name: String, membership: Membership)]]
+        /// For each table, the tables with an `owner_of` read grant pointing at it and the
+        /// grants' keys, in table order.
+        let ownerOfDependents: [String: [(table: String, key: String)]]
+        /// For each membership, the tables with a `member` read grant through it, in name order.
+        let memberDependents: [String: [String]]
+
+        init(_ rules: SyncRules) {
+            var memberships: [String: [(name: String, membership: Membership)]] = [:]
+            for (name, membership) in rules.memberships.sorted(by: { $0.key < $1.key }) {
+                memberships[membership.table, default: []].append((name, membership))
             }
+            var owners: [String: [(table: String, key: String)]] = [:]
+            var members: [String: [String]] = [:]
+            for (table, grants) in rules.tables.sorted(by: { $0.key < $1.key }) {
+                for grant in grants.read {
+                    switch grant.kind {
+                    case let .ownerOf(target, key): owners[target, default: []].append((table, key))
+                    case let .member(name, _, _): if members[name]?.last != table { members[name, default: []].append(table) }
+                    default: break
+                    }
+                }
+            }
+            self.memberships = memberships
+            ownerOfDependents = owners
+            memberDependents = members
         }
     }
 
@@ -466,6 +505,16 @@ struct SharedEffects {
     /// for the whole batch at once (``OfflineSyncService/readGroupLogs(of:rows:_:)``): one
     /// look-up per row was a round trip per row on PostgreSQL.
     var groupLogs: [ExactString: OfflineSyncService.GroupLogRow?] = [:]
+    /// Each group's key as the push worked it out (a batch into one list names it per row).
+    private var groupKeys: [OfflineSyncService.Group: GroupKey] = [:]
+
+    /// `group`'s key (``OfflineSyncService/Group/key``), worked out once per push.
+    mutating func key(of group: OfflineSyncService.Group) -> GroupKey {
+        if let known = groupKeys[group] { return known }
+        let key = group.key
+        groupKeys[group] = key
+        return key
+    }
 }
 
 extension OfflineSyncService {
@@ -475,18 +524,22 @@ extension OfflineSyncService {
     /// as the operation proposes it. An entry it did not foresee is looked up when logged.
     func readGroupLogs(of operations: [PushOperation], rows wanted: [(table: String, id: String)?], _ push: inout PushTransaction) throws {
         var ids: [String] = []
+        push.effects.groupLogs.reserveCapacity(push.effects.groupLogs.count + operations.count)
         for (index, operation) in operations.enumerated() where isShared(operation.table) {
             guard let (table, id) = wanted[index] else { continue }
-            var groups = Set<Group>()
+            var groups: [Group] = []
             if let current = try push.rows.row(of: index, in: table, id: id, push.txn) {
-                groups.formUnion(audience(of: current, in: table).groups)
+                groups = self.groups(in: table) { RuleEvaluator.value(of: $0, in: current) }
             }
-            if operation.kind != .delete, var fields = operation.item?.fields {
-                fields[Meta.item] = .string(operation.itemId)
-                groups.formUnion(audience(of: Record(id: id, fields: fields), in: table).groups)
+            if operation.kind != .delete, let fields = operation.item?.fields {
+                // As ``RuleEvaluator/value(of:in:)`` reads the row the operation proposes.
+                groups += self.groups(in: table) { key in
+                    let value = key == SystemField.id ? .string(operation.itemId) : fields[key] ?? .null
+                    return value.isNull ? nil : value
+                }
             }
             for group in groups {
-                let entry = ExactString(GroupLogRow.id(group: group.key, table: table, item: operation.itemId))
+                let entry = ExactString(GroupLogRow.id(group: push.effects.key(of: group), table: table, item: operation.itemId))
                 guard push.effects.groupLogs[entry] == nil else { continue }
                 push.effects.groupLogs[entry] = .some(nil)
                 ids.append(entry.value)

@@ -43,6 +43,8 @@ public final class OfflineSyncService: Sendable {
     /// view log lists their readers. Worked out once.
     public let tablesWithEveryoneGrants: Set<String>
     let evaluator: RuleEvaluator
+    /// What a push asks of the rules for each row it writes, worked out once.
+    let ruleIndex: RuleIndex
 
     /// The service's columns in every app table's rows (stripped from what clients see).
     enum Meta {
@@ -88,6 +90,7 @@ public final class OfflineSyncService: Sendable {
         self.rules = rules
         let shared = rules.sharedTables
         sharedTables = shared
+        ruleIndex = RuleIndex(rules)
         tablesWithEveryoneGrants = Set(rules.tables.compactMap { table, rules in rules.read.contains { $0.kind == .everyone } ? table : nil })
         evaluator = RuleEvaluator(rules: rules) { table, item, identity in
             shared.contains(table) ? item : Self.rowId(owner: identity.text, item: item)
