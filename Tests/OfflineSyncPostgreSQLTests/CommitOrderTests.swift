@@ -67,6 +67,22 @@ final class HeldWrite: Sendable {
         for waiter in waiters { waiter.resume(returning: nil) }
     }
 
+    /// Why the write `task` pushes has not arrived, for a test's message: the push's error
+    /// when it failed before its hold (it has ended), or that it did not get there within the
+    /// wait — then the task is cancelled, not awaited (it may never end).
+    func whyNotArrived<T: Sendable>(_ task: Task<T, any Error>) async -> String {
+        guard state.withLock({ $0.passed && $0.order == nil }) else {
+            task.cancel()
+            return "it did not reach its hold within 120 s"
+        }
+        do {
+            _ = try await task.value
+            return "it ended without a concurrent write"
+        } catch {
+            return "it failed: \(error)"
+        }
+    }
+
     /// Whether the transaction has written and waits, or failed before it got there.
     var hasArrived: Bool { state.withLock { $0.order != nil || $0.passed } }
 
@@ -167,10 +183,11 @@ struct CommitOrderTests {
         try await Self.withInstances("pair") { stores, services in
             let me: Identity = "writer"
             let hold = stores[0].holdNext()
+            defer { hold.release() }
             let earlier = Task { try await services[0].push(identity: me, [Self.insert("a", "began first")]) }
             guard let early = await hold.arrived() else {
                 hold.release()
-                Issue.record("the earlier push failed before it wrote: \(String(describing: try? await earlier.value))")
+                Issue.record("the earlier push did not write: \(await hold.whyNotArrived(earlier))")
                 return
             }
             let later = try await services[1].push(identity: me, [Self.insert("b", "began second")])
@@ -285,7 +302,7 @@ struct CommitOrderTests {
                     guard await hold.arrived() != nil else {
                         hold.release()
                         for started in running { started.hold.release() }
-                        Issue.record("round \(round): a push failed before it wrote: \(String(describing: try? await task.value))")
+                        Issue.record("round \(round): a push did not write: \(await hold.whyNotArrived(task))")
                         return
                     }
                     running.append((hold, task, push.identity))

@@ -56,10 +56,14 @@ package final class HarnessChild: Sendable {
         process.standardInput?.write(Data((line + "\n").utf8))
     }
 
-    /// Kills the child with SIGKILL and waits for it to be gone.
+    /// Kills the child with SIGKILL and waits for it to be gone and for every line it printed
+    /// before it died to be read (at most 10 s for those: the pipe ends once the process is
+    /// gone), so ``lines`` then holds all of them.
     package func kill() {
         process.signal(SIGKILL)
         process.waitUntilExit()
+        let deadline = ContinuousClock.now + .seconds(10)
+        while !ended, ContinuousClock.now < deadline { usleep(1_000) }
     }
 
     deinit {
