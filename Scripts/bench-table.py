@@ -32,6 +32,7 @@ WORKLOADS = {
     "move-in-big": ("move-in with a list of 100,000 todos", "the first pull of 100,000 own rows"),
     "move-out-big": ("move-out with a list of 100,000 todos", "the pull of 100,000 own deletions"),
     "push-shared-big": ("1,000 todos pushed into a list of 10,000 members", "the same push into an owner-only table"),
+    "push-shared-big-postgres": ("push-shared-big with the server's store on PostgreSQL", "the same push into an owner-only table"),
     "push-shared-k": ("1,000 todos pushed into a list of 100 members kept small (fan-out to each)", "the same push into an owner-only table"),
     "update-shared-big": ("100 single-row updates of todos in a list of 10,000 members", "100 updates of an owner-only table"),
     "tables-list-shared": ("a Datasync list's first page over 1,000,000 readable shared rows", "the same over an owner-only table"),

@@ -160,3 +160,34 @@ enum PushSharedK: BenchWorkload {
         return try await LocalWrites.measure { try await SharedBench.push(member, SharedBigBench.inserts(count, shared: false)) }
     }
 }
+
+/// `push-shared-big-postgres`: push-shared-big with the server's store on PostgreSQL (the
+/// server `OFFLINE_SYNC_TEST_POSTGRES_URL` names, each side in a schema of its own, dropped
+/// afterwards). The list's 10,000 memberships are pushed by a seeder first, then each side
+/// pushes one row of its own, all unmeasured.
+enum PushSharedBigPostgreSQL: BenchWorkload {
+    static let name = "push-shared-big-postgres"
+    static let baseline = "same-push-into-owner-only-table"
+    static var fixedRecords: Int? { PushSharedBig.count }
+
+    static func ours(directory: URL, records: Int, batch: Int) async throws -> Double { try await run(directory, shared: true) }
+    static func raw(directory: URL, records: Int, batch: Int) async throws -> Double { try await run(directory, shared: false) }
+
+    static func run(_ directory: URL, shared: Bool) async throws -> Double {
+        let url = try LocalWritesPostgreSQL.server(), schema = LocalWritesPostgreSQL.schemaName(directory)
+        // Runs after the server stopped (defers run last first).
+        defer { try? RawPostgreSQL(url).execute("DROP SCHEMA IF EXISTS \"\(schema)\" CASCADE") }
+        let store = url + (url.contains("?") ? "&" : "?") + "schema=" + schema
+        let (server, secret) = try SyncBench.startServer(directory: directory, rules: SharedBench.rules, extraArguments: ["--store", store])
+        defer { _ = server.stop() }
+        let seeder = try await SyncBench.remote(server, secret: secret, identity: "seeder", roles: ["seeder"])
+        try await SharedBench.push(seeder, (0..<SharedBigBench.members).map { number in
+            SharedBench.insert(SharedBench.membership(String(format: "member-%05d", number), in: "team"), into: "list_members")
+        })
+        let member = try await SyncBench.remote(server, secret: secret, identity: "member-00000")
+        let (table, first) = SharedBigBench.row(PushSharedBig.count, shared: shared)
+        try await SharedBench.push(member, [SharedBench.insert(first, into: table)])
+        let operations = SharedBigBench.inserts(PushSharedBig.count, shared: shared)
+        return try await LocalWrites.measure { try await SharedBench.push(member, operations) }
+    }
+}

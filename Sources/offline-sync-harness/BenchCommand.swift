@@ -42,7 +42,7 @@ extension BenchWorkload {
 let benchWorkloads: [any BenchWorkload.Type] = [LocalWritesSQLite.self, LocalWritesLMDB.self, LocalWritesEncryptedFile.self,
                                                 LocalWritesPostgreSQL.self, LocalWritesGRDB.self, Push10k.self, Push100k.self, PushServerApply.self, PushServerApplyPostgreSQL.self, Pull1m.self, Pull1mGRDB.self, Pull1mLocal.self, PullDelta.self,
                                                 PullDeltaShared.self, PullDeltaMixed.self, MoveIn.self, MoveOut.self,
-                                                MoveInBig.self, MoveOutBig.self, PushSharedBig.self, PushSharedK.self,
+                                                MoveInBig.self, MoveOutBig.self, PushSharedBig.self, PushSharedBigPostgreSQL.self, PushSharedK.self,
                                                 UpdateSharedBig.self, TablesListShared.self, ObserveLatency.self, LocalReadsGet.self, LocalReadsQuery.self,
                                                 LocalReadsGetInRead.self, LocalReadsQueryInRead.self,
                                                 ObserveBurst.self, AuthVerify.self, AttachmentUpload.self, AttachmentDownload.self,
