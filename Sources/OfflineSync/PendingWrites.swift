@@ -5,7 +5,7 @@
 ///
 /// Holding a row back is only safe while nothing reads it from the store: the user writes
 /// out (``flush(_:)``) before any read that could see a held row, and at its end. The sync
-/// server holds a pushed batch's owner-only rows and outcomes this way; the client holds the
+/// server holds a pushed batch's rows, their group-log entries and outcomes this way; the client holds the
 /// local copies a push's settle replaces with the remote's. On SQLite that turns a batch's
 /// thousands of single-row statements into a few dozen multi-row ones.
 package struct PendingWrites {
@@ -83,6 +83,12 @@ package struct PendingWrites {
     package mutating func removeLast(in table: String) {
         guard let position = positions[ExactString(table)] else { return }
         tables[position].checked?.removeLast()
+    }
+
+    /// Whether rows of `table` are held, not yet written.
+    package func holdsRows(in table: String) -> Bool {
+        guard let position = positions[ExactString(table)] else { return false }
+        return tables[position].count > 0
     }
 
     /// Writes every held row.

@@ -19,14 +19,16 @@ extension OfflineSyncService {
     ///   logs (own and group) learn of the change in the same transaction.
     ///
     /// `push.rows` answers the operation's own row (the batch read it with the others; the
-    /// operation is its `index`) and learns what this operation writes to it. An owner-only
-    /// row is held in `push.pending` (the push holds its outcomes there too) as a row of
-    /// ``ValidatedRows``, checked once against `layout`'s schema with the service's fields
-    /// placed by position, which the store writes without checking it again: until the batch
-    /// reads the store itself, it reads those rows only through `push.rows`. An operation that
-    /// does — a shared table's (its rules read memberships and logs), or one whose row the
-    /// batch did not read — writes `push.pending` out first, so it sees every earlier
-    /// operation's writes.
+    /// operation is its `index`) and learns what this operation writes to it. The row is held
+    /// in `push.pending` (the push holds its outcomes and group-log entries there too) as a
+    /// row of ``ValidatedRows``, checked once against `layout`'s schema with the service's
+    /// fields placed by position, which the store writes without checking it again: until the
+    /// batch reads the store itself, it reads those rows only through `push.rows` (and the
+    /// log entries through ``SharedEffects/groupLogs``). An operation that does — one whose
+    /// row the batch did not read, or a shared table's while rows the rules read are held
+    /// (``mustWriteOut(before:in:)``) — writes `push.pending` out first, so it sees every
+    /// earlier operation's writes. A row the rules read (a membership, an `owner_of` target)
+    /// of a shared table is written at once: the rules of the next operation read it.
     ///
     /// The row it writes carries `key` (the operation's outcome key) in `__op`, and the answer
     /// says `remembered`: the row is the operation's remembered outcome while it holds the
@@ -40,7 +42,7 @@ extension OfflineSyncService {
         let txn = push.txn, claims = push.claims
         let table = operation.table, item = operation.itemId
         let shared = isShared(table)
-        if shared || !push.rows.holdsRow(of: index) { try push.pending.flush(txn) }
+        if !push.rows.holdsRow(of: index) || (shared && mustWriteOut(before: table, in: push.pending)) { try push.pending.flush(txn) }
         // Built only when it is the answer: most operations are allowed.
         var forbidden: PushRefusal { Self.forbidden(operation) }
         let current = try push.rows.row(of: index, in: table, id: id, txn)
@@ -93,6 +95,16 @@ extension OfflineSyncService {
         return (applied, nil, true)
     }
 
+    /// Whether a shared operation on `table` must write out `pending` before it reads the
+    /// store: the rules decide from membership rows and `owner_of` targets (and a change of
+    /// one reads the rows of the groups it changes), so an operation on such a table, or any
+    /// shared operation while such rows are held, sees the batch's earlier writes in the store.
+    /// Other shared operations read what the batch wrote only through its reads and memos.
+    func mustWriteOut(before table: String, in pending: PendingWrites) -> Bool {
+        let read = ruleIndex.readByRules
+        return read.contains(table) || read.contains { pending.holdsRows(in: $0) }
+    }
+
     /// Holds an owner-only operation's row in `push.pending`, checked once, as the store's
     /// row: the caller's fields by name, the service's by position, with no dictionary of them
     /// built (``ValidatedRows``). Returns the refusal, or `nil` when the row is held.
@@ -132,14 +144,30 @@ extension OfflineSyncService {
         for (position, value) in proposed.own { fields[layout.schema.fields[position].name] = value }
         let row = Record(id: proposed.id, fields: fields, version: proposed.version, updatedAt: proposed.updatedAt,
                          deleted: proposed.deleted)
+        // A row the rules read is written at once (the next operation's rules read it), the
+        // others held (``mustWriteOut(before:in:)``).
+        let holds = !ruleIndex.readByRules.contains(table)
         var checked = ValidatedRows(schema: layout.schema)
-        do { try checked.append(row) } catch let error as SyncError { return PushRefusal(reason: error.message, status: 400) }
+        do {
+            if holds {
+                try push.pending.add(id: proposed.id, fields: proposed.fields, positioned: proposed.own, version: proposed.version,
+                                     updatedAt: proposed.updatedAt, deleted: proposed.deleted, in: table, schema: layout.schema, txn)
+            } else {
+                try checked.append(row)
+            }
+        } catch let error as SyncError {
+            return PushRefusal(reason: error.message, status: 400)
+        }
         let references: AttachmentReferenceChange
         do { references = try attachmentChange(from: proposed.current, to: proposed.deleted ? nil : proposed.fields, claims: claims, txn) }
-        catch let refusal as PushRefusal { return refusal }
+        catch let refusal as PushRefusal {
+            if holds { push.pending.removeLast(in: table) }
+            return refusal
+        }
         let live = proposed.current.flatMap { $0.deleted ? nil : $0 }
         guard try evaluator.canWrite(operation.kind, in: table, current: operation.kind == .insert ? nil : live,
                                      proposed: proposed.deleted ? nil : row, claims: claims, txn, memo: memo) else {
+            if holds { push.pending.removeLast(in: table) }
             // The compensating write: the caller may read the row it may not change, so its
             // next pull brings the server's copy back, whatever its cursor.
             if let live, readable {
@@ -150,7 +178,7 @@ extension OfflineSyncService {
         }
         if push.isConcurrent { try holdChanged(from: proposed.current, to: row, in: table, &push) }
         try keepOutcome(of: proposed.current, takenOverBy: proposed.key, &push)
-        try txn.upsert(checked, in: table)
+        if !holds { try txn.upsert(checked, in: table) }
         try record(references, table: table, row: proposed.id, txn)
         push.rows.wrote(row, by: proposed.index)
         try logChange(of: table, from: proposed.current, to: row, at: proposed.sequence, &push)

@@ -235,6 +235,23 @@ extension OfflineSyncService {
             ])
         }
 
+        /// Holds the entry in `pending` (written with the push's other held rows) as a row
+        /// checked against ``schema``, its fields by position: no dictionary of them is built,
+        /// and a push holds one entry per row it logs to a group.
+        func hold(in pending: inout PendingWrites, _ txn: any LocalWriteTransaction) throws {
+            let at = Self.positions
+            try pending.add(id: id, fields: [:], positioned: [
+                (at.group, .string(group)), (at.table, .string(table)), (at.item, .string(item)),
+                (at.sequence, .int(sequence)), (at.spans, .bytes(Array(spans))),
+            ], version: nil, updatedAt: nil, deleted: false, in: Self.table, schema: Self.schema, txn)
+        }
+
+        /// Where each field sits in ``schema``.
+        private static let positions = (group: position(.group), table: position(.table), item: position(.item),
+                                        sequence: position(.sequence), spans: position(.spans))
+
+        private static func position(_ key: CodingKeys) -> Int { schema.position(ofField: name(key))! }
+
         /// The group's key, whether the item is still in it or not.
         var key: GroupKey { GroupKey(inGroup ? group : String(group.dropFirst(Self.leftMarker.count))) }
 

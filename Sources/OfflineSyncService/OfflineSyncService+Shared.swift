@@ -19,14 +19,14 @@ extension OfflineSyncService {
         let holdsMemberships = ruleIndex.memberships[table] != nil
         if holdsMemberships {
             // A membership changes: what the push remembered about memberships may not hold.
-            push.effects.memo.memberships.removeAll()
+            push.effects.memo.forget()
             push.effects.members.removeAll()
             push.effects.groupRows.removeAll()
         }
         let old = before.map { audience(of: $0, in: table) } ?? Audience()
         let new = audience(of: after, in: table)
-        var told = old.identities.union(new.identities)
-        for group in old.groups.union(new.groups) {
+        var told = Set(old.identities).union(new.identities)
+        for group in old.groups + new.groups.filter({ !old.groups.contains($0) }) {
             let key = push.effects.key(of: group)
             let id = GroupLogRow.id(group: key, table: table, item: item)
             let stored = try push.effects.groupLogs[ExactString(id)] ?? GroupLogRow.find(txn, id: id)
@@ -38,7 +38,8 @@ extension OfflineSyncService {
             default: if !spans.isOpen { spans.open(at: sequence) }
             }
             let entry = GroupLogRow(id: id, key: key, table: table, item: item, sequence: sequence, spans: spans)
-            try entry.save(txn)
+            // Held with the push's rows: the push reads entries only through its memo.
+            try entry.hold(in: &push.pending, txn)
             push.effects.groupLogs[ExactString(id)] = entry
             // Whom to tell is decided from the group's row (its mode) or the `owner_of`
             // target (its owner, whether it is live), held by a push beside other writers
@@ -109,26 +110,28 @@ extension OfflineSyncService {
         return all.filter { Value.utf8Less(after, $0.text) }
     }
 
-    /// Whom a row's read grants name, claim conditions aside: identities directly, and groups.
-    /// `everyone` grants name none: callers they admit pull such tables directly.
+    /// Whom a row's read grants name, claim conditions aside: identities directly, and groups,
+    /// each once, in grant order. `everyone` grants name none: callers they admit pull such
+    /// tables directly. Arrays, not sets: a row names a handful, and a push asks for every row.
     struct Audience {
-        var identities = Set<Identity>()
-        var groups = Set<Group>()
+        var identities: [Identity] = []
+        var groups: [Group] = []
     }
 
     func audience(of row: Record, in table: String) -> Audience {
         var audience = Audience()
         for grant in rules.rules(for: table)?.read ?? [] {
+            let identity: Identity?
             switch grant.kind {
-            case .owner:
-                if let owner = Self.identity(in: row[Meta.owner]) { audience.identities.insert(owner) }
-            case .identityField(let field):
-                if let identity = Self.identity(in: row[field]) { audience.identities.insert(identity) }
-            case .everyone, .member, .ownerOf:
-                break
+            case .owner: identity = Self.identity(in: row[Meta.owner])
+            case .identityField(let field): identity = Self.identity(in: row[field])
+            case .everyone, .member, .ownerOf: identity = nil
             }
+            if let identity, !audience.identities.contains(identity) { audience.identities.append(identity) }
         }
-        audience.groups = Set(groups(in: table) { RuleEvaluator.value(of: $0, in: row) })
+        for group in groups(in: table, { RuleEvaluator.value(of: $0, in: row) }) where !audience.groups.contains(group) {
+            audience.groups.append(group)
+        }
         return audience
     }
 
@@ -438,6 +441,10 @@ extension OfflineSyncService {
         let ownerOfDependents: [String: [(table: String, key: String)]]
         /// For each membership, the tables with a `member` read grant through it, in name order.
         let memberDependents: [String: [String]]
+        /// The tables whose rows the rules read to decide who reads or writes another row
+        /// (membership tables and `owner_of` targets), in name order. A push writes their rows
+        /// out before it decides anything from the store (``OfflineSyncService/mustWriteOut(before:in:)``).
+        let readByRules: [String]
 
         init(_ rules: SyncRules) {
             var memberships: [String: [(name: String, membership: Membership)]] = [:]
@@ -458,6 +465,7 @@ extension OfflineSyncService {
             self.memberships = memberships
             ownerOfDependents = owners
             memberDependents = members
+            readByRules = Set(memberships.keys).union(owners.keys).sorted()
         }
     }
 

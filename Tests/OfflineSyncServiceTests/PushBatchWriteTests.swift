@@ -6,11 +6,11 @@ import OfflineSyncSQLite
 import OfflineSyncTestSupport
 import Testing
 
-/// A pushed batch writes its owner-only rows and its outcomes in chunks after deciding them
-/// (`PendingWrites`), and writes them out before any operation that reads the store itself.
-/// One batch that crosses several chunks, repeats items and an operation id, refuses
-/// operations (one of them just after a chunk was written) and puts shared operations between
-/// owner-only ones must leave the same rows and answers on SQLite (rows written by position,
+/// A pushed batch writes its rows, their group-log entries and its outcomes in chunks after
+/// deciding them (`PendingWrites`), and writes them out before any operation that reads the
+/// store itself. One batch that crosses several chunks, repeats items and an operation id,
+/// refuses operations (two of them just after a chunk was written), changes memberships
+/// between shared writes and puts shared operations between owner-only ones must leave the same rows and answers on SQLite (rows written by position,
 /// multi-row statements) as on the in-memory store (one upsert per record), and a replay must
 /// be answered with exactly the first answers.
 @Suite("A pushed batch's deferred writes")
@@ -33,10 +33,21 @@ struct PushBatchWriteTests {
             if i == 70 { operations.append(op("list", "lists", "L", .insert, ["name": "groceries"])) }
             if i == 71 { operations.append(op("member", "list_members", "m-L", .insert, ["list_id": "L", "user_id": "alice"])) }
             if i == 72 { operations.append(op("todo", "todos", "t1", .insert, ["list_id": "L", "title": "milk"])) }
+            // A second member (a membership: held rows are written out before it), then the
+            // list's todos, held with their group-log entries: 64 of them make a chunk.
+            if i == 75 { operations.append(op("member-bob", "list_members", "m-L-bob", .insert, ["list_id": "L", "user_id": "bob"])) }
+            // Refused by the rules when 64 todos were held (they are written first, the
+            // refused one taken back), and refused for a missing file.
+            if i == 144 { operations.append(op("todo-forbidden", "todos", "t-elsewhere", .insert, ["list_id": "M", "title": "x"])) }
+            if i == 145 { operations.append(op("todo-att", "todos", "t-no-file", .insert, ["list_id": "L", "photo": missing.value])) }
+            if i >= 80 { operations.append(op("todo-\(i)", "todos", "t\(i)", .insert, ["list_id": "L", "title": .string("first \(i)")])) }
         }
         // Items the batch inserted, changed again in the same batch (the later write wins).
         for i in stride(from: 0, to: 150, by: 7) {
             operations.append(op("upd-\(i)", "notes", "n\(i)", .update, ["text": .string("second \(i)")]))
+        }
+        for i in stride(from: 80, to: 150, by: 9) {
+            operations.append(op("upd-todo-\(i)", "todos", "t\(i)", .update, ["list_id": "L", "title": .string("second \(i)")]))
         }
         operations.append(op("del-3", "notes", "n3", .delete, nil))
         // An operation id sent twice in one batch, and an update of an item that does not exist.
@@ -52,14 +63,18 @@ struct PushBatchWriteTests {
         let first = try await alice.push(try batch())
         let replay = try await alice.push(try batch())
         var rows: [String: [Record]] = [:]
-        for table in ["notes", "lists", "list_members", "todos"] {
+        let bob = service.remote(for: "bob")
+        for (name, remote, table) in [("notes", alice, "notes"), ("lists", alice, "lists"), ("list_members", alice, "list_members"),
+                                      ("todos", alice, "todos"), ("bob's todos", bob, "todos")] {
             var cursor: String?
             repeat {
-                let page = try await alice.pull(PullRequest(table: table, cursor: cursor))
-                rows[table, default: []] += page.records
+                let page = try await remote.pull(PullRequest(table: table, cursor: cursor))
+                rows[name, default: []] += page.records
                 cursor = page.remaining > 0 ? page.nextCursor : nil
             } while cursor != nil
         }
+        // Every todo the server stores, whoever may read it: a refused one is not among them.
+        rows["stored todos"] = try await store.read { txn in try txn.records(in: "todos", matching: .all) }
         try await store.close()
         return (first, replay, rows)
     }
@@ -85,12 +100,12 @@ struct PushBatchWriteTests {
             #expect(memory.replay == memory.first)
             #expect(sqlite.first.map(Self.comparable) == memory.first.map(Self.comparable))
             let applied = sqlite.first.filter { if case .applied = $0.outcome { return true } else { return false } }.count
-            #expect(applied == operations.count - 3, "every operation but the update of a missing item and the two refused inserts is applied")
+            #expect(applied == operations.count - 5, "every operation but the update of a missing item and the four refused inserts is applied")
             let refused = Dictionary(uniqueKeysWithValues: sqlite.first.compactMap { result -> (String, Int)? in
                 guard case .rejected(_, let status?) = result.outcome else { return nil }
                 return (result.operationId, status)
             })
-            #expect(refused == ["att": 409, "bad-field": 400, "upd-missing": 404])
+            #expect(refused == ["att": 409, "bad-field": 400, "upd-missing": 404, "todo-forbidden": 403, "todo-att": 409])
             guard case .rejected(_, 404)? = sqlite.first.last?.outcome else {
                 Issue.record("the update of a missing item: \(String(describing: sqlite.first.last))")
                 return
@@ -99,7 +114,7 @@ struct PushBatchWriteTests {
             // (which would be a conflict with the row it wrote).
             let fives = sqlite.first.filter { $0.operationId == "ins-5" }
             #expect(fives.count == 2 && fives[0] == fives[1])
-            for table in ["notes", "lists", "list_members", "todos"] {
+            for table in ["notes", "lists", "list_members", "todos", "bob's todos"] {
                 let a = (sqlite.rows[table] ?? []).map { Record(id: $0.id, fields: $0.fields, deleted: $0.deleted) }
                 let b = (memory.rows[table] ?? []).map { Record(id: $0.id, fields: $0.fields, deleted: $0.deleted) }
                 #expect(a.sorted { $0.id < $1.id } == b.sorted { $0.id < $1.id }, "alice's \(table)")
@@ -109,7 +124,13 @@ struct PushBatchWriteTests {
             #expect(notes["n7"]?["text"] == "second 7", "the update later in the batch wins")
             #expect(notes["n8"]?["text"] == "first 8")
             #expect(notes["n3"]?.deleted == true)
-            #expect(sqlite.rows["todos"]?.map(\.id) == ["t1"], "the todo written after its membership in the same batch")
+            let todos = ["t1"] + (80..<150).map { "t\($0)" }
+            #expect(sqlite.rows["todos"]?.map(\.id).sorted() == todos.sorted(), "the todos written after their membership in the same batch")
+            #expect(sqlite.rows["bob's todos"]?.map(\.id).sorted() == todos.sorted(), "a member added in the batch reads the list's todos")
+            #expect(sqlite.rows["stored todos"]?.map(\.id).sorted() == todos.sorted(), "the refused todos were taken back")
+            #expect(memory.rows["stored todos"]?.map(\.id).sorted() == todos.sorted())
+            let todo = Dictionary(uniqueKeysWithValues: (sqlite.rows["todos"] ?? []).map { ($0.id, $0) })
+            #expect(todo["t89"]?["title"] == "second 89" && todo["t90"]?["title"] == "first 90")
         }
     }
 }

@@ -81,7 +81,12 @@ class ReplicaTests(unittest.TestCase):
         try:
             cluster.start()
             secret = secrets.token_hex(32)
-            primary = "postgres://postgres:%s@127.0.0.1:%d/postgres?connect_timeout=2&schema=osync_replica" % (cluster.password, cluster.ports[0])
+            # A standby not caught up within the wait is passed over for a second: at the
+            # default 100 ms, one replay stall of a busy machine (a checkpoint's fsync) sends a
+            # second of pulls to the primary. The test asks whether the standby serves reads,
+            # not how fast it replays, so it waits up to a second.
+            primary = ("postgres://postgres:%s@127.0.0.1:%d/postgres?connect_timeout=2&schema=osync_replica&replica-wait-ms=1000"
+                       % (cluster.password, cluster.ports[0]))
             standby = "postgres://postgres:%s@127.0.0.1:%d/postgres?connect_timeout=2" % (cluster.password, cluster.ports[1])
             metrics_key = secrets.token_hex(16)
             for n in (1, 2):

@@ -75,9 +75,9 @@ struct RuleEvaluator: Sendable {
             guard let membership = rules.memberships[name], let group = Self.value(of: key, in: row) else { return false }
             guard let memo else { return try isMember(claims.identity, of: group, through: membership, roles: roles, txn) }
             let question = ReadMemo.Membership(identity: claims.identity, name: name, group: group, roles: roles)
-            if let known = memo.memberships[question] { return known }
+            if let known = memo.answer(question) { return known }
             let answer = try isMember(claims.identity, of: group, through: membership, roles: roles, txn)
-            memo.memberships[question] = answer
+            memo.remember(answer, for: question)
             return answer
         case let .ownerOf(table, key):
             guard let item = Self.value(of: key, in: row)?.stringValue else { return false }
@@ -120,5 +120,27 @@ final class ReadMemo {
         let roles: [String]?
     }
 
-    var memberships: [Membership: Bool] = [:]
+    private var memberships: [Membership: Bool] = [:]
+    /// The last question answered and its answer: a batch into one list asks the same one for
+    /// every row, and comparing it costs less than hashing it.
+    private var last: (question: Membership, answer: Bool)?
+
+    /// The remembered answer to `question`, if any.
+    func answer(_ question: Membership) -> Bool? {
+        if let last, last.question == question { return last.answer }
+        guard let known = memberships[question] else { return nil }
+        last = (question, known)
+        return known
+    }
+
+    func remember(_ answer: Bool, for question: Membership) {
+        memberships[question] = answer
+        last = (question, answer)
+    }
+
+    /// Forgets every answer (a membership changed).
+    func forget() {
+        memberships.removeAll()
+        last = nil
+    }
 }
