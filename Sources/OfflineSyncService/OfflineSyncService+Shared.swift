@@ -120,9 +120,9 @@ extension OfflineSyncService {
 
     func audience(of row: Record, in table: String) -> Audience {
         var audience = Audience()
-        for grant in rules.rules(for: table)?.read ?? [] {
+        for kind in readKinds(of: table) {
             let identity: Identity?
-            switch grant.kind {
+            switch kind {
             case .owner: identity = Self.identity(in: row[Meta.owner])
             case .identityField(let field): identity = Self.identity(in: row[field])
             case .everyone, .member, .ownerOf: identity = nil
@@ -140,8 +140,8 @@ extension OfflineSyncService {
     /// (`nil` when it is null) as ``RuleEvaluator/value(of:in:)`` does.
     func groups(in table: String, _ value: (String) -> Value?) -> [Group] {
         var groups: [Group] = []
-        for grant in rules.rules(for: table)?.read ?? [] {
-            switch grant.kind {
+        for kind in readKinds(of: table) {
+            switch kind {
             case let .member(name, key, _):
                 if let value = value(key) { groups.append(.member(name, value)) }
             case let .ownerOf(target, key):
@@ -151,6 +151,11 @@ extension OfflineSyncService {
             }
         }
         return groups
+    }
+
+    /// Whom `table`'s read grants admit, in grant order, conditions aside.
+    private func readKinds(of table: String) -> [Grant.Kind] {
+        ruleIndex.readKinds[table] ?? rules.rules(for: table)?.read.map(\.kind) ?? []
     }
 
     // MARK: Memberships
@@ -445,6 +450,9 @@ extension OfflineSyncService {
         /// (membership tables and `owner_of` targets), in name order. A push writes their rows
         /// out before it decides anything from the store (``OfflineSyncService/mustWriteOut(before:in:)``).
         let readByRules: [String]
+        /// Each table's read grants' kinds, in grant order (the grants' conditions and
+        /// operations left out): a push works out the audience of every row it writes.
+        let readKinds: [String: [Grant.Kind]]
 
         init(_ rules: SyncRules) {
             var memberships: [String: [(name: String, membership: Membership)]] = [:]
@@ -466,6 +474,7 @@ extension OfflineSyncService {
             ownerOfDependents = owners
             memberDependents = members
             readByRules = Set(memberships.keys).union(owners.keys).sorted()
+            readKinds = rules.tables.mapValues { $0.read.map(\.kind) }
         }
     }
 
@@ -536,7 +545,11 @@ extension OfflineSyncService {
         for (index, operation) in operations.enumerated() where isShared(operation.table) {
             guard let (table, id) = wanted[index] else { continue }
             var groups: [Group] = []
-            if let current = try push.rows.row(of: index, in: table, id: id, push.txn) {
+            // A row not stored has no entry (entries are written with their rows, and rows are
+            // never removed, deleted ones kept as tombstones): its entries are known absent,
+            // not read — a batch of inserts reads none.
+            let current = try push.rows.row(of: index, in: table, id: id, push.txn)
+            if let current {
                 groups = self.groups(in: table) { RuleEvaluator.value(of: $0, in: current) }
             }
             if operation.kind != .delete, let fields = operation.item?.fields {
@@ -550,7 +563,7 @@ extension OfflineSyncService {
                 let entry = ExactString(GroupLogRow.id(group: push.effects.key(of: group), table: table, item: operation.itemId))
                 guard push.effects.groupLogs[entry] == nil else { continue }
                 push.effects.groupLogs[entry] = .some(nil)
-                ids.append(entry.value)
+                if current != nil { ids.append(entry.value) }
             }
         }
         // Reads by id, in one batch (one round trip on PostgreSQL): an `IN` list of them let

@@ -28,6 +28,9 @@ final class PGTable {
     /// ``selectByID`` holding the row against other holders too (`FOR NO KEY UPDATE`).
     let selectByIDLocked: String
     let upsert: String
+    /// The upsert of ``rowsPerStatement`` rows, spelled once: most rows of a big write go
+    /// through it.
+    private let fullUpsert: String
     let deleteByID: String
     /// The columns an upsert writes, in parameter order.
     private let written: [String]
@@ -52,6 +55,7 @@ final class PGTable {
         self.written = written
         rowsPerStatement = max(1, min(500, 65_535 / written.count))
         upsert = Self.upsertSQL(into: sqlName, columns: written, rows: 1)
+        fullUpsert = Self.upsertSQL(into: sqlName, columns: written, rows: rowsPerStatement)
         selectByID = "SELECT \(selectList) FROM \(sqlName) WHERE \"id\" = $1"
         selectByIDHeld = selectByID + " FOR SHARE"
         selectByIDLocked = selectByID + " FOR NO KEY UPDATE"
@@ -83,7 +87,7 @@ final class PGTable {
         chunk.reserveCapacity(min(records.count, rowsPerStatement) * written.count)
         var rows = 0
         func seal() {
-            let sql = rows == 1 ? upsert : Self.upsertSQL(into: sqlName, columns: written, rows: rows)
+            let sql = rows == 1 ? upsert : rows == rowsPerStatement ? fullUpsert : Self.upsertSQL(into: sqlName, columns: written, rows: rows)
             statements.append(PGStatement(sql, chunk, prepare: rows == 1 || rows == rowsPerStatement))
             chunk.removeAll(keepingCapacity: true)
             rows = 0

@@ -42,21 +42,26 @@ struct RuleEvaluator: Sendable {
     func canWrite(_ kind: OperationKind, in table: String, current: Record?, proposed: Record?, claims: Claims,
                   _ txn: any LocalReadTransaction, memo: ReadMemo? = nil) throws -> Bool {
         guard let tableRules = rules.rules(for: table) else { return false }
-        let judged: [Record]
-        switch kind {
-        case .insert: judged = proposed.map { [$0] } ?? []
-        case .update: judged = [current, proposed].compactMap { $0 }
-        case .delete: judged = current.map { [$0] } ?? []
-        }
-        guard !judged.isEmpty else { return false }
-        for row in judged {
-            var allowed = false
+        func allowed(_ row: Record) throws -> Bool {
             for grant in tableRules.write where grant.operations.contains(kind) {
-                if try admits(grant, row, claims, ignoringConditions: false, txn, memo: memo) { allowed = true; break }
+                if try admits(grant, row, claims, ignoringConditions: false, txn, memo: memo) { return true }
             }
-            if !allowed { return false }
+            return false
         }
-        return true
+        // The rows judged, without an array of them: a push asks once per row it writes.
+        switch kind {
+        case .insert:
+            guard let proposed else { return false }
+            return try allowed(proposed)
+        case .update:
+            guard current != nil || proposed != nil else { return false }
+            if let current, try !allowed(current) { return false }
+            if let proposed, try !allowed(proposed) { return false }
+            return true
+        case .delete:
+            guard let current else { return false }
+            return try allowed(current)
+        }
     }
 
     // MARK: Grants
