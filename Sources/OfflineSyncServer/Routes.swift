@@ -449,6 +449,12 @@ struct Routes: Sendable {
         let report = try await call { try await service.pushReporting(claims: claims, operations) }
         server.metrics.push(operations, report.results, duration: ContinuousClock.now - start)
         server.refusals.record(identity: claims.identity.text, operations, report.results)
+        if !report.groupChangesFailed.isEmpty {
+            // Counts and codes only: a group's key holds values of the rows that name it.
+            let codes = Set(report.groupChangesFailed.values.map(\.description)).sorted().joined(separator: ",")
+            logger.warning("a group's change of mode after a push failed; the next push of the group tries again",
+                           metadata: ["groups": "\(report.groupChangesFailed.count)", "codes": "\(codes)"])
+        }
         return report
     }
 

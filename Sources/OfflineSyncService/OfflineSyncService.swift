@@ -298,6 +298,11 @@ public final class OfflineSyncService: Sendable {
         /// each with those groups' keys: their notification connections re-read
         /// ``groupSubscriptions(claims:)``.
         public var regrouped: [Identity: Set<GroupKey>] = [:]
+        /// Groups whose change of mode, made after the push committed (a group past the
+        /// fan-out limit turning large, or one that shrank turning small), failed, with the
+        /// failure's code. The push stands, and the group stays in a mode that serves every
+        /// read correctly; the next push that touches it tries again. A server logs them.
+        public var groupChangesFailed: [GroupKey: SyncError.Code] = [:]
     }
 
     /// Applies a batch (see ``push(claims:_:)``) and reports whose views it changed.
@@ -400,15 +405,23 @@ public final class OfflineSyncService: Sendable {
         } else {
             report = try await store.write(confinedTo: served) { try apply($0, nil, false) }
         }
-        // The push is committed; the conversion's own steps follow. A group whose step
-        // failed stays converting (its writes fan out as a small group's do, which is correct,
-        // only dearer) and is taken up again by the next push that touches it.
         var pushed = report.0
-        pushed.regrouped.merge(await convertGroups(report.1).marked) { $0.union($1) }
-        // Likewise a group that shrank turns small in writes of its own (one that fails leaves
-        // it large or shrinking, both correct, and the next change of its members tries again).
-        if !report.2.isEmpty { _ = await shrinkGroups(report.2) }
+        await changeModes(converting: report.1, shrinking: report.2, reporting: &pushed)
         return pushed
+    }
+
+    /// After a push committed, the groups it left converting or shrinking change mode in
+    /// writes of their own. A group whose step failed stays converting (its writes fan out as
+    /// a small group's do, which is correct, only dearer), large or shrinking (both correct),
+    /// is named in the report's ``PushReport/groupChangesFailed``, and is taken up again by the
+    /// next push that touches it.
+    private func changeModes(converting: Set<GroupKey>, shrinking: Set<GroupKey>, reporting report: inout PushReport) async {
+        let conversion = await convertGroups(converting)
+        report.regrouped.merge(conversion.marked) { $0.union($1) }
+        let shrunk = shrinking.isEmpty ? [] : await shrinkGroups(shrinking)
+        for (group, error) in conversion.failed + shrunk {
+            report.groupChangesFailed[group] = (error as? SyncError)?.code ?? .storageFailure
+        }
     }
 
     /// Whether a failure with `code` may pass on a retry: the store was busy, closed or failed,
