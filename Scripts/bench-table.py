@@ -47,6 +47,10 @@ WORKLOADS = {
     "attachment-download": ("that file fetched on first access (`attachmentFileURL`) by a second device", "one plain GET of it to a file"),
     "attachment-upload-urlsession": ("attachment-upload through `URLSessionRemoteStore` (4 MiB requests, bodies whole)", "the same bytes in one plain request through the same server"),
     "attachment-download-urlsession": ("attachment-download through `URLSessionRemoteStore` (4 MiB ranges, one at a time)", "one plain GET of it to a file"),
+    "attachment-upload-vs-hash": ("attachment-upload", "the same plain request, its body hashed (SHA-256) as it is read"),
+    "attachment-download-vs-hash": ("attachment-download", "the same plain GET, hashed (SHA-256) as it arrives"),
+    "attachment-upload-urlsession-vs-hash": ("attachment-upload-urlsession", "the same plain request, its body hashed (SHA-256) as it is read"),
+    "attachment-download-urlsession-vs-hash": ("attachment-download-urlsession", "the same plain GET, hashed (SHA-256) as it arrives"),
     "attachment-resume": ("the upload's process killed at 50 %, then restarted (ratio: bytes sent after the restart)", "a client that sends the whole file again"),
     "attachment-small": ("1,000 records with a 50 KiB photo each, pushed, then pulled with `.all` prefetch", "the same records with the bytes inline in a field"),
 }

@@ -64,15 +64,18 @@ enum AttachmentBench {
     }
 
     /// The baseline upload: the file in one plain request (the attachment route, the whole
-    /// body, `Upload-Complete: ?1`), its body streamed from the file.
-    static func postWhole(_ file: URL, as attachment: OfflineSync.Attachment, to server: ServerProcess, token: String) async throws {
+    /// body, `Upload-Complete: ?1`), its body streamed from the file; with `hashing`, each
+    /// chunk hashed (SHA-256) as it is read, and the digest checked at the end, as a client
+    /// that verifies what it sends would.
+    static func postWhole(_ file: URL, as attachment: OfflineSync.Attachment, to server: ServerProcess, token: String,
+                          hashing: Bool = false) async throws {
         var request = HTTPClientRequest(url: server.baseURL + "/v1/attachments/\(attachment.sha256)")
         request.method = .POST
         request.headers.add(name: "Authorization", value: "Bearer \(token)")
         request.headers.add(name: "Upload-Draft-Interop-Version", value: "6")
         request.headers.add(name: "Upload-Complete", value: "?1")
         request.headers.add(name: "Content-Type", value: "application/octet-stream")
-        request.body = .stream(FileChunks(url: file), length: .known(attachment.size))
+        request.body = .stream(FileChunks(url: file, expectedSHA256: hashing ? attachment.sha256 : nil), length: .known(attachment.size))
         let response = try await HTTPClient.shared.execute(request, timeout: .seconds(600))
         _ = try await response.body.collect(upTo: 1 << 20)
         guard (200...204).contains(response.status.code) else {
@@ -81,22 +84,25 @@ enum AttachmentBench {
     }
 
     /// The baseline of the upload workloads, measured: a fresh file of `seed` sent in one
-    /// plain request (``postWhole(_:as:to:token:)``) to a fresh server, which `after` may read
-    /// before it stops.
-    static func plainUpload(directory: URL, seed: UInt64,
+    /// plain request (``postWhole(_:as:to:token:hashing:)``) to a fresh server, which `after`
+    /// may read before it stops.
+    static func plainUpload(directory: URL, seed: UInt64, hashing: Bool = false,
                             after: (ServerProcess, _ adminKey: String) async throws -> Void) async throws -> Double {
         let file = directory.appendingPathComponent("photo.bin")
         let attachment = try makeFile(at: file, size: size, seed: seed)
         let (server, secret, adminKey) = try startServer(directory: directory)
         defer { _ = server.stop() }
         let token = try await token(secret)
-        let seconds = try await LocalWrites.measure { try await postWhole(file, as: attachment, to: server, token: token) }
+        let seconds = try await LocalWrites.measure { try await postWhole(file, as: attachment, to: server, token: token, hashing: hashing) }
         try await after(server, adminKey)
         return seconds
     }
 
-    /// The baseline download: one plain GET of the file, written to `destination`.
-    static func getWhole(_ attachment: OfflineSync.Attachment, from server: ServerProcess, token: String, to destination: URL) async throws {
+    /// The baseline download: one plain GET of the file, written to `destination`; with
+    /// `hashing`, each buffer hashed (SHA-256) as it arrives, and the digest checked at the
+    /// end, as a client that verifies what it receives would.
+    static func getWhole(_ attachment: OfflineSync.Attachment, from server: ServerProcess, token: String, to destination: URL,
+                         hashing: Bool = false) async throws {
         var request = HTTPClientRequest(url: server.baseURL + "/v1/attachments/\(attachment.sha256)")
         request.headers.add(name: "Authorization", value: "Bearer \(token)")
         let response = try await HTTPClient.shared.execute(request, timeout: .seconds(600))
@@ -107,11 +113,16 @@ enum AttachmentBench {
         let handle = try FileHandle(forWritingTo: destination)
         defer { try? handle.close() }
         var received: Int64 = 0
+        var hasher = hashing ? AttachmentHasher() : nil
         for try await buffer in response.body {
+            if hasher != nil { buffer.withUnsafeReadableBytes { hasher!.update($0) } }
             try handle.write(contentsOf: buffer.readableBytesView)
             received += Int64(buffer.readableBytes)
         }
         guard received == attachment.size else { throw SyncError(.storageFailure, "the plain download brought \(received) bytes") }
+        if let hasher, hasher.finish() != attachment.sha256 {
+            throw SyncError(.storageFailure, "the plain download's bytes do not hash to \(attachment.sha256)")
+        }
     }
 
     /// Attachment bytes the server has received so far (its `offline_sync_attachment_bytes_total`).
@@ -166,23 +177,35 @@ enum AttachmentBench {
     }
 }
 
-/// A file's bytes, a MiB at a time, as a request body.
+/// A file's bytes, a MiB at a time, as a request body; with `expectedSHA256`, hashed as
+/// they are read, the sequence throwing at its end if they do not hash to it.
 struct FileChunks: AsyncSequence, Sendable {
     typealias Element = ByteBuffer
     let url: URL
+    var expectedSHA256: String?
 
     struct AsyncIterator: AsyncIteratorProtocol {
         let handle: FileHandle?
+        let expected: String?
+        var hasher: AttachmentHasher?
+
         mutating func next() async throws -> ByteBuffer? {
             guard let handle, let data = try handle.read(upToCount: 1 << 20), !data.isEmpty else {
                 try handle?.close()
+                if let expected, hasher?.finish() != expected {
+                    throw SyncError(.storageFailure, "the file's bytes do not hash to \(expected)")
+                }
                 return nil
             }
+            if hasher != nil { data.withUnsafeBytes { hasher!.update($0) } }
             return ByteBuffer(bytes: data)
         }
     }
 
-    func makeAsyncIterator() -> AsyncIterator { AsyncIterator(handle: FileHandle(forReadingAtPath: url.path)) }
+    func makeAsyncIterator() -> AsyncIterator {
+        AsyncIterator(handle: FileHandle(forReadingAtPath: url.path), expected: expectedSHA256,
+                      hasher: expectedSHA256 == nil ? nil : AttachmentHasher())
+    }
 }
 
 /// `attachment-upload`: a 256 MiB file from the local write (`addAttachment(contentsOf:)`)
@@ -267,11 +290,18 @@ enum AttachmentDownload: BenchWorkload {
     }
 
     static func raw(directory: URL, records: Int, batch: Int) async throws -> Double {
+        try await plain(directory: directory, hashing: false)
+    }
+
+    /// The baseline: one plain GET of the file to a file, hashed as it arrives with `hashing`.
+    static func plain(directory: URL, hashing: Bool) async throws -> Double {
         let (server, secret, attachment) = try await prepared(directory)
         defer { _ = server.stop() }
         let token = try await AttachmentBench.token(secret)
         let destination = directory.appendingPathComponent("downloaded.bin")
-        let seconds = try await LocalWrites.measure { try await AttachmentBench.getWhole(attachment, from: server, token: token, to: destination) }
+        let seconds = try await LocalWrites.measure {
+            try await AttachmentBench.getWhole(attachment, from: server, token: token, to: destination, hashing: hashing)
+        }
         AttachmentBench.noteServerMemory(server)
         return seconds
     }
@@ -309,5 +339,75 @@ enum AttachmentDownloadURLSession: BenchWorkload {
 
     static func raw(directory: URL, records: Int, batch: Int) async throws -> Double {
         try await AttachmentDownload.raw(directory: directory, records: records, batch: batch)
+    }
+}
+
+// The same four transfers against baselines that hash as they go: a client verifies a file's
+// SHA-256 before an app sees it (and before it sends it), so the fair plain request hashes
+// its bytes too, on the thread that moves them.
+
+/// `attachment-upload-vs-hash`: attachment-upload against one plain request whose body is
+/// hashed as it is read from the file. Goal: ≥ 0.85× its throughput.
+enum AttachmentUploadVsHash: BenchWorkload {
+    static let name = "attachment-upload-vs-hash"
+    static let baseline = "one-plain-request-hashed"
+    static var fixedRecords: Int? { 1 }
+
+    static func ours(directory: URL, records: Int, batch: Int) async throws -> Double {
+        try await AttachmentUpload.run(directory: directory, overURLSession: false)
+    }
+
+    static func raw(directory: URL, records: Int, batch: Int) async throws -> Double {
+        try await AttachmentBench.plainUpload(directory: directory, seed: 1, hashing: true) { server, _ in
+            AttachmentBench.noteServerMemory(server)
+        }
+    }
+}
+
+/// `attachment-download-vs-hash`: attachment-download against one plain GET hashed as it
+/// arrives. Goal: ≥ 0.85× its throughput.
+enum AttachmentDownloadVsHash: BenchWorkload {
+    static let name = "attachment-download-vs-hash"
+    static let baseline = "one-plain-request-hashed"
+    static var fixedRecords: Int? { 1 }
+
+    static func ours(directory: URL, records: Int, batch: Int) async throws -> Double {
+        try await AttachmentDownload.run(directory: directory, overURLSession: false)
+    }
+
+    static func raw(directory: URL, records: Int, batch: Int) async throws -> Double {
+        try await AttachmentDownload.plain(directory: directory, hashing: true)
+    }
+}
+
+/// `attachment-upload-urlsession-vs-hash`: attachment-upload-urlsession against the hashed
+/// plain request.
+enum AttachmentUploadURLSessionVsHash: BenchWorkload {
+    static let name = "attachment-upload-urlsession-vs-hash"
+    static let baseline = "one-plain-request-hashed"
+    static var fixedRecords: Int? { 1 }
+
+    static func ours(directory: URL, records: Int, batch: Int) async throws -> Double {
+        try await AttachmentUpload.run(directory: directory, overURLSession: true)
+    }
+
+    static func raw(directory: URL, records: Int, batch: Int) async throws -> Double {
+        try await AttachmentUploadVsHash.raw(directory: directory, records: records, batch: batch)
+    }
+}
+
+/// `attachment-download-urlsession-vs-hash`: attachment-download-urlsession against the
+/// hashed plain GET.
+enum AttachmentDownloadURLSessionVsHash: BenchWorkload {
+    static let name = "attachment-download-urlsession-vs-hash"
+    static let baseline = "one-plain-request-hashed"
+    static var fixedRecords: Int? { 1 }
+
+    static func ours(directory: URL, records: Int, batch: Int) async throws -> Double {
+        try await AttachmentDownload.run(directory: directory, overURLSession: true)
+    }
+
+    static func raw(directory: URL, records: Int, batch: Int) async throws -> Double {
+        try await AttachmentDownload.plain(directory: directory, hashing: true)
     }
 }

@@ -47,6 +47,8 @@ let benchWorkloads: [any BenchWorkload.Type] = [LocalWritesSQLite.self, LocalWri
                                                 LocalReadsGetInRead.self, LocalReadsQueryInRead.self,
                                                 ObserveBurst.self, AuthVerify.self, AttachmentUpload.self, AttachmentDownload.self,
                                                 AttachmentUploadURLSession.self, AttachmentDownloadURLSession.self,
+                                                AttachmentUploadVsHash.self, AttachmentDownloadVsHash.self, AttachmentUploadURLSessionVsHash.self,
+                                                AttachmentDownloadURLSessionVsHash.self,
                                                 AttachmentResume.self, AttachmentSmall.self]
 
 /// Workloads too long or too large for `make bench` (minutes of seeding, gigabytes of stores):
