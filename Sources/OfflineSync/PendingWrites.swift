@@ -55,16 +55,25 @@ package struct PendingWrites {
         if tables[position].records.count >= Self.chunk { try tables[position].write(txn) }
     }
 
+    /// Writes `table`'s held rows when the next checked add would (they make a ``chunk``, or
+    /// are records): called first, it keeps the store's failure to write them apart from the
+    /// check's refusal of the added row.
+    package mutating func makeRoom(in table: String, _ txn: any LocalWriteTransaction) throws {
+        let position = self.position(of: table)
+        if !tables[position].records.isEmpty || tables[position].count >= Self.chunk { try tables[position].write(txn) }
+    }
+
     /// Holds for `table` the row ``ValidatedRows/append(id:fields:positioned:version:updatedAt:deleted:)``
     /// checks against `schema` (the table's schema in the store, the same on every call for
     /// `table`), and throws what that throws, holding nothing new. The table's held rows are
-    /// written first when they make a ``chunk``, so until the next call the row is the last
-    /// held and ``removeLast(in:)`` can take it back.
+    /// written first when they make a ``chunk`` (``makeRoom(in:_:)``, whose failure a caller
+    /// that refuses the row on a check's error should keep apart by calling it first), so
+    /// until the next call the row is the last held and ``removeLast(in:)`` can take it back.
     package mutating func add(id: String, fields: [String: Value], positioned: [(position: Int, value: Value)],
                               version: String?, updatedAt: Timestamp?, deleted: Bool,
                               in table: String, schema: TableSchema, _ txn: any LocalWriteTransaction) throws {
+        try makeRoom(in: table, txn)
         let position = self.position(of: table)
-        if !tables[position].records.isEmpty || tables[position].count >= Self.chunk { try tables[position].write(txn) }
         if tables[position].checked == nil { tables[position].checked = ValidatedRows(schema: schema) }
         assert(tables[position].checked!.schema.hasSameLayout(as: schema), "table '\(table)' held with two schemas")
         try tables[position].checked!.append(id: id, fields: fields, positioned: positioned, version: version,

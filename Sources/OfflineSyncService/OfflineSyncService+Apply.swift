@@ -42,7 +42,10 @@ extension OfflineSyncService {
         let txn = push.txn, claims = push.claims
         let table = operation.table, item = operation.itemId
         let shared = isShared(table)
-        if !push.rows.holdsRow(of: index) || (shared && mustWriteOut(before: table, in: push.pending)) { try push.pending.flush(txn) }
+        if !push.rows.holdsRow(of: index) || (shared && mustWriteOut(before: table, in: push.pending))
+            || Self.mayReference(operation.item) {
+            try push.pending.flush(txn)
+        }
         // Built only when it is the answer: most operations are allowed.
         var forbidden: PushRefusal { Self.forbidden(operation) }
         let current = try push.rows.row(of: index, in: table, id: id, txn)
@@ -105,12 +108,22 @@ extension OfflineSyncService {
         return read.contains(table) || read.contains { pending.holdsRows(in: $0) }
     }
 
+    /// Whether `item` may reference an attachment: whether the caller may read one it names
+    /// is decided from the rows that reference it (``attachmentChange(from:to:claims:_:)``),
+    /// which the batch may have written, so such an operation writes the held rows out first.
+    private static func mayReference(_ item: Record?) -> Bool {
+        item?.fields.values.contains(where: \.mayHoldAttachment) ?? false
+    }
+
     /// Holds an owner-only operation's row in `push.pending`, checked once, as the store's
     /// row: the caller's fields by name, the service's by position, with no dictionary of them
     /// built (``ValidatedRows``). Returns the refusal, or `nil` when the row is held.
     private func holdOwned(_ proposed: ProposedWrite, in table: String, layout: StorageLayout,
                            _ push: inout PushTransaction) throws -> PushRefusal? {
         let txn = push.txn
+        // Outside the refusal's `catch`: a failure to write the held rows is the store's, not
+        // this row's, and fails the push.
+        try push.pending.makeRoom(in: table, txn)
         do {
             try push.pending.add(id: proposed.id, fields: proposed.fields, positioned: proposed.own, version: proposed.version,
                                  updatedAt: proposed.updatedAt, deleted: proposed.deleted, in: table, schema: layout.schema, txn)
@@ -148,6 +161,7 @@ extension OfflineSyncService {
         // others held (``mustWriteOut(before:in:)``).
         let holds = !ruleIndex.readByRules.contains(table)
         var checked = ValidatedRows(schema: layout.schema)
+        if holds { try push.pending.makeRoom(in: table, txn) }
         do {
             if holds {
                 try push.pending.add(id: proposed.id, fields: proposed.fields, positioned: proposed.own, version: proposed.version,

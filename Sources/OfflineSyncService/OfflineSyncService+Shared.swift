@@ -447,7 +447,7 @@ extension OfflineSyncService {
         /// For each membership, the tables with a `member` read grant through it, in name order.
         let memberDependents: [String: [String]]
         /// The tables whose rows the rules read to decide who reads or writes another row
-        /// (membership tables and `owner_of` targets), in name order. A push writes their rows
+        /// (membership tables and the targets of `owner_of` grants, read or write), in name order. A push writes their rows
         /// out before it decides anything from the store (``OfflineSyncService/mustWriteOut(before:in:)``).
         let readByRules: [String]
         /// Each table's read grants' kinds, in grant order (the grants' conditions and
@@ -461,6 +461,10 @@ extension OfflineSyncService {
             }
             var owners: [String: [(table: String, key: String)]] = [:]
             var members: [String: [String]] = [:]
+            // Write grants read `owner_of` targets too (``RuleEvaluator/canWrite``).
+            let writeTargets = rules.tables.values.flatMap(\.write).compactMap { grant -> String? in
+                if case let .ownerOf(target, _) = grant.kind { return target } else { return nil }
+            }
             for (table, grants) in rules.tables.sorted(by: { $0.key < $1.key }) {
                 for grant in grants.read {
                     switch grant.kind {
@@ -473,7 +477,7 @@ extension OfflineSyncService {
             self.memberships = memberships
             ownerOfDependents = owners
             memberDependents = members
-            readByRules = Set(memberships.keys).union(owners.keys).sorted()
+            readByRules = Set(memberships.keys).union(owners.keys).union(writeTargets).sorted()
             readKinds = rules.tables.mapValues { $0.read.map(\.kind) }
         }
     }

@@ -133,4 +133,24 @@ struct PushBatchWriteTests {
             #expect(todo["t89"]?["title"] == "second 89" && todo["t90"]?["title"] == "first 90")
         }
     }
+
+    /// A table that a write grant's `owner_of` names (and no read grant): its rows are what
+    /// the next operation's write check reads, so they are not held.
+    @Test("a row that an owner_of write grant checks is written before the next operation's check, in the same batch")
+    func writeGrantTargetNotHeld() async throws {
+        try await withTemporaryDirectory { directory in
+            let rules = SyncRules(tables: [
+                "projects": TableRules(read: [Grant(.everyone)], write: [Grant(.owner)]),
+                "tasks": TableRules(read: [Grant(.everyone)], write: [Grant(.ownerOf("projects", key: "project_id"))]),
+            ])
+            let store = try await SQLiteStore(path: directory.appendingPathComponent("server.sqlite").path)
+            let service = try await OfflineSyncService(store: store, rules: rules)
+            let results = try await service.remote(for: "alice").push([
+                PushOperation(id: "p", table: "projects", itemId: "P", kind: .insert, item: Record(id: "P", fields: ["name": "x"]), baseVersion: nil),
+                PushOperation(id: "t", table: "tasks", itemId: "T", kind: .insert, item: Record(id: "T", fields: ["project_id": "P"]), baseVersion: nil),
+            ])
+            #expect(results.allSatisfy { if case .applied = $0.outcome { true } else { false } }, "\(results)")
+            try await store.close()
+        }
+    }
 }

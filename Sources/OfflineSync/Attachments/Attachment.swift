@@ -147,7 +147,7 @@ public struct Attachment: Sendable, Hashable, Codable, CustomStringConvertible {
 
 extension Value {
     /// Whether the value is an object or an array, the only kinds that can hold an attachment.
-    var mayHoldAttachment: Bool {
+    package var mayHoldAttachment: Bool {
         switch self {
         case .object, .array: return true
         default: return false
