@@ -108,11 +108,14 @@ extension OfflineSyncService {
         return read.contains(table) || read.contains { pending.holdsRows(in: $0) }
     }
 
-    /// Whether `item` may reference an attachment: whether the caller may read one it names
-    /// is decided from the rows that reference it (``attachmentChange(from:to:claims:_:)``),
+    /// Whether `item` references an attachment: whether the caller may read one it names is
+    /// decided from the rows that reference it (``attachmentChange(from:to:claims:_:)``),
     /// which the batch may have written, so such an operation writes the held rows out first.
+    /// Only objects and arrays are scanned: an item of other fields is answered at once.
     private static func mayReference(_ item: Record?) -> Bool {
-        item?.fields.values.contains(where: \.mayHoldAttachment) ?? false
+        guard let fields = item?.fields, fields.values.contains(where: \.mayHoldAttachment) else { return false }
+        // A malformed reference is refused before anything is read.
+        return !Attachment.scan(fields).references.isEmpty
     }
 
     /// Holds an owner-only operation's row in `push.pending`, checked once, as the store's
