@@ -134,6 +134,44 @@ struct PushBatchWriteTests {
         }
     }
 
+    /// Whether the caller may read a file an item references is decided from the rows that
+    /// reference it, which earlier operations of the batch may have written: those are in the
+    /// store by then.
+    @Test("a file the caller may read only through a row the same batch wrote is allowed in a later row")
+    func attachmentThroughBatchRow() async throws {
+        try await withTemporaryDirectory { directory in
+            let store = try await SQLiteStore(path: directory.appendingPathComponent("server.sqlite").path)
+            let service = try await OfflineSyncService(store: store, rules: sharedListsRules(ownerReadsMembers: false))
+            func op(_ id: String, _ table: String, _ item: String, _ kind: OperationKind, _ fields: [String: Value]) -> PushOperation {
+                PushOperation(id: id, table: table, itemId: item, kind: kind, item: Record(id: item, fields: fields), baseVersion: nil)
+            }
+            func applied(_ results: [PushResult]) -> Bool { results.allSatisfy { if case .applied = $0.outcome { true } else { false } } }
+            // Bob uploads a photo and shares it with alice through a todo of his list.
+            let bytes: [UInt8] = Array("a photo".utf8), hash = AttachmentHasher.hash(bytes)
+            let bob = Claims(identity: "bob")
+            _ = try await service.beginAttachmentUpload(claims: bob, hash: hash, length: Int64(bytes.count))
+            _ = try await service.appendAttachment(claims: bob, hash: hash, offset: 0, bytes: bytes)
+            _ = try await service.finishAttachmentUpload(claims: bob, hash: hash)
+            let photo = try Attachment(sha256: hash, size: Int64(bytes.count), contentType: "image/png").value
+            let setup = try await service.remote(for: "bob").push([
+                op("list", "lists", "L", .insert, ["name": "trip"]),
+                op("m-bob", "list_members", "m-L-bob", .insert, ["list_id": "L", "user_id": "bob"]),
+                op("m-alice", "list_members", "m-L-alice", .insert, ["list_id": "L", "user_id": "alice"]),
+                op("t0", "todos", "t0", .insert, ["list_id": "L", "photo": photo]),
+            ])
+            #expect(applied(setup), "\(setup)")
+            // Alice references it from a new todo, drops it from bob's, and references it again:
+            // by then only her first todo lets her read it.
+            let batch = try await service.remote(for: "alice").push([
+                op("t1", "todos", "t1", .insert, ["list_id": "L", "photo": photo]),
+                op("t0-drop", "todos", "t0", .update, ["list_id": "L"]),
+                op("t2", "todos", "t2", .insert, ["list_id": "L", "photo": photo]),
+            ])
+            #expect(applied(batch), "\(batch)")
+            try await store.close()
+        }
+    }
+
     /// A table that a write grant's `owner_of` names (and no read grant): its rows are what
     /// the next operation's write check reads, so they are not held.
     @Test("a row that an owner_of write grant checks is written before the next operation's check, in the same batch")
