@@ -163,14 +163,16 @@ extension OfflineSyncService {
         // A row the rules read is written at once (the next operation's rules read it), the
         // others held (``mustWriteOut(before:in:)``).
         let holds = !ruleIndex.readByRules.contains(table)
-        var checked = ValidatedRows(schema: layout.schema)
+        // The row checked for the store, when it is written at once.
+        var checked: ValidatedRows?
         if holds { try push.pending.makeRoom(in: table, txn) }
         do {
             if holds {
                 try push.pending.add(id: proposed.id, fields: proposed.fields, positioned: proposed.own, version: proposed.version,
                                      updatedAt: proposed.updatedAt, deleted: proposed.deleted, in: table, schema: layout.schema, txn)
             } else {
-                try checked.append(row)
+                checked = ValidatedRows(schema: layout.schema)
+                try checked!.append(row)
             }
         } catch let error as SyncError {
             return PushRefusal(reason: error.message, status: 400)
@@ -195,7 +197,7 @@ extension OfflineSyncService {
         }
         if push.isConcurrent { try holdChanged(from: proposed.current, to: row, in: table, &push) }
         try keepOutcome(of: proposed.current, takenOverBy: proposed.key, &push)
-        if !holds { try txn.upsert(checked, in: table) }
+        if let checked { try txn.upsert(checked, in: table) }
         try record(references, table: table, row: proposed.id, txn)
         push.rows.wrote(row, by: proposed.index)
         try logChange(of: table, from: proposed.current, to: row, at: proposed.sequence, &push)

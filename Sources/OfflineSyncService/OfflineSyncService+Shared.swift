@@ -447,8 +447,9 @@ extension OfflineSyncService {
         /// For each membership, the tables with a `member` read grant through it, in name order.
         let memberDependents: [String: [String]]
         /// The tables whose rows the rules read to decide who reads or writes another row
-        /// (membership tables and the targets of `owner_of` grants, read or write), in name order. A push writes their rows
-        /// out before it decides anything from the store (``OfflineSyncService/mustWriteOut(before:in:)``).
+        /// (membership tables and the targets of `owner_of` grants, read or write), in name
+        /// order. A push writes their rows at once, and held rows out before it decides
+        /// anything from the store (``OfflineSyncService/mustWriteOut(before:in:)``).
         let readByRules: [String]
         /// Each table's read grants' kinds, in grant order (the grants' conditions and
         /// operations left out): a push works out the audience of every row it writes.
